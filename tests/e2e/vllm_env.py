@@ -1,0 +1,242 @@
+"""Real vLLM (CPU build) for the e2e tier: build the cached environment, start and stop servers.
+
+    env = ensure_vllm()                      # runs setup_vllm.sh (cached: ~1 s)
+    with start_vllm_server(env) as server:   # ~2 min to /health on this machine
+        requests.get(server.url + "/v1/models")
+
+Servers run in their own process group and are stopped by PID (SIGTERM, then SIGKILL to the group).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SETUP_SCRIPT = HERE / "setup_vllm.sh"
+DEFAULT_MODEL_NAME = "tiny-llama"
+VLLM_VERSION = "0.32.0"
+
+SERVER_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_CPU_KVCACHE_SPACE": "2",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+}
+DEFAULT_SERVER_ARGS = (
+    "--dtype",
+    "bfloat16",
+    "--max-model-len",
+    "2048",
+    "--enable-auto-tool-choice",
+    "--tool-call-parser",
+    "hermes",
+    "--enable-prefix-caching",
+)
+
+
+class VllmSetupError(RuntimeError):
+    """setup_vllm.sh failed."""
+
+
+class VllmStartError(RuntimeError):
+    """The server exited or did not become healthy in time; the message carries the log tail."""
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("VLLM_LOCUST_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "vllm-locust"
+
+
+@dataclass(frozen=True)
+class VllmEnv:
+    cache_dir: Path
+    python: Path
+    model_dir: Path
+    shim_dir: Path
+
+    @property
+    def venv(self) -> Path:
+        return self.python.parent.parent
+
+    def bench_command(self) -> list[str]:
+        """argv prefix for `vllm bench serve` (run it with env=self.bench_env())."""
+        return [str(self.venv / "bin" / "vllm"), "bench", "serve"]
+
+    def bench_env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        env = dict(os.environ if base is None else base)
+        env.update(SERVER_ENV)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.shim_dir), env.get("PYTHONPATH", "")) if p)
+        return env
+
+
+def ensure_vllm(cache_dir: str | os.PathLike[str] | None = None, *, timeout: float = 1800) -> VllmEnv:
+    """Build (or reuse) the venv, shim and tiny model under cache_dir; return their paths."""
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    proc = subprocess.run(
+        ["bash", str(SETUP_SCRIPT), str(cache)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if proc.returncode != 0:
+        raise VllmSetupError(
+            f"setup_vllm.sh exited {proc.returncode}\n--- stderr (tail) ---\n{proc.stderr[-4000:]}"
+        )
+    paths = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+    return VllmEnv(
+        cache_dir=cache.resolve(),
+        python=Path(paths["VLLM_PYTHON"]),
+        model_dir=Path(paths["VLLM_MODEL"]),
+        shim_dir=Path(paths["VLLM_SHIM"]),
+    )
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class VllmServer:
+    proc: subprocess.Popen
+    host: str
+    port: int
+    model_name: str
+    log_path: Path
+    argv: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log_tail(self, n: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait_healthy(self, timeout: float = 360.0) -> float:
+        """Poll GET /health until 200; return seconds waited. Raises VllmStartError."""
+        t0 = time.monotonic()
+        while True:
+            if self.proc.poll() is not None:
+                raise VllmStartError(
+                    f"vLLM exited with {self.proc.returncode} during startup; log {self.log_path}:\n"
+                    + self.log_tail()
+                )
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        return time.monotonic() - t0
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                pass
+            if time.monotonic() - t0 > timeout:
+                self.stop()
+                raise VllmStartError(
+                    f"vLLM not healthy after {timeout:.0f} s; log {self.log_path}:\n" + self.log_tail()
+                )
+            time.sleep(1.0)
+
+    def stop(self, grace: float = 20.0) -> None:
+        """SIGTERM the server's process group, then SIGKILL it after `grace` seconds."""
+        if self.proc.poll() is not None:
+            return
+        pgid = self.proc.pid  # started with start_new_session=True: pgid == pid
+        try:
+            os.killpg(pgid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            self.proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(pgid, signal.SIGKILL)  # also reaps engine-core children left behind
+        except ProcessLookupError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def __enter__(self) -> VllmServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_vllm_server(
+    env: VllmEnv,
+    port: int = 0,
+    extra_args: list[str] | tuple[str, ...] = (),
+    *,
+    host: str = "127.0.0.1",
+    model_name: str = DEFAULT_MODEL_NAME,
+    log_dir: str | os.PathLike[str] | None = None,
+    startup_timeout: float = 360.0,
+    wait: bool = True,
+    env_overrides: dict[str, str] | None = None,
+) -> VllmServer:
+    """Start vLLM's OpenAI api_server on the tiny model; by default wait until /health answers."""
+    if port == 0:
+        port = free_port(host)
+    log_root = Path(log_dir) if log_dir is not None else Path(tempfile.mkdtemp(prefix="vllm-locust-e2e-"))
+    log_root.mkdir(parents=True, exist_ok=True)
+    log_path = log_root / f"vllm-{port}.log"
+    argv = [
+        str(env.python),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(env.model_dir),
+        "--served-model-name",
+        model_name,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        *DEFAULT_SERVER_ARGS,
+        *extra_args,
+    ]
+    penv = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    penv.update(SERVER_ENV)
+    penv.update(env_overrides or {})
+    with open(log_path, "wb") as logf:
+        logf.write(("$ " + " ".join(argv) + "\n").encode())
+        logf.flush()
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            env=penv,
+            cwd=str(log_root),
+            start_new_session=True,
+        )
+    server = VllmServer(proc=proc, host=host, port=port, model_name=model_name, log_path=log_path, argv=argv)
+    if wait:
+        try:
+            server.wait_healthy(startup_timeout)
+        except BaseException:
+            server.stop()
+            raise
+    return server
