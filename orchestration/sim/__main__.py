@@ -1,0 +1,7 @@
+"""``python -m orchestration.sim``."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

@@ -1,0 +1,154 @@
+"""Command-line and environment configuration of the simulator."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+ENV_PREFIX = "VLLM_LOCUST_SIM_"
+MIB = 1024 * 1024
+
+
+@dataclass
+class SimConfig:
+    """Every knob of the simulator; the argparse flags map 1:1 onto these fields."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    model: str = "sim-model"
+    max_model_len: int = 8192
+    api_key: str | None = None
+    max_body_bytes: int = 32 * MIB
+    seed: int = 0
+    # fixed (ground-truth) mode
+    fixed: bool = False
+    ttft_ms: float = 50.0
+    itl_ms: float = 10.0
+    tokens_per_chunk: int = 1
+    chunks_per_write: int = 1
+    # continuous-batching model (defaults: a 7B model on one H100-class GPU)
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    kv_cache_tokens: int = 200_000
+    block_size: int = 16
+    prefill_tokens_per_s: float = 20_000.0
+    decode_step_ms: float = 8.0
+    decode_per_seq_ms: float = 0.05
+    enable_prefix_caching: bool = True
+    enable_prompt_tokens_details: bool = False
+    early_stop_prob: float = 0.3
+    # MoE routing (our extension)
+    num_experts: int = 0
+    topk: int = 2
+    router_skew: float = 1.2
+    # faults
+    fault_rate_500: float = 0.0
+    fault_rate_429: float = 0.0
+    fault_rate_close: float = 0.0
+    fault_rate_torn: float = 0.0
+    fault_rate_reset: float = 0.0
+    fault_rate_stall: float = 0.0
+    fault_rate_inband_error: float = 0.0
+    fault_rate_delay_headers: float = 0.0
+    fault_after_tokens: int = 4
+    fault_stall_ms: float = 1000.0
+    fault_delay_ms: float = 1000.0
+    enable_control: bool = False
+    # runtime
+    no_uvloop: bool = False
+    log_level: str = "WARNING"
+
+
+_HELP = {
+    "host": "address to listen on",
+    "port": "port to listen on (0 = ephemeral)",
+    "model": "served model name",
+    "max_model_len": "context length: prompt + max_tokens above it is a 400",
+    "api_key": "require 'Authorization: Bearer KEY' (401 otherwise)",
+    "max_body_bytes": "request bodies above this size get a 413",
+    "seed": "seed of the server-side RNG (EOS lengths, faults, routing)",
+    "fixed": "ground-truth mode: every request gets exactly --ttft-ms / --itl-ms",
+    "ttft_ms": "fixed mode: time to first token",
+    "itl_ms": "fixed mode: time between SSE events",
+    "tokens_per_chunk": "fixed mode: tokens per SSE event (like speculative decoding)",
+    "chunks_per_write": "fixed mode: SSE events per TCP write (bursts)",
+    "max_num_seqs": "most sequences running at once",
+    "max_num_batched_tokens": "token budget of one engine step (chunked prefill)",
+    "kv_cache_tokens": "KV-cache capacity in tokens",
+    "block_size": "KV-cache block size in tokens",
+    "prefill_tokens_per_s": "prefill speed on uncached prompt tokens",
+    "decode_step_ms": "fixed cost of one engine step",
+    "decode_per_seq_ms": "extra cost of one step per running sequence",
+    "enable_prefix_caching": "prefix caching by block hashes (on by default, like vLLM)",
+    "enable_prompt_tokens_details": "add usage.prompt_tokens_details.cached_tokens (like vLLM's flag)",
+    "early_stop_prob": "without ignore_eos: probability that EOS comes before max_tokens",
+    "num_experts": "MoE: number of experts (0 = dense model)",
+    "topk": "MoE: experts per token",
+    "router_skew": "MoE: Zipf exponent of the router's expert popularity",
+    "fault_after_tokens": "global-rate mid-stream faults strike after this many tokens",
+    "fault_stall_ms": "global-rate stall length",
+    "fault_delay_ms": "global-rate header delay",
+    "enable_control": "serve POST /sim/control (down_for_s, stall_for_s)",
+    "no_uvloop": "use the stdlib event loop even when uvloop is installed",
+    "log_level": "logging level (stderr)",
+}
+
+
+def _env_bool(text: str) -> bool:
+    """Parse an environment boolean the usual way."""
+    return text.strip().lower() in ("1", "true", "yes", "on")
+
+
+def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
+    """Build the argparse parser; defaults come from VLLM_LOCUST_SIM_<FLAG> env vars."""
+    env = os.environ if env is None else env
+    parser = argparse.ArgumentParser(
+        prog="vllm-locust sim",
+        description="vLLM-compatible simulator (OpenAI API, continuous-batching latency model)",
+    )
+    for f in fields(SimConfig):
+        flag = "--" + f.name.replace("_", "-")
+        env_name = ENV_PREFIX + f.name.upper()
+        default = f.default
+        help_text = _HELP.get(f.name, f.name.replace("_", " "))
+        raw = env.get(env_name)
+        if f.type in ("bool",):
+            if raw is not None:
+                default = _env_bool(raw)
+            if f.name == "enable_prefix_caching":
+                parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default,
+                                    help=f"{help_text} [env {env_name}]")
+            else:
+                parser.add_argument(flag, action="store_true", default=default,
+                                    help=f"{help_text} [env {env_name}]")
+            continue
+        conv: type = {"int": int, "float": float}.get(str(f.type), str)
+        if raw is not None:
+            default = conv(raw)
+        parser.add_argument(flag, type=conv, default=default, help=f"{help_text} [env {env_name}]")
+    return parser
+
+
+def parse_config(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> SimConfig:
+    """Parse argv (and env) into a validated SimConfig."""
+    parser = build_parser(env)
+    ns = parser.parse_args(argv)
+    cfg = SimConfig(**vars(ns))
+    problems = []
+    if cfg.block_size < 1:
+        problems.append("--block-size must be >= 1")
+    if cfg.max_num_seqs < 1:
+        problems.append("--max-num-seqs must be >= 1")
+    if cfg.tokens_per_chunk < 1 or cfg.chunks_per_write < 1:
+        problems.append("--tokens-per-chunk and --chunks-per-write must be >= 1")
+    if cfg.kv_cache_tokens < cfg.block_size:
+        problems.append("--kv-cache-tokens must hold at least one block")
+    if cfg.prefill_tokens_per_s <= 0:
+        problems.append("--prefill-tokens-per-s must be > 0")
+    if cfg.max_num_batched_tokens < 1:
+        problems.append("--max-num-batched-tokens must be >= 1")
+    if problems:
+        parser.error("; ".join(problems))
+    return cfg

@@ -1,0 +1,313 @@
+"""The two engines: exact ground truth (``--fixed``) and a continuous-batching latency model.
+
+Neither uses a timer per request: the fixed engine keeps one deadline heap and one ``call_at`` for
+its earliest entry; the batching engine runs one step at a time, like vLLM's scheduler loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import random
+from collections import deque
+
+from .config import SimConfig
+from .kvcache import BlockManager, SeqBlocks, block_hashes
+from .metrics import SimStats
+from .stream import Status, Stream
+
+# epoll timeouts are whole milliseconds rounded up: arm the timer this early and emit everything
+# due within the same window, so emit error is centred on zero instead of biased late by ~0.5 ms
+EARLY_S = 0.0005
+COALESCE_S = 0.0005
+
+
+class MoeRouter:
+    """Seeded, skewed (Zipf) router: counts tokens per expert (our extension of vLLM's metrics)."""
+
+    def __init__(self, cfg: SimConfig, stats: SimStats) -> None:
+        self.n = cfg.num_experts
+        self.k = max(1, min(cfg.topk, self.n)) if self.n else 0
+        self.weights = [1.0 / (i + 1) ** cfg.router_skew for i in range(self.n)]
+        self.rng = random.Random(cfg.seed + 7)
+        self.stats = stats
+
+    def route(self, tokens: int) -> None:
+        """Route ``tokens`` tokens to ``topk`` experts each (sampled for up to 512 tokens, scaled above)."""
+        if not self.n or tokens <= 0:
+            return
+        sample = min(tokens, 512)
+        counts = [0] * self.n
+        for e in self.rng.choices(range(self.n), weights=self.weights, k=sample * self.k):
+            counts[e] += 1
+        # scale the sample to the real count, keeping the exact total of tokens × topk
+        total = tokens * self.k
+        scaled = [c * tokens // sample for c in counts]
+        scaled[counts.index(max(counts))] += total - sum(scaled)
+        for i, c in enumerate(scaled):
+            self.stats.expert_tokens[i] += c
+
+
+class FixedEngine:
+    """Ground truth: write w of a request happens at arrival + ttft + w·chunks_per_write·itl (+ stalls)."""
+
+    def __init__(self, cfg: SimConfig, stats: SimStats, router: MoeRouter) -> None:
+        self.loop = asyncio.get_event_loop()
+        self.stats = stats
+        self.router = router
+        self.ttft = cfg.ttft_ms / 1000.0
+        self.per_event = cfg.tokens_per_chunk
+        self.per_write = cfg.tokens_per_chunk * cfg.chunks_per_write
+        self.write_gap = cfg.chunks_per_write * cfg.itl_ms / 1000.0
+        self.heap: list[tuple[float, int, Stream]] = []
+        self.counter = 0
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_at = 0.0
+        self.live = 0
+
+    def submit(self, s: Stream) -> None:
+        """Start a request (its arrival time is already set)."""
+        self.live += 1
+        self.stats.running = self.live
+        self._push(s.arrival + self.ttft, s)
+        self._arm()
+
+    def _push(self, when: float, s: Stream) -> None:
+        self.counter += 1
+        heapq.heappush(self.heap, (when, self.counter, s))
+
+    def _arm(self) -> None:
+        """Keep exactly one timer, at the earliest deadline (minus the epoll rounding allowance)."""
+        if not self.heap:
+            return
+        when = self.heap[0][0] - EARLY_S
+        if self.timer is not None:
+            if self.timer_at <= when:
+                return
+            self.timer.cancel()
+        self.timer_at = when
+        self.timer = self.loop.call_at(when, self._fire)
+
+    def _fire(self) -> None:
+        """Emit every write due now (coalesced), then re-arm."""
+        self.timer = None
+        now = self.loop.time()
+        horizon = now + COALESCE_S
+        heap = self.heap
+        late_hist = self.stats.lateness
+        produced = 0
+        while heap and heap[0][0] <= horizon:
+            due, _, s = heapq.heappop(heap)
+            late = now - due
+            late_hist.observe(late if late > 0 else 0.0)
+            before = s.done
+            st = s.produce(self.per_write, now, self.per_event)
+            produced += s.done - before
+            if st is Status.CONTINUE:
+                s.writes += 1
+                self._push(s.arrival + s.shift + self.ttft + s.writes * self.write_gap, s)
+            elif st is Status.STALLED:
+                s.shift += s.stall_ms / 1000.0
+                s.writes += 1
+                self._push(s.arrival + s.shift + self.ttft + s.writes * self.write_gap, s)
+            else:
+                self.live -= 1
+        self.stats.running = self.live
+        self.router.route(produced)
+        self._arm()
+
+    def stall_all(self, seconds: float) -> None:
+        """Control: shift every pending deadline by ``seconds``."""
+        self.heap = [(d + seconds, c, s) for d, c, s in self.heap]
+        for _, _, s in self.heap:
+            s.shift += seconds
+        heapq.heapify(self.heap)
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self._arm()
+
+
+class _Seq:
+    """Scheduler state of one request in the batching engine."""
+
+    __slots__ = ("s", "blocks", "prompt_len", "target", "computed", "chunk", "admitted", "cached_once")
+
+    def __init__(self, s: Stream, hashes: list[int]) -> None:
+        self.s = s
+        self.blocks = SeqBlocks(hashes)
+        self.prompt_len = s.req.prompt_tokens
+        self.target = self.prompt_len  # tokens to (re)compute before the next token comes out
+        self.computed = 0
+        self.chunk = 0
+        self.admitted = False
+        self.cached_once = False
+
+
+class BatchingEngine:
+    """Continuous batching: admission by max-num-seqs and KV blocks, chunked prefill, one decode step."""
+
+    def __init__(self, cfg: SimConfig, stats: SimStats, router: MoeRouter) -> None:
+        self.loop = asyncio.get_event_loop()
+        self.cfg = cfg
+        self.stats = stats
+        self.router = router
+        self.bm = BlockManager(cfg.kv_cache_tokens // cfg.block_size, cfg.block_size,
+                               cfg.enable_prefix_caching)
+        self.waiting: deque[_Seq] = deque()
+        self.running: list[_Seq] = []
+        self.stepping = False
+        self.paused_until = 0.0
+
+    def submit(self, s: Stream) -> None:
+        """Queue a request; start the step loop when idle."""
+        self.waiting.append(_Seq(s, block_hashes(s.req.prompt_ids, self.cfg.block_size)))
+        self.stats.waiting = len(self.waiting)
+        if not self.stepping:
+            self.stepping = True
+            self.loop.call_soon(self._start, self.loop.time())
+
+    def stall_all(self, seconds: float) -> None:
+        """Control: no step starts for ``seconds``."""
+        self.paused_until = self.loop.time() + seconds
+
+    def _drop(self, q: _Seq) -> None:
+        """Forget a sequence and free its blocks."""
+        self.bm.release(q.blocks)
+
+    def _admit(self, now: float) -> None:
+        """Admit waiting requests in FCFS order while seats and KV blocks last."""
+        cfg = self.cfg
+        while self.waiting and len(self.running) < cfg.max_num_seqs:
+            q = self.waiting[0]
+            if q.s.cancelled or q.s.conn.closed:
+                self.waiting.popleft()
+                continue
+            need = q.target + 1
+            cached = self.bm.allocate(q.blocks, need)
+            if cached is None:
+                if not self.running and self.bm.blocks_for(need) > self.bm.total:
+                    # can never fit: fail it rather than block the queue forever
+                    self.waiting.popleft()
+                    q.s.conn.respond(400, b'{"error":{"message":"Prompt does not fit in the KV cache",'
+                                          b'"type":"BadRequestError","param":null,"code":400}}')
+                    continue
+                break
+            self.waiting.popleft()
+            q.computed = cached
+            if not q.admitted:
+                q.admitted = True
+                self.stats.queue.observe(now - q.s.arrival)
+                self.stats.prefix_queries += q.prompt_len
+                self.stats.prefix_hits += cached
+                self.stats.prompt_tokens += q.prompt_len
+                q.s.set_cached(cached)
+            self.running.append(q)
+
+    def _preempt_for(self, q: _Seq) -> bool:
+        """Free blocks for ``q`` by preempting (recompute) the latest-admitted others; False if q itself went."""
+        while self.bm.available() < 1:
+            victim = self.running[-1]
+            self.running.pop()
+            self.bm.release(victim.blocks)
+            victim.target = victim.prompt_len + victim.s.done
+            victim.computed = 0
+            victim.chunk = 0
+            self.waiting.appendleft(victim)
+            self.stats.preemptions += 1
+            if victim is q:
+                return False
+        return True
+
+    def _start(self, t0: float) -> None:
+        """Plan one step starting at ``t0`` and schedule its end."""
+        now = self.loop.time()
+        if now < self.paused_until:
+            self.loop.call_at(self.paused_until, self._start, self.paused_until)
+            return
+        cfg = self.cfg
+        alive = []
+        for q in self.running:
+            if q.s.cancelled or q.s.conn.closed:
+                self._drop(q)
+            else:
+                alive.append(q)
+        self.running = alive
+        self._admit(now)
+        budget = cfg.max_num_batched_tokens
+        decoders: list[_Seq] = []
+        preempted = 0
+        wake = 0.0
+        for q in list(self.running):
+            if q.computed < q.target:
+                continue
+            if q.s.stalled_until > now:
+                wake = min(wake, q.s.stalled_until) if wake else q.s.stalled_until
+                continue
+            # the next token needs room for one more KV entry
+            if q.prompt_len + q.s.done + 1 > q.blocks.n_blocks * cfg.block_size:
+                before = self.stats.preemptions
+                ok = self._preempt_for(q)
+                preempted += self.stats.preemptions - before
+                if not ok:
+                    break  # q was the last running sequence: the rest were preempted before it
+                self.bm.grow(q.blocks)
+            decoders.append(q)
+        if preempted:
+            live = {id(q) for q in self.running}
+            decoders = [q for q in decoders if id(q) in live]
+        budget -= len(decoders)
+        prefill_tokens = 0
+        prefillers: list[_Seq] = []
+        for q in self.running:
+            if q.computed < q.target and budget > 0:
+                q.chunk = min(q.target - q.computed, budget)
+                budget -= q.chunk
+                prefill_tokens += q.chunk
+                prefillers.append(q)
+        self.stats.running = len(self.running)
+        self.stats.waiting = len(self.waiting)
+        self.stats.kv_usage = self.bm.usage()
+        if not decoders and not prefillers:
+            if wake:
+                self.loop.call_at(wake, self._start, wake)
+            else:
+                self.stepping = False
+            return
+        dur = (cfg.decode_step_ms + cfg.decode_per_seq_ms * (len(decoders) + len(prefillers))) / 1000.0 \
+            + prefill_tokens / cfg.prefill_tokens_per_s
+        t_end = max(t0, now - 0.001) + dur  # a late start is absorbed, never accumulated beyond 1 ms
+        self.loop.call_at(t_end - EARLY_S, self._end, t_end, decoders, prefillers, prefill_tokens)
+
+    def _end(self, t_end: float, decoders: list[_Seq], prefillers: list[_Seq], prefill_tokens: int) -> None:
+        """Finish a step: emit one token per decoding sequence and per completed prefill."""
+        now = self.loop.time()
+        late = now - t_end
+        emitters = list(decoders)
+        for q in prefillers:
+            q.computed += q.chunk
+            q.chunk = 0
+            if q.computed >= q.target:
+                if not q.cached_once:
+                    self.bm.commit(q.blocks)
+                    q.cached_once = True
+                emitters.append(q)
+        done: set[int] = set()
+        for q in emitters:
+            if q.s.cancelled:
+                done.add(id(q))
+                continue
+            st = q.s.produce(1, now)
+            if st is Status.FINISHED or st is Status.HUNG:
+                done.add(id(q))
+        self.stats.lateness.observe_many(late if late > 0 else 0.0, max(1, len(emitters)))
+        self.router.route(len(decoders) + prefill_tokens)
+        if done:
+            keep = []
+            for q in self.running:
+                if id(q) in done:
+                    self.bm.release(q.blocks)
+                else:
+                    keep.append(q)
+            self.running = keep
+        self._start(t_end)
