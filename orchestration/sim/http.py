@@ -158,17 +158,21 @@ class Connection(asyncio.Protocol):
         self.respond(status, body)
 
     # -- responses -------------------------------------------------------------------------
-    def _head(self, status: int, headers: list[tuple[str, str]], content_type: str, extra: bytes) -> bytes:
-        """Status line and headers."""
+    def _head(self, status: int, headers: list[tuple[str, str]], content_type: str,
+              length: int | None) -> bytes:
+        """Status line and headers, in uvicorn's order (length, type, extra, vary, connection, TE)."""
         out = [b"HTTP/1.1 %d %s\r\ndate: %s\r\nserver: uvicorn\r\n" % (
             status, REASONS.get(status, "Unknown").encode(), _date())]
+        if length is not None:
+            out.append(b"content-length: %d\r\n" % length)
         if content_type:
             out.append(b"content-type: " + content_type.encode() + b"\r\n")
         for k, v in headers:
             out.append(f"{k}: {v}\r\n".encode("latin-1", "replace"))
+        out.append(b"vary: Origin\r\n")
         if not self.keep_alive:
             out.append(b"connection: close\r\n")
-        out.append(extra)
+        out.append(b"\r\n" if length is not None else b"transfer-encoding: chunked\r\n\r\n")
         return b"".join(out)
 
     def respond(self, status: int, body: bytes, content_type: str = "application/json",
@@ -176,8 +180,7 @@ class Connection(asyncio.Protocol):
         """Send a complete response and move on to the next request (or close)."""
         if self.closed or self.transport is None:
             return
-        self.transport.write(self._head(status, headers or [], content_type,
-                                        b"content-length: %d\r\n\r\n" % len(body)) + body)
+        self.transport.write(self._head(status, headers or [], content_type, len(body)) + body)
         self._finish()
 
     def start_stream(self, status: int = 200, headers: list[tuple[str, str]] | None = None,
@@ -185,8 +188,7 @@ class Connection(asyncio.Protocol):
         """Send the headers of a chunked (SSE) response."""
         if self.closed or self.transport is None:
             return
-        self.transport.write(self._head(status, headers or [], content_type,
-                                        b"transfer-encoding: chunked\r\n\r\n"))
+        self.transport.write(self._head(status, headers or [], content_type, None))
 
     @staticmethod
     def frame(data: bytes) -> bytes:
@@ -198,12 +200,12 @@ class Connection(asyncio.Protocol):
         if not self.closed and self.transport is not None:
             self.transport.write(data)
 
-    def end_stream(self, data: bytes = b"") -> None:
-        """Write the last chunk(s) and the terminating zero-length chunk, then move on."""
+    def end_stream(self, framed: bytes = b"") -> None:
+        """Write the last (already framed) chunks and the terminating zero-length chunk, then move on."""
         if self.closed or self.transport is None:
             return
         self.stream = None
-        self.transport.write((self.frame(data) if data else b"") + b"0\r\n\r\n")
+        self.transport.write(framed + b"0\r\n\r\n")
         self._finish()
 
     def _finish(self) -> None:

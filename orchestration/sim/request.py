@@ -19,21 +19,29 @@ ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 413: "BadRequestErr
 class ApiError(Exception):
     """An error answered as vLLM's ``{"error": {...}}`` body."""
 
-    def __init__(self, status: int, message: str, param: str | None = None) -> None:
+    def __init__(self, status: int, message: str, param: str | None = None, kind: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.param = param
+        self.kind = kind
 
     def body(self) -> bytes:
         """The JSON body vLLM sends for this error."""
-        return error_body(self.status, self.message, self.param)
+        return error_body(self.status, self.message, self.param, self.kind)
 
 
-def error_body(status: int, message: str, param: str | None = None) -> bytes:
+def error_body(status: int, message: str, param: str | None = None, kind: str | None = None) -> bytes:
     """vLLM's error JSON: ``{"error": {"message", "type", "param", "code"}}``."""
-    return json.dumps({"error": {"message": message, "type": ERROR_TYPES.get(status, "BadRequestError"),
+    return json.dumps({"error": {"message": message, "type": kind or ERROR_TYPES.get(status, "BadRequestError"),
                                  "param": param, "code": status}}, separators=(",", ":")).encode()
+
+
+def _validation_error(kind: str, loc: str, msg: str, inp: str, ctx: str = "") -> ApiError:
+    """FastAPI request-validation errors as vLLM 0.32 renders them (type "Bad Request", param = loc)."""
+    extra = f", 'ctx': {{'error': '{ctx}'}}" if ctx else ""
+    return ApiError(400, f"1 validation error:\n  {{'type': '{kind}', 'loc': '{loc}', 'msg': '{msg}', "
+                         f"'input': '{inp}'{extra}}}", loc, "Bad Request")
 
 
 @dataclass
@@ -115,21 +123,28 @@ def parse_request(raw: bytes, chat: bool, served_model: str, max_model_len: int)
     """Parse and validate a request body; raise ApiError with vLLM's status and message."""
     try:
         body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ApiError(400, f"Invalid JSON body: {e}") from None
+    except json.JSONDecodeError as e:
+        raise _validation_error("json_invalid", f"body.{e.pos}", "JSON decode error", "<dict of 0 items>",
+                                e.msg) from None
+    except (ValueError, UnicodeDecodeError):
+        raise _validation_error("json_invalid", "body.0", "JSON decode error", "<dict of 0 items>",
+                                "Invalid encoding") from None
     if not isinstance(body, dict):
-        raise ApiError(400, "Request body must be a JSON object")
+        raise _validation_error("model_attributes_type", "body", "Input should be a valid dictionary",
+                                type(body).__name__)
     model = body.get("model")
     if model is None:
         model = served_model
     if not isinstance(model, str):
         raise ApiError(400, "model must be a string", "model")
     if model != served_model:
-        raise ApiError(404, f"The model `{model}` does not exist.", "model")
+        raise ApiError(404, f"The model `{model}` does not exist. Valid aliases: {served_model}.", "model")
     if chat:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
-            raise ApiError(400, "messages: field required (a non-empty list of message objects)", "messages")
+            raise _validation_error("missing" if messages is None else "list_type", "body.messages",
+                                    "Field required" if messages is None else "Input should be a valid list",
+                                    f"<dict of {len(body)} items>")
         prompt_ids = tok.encode_chat(messages)
     else:
         prompt = body.get("prompt")
@@ -141,7 +156,9 @@ def parse_request(raw: bytes, chat: bool, served_model: str, max_model_len: int)
                 isinstance(t, int) and not isinstance(t, bool) for t in prompt):
             prompt_ids = [int(t) for t in prompt]
         else:
-            raise ApiError(400, "prompt: field required (a string or a list of token ids)", "prompt")
+            raise _validation_error("missing" if prompt is None else "string_type", "body.prompt",
+                                    "Field required" if prompt is None else "Input should be a valid string",
+                                    f"<dict of {len(body)} items>")
     n = body.get("n", 1)
     if n != 1:
         raise ApiError(400, "The simulator supports n=1 only.", "n")
@@ -158,15 +175,24 @@ def parse_request(raw: bytes, chat: bool, served_model: str, max_model_len: int)
     if mt is None:
         mt = _int_field(body, "max_tokens", 1)
     plen = len(prompt_ids)
+    if plen >= max_model_len:
+        shown = min(plen, max_model_len + 1)
+        raise ApiError(
+            400, f"This model's maximum context length is {max_model_len} tokens. However, your prompt "
+            f"contains at least {shown} input tokens, which exceeds this limit even without any output "
+            f"tokens. Please reduce the length of the input prompt. (parameter=input_tokens, value={shown})",
+            "input_tokens")
+    if mt is not None and mt > max_model_len:
+        raise ApiError(400, f"max_tokens={mt} cannot be greater than max_model_len={max_model_len}. Please "
+                            f"request fewer output tokens. (parameter=max_tokens, value={mt})", "max_tokens")
     if mt is None:
         mt = max_model_len - plen
     if plen + mt > max_model_len:
-        where = "messages" if chat else "prompt"
         raise ApiError(
-            400,
-            f"This model's maximum context length is {max_model_len} tokens. However, you requested "
-            f"{plen + mt} tokens ({plen} in the {where}, {mt} in the completion). Please reduce the "
-            f"length of the {where} or completion.")
+            400, f"This model's maximum context length is {max_model_len} tokens. However, you requested "
+            f"{mt} output tokens and your prompt contains at least {plen} input tokens, for a total of at "
+            f"least {plen + mt} tokens. Please reduce the length of the input prompt or the number of "
+            f"requested output tokens. (parameter=input_tokens, value={plen})", "input_tokens")
     min_tokens = _int_field(body, "min_tokens", 0) or 0
     if min_tokens > mt:
         raise ApiError(400, f"min_tokens must be less than or equal to max_tokens={mt}, got {min_tokens}.",
@@ -198,7 +224,7 @@ def parse_request(raw: bytes, chat: bool, served_model: str, max_model_len: int)
         include_usage=bool(so.get("include_usage")) if isinstance(so, dict) else False,
         continuous_usage=bool(so.get("continuous_usage_stats")) if isinstance(so, dict) else False,
         seed=seed, stop=stops, schema=schema, tools=tools, tool_choice=tool_choice,
-        request_id=("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(16),
+        request_id=("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(8),
     )
 
 
@@ -236,9 +262,9 @@ def build_plan(req: SimRequest, server_rng: random.Random, early_stop_prob: floa
         pieces = tok.split_pieces(args)
         if len(pieces) + 1 > req.max_tokens:
             return Plan(pieces[: req.max_tokens - 1], "length", str(tool["function"].get("name")),
-                        "chatcmpl-tool-" + secrets.token_hex(16))
+                        "chatcmpl-tool-" + secrets.token_hex(8))
         return Plan(pieces, "tool_calls", str(tool["function"].get("name")),
-                    "chatcmpl-tool-" + secrets.token_hex(16))
+                    "chatcmpl-tool-" + secrets.token_hex(8))
     if req.schema is not None:
         pieces = tok.split_pieces(json.dumps(generate(req.schema, rng)))
         if len(pieces) > req.max_tokens:

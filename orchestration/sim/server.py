@@ -18,9 +18,9 @@ from .http import Connection, HttpRequest
 from .metrics import SimStats, make_registry, render
 from .request import ApiError, build_plan, error_body, parse_request
 from .stream import Stream
+from .wire import VERSION
 
 log = logging.getLogger("orchestration.sim")
-VERSION = "0.32.0"
 _NOT_FOUND = b'{"detail":"Not Found"}'
 _NOT_ALLOWED = b'{"detail":"Method Not Allowed"}'
 
@@ -114,7 +114,7 @@ class SimServer:
             elif path == "/version":
                 self._json(conn, {"version": VERSION})
             elif path == "/metrics":
-                self._send(conn, 200, render(self.registry), "text/plain; version=0.0.4; charset=utf-8")
+                self._send(conn, 200, render(self.registry), "text/plain; version=1.0.0; charset=utf-8")
             elif path == "/sim/stats":
                 self._json(conn, self.stats.snapshot())
             else:

@@ -14,6 +14,11 @@ if TYPE_CHECKING:
     from .http import Connection
 
 
+def _framed(events: list[str]) -> bytes:
+    """Each SSE event in its own HTTP chunk (as uvicorn sends them), all in one buffer for one write."""
+    return b"".join(b"%x\r\n%s\r\n" % (len(b), b) for b in (e.encode() for e in events))
+
+
 class Status(Enum):
     """What the engine should do with a stream after produce()."""
 
@@ -94,7 +99,7 @@ class Stream:
             self._finish(out, now)
             return Status.FINISHED
         if out:
-            self.conn.write_raw(self.conn.frame("".join(out).encode()))
+            self.conn.write_raw(_framed(out))
         return Status.CONTINUE
 
     def _account(self, n: int, now: float) -> None:
@@ -141,7 +146,7 @@ class Stream:
             if self.req.include_usage:
                 out.append(self.writer.usage(self.done))
             out.append("data: [DONE]\n\n")
-            self.conn.end_stream("".join(out).encode())
+            self.conn.end_stream(_framed(out))
         else:
             cached = self.cached_tokens if self._cached_field else None
             self.conn.respond(200, wire.full_response(self.req, self.plan, self.done, cached))
@@ -167,7 +172,7 @@ class Stream:
         else:
             parts.append(self.writer.usage(0))
         parts.append("data: [DONE]\n\n")
-        self.conn.end_stream("".join(parts).encode())
+        self.conn.end_stream(_framed(parts))
         return Status.FINISHED
 
     def _strike(self, fault: Fault, out: list[str], now: float) -> Status:
@@ -175,16 +180,16 @@ class Stream:
         conn = self.conn
         kind = fault.kind
         self._count_fault()
-        data = "".join(out).encode()
+        data = _framed(out)
         if kind == "stall":
             if data:
-                conn.write_raw(conn.frame(data))
+                conn.write_raw(data)
             self.stalled_until = now + fault.ms / 1000.0
             self.stall_ms = fault.ms
             return Status.STALLED
         if kind == "hang":
             if data:
-                conn.write_raw(conn.frame(data))
+                conn.write_raw(data)
             return Status.HUNG
         if kind == "inband_error":
             self.stats.served += 1
@@ -192,20 +197,15 @@ class Stream:
             if self.writer is None:
                 conn.respond(500, wire.inband_error()[6:-2].encode())
             else:
-                conn.end_stream(data + wire.inband_error().encode() + wire.DONE)
+                conn.end_stream(data + _framed([wire.inband_error(), "data: [DONE]\n\n"]))
             return Status.FINISHED
-        if kind == "torn":
-            if self.writer is not None:
-                line = self.writer.head.encode()
-                data += line[: len(line) // 2]
-            if data:
-                conn.write_raw(conn.frame(data))
-            conn.close()
-            return Status.FINISHED
+        if kind == "torn" and self.writer is not None:
+            line = self.writer.head
+            data += _framed([line[: len(line) // 2]])
         if data:
-            conn.write_raw(conn.frame(data))
+            conn.write_raw(data)
         if kind == "reset":
             conn.reset()
-        else:  # close
+        else:  # close, torn
             conn.close()
         return Status.FINISHED

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 import time
+import zlib
 from functools import lru_cache
 from typing import Any
 
 from .request import Plan, SimRequest
+
+VERSION = "0.32.0"
 
 DONE = b"data: [DONE]\n\n"
 
@@ -22,46 +25,71 @@ def _q(text: str) -> str:
     return json.dumps(text)
 
 
-def usage_dict(prompt: int, completion: int, cached: int | None) -> dict[str, Any]:
+def fingerprint(model: str) -> str:
+    """vLLM 0.32's system_fingerprint shape: ``vllm-<version>-<8 hex>`` (stable per served model)."""
+    return f"vllm-{VERSION}-{zlib.crc32(model.encode()):08x}"
+
+
+def usage_dict(prompt: int, completion: int, cached: int | None, details_null: bool = False) -> dict[str, Any]:
     """vLLM's UsageInfo, fields in its order; prompt_tokens_details only when enabled (cached not None)."""
     u: dict[str, Any] = {"prompt_tokens": prompt, "total_tokens": prompt + completion,
                          "completion_tokens": completion}
     if cached is not None:
         u["prompt_tokens_details"] = {"cached_tokens": cached}
+    elif details_null:
+        u["prompt_tokens_details"] = None
+    if details_null:
+        u["completion_tokens_details"] = None
     return u
 
 
+def _compact(obj: Any) -> str:
+    """JSON without spaces, as pydantic's model_dump_json writes it."""
+    return json.dumps(obj, separators=(",", ":"))
+
+
 class ChunkWriter:
-    """Renders the SSE events of one streamed request."""
+    """Renders the SSE events of one streamed request, byte for byte like vLLM 0.32."""
 
     def __init__(self, req: SimRequest, plan: Plan, created: int | None = None) -> None:
         self.req = req
         self.plan = plan
         created = int(time.time()) if created is None else created
         model = json.dumps(req.model)
-        if req.chat:
-            self.head = (f'data: {{"id":"{req.request_id}","object":"chat.completion.chunk",'
-                         f'"created":{created},"model":{model},"choices":[')
-        else:
-            self.head = (f'data: {{"id":"{req.request_id}","object":"text_completion",'
-                         f'"created":{created},"model":{model},"choices":[')
+        kind = "chat.completion.chunk" if req.chat else "text_completion"
+        self.head = (f'data: {{"id":"{req.request_id}","object":"{kind}",'
+                     f'"created":{created},"model":{model},"choices":[')
+        self.fp = ',"system_fingerprint":"' + fingerprint(req.model) + '"'
         self.prompt_tokens = req.prompt_tokens
         self.cached_tokens: int | None = None
 
-    def _usage_tail(self, completion: int) -> str:
-        """The ``,"usage":{...}`` suffix of continuous-usage chunks."""
-        return ',"usage":' + json.dumps(usage_dict(self.prompt_tokens, completion, self.cached_tokens),
-                                        separators=(",", ":"))
+    def _cont_usage(self, completion: int) -> str:
+        """The ``,"usage":{...}`` of continuous-usage chunks ("" when not asked for)."""
+        if not self.req.continuous_usage:
+            return ""
+        u = usage_dict(self.prompt_tokens, completion, self.cached_tokens)
+        u["completion_tokens_details"] = None
+        return ',"usage":' + _compact(u)
+
+    def _end(self, last: bool) -> str:
+        """Close an event; the stream's final chunk carries system_fingerprint."""
+        return (self.fp + "}\n\n") if last and not self.req.include_usage else "}\n\n"
 
     def role(self) -> str:
         """Chat's first event: the assistant role with empty content."""
-        tail = self._usage_tail(0) if self.req.continuous_usage else ""
         return (self.head + '{"index":0,"delta":{"role":"assistant","content":""},'
-                '"logprobs":null,"finish_reason":null}]' + tail + "}\n\n")
+                '"logprobs":null,"finish_reason":null}]' + self._cont_usage(0)
+                + ',"prompt_token_ids":null,"prompt_text":null}\n\n')
 
     def _fin(self, last: bool) -> str:
-        """The finish_reason value (plus stop_reason on the last event)."""
-        return f'"{self.plan.finish_reason}","stop_reason":null' if last else "null"
+        """finish_reason (plus stop_reason on the last event) and token_ids."""
+        if last:
+            return f'"{self.plan.finish_reason}","stop_reason":null,"token_ids":null}}]'
+        return 'null,"token_ids":null}]' if self.req.chat else 'null,"stop_reason":null,"token_ids":null}]'
+
+    def _choice(self, delta: str, last: bool) -> str:
+        """A chat choice around a rendered delta."""
+        return '{"index":0,"delta":' + delta + ',"logprobs":null,"finish_reason":' + self._fin(last)
 
     def pieces(self, p0: int, p1: int, n_done: int, last: bool) -> str:
         """One event carrying pieces ``p0:p1``; ``n_done`` tokens have been produced including them."""
@@ -69,68 +97,68 @@ class ChunkWriter:
         text = _q("".join(plan.pieces[p0:p1]) if p1 - p0 != 1 else plan.pieces[p0])
         if self.req.chat:
             if plan.tool_name is not None:
-                delta = '{"tool_calls":[{"index":0,"function":{"arguments":' + text + "}}]}"
+                body = self._choice('{"content":null,"tool_calls":[{"index":0,"function":{"arguments":'
+                                    + text + "}}]}", last)
             else:
-                delta = '{"content":' + text + "}"
-            body = '{"index":0,"delta":' + delta + ',"logprobs":null,"finish_reason":' + self._fin(last) + "}]"
+                body = self._choice('{"content":' + text + "}", last)
         else:
-            body = '{"index":0,"text":' + text + ',"logprobs":null,"finish_reason":' + self._fin(last) + "}]"
-        tail = self._usage_tail(n_done) if self.req.continuous_usage else ""
-        return self.head + body + tail + "}\n\n"
+            body = ('{"index":0,"text":' + text + ',"logprobs":null,"finish_reason":'
+                    + (f'"{plan.finish_reason}"' if last else "null")
+                    + ',"stop_reason":null,"prompt_token_ids":null,"token_ids":null}]')
+        return self.head + body + self._cont_usage(n_done) + self._end(last)
 
     def tool_header(self, last: bool) -> str:
-        """First tool-call event: index, id, type and name with empty arguments."""
+        """First tool-call event: index, id, type and the function name."""
         plan = self.plan
-        delta = ('{"tool_calls":[{"id":"' + str(plan.tool_id) + '","type":"function","index":0,'
-                 '"function":{"name":' + _q(str(plan.tool_name)) + ',"arguments":""}}]}')
-        body = '{"index":0,"delta":' + delta + ',"logprobs":null,"finish_reason":' + self._fin(last) + "}]"
-        tail = self._usage_tail(1) if self.req.continuous_usage else ""
-        return self.head + body + tail + "}\n\n"
+        delta = ('{"content":null,"tool_calls":[{"id":"' + str(plan.tool_id) + '","type":"function",'
+                 '"index":0,"function":{"name":' + _q(str(plan.tool_name)) + "}}]}")
+        return self.head + self._choice(delta, last) + self._cont_usage(1) + self._end(last)
 
     def empty_finish(self) -> str:
         """A finish event that carries no output (zero_tokens fault)."""
-        tail = self._usage_tail(0) if self.req.continuous_usage else ""
         if self.req.chat:
-            body = '{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop","stop_reason":null}]'
+            body = '{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop","stop_reason":null,"token_ids":null}]'
         else:
-            body = '{"index":0,"text":"","logprobs":null,"finish_reason":"stop","stop_reason":null}]'
-        return self.head + body + tail + "}\n\n"
+            body = ('{"index":0,"text":"","logprobs":null,"finish_reason":"stop","stop_reason":null,'
+                    '"prompt_token_ids":null,"token_ids":null}]')
+        return self.head + body + self._cont_usage(0) + self._end(True)
 
     def usage(self, completion: int) -> str:
         """The final usage event (``choices: []``), sent only with include_usage."""
-        return self.head + "]" + self._usage_tail(completion) + "}\n\n"
+        return (self.head + '],"usage":' + _compact(usage_dict(self.prompt_tokens, completion, self.cached_tokens))
+                + self.fp + "}\n\n")
 
 
 def full_response(req: SimRequest, plan: Plan, n_tokens: int, cached: int | None,
                   created: int | None = None) -> bytes:
     """Non-streamed body of a finished request that produced ``n_tokens`` tokens."""
     created = int(time.time()) if created is None else created
-    usage = usage_dict(req.prompt_tokens, n_tokens, cached)
-    if cached is None:
-        usage["prompt_tokens_details"] = None
+    usage = usage_dict(req.prompt_tokens, n_tokens, cached, details_null=True)
     finish = plan.finish_reason if n_tokens >= plan.n_tokens else "length"
     n_pieces = n_tokens - 1 if plan.tool_name else n_tokens
     text = "".join(plan.pieces[: max(0, n_pieces)])
+    fp = fingerprint(req.model)
     if req.chat:
         message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None,
-                                   "annotations": None, "audio": None, "function_call": None,
-                                   "tool_calls": [], "reasoning_content": None}
+                                   "annotations": None, "audio": None, "function_call": None}
         if plan.tool_name is not None and n_tokens > 0:
             message["content"] = None
             message["tool_calls"] = [{"id": plan.tool_id, "type": "function",
                                       "function": {"name": plan.tool_name, "arguments": text}}]
-        choice: dict[str, Any] = {"index": 0, "message": message, "logprobs": None,
-                                  "finish_reason": finish, "stop_reason": None}
+        message["reasoning"] = None
+        choice: dict[str, Any] = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish,
+                                  "stop_reason": None, "token_ids": None, "routed_experts": None}
         obj = {"id": req.request_id, "object": "chat.completion", "created": created, "model": req.model,
-               "choices": [choice], "service_tier": None, "system_fingerprint": None, "usage": usage,
-               "prompt_logprobs": None, "kv_transfer_params": None}
+               "choices": [choice], "service_tier": None, "system_fingerprint": fp, "usage": usage,
+               "prompt_logprobs": None, "prompt_token_ids": None, "prompt_text": None,
+               "kv_transfer_params": None, "ec_transfer_params": None, "metrics": None}
     else:
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish,
-                  "stop_reason": None, "prompt_logprobs": None}
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None,
+                  "token_ids": None, "prompt_logprobs": None, "prompt_token_ids": None, "routed_experts": None}
         obj = {"id": req.request_id, "object": "text_completion", "created": created, "model": req.model,
-               "choices": [choice], "service_tier": None, "system_fingerprint": None, "usage": usage,
-               "kv_transfer_params": None}
-    return json.dumps(obj, separators=(",", ":")).encode()
+               "choices": [choice], "service_tier": None, "system_fingerprint": fp, "usage": usage,
+               "kv_transfer_params": None, "ec_transfer_params": None, "metrics": None}
+    return _compact(obj).encode()
 
 
 def inband_error(message: str = "Simulated in-band error", code: int = 500) -> str:
