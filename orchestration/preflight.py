@@ -1,0 +1,96 @@
+"""Check the server before any load: reachable, OpenAI-compatible, model known, key accepted, streams SSE."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+
+class PreflightError(Exception):
+    """The server cannot be load-tested as asked; the message is one line naming why."""
+
+
+@dataclass
+class ServerInfo:
+    """What the preflight learned."""
+
+    model: str
+    models: list[str]
+
+
+def _conn(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PreflightError(f"invalid --host {url!r}: expected http://HOST:PORT")
+    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    return cls(parts.hostname, parts.port, timeout=timeout), parts.path.rstrip("/")
+
+
+def _request(url: str, method: str, path: str, headers: dict[str, str], body: Any = None, timeout: float = 10.0):
+    conn, base = _conn(url, timeout)
+    try:
+        data = json.dumps(body).encode() if body is not None else None
+        conn.request(method, base + path, body=data, headers=headers)
+        resp = conn.getresponse()
+        return resp.status, resp.getheader("content-type") or "", resp.read(1 << 20)
+    except (ConnectionRefusedError, socket.gaierror, socket.timeout, TimeoutError, OSError) as e:
+        reason = "connection refused" if isinstance(e, ConnectionRefusedError) else (str(e) or type(e).__name__)
+        raise PreflightError(f"cannot reach {url}: {reason}") from None
+    except http.client.HTTPException as e:
+        raise PreflightError(f"{url} sent a malformed HTTP response to {method} {path}: {type(e).__name__}") from None
+    finally:
+        conn.close()
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    h = {"Content-Type": "application/json"}
+    if api_key:
+        h["Authorization"] = f"Bearer {api_key}"
+    return h
+
+
+def check_server(url: str, model: str | None, api_key: str | None, endpoint: str = "chat") -> ServerInfo:
+    """Raise PreflightError with a one-line reason, or return the model to use."""
+    h = _headers(api_key)
+    status, ctype, body = _request(url, "GET", "/v1/models", h)
+    if status == 401 or status == 403:
+        raise PreflightError(f"{url} rejected the API key (HTTP {status}); set VLLM_LOCUST_API_KEY or --api-key")
+    if status != 200:
+        raise PreflightError(f"{url} is not an OpenAI-compatible server: GET /v1/models returned HTTP {status}")
+    try:
+        models = [m["id"] for m in json.loads(body)["data"]]
+    except (ValueError, KeyError, TypeError):
+        kind = ctype.split(";")[0] or "an unknown content type"
+        raise PreflightError(f"{url} is not an OpenAI-compatible server: GET /v1/models returned {kind}") from None
+    if model:
+        if model not in models:
+            raise PreflightError(f"model {model!r} is not served by {url} (it serves: {', '.join(models) or 'none'})")
+    elif len(models) == 1:
+        model = models[0]
+    else:
+        raise PreflightError(f"{url} serves {len(models)} models ({', '.join(models)}); choose one with --model")
+    _check_stream(url, model, h, endpoint)
+    return ServerInfo(model=model, models=models)
+
+
+def _check_stream(url: str, model: str, h: dict[str, str], endpoint: str) -> None:
+    body: dict[str, Any] = {"model": model, "max_tokens": 2, "stream": True, "stream_options": {"include_usage": True}}
+    if endpoint == "chat":
+        path = "/v1/chat/completions"
+        body["messages"] = [{"role": "user", "content": "preflight"}]
+    else:
+        path = "/v1/completions"
+        body["prompt"] = "preflight"
+    status, ctype, raw = _request(url, "POST", path, h, body, timeout=60.0)
+    if status in (401, 403):
+        raise PreflightError(f"{url} rejected the API key (HTTP {status}); set VLLM_LOCUST_API_KEY or --api-key")
+    if status != 200:
+        msg = raw[:160].decode("utf-8", "replace").strip().replace("\n", " ")
+        raise PreflightError(f"POST {path} on {url} failed with HTTP {status}: {msg}")
+    if "text/event-stream" not in ctype or b"data:" not in raw:
+        kind = ctype.split(";")[0] or "no content type"
+        raise PreflightError(f"POST {path} on {url} did not stream SSE (got {kind}); not an OpenAI-compatible server")

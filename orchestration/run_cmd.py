@@ -1,0 +1,329 @@
+"""`vllm-locust run`: preflight, a Locust master plus N worker processes, progress, summary, results."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+from orchestration import config as C
+from orchestration.preflight import PreflightError, check_server
+from orchestration.summary import format_summary
+from vllm_users import exit_codes
+from vllm_users.options import API_KEY_ENV
+from vllm_users.scenarios import locustfile_source, parse_mix
+
+DEFAULT_NUM_PROMPTS = 200  # when neither --num-prompts nor --run-time is given
+DEFAULT_OPEN_LOOP_SLOTS = 256  # users (max in flight) for open loop without --max-concurrency
+
+
+def add_run_parser(sub: Any) -> argparse.ArgumentParser:
+    """Register `run` and its flags."""
+    p = sub.add_parser("run", help="Run a load test (against the embedded simulator when no --host)")
+    p.add_argument("--config", help="YAML/JSON file of option: value (env VLLM_LOCUST_CONFIG)")
+    p.add_argument("--host", default="", help="Server base URL, e.g. http://127.0.0.1:8000 (none: start the simulator)")
+    p.add_argument("--model", default="", help="Served model name (none: the only model of /v1/models)")
+    p.add_argument("--api-key", default="", help="API key (or env VLLM_LOCUST_API_KEY / OPENAI_API_KEY); never written")
+    p.add_argument("--scenario", default="chat", help="Scenario or weighted mix, e.g. chat or chat:3,json:1")
+    p.add_argument("--endpoint", default="chat", choices=["chat", "completions"])
+    p.add_argument("--users", "-u", type=C.pos_int, default=None, help="Closed loop: concurrent users (default 8)")
+    p.add_argument("--spawn-rate", "-r", type=C.pos_float, default=None, help="Users started per second")
+    p.add_argument("--request-rate", type=C.rate, default=None, help="Open loop: requests/s (or inf)")
+    p.add_argument("--burstiness", type=C.pos_float, default=1.0, help="Gamma shape; 1 = Poisson")
+    p.add_argument("--max-concurrency", type=C.pos_int, default=None, help="Cap on in-flight requests")
+    p.add_argument("--num-prompts", type=C.pos_int, default=None, help=f"Total requests (default {DEFAULT_NUM_PROMPTS})")
+    p.add_argument("--run-time", "-t", type=C.duration, default=None, help="Stop after this long (30s, 5m)")
+    p.add_argument("--input-len", type=C.pos_int, default=128)
+    p.add_argument("--output-len", type=C.pos_int, default=128)
+    p.add_argument("--range-ratio", type=C.ratio, default=0.0)
+    p.add_argument("--ignore-eos", action="store_true", help="Exact output lengths (vLLM's ignore_eos)")
+    p.add_argument("--temperature", type=C.nonneg_float, default=0.0)
+    p.add_argument("--seed", type=C.nonneg_int, default=0)
+    p.add_argument("--workers", type=C.nonneg_int, default=None, help="Local worker processes (default: one per core)")
+    p.add_argument("--expect-workers", type=C.pos_int, default=None, help="Wait for this many workers (remote too)")
+    p.add_argument("--master-bind-host", default="127.0.0.1", help="Where remote workers connect")
+    p.add_argument("--master-port", type=C.pos_int, default=None, help="Master port (default: a free one)")
+    p.add_argument("--web-ui", action="store_true", help="Locust's web UI for live ramping instead of headless")
+    p.add_argument("--web-port", type=C.pos_int, default=8089)
+    p.add_argument("--goodput", nargs="+", type=C.goodput, default=None, help="SLOs: ttft:MS tpot:MS e2el:MS")
+    p.add_argument("--stop-timeout", type=C.nonneg_float, default=30.0, help="Seconds in-flight streams get at stop")
+    p.add_argument("--stream-timeout", type=C.pos_float, default=120.0, help="Read timeout of a stream, seconds")
+    p.add_argument("--output-dir", default="results", help="Parent of the run directory")
+    p.add_argument("--run-name", default="", help="Run directory name (default: timestamp-scenario)")
+    p.add_argument("--output-file", default="", help="Also write the result JSON (vLLM's field names) here")
+    p.add_argument("--no-report", action="store_true", help="Skip the HTML/Markdown report")
+    p.add_argument("--sim-args", default="", help="Extra flags for the embedded simulator, e.g. '--fixed --ttft-ms 50'")
+    p.add_argument("--quiet", action="store_true", help="No progress lines")
+    for name in ("tokenizer", "dataset", "schema_complexity", "tool_choice"):
+        p.add_argument("--" + name.replace("_", "-"), default=None, help=argparse.SUPPRESS)
+    p.add_argument("--prefix-len", type=C.nonneg_int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--cache-rate", type=C.fraction, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--num-prefixes", type=C.pos_int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--num-turns", type=C.pos_int, default=None, help=argparse.SUPPRESS)
+    return p
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def validate(a: argparse.Namespace) -> None:
+    """Cross-flag checks; UsageError with one line."""
+    try:
+        a.mix = parse_mix(a.scenario)
+    except ValueError as e:
+        raise C.UsageError(f"--scenario: {e}") from None
+    if a.request_rate is not None and a.users is not None:
+        raise C.UsageError("--users is for closed loop and --request-rate for open loop: give one of them")
+    if a.max_concurrency is not None and a.request_rate is None and a.users is not None:
+        raise C.UsageError("--max-concurrency caps an open-loop run: use it with --request-rate (or use --users)")
+    if a.request_rate is not None and math.isinf(a.request_rate) and a.num_prompts is None:
+        raise C.UsageError("--request-rate inf needs --num-prompts")
+    if a.host and not a.host.startswith(("http://", "https://")):
+        raise C.UsageError(f"--host {a.host!r}: expected a URL like http://127.0.0.1:8000")
+    if a.num_prompts is None and a.run_time is None:
+        a.num_prompts = DEFAULT_NUM_PROMPTS
+    if a.workers is None:
+        a.workers = max(1, os.cpu_count() or 1)
+    if a.workers == 0 and not a.expect_workers:
+        raise C.UsageError("--workers 0 needs --expect-workers N (remote workers)")
+
+
+def locust_args(a: argparse.Namespace, host: str, model: str, run_dir: str, locustfile: str, port: int) -> list[str]:
+    """Master command line."""
+    open_loop = a.request_rate is not None
+    if open_loop:
+        users = a.max_concurrency or DEFAULT_OPEN_LOOP_SLOTS
+    else:
+        users = a.users or a.max_concurrency or 8
+    args = [
+        "-f", locustfile, "--master", "--master-bind-host", a.master_bind_host, "--master-bind-port", str(port),
+        "--expect-workers", str(a.expect_workers or a.workers), "--host", host,
+        "-u", str(users), "-r", str(a.spawn_rate or users),
+        "--csv", os.path.join(run_dir, "locust"), "--csv-full-history",
+        "--html", os.path.join(run_dir, "locust_report.html"),
+        "--stop-timeout", f"{int(math.ceil(a.stop_timeout)) + 5}s", "--loglevel", "INFO",
+        "--logfile", os.path.join(run_dir, "master.log"), "--only-summary",
+        "--results-dir", run_dir, "--model", model, "--endpoint", a.endpoint,
+        "--input-len", str(a.input_len), "--output-len", str(a.output_len), "--range-ratio", str(a.range_ratio),
+        "--temperature", str(a.temperature), "--seed", str(a.seed), "--burstiness", str(a.burstiness),
+        "--stream-timeout", str(a.stream_timeout), "--vllm-stop-timeout", str(a.stop_timeout),
+    ]  # fmt: skip
+    if a.web_ui:
+        args += ["--web-port", str(a.web_port), "--web-host", "127.0.0.1"]
+    else:
+        args += ["--headless"]
+    if a.run_time:
+        args += ["--run-time", f"{int(math.ceil(a.run_time))}s"]
+    if a.num_prompts:
+        args += ["--num-prompts", str(a.num_prompts)]
+    if open_loop:
+        args += ["--request-rate", str(a.request_rate)]
+        if a.max_concurrency:
+            args += ["--max-concurrency", str(a.max_concurrency)]
+    if a.ignore_eos:
+        args += ["--ignore-eos"]
+    if a.goodput:
+        args += ["--goodput", " ".join(a.goodput)]
+    for name in ("tokenizer", "dataset", "schema_complexity", "tool_choice", "prefix_len", "cache_rate",
+                 "num_prefixes", "num_turns"):  # fmt: skip
+        v = getattr(a, name, None)
+        if v is not None:
+            args += ["--" + name.replace("_", "-"), str(v)]
+    return args
+
+
+def _env(api_key: str | None) -> dict[str, str]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    for k in API_KEY_ENV:
+        env.pop(k, None)
+    if api_key:
+        env[API_KEY_ENV[0]] = api_key
+    return env
+
+
+def run(a: argparse.Namespace) -> int:
+    """Execute `vllm-locust run`; returns the exit code."""
+    validate(a)
+    api_key = a.api_key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
+    names = "+".join(n for n, _ in a.mix)
+    run_dir = os.path.join(a.output_dir, a.run_name or f"{time.strftime('%Y%m%d-%H%M%S')}-{names}")
+    if os.path.exists(os.path.join(run_dir, "result.json")):
+        raise C.UsageError(f"run directory {run_dir} already holds a result; choose another --run-name")
+    os.makedirs(run_dir, exist_ok=True)
+    sim = None
+    try:
+        host = a.host
+        if not host:
+            from orchestration.sim.launch import start_simulator
+
+            sim_args = a.sim_args.split() if a.sim_args else []
+            if api_key and "--api-key" not in sim_args:
+                sim_args += ["--api-key", api_key]
+            sim = start_simulator(sim_args)
+            host = sim.url
+            _say(a, f"embedded simulator at {host} (pid {sim.pid})")
+        try:
+            info = check_server(host, a.model or None, api_key, a.endpoint)
+        except PreflightError as e:
+            print(f"vllm-locust: error: {e}", file=sys.stderr)
+            return exit_codes.PREFLIGHT
+        locustfile = os.path.join(run_dir, "locustfile.py")
+        with open(locustfile, "w") as fh:
+            fh.write(locustfile_source(a.mix))
+        return _launch(a, host, info.model, run_dir, locustfile, api_key, sim)
+    finally:
+        if sim is not None:
+            sim.stop()
+
+
+def _say(a: argparse.Namespace, msg: str) -> None:
+    if not a.quiet:
+        print(f"vllm-locust: {msg}", flush=True)
+
+
+def _launch(a: argparse.Namespace, host: str, model: str, run_dir: str, locustfile: str,
+            api_key: str | None, sim: Any) -> int:  # fmt: skip
+    port = a.master_port or _free_port()
+    env = _env(api_key)
+    py = [sys.executable, "-m", "locust"]
+    margs = locust_args(a, host, model, run_dir, locustfile, port)
+    with open(os.path.join(run_dir, "command.json"), "w") as fh:
+        json.dump({"argv": sys.argv[1:] if api_key is None else _redact(sys.argv[1:]), "locust_master": margs}, fh, indent=1)
+    master_log = open(os.path.join(run_dir, "master.out"), "w")
+    master = subprocess.Popen(py + margs, env=env, stdout=master_log, stderr=subprocess.STDOUT, start_new_session=True)
+    workers = []
+    for i in range(a.workers):
+        wlog = open(os.path.join(run_dir, f"worker-{i}.out"), "w")
+        wargs = ["-f", locustfile, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port),
+                 "--loglevel", "INFO"]  # fmt: skip
+        workers.append(subprocess.Popen(py + wargs, env=env, stdout=wlog, stderr=subprocess.STDOUT, start_new_session=True))
+    _say(a, f"run {run_dir}: master + {a.workers} worker(s) against {host} (model {model})")
+    if a.web_ui:
+        _say(a, f"web UI at http://127.0.0.1:{a.web_port} (Ctrl-C to end)")
+    interrupted = _wait(a, master, run_dir)
+    for w in workers:
+        try:
+            w.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            w.kill()
+    return _finish(a, run_dir, master.returncode, interrupted, sim)
+
+
+def _redact(argv: list[str]) -> list[str]:
+    out, skip = [], False
+    for x in argv:
+        if skip:
+            out.append("***")
+            skip = False
+        elif x == "--api-key":
+            out.append(x)
+            skip = True
+        elif x.startswith("--api-key="):
+            out.append("--api-key=***")
+        else:
+            out.append(x)
+    return out
+
+
+def _wait(a: argparse.Namespace, master: subprocess.Popen, run_dir: str) -> bool:
+    """Wait for the master, printing progress; forward Ctrl-C/SIGTERM so results get written."""
+    interrupted = False
+
+    def stop(signum: int, _frame: Any) -> None:
+        nonlocal interrupted
+        if not interrupted:
+            interrupted = True
+            print("\nvllm-locust: stopping (in-flight streams get --stop-timeout); writing results...", flush=True)
+            master.send_signal(signal.SIGTERM)
+
+    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    last = ""
+    try:
+        while master.poll() is None:
+            time.sleep(0.5)
+            line = _progress_line(run_dir)
+            if line and line != last and not a.quiet:
+                print(line, flush=True)
+                last = line
+        if interrupted:
+            master.wait(timeout=a.stop_timeout + 60)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    return interrupted
+
+
+def _progress_line(run_dir: str) -> str:
+    try:
+        with open(os.path.join(run_dir, "progress.json")) as fh:
+            p = json.load(fh)
+    except (OSError, ValueError):
+        return ""
+    lat = "  ".join(f"{k.replace('_ms', '')} {v:.1f}ms" for k, v in p.items() if k.endswith("_ms"))
+    lost = f"  LOST {','.join(p['workers_lost'])}" if p.get("workers_lost") else ""
+    return (f"[{p['elapsed_s']:7.1f}s] ok {int(p['ok'])}  failed {int(p['failed'])}  in-flight {int(p['inflight'])}  "
+            f"{p['output_tok_per_s']:.0f} tok/s  {lat}{lost}")  # fmt: skip
+
+
+def _finish(a: argparse.Namespace, run_dir: str, master_rc: int | None, interrupted: bool, sim: Any) -> int:
+    path = os.path.join(run_dir, "result.json")
+    if not os.path.exists(path):
+        print(f"vllm-locust: error: the master exited ({master_rc}) without writing results; see {run_dir}/master.log",
+              file=sys.stderr)  # fmt: skip
+        return exit_codes.ABORTED
+    with open(path) as fh:
+        res = json.load(fh)
+    if sim is not None:
+        served = _sim_served(sim.url)
+        if served is not None:
+            recorded = res.get("completed", 0) + res.get("failed", 0) + res.get("interrupted", 0)
+            res["server_served"] = served
+            res["missing_vs_server"] = max(0, served - recorded - 1)  # minus the unrecorded preflight request
+            with open(path + ".tmp", "w") as fh:
+                json.dump(res, fh, indent=2)
+            os.replace(path + ".tmp", path)
+    print(format_summary(res, run_dir), flush=True)
+    if a.output_file:
+        os.makedirs(os.path.dirname(os.path.abspath(a.output_file)), exist_ok=True)
+        shutil.copyfile(path, a.output_file)
+    if not a.no_report:
+        _report(run_dir)
+    code = int(res.get("exit_code", master_rc or 0))
+    if interrupted:
+        return exit_codes.INTERRUPTED
+    return code
+
+
+def _sim_served(url: str) -> int | None:
+    """Requests the embedded simulator answered (its /sim/stats), to check that none went unrecorded."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url + "/sim/stats", timeout=5) as resp:
+            stats = json.load(resp)
+    except (OSError, ValueError):
+        return None
+    finished = stats.get("finished")
+    if isinstance(finished, dict):  # completions the engine finished, not /v1/models or /metrics hits
+        faults = stats.get("faults_injected") or {}
+        return int(sum(finished.values()) + sum(faults.values()))
+    return None
+
+
+def _report(run_dir: str) -> None:
+    try:
+        from orchestration.report import cli as report_cli  # type: ignore[attr-defined]
+    except ImportError:
+        return
+    report_cli.report_after_run(run_dir)

@@ -1,0 +1,107 @@
+"""The end-of-run summary table, laid out like `vllm bench serve`'s so its users feel at home."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_W = 50
+
+
+def _line(label: str, value: Any, fmt: str = "") -> str:
+    if value is None:
+        text = "n/a"
+    elif fmt:
+        text = format(value, fmt)
+    else:
+        text = str(value)
+    return f"{label:<40}{text:<10}"
+
+
+def _metric_block(res: dict[str, Any], metric: str, title: str, percentiles: list[str]) -> list[str]:
+    lines = [f"{title:-^{_W}}"]
+    lines.append(_line(f"Mean {metric.upper()} (ms):", res.get(f"mean_{metric}_ms"), ".2f"))
+    lines.append(_line(f"Median {metric.upper()} (ms):", res.get(f"median_{metric}_ms"), ".2f"))
+    for p in percentiles:
+        if p == "50":
+            continue  # the median, printed above
+        lines.append(_line(f"P{p} {metric.upper()} (ms):", res.get(f"p{p}_{metric}_ms"), ".2f"))
+    return lines
+
+
+def format_summary(res: dict[str, Any], run_dir: str | None = None) -> str:
+    """A human-readable summary of a result dict."""
+    pcts = [k[1:].split("_")[0] for k in res if k.startswith("p") and k.endswith("_ttft_ms")]
+    out = ["{s:{c}^{n}}".format(s=" vllm-locust Result ", n=_W, c="=")]
+    out.append(_line("Successful requests:", res.get("completed")))
+    out.append(_line("Failed requests:", res.get("failed")))
+    if res.get("interrupted"):
+        out.append(_line("Interrupted requests:", res.get("interrupted")))
+    if res.get("max_concurrency"):
+        out.append(_line("Maximum request concurrency:", res.get("max_concurrency")))
+    if res.get("request_rate") not in (None, "inf"):
+        out.append(_line("Request rate configured (RPS):", res.get("request_rate"), ".2f"))
+    out.append(_line("Benchmark duration (s):", res.get("duration"), ".2f"))
+    out.append(_line("Total input tokens:", res.get("total_input_tokens")))
+    out.append(_line("Total generated tokens:", res.get("total_output_tokens")))
+    out.append(_line("Request throughput (req/s):", res.get("request_throughput"), ".2f"))
+    if res.get("request_goodput") is not None:
+        out.append(_line("Request goodput (req/s):", res.get("request_goodput"), ".2f"))
+    out.append(_line("Output token throughput (tok/s):", res.get("output_throughput"), ".2f"))
+    out.append(_line("Peak output token throughput (tok/s):", res.get("max_output_tokens_per_s"), ".2f"))
+    out.append(_line("Peak concurrent requests:", res.get("max_concurrent_requests")))
+    out.append(_line("Total token throughput (tok/s):", res.get("total_token_throughput"), ".2f"))
+    for metric, title in (
+        ("ttft", " Time to First Token "),
+        ("tpot", " Time per Output Token (excl. 1st token) "),
+        ("itl", " Inter-token Latency "),
+        ("e2el", " End-to-end Latency "),
+    ):
+        out.extend(_metric_block(res, metric, title, pcts))
+    out.extend(_extras(res))
+    if run_dir:
+        out.append(f"Results: {run_dir}")
+    return "\n".join(out)
+
+
+def _extras(res: dict[str, Any]) -> list[str]:
+    out = [f"{' Run health ':-^{_W}}"]
+    arr = res.get("arrivals") or {}
+    if arr.get("scheduled"):
+        out.append(_line("Arrivals scheduled / sent / dropped:", f"{arr['scheduled']} / {arr['sent']} / {arr['dropped']}"))
+        out.append(_line("Late arrivals (> 10 ms):", arr.get("late")))
+        lag = arr.get("schedule_lag_ms") or {}
+        out.append(_line("Schedule lag p99 (ms):", lag.get("p99"), ".2f"))
+        ttft_i = arr.get("ttft_from_intended_ms") or {}
+        out.append(_line("TTFT from intended start p99 (ms):", ttft_i.get("p99"), ".2f"))
+    if res.get("errors_by_kind"):
+        kinds = ", ".join(f"{k}={v}" for k, v in sorted(res["errors_by_kind"].items()))
+        out.append(_line("Failures by kind:", kinds))
+    if res.get("prefix_cache_hit_rate") is not None:
+        out.append(_line("Prefix cache hit rate (usage):", res["prefix_cache_hit_rate"], ".1%"))
+    if res.get("validity_rate") is not None:
+        out.append(_line("Valid outputs (json/tools):", res["validity_rate"], ".1%"))
+    if res.get("chunk_token_ratio") is not None:
+        out.append(_line("Chunks per output token:", res["chunk_token_ratio"], ".3f"))
+    health = res.get("client_health") or {}
+    if health:
+        cpu = max((w["cpu_mean"] for w in health.get("workers", {}).values()), default=0.0)
+        lag = max((w["loop_lag_p99_ms"] for w in health.get("workers", {}).values()), default=0.0)
+        verdict = "CLIENT-BOUND: numbers include client delay" if health.get("client_bound") else "ok"
+        out.append(_line("Client (max worker CPU, loop lag p99):", f"{cpu:.0%}, {lag:.1f} ms -> {verdict}"))
+    loss = res.get("data_loss") or {}
+    for w in loss.get("workers_lost", []):
+        out.append(f"WORKER LOST: {w['worker']}: {w['records_received']} records received; "
+                   f"up to {w['possible_loss_window_s']} s of its samples may be missing")  # fmt: skip
+    if res.get("missing_vs_server") is not None:
+        out.append(_line("Requests served but not recorded:", res["missing_vs_server"]))
+    if len(res.get("per_scenario") or {}) > 1:
+        out.append(f"{' Per scenario ':-^{_W}}")
+        for name, s in res["per_scenario"].items():
+            out.append(
+                f"{name:<14} ok {s['completed']:>6}  failed {s['failed']:>4}  "
+                f"TTFT p50 {s['median_ttft_ms']:8.1f} ms  TPOT p50 {s['median_tpot_ms']:7.2f} ms"
+            )
+    for w in res.get("warnings") or []:
+        out.append(f"WARNING: {w}")
+    out.append("=" * _W)
+    return out

@@ -1,0 +1,48 @@
+"""`vllm-locust worker`: join a master on another host (the load then comes from many machines)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+
+from orchestration import config as C
+from vllm_users import exit_codes
+from vllm_users.scenarios import locustfile_source, parse_mix
+
+
+def main(argv: Sequence[str]) -> int:
+    """Start `--processes` Locust workers for `--scenario`, connected to `--master-host`."""
+    p = C.OneLineParser(prog="vllm-locust worker")
+    p.add_argument("--master-host", required=True, help="Address of the `vllm-locust run` master")
+    p.add_argument("--master-port", type=C.pos_int, default=5557)
+    p.add_argument("--scenario", default="chat", help="Must match the master's --scenario")
+    p.add_argument("--processes", type=C.pos_int, default=1, help="Worker processes on this host")
+    a = p.parse_args(list(argv))
+    try:
+        mix = parse_mix(a.scenario)
+    except ValueError as e:
+        print(f"vllm-locust worker: error: --scenario: {e}", file=sys.stderr)
+        return exit_codes.USAGE
+    d = tempfile.mkdtemp(prefix="vllm-locust-worker-")
+    lf = os.path.join(d, "locustfile.py")
+    with open(lf, "w") as fh:
+        fh.write(locustfile_source(mix))
+    env = dict(os.environ, PYTHONUNBUFFERED="1", VLLM_LOCUST_WORKER_DIR=os.path.join(d, "records"))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "locust", "-f", lf, "--worker", "--master-host", a.master_host,
+             "--master-port", str(a.master_port)],
+            env=env,
+        )  # fmt: skip
+        for _ in range(a.processes)
+    ]
+    print(f"vllm-locust worker: {a.processes} process(es) -> {a.master_host}:{a.master_port}; records in {d}/records")
+    try:
+        return max(p.wait() for p in procs)
+    except KeyboardInterrupt:
+        for pr in procs:
+            pr.terminate()
+        return exit_codes.INTERRUPTED

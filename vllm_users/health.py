@@ -1,0 +1,78 @@
+"""Client health: sample this worker's CPU use and gevent loop lag, to know when the client is the bottleneck."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import gevent
+import numpy as np
+
+# Thresholds (documented in docs/metrics.md): past either, results are marked client_bound.
+CPU_BOUND_FRACTION = 0.90  # mean CPU of one worker process over the run, of one core
+LOOP_LAG_P99_MS = 10.0  # p99 of the extra delay of a 50 ms gevent sleep
+
+
+class HealthSampler:
+    """A greenlet that samples CPU fraction every second and loop lag every 50 ms."""
+
+    def __init__(self, interval: float = 1.0, lag_probe: float = 0.05) -> None:
+        self.interval = interval
+        self.lag_probe = lag_probe
+        self.cpu: list[float] = []
+        self.lag_ms: list[float] = []
+        self._g: gevent.Greenlet | None = None
+
+    def start(self) -> None:
+        """Begin sampling (idempotent)."""
+        if self._g is None:
+            self._g = gevent.spawn(self._run)
+
+    def stop(self) -> None:
+        """Stop sampling."""
+        if self._g is not None:
+            self._g.kill(block=False)
+            self._g = None
+
+    def _run(self) -> None:
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        next_cpu = wall0 + self.interval
+        while True:
+            t = time.perf_counter()
+            gevent.sleep(self.lag_probe)
+            now = time.perf_counter()
+            self.lag_ms.append(max(0.0, (now - t - self.lag_probe) * 1000.0))
+            if now >= next_cpu:
+                c = time.process_time()
+                self.cpu.append((c - cpu0) / (now - wall0))
+                wall0, cpu0, next_cpu = now, c, now + self.interval
+
+    def take(self) -> dict[str, list[float]]:
+        """Samples since the last take (for a report to the master)."""
+        out = {"cpu": self.cpu, "lag_ms": self.lag_ms}
+        self.cpu, self.lag_ms = [], []
+        return out
+
+
+def summarize(samples: dict[str, dict[str, list[float]]]) -> dict[str, Any]:
+    """Per-worker and overall client health with the client_bound verdict."""
+    workers: dict[str, Any] = {}
+    bound = False
+    for name, s in sorted(samples.items()):
+        cpu = np.asarray(s.get("cpu") or [0.0])
+        lag = np.asarray(s.get("lag_ms") or [0.0])
+        row = {
+            "cpu_mean": float(cpu.mean()),
+            "cpu_max": float(cpu.max()),
+            "loop_lag_p50_ms": float(np.percentile(lag, 50)),
+            "loop_lag_p99_ms": float(np.percentile(lag, 99)),
+            "loop_lag_max_ms": float(lag.max()),
+        }
+        row["client_bound"] = row["cpu_mean"] > CPU_BOUND_FRACTION or row["loop_lag_p99_ms"] > LOOP_LAG_P99_MS
+        bound = bound or row["client_bound"]
+        workers[name] = row
+    return {
+        "client_bound": bound,
+        "thresholds": {"cpu_mean": CPU_BOUND_FRACTION, "loop_lag_p99_ms": LOOP_LAG_P99_MS},
+        "workers": workers,
+    }

@@ -1,0 +1,64 @@
+"""Assemble a run's result JSON (vLLM bench serve's field names, our extras beside them) from its records."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from vllm_users.metrics import DEFAULT_PERCENTILES, Slo, compute_metrics, per_scenario, ttft_by_turn
+from vllm_users.record import RequestRecord, read_records
+
+RESULT_FILE = "result.json"
+META_FILE = "run_meta.json"
+RECORDS_FILE = "records.jsonl"
+
+
+def build_result(
+    records: Sequence[RequestRecord],
+    meta: dict[str, Any],
+    *,
+    slo: Slo | None = None,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+) -> dict[str, Any]:
+    """The full result: header fields, overall metrics, per-scenario metrics, run health."""
+    rate = meta.get("request_rate") or 0.0
+    res: dict[str, Any] = {
+        "date": meta.get("date") or time.strftime("%Y%m%d-%H%M%S"),
+        "backend": meta.get("backend", "openai-chat" if meta.get("endpoint", "chat") == "chat" else "openai"),
+        "model_id": meta.get("model_id"),
+        "tokenizer_id": meta.get("tokenizer_id") or meta.get("model_id"),
+        "num_prompts": meta.get("num_prompts") or sum(1 for r in records if r.error != "dropped"),
+        "request_rate": "inf" if (not rate or math.isinf(rate)) else rate,
+        "burstiness": meta.get("burstiness", 1.0),
+        "max_concurrency": meta.get("max_concurrency") or None,
+    }
+    res.update(compute_metrics(records, slo=slo, percentiles=percentiles))
+    scenarios = per_scenario([r for r in records if r.error != "dropped"], slo=slo, percentiles=percentiles)
+    res["per_scenario"] = scenarios
+    turns = ttft_by_turn(records)
+    if turns:
+        res["ttft_by_turn"] = turns
+    res["tool"] = "vllm-locust"
+    res["meta"] = {k: v for k, v in meta.items() if k not in res}
+    return res
+
+
+def write_result(results_dir: str, meta: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Read records.jsonl, build the result, merge `extra` (health, loss), write result.json atomically."""
+    path = os.path.join(results_dir, RECORDS_FILE)
+    records, torn = read_records(path) if os.path.exists(path) else ([], 0)
+    slo = Slo.parse([meta["goodput"]]) if meta.get("goodput") else None
+    res = build_result(records, meta, slo=slo)
+    if torn:
+        res.setdefault("warnings", []).append(f"{torn} torn or unparseable record line(s) skipped")
+    if extra:
+        res.update(extra)
+    tmp = os.path.join(results_dir, RESULT_FILE + ".tmp")
+    with open(tmp, "w") as fh:
+        json.dump(res, fh, indent=2, default=str)
+    os.replace(tmp, os.path.join(results_dir, RESULT_FILE))
+    return res
