@@ -133,8 +133,9 @@ class _Collector:
     def collect(self) -> Iterator[Any]:
         """Yield vLLM's metric families (and ours, prefixed ``sim:``)."""
         s = self.stats
-        lbl = ["model_name"]
-        val = [s.model]
+        # vLLM 0.32 labels every metric with the engine index and the served model name
+        lbl = ["engine", "model_name"]
+        val = ["0", s.model]
 
         def gauge(name: str, doc: str, v: float) -> GaugeMetricFamily:
             g = GaugeMetricFamily(name, doc, labels=lbl)
@@ -154,22 +155,24 @@ class _Collector:
         yield gauge("vllm:num_requests_running", "Number of requests in model execution batches.", s.running)
         yield gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", s.waiting)
         yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", s.kv_usage)
-        yield counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of tokens.",
+        yield counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
                       s.prefix_queries)
-        yield counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of tokens.", s.prefix_hits)
-        yield counter("vllm:num_preemptions", "Cumulative number of preemptions.", s.preemptions)
+        yield counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", s.prefix_hits)
+        yield counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", s.preemptions)
         yield counter("vllm:prompt_tokens", "Number of prefill tokens processed.", s.prompt_tokens)
         yield counter("vllm:generation_tokens", "Number of generation tokens processed.", s.generation_tokens)
         succ = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.",
-                                   labels=["model_name", "finished_reason"])
-        for reason in ("stop", "length", "abort", "tool_calls"):
-            succ.add_metric([s.model, reason], s.success.get(reason, 0))
+                                   labels=["engine", "finished_reason", "model_name"])
+        for reason in ("stop", "length", "abort", "error", "repetition"):
+            n = s.success.get(reason, 0) + (s.success.get("tool_calls", 0) if reason == "stop" else 0)
+            succ.add_metric(["0", reason, s.model], n)
         yield succ
         yield hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", s.ttft)
         yield hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", s.itl)
         yield hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", s.e2e)
         yield hist("vllm:request_queue_time_seconds",
                    "Histogram of time spent in WAITING phase for request.", s.queue)
+        lbl, val = ["model_name"], [s.model]  # our own metrics: no engine label
         yield hist("sim:emit_lateness_seconds",
                    "Simulator: actual minus scheduled emit time of SSE writes.", s.lateness)
         yield counter("sim:requests_served", "Simulator: HTTP responses completed.", s.served)
@@ -181,9 +184,9 @@ class _Collector:
         if s.expert_tokens:
             moe = CounterMetricFamily("vllm:moe_expert_tokens",
                                       "Simulator extension: tokens routed to each MoE expert.",
-                                      labels=["model_name", "expert"])
+                                      labels=["engine", "expert", "model_name"])
             for i, n in enumerate(s.expert_tokens):
-                moe.add_metric([s.model, str(i)], n)
+                moe.add_metric(["0", str(i), s.model], n)
             yield moe
 
 
