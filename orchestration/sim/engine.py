@@ -64,12 +64,15 @@ class FixedEngine:
         self.timer: asyncio.TimerHandle | None = None
         self.timer_at = 0.0
         self.live = 0
+        self.paused_until = 0.0
 
     def submit(self, s: Stream) -> None:
-        """Start a request (its arrival time is already set)."""
+        """Start a request (its arrival time is already set); a control stall delays it too."""
         self.live += 1
         self.stats.running = self.live
-        self._push(s.arrival + self.ttft, s)
+        if self.paused_until > s.arrival:
+            s.shift = self.paused_until - s.arrival
+        self._push(s.arrival + s.shift + self.ttft, s)
         self._arm()
 
     def _push(self, when: float, s: Stream) -> None:
@@ -117,7 +120,8 @@ class FixedEngine:
         self._arm()
 
     def stall_all(self, seconds: float) -> None:
-        """Control: shift every pending deadline by ``seconds``."""
+        """Control: shift every pending deadline by ``seconds``; requests arriving meanwhile wait too."""
+        self.paused_until = self.loop.time() + seconds
         self.heap = [(d + seconds, c, s) for d, c, s in self.heap]
         for _, _, s in self.heap:
             s.shift += seconds
