@@ -284,6 +284,19 @@ def record_main(rec: Recorder) -> None:
             ),
         ),
     )
+    rec.save_body(
+        "chat_tools_nonstream",
+        rec.call(
+            "POST",
+            "/v1/chat/completions",
+            rec.chat(
+                "What is the weather in Paris?",
+                tools=[WEATHER_TOOL],
+                tool_choice={"type": "function", "function": {"name": "get_weather"}},
+                max_tokens=32,
+            ),
+        ),
+    )
     rec.save_stream(
         "chat_tools_auto_stream",
         rec.call(
@@ -363,6 +376,10 @@ def record_main(rec: Recorder) -> None:
         rec.call(
             "POST", "/v1/chat/completions", rec.chat("hello world " * 3000, stream=True, stream_options=usage)
         ),
+    )
+    rec.save_error(
+        "completions_max_tokens_clamped",
+        rec.call("POST", "/v1/completions", rec.completion("hello world " * 390, max_tokens=200)),
     )
     rec.save_error("errors_404_path", rec.call("POST", "/v1/nope", {"model": rec.model}))
     rec.save_body("metrics", rec.call("GET", "/metrics"), ext="txt")
