@@ -88,7 +88,7 @@ EOF
         log "WARNING: $CONSTRAINTS missing or empty: installing unpinned"
     fi
     log "installing $(wc -l <"$REQS") vllm requirements"
-    "${VPIP[@]}" install -q -r "$REQS" "${CARGS[@]}"
+    "${VPIP[@]}" install -q --no-warn-conflicts -r "$REQS" "${CARGS[@]}"
     got_torch="$("$VENV/bin/python" -c 'import torch; print(torch.__version__)')"
     if [[ "$got_torch" != "$TORCH_VERSION"* ]]; then
         echo "setup_vllm: torch $got_torch got installed, wanted $TORCH_VERSION" >&2
