@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from orchestration import config as C
+from orchestration import presets
 from orchestration.preflight import PreflightError, check_server
 from orchestration.summary import format_summary
 from vllm_users import exit_codes
@@ -60,6 +61,8 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--run-name", default="", help="Run directory name (default: timestamp-scenario)")
     p.add_argument("--output-file", default="", help="Also write the result JSON (vLLM's field names) here")
     p.add_argument("--no-report", action="store_true", help="Skip the HTML/Markdown report")
+    p.add_argument("--server-metrics", default="", metavar="URL", help="Prometheus endpoint sampled every 2 s (default HOST/metrics)")
+    p.add_argument("--no-server-metrics", action="store_true", help="Do not sample the server's /metrics")
     p.add_argument("--sim-args", default="", help="Extra flags for the embedded simulator, e.g. '--fixed --ttft-ms 50'")
     p.add_argument("--quiet", action="store_true", help="No progress lines")
     for name in ("tokenizer", "dataset", "schema_complexity", "tool_choice"):
@@ -68,6 +71,7 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--cache-rate", type=C.fraction, default=None, help=argparse.SUPPRESS)
     p.add_argument("--num-prefixes", type=C.pos_int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--num-turns", type=C.pos_int, default=None, help=argparse.SUPPRESS)
+    presets.add_flags(p)  # --preset, --concurrency-sweep, scenario flags (json/tools/burst)
     return p
 
 
@@ -79,10 +83,12 @@ def _free_port() -> int:
 
 def validate(a: argparse.Namespace) -> None:
     """Cross-flag checks; UsageError with one line."""
+    presets.apply_preset(a)
     try:
         a.mix = parse_mix(a.scenario)
     except ValueError as e:
         raise C.UsageError(f"--scenario: {e}") from None
+    presets.prepare(a)  # scenario defaults; dataset, schema and tokenizer checked before any load
     if a.request_rate is not None and a.users is not None:
         raise C.UsageError("--users is for closed loop and --request-rate for open loop: give one of them")
     if a.max_concurrency is not None and a.request_rate is None and a.users is not None:
@@ -140,7 +146,7 @@ def locust_args(a: argparse.Namespace, host: str, model: str, run_dir: str, locu
         v = getattr(a, name, None)
         if v is not None:
             args += ["--" + name.replace("_", "-"), str(v)]
-    return args
+    return args + presets.locust_args(a)
 
 
 def _env(api_key: str | None) -> dict[str, str]:
@@ -154,6 +160,9 @@ def _env(api_key: str | None) -> dict[str, str]:
 
 def run(a: argparse.Namespace) -> int:
     """Execute `vllm-locust run`; returns the exit code."""
+    presets.apply_preset(a)
+    if getattr(a, "concurrency_sweep", None):
+        return presets.run_sweep(a, run)
     validate(a)
     api_key = a.api_key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
     names = "+".join(n for n, _ in a.mix)
@@ -200,6 +209,13 @@ def _launch(a: argparse.Namespace, host: str, model: str, run_dir: str, locustfi
     margs = locust_args(a, host, model, run_dir, locustfile, port)
     with open(os.path.join(run_dir, "command.json"), "w") as fh:
         json.dump({"argv": sys.argv[1:] if api_key is None else _redact(sys.argv[1:]), "locust_master": margs}, fh, indent=1)
+    sampler = None
+    if not a.no_server_metrics:  # a background thread here, started before load and stopped after it
+        from orchestration.server_metrics import SERVER_METRICS_FILE, ServerMetricsSampler
+
+        sampler = ServerMetricsSampler(a.server_metrics or host.rstrip("/") + "/metrics",
+                                       os.path.join(run_dir, SERVER_METRICS_FILE))  # fmt: skip
+        sampler.start()
     master_log = open(os.path.join(run_dir, "master.out"), "w")
     master = subprocess.Popen(py + margs, env=env, stdout=master_log, stderr=subprocess.STDOUT, start_new_session=True)
     workers = []
@@ -208,6 +224,8 @@ def _launch(a: argparse.Namespace, host: str, model: str, run_dir: str, locustfi
         wargs = ["-f", locustfile, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port),
                  "--loglevel", "INFO"]  # fmt: skip
         workers.append(subprocess.Popen(py + wargs, env=env, stdout=wlog, stderr=subprocess.STDOUT, start_new_session=True))
+    with open(os.path.join(run_dir, "pids.json"), "w") as fh:
+        json.dump({"master": master.pid, "workers": [w.pid for w in workers], "master_port": port}, fh)
     _say(a, f"run {run_dir}: master + {a.workers} worker(s) against {host} (model {model})")
     if a.web_ui:
         _say(a, f"web UI at http://127.0.0.1:{a.web_port} (Ctrl-C to end)")
@@ -217,6 +235,9 @@ def _launch(a: argparse.Namespace, host: str, model: str, run_dir: str, locustfi
             w.wait(timeout=15)
         except subprocess.TimeoutExpired:
             w.kill()
+    if sampler is not None:
+        sampler.stop()
+        _say(a, sampler.status())
     return _finish(a, run_dir, master.returncode, interrupted, sim)
 
 
@@ -314,11 +335,8 @@ def _sim_served(url: str) -> int | None:
             stats = json.load(resp)
     except (OSError, ValueError):
         return None
-    finished = stats.get("finished")
-    if isinstance(finished, dict):  # completions the engine finished, not /v1/models or /metrics hits
-        faults = stats.get("faults_injected") or {}
-        return int(sum(finished.values()) + sum(faults.values()))
-    return None
+    served = stats.get("generate_requests")  # completion requests received, not /v1/models or /metrics hits
+    return int(served) if isinstance(served, int) else None
 
 
 def _report(run_dir: str) -> None:

@@ -279,3 +279,55 @@ def ttft_by_turn(records: Sequence[RequestRecord], percentiles: Sequence[float] 
             "cached_fraction": cached / prompt if prompt else None,
         }
     return out
+
+
+def metric_arrays(records: Sequence[RequestRecord]) -> dict[str, np.ndarray]:
+    """TTFT/TPOT/ITL/E2EL samples in seconds of the successful requests (the data behind the statistics)."""
+    return _metric_arrays([r for r in records if r.error is None and r.chunk_times_us])
+
+
+def timeseries(records: Sequence[RequestRecord], bucket_s: float = 1.0) -> dict[str, Any]:
+    """Per time bucket since the first dispatch: completions/s, failures/s, output tok/s (by completion),
+    in-flight requests (at the bucket's middle) and TTFT p50/p99 (by first-token time)."""
+    sent = [r for r in records if r.error != "dropped"]
+    if not sent:
+        return {"t0": None, "bucket_s": bucket_s, "t": []}
+    starts = np.fromiter((r.t_start for r in sent), dtype=np.float64, count=len(sent))
+    ends = starts + np.fromiter((r.end_us for r in sent), dtype=np.float64, count=len(sent)) / 1e6
+    ok = np.fromiter((r.error is None and bool(r.chunk_times_us) for r in sent), dtype=bool, count=len(sent))
+    out_tok = np.fromiter((r.output_tokens or 0 for r in sent), dtype=np.float64, count=len(sent))
+    ttft = np.fromiter((r.chunk_times_us[0] if r.chunk_times_us else 0 for r in sent), dtype=np.float64,
+                       count=len(sent)) / 1e6  # fmt: skip
+    return _timeseries(starts, ends, ok, out_tok, ttft, bucket_s)
+
+
+def _timeseries(starts: np.ndarray, ends: np.ndarray, ok: np.ndarray, out_tok: np.ndarray, ttft: np.ndarray,
+                bucket_s: float) -> dict[str, Any]:  # fmt: skip
+    t0 = float(starts.min())
+    nb = int((ends.max() - t0) // bucket_s) + 1
+    end_b = ((ends - t0) // bucket_s).astype(np.int64)
+    completed = np.bincount(end_b[ok], minlength=nb) / bucket_s
+    failed = np.bincount(end_b[~ok], minlength=nb) / bucket_s
+    tokens = np.bincount(end_b[ok], weights=out_tok[ok], minlength=nb) / bucket_s
+    mids = t0 + (np.arange(nb) + 0.5) * bucket_s
+    inflight = np.searchsorted(np.sort(starts), mids, "right") - np.searchsorted(np.sort(ends), mids, "right")
+    first_b = ((starts[ok] + ttft[ok] - t0) // bucket_s).astype(np.int64)
+    order = np.argsort(first_b, kind="stable")
+    groups = np.split(ttft[ok][order] * 1000.0, np.flatnonzero(np.diff(first_b[order])) + 1)
+    p50 = np.full(nb, np.nan)
+    p99 = np.full(nb, np.nan)
+    keys = np.unique(first_b)  # sorted, one per non-empty group, in the groups' order
+    for k, g in zip(keys, groups, strict=False):
+        if g.size and 0 <= k < nb:
+            p50[k], p99[k] = np.percentile(g, [50, 99])
+    return {
+        "t0": t0,
+        "bucket_s": bucket_s,
+        "t": (np.arange(nb) * bucket_s).tolist(),
+        "completed_per_s": completed.tolist(),
+        "failed_per_s": failed.tolist(),
+        "output_tokens_per_s": tokens.tolist(),
+        "inflight": inflight.astype(np.int64).tolist(),
+        "ttft_p50_ms": p50.tolist(),
+        "ttft_p99_ms": p99.tolist(),
+    }

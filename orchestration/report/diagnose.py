@@ -1,0 +1,179 @@
+"""Diagnosis: rules from the tuning checklist, each with its threshold, the evidence and what to try.
+
+A rule looks at one run (or, for the plateau, at runs of rising concurrency) and returns findings;
+silence means the run passed it. Thresholds are module constants so docs/reports.md and the tests
+quote the same numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from orchestration.report.postprocess import RunData
+
+TTFT_P99_OVER_MEAN = 3.0
+PREFIX_HIT_RATE_MIN = 0.50
+PLATEAU_CONCURRENCY_STEP = 1.5  # concurrency rose at least this factor...
+PLATEAU_THROUGHPUT_GAIN = 0.10  # ...but output throughput by less than this fraction
+GPU_UTIL_MIN = 70.0  # percent, DCGM_FI_DEV_GPU_UTIL
+FAILURE_RATE_MAX = 0.01
+SLO_ATTAINMENT_MIN = 0.99
+LATE_ARRIVALS_MAX = 0.01
+
+
+@dataclass
+class Finding:
+    """One fired rule."""
+
+    rule: str
+    run: str
+    severity: str  # "warning" | "critical"
+    title: str
+    threshold: str
+    evidence: str
+    action: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON."""
+        return asdict(self)
+
+
+def _ttft_fluctuation(run: RunData) -> list[Finding]:
+    res = run.result
+    mean, p99 = res.get("mean_ttft_ms"), res.get("p99_ttft_ms")
+    if not mean or p99 is None or not res.get("completed") or p99 <= TTFT_P99_OVER_MEAN * mean:
+        return []
+    return [Finding("ttft_fluctuation", run.name, "warning", "TTFT fluctuates: a long tail",
+                    f"p99 TTFT > {TTFT_P99_OVER_MEAN:g} x mean TTFT",
+                    f"p99 TTFT {p99:.1f} ms = {p99 / mean:.1f} x mean {mean:.1f} ms",
+                    "Requests queue behind long prefills or preemptions: look at server waiting/KV usage over time; "
+                    "enable chunked prefill or lower --max-num-batched-tokens to bound prefill stalls, or cap "
+                    "concurrency (--max-num-seqs).")]  # fmt: skip
+
+
+def _prefix_cache(run: RunData) -> list[Finding]:
+    sm = run.result.get("server_metrics") or {}
+    rate, source = sm.get("prefix_cache_hit_rate"), "server (vllm:prefix_cache_hits/queries)"
+    if rate is None or not sm.get("prefix_cache_queries"):
+        rate, source = run.result.get("prefix_cache_hit_rate"), "client (usage cached_tokens / prompt_tokens)"
+    if rate is None or rate >= PREFIX_HIT_RATE_MIN:
+        return []
+    return [Finding("prefix_cache_low", run.name, "warning", "Low prefix-cache hit rate",
+                    f"hit rate < {PREFIX_HIT_RATE_MIN:.0%}", f"hit rate {rate:.1%} from {source}",
+                    "If the workload shares prefixes (system prompts, multi-turn history, few-shot), check that "
+                    "--enable-prefix-caching is on, that the shared part comes first and is byte-identical, and "
+                    "that KV capacity is not evicting it (KV usage near 100 %). Random prompts never hit.")]  # fmt: skip
+
+
+def _failures(run: RunData) -> list[Finding]:
+    ok, failed = run.result.get("completed") or 0, run.result.get("failed") or 0
+    if not failed or failed / (ok + failed) <= FAILURE_RATE_MAX:
+        return []
+    kinds = ", ".join(f"{k}={v}" for k, v in sorted((run.result.get("errors_by_kind") or {}).items()))
+    return [Finding("failures", run.name, "critical", "Requests failed", f"failure rate > {FAILURE_RATE_MAX:.0%}",
+                    f"{failed} of {ok + failed} failed ({failed / (ok + failed):.1%}); {kinds or 'kinds unknown'}",
+                    "Read errors_by_kind: http 429/503 = overload (lower the rate); timeout/truncated = server stalls "
+                    "or --stream-timeout too low; connection = server restarts. Latency of the survivors is "
+                    "biased low.")]  # fmt: skip
+
+
+def _client_bound(run: RunData) -> list[Finding]:
+    health = run.result.get("client_health") or {}
+    if not (run.result.get("client_bound") or health.get("client_bound")):
+        return []
+    worst = [f"{n}: CPU {w.get('cpu_mean', 0):.0%}, loop lag p99 {w.get('loop_lag_p99_ms', 0):.1f} ms"
+             for n, w in (health.get("workers") or {}).items() if w.get("client_bound")]  # fmt: skip
+    th = health.get("thresholds") or {}
+    return [Finding("client_bound", run.name, "critical", "The load generator was the bottleneck",
+                    f"worker CPU mean > {th.get('cpu_mean', 0.9):.0%} or loop lag p99 > {th.get('loop_lag_p99_ms', 10)} ms",
+                    "; ".join(worst) or "client_bound flag set by the run",
+                    "Latencies include client delay: add workers (--workers, one per core) or machines, or lower "
+                    "the load per worker, and rerun.")]  # fmt: skip
+
+
+def _gpu_util(run: RunData) -> list[Finding]:
+    sm = run.result.get("server_metrics") or {}
+    util = sm.get("gpu_util_mean")
+    if util is None or util >= GPU_UTIL_MIN:
+        return []
+    return [Finding("gpu_underutilized", run.name, "warning", "GPU under-utilised",
+                    f"mean DCGM_FI_DEV_GPU_UTIL < {GPU_UTIL_MIN:g} %", f"mean GPU utilisation {util:.0f} %",
+                    "The GPU waits on something else: more concurrency or a higher rate, a larger "
+                    "--max-num-seqs / --max-num-batched-tokens, or look for CPU-side bottlenecks "
+                    "(tokenisation, detokenisation, the client).")]  # fmt: skip
+
+
+def _slo(run: RunData) -> list[Finding]:
+    gp = run.result.get("goodput") or {}
+    frac = gp.get("good_fraction")
+    if frac is None or frac >= SLO_ATTAINMENT_MIN:
+        return []
+    per = gp.get("per_metric_met_fraction") or {}
+    worst = min(per, key=lambda k: per[k]) if per else None
+    ev = f"{frac:.1%} of requests met every SLO {gp.get('slo_ms')}" + (
+        f"; weakest: {worst} met by {per[worst]:.1%}" if worst else ""
+    )
+    return [Finding("slo_miss", run.name, "critical" if frac < 0.9 else "warning", "SLO misses",
+                    f"SLO attainment < {SLO_ATTAINMENT_MIN:.0%}", ev,
+                    "Lower the offered load until attainment recovers (that rate is your capacity at this SLO), or "
+                    "tune for the weakest metric: TTFT -> prefill/queueing, TPOT -> batch size/decode.")]  # fmt: skip
+
+
+def _schedule(run: RunData) -> list[Finding]:
+    arr = run.result.get("arrivals") or {}
+    sched = arr.get("scheduled") or 0
+    dropped, late = arr.get("dropped") or 0, arr.get("late") or 0
+    if not sched or (not dropped and late / sched <= LATE_ARRIVALS_MAX):
+        return []
+    return [Finding("schedule_slip", run.name, "warning", "Offered load not delivered on time",
+                    f"any dropped arrival or late arrivals > {LATE_ARRIVALS_MAX:.0%}",
+                    f"{dropped} dropped, {late} late of {sched} scheduled",
+                    "Raise --max-concurrency (slots were full) or add workers; the rate you asked for is not the rate "
+                    "the server saw.")]  # fmt: skip
+
+
+RUN_RULES: tuple[Callable[[RunData], list[Finding]], ...] = (
+    _failures, _client_bound, _slo, _ttft_fluctuation, _prefix_cache, _gpu_util, _schedule,
+)  # fmt: skip
+
+
+def concurrency_of(run: RunData) -> float | None:
+    """The concurrency a run was driven at: --max-concurrency, users, else the measured peak."""
+    res, meta = run.result, run.result.get("meta") or {}
+    for v in (res.get("max_concurrency"), meta.get("users"), res.get("max_concurrent_requests")):
+        if isinstance(v, int | float) and v > 0:
+            return float(v)
+    return None
+
+
+def plateau(runs: Sequence[RunData]) -> list[Finding]:
+    """Throughput that stops growing while concurrency keeps rising (needs two or more runs)."""
+    pts = [(c, r) for r in runs if (c := concurrency_of(r)) and r.result.get("output_throughput")]
+    pts.sort(key=lambda p: p[0])
+    out = []
+    for (c0, r0), (c1, r1) in zip(pts, pts[1:], strict=False):
+        t0, t1 = r0.result["output_throughput"], r1.result["output_throughput"]
+        if c1 >= PLATEAU_CONCURRENCY_STEP * c0 and t1 < t0 * (1 + PLATEAU_THROUGHPUT_GAIN):
+            out.append(Finding("throughput_plateau", r1.name, "warning", "Throughput plateau",
+                               f"concurrency x{PLATEAU_CONCURRENCY_STEP:g} or more, output throughput "
+                               f"+{PLATEAU_THROUGHPUT_GAIN:.0%} or less",
+                               f"concurrency {c0:g} -> {c1:g} (x{c1 / c0:.1f}); output throughput {t0:.0f} -> "
+                               f"{t1:.0f} tok/s ({(t1 / t0 - 1) * 100:+.1f} %)",
+                               "The server is saturated (likely memory bound: KV cache full, requests wait). Try "
+                               "KV-cache quantization (--kv-cache-dtype fp8), a larger --max-num-batched-tokens, "
+                               "more GPU memory (--gpu-memory-utilization) or tensor parallelism; past this point "
+                               "more load only adds latency."))  # fmt: skip
+    return out
+
+
+def diagnose(runs: Sequence[RunData]) -> list[Finding]:
+    """All findings for these runs, most severe first."""
+    found: list[Finding] = []
+    for run in runs:
+        for rule in RUN_RULES:
+            found.extend(rule(run))
+    if len(runs) > 1:
+        found.extend(plateau(runs))
+    return sorted(found, key=lambda f: 0 if f.severity == "critical" else 1)

@@ -1,0 +1,154 @@
+"""What Locust's CSVs allow when there are no request records (a plain `locust --csv` run).
+
+Locust rounds response times to ~2 significant digits and prints integer percentiles, has no
+population std, and counts requests/s over its own elapsed time: those fields are listed as
+approximate. Rows with our plugin's types (STREAM = whole stream, TTFT, TPOT) map to vLLM's names;
+other request types are treated as whole requests (E2EL).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from typing import Any
+
+STATS = "locust_stats.csv"
+HISTORY = "locust_stats_history.csv"
+FAILURES = "locust_failures.csv"
+PCTS = {"50": "50%", "90": "90%", "95": "95%", "99": "99%"}
+TYPE_METRIC = {"STREAM": "e2el", "TTFT": "ttft", "TPOT": "tpot", "ITL": "itl"}
+
+
+def read_csv_rows(path: str) -> tuple[list[dict[str, str]], int]:
+    """CSV rows as dicts; rows of the wrong width (a torn last line) are skipped and counted."""
+    rows: list[dict[str, str]] = []
+    bad = 0
+    with open(path, newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        if not header:
+            return [], 0
+        for row in reader:
+            if len(row) != len(header):
+                bad += 1
+                continue
+            rows.append(dict(zip(header, row, strict=True)))
+    return rows, bad
+
+
+def _num(text: str | None) -> float | None:
+    try:
+        v = float(text) if text not in (None, "", "N/A") else None
+    except ValueError:
+        return None
+    return v
+
+
+def result_from_csv(
+    run_dir: str, meta: dict[str, Any]
+) -> tuple[dict[str, Any], list[str], dict[str, Any] | None, list[str]] | None:
+    """(result, approximate field names, time series, warnings) from the CSVs; None without a stats CSV."""
+    path = os.path.join(run_dir, STATS)
+    if not os.path.exists(path):
+        return None
+    warnings: list[str] = []
+    rows, bad = read_csv_rows(path)
+    if bad:
+        warnings.append(f"{STATS}: {bad} torn or malformed line(s) skipped")
+    rows = [r for r in rows if r.get("Name") != "Aggregated" and _num(r.get("Request Count")) is not None]
+    if not rows:
+        warnings.append(f"{STATS} has no request rows")
+    by_metric: dict[str, list[dict[str, str]]] = {}
+    for r in rows:
+        by_metric.setdefault(TYPE_METRIC.get(r.get("Type", ""), "e2el"), []).append(r)
+    streams = by_metric.get("e2el", [])
+    total = sum(_num(r["Request Count"]) or 0 for r in streams)
+    failed = sum(_num(r["Failure Count"]) or 0 for r in streams)
+    rps = sum(_num(r.get("Requests/s")) or 0 for r in streams)
+    res: dict[str, Any] = {
+        "date": meta.get("date"),
+        "backend": meta.get("backend", "locust"),
+        "model_id": meta.get("model_id"),
+        "tokenizer_id": meta.get("tokenizer_id"),
+        "num_prompts": int(total),
+        "request_rate": meta.get("request_rate") or "inf",
+        "burstiness": meta.get("burstiness", 1.0),
+        "max_concurrency": meta.get("max_concurrency"),
+        "completed": int(total - failed),
+        "failed": int(failed),
+        "request_throughput": rps * (total - failed) / total if total else 0.0,
+        "duration": (total / rps) if rps else None,
+        "total_input_tokens": None,
+        "total_output_tokens": None,
+        "output_throughput": None,
+        "request_goodput": None,
+        "tool": "vllm-locust",
+        "source": "locust_csv",
+    }
+    approximate = ["duration", "request_throughput"]
+    for metric, group in by_metric.items():
+        n = sum(_num(r["Request Count"]) or 0 for r in group)
+        if not n:
+            continue
+        # Request-weighted over rows (names); exact for one row, which is the common case.
+        mean = (
+            sum((_num(r["Average Response Time"]) or 0) * (_num(r["Request Count"]) or 0) for r in group) / n
+        )
+        res[f"mean_{metric}_ms"] = mean
+        res[f"std_{metric}_ms"] = None
+        big = max(group, key=lambda r: _num(r["Request Count"]) or 0)
+        for p, col in PCTS.items():
+            res[f"p{p}_{metric}_ms"] = _num(big.get(col))
+            approximate.append(f"p{p}_{metric}_ms")
+        res[f"median_{metric}_ms"] = _num(big.get("Median Response Time"))
+        approximate += (
+            [f"median_{metric}_ms", f"mean_{metric}_ms"] if len(group) > 1 else [f"median_{metric}_ms"]
+        )
+    if streams and not any(r.get("Type") == "STREAM" for r in streams):
+        warnings.append(
+            "plain Locust rows: response times are time-to-headers for streamed responses, not E2EL"
+        )
+    res["errors_by_kind"] = _failures(run_dir, warnings)
+    return res, approximate, _history(run_dir, warnings), warnings
+
+
+def _failures(run_dir: str, warnings: list[str]) -> dict[str, int]:
+    path = os.path.join(run_dir, FAILURES)
+    if not os.path.exists(path):
+        return {}
+    rows, bad = read_csv_rows(path)
+    if bad:
+        warnings.append(f"{FAILURES}: {bad} torn line(s) skipped")
+    out: dict[str, int] = {}
+    for r in rows:
+        key = (r.get("Error") or "error")[:80]
+        out[key] = out.get(key, 0) + int(_num(r.get("Occurrences")) or 0)
+    return out
+
+
+def _history(run_dir: str, warnings: list[str]) -> dict[str, Any] | None:
+    """Aggregated rows of the stats history as a time series (Locust's 1-s samples, cumulative percentiles)."""
+    path = os.path.join(run_dir, HISTORY)
+    if not os.path.exists(path):
+        return None
+    rows, bad = read_csv_rows(path)
+    if bad:
+        warnings.append(f"{HISTORY}: {bad} torn line(s) skipped")
+    agg = [r for r in rows if r.get("Name") == "Aggregated" and _num(r.get("Timestamp")) is not None]
+    if not agg:
+        return None
+    t0 = float(agg[0]["Timestamp"])
+    nan = float("nan")
+    return {
+        "t0": t0,
+        "bucket_s": 1.0,
+        "t": [float(r["Timestamp"]) - t0 for r in agg],
+        "completed_per_s": [_num(r.get("Requests/s")) or 0.0 for r in agg],
+        "failed_per_s": [_num(r.get("Failures/s")) or 0.0 for r in agg],
+        "inflight": [_num(r.get("User Count")) or 0.0 for r in agg],  # users, the closest Locust has
+        "ttft_p50_ms": [nan for _ in agg],
+        "ttft_p99_ms": [nan for _ in agg],
+        "e2el_p50_ms": [_num(r.get("50%")) or nan for r in agg],
+        "e2el_p99_ms": [_num(r.get("99%")) or nan for r in agg],
+        "approximate": True,
+    }

@@ -1,0 +1,137 @@
+"""The report as data: runs, comparison, findings and the rows every format shows (one place for labels)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestration.report.compare import compare
+from orchestration.report.diagnose import Finding, diagnose
+from orchestration.report.postprocess import RunData
+
+# (result key, label, format) of the summary table; the HTML/Markdown/PDF tables all use this list.
+SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("completed", "Successful requests", "d"),
+    ("failed", "Failed requests", "d"),
+    ("duration", "Duration (s)", ".2f"),
+    ("request_throughput", "Request throughput (req/s)", ".2f"),
+    ("request_goodput", "Request goodput (req/s)", ".2f"),
+    ("output_throughput", "Output token throughput (tok/s)", ".2f"),
+    ("total_token_throughput", "Total token throughput (tok/s)", ".2f"),
+    ("max_output_tokens_per_s", "Peak output tokens/s", ".2f"),
+    ("max_concurrent_requests", "Peak concurrent requests", "d"),
+    ("mean_ttft_ms", "Mean TTFT (ms)", ".2f"),
+    ("median_ttft_ms", "Median TTFT (ms)", ".2f"),
+    ("p99_ttft_ms", "P99 TTFT (ms)", ".2f"),
+    ("mean_tpot_ms", "Mean TPOT (ms)", ".2f"),
+    ("median_tpot_ms", "Median TPOT (ms)", ".2f"),
+    ("p99_tpot_ms", "P99 TPOT (ms)", ".2f"),
+    ("mean_itl_ms", "Mean ITL (ms)", ".2f"),
+    ("median_itl_ms", "Median ITL (ms)", ".2f"),
+    ("p99_itl_ms", "P99 ITL (ms)", ".2f"),
+    ("mean_e2el_ms", "Mean E2EL (ms)", ".2f"),
+    ("median_e2el_ms", "Median E2EL (ms)", ".2f"),
+    ("p99_e2el_ms", "P99 E2EL (ms)", ".2f"),
+    ("prefix_cache_hit_rate", "Prefix cache hit rate (usage)", ".1%"),
+    ("validity_rate", "Valid outputs (json/tools)", ".1%"),
+    ("chunk_token_ratio", "Chunks per output token", ".3f"),
+)
+
+
+def fmt(value: Any, spec: str) -> str:
+    """Format a value for a table; 'n/a' for missing values."""
+    if value is None or isinstance(value, str) and spec != "s":
+        return "n/a" if value is None else str(value)
+    try:
+        if spec == "d":
+            return str(int(value))
+        return format(value, spec)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+@dataclass
+class Report:
+    """Everything a renderer needs."""
+
+    runs: list[RunData]
+    findings: list[Finding]
+    comparison: dict[str, Any] | None
+    failed_inputs: list[str] = field(default_factory=list)  # "dir: reason" for runs that could not be read
+    created: str = field(default_factory=lambda: time.strftime("%Y-%m-%d %H:%M:%S"))
+
+    def summary_rows(self) -> list[tuple[str, str, list[str]]]:
+        """(key, label, formatted value per run) for rows that at least one run has."""
+        rows = []
+        for key, label, spec in SUMMARY_ROWS:
+            vals = [r.result.get(key) for r in self.runs]
+            if any(v is not None for v in vals):
+                rows.append((key, label, [fmt(v, spec) for v in vals]))
+        return rows
+
+    def server_rows(self) -> list[tuple[str, str, list[str]]]:
+        """Server-side figures next to the client's (the difference is network + client overhead)."""
+        spec: list[tuple[str, str, Any]] = [
+            ("server_prefix_cache_hit_rate", "Prefix cache hit rate (server)", lambda s, r: _pct(s.get("prefix_cache_hit_rate"))),
+            ("server_kv_cache_usage_peak", "KV cache usage peak", lambda s, r: _pct(s.get("kv_cache_usage_peak"))),
+            ("server_running_max", "Running requests max / mean", lambda s, r: _pair(s, "running")),
+            ("server_waiting_max", "Waiting requests max / mean", lambda s, r: _pair(s, "waiting")),
+            ("server_ttft", "TTFT server p50 / p99 (ms)", lambda s, r: _hist(s, "ttft_ms")),
+            ("client_ttft", "TTFT client p50 / p99 (ms)",
+             lambda s, r: f"{fmt(r.get('median_ttft_ms'), '.2f')} / {fmt(r.get('p99_ttft_ms'), '.2f')}"),
+            ("ttft_overhead", "Client - server TTFT mean (ms)",
+             lambda s, r: fmt((s.get("vs_client") or {}).get("ttft_mean_diff_ms"), ".2f")),
+            ("server_queue_time", "Queue time server p50 / p99 (ms)", lambda s, r: _hist(s, "queue_time_ms")),
+            ("server_generation_tokens", "Generated tokens server / client",
+             lambda s, r: f"{fmt(s.get('generation_tokens'), '.0f')} / {fmt(r.get('total_output_tokens'), 'd')}"),
+            ("server_gpu_util", "GPU utilisation mean (DCGM)", lambda s, r: fmt(s.get("gpu_util_mean"), ".0f")),
+        ]  # fmt: skip
+        if not any((r.result.get("server_metrics") or {}).get("available") for r in self.runs):
+            return []
+        rows = []
+        for key, label, f in spec:
+            vals = [f(r.result.get("server_metrics") or {}, r.result) for r in self.runs]
+            if any(v not in ("n/a", "n/a / n/a") for v in vals):
+                rows.append((key, label, vals))
+        return rows
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON format: results, comparison and diagnosis."""
+        return {
+            "tool": "vllm-locust report",
+            "created": self.created,
+            "runs": [
+                {
+                    "name": r.name,
+                    "run_dir": r.run_dir,
+                    "source": r.source,
+                    "approximate_fields": r.approximate,
+                    "warnings": r.warnings,
+                    "result": r.result,
+                }
+                for r in self.runs
+            ],  # fmt: skip
+            "comparison": self.comparison,
+            "diagnosis": [f.to_dict() for f in self.findings],
+            "failed_inputs": self.failed_inputs,
+        }
+
+
+def _pct(v: Any) -> str:
+    return fmt(v, ".1%")
+
+
+def _pair(s: dict[str, Any], key: str) -> str:
+    return f"{fmt(s.get(key + '_max'), '.0f')} / {fmt(s.get(key + '_mean'), '.1f')}"
+
+
+def _hist(s: dict[str, Any], key: str) -> str:
+    h = s.get(key) or {}
+    return f"{fmt(h.get('p50'), '.2f')} / {fmt(h.get('p99'), '.2f')}"
+
+
+def build_report(runs: Sequence[RunData], failed_inputs: Sequence[str] = ()) -> Report:
+    """Diagnose and compare loaded runs."""
+    return Report(list(runs), diagnose(runs), compare(runs) if len(runs) > 1 else None, list(failed_inputs))

@@ -1,0 +1,133 @@
+"""Post-processor: a run directory (records, result, CSVs, server metric samples) -> one result dict.
+
+Every client metric comes from `vllm_users.metrics` (via `vllm_users.results.build_result`); this
+module only chooses the best source available and says what it could not do.
+Sources, best first: records.jsonl (exact) > result.json (as the master wrote it) > Locust CSVs
+(approximate: Locust rounds response times to ~2 significant digits).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from orchestration.report.locust_csv import result_from_csv
+from orchestration.server_metrics import summarize_file
+from vllm_users.metrics import Slo, metric_arrays, timeseries
+from vllm_users.record import read_records
+from vllm_users.results import META_FILE, RECORDS_FILE, RESULT_FILE, build_result
+
+# Keys that the master or `vllm-locust run` add beside build_result's output; kept when recomputing.
+RUN_KEYS = ("client_health", "data_loss", "client_bound", "server_served", "missing_vs_server", "exit_code")
+
+
+class ReportError(Exception):
+    """Nothing can be reported from this input; the message says why in one line."""
+
+
+@dataclass
+class RunData:
+    """One run as the report needs it: the result plus the raw samples behind the plots."""
+
+    run_dir: str
+    name: str
+    result: dict[str, Any]
+    source: str  # "records" | "result.json" | "locust_csv"
+    approximate: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)  # seconds, successes: ttft/tpot/itl/e2el
+    timeseries: dict[str, Any] | None = None
+
+
+def _read_json(path: str, warnings: list[str]) -> dict[str, Any] | None:
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path) as fh:
+            data = json.load(fh)
+    except (OSError, ValueError) as e:
+        warnings.append(f"{os.path.basename(path)} unreadable ({type(e).__name__}); ignored")
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def load_run(run_dir: str, *, slo: Slo | None = None) -> RunData:
+    """Read a run directory into RunData; raises ReportError when it holds nothing reportable."""
+    if not os.path.isdir(run_dir):
+        raise ReportError(f"run directory {run_dir!r} does not exist or is not a directory")
+    warnings: list[str] = []
+    meta = _read_json(os.path.join(run_dir, META_FILE), warnings) or {}
+    written = _read_json(os.path.join(run_dir, RESULT_FILE), warnings)
+    if not meta and written:
+        meta = dict(written.get("meta") or {}, **{k: written.get(k) for k in ("model_id", "date", "backend")})
+    if slo is None and meta.get("goodput"):
+        try:
+            slo = Slo.parse([meta["goodput"]])
+        except ValueError as e:
+            warnings.append(f"run_meta goodput ignored: {e}")
+    name = os.path.basename(os.path.normpath(run_dir))
+    rec_path = os.path.join(run_dir, RECORDS_FILE)
+    run: RunData | None = None
+    if os.path.exists(rec_path):
+        records, torn = read_records(rec_path)
+        if torn:
+            warnings.append(f"{torn} torn or unparseable record line(s) skipped (killed master?)")
+        if records:
+            res = build_result(records, meta, slo=slo)
+            for k in RUN_KEYS:
+                if written and k in written and k not in res:
+                    res[k] = written[k]
+            run = RunData(run_dir, name, res, "records", warnings=warnings)
+            run.arrays = metric_arrays(records)
+            run.timeseries = timeseries(records)
+        else:
+            warnings.append("records.jsonl holds no request records (empty run)")
+    if run is None and written is not None:
+        run = RunData(run_dir, name, written, "result.json", warnings=warnings)
+        warnings.append("no request records: figures come from result.json; no CDFs or time series")
+    if run is None:
+        csv = result_from_csv(run_dir, meta)
+        if csv is not None:
+            res, approximate, ts, csv_warn = csv
+            run = RunData(
+                run_dir, name, res, "locust_csv", approximate=approximate, warnings=warnings + csv_warn
+            )
+            run.timeseries = ts
+            warnings.append("no records: figures come from Locust's CSVs (see approximate fields)")
+    if run is None:
+        raise ReportError(f"{run_dir}: no records.jsonl, result.json or locust_stats.csv to report from")
+    if "client_health" not in run.result:
+        health = _read_json(os.path.join(run_dir, "client_health.json"), run.warnings)
+        if health:
+            run.result["client_health"] = health
+            run.result.setdefault("client_bound", health.get("client_bound"))
+    server = summarize_file(run_dir, run.result)
+    if server is not None:
+        run.result["server_metrics"] = server
+        if not server.get("available") or not server.get("vllm_metrics"):
+            run.warnings.append(f"server metrics: {server.get('reason', 'unavailable')}")
+    if run.approximate:
+        run.result["approximate_fields"] = run.approximate
+    if run.warnings:
+        run.result["report_warnings"] = list(run.warnings)
+    return run
+
+
+def write_json_atomic(path: str, data: Any) -> None:
+    """Write JSON through a temporary file so a reader never sees half a file."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(data, fh, indent=2, default=_json_default)
+    os.replace(tmp, path)
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return str(o)

@@ -1,0 +1,155 @@
+"""Renderers: one self-contained HTML file (jinja2, PNGs inlined as base64), Markdown, PDF (PdfPages)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jinja2
+from matplotlib.backends.backend_pdf import PdfPages
+from matplotlib.figure import Figure
+
+from orchestration.report.model import Report, fmt
+from orchestration.report.plots import Plot
+
+# No <script>, no external URL: the file opens offline and a browser has nothing to complain about.
+HTML_TEMPLATE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>vllm-locust report: {{ title }}</title>
+<style>
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1b1f23;max-width:1200px}
+h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:28px}
+table{border-collapse:collapse;margin:8px 0;font-size:13px}
+td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f6f8fa}
+td.l,th.l{text-align:left}.better{color:#1a7f37;font-weight:600}.worse{color:#cf222e;font-weight:600}
+.finding{border-left:4px solid #d4a72c;background:#fff8c5;padding:8px 12px;margin:8px 0}
+.finding.critical{border-color:#cf222e;background:#ffebe9}
+.ok{border-left:4px solid #1a7f37;background:#dafbe1;padding:8px 12px}
+.warn{color:#9a6700}img{max-width:100%}.small{font-size:12px;color:#57606a}
+</style></head><body>
+<h1>vllm-locust report: {{ title }}</h1>
+<p class="small">Created {{ report.created }} &middot; {{ report.runs|length }} run(s)
+{% for r in report.runs %}<br>{{ r.name }}: {{ r.result.model_id or "model ?" }}, {{ r.result.date or "" }},
+source {{ r.source }} ({{ r.run_dir }}){% endfor %}</p>
+{% for f in report.failed_inputs %}<p class="warn">Not reported: {{ f }}</p>{% endfor %}
+
+<h2 id="diagnosis">Diagnosis</h2>
+{% if report.findings %}{% for f in report.findings %}
+<div class="finding {{ f.severity }}" data-rule="{{ f.rule }}"><b>{{ f.title }}</b> ({{ f.run }}, {{ f.severity }})<br>
+<span class="small">Rule: {{ f.threshold }}</span><br>Evidence: {{ f.evidence }}<br>Try: {{ f.action }}</div>
+{% endfor %}{% else %}<div class="ok">No rule fired: no failures, tail, cache, client or SLO problem detected.</div>{% endif %}
+
+<h2 id="summary">Summary</h2>
+<table id="summary-table"><tr><th class="l">Metric</th>{% for r in report.runs %}<th>{{ r.name }}</th>{% endfor %}</tr>
+{% for key, label, vals in report.summary_rows() %}<tr data-key="{{ key }}"><td class="l">{{ label }}</td>
+{% for v in vals %}<td>{{ v }}</td>{% endfor %}</tr>
+{% endfor %}</table>
+
+{% if server_rows %}<h2 id="server">Server side (Prometheus /metrics)</h2>
+<table id="server-table"><tr><th class="l">Metric</th>{% for r in report.runs %}<th>{{ r.name }}</th>{% endfor %}</tr>
+{% for key, label, vals in server_rows %}<tr data-key="{{ key }}"><td class="l">{{ label }}</td>
+{% for v in vals %}<td>{{ v }}</td>{% endfor %}</tr>{% endfor %}</table>
+<p class="small">Client TTFT minus server TTFT is network plus client overhead.</p>{% endif %}
+
+{% if report.comparison %}<h2 id="compare">Comparison (baseline {{ report.comparison.baseline }})</h2>
+{% for w in report.comparison.warnings %}<p class="warn">{{ w }}</p>{% endfor %}
+<table id="compare-table"><tr><th class="l">Metric</th>{% for n in report.comparison.runs %}<th>{{ n }}</th>{% endfor %}
+{% for n in report.comparison.runs[1:] %}<th>&Delta; {{ n }}</th>{% endfor %}</tr>
+{% for row in report.comparison.rows %}<tr data-key="{{ row.metric }}"><td class="l">{{ row.metric }}
+{% if row.better %}<span class="small">({{ row.better }} is better)</span>{% endif %}</td>
+{% for v in row["values"] %}<td>{{ fmt(v, ".4g") }}</td>{% endfor %}
+{% for c in row.changes %}<td class="{{ c.verdict }}">{% if c.abs is not none %}{{ fmt(c.abs, "+.4g") }}
+{% if c.pct is not none %}({{ fmt(c.pct, "+.1f") }} %){% endif %} {{ c.verdict }}{% else %}n/a{% endif %}</td>{% endfor %}
+</tr>{% endfor %}</table>{% endif %}
+
+<h2 id="plots">Plots</h2>
+{% for p in plots %}<figure id="plot-{{ p.key }}"><figcaption><b>{{ p.title }}</b></figcaption>
+<img alt="{{ p.title }}" src="data:image/png;base64,{{ p.png_base64() }}"></figure>
+{% else %}<p class="small">No per-request data: no plots.</p>{% endfor %}
+
+{% for r in report.runs %}{% if r.result.per_scenario and r.result.per_scenario|length > 1 %}
+<h2>Per scenario: {{ r.name }}</h2><table><tr><th class="l">Scenario</th><th>ok</th><th>failed</th>
+<th>TTFT p50</th><th>TTFT p99</th><th>TPOT p50</th><th>E2EL p50</th><th>tok/s</th></tr>
+{% for name, s in r.result.per_scenario.items() %}<tr><td class="l">{{ name }}</td><td>{{ s.completed }}</td>
+<td>{{ s.failed }}</td><td>{{ fmt(s.median_ttft_ms, ".2f") }}</td><td>{{ fmt(s.p99_ttft_ms, ".2f") }}</td>
+<td>{{ fmt(s.median_tpot_ms, ".2f") }}</td><td>{{ fmt(s.median_e2el_ms, ".2f") }}</td>
+<td>{{ fmt(s.output_throughput, ".1f") }}</td></tr>{% endfor %}</table>{% endif %}{% endfor %}
+
+<h2 id="health">Run health and caveats</h2>
+{% for r in report.runs %}<p><b>{{ r.name }}</b>: errors {{ r.result.errors_by_kind or "none" }};
+client-bound: {{ r.result.client_bound if r.result.client_bound is not none else "unknown" }}
+{% if r.approximate %}<br><span class="warn">Approximate (Locust rounding): {{ r.approximate|join(", ") }}</span>{% endif %}
+{% for w in r.warnings %}<br><span class="warn">{{ w }}</span>{% endfor %}</p>{% endfor %}
+</body></html>
+"""
+
+
+def render_html(report: Report, plots: Sequence[Plot]) -> str:
+    """The self-contained HTML report."""
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.ChainableUndefined)
+    tpl = env.from_string(HTML_TEMPLATE)
+    title = ", ".join(r.name for r in report.runs)
+    return tpl.render(report=report, plots=plots, fmt=fmt, title=title, server_rows=report.server_rows())
+
+
+def render_markdown(report: Report) -> str:
+    """A Markdown summary for pull requests: headline table, comparison, findings."""
+    names = [r.name for r in report.runs]
+    out = [f"## vllm-locust report: {', '.join(names)}", ""]
+    out.append("| Metric | " + " | ".join(names) + " |")
+    out.append("|---|" + "---:|" * len(names))
+    for _key, label, vals in report.summary_rows() + report.server_rows():
+        out.append(f"| {label} | " + " | ".join(vals) + " |")
+    if report.comparison:
+        out += ["", f"### Comparison (baseline {report.comparison['baseline']})", ""]
+        out += [f"> {w}" for w in report.comparison["warnings"]]
+        others = report.comparison["runs"][1:]
+        out.append("| Metric | " + " | ".join(f"Δ {n}" for n in others) + " |")
+        out.append("|---|" + "---:|" * len(others))
+        for row in report.comparison["rows"]:
+            cells = [(f"{fmt(c['abs'], '+.4g')} ({fmt(c['pct'], '+.1f')} %) {c['verdict']}" if c["abs"] is not None
+                      else "n/a") for c in row["changes"]]  # fmt: skip
+            out.append(f"| {row['metric']} | " + " | ".join(cells) + " |")
+    out += ["", "### Diagnosis", ""]
+    if not report.findings:
+        out.append("No rule fired.")
+    for f in report.findings:
+        out.append(
+            f"- **{f.title}** ({f.run}, {f.severity}): {f.evidence}. Rule: {f.threshold}. Try: {f.action}"
+        )
+    for r in report.runs:
+        for w in r.warnings:
+            out.append(f"- ⚠ {r.name}: {w}")
+        if r.approximate:
+            out.append(f"- ⚠ {r.name}: approximate fields (Locust rounding): {', '.join(r.approximate)}")
+    for failed in report.failed_inputs:
+        out.append(f"- not reported: {failed}")
+    return "\n".join(out) + "\n"
+
+
+def _text_page(lines: Sequence[str], title: str) -> Figure:
+    fig = Figure(figsize=(8.27, 11.69))  # A4 portrait
+    fig.text(0.05, 0.97, title, fontsize=13, weight="bold", va="top")
+    fig.text(0.05, 0.93, "\n".join(lines), fontsize=7.5, family="monospace", va="top")
+    return fig
+
+
+def render_pdf(report: Report, plots: Sequence[Plot], path: str) -> None:
+    """A PDF: a summary page (table + findings), then every figure."""
+    names = [r.name[:18] for r in report.runs]
+    lines = ["Metric".ljust(36) + "".join(n.rjust(20) for n in names)]
+    for _key, label, vals in report.summary_rows() + report.server_rows():
+        lines.append(label[:36].ljust(36) + "".join(v.rjust(20) for v in vals))
+    lines += ["", "Diagnosis:"]
+    if not report.findings:
+        lines.append("  no rule fired")
+    for f in report.findings:
+        lines.append(f"  [{f.severity}] {f.title} ({f.run}): {f.evidence}"[:130])
+    if report.comparison:
+        lines += ["", f"Comparison vs {report.comparison['baseline']}:"]
+        for row in report.comparison["rows"][:40]:
+            cells = " ".join(f"{fmt(c['pct'], '+.1f')}% {c['verdict']}".rjust(22) for c in row["changes"])
+            lines.append(f"  {row['metric'][:32].ljust(32)} {cells}")
+    with PdfPages(path) as pdf:
+        pdf.savefig(_text_page(lines, "vllm-locust report: " + ", ".join(r.name for r in report.runs)))
+        for p in plots:
+            pdf.savefig(p.figure)

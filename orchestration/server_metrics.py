@@ -1,0 +1,285 @@
+"""Sample a server's Prometheus `/metrics` during a run and derive server-side figures from the samples.
+
+The sampler is a daemon thread in the `vllm-locust run` process (not in a Locust greenlet: the CLI
+process is not gevent-patched). Each scrape is one JSON line of `server_metrics.jsonl`:
+`{"t": epoch_s, "v": {"vllm:num_requests_running": 3.0, "vllm:time_to_first_token_seconds_bucket|0.01": 5.0}}`
+or `{"t": epoch_s, "error": "..."}`. Series are summed over their labels (engines, models) except
+gauges that are fractions (KV usage, GPU utilisation), which are averaged: a sum of percentages is
+meaningless.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from typing import Any
+
+SERVER_METRICS_FILE = "server_metrics.jsonl"
+KEPT_PREFIXES = ("vllm:", "DCGM_")  # families worth keeping; the rest (python_gc_*, process_*) is noise
+AVERAGED = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "DCGM_FI_DEV_GPU_UTIL")
+
+RUNNING = "vllm:num_requests_running"
+WAITING = "vllm:num_requests_waiting"
+KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")  # v1 name, then the v0 name
+PREFIX_HITS = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
+PREFIX_QUERIES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
+GEN_TOKENS = "vllm:generation_tokens_total"
+PROMPT_TOKENS = "vllm:prompt_tokens_total"
+PREEMPTIONS = "vllm:num_preemptions_total"
+GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+HISTOGRAMS = {
+    "ttft": "vllm:time_to_first_token_seconds",
+    "queue_time": "vllm:request_queue_time_seconds",
+    "e2el": "vllm:e2e_request_latency_seconds",
+    "itl": "vllm:inter_token_latency_seconds",
+}
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Flatten Prometheus text into {series: value}, labels summed (or averaged for fraction gauges)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if not s.name.startswith(KEPT_PREFIXES) or s.name.endswith("_created"):
+                continue
+            key = f"{s.name}|{s.labels['le']}" if s.name.endswith("_bucket") and "le" in s.labels else s.name
+            v = float(s.value)
+            if math.isnan(v):
+                continue
+            sums[key] = sums.get(key, 0.0) + v
+            counts[key] = counts.get(key, 0) + 1
+    for key in sums:
+        if key in AVERAGED:
+            sums[key] /= counts[key]
+    return sums
+
+
+class ServerMetricsSampler:
+    """A daemon thread scraping URL every `interval` s into `path` (JSONL); never raises into the run."""
+
+    def __init__(self, url: str, path: str, interval: float = 2.0, timeout: float = 2.0) -> None:
+        self.url = url
+        self.path = path
+        self.interval = min(
+            max(interval, 1.0), 5.0
+        )  # 1-5 s: finer is load on the server, coarser hides peaks
+        self.timeout = timeout
+        self.samples = 0
+        self.errors = 0
+        self.last_error: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Begin sampling in the background (one scrape immediately)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="server-metrics", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Take a final scrape (the deltas need the end state) and stop."""
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join(timeout=self.timeout + 2)
+        self._thread = None
+
+    def scrape_once(self) -> dict[str, Any]:
+        """One scrape as the JSON line's object."""
+        t = time.time()
+        try:
+            req = urllib.request.Request(self.url, headers={"Accept": "text/plain"})
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                body = resp.read().decode("utf-8", "replace")
+            return {"t": t, "v": parse_metrics(body)}
+        except urllib.error.HTTPError as e:
+            return {"t": t, "error": f"HTTP {e.code}"}
+        except (OSError, ValueError) as e:  # refused, timeout, unparseable text
+            return {"t": t, "error": f"{type(e).__name__}: {e}"[:200]}
+
+    def _run(self) -> None:
+        with open(self.path, "a") as fh:
+            while True:
+                row = self.scrape_once()
+                if "error" in row:
+                    self.errors += 1
+                    self.last_error = row["error"]
+                else:
+                    self.samples += 1
+                fh.write(json.dumps(row, separators=(",", ":")) + "\n")
+                fh.flush()
+                if self._stop.wait(self.interval):
+                    fh.write(json.dumps(self.scrape_once(), separators=(",", ":")) + "\n")
+                    return
+
+    def status(self) -> str:
+        """One line for the console at the end of a run."""
+        if self.samples == 0 and self.errors:
+            return (
+                f"server metrics: none from {self.url} ({self.last_error}); server-side figures unavailable"
+            )
+        return f"server metrics: {self.samples} samples from {self.url}"
+
+
+def read_samples(path: str) -> tuple[list[dict[str, Any]], int]:
+    """Read server_metrics.jsonl: (good samples in time order, number of error or torn lines)."""
+    out: list[dict[str, Any]] = []
+    bad = 0
+    with open(path, "rb") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError:
+                bad += 1
+                continue
+            if isinstance(row, dict) and isinstance(row.get("v"), dict) and "t" in row:
+                out.append(row)
+            else:
+                bad += 1
+    out.sort(key=lambda r: r["t"])
+    return out, bad
+
+
+def _first(v: dict[str, float], names: Sequence[str]) -> str | None:
+    return next((n for n in names if n in v), None)
+
+
+def _delta(first: dict[str, float], last: dict[str, float], name: str) -> float | None:
+    if name not in last:
+        return None
+    d = last[name] - first.get(name, 0.0)
+    return d if d >= 0 else last[name]  # a counter reset (server restart): count from zero
+
+
+def histogram_stats(first: dict[str, float], last: dict[str, float], name: str) -> dict[str, float] | None:
+    """Mean/p50/p90/p99 in ms of a Prometheus histogram's increase between two samples (linear in buckets)."""
+    count = _delta(first, last, name + "_count")
+    total = _delta(first, last, name + "_sum")
+    if not count or total is None:
+        return None
+    prefix = name + "_bucket|"
+    bounds = sorted(
+        (float(k[len(prefix) :]), (_delta(first, last, k) or 0.0)) for k in last if k.startswith(prefix)
+    )
+    out = {"count": count, "mean": total / count * 1000.0}
+    for p in (50, 90, 99):
+        out[f"p{p}"] = _bucket_quantile(bounds, p / 100.0, count) * 1000.0
+    return out
+
+
+def _bucket_quantile(bounds: list[tuple[float, float]], q: float, count: float) -> float:
+    """Prometheus histogram_quantile: linear interpolation inside the bucket holding rank q*count."""
+    rank = q * count
+    prev_le, prev_c = 0.0, 0.0
+    for le, c in bounds:
+        if c >= rank:
+            if math.isinf(le):
+                return prev_le  # beyond the last finite bound: its upper edge is all we know
+            if c == prev_c:
+                return le
+            return prev_le + (le - prev_le) * (rank - prev_c) / (c - prev_c)
+        prev_le, prev_c = le, c
+    return prev_le
+
+
+def summarize(samples: Sequence[dict[str, Any]], client: dict[str, Any] | None = None, *,
+              max_points: int = 600) -> dict[str, Any]:  # fmt: skip
+    """Server-side figures over the run: cache hit rate, KV peak, queue depth, TTFT/queue time, tokens."""
+    if not samples:
+        return {"available": False, "reason": "no server metric samples"}
+    first, last = samples[0]["v"], samples[-1]["v"]
+    names = set().union(*(s["v"].keys() for s in samples))
+    vllm = any(n.startswith("vllm:") for n in names)
+    out: dict[str, Any] = {
+        "available": True,
+        "samples": len(samples),
+        "span_s": samples[-1]["t"] - samples[0]["t"],
+        "vllm_metrics": vllm,
+    }
+    if not vllm:
+        out["reason"] = "no vLLM metric names at /metrics"
+    hits, queries = _first(last, PREFIX_HITS), _first(last, PREFIX_QUERIES)
+    if hits and queries:
+        dq = _delta(first, last, queries)
+        dh = _delta(first, last, hits)
+        out["prefix_cache_queries"] = dq
+        out["prefix_cache_hits"] = dh
+        out["prefix_cache_hit_rate"] = (dh / dq) if dq and dh is not None else None
+    kv = _first(last, KV_USAGE)
+    series: dict[str, list[float]] = {"t": [s["t"] for s in samples]}
+    for key, name in (
+        ("running", RUNNING),
+        ("waiting", WAITING),
+        ("kv_cache_usage", kv),
+        ("gpu_util", GPU_UTIL),
+    ):
+        if name and any(name in s["v"] for s in samples):
+            vals = [float(s["v"].get(name, math.nan)) for s in samples]
+            series[key] = vals
+            finite = [x for x in vals if not math.isnan(x)]
+            out[f"{key}_max"] = max(finite)
+            out[f"{key}_mean"] = sum(finite) / len(finite)
+    if "kv_cache_usage_max" in out:
+        out["kv_cache_usage_peak"] = out["kv_cache_usage_max"]
+    for key, name in (("generation_tokens", GEN_TOKENS), ("prompt_tokens", PROMPT_TOKENS),
+                      ("preemptions", PREEMPTIONS)):  # fmt: skip
+        d = _delta(first, last, name)
+        if d is not None:
+            out[key] = d
+    for key, name in HISTOGRAMS.items():
+        st = histogram_stats(first, last, name)
+        if st is not None:
+            out[f"{key}_ms"] = st
+    if client:
+        out["vs_client"] = _vs_client(out, client)
+    out["timeseries"] = _downsample(series, max_points)
+    return out
+
+
+def _vs_client(server: dict[str, Any], client: dict[str, Any]) -> dict[str, Any]:
+    """Client minus server: what network and client overhead add (or tokens the client did not see)."""
+    vs: dict[str, Any] = {}
+    st = server.get("ttft_ms")
+    if st and client.get("mean_ttft_ms") is not None:
+        vs["ttft_mean_diff_ms"] = client["mean_ttft_ms"] - st["mean"]
+        vs["ttft_p50_diff_ms"] = client.get("median_ttft_ms", 0.0) - st["p50"]
+        vs["ttft_p99_diff_ms"] = client.get("p99_ttft_ms", 0.0) - st["p99"]
+    gen = server.get("generation_tokens")
+    if gen is not None and client.get("total_output_tokens") is not None:
+        vs["generation_tokens_server"] = gen
+        vs["output_tokens_client"] = client["total_output_tokens"]
+        vs["tokens_diff"] = gen - client["total_output_tokens"]
+    return vs
+
+
+def _downsample(series: dict[str, list[float]], max_points: int) -> dict[str, list[float]]:
+    n = len(series["t"])
+    if n <= max_points:
+        return series
+    step = math.ceil(n / max_points)
+    return {k: v[::step] for k, v in series.items()}
+
+
+def summarize_file(run_dir: str, client: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """summarize() of a run directory's server_metrics.jsonl; None when the run has no such file."""
+    path = os.path.join(run_dir, SERVER_METRICS_FILE)
+    if not os.path.exists(path):
+        return None
+    samples, bad = read_samples(path)
+    out = summarize(samples, client)
+    if bad:
+        out["unusable_lines"] = bad
+    if not samples and bad:
+        out["reason"] = "every scrape of /metrics failed (server without /metrics?)"
+    return out
