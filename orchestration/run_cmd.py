@@ -15,7 +15,6 @@ import time
 from typing import Any
 
 from orchestration import config as C
-from orchestration import presets
 from orchestration.preflight import PreflightError, check_server
 from orchestration.summary import format_summary
 from vllm_users import exit_codes
@@ -71,7 +70,6 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--cache-rate", type=C.fraction, default=None, help=argparse.SUPPRESS)
     p.add_argument("--num-prefixes", type=C.pos_int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--num-turns", type=C.pos_int, default=None, help=argparse.SUPPRESS)
-    presets.add_flags(p)  # --preset, --concurrency-sweep, scenario flags (json/tools/burst)
     return p
 
 
@@ -83,12 +81,10 @@ def _free_port() -> int:
 
 def validate(a: argparse.Namespace) -> None:
     """Cross-flag checks; UsageError with one line."""
-    presets.apply_preset(a)
     try:
         a.mix = parse_mix(a.scenario)
     except ValueError as e:
         raise C.UsageError(f"--scenario: {e}") from None
-    presets.prepare(a)  # scenario defaults; dataset, schema and tokenizer checked before any load
     if a.request_rate is not None and a.users is not None:
         raise C.UsageError("--users is for closed loop and --request-rate for open loop: give one of them")
     if a.max_concurrency is not None and a.request_rate is None and a.users is not None:
@@ -146,7 +142,7 @@ def locust_args(a: argparse.Namespace, host: str, model: str, run_dir: str, locu
         v = getattr(a, name, None)
         if v is not None:
             args += ["--" + name.replace("_", "-"), str(v)]
-    return args + presets.locust_args(a)
+    return args
 
 
 def _env(api_key: str | None) -> dict[str, str]:
@@ -160,9 +156,6 @@ def _env(api_key: str | None) -> dict[str, str]:
 
 def run(a: argparse.Namespace) -> int:
     """Execute `vllm-locust run`; returns the exit code."""
-    presets.apply_preset(a)
-    if getattr(a, "concurrency_sweep", None):
-        return presets.run_sweep(a, run)
     validate(a)
     api_key = a.api_key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
     names = "+".join(n for n, _ in a.mix)
@@ -224,8 +217,6 @@ def _launch(a: argparse.Namespace, host: str, model: str, run_dir: str, locustfi
         wargs = ["-f", locustfile, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port),
                  "--loglevel", "INFO"]  # fmt: skip
         workers.append(subprocess.Popen(py + wargs, env=env, stdout=wlog, stderr=subprocess.STDOUT, start_new_session=True))
-    with open(os.path.join(run_dir, "pids.json"), "w") as fh:
-        json.dump({"master": master.pid, "workers": [w.pid for w in workers], "master_port": port}, fh)
     _say(a, f"run {run_dir}: master + {a.workers} worker(s) against {host} (model {model})")
     if a.web_ui:
         _say(a, f"web UI at http://127.0.0.1:{a.web_port} (Ctrl-C to end)")
@@ -335,8 +326,11 @@ def _sim_served(url: str) -> int | None:
             stats = json.load(resp)
     except (OSError, ValueError):
         return None
-    served = stats.get("generate_requests")  # completion requests received, not /v1/models or /metrics hits
-    return int(served) if isinstance(served, int) else None
+    finished = stats.get("finished")
+    if isinstance(finished, dict):  # completions the engine finished, not /v1/models or /metrics hits
+        faults = stats.get("faults_injected") or {}
+        return int(sum(finished.values()) + sum(faults.values()))
+    return None
 
 
 def _report(run_dir: str) -> None:
