@@ -71,8 +71,8 @@ class Connection(asyncio.Protocol):
     # -- asyncio callbacks -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Remember the transport."""
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses: no isinstance check
+        self.transport = transport  # type: ignore[assignment]
         if self.on_open:
             self.on_open(self)
 
@@ -159,7 +159,7 @@ class Connection(asyncio.Protocol):
 
     # -- responses -------------------------------------------------------------------------
     def _head(self, status: int, headers: list[tuple[str, str]], content_type: str,
-              length: int | None) -> bytes:
+              length: int | None, vary: bool = True) -> bytes:
         """Status line and headers, in uvicorn's order (length, type, extra, vary, connection, TE)."""
         out = [b"HTTP/1.1 %d %s\r\ndate: %s\r\nserver: uvicorn\r\n" % (
             status, REASONS.get(status, "Unknown").encode(), _date())]
@@ -169,18 +169,19 @@ class Connection(asyncio.Protocol):
             out.append(b"content-type: " + content_type.encode() + b"\r\n")
         for k, v in headers:
             out.append(f"{k}: {v}\r\n".encode("latin-1", "replace"))
-        out.append(b"vary: Origin\r\n")
+        if vary:  # added by vLLM's CORS middleware, which the auth check runs before
+            out.append(b"vary: Origin\r\n")
         if not self.keep_alive:
             out.append(b"connection: close\r\n")
         out.append(b"\r\n" if length is not None else b"transfer-encoding: chunked\r\n\r\n")
         return b"".join(out)
 
     def respond(self, status: int, body: bytes, content_type: str = "application/json",
-                headers: list[tuple[str, str]] | None = None) -> None:
+                headers: list[tuple[str, str]] | None = None, vary: bool = True) -> None:
         """Send a complete response and move on to the next request (or close)."""
         if self.closed or self.transport is None:
             return
-        self.transport.write(self._head(status, headers or [], content_type, len(body)) + body)
+        self.transport.write(self._head(status, headers or [], content_type, len(body), vary) + body)
         self._finish()
 
     def start_stream(self, status: int = 200, headers: list[tuple[str, str]] | None = None,

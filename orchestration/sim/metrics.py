@@ -98,6 +98,7 @@ class SimStats:
         self.queue = FastHistogram(TTFT_BUCKETS)
         self.lateness = FastHistogram(LATENESS_BUCKETS)
         self.served = 0
+        self.generate_requests = 0  # POSTs to /v1/(chat/)completions received, whatever their fate
         self.by_status: dict[int, int] = defaultdict(int)
         self.faults: dict[str, int] = defaultdict(int)
         self.expert_tokens = [0] * num_experts
@@ -106,6 +107,7 @@ class SimStats:
         """JSON-ready summary for GET /sim/stats."""
         return {
             "served": self.served,
+            "generate_requests": self.generate_requests,
             "by_status": {str(k): v for k, v in sorted(self.by_status.items())},
             "faults_injected": dict(self.faults),
             "prompt_tokens": self.prompt_tokens,

@@ -82,11 +82,11 @@ class SimServer:
 
     # -- dispatch --------------------------------------------------------------------------
     def _send(self, conn: Connection, status: int, body: bytes, content_type: str = "application/json",
-              headers: list[tuple[str, str]] | None = None) -> None:
+              headers: list[tuple[str, str]] | None = None, vary: bool = True) -> None:
         """Respond and count it."""
         self.stats.served += 1
         self.stats.by_status[status] += 1
-        conn.respond(status, body, content_type, headers)
+        conn.respond(status, body, content_type, headers, vary)
 
     def _json(self, conn: Connection, obj: Any, status: int = 200) -> None:
         self._send(conn, status, json.dumps(obj, separators=(",", ":")).encode())
@@ -98,7 +98,7 @@ class SimServer:
         if self.cfg.api_key and path.startswith("/v1"):
             auth = req.headers.get("authorization", "")
             if not hmac.compare_digest(auth.encode(), f"Bearer {self.cfg.api_key}".encode()):
-                self._send(conn, 401, b'{"error":"Unauthorized"}')
+                self._send(conn, 401, b'{"error":"Unauthorized"}', vary=False)
                 return
         if path in ("/v1/chat/completions", "/v1/completions"):
             if m != "POST":
@@ -185,6 +185,7 @@ class SimServer:
     def _generate(self, conn: Connection, req: HttpRequest, chat: bool) -> None:
         """Validate, apply request-level faults, and hand the stream to the engine."""
         cfg = self.cfg
+        self.stats.generate_requests += 1
         fault: Fault | None = None
         hdr = req.headers.get(HEADER)
         if hdr:

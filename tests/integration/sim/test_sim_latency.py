@@ -46,11 +46,11 @@ def test_fixed_mode_gives_exact_ttft_and_itl() -> None:
             results = list(ex.map(one, range(24)))
         ttfts = [t for t, _ in results]
         gaps = [g for _, gs in results for g in gs]
-        assert abs(statistics.median(ttfts) * 1000 - 50) < 1.5, statistics.median(ttfts)
+        assert abs(statistics.median(ttfts) * 1000 - 50) < 2.5, statistics.median(ttfts)
         assert abs(statistics.median(gaps) * 1000 - 10) < 1.0, statistics.median(gaps)
         # absolute deadlines: the last token lands at ttft + 19·itl, errors do not accumulate
         e2e = [t + sum(gs) for t, gs in results]
-        assert abs(statistics.median(e2e) * 1000 - 240) < 3
+        assert abs(statistics.median(e2e) * 1000 - 240) < 5
         stats = probe.request(sim.url, "/sim/stats").json()
         assert stats["lateness_s"]["p50"] <= 0.001
 

@@ -31,10 +31,20 @@ def golden(name: str) -> Path:
     return p
 
 
+VSIM_ARGS = ["--fixed", "--ttft-ms", "2", "--itl-ms", "1", "--max-model-len", "2048"]
+
+
 @pytest.fixture(scope="module")
 def vsim() -> Iterator[SimProcess]:
     """A simulator with vLLM's defaults (prompt token details off) and the golden max_model_len."""
-    with start_simulator(["--fixed", "--ttft-ms", "2", "--itl-ms", "1", "--max-model-len", "2048"]) as p:
+    with start_simulator(VSIM_ARGS) as p:
+        yield p
+
+
+@pytest.fixture(scope="module")
+def keyed_sim() -> Iterator[SimProcess]:
+    """The same, with an API key (for the 401 transcripts)."""
+    with start_simulator([*VSIM_ARGS, "--api-key", "golden-key"]) as p:
         yield p
 
 
@@ -92,7 +102,11 @@ def replay(sim: SimProcess, req: dict[str, Any], **extra: Any) -> probe.ProbeRes
         body.update(extra)
     raw = req.get("raw_body")
     payload: Any = raw.replace(GOLDEN_MODEL, "sim-model").encode() if raw is not None and body is None else body
-    return probe.request(sim.url, req["path"], payload, method=req["method"], headers={"Connection": "close"})
+    headers = {"Connection": "close"}
+    auth = req.get("headers", {}).get("Authorization")
+    if auth:
+        headers["Authorization"] = auth
+    return probe.request(sim.url, req["path"], payload, method=req["method"], headers=headers)
 
 
 def collapse(kinds: list[str]) -> list[str]:
@@ -165,9 +179,10 @@ def _errors() -> list[str]:
 
 
 @pytest.mark.parametrize("name", _errors())
-def test_errors_match_golden(vsim: SimProcess, name: str) -> None:
+def test_errors_match_golden(request: pytest.FixtureRequest, name: str) -> None:
     gold = json.loads(golden(f"{name}.json").read_text())
-    r = replay(vsim, gold["request"])
+    sim = request.getfixturevalue("keyed_sim" if name.startswith("errors_401") else "vsim")
+    r = replay(sim, gold["request"])
     assert r.status == gold["status"], r.body
     ours = r.json()
     assert shape(ours) == shape(gold["body"])
