@@ -1,0 +1,93 @@
+"""Compare (direction, % change, mismatches) and the HTML/Markdown/JSON/PDF renderers."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+from orchestration.report.cli import main
+from orchestration.report.compare import compare, direction
+from orchestration.report.model import build_report
+from orchestration.report.plots import all_plots, cdf_points
+from orchestration.report.postprocess import load_run
+from orchestration.report.render import render_html, render_markdown
+from tests.unit.report.helpers import make_records, server_samples, write_run
+
+
+def test_direction() -> None:
+    assert direction("p99_ttft_ms") == "lower"
+    assert direction("output_throughput") == "higher"
+    assert direction("request_goodput") == "higher"
+    assert direction("failed") == "lower"
+    assert direction("server_prefix_cache_hit_rate") == "higher"
+    assert direction("chunk_token_ratio") is None
+
+
+def test_compare_changes_and_verdicts(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    a = load_run(write_run(str(tmp_path / "a"), make_records(100, ttft_ms=40)))
+    b = load_run(write_run(str(tmp_path / "b"), make_records(100, ttft_ms=20), meta={"model_id": "other"}))
+    c = compare([a, b])
+    row = next(r for r in c["rows"] if r["metric"] == "median_ttft_ms")
+    ch = row["changes"][0]
+    assert ch["abs"] == pytest.approx(row["values"][1] - row["values"][0])
+    assert ch["pct"] == pytest.approx(ch["abs"] / row["values"][0] * 100)
+    assert ch["verdict"] == "better"  # TTFT went down
+    thr = next(r for r in c["rows"] if r["metric"] == "output_throughput")
+    assert thr["changes"][0]["verdict"] == "better"  # shorter TTFT, same tokens: more tok/s
+    assert any("model_id" in w for w in c["warnings"])
+
+
+def test_cdf_points_downsample_but_keep_tails() -> None:
+    import numpy as np
+
+    v = np.concatenate([np.full(999_000, 0.01), np.full(1000, 1.0)])
+    x, y = cdf_points(v)
+    assert len(x) < 600
+    assert x[-1] == pytest.approx(1000.0) and x[0] == pytest.approx(10.0)
+
+
+def test_html_is_self_contained_and_matches_json(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    run = load_run(write_run(str(tmp_path / "a"), make_records(100, fail=3), samples=server_samples()))
+    rep = build_report([run])
+    html = render_html(rep, all_plots([run]))
+    assert "<script" not in html and "http://" not in html and "https://" not in html
+    assert html.count("data:image/png;base64,") >= 2  # CDFs and the time series
+    m = re.search(r'data-key="median_ttft_ms"><td class="l">[^<]*</td>\s*<td>([^<]+)</td>', html)
+    assert m and m.group(1) == f"{run.result['median_ttft_ms']:.2f}"
+    assert 'data-rule="failures"' in html
+    md = render_markdown(rep)
+    assert f"| Median TTFT (ms) | {run.result['median_ttft_ms']:.2f} |" in md
+    assert "Prefix cache hit rate (server) | 80.0%" in md
+
+
+def test_cli_all_formats_and_exit_codes(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    a = write_run(str(tmp_path / "a"), make_records(60))
+    b = write_run(str(tmp_path / "b"), make_records(60, ttft_ms=30, turns=3))
+    out = str(tmp_path / "out")
+    assert main([a, b, str(tmp_path / "missing"), "-o", out, "--format", "html,pdf,json,md"]) == 0
+    assert sorted(os.listdir(out)) == ["report.html", "report.json", "report.md", "report.pdf"]
+    data = json.load(open(os.path.join(out, "report.json")))
+    assert [r["name"] for r in data["runs"]] == ["a", "b"]
+    assert data["comparison"]["baseline"] == "a"
+    assert "does not exist" in data["failed_inputs"][0]
+    assert open(os.path.join(out, "report.pdf"), "rb").read(5) == b"%PDF-"
+    assert "does not exist" in capsys.readouterr().err
+    assert main([str(tmp_path / "missing"), "-o", out]) == 2  # nothing to report
+    assert main([a, "--format", "docx"]) == 2
+    assert main([a, "--goodput", "ttft:abc"]) == 2
+
+
+def test_default_output_dir_is_inside_the_run(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    a = write_run(str(tmp_path / "a"), make_records(20))
+    assert main([a, "--quiet"]) == 0
+    assert os.path.exists(os.path.join(a, "report", "report.html"))
+
+
+def test_report_after_run_never_raises(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from orchestration.report.cli import report_after_run
+
+    report_after_run(str(tmp_path / "nope"))  # must not raise
+    assert "error" in capsys.readouterr().err

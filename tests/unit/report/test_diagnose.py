@@ -1,0 +1,95 @@
+"""Each diagnosis rule fires on a run crafted to trip it and stays silent on a healthy run."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestration.report import diagnose as dg
+from orchestration.report.postprocess import RunData, load_run
+from tests.unit.report.helpers import make_records, server_samples, write_run
+from vllm_users.metrics import Slo
+from vllm_users.results import build_result
+
+META = {"model_id": "m", "users": 8}
+
+
+def _run(name: str, recs, *, slo=None, **extra) -> RunData:  # type: ignore[no-untyped-def]
+    res = build_result(recs, META, slo=slo)
+    res.update(extra)
+    return RunData(f"/x/{name}", name, res, "records")
+
+
+def _healthy() -> RunData:
+    r = _run("healthy", make_records(200), slo=Slo({"ttft": 100.0}), client_bound=False)
+    r.result["server_metrics"] = {"available": True, "prefix_cache_hit_rate": 0.9, "prefix_cache_queries": 100,
+                                  "gpu_util_mean": 95.0}  # fmt: skip
+    return r
+
+
+def _rules(runs: list[RunData]) -> set[str]:
+    return {f.rule for f in dg.diagnose(runs)}
+
+
+def test_healthy_run_is_silent() -> None:
+    assert dg.diagnose([_healthy()]) == []
+
+
+def test_ttft_fluctuation() -> None:
+    r = _run("tail", make_records(200, tail_every=20, tail_ms=3000))
+    assert r.result["p99_ttft_ms"] > 3 * r.result["mean_ttft_ms"]
+    f = [x for x in dg.diagnose([r]) if x.rule == "ttft_fluctuation"]
+    assert f and "x mean" in f[0].evidence and f[0].action
+
+
+def test_prefix_cache_low_from_server_and_client() -> None:
+    r = _healthy()
+    r.result["server_metrics"]["prefix_cache_hit_rate"] = 0.2
+    assert "prefix_cache_low" in _rules([r])
+    c = _run("client", make_records(50, cached_fraction=0.1))
+    assert c.result["prefix_cache_hit_rate"] == pytest.approx(0.1)
+    assert "prefix_cache_low" in _rules([c])
+    assert "prefix_cache_low" not in _rules([_run("c2", make_records(50, cached_fraction=0.9))])
+
+
+def test_failures_over_one_percent() -> None:
+    assert "failures" in _rules([_run("f", make_records(200, fail=4))])  # 2 %
+    assert "failures" not in _rules([_run("f", make_records(200, fail=1))])  # 0.5 %
+
+
+def test_client_bound() -> None:
+    health = {"client_bound": True, "thresholds": {"cpu_mean": 0.9, "loop_lag_p99_ms": 10},
+              "workers": {"w0": {"cpu_mean": 0.97, "loop_lag_p99_ms": 30.0, "client_bound": True}}}  # fmt: skip
+    f = [x for x in dg.diagnose([_run("cb", make_records(50), client_health=health, client_bound=True)])]
+    assert f[0].rule == "client_bound" and "97%" in f[0].evidence
+
+
+def test_gpu_util_low_only_with_dcgm() -> None:
+    r = _healthy()
+    r.result["server_metrics"]["gpu_util_mean"] = 40.0
+    assert "gpu_underutilized" in _rules([r])
+    del r.result["server_metrics"]["gpu_util_mean"]
+    assert "gpu_underutilized" not in _rules([r])
+
+
+def test_slo_miss() -> None:
+    r = _run("slo", make_records(200, tail_every=10, tail_ms=500), slo=Slo({"ttft": 100.0}))
+    f = [x for x in dg.diagnose([r]) if x.rule == "slo_miss"]
+    assert f and "ttft" in f[0].evidence
+
+
+def test_throughput_plateau_across_runs(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    low = _run("c8", make_records(200), max_concurrency=8)
+    flat = _run("c32", make_records(200), max_concurrency=32)  # same throughput at 4x the concurrency
+    flat.result["output_throughput"] = low.result["output_throughput"] * 1.03
+    grow = _run("c32", make_records(200), max_concurrency=32)
+    grow.result["output_throughput"] = low.result["output_throughput"] * 2.5
+    assert "throughput_plateau" in _rules([low, flat])
+    assert "throughput_plateau" not in _rules([low, grow])
+    assert "throughput_plateau" not in _rules([low])
+
+
+def test_rules_on_a_loaded_run_dir(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    d = write_run(
+        str(tmp_path / "r"), make_records(100, fail=5), samples=server_samples(hits_ratio=0.1, gpu_util=30)
+    )
+    assert {"failures", "prefix_cache_low", "gpu_underutilized"} <= _rules([load_run(d)])
