@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from orchestration import config as C
+from orchestration import presets
 from orchestration.preflight import PreflightError, check_server
 from orchestration.summary import format_summary
 from vllm_users import exit_codes
@@ -70,6 +71,7 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--cache-rate", type=C.fraction, default=None, help=argparse.SUPPRESS)
     p.add_argument("--num-prefixes", type=C.pos_int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--num-turns", type=C.pos_int, default=None, help=argparse.SUPPRESS)
+    presets.add_flags(p)  # --preset, --concurrency-sweep, scenario flags (json/tools/burst)
     return p
 
 
@@ -81,10 +83,12 @@ def _free_port() -> int:
 
 def validate(a: argparse.Namespace) -> None:
     """Cross-flag checks; UsageError with one line."""
+    presets.apply_preset(a)
     try:
         a.mix = parse_mix(a.scenario)
     except ValueError as e:
         raise C.UsageError(f"--scenario: {e}") from None
+    presets.prepare(a)  # scenario defaults; dataset, schema and tokenizer checked before any load
     if a.request_rate is not None and a.users is not None:
         raise C.UsageError("--users is for closed loop and --request-rate for open loop: give one of them")
     if a.max_concurrency is not None and a.request_rate is None and a.users is not None:
@@ -142,7 +146,7 @@ def locust_args(a: argparse.Namespace, host: str, model: str, run_dir: str, locu
         v = getattr(a, name, None)
         if v is not None:
             args += ["--" + name.replace("_", "-"), str(v)]
-    return args
+    return args + presets.locust_args(a)
 
 
 def _env(api_key: str | None) -> dict[str, str]:
@@ -156,6 +160,9 @@ def _env(api_key: str | None) -> dict[str, str]:
 
 def run(a: argparse.Namespace) -> int:
     """Execute `vllm-locust run`; returns the exit code."""
+    presets.apply_preset(a)
+    if getattr(a, "concurrency_sweep", None):
+        return presets.run_sweep(a, run)
     validate(a)
     api_key = a.api_key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
     names = "+".join(n for n, _ in a.mix)

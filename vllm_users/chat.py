@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from vllm_users.base import LLMUser, RequestSpec
-from vllm_users.prompts import RandomPrompts
 from vllm_users.worker_side import Ticket
+from vllm_users.workload import PromptSource, prompt_source
 
 
 class ChatUser(LLMUser):
@@ -13,8 +13,8 @@ class ChatUser(LLMUser):
     scenario = "chat"
 
     def setup_scenario(self) -> None:
-        """Build the prompt source from the run's options."""
-        self.prompts: RandomPrompts = self.random_prompts()
+        """Build the prompt source from the run's options (random text, --dataset, --tokenizer, --prefix-len)."""
+        self.prompts: PromptSource = prompt_source(self.options, self.length_model())
 
     def build_request(self, ticket: Ticket) -> RequestSpec:
         """Prompt `ticket.index` of the seeded random dataset."""

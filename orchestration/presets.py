@@ -1,0 +1,248 @@
+"""`vllm-locust run --preset NAME`: defaults for the guide's scenes, checks of scenario inputs, the MoE sweep.
+
+A preset only fills options the user did not give (command line, config file or environment).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import os
+import re
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+from orchestration import config as C
+from vllm_users.scenario_options import add_run_flags, run_locust_args
+
+SIM_DETAILS = "--enable-prompt-tokens-details"
+SIM_MOE = "--num-experts 16 --topk 2 --router-skew 0.8"
+DEFAULT_SWEEP = "1,2,4,8,16,32,64"
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "latency": {"users": 1, "workers": 1, "num_prompts": 32, "input_len": 128, "output_len": 128,
+                "ignore_eos": True, "range_ratio": 0.0},
+    "throughput": {"request_rate": math.inf, "max_concurrency": 64, "num_prompts": 512, "input_len": 512,
+                   "output_len": 256, "ignore_eos": True},
+    "prefix-caching": {"scenario": "multi-turn", "prefix_len": 512, "cache_rate": 0.75, "num_prefixes": 4,
+                       "num_turns": 4, "users": 8, "num_prompts": 128, "input_len": 64, "output_len": 64,
+                       "sim_args": SIM_DETAILS},
+    "moe": {"concurrency_sweep": DEFAULT_SWEEP, "input_len": 128, "output_len": 128, "ignore_eos": True,
+            "sim_args": SIM_MOE},
+    "short-long": {"input_len": 64, "output_len": 2048, "ignore_eos": True, "users": 8, "num_prompts": 32},
+    "long-short": {"input_len": 4096, "output_len": 128, "ignore_eos": True, "users": 8, "num_prompts": 32},
+}  # fmt: skip
+DESCRIPTIONS = {
+    "latency": "one request at a time, fixed lengths: the latency floor",
+    "throughput": "all requests at once (rate inf) capped by --max-concurrency: peak throughput",
+    "prefix-caching": "multi-turn conversations sharing system prompts: TTFT by turn, hit rate",
+    "moe": "concurrency sweep 1..64: output tok/s scaling efficiency and expert load balance",
+    "short-long": "64 prompt tokens -> 2048 generated (decode-bound)",
+    "long-short": "4096-token document -> 128-token summary (prefill-bound)",
+}
+# a preset value is skipped when the user gave one of these (they would contradict each other)
+_CONFLICTS = {"request_rate": ("users",), "max_concurrency": ("users",), "users": ("request_rate", "max_concurrency")}
+_ORIGINAL_DEFAULTS: dict[str, Any] = {}
+
+
+def add_flags(p: argparse.ArgumentParser) -> None:
+    """--preset, --concurrency-sweep and the scenario flags on the `run` parser (remembers its defaults)."""
+    names = ", ".join(f"{k} ({v})" for k, v in DESCRIPTIONS.items())
+    p.add_argument("--preset", default=None, choices=sorted(PRESETS), metavar="NAME", help=f"Defaults for a scene: {names}")
+    p.add_argument("--concurrency-sweep", default=None, help="Run once per concurrency, e.g. 1,2,4,8 (one run directory each)")
+    add_run_flags(p)
+    _ORIGINAL_DEFAULTS.update({a.dest: a.default for a in p._actions})
+
+
+def _given(a: argparse.Namespace, dest: str, argv: list[str]) -> bool:
+    flag = "--" + dest.replace("_", "-")
+    if any(x == flag or x.startswith(flag + "=") for x in argv):
+        return True
+    return dest in _ORIGINAL_DEFAULTS and getattr(a, dest, None) != _ORIGINAL_DEFAULTS[dest]
+
+
+def apply_preset(a: argparse.Namespace, argv: list[str] | None = None) -> list[str]:
+    """Fill the preset's values into options the user left alone; returns the names filled."""
+    name = getattr(a, "preset", None)
+    if not name or vars(a).get("_preset_applied"):
+        return []
+    argv = list(sys.argv[1:] if argv is None else argv)
+    filled = []
+    for dest, value in PRESETS[name].items():
+        if _given(a, dest, argv) or any(_given(a, c, argv) for c in _CONFLICTS.get(dest, ())):
+            continue
+        if dest == "sim_args" and vars(a).get("host"):
+            continue  # a real server: its own flags
+        setattr(a, dest, value)
+        filled.append(dest)
+    a._preset_applied = True
+    return filled
+
+
+def prepare(a: argparse.Namespace) -> None:
+    """Preset defaults, scenario defaults and input checks before anything is sent; UsageError on bad input."""
+    apply_preset(a)
+    names = [n for n, _ in getattr(a, "mix", [])]
+    if "burst" in names and a.num_prompts is None and a.run_time is None:
+        from vllm_users.burst import plan_from_options
+
+        a.run_time = plan_from_options(a).total_s + 5  # the shape ends the run; this is a backstop
+    if getattr(a, "dataset", None):
+        from vllm_users.datasets import DatasetError, load_dataset
+
+        try:
+            load_dataset(a.dataset, getattr(a, "dataset_format", None) or "auto")
+        except DatasetError as e:
+            raise C.UsageError(str(e)) from None
+    if getattr(a, "json_schema", None):
+        from vllm_users.schemas import SchemaError, load_schema_file
+
+        try:
+            load_schema_file(a.json_schema)
+        except SchemaError as e:
+            raise C.UsageError(str(e)) from None
+    if getattr(a, "schema_complexity", None):
+        from vllm_users.schemas import COMPLEXITIES
+
+        if a.schema_complexity not in COMPLEXITIES:
+            raise C.UsageError(f"--schema-complexity {a.schema_complexity!r}: expected one of {', '.join(COMPLEXITIES)}")
+    if getattr(a, "tokenizer", None):
+        from vllm_users.workload import TokenizerError, load_tokenizer
+
+        try:
+            load_tokenizer(a.tokenizer)
+        except TokenizerError as e:
+            raise C.UsageError(str(e)) from None
+
+
+def locust_args(a: argparse.Namespace) -> list[str]:
+    """Scenario flags for the master's command line."""
+    return run_locust_args(a)
+
+
+# ----- concurrency sweep (moe preset) -----
+def parse_sweep(text: str) -> list[int]:
+    """`1,2,4` -> [1, 2, 4]; UsageError unless positive integers."""
+    try:
+        steps = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise C.UsageError(f"--concurrency-sweep {text!r}: expected integers like 1,2,4,8") from None
+    if not steps or any(c < 1 for c in steps):
+        raise C.UsageError(f"--concurrency-sweep {text!r}: expected positive integers like 1,2,4,8")
+    return steps
+
+
+_EXPERT_RE = re.compile(r'^vllm:moe_expert_tokens_total\{([^}]*)\}\s+([0-9.eE+-]+)', re.M)
+
+
+def expert_counters(host: str, timeout: float = 5.0) -> dict[str, float] | None:
+    """`vllm:moe_expert_tokens_total{expert}` from the server's /metrics; None when it has none."""
+    try:
+        with urllib.request.urlopen(host.rstrip("/") + "/metrics", timeout=timeout) as resp:
+            text = resp.read().decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return None
+    out: dict[str, float] = {}
+    for labels, value in _EXPERT_RE.findall(text):
+        m = re.search(r'expert="([^"]*)"', labels)
+        if m:
+            out[m.group(1)] = out.get(m.group(1), 0.0) + float(value)
+    return out or None
+
+
+def expert_balance(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, Any] | None:
+    """Per-expert token deltas of one step: max/mean and coefficient of variation (None without counters)."""
+    if not after:
+        return None
+    delta = [after[k] - (before or {}).get(k, 0.0) for k in sorted(after, key=lambda x: (len(x), x))]
+    n = len(delta)
+    mean = sum(delta) / n
+    if mean <= 0:
+        return {"experts": n, "tokens": 0.0, "max_over_mean": None, "cv": None}
+    std = math.sqrt(sum((d - mean) ** 2 for d in delta) / n)
+    return {"experts": n, "tokens": sum(delta), "max_over_mean": max(delta) / mean, "cv": std / mean,
+            "per_expert": delta}  # fmt: skip
+
+
+def sweep_summary(steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """Scaling efficiency = throughput(c) / (c * throughput(1)) for each step (needs a step at c=1)."""
+    base = next((s["output_throughput"] for s in steps if s["concurrency"] == 1), None)
+    for s in steps:
+        tput = s.get("output_throughput")
+        s["scaling_efficiency"] = (tput / (s["concurrency"] * base)) if base and tput is not None else None
+    return {"kind": "concurrency_sweep", "steps": steps, "baseline_output_throughput": base}
+
+
+def run_sweep(a: argparse.Namespace, run_one: Callable[[argparse.Namespace], int]) -> int:
+    """One run per concurrency (closed loop), one run directory each, then sweep.json beside them."""
+    apply_preset(a)
+    steps = parse_sweep(a.concurrency_sweep)
+    if a.request_rate is not None:
+        raise C.UsageError("--concurrency-sweep runs closed loop: leave out --request-rate")
+    sweep_dir = os.path.join(a.output_dir, a.run_name or f"{time.strftime('%Y%m%d-%H%M%S')}-sweep")
+    if os.path.exists(os.path.join(sweep_dir, "sweep.json")):
+        raise C.UsageError(f"sweep directory {sweep_dir} already holds a sweep; choose another --run-name")
+    os.makedirs(sweep_dir, exist_ok=True)
+    sim = None
+    if not a.host:
+        from orchestration.sim.launch import start_simulator
+
+        sim = start_simulator(a.sim_args.split() if a.sim_args else [])
+    host = a.host or sim.url  # type: ignore[union-attr]
+    results: list[dict[str, Any]] = []
+    worst = 0
+    try:
+        for c in steps:
+            b = copy.copy(a)
+            b.concurrency_sweep, b.preset, b.host = None, None, host
+            b.users, b.max_concurrency, b.output_file = c, None, ""
+            b.num_prompts = a.num_prompts or max(16, 4 * c)
+            b.output_dir, b.run_name = sweep_dir, f"c{c:03d}"
+            before = expert_counters(host)
+            code = run_one(b)
+            worst = max(worst, code)
+            results.append(_step(c, os.path.join(sweep_dir, b.run_name), code, before, expert_counters(host)))
+    finally:
+        if sim is not None:
+            sim.stop()
+    summary = sweep_summary(results)
+    summary.update({"preset": getattr(a, "preset", None), "host": a.host or "embedded simulator"})
+    with open(os.path.join(sweep_dir, "sweep.json"), "w") as fh:
+        json.dump(summary, fh, indent=2)
+    print(format_sweep(summary, sweep_dir), flush=True)
+    return worst
+
+
+def _step(c: int, run_dir: str, code: int, before: Any, after: Any) -> dict[str, Any]:
+    try:
+        with open(os.path.join(run_dir, "result.json")) as fh:
+            res = json.load(fh)
+    except (OSError, ValueError):
+        res = {}
+    return {
+        "concurrency": c, "run_dir": run_dir, "exit_code": code,
+        "completed": res.get("completed"), "failed": res.get("failed"),
+        "output_throughput": res.get("output_throughput"), "request_throughput": res.get("request_throughput"),
+        "median_ttft_ms": res.get("median_ttft_ms"), "median_tpot_ms": res.get("median_tpot_ms"),
+        "expert_load": expert_balance(before, after),
+    }  # fmt: skip
+
+
+def format_sweep(summary: dict[str, Any], sweep_dir: str) -> str:
+    """The sweep as a table: concurrency, tok/s, efficiency, TTFT, expert balance."""
+    rows = [f"{'conc':>5} {'out tok/s':>10} {'efficiency':>10} {'TTFT p50':>9} {'TPOT p50':>9} {'expert max/mean':>15} {'CV':>6}"]
+    for s in summary["steps"]:
+        e = s.get("expert_load") or {}
+
+        def f(v: Any, fmt: str) -> str:
+            return format(v, fmt) if isinstance(v, (int, float)) else "-"
+
+        rows.append(f"{s['concurrency']:>5} {f(s['output_throughput'], '10.1f')} {f(s['scaling_efficiency'], '10.2f')} "
+                    f"{f(s['median_ttft_ms'], '9.1f')} {f(s['median_tpot_ms'], '9.2f')} "
+                    f"{f(e.get('max_over_mean'), '15.2f')} {f(e.get('cv'), '6.3f')}")  # fmt: skip
+    return "\n".join(["=== concurrency sweep ===", *rows, f"Sweep: {os.path.join(sweep_dir, 'sweep.json')}"])
