@@ -6,6 +6,7 @@ percentiles by linear interpolation, TPOT request-weighted from usage token coun
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -75,14 +76,31 @@ def _pname(p: float) -> str:
     return str(int(p)) if float(p).is_integer() else str(p)
 
 
+def _flat_chunks(ok: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray]:
+    """All chunk times of `ok` in record order, and each record's chunk count (C-level iteration: fast)."""
+    lens = np.fromiter((len(r.chunk_times_us) for r in ok), dtype=np.int64, count=len(ok))
+    flat = np.fromiter(itertools.chain.from_iterable([r.chunk_times_us for r in ok]), dtype=np.int64,
+                       count=int(lens.sum()))  # fmt: skip
+    return flat, lens
+
+
+def _tpots(ok: Sequence[RequestRecord], flat: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """tpot_s of every successful request with output_tokens > 1, vectorised (same float operations)."""
+    out = np.fromiter((r.output_tokens or 0 for r in ok), dtype=np.int64, count=len(ok))
+    ends = np.cumsum(lens)
+    keep = (out > 1) & (lens > 0)
+    first, last = flat[(ends - lens)[keep]], flat[(ends - 1)[keep]]
+    return (last - first) / 1e6 / (out[keep] - 1).astype(np.float64)
+
+
 def _metric_arrays(ok: list[RequestRecord]) -> dict[str, np.ndarray]:
-    ttft = np.fromiter((r.chunk_times_us[0] for r in ok), dtype=np.float64, count=len(ok)) / 1e6
-    e2el = np.fromiter((r.chunk_times_us[-1] for r in ok), dtype=np.float64, count=len(ok)) / 1e6
-    tpots = [t for t in (tpot_s(r) for r in ok) if t is not None]
-    n_itl = sum(len(r.chunk_times_us) - 1 for r in ok)
+    flat, lens = _flat_chunks(ok)
+    ends = np.cumsum(lens)
+    ttft = flat[ends - lens].astype(np.float64) / 1e6
+    e2el = flat[ends - 1].astype(np.float64) / 1e6
+    tpots = _tpots(ok, flat, lens)
+    n_itl = int(lens.sum()) - len(ok)
     if n_itl:
-        flat = np.fromiter((t for r in ok for t in r.chunk_times_us), dtype=np.int64)
-        lens = np.fromiter((len(r.chunk_times_us) for r in ok), dtype=np.int64, count=len(ok))
         gaps = np.diff(flat)
         firsts = np.cumsum(lens)[:-1] - 1  # gap positions that cross a record boundary
         mask = np.ones(gaps.size, dtype=bool)
@@ -121,14 +139,13 @@ def peak_output_tokens_per_s(ok: Sequence[RequestRecord]) -> float:
     if not ok:
         return 0.0
     t0 = min(r.t_start for r in ok)
-    bucket_tokens: Counter[int] = Counter()
-    for r in ok:
-        n = len(r.chunk_times_us)
-        per_chunk = (r.output_tokens or n) / n
-        base = r.t_start - t0
-        for c in r.chunk_times_us:
-            bucket_tokens[int(base + c / 1e6)] += per_chunk
-    return float(max(bucket_tokens.values()))
+    flat, lens = _flat_chunks(ok)
+    n = lens.astype(np.float64)
+    out = np.fromiter(((r.output_tokens or len(r.chunk_times_us)) for r in ok), dtype=np.float64, count=len(ok))
+    base = np.fromiter((r.t_start - t0 for r in ok), dtype=np.float64, count=len(ok))
+    # Same float operations as the per-chunk loop, and bincount adds weights in input order: identical sums.
+    buckets = (np.repeat(base, lens) + flat / 1e6).astype(np.int64)
+    return float(np.bincount(buckets, weights=np.repeat(out / n, lens)).max())
 
 
 def duration_s(records: Sequence[RequestRecord]) -> float:
