@@ -383,6 +383,22 @@ def record_main(rec: Recorder) -> None:
     )
     rec.save_error("errors_404_path", rec.call("POST", "/v1/nope", {"model": rec.model}))
     rec.save_body("metrics", rec.call("GET", "/metrics"), ext="txt")
+    record_merged(rec)
+
+
+def record_merged(rec: Recorder, streams: int = 48) -> None:
+    """48 concurrent 64-token streams: vLLM then coalesces several tokens into one chunk. Keep the
+    stream with the fewest events (load-dependent: the count varies between runs)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    body = rec.chat(stream=True, stream_options={"include_usage": True}, max_tokens=64, ignore_eos=True)
+
+    def one(i: int) -> Exchange:
+        return rec.call("POST", "/v1/chat/completions", dict(body, seed=i))
+
+    with ThreadPoolExecutor(streams) as pool:
+        results = list(pool.map(one, range(streams)))
+    rec.save_stream("chat_stream_merged_c48", min(results, key=lambda r: r.body.count(b"\n\n")))
 
 
 def record_auth(rec: Recorder, api_key: str) -> None:
