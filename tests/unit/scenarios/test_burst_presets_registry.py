@@ -1,0 +1,120 @@
+"""Burst plan and burstiness statistics, presets, and the scenario registry."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from orchestration import config as C
+from orchestration import presets
+from orchestration.run_cmd import add_run_parser
+from vllm_users.arrivals import inter_arrivals
+from vllm_users.burst import BurstPlan, plan_from_options
+from vllm_users.scenarios import SCENARIOS, locustfile_source, parse_mix
+
+
+def _cv(x: np.ndarray) -> float:
+    return float(np.std(x) / np.mean(x))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_burstiness_half_is_burstier_than_poisson_and_four(seed: int) -> None:
+    cv = {b: _cv(inter_arrivals(5000, 10.0, b, seed)) for b in (0.5, 1.0, 4.0)}
+    assert cv[0.5] > cv[1.0] > cv[4.0]
+    # gamma(k): CV = 1/sqrt(k); 5000 samples put each within a few percent
+    for b, v in cv.items():
+        assert abs(v - 1 / math.sqrt(b)) < 0.1 / math.sqrt(b)
+    assert np.array_equal(inter_arrivals(100, 10.0, 0.5, seed), inter_arrivals(100, 10.0, 0.5, seed))
+
+
+def test_burst_plan_phases() -> None:
+    p = BurstPlan(quiet_users=2, spike_users=20, quiet_s=10, spike_s=5, recover_s=10, cycles=2)
+    assert p.total_s == 50
+    assert [p.users_at(t) for t in (0, 9.9, 10, 14.9, 15, 24.9, 25, 36, 49.9)] == [2, 2, 20, 20, 2, 2, 2, 20, 2]
+    assert p.users_at(50) is None and p.phase_at(12) == "spike" and p.phase_at(20) == "recover"
+
+
+def test_plan_from_options_defaults_to_users() -> None:
+    p = plan_from_options(SimpleNamespace(num_users=32, burst_spike_users=0, burst_quiet_users=0,
+                                          burst_quiet=2.0, burst_spike=1.0, burst_recover=3.0, burst_cycles=1))
+    assert (p.spike_users, p.quiet_users, p.total_s) == (32, 4, 6.0)
+    p = plan_from_options(SimpleNamespace(users=None))
+    assert (p.spike_users, p.quiet_users, p.total_s) == (8, 1, 25.0)
+
+
+def test_registry_and_generated_locustfile() -> None:
+    assert {"chat", "json", "tools", "multi-turn", "burst"} <= set(SCENARIOS)
+    assert parse_mix("chat:3,json:1,multiturn") == [("chat", 3), ("json", 1), ("multi-turn", 1)]
+    with pytest.raises(ValueError, match="unknown scenario 'nope'"):
+        parse_mix("chat,nope")
+    with pytest.raises(ValueError, match="given twice"):
+        parse_mix("chat,chat:2")
+    ns: dict = {}
+    exec(compile(locustfile_source(parse_mix("chat:3,burst:1")), "<gen>", "exec"), ns)
+    from locust.util.load_locustfile import is_shape_class, is_user_class
+
+    users = {k: v for k, v in ns.items() if is_user_class(v)}
+    assert set(users) == {"ChatUser_chat", "BurstUser_burst"}  # the imported bases do not run as users
+    assert users["ChatUser_chat"].weight == 3
+    assert [k for k, v in ns.items() if is_shape_class(v)] == ["BurstShape"]
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = C.OneLineParser(prog="t")
+    sub = parser.add_subparsers(dest="command")
+    add_run_parser(sub)
+    return parser.parse_args(["run", *argv])
+
+
+def test_preset_fills_only_what_was_not_given() -> None:
+    argv = ["--preset", "latency", "--output-len", "128", "--input-len", "64"]
+    a = _parse(argv)
+    filled = presets.apply_preset(a, argv)
+    assert a.users == 1 and a.num_prompts == 32 and a.ignore_eos is True
+    assert a.input_len == 64 and a.output_len == 128  # given (one even equal to the preset's value)
+    assert "input_len" not in filled and "output_len" not in filled
+    assert presets.apply_preset(a, argv) == []  # once
+
+
+def test_throughput_preset_respects_closed_loop_choice() -> None:
+    argv = ["--preset", "throughput", "--users", "4"]
+    a = _parse(argv)
+    presets.apply_preset(a, argv)
+    assert a.users == 4 and a.request_rate is None and a.max_concurrency is None and a.num_prompts == 512
+    a = _parse(["--preset", "throughput"])
+    presets.apply_preset(a, ["--preset", "throughput"])
+    assert math.isinf(a.request_rate) and a.max_concurrency == 64
+
+
+def test_prefix_caching_and_moe_presets() -> None:
+    a = _parse(["--preset", "prefix-caching"])
+    presets.apply_preset(a, ["--preset", "prefix-caching"])
+    assert a.scenario == "multi-turn" and a.prefix_len == 512 and a.sim_args == presets.SIM_DETAILS
+    argv = ["--preset", "prefix-caching", "--host", "http://127.0.0.1:1"]
+    a = _parse(argv)
+    presets.apply_preset(a, argv)
+    assert a.sim_args == ""  # a real server gets no simulator flags
+    a = _parse(["--preset", "moe"])
+    presets.apply_preset(a, ["--preset", "moe"])
+    assert presets.parse_sweep(a.concurrency_sweep) == [1, 2, 4, 8, 16, 32, 64]
+    for name in ("short-long", "long-short"):
+        a = _parse(["--preset", name])
+        presets.apply_preset(a, ["--preset", name])
+        assert (a.input_len, a.output_len) == ((64, 2048) if name == "short-long" else (4096, 128))
+
+
+def test_sweep_math() -> None:
+    with pytest.raises(C.UsageError):
+        presets.parse_sweep("1,x")
+    with pytest.raises(C.UsageError):
+        presets.parse_sweep("0,2")
+    s = presets.sweep_summary([{"concurrency": 1, "output_throughput": 100.0},
+                               {"concurrency": 4, "output_throughput": 300.0}])
+    assert [x["scaling_efficiency"] for x in s["steps"]] == [1.0, 0.75]
+    b = presets.expert_balance({"0": 10, "1": 10}, {"0": 30, "1": 50})
+    assert b is not None and b["max_over_mean"] == pytest.approx(40 / 30) and b["cv"] == pytest.approx(10 / 30)
+    assert presets.expert_balance(None, None) is None
