@@ -124,7 +124,7 @@ def apply_defaults(parser: argparse.ArgumentParser, argv: Sequence[str], env_pre
     unknown = [k for k in values if k not in actions]
     if unknown:
         raise UsageError(f"config file {cfg_path}: unknown option {unknown[0]!r}")
-    for dest, action in actions.items():
+    for dest in actions:
         env = os.environ.get(env_prefix + dest.upper())
         if env is not None:
             values[dest] = env
@@ -147,12 +147,11 @@ def _coerce(action: argparse.Action, raw: Any) -> Any:
         if s in ("0", "false", "no", "off", ""):
             return False
         raise ValueError(f"{raw!r} is not a boolean")
-    if action.nargs in ("*", "+") and isinstance(raw, list):
-        return [action.type(str(x)) if action.type else x for x in raw]  # type: ignore[misc]
+    conv: Any = action.type if callable(action.type) else (lambda x: x)
     if action.nargs in ("*", "+"):
-        raw = str(raw).split()
-        return [action.type(x) if action.type else x for x in raw]  # type: ignore[misc]
-    value = action.type(str(raw)) if action.type else raw  # type: ignore[misc]
+        items = raw if isinstance(raw, list) else str(raw).split()
+        return [conv(str(x)) for x in items]
+    value = conv(str(raw))
     if action.choices is not None and value not in action.choices:
         raise ValueError(f"{raw!r} is not one of {', '.join(map(str, action.choices))}")
     return value

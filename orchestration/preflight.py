@@ -37,7 +37,7 @@ def _request(url: str, method: str, path: str, headers: dict[str, str], body: An
         conn.request(method, base + path, body=data, headers=headers)
         resp = conn.getresponse()
         return resp.status, resp.getheader("content-type") or "", resp.read(1 << 20)
-    except (ConnectionRefusedError, socket.gaierror, socket.timeout, TimeoutError, OSError) as e:
+    except (ConnectionRefusedError, socket.gaierror, TimeoutError, OSError) as e:
         reason = "connection refused" if isinstance(e, ConnectionRefusedError) else (str(e) or type(e).__name__)
         raise PreflightError(f"cannot reach {url}: {reason}") from None
     except http.client.HTTPException as e:

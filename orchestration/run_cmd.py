@@ -114,7 +114,7 @@ def locust_args(a: argparse.Namespace, host: str, model: str, run_dir: str, locu
         users = a.users or a.max_concurrency or 8
     args = [
         "-f", locustfile, "--master", "--master-bind-host", a.master_bind_host, "--master-bind-port", str(port),
-        "--expect-workers", str(a.expect_workers or a.workers), "--host", host,
+        "--expect-workers", str(a.expect_workers or a.workers), "--expect-workers-max-wait", "120", "--host", host,
         "-u", str(users), "-r", str(a.spawn_rate or users),
         "--csv", os.path.join(run_dir, "locust"), "--csv-full-history",
         "--html", os.path.join(run_dir, "locust_report.html"),
@@ -224,6 +224,8 @@ def _launch(a: argparse.Namespace, host: str, model: str, run_dir: str, locustfi
         wargs = ["-f", locustfile, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port),
                  "--loglevel", "INFO"]  # fmt: skip
         workers.append(subprocess.Popen(py + wargs, env=env, stdout=wlog, stderr=subprocess.STDOUT, start_new_session=True))
+    with open(os.path.join(run_dir, "pids.json"), "w") as fh:
+        json.dump({"master": master.pid, "workers": [w.pid for w in workers], "master_port": port}, fh)
     _say(a, f"run {run_dir}: master + {a.workers} worker(s) against {host} (model {model})")
     if a.web_ui:
         _say(a, f"web UI at http://127.0.0.1:{a.web_port} (Ctrl-C to end)")
@@ -333,11 +335,8 @@ def _sim_served(url: str) -> int | None:
             stats = json.load(resp)
     except (OSError, ValueError):
         return None
-    finished = stats.get("finished")
-    if isinstance(finished, dict):  # completions the engine finished, not /v1/models or /metrics hits
-        faults = stats.get("faults_injected") or {}
-        return int(sum(finished.values()) + sum(faults.values()))
-    return None
+    served = stats.get("generate_requests")  # completion requests received, not /v1/models or /metrics hits
+    return int(served) if isinstance(served, int) else None
 
 
 def _report(run_dir: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -22,9 +23,37 @@ def inter_arrivals(n: int, rate: float, burstiness: float, seed: int) -> np.ndar
     return rng.gamma(shape=burstiness, scale=theta, size=n)
 
 
+BLOCK = 4096  # arrivals are drawn in seeded blocks, so an unbounded run needs no length up front
+
+
+def iter_schedule(rate: float, burstiness: float, seed: int, n: int | None = None) -> Iterator[tuple[int, float]]:
+    """(global index, intended offset in s from the run's start) of every arrival, lazily, forever or n."""
+    t, i, block = 0.0, 0, 0
+    while n is None or i < n:
+        gaps = inter_arrivals(BLOCK, rate, burstiness, seed * 1_000_003 + block)
+        for g in gaps.tolist():
+            t += g
+            yield i, t
+            i += 1
+            if n is not None and i >= n:
+                return
+        block += 1
+
+
 def global_schedule(n: int, rate: float, burstiness: float, seed: int) -> np.ndarray:
     """Intended send offsets (s from the run's start) of request 0..n-1 for the whole run."""
-    return np.cumsum(inter_arrivals(n, rate, burstiness, seed))
+    return np.fromiter((t for _, t in iter_schedule(rate, burstiness, seed, n)), dtype=np.float64, count=n)
+
+
+def worker_iter(
+    rate: float, burstiness: float, seed: int, n: int | None, worker_index: int, worker_count: int
+) -> Iterator[tuple[int, float]]:
+    """This worker's arrivals: every worker_count-th of the global schedule, so the total rate holds."""
+    if worker_count < 1 or not 0 <= worker_index < worker_count:
+        raise ValueError(f"bad worker split {worker_index}/{worker_count}")
+    for i, t in iter_schedule(rate, burstiness, seed, n):
+        if i % worker_count == worker_index:
+            yield i, t
 
 
 def worker_share(offsets: np.ndarray, worker_index: int, worker_count: int) -> tuple[np.ndarray, np.ndarray]:
@@ -35,10 +64,3 @@ def worker_share(offsets: np.ndarray, worker_index: int, worker_count: int) -> t
     return idx, offsets[idx]
 
 
-def schedule_length(rate: float, run_time: float | None, num_prompts: int | None) -> int:
-    """How many arrivals to draw: num_prompts, or enough for run_time at this rate (with margin)."""
-    if num_prompts is not None:
-        return num_prompts
-    if run_time is None or math.isinf(rate):
-        raise ValueError("an open-loop run needs --num-prompts or --run-time (and a finite rate for run-time)")
-    return int(rate * run_time * 1.2) + 100

@@ -14,6 +14,7 @@ from time import perf_counter
 from typing import Any
 
 import gevent
+import gevent.lock
 from geventhttpclient.url import URL
 from locust import constant, task
 from locust.contrib.fasthttp import FastHttpUser
@@ -52,6 +53,7 @@ class RequestSpec:
 
 
 _shared: dict[str, Any] = {}  # per process: resolved model and length calibration
+_shared_lock = gevent.lock.BoundedSemaphore()  # hundreds of users start at once: ask the server once
 
 
 class LLMUser(FastHttpUser):
@@ -68,7 +70,7 @@ class LLMUser(FastHttpUser):
         """Resolve the HTTP client, auth headers, model and prompt lengths once."""
         o = self.environment.parsed_options
         self.options = o
-        self._http = self.client.client.clientpool.get_client(URL(self.host))
+        self._http = self.client.client.clientpool.get_client(URL(self.host or ""))
         self._http._connection_pool.network_timeout = float(o.stream_timeout)
         self.headers = {
             "Content-Type": "application/json",
@@ -78,8 +80,9 @@ class LLMUser(FastHttpUser):
         key = next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
         if key:
             self.headers["Authorization"] = f"Bearer {key}"
-        self.model = o.model or _shared.get("model") or self._resolve_model()
-        _shared["model"] = self.model
+        with _shared_lock:
+            self.model = o.model or _shared.get("model") or self._resolve_model()
+            _shared["model"] = self.model
         self.user_id = id(self) & 0xFFFFFF
         self.setup_scenario()
 
@@ -104,6 +107,10 @@ class LLMUser(FastHttpUser):
 
     def length_model(self) -> LengthModel:
         """How prompt words map to this server's tokens (calibrated once per process)."""
+        with _shared_lock:
+            return self._length_model()
+
+    def _length_model(self) -> LengthModel:
         lm = _shared.get("lengths")
         if lm is None:
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from vllm_users.health import summarize
 from vllm_users.histograms import HistogramSet
+from vllm_users.worker_side import BATCH_INTERVAL_S
 
 log = logging.getLogger("vllm_locust")
 
@@ -116,7 +117,11 @@ class Collector:
                     "records_received": w.records,
                     "last_data_at": w.last_batch,
                     "lost_at": w.lost_at,
-                    "possible_loss_window_s": round((w.lost_at or time.time()) - w.last_batch, 3),
+                    # batches come every BATCH_INTERVAL_S: data after the last one, up to the first one
+                    # that never came, is what may be missing
+                    "possible_loss_window_s": round(
+                        min((w.lost_at or time.time()) - w.last_batch, 2 * BATCH_INTERVAL_S), 3
+                    ),
                 }
                 for w in lost
             ],

@@ -66,7 +66,7 @@ def stats_ms(values_s: Iterable[float] | np.ndarray, percentiles: Sequence[float
         arr = np.zeros(1)
     ms = arr * 1000.0
     out = {"mean": float(ms.mean()), "median": float(np.median(ms)), "std": float(ms.std())}
-    pct = np.percentile(ms, list(percentiles)) if percentiles else []
+    pct: Any = np.percentile(ms, list(percentiles)) if percentiles else []
     for p, v in zip(percentiles, pct, strict=False):
         out[f"p{_pname(p)}"] = float(v)
     return out

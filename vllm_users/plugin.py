@@ -51,6 +51,32 @@ def _on_init(environment: Environment, **_: Any) -> None:
         _MasterPlugin(environment)
     if isinstance(runner, WorkerRunner):
         runner.register_message("vllm_stop", _worker_stop_handler, concurrent=True)
+        gevent.spawn(_master_watchdog, environment)
+
+
+SILENT_WORKER_S = 3.5  # a worker that sent no batch for this long is reported lost
+MASTER_SILENCE_S = float(os.environ.get("VLLM_LOCUST_MASTER_TIMEOUT", "10"))
+
+
+def _master_watchdog(environment: Environment) -> None:
+    """A worker whose master went silent keeps its records on disk and exits (Locust alone waits 60 s)."""
+    last = {"t": time.time()}
+
+    def beat(**_: Any) -> None:
+        last["t"] = time.time()
+
+    environment.events.heartbeat_received.add_listener(beat)
+    while True:
+        gevent.sleep(1.0)
+        if time.time() - last["t"] > MASTER_SILENCE_S:
+            log.error("vllm-locust: no heartbeat from the master for %.0f s; saving records and exiting", MASTER_SILENCE_S)
+            ctx = getattr(environment, "vllm_ctx", None)
+            if ctx is not None:
+                ctx.drain(0)
+            runner = environment.runner
+            assert runner is not None
+            runner.greenlet.kill(block=False)
+            return
 
 
 def _worker_stop_handler(environment: Environment, msg: Any) -> None:
@@ -62,7 +88,7 @@ def _worker_stop_handler(environment: Environment, msg: Any) -> None:
 @events.test_start.add_listener
 def _on_test_start(environment: Environment, **_: Any) -> None:
     runner = environment.runner
-    o = environment.parsed_options
+    o: Any = environment.parsed_options
     if isinstance(runner, MasterRunner):
         # workers receive these through the spawn message's parsed_options
         o.vllm_worker_count = max(1, runner.worker_count)
@@ -168,7 +194,8 @@ class _MasterPlugin:
             known = {c.id: c for c in runner.clients.values()}
             for w in list(self.collector.workers.values()):
                 node = known.get(w.client_id or "")
-                if w.lost_at is None and not w.final and (node is None or node.state == STATE_MISSING):
+                silent = now - w.last_batch > SILENT_WORKER_S  # batches are due every second
+                if w.lost_at is None and not w.final and (node is None or node.state == STATE_MISSING or silent):
                     self.collector.mark_lost(w.client_id or "", now)
                     self.exit_code = max(self.exit_code, EXIT_DATA_LOSS)
             if self.collector.workers and not self.collector.live() and not self.drained and not self._all_done():

@@ -8,7 +8,6 @@ event when the scenario needs text or tool calls).
 from __future__ import annotations
 
 import json
-import socket
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
@@ -231,7 +230,7 @@ def send_and_read(
             resp.read(65536)
             return res
         _read_stream(resp, events, now)
-    except (socket.timeout, gevent.Timeout, TimeoutError):
+    except (gevent.Timeout, TimeoutError):
         res.error = "timeout"
         res.error_detail = "read timed out" if res.status else "connect or header timeout"
     except (HTTPConnectionClosed, ConnectionError, OSError) as e:

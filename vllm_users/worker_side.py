@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
@@ -12,11 +13,13 @@ from typing import Any
 import gevent
 from gevent.queue import Empty, Queue
 
-from vllm_users.arrivals import global_schedule, schedule_length, worker_share
+from vllm_users.arrivals import worker_iter
 from vllm_users.health import HealthSampler
 from vllm_users.histograms import HistogramSet
 from vllm_users.options import open_loop
 from vllm_users.record import RequestRecord
+
+log = logging.getLogger("vllm_locust")
 
 BATCH_INTERVAL_S = 1.0  # records and histograms go to the master every second (bounds loss on a kill)
 
@@ -87,23 +90,24 @@ class WorkerContext:
 
     def _dispatch(self) -> None:
         o = self.options
-        rate = o.request_rate
-        run_time = getattr(o, "run_time", None)
-        n = schedule_length(rate, run_time, o.num_prompts or None)
-        idx, offsets = worker_share(global_schedule(n, rate, o.burstiness, o.seed), self.index, self.count)
         t0_wall = o.vllm_t0 if o.vllm_t0 and abs(o.vllm_t0 - time.time()) < 30 else time.time()
         # convert the wall-clock origin to this process's perf_counter once; sleeps then use perf_counter
         t0_perf = time.perf_counter() + (t0_wall - time.time())
         assert self._queue is not None
-        for i, off in zip(idx.tolist(), offsets.tolist(), strict=True):
-            if self.stopping:
-                return
-            delay = t0_perf + off - time.perf_counter()
-            if delay > 0:
-                gevent.sleep(delay)
-            if self.stopping:
-                return
-            self._queue.put(Ticket(i, t0_wall + off))
+        try:
+            arrivals = worker_iter(o.request_rate, o.burstiness, o.seed, o.num_prompts or None, self.index, self.count)
+            for i, off in arrivals:
+                if self.stopping:
+                    return
+                delay = t0_perf + off - time.perf_counter()
+                if delay > 0:
+                    gevent.sleep(delay)
+                if self.stopping:
+                    return
+                self._queue.put(Ticket(i, t0_wall + off))
+        except Exception:
+            log.exception("vllm-locust: arrival schedule failed")
+            raise
         self._queue.put(None)
 
     # ----- records -----

@@ -1,0 +1,55 @@
+"""Run the real CLI (master + worker processes) in a subprocess and read what it wrote."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class CliRun:
+    """Outcome of one `vllm-locust run`."""
+
+    rc: int
+    out: str
+    err: str
+    run_dir: str
+
+    @property
+    def result(self) -> dict[str, Any]:
+        """The run's result.json."""
+        with open(os.path.join(self.run_dir, "result.json")) as fh:
+            return json.load(fh)
+
+    def records(self) -> list[dict[str, Any]]:
+        """The run's records.jsonl, decoded."""
+        with open(os.path.join(self.run_dir, "records.jsonl")) as fh:
+            return [json.loads(line) for line in fh if line.strip()]
+
+    def logs(self) -> str:
+        """Everything the master and workers printed."""
+        text = self.out + self.err
+        for name in sorted(os.listdir(self.run_dir)) if os.path.isdir(self.run_dir) else []:
+            if name.endswith(".out") or name.endswith(".log"):
+                with open(os.path.join(self.run_dir, name), errors="replace") as fh:
+                    text += fh.read()
+        return text
+
+
+def cli(args: list[str], tmp: str, timeout: float = 120, env: dict[str, str] | None = None,
+        name: str = "run", prefix: list[str] | None = None) -> CliRun:  # fmt: skip
+    """`vllm-locust run ARGS --output-dir tmp --run-name name` with a hard timeout."""
+    cmd = [*(prefix or []), sys.executable, "-m", "orchestration.cli", "run", *args,
+           "--output-dir", tmp, "--run-name", name, "--no-report"]  # fmt: skip
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    return CliRun(p.returncode, p.stdout, p.stderr, os.path.join(tmp, name))
+
+
+def cli_bare(args: list[str], timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`vllm-locust ARGS` as given (for bad-input tests)."""
+    return subprocess.run([sys.executable, "-m", "orchestration.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})  # fmt: skip

@@ -1,0 +1,114 @@
+"""Bad input: one line naming the problem, the documented exit code, no traceback, no load sent."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+
+import pytest
+
+from orchestration.sim.launch import start_simulator
+from tests.integration.core.helpers import cli, cli_bare
+
+
+def _one_line_error(p, code: int, needle: str) -> None:
+    assert p.returncode == code, (p.returncode, p.stdout, p.stderr)
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1, p.stderr
+    assert needle in lines[0], lines[0]
+    assert "Traceback" not in p.stdout + p.stderr
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "needle"),
+    [
+        ("--users", "0", "--users"),
+        ("--users", "many", "--users"),
+        ("--request-rate", "-3", "--request-rate"),
+        ("--burstiness", "0", "--burstiness"),
+        ("--num-prompts", "1.5", "--num-prompts"),
+        ("--run-time", "5x", "--run-time"),
+        ("--range-ratio", "1.5", "--range-ratio"),
+        ("--endpoint", "embeddings", "--endpoint"),
+        ("--goodput", "ttft:abc", "goodput"),
+        ("--scenario", "nope", "unknown scenario"),
+        ("--max-concurrency", "0", "--max-concurrency"),
+        ("--host", "localhost:8000", "--host"),
+        ("--workers", "-1", "--workers"),
+    ],
+)
+def test_invalid_flag_values(flag: str, value: str, needle: str, tmp_path) -> None:
+    p = cli_bare(["run", flag, value, "--output-dir", str(tmp_path)])
+    _one_line_error(p, 2, needle)
+
+
+def test_conflicting_flags_and_unknown_flag(tmp_path) -> None:
+    _one_line_error(cli_bare(["run", "--users", "4", "--request-rate", "5", "--output-dir", str(tmp_path)]), 2, "--users")
+    _one_line_error(cli_bare(["run", "--frobnicate", "--output-dir", str(tmp_path)]), 2, "frobnicate")
+
+
+def test_config_file_and_env(tmp_path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("users: [1, 2\n")
+    _one_line_error(cli_bare(["run", "--config", str(bad)]), 2, "bad.yaml")
+    _one_line_error(cli_bare(["run", "--config", str(tmp_path / "missing.yaml")]), 2, "missing.yaml")
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("userz: 3\n")
+    _one_line_error(cli_bare(["run", "--config", str(unknown)]), 2, "userz")
+    _one_line_error(cli_bare(["run"], env={"VLLM_LOCUST_USERS": "zero"}), 2, "users")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_host(tmp_path) -> None:
+    p = cli_bare(["run", "--host", f"http://127.0.0.1:{_free_port()}", "--output-dir", str(tmp_path)])
+    _one_line_error(p, 3, "cannot reach")
+
+
+class _Html(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        body = b"<html><body>hello</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = do_GET
+
+    def log_message(self, *a) -> None:
+        pass
+
+
+def test_non_openai_server(tmp_path) -> None:
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Html)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        p = cli_bare(["run", "--host", f"http://127.0.0.1:{srv.server_address[1]}", "--output-dir", str(tmp_path)])
+    finally:
+        srv.shutdown()
+    _one_line_error(p, 3, "not an OpenAI-compatible server")
+
+
+def test_wrong_model_and_wrong_api_key_never_leaks_the_key(tmp_path) -> None:
+    secret = "sk-test-SECRET-4242"
+    with start_simulator(["--api-key", "right-key"]) as sim:
+        p = cli_bare(["run", "--host", sim.url, "--model", "nope", "--output-dir", str(tmp_path)],
+                     env={"VLLM_LOCUST_API_KEY": "right-key"})  # fmt: skip
+        _one_line_error(p, 3, "'nope'")
+        p = cli_bare(["run", "--host", sim.url, "--api-key", secret, "--output-dir", str(tmp_path)])
+        _one_line_error(p, 3, "API key")
+        assert secret not in p.stdout + p.stderr
+        # a good run with the key: the key appears nowhere on disk
+        r = cli(["--host", sim.url, "--num-prompts", "10", "--users", "2", "--workers", "1", "--output-len", "8"],
+                str(tmp_path), env={"VLLM_LOCUST_API_KEY": "right-key"}, name="keyed")  # fmt: skip
+        assert r.rc == 0, r.logs()[-2000:]
+        assert r.result["completed"] == 10
+    for f in tmp_path.rglob("*"):
+        if f.is_file():
+            assert b"right-key" not in f.read_bytes(), f

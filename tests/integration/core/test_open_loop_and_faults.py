@@ -1,0 +1,116 @@
+"""Open loop, overload, lost workers and interruption, with real master/worker processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from orchestration.sim.launch import start_simulator
+from tests.integration.core.helpers import cli
+
+
+def _served(url: str) -> int:
+    """Completion requests the simulator received (the preflight's one included)."""
+    stats = json.load(urllib.request.urlopen(url + "/sim/stats", timeout=5))
+    return int(stats["generate_requests"])
+
+
+@pytest.mark.timeout(180)
+def test_open_loop_rate_split_over_two_workers(tmp_path) -> None:
+    with start_simulator(["--fixed", "--ttft-ms", "20", "--itl-ms", "5"]) as sim:
+        r = cli(["--host", sim.url, "--request-rate", "40", "--num-prompts", "200", "--workers", "2",
+                 "--output-len", "8", "--ignore-eos", "--seed", "5"], str(tmp_path))  # fmt: skip
+        served = _served(sim.url)
+    assert r.rc == 0, r.logs()[-3000:]
+    res = r.result
+    arr = res["arrivals"]
+    assert arr["scheduled"] == 200 and arr["sent"] == 200 and arr["dropped"] == 0
+    assert served - 1 == res["completed"] == 200  # -1: the preflight request
+    workers = {rec["worker"] for rec in r.records()}
+    assert len(workers) == 2
+    # the schedule is kept: dispatch lag small, achieved arrival rate near the target
+    assert arr["schedule_lag_ms"]["p99"] < 25, arr["schedule_lag_ms"]
+    starts = sorted(rec["t_start"] for rec in r.records())
+    achieved = (len(starts) - 1) / (starts[-1] - starts[0])
+    intended = sorted(rec["t_intended"] for rec in r.records())
+    planned = (len(intended) - 1) / (intended[-1] - intended[0])
+    assert achieved == pytest.approx(planned, rel=0.02)
+    assert planned == pytest.approx(40, rel=0.25)  # 200 Poisson arrivals
+
+
+@pytest.mark.timeout(180)
+def test_overload_with_max_concurrency_counts_every_arrival(tmp_path) -> None:
+    # each request takes ~0.3 s; 4 slots serve ~13 req/s; 40 req/s are offered for 4 s
+    with start_simulator(["--fixed", "--ttft-ms", "20", "--itl-ms", "10"]) as sim:
+        r = cli(["--host", sim.url, "--request-rate", "40", "--max-concurrency", "4", "--run-time", "4s",
+                 "--workers", "1", "--output-len", "30", "--ignore-eos", "--stop-timeout", "5"],
+                str(tmp_path), timeout=150)  # fmt: skip
+        served = _served(sim.url)
+    res = r.result
+    arr = res["arrivals"]
+    assert arr["dropped"] > 0 and arr["late"] > 0
+    assert arr["scheduled"] == arr["sent"] + arr["dropped"]
+    assert res["max_concurrent_requests"] <= 4
+    assert served - 1 == res["completed"] + res["failed"] + res["interrupted"]
+    assert r.rc == 4, (r.rc, r.out[-2000:])  # exit code: arrivals dropped
+    assert arr["ttft_from_intended_ms"]["p90"] > 500  # queueing shows from the intended start...
+    assert res["p90_ttft_ms"] < 100  # ...and not from the actual start
+
+
+@pytest.mark.timeout(200)
+def test_worker_sigkilled_is_reported_and_run_completes(tmp_path) -> None:
+    with start_simulator(["--fixed", "--ttft-ms", "20", "--itl-ms", "10"]) as sim:
+        cmd = [sys.executable, "-m", "orchestration.cli", "run", "--host", sim.url, "--users", "8", "--workers", "2",
+               "--run-time", "12s", "--output-len", "20", "--ignore-eos", "--output-dir", str(tmp_path),
+               "--run-name", "kill", "--no-report", "--stop-timeout", "3"]  # fmt: skip
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        pids = os.path.join(tmp_path, "kill", "pids.json")
+        progress = os.path.join(tmp_path, "kill", "progress.json")
+        deadline = time.time() + 60
+        while time.time() < deadline:  # kill only once both workers are streaming
+            try:
+                if json.load(open(progress))["ok"] > 20:
+                    break
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.2)
+        time.sleep(1)
+        victim = json.load(open(pids))["workers"][0]
+        os.kill(victim, signal.SIGKILL)
+        killed_at = time.time()
+        out, err = p.communicate(timeout=150)
+        served = _served(sim.url)
+    assert p.returncode == 6, (p.returncode, out[-3000:], err[-2000:])
+    res = json.load(open(os.path.join(tmp_path, "kill", "result.json")))
+    lost = res["data_loss"]["workers_lost"]
+    assert len(lost) == 1 and lost[0]["lost_at"] - killed_at < 5
+    assert "WORKER LOST" in out
+    assert res["completed"] > 50
+    recorded = res["completed"] + res["failed"] + res["interrupted"]
+    assert served - 1 - recorded > 0  # what the killed worker had not reported
+    assert lost[0]["possible_loss_window_s"] <= 2.5
+
+
+@pytest.mark.timeout(200)
+def test_sigint_mid_run_writes_results_and_accounts_for_every_request(tmp_path) -> None:
+    with start_simulator(["--fixed", "--ttft-ms", "20", "--itl-ms", "20"]) as sim:
+        cmd = [sys.executable, "-m", "orchestration.cli", "run", "--host", sim.url, "--users", "8", "--workers", "2",
+               "--run-time", "60s", "--output-len", "100", "--ignore-eos", "--output-dir", str(tmp_path),
+               "--run-name", "int", "--no-report", "--stop-timeout", "0.5"]  # fmt: skip
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(8)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+        served = _served(sim.url)
+    assert p.returncode == 130, (p.returncode, out[-2000:], err[-2000:])
+    res = json.load(open(os.path.join(tmp_path, "int", "result.json")))
+    assert res["interrupted"] > 0  # 2 s streams cut by a 0.5 s stop timeout
+    assert res["completed"] + res["failed"] + res["interrupted"] == served - 1
+    assert "Traceback" not in out + err
