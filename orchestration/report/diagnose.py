@@ -21,6 +21,9 @@ GPU_UTIL_MIN = 70.0  # percent, DCGM_FI_DEV_GPU_UTIL
 FAILURE_RATE_MAX = 0.01
 SLO_ATTAINMENT_MIN = 0.99
 LATE_ARRIVALS_MAX = 0.01
+NO_REUSE_HIT_RATE = 0.05  # below this, with no shared prefix in the workload's settings: info, not a warning
+SHARING_SETTINGS = ("prefix_len", "num_prefixes", "cache_rate", "num_turns")
+SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
 
 @dataclass
@@ -29,7 +32,7 @@ class Finding:
 
     rule: str
     run: str
-    severity: str  # "warning" | "critical"
+    severity: str  # "critical" | "warning" | "info" (info: context, not a problem)
     title: str
     threshold: str
     evidence: str
@@ -60,7 +63,11 @@ def _prefix_cache(run: RunData) -> list[Finding]:
         rate, source = run.result.get("prefix_cache_hit_rate"), "client (usage cached_tokens / prompt_tokens)"
     if rate is None or rate >= PREFIX_HIT_RATE_MIN:
         return []
-    return [Finding("prefix_cache_low", run.name, "warning", "Low prefix-cache hit rate",
+    meta = run.result.get("meta") or {}
+    shared = any(meta.get(k) for k in SHARING_SETTINGS) or bool(run.result.get("ttft_by_turn"))
+    # Random prompts share nothing: a ~0 % hit rate there is expected, not a server problem.
+    severity = "warning" if shared or rate >= NO_REUSE_HIT_RATE else "info"
+    return [Finding("prefix_cache_low", run.name, severity, "Low prefix-cache hit rate",
                     f"hit rate < {PREFIX_HIT_RATE_MIN:.0%}", f"hit rate {rate:.1%} from {source}",
                     "If the workload shares prefixes (system prompts, multi-turn history, few-shot), check that "
                     "--enable-prefix-caching is on, that the shared part comes first and is byte-identical, and "
@@ -176,4 +183,9 @@ def diagnose(runs: Sequence[RunData]) -> list[Finding]:
             found.extend(rule(run))
     if len(runs) > 1:
         found.extend(plateau(runs))
-    return sorted(found, key=lambda f: 0 if f.severity == "critical" else 1)
+    return sorted(found, key=lambda f: SEVERITY_ORDER.get(f.severity, 3))
+
+
+def problems(findings: Sequence[Finding]) -> list[Finding]:
+    """Findings that are problems (critical or warning), without the informational ones."""
+    return [f for f in findings if f.severity != "info"]

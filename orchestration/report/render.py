@@ -8,6 +8,7 @@ import jinja2
 from matplotlib.backends.backend_pdf import PdfPages
 from matplotlib.figure import Figure
 
+from orchestration.report.diagnose import problems
 from orchestration.report.model import Report, fmt
 from orchestration.report.plots import Plot
 
@@ -23,6 +24,7 @@ td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f6f8
 td.l,th.l{text-align:left}.better{color:#1a7f37;font-weight:600}.worse{color:#cf222e;font-weight:600}
 .finding{border-left:4px solid #d4a72c;background:#fff8c5;padding:8px 12px;margin:8px 0}
 .finding.critical{border-color:#cf222e;background:#ffebe9}
+.finding.info{border-color:#0969da;background:#ddf4ff}
 .ok{border-left:4px solid #1a7f37;background:#dafbe1;padding:8px 12px}
 .warn{color:#9a6700}img{max-width:100%}.small{font-size:12px;color:#57606a}
 </style></head><body>
@@ -36,7 +38,7 @@ source {{ r.source }} ({{ r.run_dir }}){% endfor %}</p>
 {% if report.findings %}{% for f in report.findings %}
 <div class="finding {{ f.severity }}" data-rule="{{ f.rule }}"><b>{{ f.title }}</b> ({{ f.run }}, {{ f.severity }})<br>
 <span class="small">Rule: {{ f.threshold }}</span><br>Evidence: {{ f.evidence }}<br>Try: {{ f.action }}</div>
-{% endfor %}{% else %}<div class="ok">No rule fired: no failures, tail, cache, client or SLO problem detected.</div>{% endif %}
+{% endfor %}{% endif %}{% if not problems %}<div class="ok">No rule fired: no failures, tail, cache, client or SLO problem detected.</div>{% endif %}
 
 <h2 id="summary">Summary</h2>
 <table id="summary-table"><tr><th class="l">Metric</th>{% for r in report.runs %}<th>{{ r.name }}</th>{% endfor %}</tr>
@@ -88,7 +90,8 @@ def render_html(report: Report, plots: Sequence[Plot]) -> str:
     env = jinja2.Environment(autoescape=True, undefined=jinja2.ChainableUndefined)
     tpl = env.from_string(HTML_TEMPLATE)
     title = ", ".join(r.name for r in report.runs)
-    return tpl.render(report=report, plots=plots, fmt=fmt, title=title, server_rows=report.server_rows())
+    return tpl.render(report=report, plots=plots, fmt=fmt, title=title, server_rows=report.server_rows(),
+                      problems=problems(report.findings))  # fmt: skip
 
 
 def render_markdown(report: Report) -> str:
@@ -110,8 +113,8 @@ def render_markdown(report: Report) -> str:
                       else "n/a") for c in row["changes"]]  # fmt: skip
             out.append(f"| {row['metric']} | " + " | ".join(cells) + " |")
     out += ["", "### Diagnosis", ""]
-    if not report.findings:
-        out.append("No rule fired.")
+    if not problems(report.findings):
+        out.append("No rule fired (no failure, tail, cache, client, GPU or SLO problem).")
     for f in report.findings:
         out.append(
             f"- **{f.title}** ({f.run}, {f.severity}): {f.evidence}. Rule: {f.threshold}. Try: {f.action}"
