@@ -294,6 +294,6 @@ def run_meta(o: Any, env: Environment, t_start: float) -> dict[str, Any]:
         "goodput": get("goodput") or None,
         "users": get("num_users"),
         "run_time": get("run_time"),
-        "workers": runner.worker_count if isinstance(runner, MasterRunner) else 1,
+        "workers": (get("vllm_worker_count") or runner.worker_count) if isinstance(runner, MasterRunner) else 1,
         "user_classes": sorted({u.__name__ for u in env.user_classes}),
     }
