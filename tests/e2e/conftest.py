@@ -16,6 +16,8 @@ from tests.e2e.vllm_env import VllmEnv, VllmServer, ensure_vllm, start_vllm_serv
 
 E2E_DIR = Path(__file__).resolve().parent
 SKIP_REASON = "VLLM_LOCUST_SKIP_E2E=1: real-vLLM e2e tier skipped"
+# The first e2e test pays for the session fixture: a cold setup (~2-4 min) plus server startup (~1 min).
+E2E_TIMEOUT_S = 900
 
 
 def _skip_requested() -> bool:
@@ -27,6 +29,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if E2E_DIR in Path(str(item.path)).resolve().parents:
             item.add_marker(pytest.mark.e2e)
+            if item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(E2E_TIMEOUT_S))
             if skip is not None:
                 item.add_marker(skip)
 

@@ -15,8 +15,6 @@ from tests.e2e.record_golden import exchange
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
 STREAMS = ["chat_stream", "chat_stream_no_usage", "chat_stream_continuous_usage", "completions_stream"]
 
-pytestmark = pytest.mark.timeout(900)
-
 
 def _shape(obj):
     """Structure without values: dict keys (sorted) and the shapes of list items."""

@@ -5,10 +5,6 @@ from __future__ import annotations
 import http.client
 import json
 
-import pytest
-
-pytestmark = pytest.mark.timeout(900)
-
 
 def _request(server, method: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
     conn = http.client.HTTPConnection(server.host, server.port, timeout=60)
