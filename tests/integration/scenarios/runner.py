@@ -44,3 +44,11 @@ def vllm_locust(tmp_path: Any, *args: str, name: str = "run", workers: int = 1) 
     run = Run(p.returncode, p.stdout, p.stderr, os.path.join(str(tmp_path), name))
     assert "Traceback" not in p.stderr + p.stdout, p.stderr[-3000:]
     return run
+
+
+def succeeded(run: Run) -> bool:
+    """Exit 0, or 5 (client-bound: a loaded test machine) with no failed request."""
+    from vllm_users.exit_codes import CLIENT_BOUND, OK
+
+    return run.rc in (OK, CLIENT_BOUND) and os.path.exists(os.path.join(run.run_dir, "result.json")) \
+        and run.result["failed"] == 0

@@ -7,13 +7,13 @@ import json
 from vllm_users.schemas import judge_json, schema_pool
 from vllm_users.tools_user import judge_tool_calls, make_tools
 
-from .runner import vllm_locust
+from .runner import succeeded, vllm_locust
 
 
 def test_json_validity_100_percent_and_mixed_run_per_scenario(tmp_path) -> None:
     r = vllm_locust(tmp_path, "--scenario", "chat:1,json:1", "--num-prompts", "40", "--users", "4",
                     "--input-len", "32", "--output-len", "16", "--schema-complexity", "mixed")
-    assert r.rc == 0, r.err
+    assert succeeded(r), r.err
     res = r.result
     ps = res["per_scenario"]
     assert set(ps) == {"chat", "json"}
@@ -30,7 +30,7 @@ def test_json_validity_100_percent_and_mixed_run_per_scenario(tmp_path) -> None:
 def test_json_structured_outputs_mode_nested(tmp_path) -> None:
     r = vllm_locust(tmp_path, "--scenario", "json", "--json-mode", "structured_outputs",
                     "--schema-complexity", "nested", "--num-prompts", "16", "--users", "4", "--input-len", "32")
-    assert r.rc == 0, r.err
+    assert succeeded(r), r.err
     assert r.result["validity_rate"] == 1.0 and r.result["completed"] == 16
 
 
@@ -43,7 +43,7 @@ def test_json_verdict_matches_an_independent_check_when_answers_are_cut(tmp_path
     path.write_text(json.dumps(schema))
     r = vllm_locust(tmp_path, "--scenario", "json", "--json-schema", str(path), "--num-prompts", "6",
                     "--users", "2", "--output-len", "40", "--input-len", "16")
-    assert r.rc == 1  # failures
+    assert r.rc == 1, r.err  # failures
     res = r.result
     assert res["validity_rate"] == 0.0 and res["errors_by_kind"] == {"invalid_json": 6}
     for x in r.records:
@@ -55,7 +55,7 @@ def test_json_verdict_matches_an_independent_check_when_answers_are_cut(tmp_path
 def test_tools_required_with_followup(tmp_path) -> None:
     r = vllm_locust(tmp_path, "--scenario", "tools", "--tool-choice", "required", "--tool-followup",
                     "--num-prompts", "20", "--users", "4", "--input-len", "32", "--output-len", "16")
-    assert r.rc == 0, r.err
+    assert succeeded(r), r.err
     res = r.result
     assert res["per_scenario"]["tools"]["completed"] == 20
     assert res["per_scenario"]["tools"]["validity_rate"] == 1.0
@@ -69,7 +69,7 @@ def test_tools_required_with_followup(tmp_path) -> None:
 def test_tools_auto_counts_text_answers(tmp_path) -> None:
     r = vllm_locust(tmp_path, "--scenario", "tools", "--tool-choice", "auto", "--num-prompts", "30",
                     "--users", "4", "--input-len", "32", "--output-len", "16")
-    assert r.rc == 0, r.err
+    assert succeeded(r), r.err
     recs = r.records
     no_call = sum(x["extra"]["no_call"] for x in recs)
     assert 0 < no_call < 30  # the simulator answers `auto` with text about half the time

@@ -1,0 +1,98 @@
+"""Bad input fails before any load with one line and exit 2; datasets drive chat; presets and the MoE sweep."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from vllm_users.exit_codes import USAGE
+
+from .runner import succeeded, vllm_locust
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "..", "data")
+
+
+def _usage_error(tmp_path, *args: str) -> str:
+    p = subprocess.run([sys.executable, "-m", "orchestration.cli", "run", *args, "--output-dir", str(tmp_path),
+                        "--run-name", "bad", "--workers", "1", "--quiet"], capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert p.returncode == USAGE, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vllm-locust: error: ") and "Traceback" not in p.stderr
+    assert not os.path.exists(os.path.join(tmp_path, "bad"))  # nothing started, no run directory
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        (None, "not found"),
+        ("", "is empty"),
+        ('{"prompt": "ok"}\n{"prompt": "ok"}\n{"prompt": \n', "line 3: not valid JSON"),
+        ('{"prompt": "ok"}\n{"text": "x"}\n', "line 2: needs a non-empty 'prompt'"),
+    ],
+)
+def test_bad_dataset_fails_before_load(tmp_path, content: str | None, match: str) -> None:
+    path = tmp_path / "data.jsonl"
+    if content is not None:
+        path.write_text(content)
+    line = _usage_error(tmp_path, "--dataset", str(path))
+    assert str(path) in line and match in line
+
+
+def test_unknown_scenario_bad_schema_and_complexity(tmp_path) -> None:
+    assert "unknown scenario 'jsonn'" in _usage_error(tmp_path, "--scenario", "chat,jsonn")
+    bad = tmp_path / "schema.json"
+    bad.write_text('{"type": "object", "required": "name"}')
+    line = _usage_error(tmp_path, "--scenario", "json", "--json-schema", str(bad))
+    assert str(bad) in line and "not valid JSON Schema" in line
+    assert "--schema-complexity" in _usage_error(tmp_path, "--scenario", "json", "--schema-complexity", "deep")
+    assert "no such file" in _usage_error(tmp_path, "--tokenizer", str(tmp_path / "no-tokenizer"))
+
+
+@pytest.mark.parametrize("name", ["sharegpt_sample.json", "prompts_sample.jsonl"])
+def test_chat_with_dataset(tmp_path, name: str) -> None:
+    r = vllm_locust(tmp_path, "--scenario", "chat", "--dataset", os.path.join(DATA, name), "--num-prompts", "12",
+                    "--users", "3", "--seed", "7")  # fmt: skip
+    assert succeeded(r), r.err
+    recs = r.records
+    assert len(recs) == 12 and all(x["prompt_tokens"] < 80 for x in recs)  # short dataset prompts, not 128 random
+    if name.endswith(".jsonl"):
+        assert {x["output_len"] for x in recs} & {16, 24, 32, 40, 48}  # the lines' max_tokens
+
+
+def test_multiturn_with_sharegpt_dataset(tmp_path) -> None:
+    r = vllm_locust(tmp_path, "--scenario", "multi-turn", "--dataset", os.path.join(DATA, "sharegpt_sample.json"),
+                    "--num-turns", "3", "--num-prompts", "12", "--users", "2", "--output-len", "8")  # fmt: skip
+    assert succeeded(r), r.err
+    assert {x["turn"] for x in r.records} == {0, 1, 2}
+
+
+def test_latency_preset(tmp_path) -> None:
+    r = vllm_locust(tmp_path, "--preset", "latency", "--num-prompts", "6", "--output-len", "16")
+    assert succeeded(r), r.err
+    res = r.result
+    assert res["max_concurrent_requests"] == 1 and res["total_output_tokens"] == 6 * 16  # ignore_eos: exact
+    assert res["total_input_tokens"] == 6 * 128
+
+
+def test_moe_preset_sweep(tmp_path) -> None:
+    p = subprocess.run([sys.executable, "-m", "orchestration.cli", "run", "--preset", "moe",
+                        "--concurrency-sweep", "1,2,4", "--num-prompts", "8", "--output-len", "16",
+                        "--output-dir", str(tmp_path), "--run-name", "sweep", "--workers", "1", "--quiet",
+                        "--no-report"], capture_output=True, text=True, timeout=400)  # fmt: skip
+    assert p.returncode in (0, 5), p.stderr[-2000:]
+    with open(tmp_path / "sweep" / "sweep.json") as fh:
+        sweep = json.load(fh)
+    steps = sweep["steps"]
+    assert [s["concurrency"] for s in steps] == [1, 2, 4]
+    assert all(os.path.exists(os.path.join(s["run_dir"], "result.json")) for s in steps)
+    assert steps[0]["scaling_efficiency"] == pytest.approx(1.0)
+    assert steps[2]["output_throughput"] > steps[0]["output_throughput"]
+    for s in steps:
+        e = s["expert_load"]
+        assert e["experts"] == 16 and e["tokens"] > 0 and e["max_over_mean"] >= 1.0 and e["cv"] > 0
+    assert "concurrency sweep" in p.stdout
