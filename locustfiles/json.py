@@ -12,7 +12,9 @@ if __name__ == "json":
     # Locust imports a locustfile under its file name, so this file replaced the standard library's `json`
     # in sys.modules: load the real one back before anything else imports it.
     _init = os.path.join(os.path.dirname(os.__file__), "json", "__init__.py")
-    _spec = importlib.util.spec_from_file_location("json", _init, submodule_search_locations=[os.path.dirname(_init)])
+    _spec = importlib.util.spec_from_file_location(
+        "json", _init, submodule_search_locations=[os.path.dirname(_init)]
+    )
     assert _spec is not None and _spec.loader is not None
     _std = importlib.util.module_from_spec(_spec)
     sys.modules["json"] = _std

@@ -46,15 +46,29 @@ DESCRIPTIONS = {
     "long-short": "4096-token document -> 128-token summary (prefill-bound)",
 }
 # a preset value is skipped when the user gave one of these (they would contradict each other)
-_CONFLICTS = {"request_rate": ("users",), "max_concurrency": ("users",), "users": ("request_rate", "max_concurrency")}
+_CONFLICTS = {
+    "request_rate": ("users",),
+    "max_concurrency": ("users",),
+    "users": ("request_rate", "max_concurrency"),
+}
 _ORIGINAL_DEFAULTS: dict[str, Any] = {}
 
 
 def add_flags(p: argparse.ArgumentParser) -> None:
     """--preset, --concurrency-sweep and the scenario flags on the `run` parser (remembers its defaults)."""
     names = ", ".join(f"{k} ({v})" for k, v in DESCRIPTIONS.items())
-    p.add_argument("--preset", default=None, choices=sorted(PRESETS), metavar="NAME", help=f"Defaults for a scene: {names}")
-    p.add_argument("--concurrency-sweep", default=None, help="Run once per concurrency, e.g. 1,2,4,8 (one run directory each)")
+    p.add_argument(
+        "--preset",
+        default=None,
+        choices=sorted(PRESETS),
+        metavar="NAME",
+        help=f"Defaults for a scene: {names}",
+    )
+    p.add_argument(
+        "--concurrency-sweep",
+        default=None,
+        help="Run once per concurrency, e.g. 1,2,4,8 (one run directory each)",
+    )
     add_run_flags(p)
     _ORIGINAL_DEFAULTS.update({a.dest: a.default for a in p._actions})
 
@@ -110,7 +124,9 @@ def prepare(a: argparse.Namespace) -> None:
         from vllm_users.schemas import COMPLEXITIES
 
         if a.schema_complexity not in COMPLEXITIES:
-            raise C.UsageError(f"--schema-complexity {a.schema_complexity!r}: expected one of {', '.join(COMPLEXITIES)}")
+            raise C.UsageError(
+                f"--schema-complexity {a.schema_complexity!r}: expected one of {', '.join(COMPLEXITIES)}"
+            )
     if getattr(a, "tokenizer", None):
         from vllm_users.workload import TokenizerError, load_tokenizer
 
@@ -137,7 +153,7 @@ def parse_sweep(text: str) -> list[int]:
     return steps
 
 
-_EXPERT_RE = re.compile(r'^vllm:moe_expert_tokens_total\{([^}]*)\}\s+([0-9.eE+-]+)', re.M)
+_EXPERT_RE = re.compile(r"^vllm:moe_expert_tokens_total\{([^}]*)\}\s+([0-9.eE+-]+)", re.M)
 
 
 def expert_counters(host: str, timeout: float = 5.0) -> dict[str, float] | None:
@@ -235,7 +251,9 @@ def _step(c: int, run_dir: str, code: int, before: Any, after: Any) -> dict[str,
 
 def format_sweep(summary: dict[str, Any], sweep_dir: str) -> str:
     """The sweep as a table: concurrency, tok/s, efficiency, TTFT, expert balance."""
-    rows = [f"{'conc':>5} {'out tok/s':>10} {'efficiency':>10} {'TTFT p50':>9} {'TPOT p50':>9} {'expert max/mean':>15} {'CV':>6}"]
+    rows = [
+        f"{'conc':>5} {'out tok/s':>10} {'efficiency':>10} {'TTFT p50':>9} {'TPOT p50':>9} {'expert max/mean':>15} {'CV':>6}"
+    ]
     for s in summary["steps"]:
         e = s.get("expert_load") or {}
 

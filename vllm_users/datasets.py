@@ -66,7 +66,9 @@ def _load_sharegpt(path: str, text: str) -> list[DatasetEntry]:
     dec = json.JSONDecoder()
     pos = len(text) - len(text.lstrip())
     if not text[pos : pos + 1] == "[":
-        raise DatasetError(f"{path} line {_line_of(text, pos)}: a ShareGPT file is a JSON array of conversations")
+        raise DatasetError(
+            f"{path} line {_line_of(text, pos)}: a ShareGPT file is a JSON array of conversations"
+        )
     pos += 1
     out: list[DatasetEntry] = []
     index = 0
@@ -90,7 +92,9 @@ def _load_sharegpt(path: str, text: str) -> list[DatasetEntry]:
         if text[pos : pos + 1] == ",":
             pos += 1
         elif text[pos : pos + 1] != "]":
-            raise DatasetError(f"{path} line {_line_of(text, pos)}: expected ',' or ']' after entry {index - 1}")
+            raise DatasetError(
+                f"{path} line {_line_of(text, pos)}: expected ',' or ']' after entry {index - 1}"
+            )
     return out
 
 
@@ -105,8 +109,14 @@ def _jsonl_entry(doc: Any, where: str, line: int) -> DatasetEntry:
     msgs = doc.get("messages")
     if isinstance(msgs, list) and msgs:
         for m in msgs:
-            if not isinstance(m, dict) or m.get("role") not in _ROLES or not isinstance(m.get("content"), str):
-                raise DatasetError(f"{where}: each message needs a role ({'/'.join(sorted(_ROLES))}) and string content")
+            if (
+                not isinstance(m, dict)
+                or m.get("role") not in _ROLES
+                or not isinstance(m.get("content"), str)
+            ):
+                raise DatasetError(
+                    f"{where}: each message needs a role ({'/'.join(sorted(_ROLES))}) and string content"
+                )
         users = [m["content"] for m in msgs if m["role"] == "user"]
         if not users:
             raise DatasetError(f"{where}: messages have no user message")

@@ -22,7 +22,12 @@ def json_body_fields(schema: dict[str, Any], mode: str, name: str) -> dict[str, 
         return {"structured_outputs": {"json": schema}}
     if mode == "guided_json":
         return {"guided_json": schema}
-    return {"response_format": {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}}
+    return {
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": name, "schema": schema, "strict": True},
+        }
+    }
 
 
 class JsonUser(LLMUser):
@@ -41,7 +46,9 @@ class JsonUser(LLMUser):
         self.mode = getattr(o, "json_mode", "") or "response_format"
         lm = self.length_model()
         extra = len(INSTRUCTION.split())
-        self.prompts = RandomPrompts(max(1, o.input_len - extra), o.output_len, o.range_ratio, o.seed, True, lm)
+        self.prompts = RandomPrompts(
+            max(1, o.input_len - extra), o.output_len, o.range_ratio, o.seed, True, lm
+        )
 
     def build_request(self, ticket: Ticket) -> RequestSpec:
         """Prompt `ticket.index` with schema `ticket.index % pool`; max_tokens fits the worst-case answer."""
@@ -51,7 +58,9 @@ class JsonUser(LLMUser):
         need = worst_case_chars(schema) // CHARS_PER_TOKEN_FLOOR + 16
         max_tokens = max(p.output_len, need)
         body = self.sampling_params(max_tokens)
-        body["messages"] = [{"role": "user", "content": INSTRUCTION + (p.messages or [{}])[0].get("content", "")}]
+        body["messages"] = [
+            {"role": "user", "content": INSTRUCTION + (p.messages or [{}])[0].get("content", "")}
+        ]
         body.update(json_body_fields(schema, self.mode, f"record_{k}"))
         return RequestSpec(body=body, want_text=True, input_len=self.options.input_len, output_len=max_tokens,
                            context={"schema": schema, "schema_index": k})  # fmt: skip

@@ -66,7 +66,10 @@ class MultiTurnUser(LLMUser):
 
     def check(self, spec: RequestSpec, res: StreamResult, rec: RequestRecord) -> None:
         """Note which conversation and whether its system prompt is a shared one."""
-        rec.extra = {"conversation": self.key, "shared_prefix": bool(self.prefixes.enabled and self.prefixes.is_shared(self.key))}
+        rec.extra = {
+            "conversation": self.key,
+            "shared_prefix": bool(self.prefixes.enabled and self.prefixes.is_shared(self.key)),
+        }
 
     def after(self, spec: RequestSpec, res: StreamResult, rec: RequestRecord) -> None:
         """Append the assistant's reply; a failed turn ends the conversation (the next ticket starts anew)."""

@@ -19,7 +19,12 @@ _IN_CORE_OPTIONS = {"--tool-followup"}  # already registered by vllm_users.optio
 FLAGS: list[tuple[str, Any, Any, str]] = [
     ("--json-schema", str, "", "json: a JSON Schema file to use instead of generated schemas"),
     ("--json-mode", str, "response_format", f"json: how to ask for JSON: {' | '.join(JSON_MODES)}"),
-    ("--tool-followup", None, False, "tools: send the tool result back and measure the answer (tools-followup)"),
+    (
+        "--tool-followup",
+        None,
+        False,
+        "tools: send the tool result back and measure the answer (tools-followup)",
+    ),
     ("--burst-quiet-users", int, 0, "burst: users while quiet (0 = max(1, spike users / 8))"),
     ("--burst-spike-users", int, 0, "burst: users during the spike (0 = --users)"),
     ("--burst-quiet", float, 10.0, "burst: seconds of quiet before the spike"),
@@ -52,7 +57,9 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
             p.add_argument(name, default=None, choices=JSON_MODES, help=help_text)
         else:
             p.add_argument(name, type=typ, default=None, help=help_text)
-    p.add_argument("--dataset-format", default=None, choices=["auto", "sharegpt", "jsonl"], help="Dataset format")
+    p.add_argument(
+        "--dataset-format", default=None, choices=["auto", "sharegpt", "jsonl"], help="Dataset format"
+    )
 
 
 def run_locust_args(a: argparse.Namespace) -> list[str]:

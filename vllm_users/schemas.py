@@ -119,7 +119,9 @@ def worst_case_chars(schema: dict[str, Any]) -> int:
 def check_schema(schema: Any, origin: str = "schema") -> dict[str, Any]:
     """Raise SchemaError (one line, naming `origin`) unless `schema` is a valid JSON Schema object."""
     if not isinstance(schema, dict):
-        raise SchemaError(f"{origin} is not valid JSON Schema: expected an object, got {type(schema).__name__}")
+        raise SchemaError(
+            f"{origin} is not valid JSON Schema: expected an object, got {type(schema).__name__}"
+        )
     cls = _validator_class(schema)
     try:
         cls.check_schema(schema)
@@ -166,5 +168,7 @@ def judge_json(text: str, schema: dict[str, Any], finish_reason: str | None = No
         value = json.loads(stripped)
     except ValueError as e:
         cut = " truncated at max_tokens;" if finish_reason == "length" else ""
-        return Verdict(False, f"not JSON ({len(stripped)} chars, finish_reason={finish_reason}):{cut} {e}"[:200])
+        return Verdict(
+            False, f"not JSON ({len(stripped)} chars, finish_reason={finish_reason}):{cut} {e}"[:200]
+        )
     return validate_instance(value, schema)

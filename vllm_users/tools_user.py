@@ -130,12 +130,16 @@ class ToolsUser(LLMUser):
         rng = random.Random(rec.seq)
         for i, c in enumerate(calls):
             result = {"ok": True, "result": random_words(12, rng)}
-            messages.append({"role": "tool", "tool_call_id": c.get("id") or f"call_{i}", "content": json.dumps(result)})
+            messages.append(
+                {"role": "tool", "tool_call_id": c.get("id") or f"call_{i}", "content": json.dumps(result)}
+            )
         body = self.sampling_params(self.options.output_len)
         body["messages"] = messages
         body["tools"] = self.tools
         body["tool_choice"] = "none"
-        self._next = RequestSpec(body=body, want_text=False, output_len=self.options.output_len, context={"step": 1})
+        self._next = RequestSpec(
+            body=body, want_text=False, output_len=self.options.output_len, context={"step": 1}
+        )
         saved = self.scenario
         self.scenario = FOLLOWUP_SCENARIO
         try:

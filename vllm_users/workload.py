@@ -117,7 +117,9 @@ def prompt_source(o: Any, lengths: LengthModel) -> PromptSource:
         entries = load_dataset_cached(o.dataset, getattr(o, "dataset_format", "auto") or "auto")
         base = DatasetPrompts(entries, o.output_len, o.seed, chat, lengths)
     elif getattr(o, "tokenizer", ""):
-        base = ExactPrompts(load_tokenizer(o.tokenizer), o.input_len, o.output_len, o.range_ratio, o.seed, chat, lengths)
+        base = ExactPrompts(
+            load_tokenizer(o.tokenizer), o.input_len, o.output_len, o.range_ratio, o.seed, chat, lengths
+        )
     else:
         base = RandomPrompts(o.input_len, o.output_len, o.range_ratio, o.seed, chat, lengths)
     prefixes = from_options(o, lengths)

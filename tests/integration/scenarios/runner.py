@@ -50,5 +50,8 @@ def succeeded(run: Run) -> bool:
     """Exit 0, or 5 (client-bound: a loaded test machine) with no failed request."""
     from vllm_users.exit_codes import CLIENT_BOUND, OK
 
-    return run.rc in (OK, CLIENT_BOUND) and os.path.exists(os.path.join(run.run_dir, "result.json")) \
+    return (
+        run.rc in (OK, CLIENT_BOUND)
+        and os.path.exists(os.path.join(run.run_dir, "result.json"))
         and run.result["failed"] == 0
+    )

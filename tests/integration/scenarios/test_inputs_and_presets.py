@@ -49,7 +49,9 @@ def test_unknown_scenario_bad_schema_and_complexity(tmp_path) -> None:
     bad.write_text('{"type": "object", "required": "name"}')
     line = _usage_error(tmp_path, "--scenario", "json", "--json-schema", str(bad))
     assert str(bad) in line and "not valid JSON Schema" in line
-    assert "--schema-complexity" in _usage_error(tmp_path, "--scenario", "json", "--schema-complexity", "deep")
+    assert "--schema-complexity" in _usage_error(
+        tmp_path, "--scenario", "json", "--schema-complexity", "deep"
+    )
     assert "no such file" in _usage_error(tmp_path, "--tokenizer", str(tmp_path / "no-tokenizer"))
 
 
@@ -59,7 +61,9 @@ def test_chat_with_dataset(tmp_path, name: str) -> None:
                     "--users", "3", "--seed", "7")  # fmt: skip
     assert succeeded(r), r.err
     recs = r.records
-    assert len(recs) == 12 and all(x["prompt_tokens"] < 80 for x in recs)  # short dataset prompts, not 128 random
+    assert len(recs) == 12 and all(
+        x["prompt_tokens"] < 80 for x in recs
+    )  # short dataset prompts, not 128 random
     if name.endswith(".jsonl"):
         assert {x["output_len"] for x in recs} & {16, 24, 32, 40, 48}  # the lines' max_tokens
 

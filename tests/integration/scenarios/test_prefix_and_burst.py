@@ -31,14 +31,17 @@ def test_multiturn_cached_tokens_grow_and_hit_rate_follows_cache_rate(tmp_path) 
     implied = cache_rate * prefix / turns["0"]["mean_prompt_tokens"]
     assert 0.5 * implied <= turns["0"]["cached_fraction"] <= 1.1 * implied
     # later turns reuse the whole previous conversation
-    assert turns["3"]["cached_fraction"] > 0.75 and res["prefix_cache_hit_rate"] > turns["0"]["cached_fraction"]
+    assert (
+        turns["3"]["cached_fraction"] > 0.75 and res["prefix_cache_hit_rate"] > turns["0"]["cached_fraction"]
+    )
 
 
 def test_ttft_drops_with_prefix_caching(tmp_path) -> None:
     common = ["--scenario", "chat", "--prefix-len", "3000", "--cache-rate", "1", "--num-prefixes", "1",
               "--input-len", "16", "--output-len", "4", "--num-prompts", "24", "--users", "2"]  # fmt: skip
-    on = vllm_locust(tmp_path, *common, "--sim-args=--enable-prompt-tokens-details --prefill-tokens-per-s 10000",
-                     name="on")
+    on = vllm_locust(
+        tmp_path, *common, "--sim-args=--enable-prompt-tokens-details --prefill-tokens-per-s 10000", name="on"
+    )
     off = vllm_locust(tmp_path, *common, "--sim-args=--enable-prompt-tokens-details --prefill-tokens-per-s 10000 "
                       "--no-enable-prefix-caching", name="off")  # fmt: skip
     assert succeeded(on) and succeeded(off), on.err + off.err

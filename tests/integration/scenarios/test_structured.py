@@ -11,8 +11,21 @@ from .runner import succeeded, vllm_locust
 
 
 def test_json_validity_100_percent_and_mixed_run_per_scenario(tmp_path) -> None:
-    r = vllm_locust(tmp_path, "--scenario", "chat:1,json:1", "--num-prompts", "40", "--users", "4",
-                    "--input-len", "32", "--output-len", "16", "--schema-complexity", "mixed")
+    r = vllm_locust(
+        tmp_path,
+        "--scenario",
+        "chat:1,json:1",
+        "--num-prompts",
+        "40",
+        "--users",
+        "4",
+        "--input-len",
+        "32",
+        "--output-len",
+        "16",
+        "--schema-complexity",
+        "mixed",
+    )
     assert succeeded(r), r.err
     res = r.result
     ps = res["per_scenario"]
@@ -28,8 +41,21 @@ def test_json_validity_100_percent_and_mixed_run_per_scenario(tmp_path) -> None:
 
 
 def test_json_structured_outputs_mode_nested(tmp_path) -> None:
-    r = vllm_locust(tmp_path, "--scenario", "json", "--json-mode", "structured_outputs",
-                    "--schema-complexity", "nested", "--num-prompts", "16", "--users", "4", "--input-len", "32")
+    r = vllm_locust(
+        tmp_path,
+        "--scenario",
+        "json",
+        "--json-mode",
+        "structured_outputs",
+        "--schema-complexity",
+        "nested",
+        "--num-prompts",
+        "16",
+        "--users",
+        "4",
+        "--input-len",
+        "32",
+    )
     assert succeeded(r), r.err
     assert r.result["validity_rate"] == 1.0 and r.result["completed"] == 16
 
@@ -41,8 +67,21 @@ def test_json_verdict_matches_an_independent_check_when_answers_are_cut(tmp_path
               "required": ["items"]}  # fmt: skip
     path = tmp_path / "big.json"
     path.write_text(json.dumps(schema))
-    r = vllm_locust(tmp_path, "--scenario", "json", "--json-schema", str(path), "--num-prompts", "6",
-                    "--users", "2", "--output-len", "40", "--input-len", "16")
+    r = vllm_locust(
+        tmp_path,
+        "--scenario",
+        "json",
+        "--json-schema",
+        str(path),
+        "--num-prompts",
+        "6",
+        "--users",
+        "2",
+        "--output-len",
+        "40",
+        "--input-len",
+        "16",
+    )
     assert r.rc == 1, r.err  # failures
     res = r.result
     assert res["validity_rate"] == 0.0 and res["errors_by_kind"] == {"invalid_json": 6}
@@ -53,8 +92,22 @@ def test_json_verdict_matches_an_independent_check_when_answers_are_cut(tmp_path
 
 
 def test_tools_required_with_followup(tmp_path) -> None:
-    r = vllm_locust(tmp_path, "--scenario", "tools", "--tool-choice", "required", "--tool-followup",
-                    "--num-prompts", "20", "--users", "4", "--input-len", "32", "--output-len", "16")
+    r = vllm_locust(
+        tmp_path,
+        "--scenario",
+        "tools",
+        "--tool-choice",
+        "required",
+        "--tool-followup",
+        "--num-prompts",
+        "20",
+        "--users",
+        "4",
+        "--input-len",
+        "32",
+        "--output-len",
+        "16",
+    )
     assert succeeded(r), r.err
     res = r.result
     assert res["per_scenario"]["tools"]["completed"] == 20
@@ -67,8 +120,21 @@ def test_tools_required_with_followup(tmp_path) -> None:
 
 
 def test_tools_auto_counts_text_answers(tmp_path) -> None:
-    r = vllm_locust(tmp_path, "--scenario", "tools", "--tool-choice", "auto", "--num-prompts", "30",
-                    "--users", "4", "--input-len", "32", "--output-len", "16")
+    r = vllm_locust(
+        tmp_path,
+        "--scenario",
+        "tools",
+        "--tool-choice",
+        "auto",
+        "--num-prompts",
+        "30",
+        "--users",
+        "4",
+        "--input-len",
+        "32",
+        "--output-len",
+        "16",
+    )
     assert succeeded(r), r.err
     recs = r.records
     no_call = sum(x["extra"]["no_call"] for x in recs)
@@ -77,8 +143,17 @@ def test_tools_auto_counts_text_answers(tmp_path) -> None:
 
 
 def test_server_rejecting_tools_is_a_failure_with_its_message(tmp_path) -> None:
-    r = vllm_locust(tmp_path, "--scenario", "tools", "--tool-choice", "launch_rocket", "--num-prompts", "4",
-                    "--users", "2")
+    r = vllm_locust(
+        tmp_path,
+        "--scenario",
+        "tools",
+        "--tool-choice",
+        "launch_rocket",
+        "--num-prompts",
+        "4",
+        "--users",
+        "2",
+    )
     assert r.rc == 1
     res = r.result
     assert res["errors_by_kind"] == {"http": 4} and res["http_errors_by_status"] == {"400": 4}

@@ -34,13 +34,32 @@ def test_burstiness_half_is_burstier_than_poisson_and_four(seed: int) -> None:
 def test_burst_plan_phases() -> None:
     p = BurstPlan(quiet_users=2, spike_users=20, quiet_s=10, spike_s=5, recover_s=10, cycles=2)
     assert p.total_s == 50
-    assert [p.users_at(t) for t in (0, 9.9, 10, 14.9, 15, 24.9, 25, 36, 49.9)] == [2, 2, 20, 20, 2, 2, 2, 20, 2]
+    assert [p.users_at(t) for t in (0, 9.9, 10, 14.9, 15, 24.9, 25, 36, 49.9)] == [
+        2,
+        2,
+        20,
+        20,
+        2,
+        2,
+        2,
+        20,
+        2,
+    ]
     assert p.users_at(50) is None and p.phase_at(12) == "spike" and p.phase_at(20) == "recover"
 
 
 def test_plan_from_options_defaults_to_users() -> None:
-    p = plan_from_options(SimpleNamespace(num_users=32, burst_spike_users=0, burst_quiet_users=0,
-                                          burst_quiet=2.0, burst_spike=1.0, burst_recover=3.0, burst_cycles=1))
+    p = plan_from_options(
+        SimpleNamespace(
+            num_users=32,
+            burst_spike_users=0,
+            burst_quiet_users=0,
+            burst_quiet=2.0,
+            burst_spike=1.0,
+            burst_recover=3.0,
+            burst_cycles=1,
+        )
+    )
     assert (p.spike_users, p.quiet_users, p.total_s) == (32, 4, 6.0)
     p = plan_from_options(SimpleNamespace(users=None))
     assert (p.spike_users, p.quiet_users, p.total_s) == (8, 1, 25.0)
@@ -112,9 +131,12 @@ def test_sweep_math() -> None:
         presets.parse_sweep("1,x")
     with pytest.raises(C.UsageError):
         presets.parse_sweep("0,2")
-    s = presets.sweep_summary([{"concurrency": 1, "output_throughput": 100.0},
-                               {"concurrency": 4, "output_throughput": 300.0}])
+    s = presets.sweep_summary(
+        [{"concurrency": 1, "output_throughput": 100.0}, {"concurrency": 4, "output_throughput": 300.0}]
+    )
     assert [x["scaling_efficiency"] for x in s["steps"]] == [1.0, 0.75]
     b = presets.expert_balance({"0": 10, "1": 10}, {"0": 30, "1": 50})
-    assert b is not None and b["max_over_mean"] == pytest.approx(40 / 30) and b["cv"] == pytest.approx(10 / 30)
+    assert (
+        b is not None and b["max_over_mean"] == pytest.approx(40 / 30) and b["cv"] == pytest.approx(10 / 30)
+    )
     assert presets.expert_balance(None, None) is None

@@ -79,8 +79,12 @@ def test_instances_validate_and_fit_worst_case(complexity: str) -> None:
 
 
 def test_judge_json_rejects_truncated_wrong_type_extra_field() -> None:
-    s = {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 5}},
-         "required": ["a"], "additionalProperties": False}
+    s = {
+        "type": "object",
+        "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 5}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
     assert judge_json('{"a": 3}', s).valid
     v = judge_json('{"a": 3', s, "length")
     assert not v.valid and "truncated at max_tokens" in v.detail

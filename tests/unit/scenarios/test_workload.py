@@ -15,8 +15,9 @@ def _tokenizer_file(tmp_path) -> str:
     tk = pytest.importorskip("tokenizers")
     t = tk.Tokenizer(tk.models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
     # words split into pieces of up to 3 characters: tokens per word vary (1..3)
-    t.pre_tokenizer = tk.pre_tokenizers.Sequence([
-        tk.pre_tokenizers.WhitespaceSplit(), tk.pre_tokenizers.Split(tk.Regex(".{1,3}"), "isolated")])
+    t.pre_tokenizer = tk.pre_tokenizers.Sequence(
+        [tk.pre_tokenizers.WhitespaceSplit(), tk.pre_tokenizers.Split(tk.Regex(".{1,3}"), "isolated")]
+    )
     path = tmp_path / "tokenizer.json"
     t.save(str(path))
     return str(tmp_path)
@@ -44,9 +45,19 @@ def test_tokenizer_errors(tmp_path, monkeypatch) -> None:
 
 
 def test_prompt_source_picks_dataset_and_prefix() -> None:
-    o = SimpleNamespace(endpoint="chat", dataset="tests/data/prompts_sample.jsonl", dataset_format="auto",
-                        tokenizer="", input_len=32, output_len=8, range_ratio=0.0, seed=1,
-                        prefix_len=16, cache_rate=1.0, num_prefixes=1)
+    o = SimpleNamespace(
+        endpoint="chat",
+        dataset="tests/data/prompts_sample.jsonl",
+        dataset_format="auto",
+        tokenizer="",
+        input_len=32,
+        output_len=8,
+        range_ratio=0.0,
+        seed=1,
+        prefix_len=16,
+        cache_rate=1.0,
+        num_prefixes=1,
+    )
     src = prompt_source(o, LengthModel())
     assert isinstance(src, PrefixedPrompts)
     p = src.get(0)
