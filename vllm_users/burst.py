@@ -73,6 +73,7 @@ class BurstShape(LoadTestShape):
     """Quiet, spike, recover (repeated --burst-cycles times), then the test ends."""
 
     plan: BurstPlan | None = None
+    use_common_options = True  # the spike defaults to --users
 
     def tick(self) -> tuple[int, float] | None:
         """Users for now; None ends the test."""

@@ -64,3 +64,20 @@ def test_burst_raises_ttft_p99_over_steady(tmp_path) -> None:
     # 24 users on 2 sequence slots: requests queue in the server, so the tail of TTFT grows
     assert rb["p99_ttft_ms"] > 3 * rs["p99_ttft_ms"]
     assert rb["duration"] < 20  # the shape ended the run (no --num-prompts budget)
+
+
+def _cv(xs: list[float]) -> float:
+    mean = sum(xs) / len(xs)
+    return (sum((x - mean) ** 2 for x in xs) / len(xs)) ** 0.5 / mean
+
+
+def test_open_loop_burstiness_half_has_higher_interarrival_cv(tmp_path) -> None:
+    cvs = {}
+    for b in ("0.5", "4"):
+        r = vllm_locust(tmp_path, "--request-rate", "40", "--burstiness", b, "--num-prompts", "80", "--seed", "3",
+                        "--input-len", "16", "--output-len", "4", "--max-concurrency", "32", name=f"b{b}")  # fmt: skip
+        assert r.rc in (0, 5), r.err
+        t = sorted(x["t_intended"] for x in r.records)
+        cvs[b] = _cv([b2 - a for a, b2 in zip(t, t[1:])])
+    # gamma shape k: CV = 1/sqrt(k) -> about 1.41 versus 0.5 (seeded, so the same schedule every time)
+    assert cvs["0.5"] > 1.0 > 0.75 > cvs["4"]
