@@ -5,7 +5,8 @@ from __future__ import annotations
 import http.client
 import json
 import socket
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -16,10 +17,15 @@ class PreflightError(Exception):
 
 @dataclass
 class ServerInfo:
-    """What the preflight learned."""
+    """What the preflight learned (attempts: HTTP statuses of the streamed test request, retries included)."""
 
     model: str
     models: list[str]
+    attempts: list[int] = field(default_factory=list)
+
+
+RETRY_STATUSES = (429, 500, 502, 503, 504)  # a loaded or flaky server is still a server: retry these
+RETRIES = 3
 
 
 def _conn(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
@@ -73,11 +79,17 @@ def check_server(url: str, model: str | None, api_key: str | None, endpoint: str
         model = models[0]
     else:
         raise PreflightError(f"{url} serves {len(models)} models ({', '.join(models)}); choose one with --model")
-    _check_stream(url, model, h, endpoint)
-    return ServerInfo(model=model, models=models)
+    attempts: list[int] = []
+    for i in range(RETRIES):
+        status = _check_stream(url, model, h, endpoint, last=i == RETRIES - 1)
+        attempts.append(status)
+        if status == 200:
+            break
+        time.sleep(0.5 * (i + 1))
+    return ServerInfo(model=model, models=models, attempts=attempts)
 
 
-def _check_stream(url: str, model: str, h: dict[str, str], endpoint: str) -> None:
+def _check_stream(url: str, model: str, h: dict[str, str], endpoint: str, last: bool = True) -> int:
     body: dict[str, Any] = {"model": model, "max_tokens": 2, "stream": True, "stream_options": {"include_usage": True}}
     if endpoint == "chat":
         path = "/v1/chat/completions"
@@ -88,9 +100,12 @@ def _check_stream(url: str, model: str, h: dict[str, str], endpoint: str) -> Non
     status, ctype, raw = _request(url, "POST", path, h, body, timeout=60.0)
     if status in (401, 403):
         raise PreflightError(f"{url} rejected the API key (HTTP {status}); set VLLM_LOCUST_API_KEY or --api-key")
+    if status in RETRY_STATUSES and not last:
+        return status
     if status != 200:
         msg = raw[:160].decode("utf-8", "replace").strip().replace("\n", " ")
         raise PreflightError(f"POST {path} on {url} failed with HTTP {status}: {msg}")
     if "text/event-stream" not in ctype or b"data:" not in raw:
         kind = ctype.split(";")[0] or "no content type"
         raise PreflightError(f"POST {path} on {url} did not stream SSE (got {kind}); not an OpenAI-compatible server")
+    return status

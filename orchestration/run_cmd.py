@@ -65,6 +65,8 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--no-server-metrics", action="store_true", help="Do not sample the server's /metrics")
     p.add_argument("--sim-args", default="", help="Extra flags for the embedded simulator, e.g. '--fixed --ttft-ms 50'")
     p.add_argument("--quiet", action="store_true", help="No progress lines")
+    p.add_argument("--header", action="append", type=header, default=None, metavar="'NAME: VALUE'",
+                   help="Extra request header (repeatable), e.g. for a gateway or the simulator's X-Sim-Fault")
     for name in ("tokenizer", "dataset", "schema_complexity", "tool_choice"):
         p.add_argument("--" + name.replace("_", "-"), default=None, help=argparse.SUPPRESS)
     p.add_argument("--prefix-len", type=C.nonneg_int, default=None, help=argparse.SUPPRESS)
@@ -73,6 +75,14 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--num-turns", type=C.pos_int, default=None, help=argparse.SUPPRESS)
     presets.add_flags(p)  # --preset, --concurrency-sweep, scenario flags (json/tools/burst)
     return p
+
+
+def header(text: str) -> str:
+    """Validate 'Name: value'."""
+    name, sep, value = text.partition(":")
+    if not sep or not name.strip() or any(c in name for c in " \t\r\n") or "\n" in value:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a header like 'Name: value'")
+    return text
 
 
 def _free_port() -> int:
@@ -141,6 +151,9 @@ def locust_args(a: argparse.Namespace, host: str, model: str, run_dir: str, locu
         args += ["--ignore-eos"]
     if a.goodput:
         args += ["--goodput", " ".join(a.goodput)]
+    if a.header:
+        hdrs = {h.partition(":")[0].strip(): h.partition(":")[2].strip() for h in a.header}
+        args += ["--extra-headers", json.dumps(hdrs)]
     for name in ("tokenizer", "dataset", "schema_complexity", "tool_choice", "prefix_len", "cache_rate",
                  "num_prefixes", "num_turns"):  # fmt: skip
         v = getattr(a, name, None)
@@ -187,6 +200,8 @@ def run(a: argparse.Namespace) -> int:
         except PreflightError as e:
             print(f"vllm-locust: error: {e}", file=sys.stderr)
             return exit_codes.PREFLIGHT
+        with open(os.path.join(run_dir, "preflight.json"), "w") as fh:
+            json.dump({"model": info.model, "models": info.models, "stream_attempts": info.attempts}, fh)
         locustfile = os.path.join(run_dir, "locustfile.py")
         with open(locustfile, "w") as fh:
             fh.write(locustfile_source(a.mix))
@@ -208,7 +223,7 @@ def _launch(a: argparse.Namespace, host: str, model: str, run_dir: str, locustfi
     py = [sys.executable, "-m", "locust"]
     margs = locust_args(a, host, model, run_dir, locustfile, port)
     with open(os.path.join(run_dir, "command.json"), "w") as fh:
-        json.dump({"argv": sys.argv[1:] if api_key is None else _redact(sys.argv[1:]), "locust_master": margs}, fh, indent=1)
+        json.dump({"argv": _redact(sys.argv[1:]), "locust_master": _redact(margs)}, fh, indent=1)
     sampler = None
     if not a.no_server_metrics:  # a background thread here, started before load and stopped after it
         from orchestration.server_metrics import SERVER_METRICS_FILE, ServerMetricsSampler
@@ -247,11 +262,11 @@ def _redact(argv: list[str]) -> list[str]:
         if skip:
             out.append("***")
             skip = False
-        elif x == "--api-key":
+        elif x in ("--api-key", "--header", "--extra-headers"):  # may carry credentials
             out.append(x)
             skip = True
-        elif x.startswith("--api-key="):
-            out.append("--api-key=***")
+        elif x.startswith(("--api-key=", "--header=", "--extra-headers=")):
+            out.append(x.split("=", 1)[0] + "=***")
         else:
             out.append(x)
     return out
@@ -310,7 +325,12 @@ def _finish(a: argparse.Namespace, run_dir: str, master_rc: int | None, interrup
         if served is not None:
             recorded = res.get("completed", 0) + res.get("failed", 0) + res.get("interrupted", 0)
             res["server_served"] = served
-            res["missing_vs_server"] = max(0, served - recorded - 1)  # minus the unrecorded preflight request
+            try:
+                with open(os.path.join(run_dir, "preflight.json")) as fh:
+                    preflight = len(json.load(fh)["stream_attempts"])
+            except (OSError, ValueError, KeyError):
+                preflight = 1
+            res["missing_vs_server"] = max(0, served - recorded - preflight)  # preflight requests are not load
             with open(path + ".tmp", "w") as fh:
                 json.dump(res, fh, indent=2)
             os.replace(path + ".tmp", path)

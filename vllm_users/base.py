@@ -77,6 +77,8 @@ class LLMUser(FastHttpUser):
             "Accept": "text/event-stream",
             "Accept-Encoding": "identity",
         }
+        if o.extra_headers:
+            self.headers.update(json.loads(o.extra_headers))
         key = next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
         if key:
             self.headers["Authorization"] = f"Bearer {key}"

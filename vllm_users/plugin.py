@@ -264,6 +264,8 @@ class _MasterPlugin:
             code = max(code, EXIT_CLIENT_BOUND)
         if not loss["complete"]:
             code = max(code, EXIT_DATA_LOSS)
+            if c.workers and all(w.lost_at is not None for w in c.workers.values()):
+                code = max(code, exit_codes.ABORTED)  # nobody finished: partial results only
         self.exit_code = code
         res["exit_code"] = code
         atomic_json(os.path.join(self.results_dir, "exit_code.json"), {"exit_code": code})

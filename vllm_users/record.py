@@ -13,7 +13,8 @@ ERROR_KINDS = (
     "timeout",  # connect or read timeout
     "truncated",  # stream ended without [DONE] / torn line
     "inband_error",  # an {"error": ...} event inside a 200 stream
-    "no_output",  # stream finished without any output-carrying chunk (usage-only, zero tokens)
+    "no_output",  # stream finished without any output-carrying chunk (e.g. zero tokens)
+    "usage_only",  # stream carried a usage chunk and nothing else
     "bad_response",  # not SSE / not OpenAI-shaped (e.g. HTML page)
     "invalid_json",  # json scenario: output does not parse or does not match the schema
     "invalid_tool_call",  # tools scenario: tool call missing, unknown name or bad arguments

@@ -32,6 +32,7 @@ class StreamResult:
     usage: dict[str, Any] | None = None
     finish_reason: str | None = None
     done: bool = False
+    choice_events: int = 0  # events with a non-empty choices list (role chunk, finish chunk, output)
     error: str | None = None
     error_detail: str | None = None
     text_parts: list[str] | None = None
@@ -136,6 +137,8 @@ class _Events:
             if b'"usage":{' in payload:
                 self._usage(payload)
             return
+        if b'"choices":[{' in payload or b'"choices": [{' in payload:
+            res.choice_events += 1
         if b'"error"' in payload and b'"choices"' not in payload:
             try:
                 err = json.loads(payload).get("error")
@@ -233,6 +236,9 @@ def send_and_read(
     except (gevent.Timeout, TimeoutError):
         res.error = "timeout"
         res.error_detail = "read timed out" if res.status else "connect or header timeout"
+    except ConnectionResetError as e:
+        res.error = "connection"
+        res.error_detail = ("connection reset mid-stream" if res.status else f"connection reset: {e}")[:200]
     except (HTTPConnectionClosed, ConnectionError, OSError) as e:
         if res.status == 200:
             res.error = "truncated"
@@ -253,8 +259,9 @@ def send_and_read(
             res.error = "truncated"
             res.error_detail = "stream ended without [DONE]"
         elif not res.chunk_times:
-            res.error = "no_output"
-            res.error_detail = "usage-only stream" if res.usage else "stream carried no output"
+            only_usage = res.usage is not None and not res.choice_events
+            res.error = "usage_only" if only_usage else "no_output"
+            res.error_detail = "stream carried only a usage chunk" if only_usage else "stream carried no output"
     return res
 
 

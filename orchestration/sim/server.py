@@ -67,6 +67,8 @@ class SimServer:
         if self.server is not None:
             self.server.close()
             self.server = None
+        for c in list(self.conns):  # like a restart: open connections (and their streams) are cut too
+            c.close()
 
         async def relisten() -> None:
             await asyncio.sleep(seconds)

@@ -30,6 +30,11 @@ class CliRun:
         with open(os.path.join(self.run_dir, "records.jsonl")) as fh:
             return [json.loads(line) for line in fh if line.strip()]
 
+    def preflight_requests(self) -> int:
+        """Completion requests the preflight sent (not recorded: they are not load)."""
+        with open(os.path.join(self.run_dir, "preflight.json")) as fh:
+            return len(json.load(fh)["stream_attempts"])
+
     def logs(self) -> str:
         """Everything the master and workers printed."""
         text = self.out + self.err
