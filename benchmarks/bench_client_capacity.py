@@ -33,16 +33,28 @@ def one(mode: str, streams: int, run_time: float) -> dict[str, Any]:
     """One run at one load against a fresh simulator."""
     cfg = LOADS[(mode, streams)]
     with start_sim(cfg["itl_ms"], cfg["ttft_ms"], cfg["extra"]) as sim:
-        r = run_ours(sim.url, users=streams, run_time=run_time, workers=1, output_len=64, tag=f"cap-{mode}-{streams}")
+        r = run_ours(
+            sim.url, users=streams, run_time=run_time, workers=1, output_len=64, tag=f"cap-{mode}-{streams}"
+        )
     w = r["window"]
     res = r["result"]
     health = next(iter(res.get("client_health", {}).get("workers", {}).values()), {})
     return {
-        "mode": mode, "streams": streams, "itl_ms": cfg["itl_ms"], "tok_s": w["tok_s"], "worker_cpu": w["cpu_util"],
-        "tok_per_cpu_s": w["tok_per_cpu_s"], "health_cpu_mean": health.get("cpu_mean"),
-        "tok_per_cpu_s_health": res["output_throughput"] / health["cpu_mean"] if health.get("cpu_mean") else None,
-        "ttft_p50_ms": res["median_ttft_ms"], "ttft_p99_ms": res["p99_ttft_ms"], "client_bound": res.get("client_bound"),
-        "failed": res["failed"], "run_dir": r["run_dir"],
+        "mode": mode,
+        "streams": streams,
+        "itl_ms": cfg["itl_ms"],
+        "tok_s": w["tok_s"],
+        "worker_cpu": w["cpu_util"],
+        "tok_per_cpu_s": w["tok_per_cpu_s"],
+        "health_cpu_mean": health.get("cpu_mean"),
+        "tok_per_cpu_s_health": res["output_throughput"] / health["cpu_mean"]
+        if health.get("cpu_mean")
+        else None,
+        "ttft_p50_ms": res["median_ttft_ms"],
+        "ttft_p99_ms": res["p99_ttft_ms"],
+        "client_bound": res.get("client_bound"),
+        "failed": res["failed"],
+        "run_dir": r["run_dir"],
     }
 
 
@@ -67,21 +79,59 @@ def main(argv: list[str] | None = None) -> int:
             x = one(mode, streams, rt)
             runs.append(x)
             mine.append(x)
-            print(f"  {mode}@{streams}: {x['tok_s']:.0f} tok/s, worker CPU {x['worker_cpu']:.0%}, "
-                  f"{x['tok_per_cpu_s']:.0f} tok/CPU-s", flush=True)
-        rows.append({k: (median([m[k] for m in mine]) if isinstance(mine[0][k], float) else mine[0][k])
-                     for k in ("mode", "streams", "itl_ms", "tok_s", "worker_cpu", "tok_per_cpu_s", "health_cpu_mean",
-                               "tok_per_cpu_s_health", "ttft_p50_ms", "ttft_p99_ms")}
-                    | {"client_bound": sum(bool(m["client_bound"]) for m in mine), "reps": len(mine)})
-    print_table(rows, ["mode", "streams", "itl_ms", "tok_s", "worker_cpu", "tok_per_cpu_s", "tok_per_cpu_s_health",
-                       "ttft_p50_ms", "ttft_p99_ms", "client_bound", "reps"],
-                "client capacity (median of reps; tok_per_cpu_s from /proc of the worker)")
+            print(
+                f"  {mode}@{streams}: {x['tok_s']:.0f} tok/s, worker CPU {x['worker_cpu']:.0%}, "
+                f"{x['tok_per_cpu_s']:.0f} tok/CPU-s",
+                flush=True,
+            )
+        rows.append(
+            {
+                k: (median([m[k] for m in mine]) if isinstance(mine[0][k], float) else mine[0][k])
+                for k in (
+                    "mode",
+                    "streams",
+                    "itl_ms",
+                    "tok_s",
+                    "worker_cpu",
+                    "tok_per_cpu_s",
+                    "health_cpu_mean",
+                    "tok_per_cpu_s_health",
+                    "ttft_p50_ms",
+                    "ttft_p99_ms",
+                )
+            }
+            | {"client_bound": sum(bool(m["client_bound"]) for m in mine), "reps": len(mine)}
+        )
+    print_table(
+        rows,
+        [
+            "mode",
+            "streams",
+            "itl_ms",
+            "tok_s",
+            "worker_cpu",
+            "tok_per_cpu_s",
+            "tok_per_cpu_s_health",
+            "ttft_p50_ms",
+            "ttft_p99_ms",
+            "client_bound",
+            "reps",
+        ],
+        "client capacity (median of reps; tok_per_cpu_s from /proc of the worker)",
+    )
     targets = {"segment": 40_000, "burst": 100_000}
     for r in rows:
         r["target_tok_per_cpu_s"] = targets[r["mode"]]
         r["target_met"] = r["tok_per_cpu_s"] >= targets[r["mode"]]
-    path = write_json("client_capacity", {"method": "worker /proc utime+stime over the steady window; tokens from "
-                                          "the simulator's generation_tokens", "rows": rows, "runs": runs})
+    path = write_json(
+        "client_capacity",
+        {
+            "method": "worker /proc utime+stime over the steady window; tokens from "
+            "the simulator's generation_tokens",
+            "rows": rows,
+            "runs": runs,
+        },
+    )
     print(f"wrote {path}")
     return 0
 

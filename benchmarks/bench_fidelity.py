@@ -20,8 +20,18 @@ import sys
 from typing import Any
 
 from common import (
-    ITL_MS, TTFT_MS, median, ours_latencies, pctl, print_table, run_ours, run_reference, sim_stats, start_sim,
-    timing_errors, write_json,
+    ITL_MS,
+    TTFT_MS,
+    median,
+    ours_latencies,
+    pctl,
+    print_table,
+    run_ours,
+    run_reference,
+    sim_stats,
+    start_sim,
+    timing_errors,
+    write_json,
 )
 
 LEVELS = (16, 64, 256)
@@ -31,16 +41,31 @@ SEARCH = (32, 128, 512, 1024)  # extra levels for where client_bound starts (one
 def ours(streams: int, run_time: float) -> dict[str, Any]:
     """One vllm-locust run at `streams` users against a fresh simulator."""
     with start_sim() as sim:
-        r = run_ours(sim.url, users=streams, run_time=run_time, workers=1, output_len=64, tag=f"fid-{streams}",
-                     sampler=False)
+        r = run_ours(
+            sim.url,
+            users=streams,
+            run_time=run_time,
+            workers=1,
+            output_len=64,
+            tag=f"fid-{streams}",
+            sampler=False,
+        )
         late = sim_stats(sim.url)["lateness_s"]
     ttft, itl = ours_latencies(r["run_dir"])
     res = r["result"]
     h = next(iter(res.get("client_health", {}).get("workers", {}).values()), {})
-    return {"streams": streams, **timing_errors(ttft, itl), "ttft": ttft, "itl": itl,
-            "client_bound": bool(res.get("client_bound")), "cpu_mean": h.get("cpu_mean"),
-            "loop_lag_p99_ms": h.get("loop_lag_p99_ms"), "sim_late_p50_ms": late["p50"] * 1000,
-            "sim_late_p99_ms": late["p99"] * 1000, "run_dir": r["run_dir"]}
+    return {
+        "streams": streams,
+        **timing_errors(ttft, itl),
+        "ttft": ttft,
+        "itl": itl,
+        "client_bound": bool(res.get("client_bound")),
+        "cpu_mean": h.get("cpu_mean"),
+        "loop_lag_p99_ms": h.get("loop_lag_p99_ms"),
+        "sim_late_p50_ms": late["p50"] * 1000,
+        "sim_late_p99_ms": late["p99"] * 1000,
+        "run_dir": r["run_dir"],
+    }
 
 
 def reference(streams: int, run_time: float) -> dict[str, Any]:
@@ -48,8 +73,15 @@ def reference(streams: int, run_time: float) -> dict[str, Any]:
     with start_sim() as sim:
         d = run_reference(sim.url, streams, run_time, output_len=64)
         late = sim_stats(sim.url)["lateness_s"]
-    return {"streams": streams, **timing_errors(d["ttft"], d["itl"]), "ttft": d["ttft"], "itl": d["itl"],
-            "errors": d["errors"], "sim_late_p50_ms": late["p50"] * 1000, "sim_late_p99_ms": late["p99"] * 1000}
+    return {
+        "streams": streams,
+        **timing_errors(d["ttft"], d["itl"]),
+        "ttft": d["ttft"],
+        "itl": d["itl"],
+        "errors": d["errors"],
+        "sim_late_p50_ms": late["p50"] * 1000,
+        "sim_late_p99_ms": late["p99"] * 1000,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,23 +103,27 @@ def main(argv: list[str] | None = None) -> int:
             f = reference(n, rt)
             mine.append(o)
             refs.append(f)
-            print(f"  {n} streams: ours TTFT {o['ttft_err_p50_ms']:+.2f}/{o['ttft_err_p99_ms']:+.2f} ms, "
-                  f"ref {f['ttft_err_p50_ms']:+.2f}/{f['ttft_err_p99_ms']:+.2f} ms; client_bound {o['client_bound']}",
-                  flush=True)
+            print(
+                f"  {n} streams: ours TTFT {o['ttft_err_p50_ms']:+.2f}/{o['ttft_err_p99_ms']:+.2f} ms, "
+                f"ref {f['ttft_err_p50_ms']:+.2f}/{f['ttft_err_p99_ms']:+.2f} ms; client_bound {o['client_bound']}",
+                flush=True,
+            )
         bound_at[n] = sum(m["client_bound"] for m in mine) * 2 > len(mine)
         row: dict[str, Any] = {"streams": n, "reps": reps}
         for k in ("ttft_err_p50_ms", "ttft_err_p99_ms", "itl_err_p50_ms", "itl_err_p99_ms"):
             row[k] = median([m[k] for m in mine])
             row["ref_" + k] = median([f[k] for f in refs])
             # per repetition: ours minus the reference of the same repetition, then the median
-            row["vs_ref_" + k] = median([m[k] - f[k] for m, f in zip(mine, refs)])
+            row["vs_ref_" + k] = median([m[k] - f[k] for m, f in zip(mine, refs, strict=False)])
         row["sim_late_p99_ms"] = median([m["sim_late_p99_ms"] for m in mine])
         row["cpu_mean"] = median([m["cpu_mean"] or 0.0 for m in mine])
         row["loop_lag_p99_ms"] = median([m["loop_lag_p99_ms"] or 0.0 for m in mine])
         row["client_bound"] = f"{sum(m['client_bound'] for m in mine)}/{reps}"
         rows.append(row)
         runs += [{k: v for k, v in m.items() if k not in ("ttft", "itl")} for m in mine]
-        runs += [{"reference": True, **{k: v for k, v in f.items() if k not in ("ttft", "itl")}} for f in refs]
+        runs += [
+            {"reference": True, **{k: v for k, v in f.items() if k not in ("ttft", "itl")}} for f in refs
+        ]
     if not a.quick and not a.levels:
         for n in sorted(set(SEARCH) | set(levels)):
             if n in bound_at:
@@ -97,20 +133,46 @@ def main(argv: list[str] | None = None) -> int:
             o = ours(n, rt)
             bound_at[n] = o["client_bound"]
             runs.append({k: v for k, v in o.items() if k not in ("ttft", "itl")})
-            print(f"  search {n} streams: client_bound {o['client_bound']} (cpu {o['cpu_mean']:.0%}, "
-                  f"lag p99 {o['loop_lag_p99_ms']:.1f} ms)", flush=True)
+            print(
+                f"  search {n} streams: client_bound {o['client_bound']} (cpu {o['cpu_mean']:.0%}, "
+                f"lag p99 {o['loop_lag_p99_ms']:.1f} ms)",
+                flush=True,
+            )
             if bound_at[n]:
                 break
     first_bound = min((n for n, b in bound_at.items() if b), default=None)
-    cols = ["streams", "ttft_err_p50_ms", "ttft_err_p99_ms", "itl_err_p50_ms", "itl_err_p99_ms",
-            "ref_ttft_err_p50_ms", "ref_ttft_err_p99_ms", "vs_ref_ttft_err_p50_ms", "vs_ref_ttft_err_p99_ms",
-            "vs_ref_itl_err_p99_ms", "sim_late_p99_ms", "cpu_mean", "loop_lag_p99_ms", "client_bound"]
-    print_table(rows, cols, f"timing fidelity vs truth (TTFT {TTFT_MS:g} ms, ITL {ITL_MS:g} ms), median of reps")
+    cols = [
+        "streams",
+        "ttft_err_p50_ms",
+        "ttft_err_p99_ms",
+        "itl_err_p50_ms",
+        "itl_err_p99_ms",
+        "ref_ttft_err_p50_ms",
+        "ref_ttft_err_p99_ms",
+        "vs_ref_ttft_err_p50_ms",
+        "vs_ref_ttft_err_p99_ms",
+        "vs_ref_itl_err_p99_ms",
+        "sim_late_p99_ms",
+        "cpu_mean",
+        "loop_lag_p99_ms",
+        "client_bound",
+    ]
+    print_table(
+        rows, cols, f"timing fidelity vs truth (TTFT {TTFT_MS:g} ms, ITL {ITL_MS:g} ms), median of reps"
+    )
     print(f"client_bound first at {first_bound} streams (levels tried: {sorted(bound_at)})")
-    path = write_json("fidelity", {"truth": {"ttft_ms": TTFT_MS, "itl_ms": ITL_MS, "output_tokens": 64},
-                                   "rows": rows, "client_bound_from_streams": first_bound,
-                                   "client_bound_levels": bound_at, "runs": runs,
-                                   "pctl_note": "percentiles by linear interpolation", "p": pctl.__name__})
+    path = write_json(
+        "fidelity",
+        {
+            "truth": {"ttft_ms": TTFT_MS, "itl_ms": ITL_MS, "output_tokens": 64},
+            "rows": rows,
+            "client_bound_from_streams": first_bound,
+            "client_bound_levels": bound_at,
+            "runs": runs,
+            "pctl_note": "percentiles by linear interpolation",
+            "p": pctl.__name__,
+        },
+    )
     print(f"wrote {path}")
     return 0
 

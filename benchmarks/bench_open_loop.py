@@ -27,21 +27,46 @@ def one(rate: float, seconds: float, seed: int, workers: int = 2) -> dict[str, A
     """One open-loop run."""
     n = int(rate * seconds)
     with start_sim() as sim:
-        r = run_ours(sim.url, rate=rate, num_prompts=n, workers=workers, output_len=16, pin=None, tag=f"open-{rate:g}",
-                     sampler=False, extra=["--seed", str(seed)])
+        r = run_ours(
+            sim.url,
+            rate=rate,
+            num_prompts=n,
+            workers=workers,
+            output_len=16,
+            pin=None,
+            tag=f"open-{rate:g}",
+            sampler=False,
+            extra=["--seed", str(seed)],
+        )
     res = r["result"]
-    recs = [x for x in read_records(r["run_dir"]) if x.get("t_intended") is not None and x.get("error") != "dropped"]
+    recs = [
+        x
+        for x in read_records(r["run_dir"])
+        if x.get("t_intended") is not None and x.get("error") != "dropped"
+    ]
     ts = sorted(x["t_start"] for x in recs)
     ti = sorted(x["t_intended"] for x in recs)
     achieved = (len(ts) - 1) / (ts[-1] - ts[0])
     schedule = (len(ti) - 1) / (ti[-1] - ti[0])
     arr = res.get("arrivals", {})
     lag = arr.get("schedule_lag_ms", {})
-    return {"rate": rate, "n": n, "sent": arr.get("sent"), "dropped": arr.get("dropped"), "late": arr.get("late"),
-            "achieved_rps": achieved, "schedule_rps": schedule,
-            "achieved_vs_target_pct": (achieved / rate - 1) * 100, "achieved_vs_schedule_pct": (achieved / schedule - 1) * 100,
-            "lag_p50_ms": lag.get("median"), "lag_p99_ms": lag.get("p99"), "lag_max_ms": lag.get("max"),
-            "failed": res["failed"], "client_bound": bool(res.get("client_bound")), "run_dir": r["run_dir"]}
+    return {
+        "rate": rate,
+        "n": n,
+        "sent": arr.get("sent"),
+        "dropped": arr.get("dropped"),
+        "late": arr.get("late"),
+        "achieved_rps": achieved,
+        "schedule_rps": schedule,
+        "achieved_vs_target_pct": (achieved / rate - 1) * 100,
+        "achieved_vs_schedule_pct": (achieved / schedule - 1) * 100,
+        "lag_p50_ms": lag.get("median"),
+        "lag_p99_ms": lag.get("p99"),
+        "lag_max_ms": lag.get("max"),
+        "failed": res["failed"],
+        "client_bound": bool(res.get("client_bound")),
+        "run_dir": r["run_dir"],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,11 +87,21 @@ def main(argv: list[str] | None = None) -> int:
             x = one(rate, secs, seed=i, workers=a.workers)
             mine.append(x)
             runs.append(x)
-            print(f"  {rate:g} req/s: achieved {x['achieved_rps']:.2f} ({x['achieved_vs_schedule_pct']:+.2f} % vs "
-                  f"schedule), lag p99 {x['lag_p99_ms']:.2f} ms, dropped {x['dropped']}", flush=True)
+            print(
+                f"  {rate:g} req/s: achieved {x['achieved_rps']:.2f} ({x['achieved_vs_schedule_pct']:+.2f} % vs "
+                f"schedule), lag p99 {x['lag_p99_ms']:.2f} ms, dropped {x['dropped']}",
+                flush=True,
+            )
         row = {"rate": rate, "n": mine[0]["n"], "reps": reps}
-        for k in ("achieved_rps", "schedule_rps", "achieved_vs_target_pct", "achieved_vs_schedule_pct",
-                  "lag_p50_ms", "lag_p99_ms", "lag_max_ms"):
+        for k in (
+            "achieved_rps",
+            "schedule_rps",
+            "achieved_vs_target_pct",
+            "achieved_vs_schedule_pct",
+            "lag_p50_ms",
+            "lag_p99_ms",
+            "lag_max_ms",
+        ):
             row[k] = median([m[k] for m in mine])
         row["dropped"] = sum(m["dropped"] or 0 for m in mine)
         row["late"] = sum(m["late"] or 0 for m in mine)
@@ -74,9 +109,25 @@ def main(argv: list[str] | None = None) -> int:
         row["rate_ok"] = abs(row["achieved_vs_schedule_pct"]) <= 1.0
         row["lag_ok"] = row["lag_p99_ms"] <= 5.0
         rows.append(row)
-    print_table(rows, ["rate", "n", "achieved_rps", "schedule_rps", "achieved_vs_target_pct",
-                       "achieved_vs_schedule_pct", "lag_p50_ms", "lag_p99_ms", "lag_max_ms", "dropped", "late",
-                       "rate_ok", "lag_ok"], f"open loop, {a.workers} workers (median of reps)")
+    print_table(
+        rows,
+        [
+            "rate",
+            "n",
+            "achieved_rps",
+            "schedule_rps",
+            "achieved_vs_target_pct",
+            "achieved_vs_schedule_pct",
+            "lag_p50_ms",
+            "lag_p99_ms",
+            "lag_max_ms",
+            "dropped",
+            "late",
+            "rate_ok",
+            "lag_ok",
+        ],
+        f"open loop, {a.workers} workers (median of reps)",
+    )
     path = write_json("open_loop", {"workers": a.workers, "seconds": secs, "rows": rows, "runs": runs})
     print(f"wrote {path}")
     return 0

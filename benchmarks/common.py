@@ -16,6 +16,7 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -35,6 +36,7 @@ from vllm_users.stream import is_chat_output  # noqa: E402
 RESULTS = ROOT / "benchmarks" / "results"
 CACHE = Path(os.environ.get("VLLM_LOCUST_CACHE", str(Path.home() / ".cache" / "vllm-locust")))
 NCPU = os.cpu_count() or 1
+PIN = NCPU > 1 and shutil.which("taskset") is not None  # pin server and client to their own cores
 SIM_CPU = 0
 CLIENT_CPU = 1 if NCPU > 1 else 0
 TTFT_MS, ITL_MS = 50.0, 10.0
@@ -69,8 +71,13 @@ def machine() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    return {"cpus": NCPU, "cpu_model": model, "python": platform.python_version(), "host": platform.node(),
-            "load_avg_at_start": os.getloadavg()}
+    return {
+        "cpus": NCPU,
+        "cpu_model": model,
+        "python": platform.python_version(),
+        "host": platform.node(),
+        "load_avg_at_start": os.getloadavg(),
+    }
 
 
 def write_json(name: str, data: dict[str, Any]) -> Path:
@@ -135,11 +142,12 @@ def children(pid: int) -> list[int]:
 
 
 # ----------------------------------------------------------------- simulator
-def start_sim(itl_ms: float = ITL_MS, ttft_ms: float = TTFT_MS, extra: Sequence[str] = (),
-              cpu: int | None = SIM_CPU) -> SimProcess:
+def start_sim(
+    itl_ms: float = ITL_MS, ttft_ms: float = TTFT_MS, extra: Sequence[str] = (), cpu: int | None = SIM_CPU
+) -> SimProcess:
     """The simulator in fixed (ground-truth) mode, pinned to ``cpu``."""
     args = ["--fixed", "--ttft-ms", str(ttft_ms), "--itl-ms", str(itl_ms), "--max-num-seqs", "4096", *extra]
-    return start_simulator(args, cpu=cpu if NCPU > 1 else None)
+    return start_simulator(args, cpu=cpu if PIN else None)
 
 
 def sim_stats(url: str) -> dict[str, Any]:
@@ -186,16 +194,28 @@ class Sampler(threading.Thread):
         s = [x for x in self.samples]
         moving = [i for i in range(1, len(s)) if s[i][1] > s[i - 1][1]]
         if len(moving) < 2:
-            return {"tokens": 0, "cpu_s": float("nan"), "wall_s": float("nan"), "tok_s": float("nan"),
-                    "cpu_util": float("nan"), "tok_per_cpu_s": float("nan")}
+            return {
+                "tokens": 0,
+                "cpu_s": float("nan"),
+                "wall_s": float("nan"),
+                "tok_s": float("nan"),
+                "cpu_util": float("nan"),
+                "tok_per_cpu_s": float("nan"),
+            }
         t_first, t_last = s[moving[0] - 1][0], s[moving[-1]][0]
         a = next((x for x in s if x[0] >= t_first + skip_s), s[moving[0] - 1])
         b = ([x for x in s if x[0] <= t_last - tail_s] or [s[moving[-1]]])[-1]
         if b[0] <= a[0]:
             a, b = s[moving[0] - 1], s[moving[-1]]
         tokens, cpu, wall = b[1] - a[1], b[2] - a[2], b[0] - a[0]
-        return {"tokens": tokens, "cpu_s": cpu, "wall_s": wall, "tok_s": tokens / wall, "cpu_util": cpu / wall,
-                "tok_per_cpu_s": tokens / cpu if cpu > 0 else float("nan")}
+        return {
+            "tokens": tokens,
+            "cpu_s": cpu,
+            "wall_s": wall,
+            "tok_s": tokens / wall,
+            "cpu_util": cpu / wall,
+            "tok_per_cpu_s": tokens / cpu if cpu > 0 else float("nan"),
+        }
 
 
 # ----------------------------------------------------------------- vllm-locust run
@@ -208,17 +228,47 @@ def vllm_locust_cmd() -> list[str]:
 _RUN = [0]
 
 
-def run_ours(host: str, *, users: int | None = None, rate: float | None = None, max_concurrency: int | None = None,
-             num_prompts: int | None = None, run_time: float | None = None, workers: int = 1,
-             output_len: int = 64, input_len: int = 32, pin: str | None = str(CLIENT_CPU), tag: str = "run",
-             sampler: bool = True, extra: Sequence[str] = ()) -> dict[str, Any]:
+def run_ours(
+    host: str,
+    *,
+    users: int | None = None,
+    rate: float | None = None,
+    max_concurrency: int | None = None,
+    num_prompts: int | None = None,
+    run_time: float | None = None,
+    workers: int = 1,
+    output_len: int = 64,
+    input_len: int = 32,
+    pin: str | None = str(CLIENT_CPU),
+    tag: str = "run",
+    sampler: bool = True,
+    extra: Sequence[str] = (),
+) -> dict[str, Any]:
     """One `vllm-locust run`; returns result.json, the run dir and the steady-window CPU figures."""
     _RUN[0] += 1
     out_dir = RESULTS / "runs"
     name = f"{tag}-{os.getpid()}-{int(time.time())}-{_RUN[0]}"
-    cmd = [*vllm_locust_cmd(), "run", "--host", host, "--workers", str(workers), "--output-len", str(output_len),
-           "--input-len", str(input_len), "--ignore-eos", "--output-dir", str(out_dir), "--run-name", name,
-           "--no-report", "--quiet", "--no-server-metrics", *extra]
+    cmd = [
+        *vllm_locust_cmd(),
+        "run",
+        "--host",
+        host,
+        "--workers",
+        str(workers),
+        "--output-len",
+        str(output_len),
+        "--input-len",
+        str(input_len),
+        "--ignore-eos",
+        "--output-dir",
+        str(out_dir),
+        "--run-name",
+        name,
+        "--no-report",
+        "--quiet",
+        "--no-server-metrics",
+        *extra,
+    ]
     if users is not None:
         cmd += ["--users", str(users)]
     if rate is not None:
@@ -229,7 +279,7 @@ def run_ours(host: str, *, users: int | None = None, rate: float | None = None, 
         cmd += ["--num-prompts", str(num_prompts)]
     if run_time is not None:
         cmd += ["--run-time", f"{int(run_time)}s"]
-    if pin is not None and NCPU > 1:
+    if pin is not None and PIN:
         cmd = ["taskset", "-c", pin, *cmd]
     run_dir = out_dir / name
     pids_file = run_dir / "pids.json"
@@ -253,10 +303,17 @@ def run_ours(host: str, *, users: int | None = None, rate: float | None = None, 
         smp.stop()
     res_path = run_dir / "result.json"
     if not res_path.exists():
-        raise RuntimeError(f"vllm-locust run failed ({proc.returncode}): {proc.stderr[-2000:]}{proc.stdout[-1000:]}")
+        raise RuntimeError(
+            f"vllm-locust run failed ({proc.returncode}): {proc.stderr[-2000:]}{proc.stdout[-1000:]}"
+        )
     result = json.loads(res_path.read_text())
-    out = {"run_dir": str(run_dir), "rc": proc.returncode, "wall_s": wall, "result": result,
-           "window": smp.window() if smp else None}
+    out = {
+        "run_dir": str(run_dir),
+        "rc": proc.returncode,
+        "wall_s": wall,
+        "result": result,
+        "window": smp.window() if smp else None,
+    }
     return out
 
 
@@ -270,13 +327,20 @@ def read_records(run_dir: str) -> list[dict[str, Any]]:
     return out
 
 
-def timing_errors(ttfts_ms: Sequence[float], itls_ms: Sequence[float], ttft_truth: float = TTFT_MS,
-                  itl_truth: float = ITL_MS) -> dict[str, float]:
+def timing_errors(
+    ttfts_ms: Sequence[float],
+    itls_ms: Sequence[float],
+    ttft_truth: float = TTFT_MS,
+    itl_truth: float = ITL_MS,
+) -> dict[str, float]:
     """Median / p99 of TTFT and ITL minus the nominal truth, in ms."""
     return {
-        "ttft_err_p50_ms": pctl(ttfts_ms, 50) - ttft_truth, "ttft_err_p99_ms": pctl(ttfts_ms, 99) - ttft_truth,
-        "itl_err_p50_ms": pctl(itls_ms, 50) - itl_truth, "itl_err_p99_ms": pctl(itls_ms, 99) - itl_truth,
-        "n_ttft": len(ttfts_ms), "n_itl": len(itls_ms),
+        "ttft_err_p50_ms": pctl(ttfts_ms, 50) - ttft_truth,
+        "ttft_err_p99_ms": pctl(ttfts_ms, 99) - ttft_truth,
+        "itl_err_p50_ms": pctl(itls_ms, 50) - itl_truth,
+        "itl_err_p99_ms": pctl(itls_ms, 99) - itl_truth,
+        "n_ttft": len(ttfts_ms),
+        "n_itl": len(itls_ms),
     }
 
 
@@ -288,7 +352,7 @@ def ours_latencies(run_dir: str) -> tuple[list[float], list[float]]:
         if r.get("error") is not None or not c:
             continue
         ttft.append(c[0] / 1000.0)
-        itl += [(b - a) / 1000.0 for a, b in zip(c, c[1:])]
+        itl += [(b - a) / 1000.0 for a, b in zip(c, c[1:], strict=False)]
     return ttft, itl
 
 
@@ -315,7 +379,7 @@ class _Ref(asyncio.Protocol):
         self.tail = parts.pop()
         for p in parts:
             j = p.find(b"data: ")
-            if j >= 0 and is_chat_output(p[j + 6:]):
+            if j >= 0 and is_chat_output(p[j + 6 :]):
                 self.times.append(now)
         if buf.endswith(_TERM) and self.done is not None and not self.done.done():
             self.done.set_result(None)
@@ -325,14 +389,25 @@ class _Ref(asyncio.Protocol):
             self.done.set_exception(ConnectionError("closed"))
 
 
-async def _reference(host: str, port: int, streams: int, duration: float, output_len: int,
-                     input_words: int) -> dict[str, Any]:
+async def _reference(
+    host: str, port: int, streams: int, duration: float, output_len: int, input_words: int
+) -> dict[str, Any]:
     loop = asyncio.get_running_loop()
-    body = json.dumps({"model": "sim-model", "messages": [{"role": "user", "content": " ".join(["hi"] * input_words)}],
-                       "max_tokens": output_len, "ignore_eos": True, "stream": True,
-                       "stream_options": {"include_usage": True}}).encode()
-    req = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-           b"Accept: text/event-stream\r\nAccept-Encoding: identity\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    body = json.dumps(
+        {
+            "model": "sim-model",
+            "messages": [{"role": "user", "content": " ".join(["hi"] * input_words)}],
+            "max_tokens": output_len,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+    ).encode()
+    req = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Accept: text/event-stream\r\nAccept-Encoding: identity\r\nContent-Length: %d\r\n\r\n%s"
+        % (len(body), body)
+    )
     ttft: list[float] = []
     itl: list[float] = []
     stop_at = loop.time() + duration
@@ -352,7 +427,7 @@ async def _reference(host: str, port: int, streams: int, duration: float, output
                 return
             if pr.times:
                 ttft.append((pr.times[0] - t0) * 1000.0)
-                itl.extend((b - a) * 1000.0 for a, b in zip(pr.times, pr.times[1:]))
+                itl.extend((b - a) * 1000.0 for a, b in zip(pr.times, pr.times[1:], strict=False))
         tr.close()
 
     c0 = time.process_time()
@@ -360,15 +435,18 @@ async def _reference(host: str, port: int, streams: int, duration: float, output
     return {"ttft": ttft, "itl": itl, "errors": errors, "cpu_s": time.process_time() - c0}
 
 
-def _ref_main(host: str, port: int, streams: int, duration: float, output_len: int, input_words: int,
-              out_path: str) -> None:
+def _ref_main(
+    host: str, port: int, streams: int, duration: float, output_len: int, input_words: int, out_path: str
+) -> None:
     if NCPU > 1 and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {CLIENT_CPU})
     res = asyncio.run(_reference(host, port, streams, duration, output_len, input_words))
     Path(out_path).write_text(json.dumps(res))
 
 
-def run_reference(url: str, streams: int, duration: float, output_len: int = 64, input_words: int = 32) -> dict[str, Any]:
+def run_reference(
+    url: str, streams: int, duration: float, output_len: int = 64, input_words: int = 32
+) -> dict[str, Any]:
     """The raw-socket reference client at ``streams`` concurrency, in its own process pinned to the client core."""
     import multiprocessing as mp
     import tempfile
@@ -376,8 +454,9 @@ def run_reference(url: str, streams: int, duration: float, output_len: int = 64,
     host, port = url.rsplit("//", 1)[1].rsplit(":", 1)
     fd, path = tempfile.mkstemp(suffix=".json")
     os.close(fd)
-    p = mp.get_context("spawn").Process(target=_ref_main, args=(host, int(port), streams, duration, output_len,
-                                                                input_words, path))
+    p = mp.get_context("spawn").Process(
+        target=_ref_main, args=(host, int(port), streams, duration, output_len, input_words, path)
+    )
     p.start()
     p.join(duration + 120)
     data = json.loads(Path(path).read_text())
