@@ -1,21 +1,31 @@
 """The multi-turn scenario: each user holds a conversation of --num-turns turns; every turn reuses the prefix.
 
-One ticket is one request (one turn). A conversation starts on a ticket; its key is that ticket's index,
-which decides the system prompt (shared with probability --cache-rate, see vllm_users.prefixes) and the
-text of every user message, so the same --seed gives the same conversations.
+One ticket is one request (one turn). Conversations are numbered over the whole run (worker i of n numbers
+i, i+n, i+2n, ...); the number decides the system prompt (shared for a fraction --cache-rate of consecutive
+numbers, see vllm_users.prefixes) and the text of every user message, so the same --seed gives the same
+conversations whichever user runs them.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 from typing import Any
 
+from vllm_users import plugin
 from vllm_users.base import LLMUser, RequestSpec
 from vllm_users.prefixes import SharedPrefixes, from_options
 from vllm_users.prompts import random_words, sample_len
 from vllm_users.record import RequestRecord
 from vllm_users.stream import StreamResult
 from vllm_users.worker_side import Ticket
+
+_conversations = itertools.count()  # per process: this worker's conversation counter
+
+
+def next_conversation(worker_index: int, worker_count: int) -> int:
+    """A run-wide conversation number: worker i of n takes i, i+n, i+2n, ..."""
+    return worker_index + max(1, worker_count) * next(_conversations)
 
 
 class MultiTurnUser(LLMUser):
@@ -53,7 +63,8 @@ class MultiTurnUser(LLMUser):
     def build_request(self, ticket: Ticket) -> RequestSpec:
         """The next turn of this user's conversation (a new conversation after --num-turns turns)."""
         if self.conv is None or self.turn >= self.num_turns:
-            self._start(ticket.index)
+            ctx = plugin.context(self.environment)
+            self._start(next_conversation(ctx.index, ctx.count))
         assert self.conv is not None
         text, n = self._user_message()
         messages = self.conv + [{"role": "user", "content": text}]

@@ -60,7 +60,7 @@ def test_chat_with_dataset(tmp_path, name: str) -> None:
     r = vllm_locust(tmp_path, "--scenario", "chat", "--dataset", os.path.join(DATA, name), "--num-prompts", "12",
                     "--users", "3", "--seed", "7")  # fmt: skip
     assert succeeded(r), r.err
-    recs = r.records
+    recs = r.records()
     assert len(recs) == 12 and all(
         x["prompt_tokens"] < 80 for x in recs
     )  # short dataset prompts, not 128 random
@@ -72,7 +72,7 @@ def test_multiturn_with_sharegpt_dataset(tmp_path) -> None:
     r = vllm_locust(tmp_path, "--scenario", "multi-turn", "--dataset", os.path.join(DATA, "sharegpt_sample.json"),
                     "--num-turns", "3", "--num-prompts", "12", "--users", "2", "--output-len", "8")  # fmt: skip
     assert succeeded(r), r.err
-    assert {x["turn"] for x in r.records} == {0, 1, 2}
+    assert {x["turn"] for x in r.records()} == {0, 1, 2}
 
 
 def test_latency_preset(tmp_path) -> None:

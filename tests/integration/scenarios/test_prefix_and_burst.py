@@ -16,7 +16,7 @@ def test_multiturn_cached_tokens_grow_and_hit_rate_follows_cache_rate(tmp_path) 
     res = r.result
     turns = res["ttft_by_turn"]
     assert set(turns) == {"0", "1", "2", "3"}
-    recs = [x for x in r.records if x["error"] is None]
+    recs = [x for x in r.records() if x["error"] is None]
     mean_cached = {t: sum(x["cached_tokens"] for x in recs if x["turn"] == t) /
                    max(1, sum(1 for x in recs if x["turn"] == t)) for t in range(4)}  # fmt: skip
     assert mean_cached[0] < mean_cached[1] < mean_cached[2] < mean_cached[3]
@@ -24,11 +24,19 @@ def test_multiturn_cached_tokens_grow_and_hit_rate_follows_cache_rate(tmp_path) 
     shared = [x for x in recs if x["turn"] == 0 and x["extra"]["shared_prefix"]]
     unique = [x for x in recs if x["turn"] == 0 and not x["extra"]["shared_prefix"]]
     assert unique and all(x["cached_tokens"] == 0 for x in unique)
-    assert abs(len(shared) / (len(shared) + len(unique)) - cache_rate) < 0.15
+    realized = len(shared) / (len(shared) + len(unique))
+    assert abs(realized - cache_rate) < 0.1
     hits = [x for x in shared if x["cached_tokens"] > 0]
-    assert len(hits) >= len(shared) - 2 - 4  # misses: first use of each of 2 prefixes, concurrent starts
+    misses = [
+        (x["extra"]["conversation"], x["t_start"], x["cached_tokens"])
+        for x in shared
+        if not x["cached_tokens"]
+    ]
+    assert len(hits) >= len(shared) - 2 - 4, (
+        misses
+    )  # misses: first use of each of 2 prefixes, concurrent starts
     assert all(prefix - 16 <= x["cached_tokens"] <= prefix + 16 for x in hits)
-    implied = cache_rate * prefix / turns["0"]["mean_prompt_tokens"]
+    implied = realized * prefix / turns["0"]["mean_prompt_tokens"]
     assert 0.5 * implied <= turns["0"]["cached_fraction"] <= 1.1 * implied
     # later turns reuse the whole previous conversation
     assert (
@@ -77,7 +85,7 @@ def test_open_loop_burstiness_half_has_higher_interarrival_cv(tmp_path) -> None:
         r = vllm_locust(tmp_path, "--request-rate", "40", "--burstiness", b, "--num-prompts", "80", "--seed", "3",
                         "--input-len", "16", "--output-len", "4", "--max-concurrency", "32", name=f"b{b}")  # fmt: skip
         assert r.rc in (0, 5), r.err
-        t = sorted(x["t_intended"] for x in r.records)
-        cvs[b] = _cv([b2 - a for a, b2 in zip(t, t[1:])])
+        t = sorted(x["t_intended"] for x in r.records())
+        cvs[b] = _cv([t[i + 1] - t[i] for i in range(len(t) - 1)])
     # gamma shape k: CV = 1/sqrt(k) -> about 1.41 versus 0.5 (seeded, so the same schedule every time)
     assert cvs["0.5"] > 1.0 > 0.75 > cvs["4"]

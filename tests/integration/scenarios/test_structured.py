@@ -34,7 +34,7 @@ def test_json_validity_100_percent_and_mixed_run_per_scenario(tmp_path) -> None:
     assert ps["json"]["completed"] > 5 and ps["chat"]["completed"] > 5
     assert ps["json"]["validity_rate"] == 1.0 and ps["chat"]["validity_rate"] is None
     assert res["validity_rate"] == 1.0 and res["failed"] == 0
-    recs = [x for x in r.records if x["scenario"] == "json"]
+    recs = [x for x in r.records() if x["scenario"] == "json"]
     assert all(x["valid"] is True for x in recs)
     # the schema index used is recorded and every answer needed more than --output-len 16 tokens
     assert {x["extra"]["schema_index"] for x in recs} and all(x["output_len"] > 16 for x in recs)
@@ -85,7 +85,7 @@ def test_json_verdict_matches_an_independent_check_when_answers_are_cut(tmp_path
     assert r.rc == 1, r.err  # failures
     res = r.result
     assert res["validity_rate"] == 0.0 and res["errors_by_kind"] == {"invalid_json": 6}
-    for x in r.records:
+    for x in r.records():
         assert x["valid"] is False and "truncated at max_tokens" in x["error_detail"]
     assert not judge_json('{"items": ["a"]}', schema).valid  # minItems: the checker itself can fail
     assert judge_json(json.dumps({"items": ["a"] * 80}), schema).valid
@@ -114,7 +114,7 @@ def test_tools_required_with_followup(tmp_path) -> None:
     assert res["per_scenario"]["tools"]["validity_rate"] == 1.0
     assert res["per_scenario"]["tools-followup"]["completed"] == 20
     tools = make_tools(0)
-    first = [x for x in r.records if x["scenario"] == "tools"]
+    first = [x for x in r.records() if x["scenario"] == "tools"]
     assert all(x["extra"]["tool_calls"] >= 1 and x["finish_reason"] == "tool_calls" for x in first)
     assert judge_tool_calls(None, tools, "required").valid is False
 
@@ -136,7 +136,7 @@ def test_tools_auto_counts_text_answers(tmp_path) -> None:
         "16",
     )
     assert succeeded(r), r.err
-    recs = r.records
+    recs = r.records()
     no_call = sum(x["extra"]["no_call"] for x in recs)
     assert 0 < no_call < 30  # the simulator answers `auto` with text about half the time
     assert all(x["valid"] for x in recs)
@@ -157,7 +157,7 @@ def test_server_rejecting_tools_is_a_failure_with_its_message(tmp_path) -> None:
     assert r.rc == 1
     res = r.result
     assert res["errors_by_kind"] == {"http": 4} and res["http_errors_by_status"] == {"400": 4}
-    assert all("Tool 'launch_rocket' has not been passed" in x["error_detail"] for x in r.records)
+    assert all("Tool 'launch_rocket' has not been passed" in x["error_detail"] for x in r.records())
 
 
 def test_generated_schemas_used_by_the_run_are_the_seeded_pool() -> None:
