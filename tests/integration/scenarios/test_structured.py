@@ -9,6 +9,8 @@ from vllm_users.tools_user import judge_tool_calls, make_tools
 
 from .runner import succeeded, vllm_locust
 
+SMALL = ["--input-len", "32", "--output-len", "16"]
+
 
 def test_json_validity_100_percent_and_mixed_run_per_scenario(tmp_path) -> None:
     r = vllm_locust(
@@ -19,10 +21,7 @@ def test_json_validity_100_percent_and_mixed_run_per_scenario(tmp_path) -> None:
         "40",
         "--users",
         "4",
-        "--input-len",
-        "32",
-        "--output-len",
-        "16",
+        *SMALL,
         "--schema-complexity",
         "mixed",
     )
@@ -43,18 +42,7 @@ def test_json_validity_100_percent_and_mixed_run_per_scenario(tmp_path) -> None:
 def test_json_structured_outputs_mode_nested(tmp_path) -> None:
     r = vllm_locust(
         tmp_path,
-        "--scenario",
-        "json",
-        "--json-mode",
-        "structured_outputs",
-        "--schema-complexity",
-        "nested",
-        "--num-prompts",
-        "16",
-        "--users",
-        "4",
-        "--input-len",
-        "32",
+        *"--scenario json --json-mode structured_outputs --schema-complexity nested --num-prompts 16 --users 4 --input-len 32".split(),
     )
     assert succeeded(r), r.err
     assert r.result["validity_rate"] == 1.0 and r.result["completed"] == 16
@@ -94,19 +82,8 @@ def test_json_verdict_matches_an_independent_check_when_answers_are_cut(tmp_path
 def test_tools_required_with_followup(tmp_path) -> None:
     r = vllm_locust(
         tmp_path,
-        "--scenario",
-        "tools",
-        "--tool-choice",
-        "required",
-        "--tool-followup",
-        "--num-prompts",
-        "20",
-        "--users",
-        "4",
-        "--input-len",
-        "32",
-        "--output-len",
-        "16",
+        *"--scenario tools --tool-choice required --tool-followup --num-prompts 20 --users 4".split(),
+        *SMALL,
     )
     assert succeeded(r), r.err
     res = r.result
@@ -121,19 +98,7 @@ def test_tools_required_with_followup(tmp_path) -> None:
 
 def test_tools_auto_counts_text_answers(tmp_path) -> None:
     r = vllm_locust(
-        tmp_path,
-        "--scenario",
-        "tools",
-        "--tool-choice",
-        "auto",
-        "--num-prompts",
-        "30",
-        "--users",
-        "4",
-        "--input-len",
-        "32",
-        "--output-len",
-        "16",
+        tmp_path, *"--scenario tools --tool-choice auto --num-prompts 30 --users 4".split(), *SMALL
     )
     assert succeeded(r), r.err
     recs = r.records()
@@ -144,15 +109,7 @@ def test_tools_auto_counts_text_answers(tmp_path) -> None:
 
 def test_server_rejecting_tools_is_a_failure_with_its_message(tmp_path) -> None:
     r = vllm_locust(
-        tmp_path,
-        "--scenario",
-        "tools",
-        "--tool-choice",
-        "launch_rocket",
-        "--num-prompts",
-        "4",
-        "--users",
-        "2",
+        tmp_path, *"--scenario tools --tool-choice launch_rocket --num-prompts 4 --users 2".split()
     )
     assert r.rc == 1
     res = r.result
