@@ -65,6 +65,8 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--no-server-metrics", action="store_true", help="Do not sample the server's /metrics")
     p.add_argument("--sim-args", default="", help="Extra flags for the embedded simulator, e.g. '--fixed --ttft-ms 50'")
     p.add_argument("--quiet", action="store_true", help="No progress lines")
+    p.add_argument("--fail-on-client-bound", action="store_true",
+                   help="Exit 5 when the load generator was the bottleneck (default: flag it in the result only)")
     p.add_argument("--header", action="append", type=header, default=None, metavar="'NAME: VALUE'",
                    help="Extra request header (repeatable), e.g. for a gateway or the simulator's X-Sim-Fault")
     for name in ("tokenizer", "dataset", "schema_complexity", "tool_choice"):
@@ -149,6 +151,8 @@ def locust_args(a: argparse.Namespace, host: str, model: str, run_dir: str, locu
             args += ["--max-concurrency", str(a.max_concurrency)]
     if a.ignore_eos:
         args += ["--ignore-eos"]
+    if a.fail_on_client_bound:
+        args += ["--fail-on-client-bound"]
     if a.goodput:
         args += ["--goodput", " ".join(a.goodput)]
     if a.header:

@@ -44,6 +44,7 @@ def add_options(parser: Any) -> None:
     opt("--tool-choice", default="required", help="tools: auto | required | <function name>")
     opt("--tool-followup", action="store_true", default=False, help="tools: send the tool result back")
     opt("--schema-complexity", default="mixed", help="json: flat | nested | arrays | enums | mixed")
+    opt("--fail-on-client-bound", action="store_true", default=False, help="Exit 5 when the client was the bottleneck")
     opt("--extra-headers", default="", include_in_web_ui=False, help="JSON object of extra request headers")
     opt("--vllm-worker-count", type=int, default=0, include_in_web_ui=False, help="(set by the master)")
     opt("--vllm-t0", type=float, default=0.0, include_in_web_ui=False, help="(set by the master)")

@@ -260,7 +260,7 @@ class _MasterPlugin:
             code = max(code, EXIT_FAILURES)
         if res.get("arrivals", {}).get("dropped"):
             code = max(code, EXIT_SCHEDULE)
-        if health["client_bound"]:
+        if health["client_bound"] and getattr(o, "fail_on_client_bound", False):
             code = max(code, EXIT_CLIENT_BOUND)
         if not loss["complete"]:
             code = max(code, EXIT_DATA_LOSS)

@@ -8,8 +8,12 @@ event when the scenario needs text or tool calls).
 from __future__ import annotations
 
 import json
+import os
+import socket
+import struct
+import sys
 from dataclasses import dataclass, field
-from time import perf_counter
+from time import perf_counter, time
 from typing import Any
 
 import gevent
@@ -17,6 +21,12 @@ from geventhttpclient.client import HTTPClient
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
 _BLOCK = 65536
+# Linux kernel receive timestamps (SO_TIMESTAMPNS): the time a segment reached the socket, not the time this
+# greenlet got to run. With many streams per worker the difference is the client's own queueing delay.
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else 0)
+KERNEL_TIMESTAMPS = bool(_SO_TIMESTAMPNS) and os.environ.get("VLLM_LOCUST_KERNEL_TIMESTAMPS", "1") != "0"
+_ANC = socket.CMSG_SPACE(16) if KERNEL_TIMESTAMPS else 0
+_TS = struct.Struct("qq")
 _DONE = b"[DONE]"
 _CONTENT_KEYS = (b'"content":', b'"reasoning_content":', b'"reasoning":')
 
@@ -268,6 +278,15 @@ def send_and_read(
 def _read_stream(resp: Any, events: _Events, now: float) -> None:
     buf: bytearray = resp._body_buffer
     recv_into_parser = resp.feed
+    sock = resp._sock
+    kernel = KERNEL_TIMESTAMPS and sock is not None
+    if kernel:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+        except OSError:
+            kernel = False
+    # one realtime<->perf_counter offset per request: kernel stamps are CLOCK_REALTIME
+    wall_minus_perf = time() - perf_counter()
     while True:
         if buf:
             data = bytes(buf)
@@ -278,8 +297,17 @@ def _read_stream(resp: Any, events: _Events, now: float) -> None:
         sock = resp._sock
         if sock is None:
             raise HTTPConnectionClosed("connection closed")
-        chunk = sock.recv(_BLOCK)
-        now = perf_counter()
+        if kernel:
+            chunk, anc, _flags, _addr = sock.recvmsg(_BLOCK, _ANC)
+            now = perf_counter()
+            if anc:
+                sec, nsec = _TS.unpack_from(anc[0][2])
+                stamped = sec + nsec * 1e-9 - wall_minus_perf
+                if stamped < now:  # never in the future; a clock step makes it fall back to the wake-up time
+                    now = stamped
+        else:
+            chunk = sock.recv(_BLOCK)
+            now = perf_counter()
         if not chunk:
             raise HTTPConnectionClosed("connection closed by server before the end of the body")
         recv_into_parser(chunk)

@@ -12,14 +12,17 @@ import random
 from collections import deque
 
 from .config import SimConfig
+from .hrtimer import HrTimer
 from .kvcache import BlockManager, SeqBlocks, block_hashes
 from .metrics import SimStats
 from .stream import Status, Stream
 
-# epoll timeouts are whole milliseconds rounded up: arm the timer this early and emit everything
-# due within the same window, so emit error is centred on zero instead of biased late by ~0.5 ms
+# With a timerfd (hrtimer.py) the loop wakes on time and only writes due within 50 µs are coalesced.
+# Without one, epoll timeouts are whole milliseconds rounded up: arm early and coalesce a wider window,
+# so the emit error is centred on zero instead of biased late by ~0.5 ms.
 EARLY_S = 0.0005
 COALESCE_S = 0.0005
+PRECISE_COALESCE_S = 0.00005
 
 
 class MoeRouter:
@@ -61,7 +64,10 @@ class FixedEngine:
         self.write_gap = cfg.chunks_per_write * cfg.itl_ms / 1000.0
         self.heap: list[tuple[float, int, Stream]] = []
         self.counter = 0
-        self.timer: asyncio.TimerHandle | None = None
+        self.hr = HrTimer(self.loop, self._fire)
+        self.early = 0.0 if self.hr.precise else EARLY_S
+        self.coalesce = PRECISE_COALESCE_S if self.hr.precise else COALESCE_S
+        self.armed = False
         self.timer_at = 0.0
         self.live = 0
         self.paused_until = 0.0
@@ -83,19 +89,18 @@ class FixedEngine:
         """Keep exactly one timer, at the earliest deadline (minus the epoll rounding allowance)."""
         if not self.heap:
             return
-        when = self.heap[0][0] - EARLY_S
-        if self.timer is not None:
-            if self.timer_at <= when:
-                return
-            self.timer.cancel()
+        when = self.heap[0][0] - self.early
+        if self.armed and self.timer_at <= when:
+            return
+        self.armed = True
         self.timer_at = when
-        self.timer = self.loop.call_at(when, self._fire)
+        self.hr.arm(when)
 
     def _fire(self) -> None:
         """Emit every write due now (coalesced), then re-arm."""
-        self.timer = None
+        self.armed = False
         now = self.loop.time()
-        horizon = now + COALESCE_S
+        horizon = now + self.coalesce
         heap = self.heap
         late_hist = self.stats.lateness
         produced = 0
@@ -126,9 +131,9 @@ class FixedEngine:
         for _, _, s in self.heap:
             s.shift += seconds
         heapq.heapify(self.heap)
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        if self.armed:
+            self.hr.cancel()
+            self.armed = False
         self._arm()
 
 

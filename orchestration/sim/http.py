@@ -50,6 +50,23 @@ class HttpRequest:
     extra: dict[str, object] = field(default_factory=dict)
 
 
+_turn: list[float | None] = [None]
+
+
+def _clear_turn() -> None:
+    _turn[0] = None
+
+
+def _turn_time(loop: asyncio.AbstractEventLoop) -> float:
+    """The time this loop turn began handling readable sockets: every request that was ready when the
+    selector returned gets that instant, not a later one that grows with the number of connections."""
+    t = _turn[0]
+    if t is None:
+        t = _turn[0] = loop.time()
+        loop.call_soon(_clear_turn)  # runs after every read callback of this turn
+    return t
+
+
 class Connection(asyncio.Protocol):
     """One client connection; hands complete requests to ``handler(conn, request)``."""
 
@@ -67,6 +84,8 @@ class Connection(asyncio.Protocol):
         self.keep_alive = True
         self.stream: object | None = None  # the engine's stream object while streaming
         self.loop = asyncio.get_event_loop()
+        self.started_at = 0.0  # loop time the first byte of the request being buffered arrived
+        self._parse_scheduled = False
 
     # -- asyncio callbacks -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -77,10 +96,15 @@ class Connection(asyncio.Protocol):
             self.on_open(self)
 
     def data_received(self, data: bytes) -> None:
-        """Buffer bytes and parse whatever complete requests they finish."""
+        """Buffer bytes (stamping when a request's first byte came) and parse them on the next loop turn."""
+        if not self.buf:
+            self.started_at = _turn_time(self.loop)
         self.buf += data
-        if not self.busy:
-            self._parse()
+        if not self.busy and not self._parse_scheduled:
+            # Parsing waits until every connection that became readable in this loop turn has been stamped:
+            # 64 requests arriving together then all get their true arrival time, not one parse apart.
+            self._parse_scheduled = True
+            self.loop.call_soon(self._parse_later)
         elif len(self.buf) > self.max_body + MAX_HEADER_BYTES and self.transport:
             self.transport.pause_reading()  # a client that pipelines without limit waits
 
@@ -97,6 +121,10 @@ class Connection(asyncio.Protocol):
             self.on_close(self)
 
     # -- parsing ---------------------------------------------------------------------------
+    def _parse_later(self) -> None:
+        self._parse_scheduled = False
+        self._parse()
+
     def _parse(self) -> None:
         """Parse and dispatch requests while the previous response is complete."""
         while not self.busy and not self.closed and self.buf:
@@ -135,12 +163,15 @@ class Connection(asyncio.Protocol):
                 return
             body = bytes(self.buf[end + 4:total])
             del self.buf[:total]
+            received = self.started_at
+            if self.buf:  # a pipelined request follows: it is here now at the latest
+                self.started_at = self.loop.time()
             conn_hdr = headers.get("connection", "").lower()
             keep = "close" not in conn_hdr and (version == "HTTP/1.1" or "keep-alive" in conn_hdr)
             path, _, query = target.partition("?")
             self.busy = True
             self.keep_alive = keep
-            req = HttpRequest(method.upper(), path, query, headers, body, keep, time.perf_counter())
+            req = HttpRequest(method.upper(), path, query, headers, body, keep, received)
             try:
                 self.handler(self, req)
             except Exception:  # the server must keep serving whatever a handler does

@@ -214,15 +214,17 @@ class SimServer:
         plan = build_plan(sreq, self.rng, cfg.early_stop_prob)
         if fault is not None and fault.kind == "delay_headers":
             self.stats.faults["delay_headers"] += 1
-            self.loop.call_later(fault.ms / 1000.0, self._begin, conn, sreq, plan, None)
+            self.loop.call_later(fault.ms / 1000.0, self._begin, conn, sreq, plan, None, None)
             return
-        self._begin(conn, sreq, plan, fault)
+        self._begin(conn, sreq, plan, fault, req.received)
 
-    def _begin(self, conn: Connection, sreq: Any, plan: Any, fault: Fault | None) -> None:
-        """Send headers (streams) and submit to the engine; arrival is now."""
+    def _begin(self, conn: Connection, sreq: Any, plan: Any, fault: Fault | None, arrival: float | None) -> None:
+        """Send headers (streams) and submit to the engine; arrival: the request's first byte (None: now)."""
         if conn.closed:
             return
-        s = Stream(conn, sreq, plan, self.stats, fault, self.loop.time(), self.cfg.enable_prompt_tokens_details)
+        if arrival is None:
+            arrival = self.loop.time()
+        s = Stream(conn, sreq, plan, self.stats, fault, arrival, self.cfg.enable_prompt_tokens_details)
         if sreq.stream:
             conn.start_stream()
         if self.cfg.fixed:
