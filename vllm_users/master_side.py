@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_users.columns import COLS_FILE, frame, records_to_frames
 from vllm_users.health import summarize
 from vllm_users.histograms import HistogramSet
 from vllm_users.worker_side import BATCH_INTERVAL_S
@@ -40,10 +41,16 @@ class Collector:
     health: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     started: float = field(default_factory=time.time)
     _fh: Any = None
+    _cols: Any = None
+    _jsonl_end: int = 0
 
     def __post_init__(self) -> None:
         os.makedirs(self.results_dir, exist_ok=True)
-        self._fh = open(os.path.join(self.results_dir, "records.jsonl"), "a", buffering=1 << 20)
+        path = os.path.join(self.results_dir, "records.jsonl")
+        self._fh = open(path, "a", buffering=1 << 20)
+        self._jsonl_end = os.path.getsize(path)
+        # columns beside the JSONL (vllm_users.columns): each frame says where in the JSONL its batch ends
+        self._cols = open(os.path.join(self.results_dir, COLS_FILE), "ab", buffering=1 << 20)
 
     def on_batch(self, data: dict[str, Any], client_id: str | None = None) -> None:
         """Add one worker batch (records as JSON lines, encoded histograms, health samples)."""
@@ -53,6 +60,14 @@ class Collector:
         w.totals = data.get("totals", w.totals)
         if data["n"]:
             self._fh.write(data["records"] + "\n")
+            text = data["records"]
+            self._jsonl_end += (len(text) if text.isascii() else len(text.encode())) + 1
+            cols = data.get("cols")
+            try:
+                blob = frame(cols, self._jsonl_end) if cols else records_to_frames(text.split("\n"), self._jsonl_end)
+                self._cols.write(blob)
+            except Exception:  # records.jsonl has them; the reader parses what the columns lack
+                log.exception("vllm-locust: columns of a batch from %s not written", data["worker"])
             w.records += data["n"]
         self.hists.merge_encoded(data["hists"])
         h = self.health.setdefault(data["worker"], {"cpu": [], "lag_ms": []})
@@ -61,6 +76,7 @@ class Collector:
         if data.get("final"):
             w.final = True
             self._fh.flush()
+            self._cols.flush()
 
     def on_done(self, worker: str) -> None:
         """A worker used up its share of the requests."""
@@ -100,12 +116,16 @@ class Collector:
     def flush(self) -> None:
         """Make everything received visible on disk."""
         self._fh.flush()
+        self._cols.flush()
 
     def close(self) -> None:
         """Flush and close the records file."""
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+        if self._cols is not None:
+            self._cols.close()
+            self._cols = None
 
     def loss_report(self) -> dict[str, Any]:
         """Workers lost mid-run, each with its window of possible loss."""

@@ -9,6 +9,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from vllm_users.columns import COLS_FILE, Columns, build_metrics, load_columns
 from vllm_users.metrics import DEFAULT_PERCENTILES, Slo, compute_metrics, per_scenario, ttft_by_turn
 from vllm_users.record import RequestRecord, read_records
 
@@ -18,28 +19,36 @@ RECORDS_FILE = "records.jsonl"
 
 
 def build_result(
-    records: Sequence[RequestRecord],
+    records: Sequence[RequestRecord] | Columns,
     meta: dict[str, Any],
     *,
     slo: Slo | None = None,
     percentiles: Sequence[float] = DEFAULT_PERCENTILES,
 ) -> dict[str, Any]:
-    """The full result: header fields, overall metrics, per-scenario metrics, run health."""
+    """The full result: header fields, overall metrics, per-scenario metrics, run health.
+
+    `records` may be the run's columns (vllm_users.columns): same result, computed vectorised.
+    """
+    if isinstance(records, Columns):
+        overall, scenarios, turns, n_sent = build_metrics(records, slo=slo, percentiles=percentiles)
+    else:
+        overall = compute_metrics(records, slo=slo, percentiles=percentiles)
+        scenarios = per_scenario([r for r in records if r.error != "dropped"], slo=slo, percentiles=percentiles)
+        turns = ttft_by_turn(records)
+        n_sent = sum(1 for r in records if r.error != "dropped")
     rate = meta.get("request_rate") or 0.0
     res: dict[str, Any] = {
         "date": meta.get("date") or time.strftime("%Y%m%d-%H%M%S"),
         "backend": meta.get("backend", "openai-chat" if meta.get("endpoint", "chat") == "chat" else "openai"),
         "model_id": meta.get("model_id"),
         "tokenizer_id": meta.get("tokenizer_id") or meta.get("model_id"),
-        "num_prompts": meta.get("num_prompts") or sum(1 for r in records if r.error != "dropped"),
+        "num_prompts": meta.get("num_prompts") or n_sent,
         "request_rate": "inf" if (not rate or math.isinf(rate)) else rate,
         "burstiness": meta.get("burstiness", 1.0),
         "max_concurrency": meta.get("max_concurrency") or None,
     }
-    res.update(compute_metrics(records, slo=slo, percentiles=percentiles))
-    scenarios = per_scenario([r for r in records if r.error != "dropped"], slo=slo, percentiles=percentiles)
+    res.update(overall)
     res["per_scenario"] = scenarios
-    turns = ttft_by_turn(records)
     if turns:
         res["ttft_by_turn"] = turns
     res["tool"] = "vllm-locust"
@@ -48,11 +57,20 @@ def build_result(
 
 
 def write_result(results_dir: str, meta: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Read records.jsonl, build the result, merge `extra` (health, loss), write result.json atomically."""
+    """Read the records (records.cols when present, else records.jsonl), build the result, merge `extra`
+    (health, loss), write result.json atomically."""
     path = os.path.join(results_dir, RECORDS_FILE)
-    records, torn = read_records(path) if os.path.exists(path) else ([], 0)
     slo = Slo.parse([meta["goodput"]]) if meta.get("goodput") else None
+    warnings: list[str] = []
+    records: Sequence[RequestRecord] | Columns
+    if os.path.exists(os.path.join(results_dir, COLS_FILE)):
+        records = load_columns(results_dir)
+        torn, warnings = records.torn_lines, records.warnings
+    else:
+        records, torn = read_records(path) if os.path.exists(path) else ([], 0)
     res = build_result(records, meta, slo=slo)
+    if warnings:
+        res.setdefault("warnings", []).extend(warnings)
     if torn:
         res.setdefault("warnings", []).append(f"{torn} torn or unparseable record line(s) skipped")
     if extra:

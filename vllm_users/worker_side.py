@@ -14,6 +14,7 @@ import gevent
 from gevent.queue import Empty, Queue
 
 from vllm_users.arrivals import worker_iter
+from vllm_users.columns import pack_records
 from vllm_users.health import HealthSampler
 from vllm_users.histograms import HistogramSet
 from vllm_users.options import open_loop
@@ -44,6 +45,7 @@ class WorkerContext:
         self.hists = HistogramSet()
         self.health = HealthSampler()
         self.pending: list[str] = []
+        self.pending_recs: list[RequestRecord] = []  # packed as columns per batch (records.cols)
         self.record_count = 0
         self.totals = {"ok": 0, "failed": 0, "output_tokens": 0}
         self.seq = 0
@@ -126,6 +128,7 @@ class WorkerContext:
             self.totals["failed"] += 1
         line = rec.to_json()
         self.pending.append(line)
+        self.pending_recs.append(rec)
         self.record_count += 1
         if self._file is not None:
             self._file.write(line + "\n")
@@ -141,10 +144,17 @@ class WorkerContext:
 
     def take_batch(self, final: bool = False) -> dict[str, Any]:
         """Records, histograms and health gathered since the last batch."""
+        cols: bytes | None = None
+        if self.pending_recs:
+            try:
+                cols = pack_records(self.pending_recs)
+            except Exception:  # the master converts the JSON lines instead
+                log.exception("vllm-locust: packing record columns failed")
         batch = {
             "worker": self.name,
             "records": "\n".join(self.pending),
             "n": len(self.pending),
+            "cols": cols,
             "hists": self.hists.encode(),
             "health": self.health.take(),
             "final": final,
@@ -153,6 +163,7 @@ class WorkerContext:
             "sent_at": time.time(),
         }
         self.pending = []
+        self.pending_recs = []
         self.hists.reset()
         if self._file is not None:
             self._file.flush()
