@@ -49,4 +49,15 @@ def vllm_server(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory):
         yield server
 
 
+@pytest.fixture(scope="session")
+def vllm_server_details(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory):
+    """Like vllm_server plus --enable-prompt-tokens-details (usage reports cached_tokens). A server of its
+    own: the golden transcripts that vllm_server is checked against were recorded without the flag."""
+    log_dir = tmp_path_factory.mktemp("vllm-logs-details")
+    with start_vllm_server(
+        vllm_env, log_dir=log_dir, extra_args=["--enable-prompt-tokens-details"]
+    ) as server:
+        yield server
+
+
 __all__ = ["VllmServer"]

@@ -10,6 +10,7 @@ Servers run in their own process group and are stopped by PID (SIGTERM, then SIG
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -240,3 +241,24 @@ def start_vllm_server(
             server.stop()
             raise
     return server
+
+
+_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def scrape_metrics(url: str, model_name: str | None = DEFAULT_MODEL_NAME) -> dict[str, float]:
+    """GET url/metrics: each sample name (``_bucket`` samples left out) -> its value summed over label sets,
+    counting only samples whose ``model_name`` label is `model_name` (or that have none)."""
+    with urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=30) as r:
+        text = r.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        m = _SAMPLE.match(line)
+        if m is None or line.startswith("#") or m.group(1).endswith("_bucket"):
+            continue
+        labels = dict(_LABEL.findall(m.group(2) or ""))
+        if model_name is not None and labels.get("model_name", model_name) != model_name:
+            continue
+        out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(3))
+    return out
