@@ -154,7 +154,7 @@ def vllm_bench(load: dict[str, Any], seconds: float) -> dict[str, Any] | None:
 
 def guidellm(load: dict[str, Any], seconds: float) -> dict[str, Any] | None:
     """One GuideLLM run (concurrent profile), when its venv exists."""
-    if not GUIDELLM.exists():
+    if not GUIDELLM.exists() or not _guidellm_has_benchmark():
         return None
     n = load["streams"]
     tmp = tempfile.mkdtemp(prefix="peer-guidellm-")
@@ -200,6 +200,12 @@ def guidellm(load: dict[str, Any], seconds: float) -> dict[str, Any] | None:
         row["tail"] = info["tail"]
     shutil.rmtree(tmp, ignore_errors=True)
     return row
+
+
+def _guidellm_has_benchmark() -> bool:
+    """GuideLLM <= 0.3 has `guidellm benchmark --target ...`; 0.8 replaced it by `guidellm run` (kind=... options)."""
+    out = subprocess.run([str(GUIDELLM), "--help"], capture_output=True, text=True, check=False).stdout
+    return any(line.split()[:1] == ["benchmark"] for line in out.split("Commands:")[-1].splitlines())
 
 
 def _guidellm_latencies(doc: dict[str, Any]) -> tuple[list[float], list[float]]:
@@ -272,6 +278,10 @@ def main(argv: list[str] | None = None) -> int:
         notes.append(f"vllm bench serve skipped: {VLLM_PY} missing (tests/e2e/setup_vllm.sh builds it)")
     if not GUIDELLM.exists():
         notes.append(f"GuideLLM skipped: {GUIDELLM} missing (pip install guidellm into that venv)")
+    elif not a.no_guidellm and not _guidellm_has_benchmark():
+        notes.append(
+            "GuideLLM skipped: this version has no `guidellm benchmark` command (0.8 uses `guidellm run`)"
+        )
     runs: list[dict[str, Any]] = []
     rows = []
     for name in a.loads.split(","):
