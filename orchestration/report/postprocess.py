@@ -2,7 +2,7 @@
 
 Every client metric comes from `vllm_users.metrics` (via `vllm_users.results.build_result`); this
 module only chooses the best source available and says what it could not do.
-Sources, best first: records.jsonl (exact) > result.json (as the master wrote it) > Locust CSVs
+Sources, best first: records (exact; records.cols, the columnar copy of records.jsonl: vllm_users.columns) > result.json (as the master wrote it) > Locust CSVs
 (approximate: Locust rounds response times to ~2 significant digits).
 """
 
@@ -17,9 +17,9 @@ import numpy as np
 
 from orchestration.report.locust_csv import result_from_csv
 from orchestration.server_metrics import summarize_file
-from vllm_users.metrics import Slo, metric_arrays, timeseries
-from vllm_users.record import read_records
-from vllm_users.results import META_FILE, RECORDS_FILE, RESULT_FILE, build_result
+from vllm_users.columns import load_columns, plot_arrays, timeseries_columns
+from vllm_users.metrics import Slo
+from vllm_users.results import COLS_FILE, META_FILE, RECORDS_FILE, RESULT_FILE, build_result
 
 # Keys that the master or `vllm-locust run` add beside build_result's output; kept when recomputing.
 RUN_KEYS = ("client_health", "data_loss", "client_bound", "server_served", "missing_vs_server", "exit_code")
@@ -39,7 +39,8 @@ class RunData:
     source: str  # "records" | "result.json" | "locust_csv"
     approximate: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    arrays: dict[str, np.ndarray] = field(default_factory=dict)  # seconds, successes: ttft/tpot/itl/e2el
+    # seconds, successes: ttft/tpot/e2el; itl is the sample plots.cdf_points draws when larger than MAX_SAMPLE
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
     timeseries: dict[str, Any] | None = None
 
 
@@ -72,18 +73,23 @@ def load_run(run_dir: str, *, slo: Slo | None = None) -> RunData:
     name = os.path.basename(os.path.normpath(run_dir))
     rec_path = os.path.join(run_dir, RECORDS_FILE)
     run: RunData | None = None
-    if os.path.exists(rec_path):
-        records, torn = read_records(rec_path)
-        if torn:
-            warnings.append(f"{torn} torn or unparseable record line(s) skipped (killed master?)")
-        if records:
-            res = build_result(records, meta, slo=slo)
+    if os.path.exists(rec_path) or os.path.exists(os.path.join(run_dir, COLS_FILE)):
+        # records.cols (converted once from records.jsonl for older runs): the same records, columnar
+        cols = load_columns(run_dir)
+        warnings.extend(cols.warnings)
+        if cols.torn_lines:
+            warnings.append(f"{cols.torn_lines} torn or unparseable record line(s) skipped (killed master?)")
+        if cols.n:
+            res = build_result(cols, meta, slo=slo)
             for k in RUN_KEYS:
                 if written and k in written and k not in res:
                     res[k] = written[k]
             run = RunData(run_dir, name, res, "records", warnings=warnings)
-            run.arrays = metric_arrays(records)
-            run.timeseries = timeseries(records)
+            from orchestration.report.plots import MAX_SAMPLE  # plots imports this module
+
+            # ITL arrives as the very subsample the CDF plot would draw (the full array is ~1 GB at 1 M records)
+            run.arrays = plot_arrays(cols, MAX_SAMPLE)
+            run.timeseries = timeseries_columns(cols)
         else:
             warnings.append("records.jsonl holds no request records (empty run)")
     if run is None and written is not None:
