@@ -18,7 +18,9 @@ from vllm_users.record import ERROR_KINDS, RequestRecord, read_records
 from vllm_users.results import build_result, write_result
 
 
-def _rand_records(n: int, seed: int, *, open_loop: bool = False, scenarios: tuple[str, ...] = ("chat",)) -> list[RequestRecord]:
+def _rand_records(
+    n: int, seed: int, *, open_loop: bool = False, scenarios: tuple[str, ...] = ("chat",)
+) -> list[RequestRecord]:
     rng = random.Random(seed)
     out = []
     t = 1_700_000_000.0
@@ -107,9 +109,13 @@ def test_edge_cases() -> None:
     base = dict(worker="w", user=0, seq=0, endpoint="chat")
     only_fail = [RequestRecord(scenario="a", t_start=1.0, error="http", status=503, end_us=10, **base)]  # type: ignore[arg-type]
     _check(only_fail, SLO)
-    single = [RequestRecord(scenario="a", t_start=1.0, chunk_times_us=[5000], end_us=6000, output_tokens=1, **base)]  # type: ignore[arg-type]
+    single = [
+        RequestRecord(scenario="a", t_start=1.0, chunk_times_us=[5000], end_us=6000, output_tokens=1, **base)
+    ]  # type: ignore[arg-type]
     _check(single, SLO)
-    interrupted = [RequestRecord(scenario="a", t_start=1.0, chunk_times_us=[5, 9], error="interrupted", **base)]  # type: ignore[arg-type]
+    interrupted = [
+        RequestRecord(scenario="a", t_start=1.0, chunk_times_us=[5, 9], error="interrupted", **base)
+    ]  # type: ignore[arg-type]
     _check(interrupted + single, None)
     dropped = [RequestRecord(scenario="-", t_start=1.0, t_intended=1.0, error="dropped", **base)]  # type: ignore[arg-type]
     _check(dropped, SLO)
@@ -124,10 +130,14 @@ def test_itl_counts_path_equals_sort(monkeypatch: pytest.MonkeyPatch) -> None:
     new = C.compute_metrics_columns(C.columns_from_records(recs), percentiles=(50, 90, 95, 99, 99.9))
     assert_same({k: v for k, v in ref.items() if "itl" in k}, {k: v for k, v in new.items() if "itl" in k})
     for n in (1, 2, 3, 4):  # tiny pools: median/percentile index arithmetic
-        one = [RequestRecord("a", "w", 0, 0, "chat", 1.0, chunk_times_us=list(range(0, 100 * (n + 1), 100 + n)))]
+        one = [
+            RequestRecord("a", "w", 0, 0, "chat", 1.0, chunk_times_us=list(range(0, 100 * (n + 1), 100 + n)))
+        ]
         ref1 = M.compute_metrics(one)
         new1 = C.compute_metrics_columns(C.columns_from_records(one))
-        assert_same({k: v for k, v in ref1.items() if "itl" in k}, {k: v for k, v in new1.items() if "itl" in k})
+        assert_same(
+            {k: v for k, v in ref1.items() if "itl" in k}, {k: v for k, v in new1.items() if "itl" in k}
+        )
 
 
 def test_plot_arrays_itl_is_cdf_sample() -> None:
@@ -169,7 +179,9 @@ def test_collector_files_agree_and_torn_frames(tmp_path: Any) -> None:
     with open(os.path.join(d, "records.jsonl"), "a") as fh:
         fh.write('{"scenario":"a","wor')
     c2 = C.load_columns(d)
-    assert c2.n == len(recs) and c2.torn_lines == 1 and c2.warnings  # the torn frame's records come from JSONL
+    assert (
+        c2.n == len(recs) and c2.torn_lines == 1 and c2.warnings
+    )  # the torn frame's records come from JSONL
     assert_same(ref, build_result(c2, meta, slo=SLO))
     res = write_result(d, meta)
     assert any("torn" in w for w in res["warnings"])
@@ -209,3 +221,23 @@ def test_worker_pack_cost_per_record() -> None:
     per_record_us = (time.perf_counter() - t) / 5 / len(recs) * 1e6
     assert per_record_us < 50, per_record_us  # a few µs on a quiet machine; generous for noisy CI
     print(json.dumps({"pack_us_per_record": per_record_us}))
+
+
+def test_benchmark_columns_match_its_jsonl(tmp_path: Any) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_pp", os.path.join(os.path.dirname(__file__), "../../../benchmarks/bench_postprocess.py")
+    )
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    d = bench.make_run_dir(str(tmp_path / "run"), 2500, 5)
+    recs, torn = read_records(os.path.join(d, "records.jsonl"))
+    c = C.load_columns(d)
+    assert torn == 0 and c.n == len(recs) == 2500 and c.torn_lines == 0
+    meta = {"model_id": "m", "date": "d"}
+    assert_same(build_result(recs, meta), build_result(c, meta))
+    assert C._read_frames(os.path.join(d, "records.cols"))[0][-1][0] == os.path.getsize(
+        os.path.join(d, "records.jsonl")
+    )
