@@ -321,18 +321,31 @@ def _itl_ints(flat: np.ndarray, lens: np.ndarray) -> np.ndarray:
     return gaps[mask]
 
 
-def _itl_stats(flat: np.ndarray, lens: np.ndarray, percentiles: Sequence[float]) -> dict[str, float]:
+def _itl_stats(flat: np.ndarray, lens: np.ndarray, percentiles: Sequence[float], block: int = 1 << 20) -> dict[str, float]:
     n_itl = flat.size - lens.size
     if n_itl > ITL_COUNT_THRESHOLD:
-        gaps = np.diff(flat)
-        bounds = np.cumsum(lens)[:-1] - 1
-        gaps[bounds] = 0
-        lo, hi = (int(gaps.min()), int(gaps.max())) if gaps.size else (0, 0)
-        if lo >= 0 and hi < _MAX_COUNT_BINS:
-            counts = np.bincount(gaps)
-            counts[0] -= bounds.size
-            vals = np.flatnonzero(counts)
-            return _stats_from_counts(vals / 1e6 * 1000.0, counts[vals], percentiles)
+        ends = np.cumsum(lens)
+        span = int((flat[ends - 1] - flat[ends - lens]).max())  # no in-record gap is larger (monotone chunks)
+        if span < _MAX_COUNT_BINS:
+            bounds = ends[:-1] - 1  # gap positions that cross a record boundary
+            counts = np.zeros(span + 1, dtype=np.int64)
+            buf = np.empty(min(block, flat.size - 1), dtype=np.int64)
+            try:
+                for s in range(0, flat.size - 1, block):  # blocks: temporaries stay in cache, no 1 GB arrays
+                    e = min(s + block, flat.size - 1)
+                    g = buf[: e - s]
+                    np.subtract(flat[s + 1 : e + 1], flat[s:e], out=g, casting="unsafe")
+                    g[bounds[np.searchsorted(bounds, s) : np.searchsorted(bounds, e)] - s] = 0
+                    part = np.bincount(g, minlength=counts.size)
+                    if part.size > counts.size:
+                        raise ValueError("gap larger than the record span")
+                    counts += part
+            except ValueError:  # a negative gap (non-monotone chunk times): sort instead
+                pass
+            else:
+                counts[0] -= bounds.size
+                vals = np.flatnonzero(counts)
+                return _stats_from_counts(vals / 1e6 * 1000.0, counts[vals], percentiles)
     return M.stats_ms(_itl_ints(flat, lens) / 1e6, percentiles)
 
 
@@ -417,7 +430,7 @@ def _peak_concurrency(c: Columns, sent: np.ndarray) -> int:
     return int(np.cumsum(deltas[order]).max())
 
 
-def _peak_tokens(c: Columns, ok: np.ndarray, block: int = 1 << 15) -> float:
+def _peak_tokens(c: Columns, ok: np.ndarray, block: int = 1 << 13) -> float:
     if not ok.size:
         return 0.0
     ts = c.a["t_start"][ok]
@@ -432,7 +445,9 @@ def _peak_tokens(c: Columns, ok: np.ndarray, block: int = 1 << 15) -> float:
         b1 = min(b0 + block, ok.size)
         lo, hi = int(ends[b0] - lens[b0]), int(ends[b1 - 1])
         bl = lens[b0:b1]
-        buckets = (np.repeat(base[b0:b1], bl) + flat[lo:hi] / 1e6).astype(np.int64)
+        x = np.repeat(base[b0:b1], bl)
+        x += flat[lo:hi] / 1e6  # the same float operations as metrics.peak_output_tokens_per_s
+        buckets = x.astype(np.int64)
         part: Any = np.bincount(buckets, weights=np.repeat(w[b0:b1], bl))
         if part.size > total.size:
             part[: total.size] += total

@@ -241,3 +241,14 @@ def test_benchmark_columns_match_its_jsonl(tmp_path: Any) -> None:
     assert C._read_frames(os.path.join(d, "records.cols"))[0][-1][0] == os.path.getsize(
         os.path.join(d, "records.jsonl")
     )
+
+
+@pytest.mark.parametrize("block", [1, 7, 1000])
+def test_itl_counts_blocks(monkeypatch: pytest.MonkeyPatch, block: int) -> None:
+    recs = [r for r in _rand_records(300, 12) if r.error is None and r.chunk_times_us]
+    c = C.columns_from_records(recs)
+    ok = C._ok(c, C._all(c))
+    flat, lens = C._ok_flat(c, ok)
+    ref = M.stats_ms(M.metric_arrays(recs)["itl"], (50, 90, 99.9))
+    monkeypatch.setattr(C, "ITL_COUNT_THRESHOLD", 0)
+    assert_same(ref, C._itl_stats(flat, lens, (50, 90, 99.9), block=block))
