@@ -252,3 +252,26 @@ def test_itl_counts_blocks(monkeypatch: pytest.MonkeyPatch, block: int) -> None:
     ref = M.stats_ms(M.metric_arrays(recs)["itl"], (50, 90, 99.9))
     monkeypatch.setattr(C, "ITL_COUNT_THRESHOLD", 0)
     assert_same(ref, C._itl_stats(flat, lens, (50, 90, 99.9), block=block))
+
+
+def test_end_to_end_run_result_equals_jsonl_recomputation(tmp_path: Any) -> None:
+    """`vllm-locust run` (2 workers, open loop, SLOs) against the simulator: result.json (from records.cols)
+    equals build_result recomputed from records.jsonl."""
+    from orchestration.sim.launch import start_simulator
+    from tests.integration.core.helpers import cli
+
+    with start_simulator(["--fixed", "--ttft-ms", "10", "--itl-ms", "2"]) as sim:
+        r = cli(["--host", sim.url, "--request-rate", "60", "--num-prompts", "120", "--workers", "2",
+                 "--output-len", "12", "--ignore-eos", "--seed", "3", "--goodput", "ttft:50 e2el:200"],
+                str(tmp_path), timeout=150)  # fmt: skip
+    assert r.rc == 0, r.logs()[-3000:]
+    assert os.path.getsize(os.path.join(r.run_dir, "records.cols")) > 0
+    written = r.result
+    recs, torn = read_records(os.path.join(r.run_dir, "records.jsonl"))
+    assert torn == 0 and len(recs) == 120
+    with open(os.path.join(r.run_dir, "run_meta.json")) as fh:
+        meta = json.load(fh)
+    ref = json.loads(json.dumps(build_result(recs, meta, slo=M.Slo.parse([meta["goodput"]])), default=str))
+    for k in ref:
+        if k not in ("meta", "date"):
+            assert_same(ref[k], written[k], k)
