@@ -86,7 +86,18 @@ class LLMUser(FastHttpUser):
             self.model = o.model or _shared.get("model") or self._resolve_model()
             _shared["model"] = self.model
         self.user_id = id(self) & 0xFFFFFF
+        self._preconnect()
         self.setup_scenario()
+
+    def _preconnect(self) -> None:
+        """Open this user's keep-alive connection now, so no request's TTFT holds a TCP handshake and a
+        name lookup (gevent resolves through a thread pool: 64 users starting together queue there)."""
+        pool = self._http._connection_pool
+        try:
+            sock = pool.get_socket()
+        except Exception:  # noqa: BLE001 - an unreachable server shows up as the first request's failure
+            return
+        pool.return_socket(sock)
 
     def setup_scenario(self) -> None:
         """Scenario hook: prepare prompt sources (runs once per user)."""

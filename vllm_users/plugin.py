@@ -92,7 +92,7 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
     if isinstance(runner, MasterRunner):
         # workers receive these through the spawn message's parsed_options
         o.vllm_worker_count = max(1, runner.worker_count)
-        o.vllm_t0 = time.time() + 0.5
+        o.vllm_t0 = time.time() + 1.0  # room for every worker to receive the spawn message and start its users
         return
     if isinstance(runner, WorkerRunner):
         index, count = runner.worker_index, o.vllm_worker_count or 1
