@@ -8,4 +8,7 @@ VENV="${VENV:-.venv}"
 "$VENV/bin/python" -m pip install -q -e '.[test]'
 "$VENV/bin/ruff" check .
 "$VENV/bin/mypy" vllm_users orchestration
+# the e2e tier (tests/e2e, real vLLM on CPU) runs in the same pytest call; its cached venv + model first
+# (idempotent: ~2-4 min the first time, a second later). VLLM_LOCUST_SKIP_E2E=1 skips both.
+case "${VLLM_LOCUST_SKIP_E2E:-}" in 1|true|yes) ;; *) bash tests/e2e/setup_vllm.sh ;; esac
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests "$@"

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -48,10 +50,25 @@ def run_vllm_locust(
     ok_codes: tuple[int, ...] = OK_CODES,
     timeout: float = 300,
 ) -> RunOutput:
-    """`vllm-locust run --host HOST --workers 2 ... --no-report`; the result JSON and the records."""
-    argv = [sys.executable, "-m", "orchestration.cli", "run", "--host", host, "--workers", "2",
+    """`vllm-locust run --host HOST --workers 2 ... --no-report`; the result JSON and the records.
+    On timeout: SIGINT (the CLI stops its master and workers), then SIGKILL to every PID in pids.json."""
+    if "--workers" not in args:
+        args = ("--workers", "2", *args)
+    argv = [sys.executable, "-m", "orchestration.cli", "run", "--host", host,
             "--output-dir", str(out_dir), "--run-name", name, "--no-report", "--quiet", *args]  # fmt: skip
-    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        stdout, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+        _kill_leftovers(out_dir / name / "pids.json")
+        raise AssertionError(f"vllm-locust run {name} did not finish in {timeout:.0f} s") from None
+    proc = subprocess.CompletedProcess(argv, proc.returncode, stdout, "")
     out = proc.stdout + proc.stderr
     run_dir = out_dir / name
     assert proc.returncode in ok_codes, f"exit {proc.returncode}\n{out[-4000:]}"
@@ -62,6 +79,26 @@ def run_vllm_locust(
     records, bad = read_records(str(run_dir / "records.jsonl"))
     assert bad == 0
     return RunOutput(proc.returncode, result, records, run_dir, out)
+
+
+def _kill_leftovers(pids_file: Path) -> None:
+    try:
+        doc = json.loads(pids_file.read_text())
+    except (OSError, ValueError):
+        return
+    pids = [v for v in (doc.values() if isinstance(doc, dict) else doc) if isinstance(v, int)]
+    pids += [
+        p
+        for v in (doc.values() if isinstance(doc, dict) else [])
+        if isinstance(v, list)
+        for p in v
+        if isinstance(p, int)
+    ]
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def assert_monotonic(records: list[RequestRecord]) -> None:
