@@ -51,6 +51,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
         _MasterPlugin(environment)
     if isinstance(runner, WorkerRunner):
         runner.register_message("vllm_stop", _worker_stop_handler, concurrent=True)
+        runner.register_message("vllm_grant", _worker_grant_handler)
         gevent.spawn(_master_watchdog, environment)
 
 
@@ -77,6 +78,12 @@ def _master_watchdog(environment: Environment) -> None:
             assert runner is not None
             runner.greenlet.kill(block=False)
             return
+
+
+def _worker_grant_handler(environment: Environment, msg: Any) -> None:
+    ctx = getattr(environment, "vllm_ctx", None)
+    if ctx is not None:
+        ctx.on_grant(int(msg.data["start"]), int(msg.data["count"]))
 
 
 def _worker_stop_handler(environment: Environment, msg: Any) -> None:
@@ -109,6 +116,7 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
             plugin.handle(kind, data, "local")
 
     ctx = WorkerContext(o, index, count, send)
+    ctx.users = lambda: max(1, environment.runner.user_count if environment.runner else 1)
     environment.vllm_ctx = ctx  # type: ignore[attr-defined]
     ctx.start()
 
@@ -139,6 +147,9 @@ class _MasterPlugin:
         if isinstance(runner, MasterRunner):
             runner.register_message("vllm_batch", lambda environment, msg: self.handle("vllm_batch", msg.data, msg.node_id))
             runner.register_message("vllm_done", lambda environment, msg: self.handle("vllm_done", msg.data, msg.node_id))
+            runner.register_message("vllm_need", lambda environment, msg: self.handle("vllm_need", msg.data, msg.node_id))
+        self.next_index = 0
+        self.granted: dict[str, int] = {}
         env.events.test_start.add_listener(self._start)
         env.events.test_stopping.add_listener(lambda **_: self.drain())
         env.events.quitting.add_listener(self._quitting)
@@ -158,13 +169,41 @@ class _MasterPlugin:
         if kind == "vllm_batch":
             self.collector.on_batch(data, client_id)
             self.live_hists.merge_encoded(data["hists"])
+        elif kind == "vllm_need":
+            self._grant(data, client_id)
         elif kind == "vllm_done":
             self.collector.on_done(data["worker"])
             if self._all_done():
                 gevent.spawn(self._finish_run)
 
+    def _grant(self, data: dict[str, Any], client_id: str) -> None:
+        """Hand out the next tickets of the run's request budget (closed loop with --num-prompts)."""
+        o = self.env.parsed_options
+        budget = int(getattr(o, "num_prompts", 0) or 0)
+        start = self.next_index
+        count = max(0, min(int(data.get("n", 1)), budget - start))
+        self.next_index += count
+        self.granted[data["worker"]] = self.granted.get(data["worker"], 0) + count
+        runner = self.env.runner
+        if isinstance(runner, MasterRunner):
+            runner.send_message("vllm_grant", {"start": start, "count": count}, client_id=client_id)
+        else:
+            ctx = getattr(self.env, "vllm_ctx", None)
+            if ctx is not None:
+                ctx.on_grant(start, count)
+
     def _all_done(self) -> bool:
         assert self.collector is not None
+        o = self.env.parsed_options
+        budget = int(getattr(o, "num_prompts", 0) or 0)
+        if budget and not open_loop(o):
+            # closed loop: every ticket handed out, and each worker that got some has finished them
+            workers = self.collector.workers
+            return self.next_index >= budget and all(
+                (workers.get(w) is not None and (workers[w].done or workers[w].lost_at is not None))
+                for w, n in self.granted.items()
+                if n
+            )
         runner = self.env.runner
         expected = runner.worker_count if isinstance(runner, MasterRunner) else 1
         done = sum(1 for w in self.collector.workers.values() if w.done and w.lost_at is None)

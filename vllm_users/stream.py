@@ -8,25 +8,16 @@ event when the scenario needs text or tool calls).
 from __future__ import annotations
 
 import json
-import os
-import socket
-import struct
-import sys
 from dataclasses import dataclass, field
-from time import perf_counter, time
+from time import perf_counter
 from typing import Any
 
 import gevent
 from geventhttpclient.client import HTTPClient
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
-_BLOCK = 65536
-# Linux kernel receive timestamps (SO_TIMESTAMPNS): the time a segment reached the socket, not the time this
-# greenlet got to run. With many streams per worker the difference is the client's own queueing delay.
-_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else 0)
-KERNEL_TIMESTAMPS = bool(_SO_TIMESTAMPNS) and os.environ.get("VLLM_LOCUST_KERNEL_TIMESTAMPS", "1") != "0"
-_ANC = socket.CMSG_SPACE(16) if KERNEL_TIMESTAMPS else 0
-_TS = struct.Struct("qq")
+from vllm_users.wire import BLOCK, StampedResponse, post
+
 _DONE = b"[DONE]"
 _CONTENT_KEYS = (b'"content":', b'"reasoning_content":', b'"reasoning":')
 
@@ -222,12 +213,11 @@ def send_and_read(
 ) -> StreamResult:
     """POST `body` and read the answer; never raises for server or network faults (they become errors)."""
     resp = None
-    t0 = perf_counter()
-    res = StreamResult(t0=t0)
+    res = StreamResult(t0=perf_counter())
     events = _Events(res, completions, want_text)
     try:
-        resp = client.request("POST", path, body=body, headers=headers)
-        now = perf_counter()
+        res.t0, resp = post(client, path, body, headers)
+        now = resp.stamp
         res.status = resp.status_code
         if res.status != 200:
             res.error = "http"
@@ -275,18 +265,10 @@ def send_and_read(
     return res
 
 
-def _read_stream(resp: Any, events: _Events, now: float) -> None:
+def _read_stream(resp: StampedResponse, events: _Events, now: float) -> None:
     buf: bytearray = resp._body_buffer
     recv_into_parser = resp.feed
-    sock = resp._sock
-    kernel = KERNEL_TIMESTAMPS and sock is not None
-    if kernel:
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-        except OSError:
-            kernel = False
-    # one realtime<->perf_counter offset per request: kernel stamps are CLOCK_REALTIME
-    wall_minus_perf = time() - perf_counter()
+    recv = resp.recv_stamped
     while True:
         if buf:
             data = bytes(buf)
@@ -297,17 +279,9 @@ def _read_stream(resp: Any, events: _Events, now: float) -> None:
         sock = resp._sock
         if sock is None:
             raise HTTPConnectionClosed("connection closed")
-        if kernel:
-            chunk, anc, _flags, _addr = sock.recvmsg(_BLOCK, _ANC)
-            now = perf_counter()
-            if anc:
-                sec, nsec = _TS.unpack_from(anc[0][2])
-                stamped = sec + nsec * 1e-9 - wall_minus_perf
-                if stamped < now:  # never in the future; a clock step makes it fall back to the wake-up time
-                    now = stamped
-        else:
-            chunk = sock.recv(_BLOCK)
-            now = perf_counter()
+        chunk = recv(sock, BLOCK)
+        if resp.stamp > now:  # stamps follow the byte order; guard against a clock step all the same
+            now = resp.stamp
         if not chunk:
             raise HTTPConnectionClosed("connection closed by server before the end of the body")
         recv_into_parser(chunk)

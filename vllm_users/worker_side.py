@@ -58,6 +58,12 @@ class WorkerContext:
         self._reporter: gevent.Greenlet | None = None
         self._next_index = worker_index
         self._budget = options.num_prompts or 0
+        # closed loop with a request budget: tickets come from the master in small grants, so a worker
+        # that starts late, or has fewer users, simply takes fewer (no fixed per-worker share)
+        self._grants: Queue | None = None
+        self._asked_at = 0.0
+        self._exhausted = False
+        self.users: Callable[[], int] = lambda: 1
         self._file = self._open_local_file()
 
     # ----- request budget / schedule -----
@@ -67,6 +73,8 @@ class WorkerContext:
         if open_loop(self.options):
             self._queue = Queue()
             self._dispatcher = gevent.spawn(self._dispatch)
+        elif self._budget:
+            self._grants = Queue()
         self._reporter = gevent.spawn(self._report_loop)
 
     def next_ticket(self) -> Ticket | None:
@@ -84,11 +92,43 @@ class WorkerContext:
                     return None
                 return t
             return None
-        if self._budget and self._next_index >= self._budget:
-            return None
+        if self._grants is not None:
+            return self._granted_ticket(self._grants)
         t = Ticket(self._next_index)
         self._next_index += self.count
         return t
+
+    def _granted_ticket(self, grants: Queue) -> Ticket | None:
+        while not self.stopping:
+            if grants.qsize() <= self.users() and not self._exhausted:
+                self._ask()
+            try:
+                t = grants.get(timeout=0.5)
+            except Empty:
+                continue
+            if t is None:
+                grants.put(None)  # every other user sees the end too
+                return None
+            return t
+        return None
+
+    def _ask(self) -> None:
+        now = time.time()
+        if now - self._asked_at < 2.0:  # one request in flight; re-ask if a grant never came
+            return
+        self._asked_at = now
+        self.send("vllm_need", {"worker": self.name, "n": max(1, self.users())})
+
+    def on_grant(self, start: int, count: int) -> None:
+        """The master granted tickets [start, start+count); count 0 means the budget is used up."""
+        assert self._grants is not None
+        self._asked_at = 0.0
+        if count <= 0:
+            self._exhausted = True
+            self._grants.put(None)
+            return
+        for i in range(start, start + count):
+            self._grants.put(Ticket(i))
 
     def _dispatch(self) -> None:
         o = self.options
@@ -184,7 +224,7 @@ class WorkerContext:
             return False
         if self._queue is not None:
             return self._dispatcher is not None and self._dispatcher.dead and self._queue.qsize() <= 1
-        return bool(self._budget) and self._next_index >= self._budget
+        return self._grants is not None and self._exhausted and self._grants.qsize() <= 1
 
     # ----- stop -----
     def drain(self, timeout: float) -> None:

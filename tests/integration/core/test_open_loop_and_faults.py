@@ -114,3 +114,16 @@ def test_sigint_mid_run_writes_results_and_accounts_for_every_request(tmp_path) 
     assert res["interrupted"] > 0  # 2 s streams cut by a 0.5 s stop timeout
     assert res["completed"] + res["failed"] + res["interrupted"] == served - 1
     assert "Traceback" not in out + err
+
+
+@pytest.mark.timeout(120)
+def test_closed_loop_budget_with_fewer_users_than_workers(tmp_path) -> None:
+    # tickets come from the master on demand: a worker without users must not hold back a share
+    with start_simulator(["--fixed", "--ttft-ms", "5", "--itl-ms", "2"]) as sim:
+        r = cli(["--host", sim.url, "--users", "1", "--workers", "2", "--num-prompts", "16", "--output-len", "8"],
+                str(tmp_path), timeout=100)  # fmt: skip
+        served = _served(sim.url)
+    assert r.rc == 0, r.logs()[-2000:]
+    assert r.result["completed"] == 16
+    assert served - r.preflight_requests() == 16
+    assert sorted(rec["seq"] for rec in r.records()) == list(range(1, 17))

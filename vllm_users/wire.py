@@ -1,0 +1,116 @@
+"""The send path and kernel-stamped reads under the stream reader.
+
+One POST goes out in a single `sendall` right after the start timestamp; every read (the headers' included)
+uses `recvmsg` with `SO_TIMESTAMPNS`, so each byte is stamped with when it reached the socket, not when
+this greenlet got round to reading it (docs/metrics.md).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import struct
+import sys
+from time import perf_counter, time
+from typing import Any
+
+import gevent
+from geventhttpclient.client import HTTPClient
+from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError, HTTPSocketPoolResponse
+
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else 0)
+KERNEL_TIMESTAMPS = bool(_SO_TIMESTAMPNS) and os.environ.get("VLLM_LOCUST_KERNEL_TIMESTAMPS", "1") != "0"
+_ANC = socket.CMSG_SPACE(16) if KERNEL_TIMESTAMPS else 0
+_TS = struct.Struct("qq")
+BLOCK = 65536
+
+
+class StampedResponse(HTTPSocketPoolResponse):
+    """A geventhttpclient response whose every recv is stamped (`.stamp`, perf_counter seconds)."""
+
+    def __init__(self, sock: Any, pool: Any, *, wall_minus_perf: float, kernel: bool, **kw: Any) -> None:
+        self.wall_minus_perf = wall_minus_perf  # kernel stamps are CLOCK_REALTIME
+        self.kernel = kernel
+        self.stamp = 0.0
+        super().__init__(sock, pool, **kw)
+
+    def recv_stamped(self, sock: Any, size: int) -> bytes:
+        """Receive and set `.stamp` to the arrival time of what was read (never in the future)."""
+        if self.kernel:
+            data, anc, _flags, _addr = sock.recvmsg(size, _ANC)
+            now = perf_counter()
+            if anc:
+                sec, nsec = _TS.unpack_from(anc[0][2])
+                stamped = sec + nsec * 1e-9 - self.wall_minus_perf
+                if stamped < now:
+                    now = stamped
+        else:
+            data = sock.recv(size)
+            now = perf_counter()
+        self.stamp = now
+        return data
+
+    def _read_headers(self, pre_buffered: bytes = b"") -> None:
+        # geventhttpclient's loop (interim 1xx responses skipped), with stamped reads
+        sock = self._sock
+        assert sock is not None
+        try:
+            start = not pre_buffered
+            if pre_buffered:
+                self.feed(pre_buffered)
+            while not self.headers_complete or self.get_code() < 200:
+                try:
+                    data = self.recv_stamped(sock, self.block_size)
+                    self.feed(data)
+                    if not len(data):
+                        if start:
+                            raise HTTPConnectionClosed("connection closed.")
+                        raise HTTPParseError("connection closed before end of the headers")
+                    start = False
+                except gevent.socket.error as e:
+                    if e.errno == errno.ECONNRESET and start:
+                        raise HTTPConnectionClosed("connection closed.") from e
+                    raise
+            if self.message_complete:
+                self.release()
+        except BaseException:
+            self.release()
+            raise
+
+
+def post(client: HTTPClient, path: str, body: bytes, headers: dict[str, str]) -> tuple[float, StampedResponse]:
+    """Send one POST; returns (start perf_counter, response with headers read).
+
+    A pooled keep-alive connection that the server already closed fails before any byte comes back; that
+    one case is retried once on a fresh connection (the server never saw the request).
+    """
+    head = client._build_request("POST", path, body=body, headers=headers, chunked=False)
+    request = head.encode("latin-1") + body
+    pool = client._connection_pool
+    for attempt in (0, 1):
+        sock = pool.get_socket()
+        kernel = KERNEL_TIMESTAMPS
+        if kernel:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            except OSError:
+                kernel = False
+        wall_minus_perf = time() - perf_counter()
+        t0 = perf_counter()
+        try:
+            sock.sendall(request)
+        except OSError as e:
+            pool.release_socket(sock)
+            if attempt == 0 and e.errno in (errno.ECONNRESET, errno.EPIPE):
+                continue
+            raise
+        try:
+            resp = StampedResponse(sock, pool, wall_minus_perf=wall_minus_perf, kernel=kernel,
+                                   block_size=BLOCK, method="POST", headers_type=client.headers_type)  # fmt: skip
+        except HTTPConnectionClosed:
+            if attempt == 0:
+                continue
+            raise
+        return t0, resp
+    raise HTTPConnectionClosed("connection closed")  # unreachable: the loop returns or raises
