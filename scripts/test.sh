@@ -6,6 +6,14 @@ VENV="${VENV:-.venv}"
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
 "$VENV/bin/python" -m pip install -q -e '.[test]'
+# the report tests render HTML in headless Chromium and PDFs with poppler; without them they skip
+if ! command -v chromium >/dev/null || ! command -v pdftoppm >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    (apt-get install -y -q chromium poppler-utils >/dev/null 2>&1 ||
+      { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium poppler-utils >/dev/null 2>&1; }) ||
+      echo "test.sh: could not install chromium/poppler-utils; browser and PDF checks will be skipped" >&2
+  fi
+fi
 "$VENV/bin/ruff" check .
 "$VENV/bin/mypy" vllm_users orchestration
 # the e2e tier (tests/e2e, real vLLM on CPU) runs in the same pytest call; its cached venv + model first
