@@ -102,8 +102,8 @@ def test_worker_sigkilled_is_reported_and_run_completes(tmp_path) -> None:
 def test_sigint_mid_run_writes_results_and_accounts_for_every_request(tmp_path) -> None:
     with start_simulator(["--fixed", "--ttft-ms", "20", "--itl-ms", "20"]) as sim:
         cmd = [sys.executable, "-m", "orchestration.cli", "run", "--host", sim.url, "--users", "8", "--workers", "2",
-               "--run-time", "60s", "--output-len", "100", "--ignore-eos", "--output-dir", str(tmp_path),
-               "--run-name", "int", "--no-report", "--stop-timeout", "0.5"]  # fmt: skip
+               "--run-time", "60s", "--output-len", "200", "--ignore-eos", "--output-dir", str(tmp_path),
+               "--run-name", "int", "--no-report", "--stop-timeout", "0.3", "--spawn-rate", "4"]  # fmt: skip
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(8)
         p.send_signal(signal.SIGINT)
@@ -111,7 +111,7 @@ def test_sigint_mid_run_writes_results_and_accounts_for_every_request(tmp_path) 
         served = _served(sim.url)
     assert p.returncode == 130, (p.returncode, out[-2000:], err[-2000:])
     res = json.load(open(os.path.join(tmp_path, "int", "result.json")))
-    assert res["interrupted"] > 0  # 2 s streams cut by a 0.5 s stop timeout
+    assert res["interrupted"] > 0  # 4 s streams, started 250 ms apart, cut by a 0.3 s stop timeout
     assert res["completed"] + res["failed"] + res["interrupted"] == served - 1
     assert "Traceback" not in out + err
 
