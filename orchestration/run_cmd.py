@@ -127,7 +127,7 @@ def locust_args(a: argparse.Namespace, host: str, model: str, run_dir: str, locu
     args = [
         "-f", locustfile, "--master", "--master-bind-host", a.master_bind_host, "--master-bind-port", str(port),
         "--expect-workers", str(a.expect_workers or a.workers), "--expect-workers-max-wait", "120", "--host", host,
-        "-u", str(users), "-r", str(a.spawn_rate or users),
+        "-u", str(users), "-r", str(a.spawn_rate or users * 4),  # default: every user within ~0.25 s, like vllm bench
         "--csv", os.path.join(run_dir, "locust"), "--csv-full-history",
         "--html", os.path.join(run_dir, "locust_report.html"),
         "--stop-timeout", f"{int(math.ceil(a.stop_timeout)) + 5}s", "--loglevel", "INFO",
