@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import random
 from collections.abc import Callable
@@ -28,7 +29,7 @@ def load_tokenizer(path: str) -> Callable[[str], int]:
     file = os.path.join(path, "tokenizer.json") if os.path.isdir(path) else path
     tokenizers: Any
     try:
-        import tokenizers
+        tokenizers = importlib.import_module("tokenizers")  # optional extra; a plain import trips mypy without it
     except ImportError:
         tokenizers = None
     if tokenizers is not None and os.path.isfile(file):
