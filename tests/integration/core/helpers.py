@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -50,8 +51,26 @@ def cli(args: list[str], tmp: str, timeout: float = 120, env: dict[str, str] | N
     """`vllm-locust run ARGS --output-dir tmp --run-name name` with a hard timeout."""
     cmd = [*(prefix or []), sys.executable, "-m", "orchestration.cli", "run", *args,
            "--output-dir", tmp, "--run-name", name, "--no-report"]  # fmt: skip
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
-    return CliRun(p.returncode, p.stdout, p.stderr, os.path.join(tmp, name))
+    run_dir = os.path.join(tmp, name)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    except subprocess.TimeoutExpired:
+        _kill_run(run_dir)  # master and workers run in their own sessions: do not leave them behind
+        raise
+    return CliRun(p.returncode, p.stdout, p.stderr, run_dir)
+
+
+def _kill_run(run_dir: str) -> None:
+    try:
+        with open(os.path.join(run_dir, "pids.json")) as fh:
+            pids = json.load(fh)
+    except (OSError, ValueError):
+        return
+    for pid in [pids.get("master"), *pids.get("workers", [])]:
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except (OSError, TypeError, ValueError):
+            pass
 
 
 def cli_bare(args: list[str], timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
