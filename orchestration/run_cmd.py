@@ -19,6 +19,7 @@ from orchestration import presets
 from orchestration.preflight import PreflightError, check_server
 from orchestration.summary import format_summary
 from vllm_users import exit_codes
+from vllm_users.atomic import atomic_json
 from vllm_users.options import API_KEY_ENV
 from vllm_users.scenarios import locustfile_source, parse_mix
 
@@ -335,9 +336,7 @@ def _finish(a: argparse.Namespace, run_dir: str, master_rc: int | None, interrup
             except (OSError, ValueError, KeyError):
                 preflight = 1
             res["missing_vs_server"] = max(0, served - recorded - preflight)  # preflight requests are not load
-            with open(path + ".tmp", "w") as fh:
-                json.dump(res, fh, indent=2)
-            os.replace(path + ".tmp", path)
+            atomic_json(path, res)
     print(format_summary(res, run_dir), flush=True)
     if a.output_file:
         os.makedirs(os.path.dirname(os.path.abspath(a.output_file)), exist_ok=True)

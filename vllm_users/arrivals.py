@@ -56,11 +56,4 @@ def worker_iter(
             yield i, t
 
 
-def worker_share(offsets: np.ndarray, worker_index: int, worker_count: int) -> tuple[np.ndarray, np.ndarray]:
-    """This worker's (global indices, offsets): every worker_count-th arrival, so the total rate holds."""
-    if worker_count < 1 or not 0 <= worker_index < worker_count:
-        raise ValueError(f"bad worker split {worker_index}/{worker_count}")
-    idx = np.arange(worker_index, offsets.size, worker_count)
-    return idx, offsets[idx]
-
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from vllm_users.atomic import atomic_json
 from vllm_users.columns import COLS_FILE, Columns, build_metrics, load_columns
 from vllm_users.metrics import DEFAULT_PERCENTILES, Slo, compute_metrics, per_scenario, ttft_by_turn
 from vllm_users.record import RequestRecord, read_records
@@ -75,8 +75,5 @@ def write_result(results_dir: str, meta: dict[str, Any], extra: dict[str, Any] |
         res.setdefault("warnings", []).append(f"{torn} torn or unparseable record line(s) skipped")
     if extra:
         res.update(extra)
-    tmp = os.path.join(results_dir, RESULT_FILE + ".tmp")
-    with open(tmp, "w") as fh:
-        json.dump(res, fh, indent=2, default=str)
-    os.replace(tmp, os.path.join(results_dir, RESULT_FILE))
+    atomic_json(os.path.join(results_dir, RESULT_FILE), res)
     return res

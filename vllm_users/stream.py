@@ -132,7 +132,7 @@ class _Events:
             res.chunk_times.append(now)
             if self.want_text:
                 self._collect(payload)
-            fr = _finish_reason(payload) if b'"finish_reason":"' in payload else None
+            fr = _finish_reason(payload)  # one search; usually absent
             if fr:
                 res.finish_reason = fr
             if b'"usage":{' in payload:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from orchestration.report.postprocess import ReportError, RunData, load_run, write_json_atomic
 from vllm_users import exit_codes
+from vllm_users.atomic import write_atomic
 from vllm_users.metrics import Slo
 
 FORMATS = ("html", "pdf", "json", "md")
@@ -90,11 +91,7 @@ def generate(run_dirs: Sequence[str], output_dir: str, formats: Sequence[str], *
     return exit_codes.OK
 
 
-def _write_text(path: str, text: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+_write_text = write_atomic
 
 
 def parse_formats(text: str) -> list[str]:

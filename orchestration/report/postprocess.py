@@ -17,6 +17,7 @@ import numpy as np
 
 from orchestration.report.locust_csv import result_from_csv
 from orchestration.server_metrics import summarize_file
+from vllm_users.atomic import atomic_json
 from vllm_users.columns import load_columns, plot_arrays, timeseries_columns
 from vllm_users.metrics import Slo
 from vllm_users.results import COLS_FILE, META_FILE, RECORDS_FILE, RESULT_FILE, build_result
@@ -125,10 +126,7 @@ def load_run(run_dir: str, *, slo: Slo | None = None) -> RunData:
 
 def write_json_atomic(path: str, data: Any) -> None:
     """Write JSON through a temporary file so a reader never sees half a file."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(data, fh, indent=2, default=_json_default)
-    os.replace(tmp, path)
+    atomic_json(path, data, default=_json_default)
 
 
 def _json_default(o: Any) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vllm_users.arrivals import global_schedule, inter_arrivals, worker_share
+from vllm_users.arrivals import global_schedule, inter_arrivals, worker_iter
 from vllm_users.histograms import HistogramSet
 from vllm_users.record import RequestRecord
 
@@ -63,8 +63,9 @@ def test_same_seed_same_schedule_and_split_keeps_total() -> None:
     a = global_schedule(1000, 10.0, 1.0, seed=9)
     b = global_schedule(1000, 10.0, 1.0, seed=9)
     assert np.array_equal(a, b)
-    shares = [worker_share(a, i, 3) for i in range(3)]
-    idx = np.sort(np.concatenate([s[0] for s in shares]))
+    shares = [list(worker_iter(10.0, 1.0, 9, 1000, i, 3)) for i in range(3)]
+    idx = np.sort(np.concatenate([[i for i, _ in s] for s in shares]))
     assert np.array_equal(idx, np.arange(1000))
+    assert all(a[i] == t for s in shares for i, t in s)  # each worker's times are the global schedule's
     with pytest.raises(ValueError):
-        worker_share(a, 3, 3)
+        list(worker_iter(10.0, 1.0, 9, 1000, 3, 3))
