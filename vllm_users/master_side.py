@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_users.atomic import atomic_json
 from vllm_users.columns import COLS_FILE, frame, records_to_frames
 from vllm_users.health import summarize
 from vllm_users.histograms import HistogramSet
@@ -28,6 +28,7 @@ class WorkerState:
     done: bool = False
     final: bool = False
     lost_at: float | None = None
+    stalls_s: list[float] = field(default_factory=list)  # silences long enough to be reported, then survived
     totals: dict[str, int] = field(default_factory=dict)
 
 
@@ -56,7 +57,12 @@ class Collector:
         """Add one worker batch (records as JSON lines, encoded histograms, health samples)."""
         w = self.workers.setdefault(data["worker"], WorkerState(data["worker"]))
         w.client_id = client_id or w.client_id
-        w.last_batch = time.time()
+        now = time.time()
+        if w.lost_at is not None:  # it was only silent (a stalled process), and nothing it measured is lost
+            log.warning("worker %s is back after %.1f s of silence", w.name, now - w.last_batch)
+            w.stalls_s.append(round(now - w.last_batch, 3))
+            w.lost_at = None
+        w.last_batch = now
         w.totals = data.get("totals", w.totals)
         if data["n"]:
             self._fh.write(data["records"] + "\n")
@@ -146,19 +152,10 @@ class Collector:
                 for w in lost
             ],
             "complete": not lost,
+            "worker_stalls_s": {w.name: w.stalls_s for w in self.workers.values() if w.stalls_s},
         }
 
     def write_side_files(self) -> None:
         """Merged histograms and client health, beside the records."""
-        _atomic_json(os.path.join(self.results_dir, "histograms.json"), self.hists.encode())
-        _atomic_json(os.path.join(self.results_dir, "client_health.json"), summarize(self.health))
-
-
-def _atomic_json(path: str, obj: Any) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(obj, fh, indent=1, default=str)
-    os.replace(tmp, path)
-
-
-atomic_json = _atomic_json
+        atomic_json(os.path.join(self.results_dir, "histograms.json"), self.hists.encode())
+        atomic_json(os.path.join(self.results_dir, "client_health.json"), summarize(self.health))

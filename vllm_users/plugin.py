@@ -16,8 +16,9 @@ from locust.env import Environment
 from locust.runners import STATE_MISSING, LocalRunner, MasterRunner, WorkerRunner
 
 from vllm_users import exit_codes
-from vllm_users.histograms import HistogramSet
-from vllm_users.master_side import Collector, atomic_json
+from vllm_users.atomic import atomic_json
+from vllm_users.health import summarize
+from vllm_users.master_side import Collector
 from vllm_users.options import add_options, open_loop
 from vllm_users.results import META_FILE, write_result
 from vllm_users.worker_side import WorkerContext
@@ -55,7 +56,8 @@ def _on_init(environment: Environment, **_: Any) -> None:
         gevent.spawn(_master_watchdog, environment)
 
 
-SILENT_WORKER_S = 3.5  # a worker that sent no batch for this long is reported lost
+SILENT_WORKER_S = 3.5  # a worker that sent no batch for this long is reported lost (until it sends again)
+ABANDON_RUN_S = 10.0  # every worker silent this long: the run is stopped (a stall shorter than this is survived)
 MASTER_SILENCE_S = float(os.environ.get("VLLM_LOCUST_MASTER_TIMEOUT", "10"))
 
 
@@ -142,12 +144,12 @@ class _MasterPlugin:
         self.drained = False
         self.written = False
         self.exit_code = EXIT_OK
-        self.live_hists = HistogramSet()
         runner = env.runner
         if isinstance(runner, MasterRunner):
-            runner.register_message("vllm_batch", lambda environment, msg: self.handle("vllm_batch", msg.data, msg.node_id))
-            runner.register_message("vllm_done", lambda environment, msg: self.handle("vllm_done", msg.data, msg.node_id))
-            runner.register_message("vllm_need", lambda environment, msg: self.handle("vllm_need", msg.data, msg.node_id))
+            for kind in ("vllm_batch", "vllm_done", "vllm_need"):
+                runner.register_message(
+                    kind, lambda environment, msg, kind=kind: self.handle(kind, msg.data, msg.node_id)
+                )
         self.next_index = 0
         self.granted: dict[str, int] = {}
         env.events.test_start.add_listener(self._start)
@@ -168,7 +170,6 @@ class _MasterPlugin:
         assert self.collector is not None
         if kind == "vllm_batch":
             self.collector.on_batch(data, client_id)
-            self.live_hists.merge_encoded(data["hists"])
         elif kind == "vllm_need":
             self._grant(data, client_id)
         elif kind == "vllm_done":
@@ -236,8 +237,8 @@ class _MasterPlugin:
                 silent = now - w.last_batch > SILENT_WORKER_S  # batches are due every second
                 if w.lost_at is None and not w.final and (node is None or node.state == STATE_MISSING or silent):
                     self.collector.mark_lost(w.client_id or "", now)
-                    self.exit_code = max(self.exit_code, EXIT_DATA_LOSS)
-            if self.collector.workers and not self.collector.live() and not self.drained and not self._all_done():
+            gone = all(now - w.last_batch > ABANDON_RUN_S for w in self.collector.workers.values() if not w.final)
+            if self.collector.workers and not self.collector.live() and gone and not self.drained and not self._all_done():
                 log.error("vllm-locust: no live worker left; stopping the run")
                 gevent.spawn(self._finish_run)
                 return
@@ -245,7 +246,7 @@ class _MasterPlugin:
     def _write_progress(self) -> None:
         assert self.collector is not None
         p = self.collector.progress()
-        summary = self.live_hists.summary_ms((50, 99))
+        summary = self.collector.hists.summary_ms((50, 99))
         for k, row in summary.items():
             scen, _, metric = k.rpartition("|")
             if metric in ("ttft", "tpot"):
@@ -289,8 +290,6 @@ class _MasterPlugin:
         o = self.env.parsed_options
         meta = run_meta(o, self.env, self.t_start)
         atomic_json(os.path.join(self.results_dir, META_FILE), meta)
-        from vllm_users.health import summarize
-
         health = summarize(c.health)
         loss = c.loss_report()
         res = write_result(self.results_dir, meta, {"client_health": health, "data_loss": loss, "client_bound": health["client_bound"]})

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +59,20 @@ def cli(args: list[str], tmp: str, timeout: float = 120, env: dict[str, str] | N
         _kill_run(run_dir)  # master and workers run in their own sessions: do not leave them behind
         raise
     return CliRun(p.returncode, p.stdout, p.stderr, run_dir)
+
+
+def wait_streaming(run_dir: str, ok: int = 10, timeout: float = 90) -> None:
+    """Block until the run's progress file shows `ok` successful requests (a loaded machine starts slowly)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with open(os.path.join(run_dir, "progress.json")) as fh:
+                if json.load(fh)["ok"] >= ok:
+                    return
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"{run_dir}: no {ok} successful requests within {timeout} s")
 
 
 def _kill_run(run_dir: str) -> None:

@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 
 from orchestration.sim.launch import start_simulator
-from tests.integration.core.helpers import cli
+from tests.integration.core.helpers import cli, wait_streaming
 
 
 def _served(url: str) -> int:
@@ -105,7 +105,8 @@ def test_sigint_mid_run_writes_results_and_accounts_for_every_request(tmp_path) 
                "--run-time", "60s", "--output-len", "200", "--ignore-eos", "--output-dir", str(tmp_path),
                "--run-name", "int", "--no-report", "--stop-timeout", "0.3", "--spawn-rate", "4"]  # fmt: skip
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(8)
+        wait_streaming(os.path.join(tmp_path, "int"), ok=8)
+        time.sleep(1)
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=120)
         served = _served(sim.url)

@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 
 from orchestration.sim.launch import start_simulator
-from tests.integration.core.helpers import cli
+from tests.integration.core.helpers import cli, wait_streaming
 
 pytestmark = pytest.mark.timeout(200)
 
@@ -25,8 +25,9 @@ def _control(url: str, body: dict) -> None:
     urllib.request.urlopen(req, timeout=5).read()
 
 
-def _later(delay: float, fn, *args) -> threading.Thread:
-    t = threading.Thread(target=lambda: (time.sleep(delay), fn(*args)), daemon=True)
+def _once_streaming(run_dir: str, delay: float, fn, *args) -> threading.Thread:
+    """Call fn(*args) `delay` seconds after the run has started streaming (not after a fixed time)."""
+    t = threading.Thread(target=lambda: (wait_streaming(run_dir), time.sleep(delay), fn(*args)), daemon=True)
     t.start()
     return t
 
@@ -102,8 +103,8 @@ def test_server_down_for_two_seconds_then_back(tmp_path) -> None:
             t_down["at"] = time.time()
             _control(sim.url, {"down_for_s": 2})
 
-        _later(4.0, down)
-        r = cli(["--host", sim.url, "--request-rate", "20", "--run-time", "9s", "--workers", "1", "--output-len", "8",
+        _once_streaming(str(tmp_path / "run"), 2.0, down)
+        r = cli(["--host", sim.url, "--request-rate", "20", "--run-time", "11s", "--workers", "1", "--output-len", "8",
                  "--ignore-eos", "--seed", "2", "--stop-timeout", "5"], str(tmp_path))  # fmt: skip
     res = r.result
     arr = res["arrivals"]
@@ -119,7 +120,7 @@ def test_server_down_for_two_seconds_then_back(tmp_path) -> None:
 
 def test_stall_shows_in_latency_from_intended_start_only(tmp_path) -> None:
     with start_simulator(["--fixed", "--ttft-ms", "10", "--itl-ms", "5", "--enable-control"]) as sim:
-        _later(4.0, _control, sim.url, {"stall_for_s": 2})
+        _once_streaming(str(tmp_path / "run"), 1.0, _control, sim.url, {"stall_for_s": 2})
         r = cli(["--host", sim.url, "--request-rate", "20", "--max-concurrency", "4", "--run-time", "7s",
                  "--workers", "1", "--output-len", "8", "--ignore-eos", "--seed", "4", "--stop-timeout", "10"],
                 str(tmp_path), timeout=150)  # fmt: skip
