@@ -15,7 +15,7 @@ from typing import Any
 from vllm_users import plugin
 from vllm_users.base import LLMUser, RequestSpec
 from vllm_users.prefixes import SharedPrefixes, from_options
-from vllm_users.prompts import random_words, sample_len
+from vllm_users.prompts import sample_len
 from vllm_users.record import RequestRecord
 from vllm_users.stream import StreamResult
 from vllm_users.worker_side import Ticket
@@ -58,7 +58,7 @@ class MultiTurnUser(LLMUser):
             return text, len(text.split())
         rng = random.Random(f"turn:{o.seed}:{self.key}:{self.turn}")
         n = sample_len(o.input_len, o.range_ratio, rng)
-        return random_words(self.lm.words_for(n, chat=False), rng), n
+        return self.lm.text(n, rng), n
 
     def build_request(self, ticket: Ticket) -> RequestSpec:
         """The next turn of this user's conversation (a new conversation after --num-turns turns)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from vllm_users.prompts import LengthModel, random_words
+from vllm_users.prompts import LengthModel
 
 _PHI = 0.6180339887498949  # low-discrepancy sequence: any run of keys gets close to the asked fraction
 
@@ -18,7 +18,7 @@ class SharedPrefixes:
         self.cache_rate = cache_rate
         self.num_prefixes = max(1, num_prefixes)
         self.seed = seed
-        self.words = (lengths or LengthModel()).words_for(prefix_len, chat=False) if prefix_len > 0 else 0
+        self.lengths = lengths or LengthModel()
         self._shared: dict[int, str] = {}
 
     @property
@@ -42,9 +42,9 @@ class SharedPrefixes:
             k = self.shared_index(key)
             if k not in self._shared:
                 rng = random.Random(f"prefix-shared:{self.seed}:{k}")
-                self._shared[k] = random_words(self.words, rng)
+                self._shared[k] = self.lengths.text(self.prefix_len, rng)
             return self._shared[k]
-        return random_words(self.words, random.Random(f"prefix-unique:{self.seed}:{key}"))
+        return self.lengths.text(self.prefix_len, random.Random(f"prefix-unique:{self.seed}:{key}"))
 
 
 def from_options(o: object, lengths: LengthModel | None) -> SharedPrefixes:

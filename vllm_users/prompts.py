@@ -48,35 +48,101 @@ def random_words(n: int, rng: random.Random) -> str:
     return " ".join(rng.choices(VOCAB, k=n))
 
 
-class LengthModel:
-    """Maps a wanted token count to a word count: tokens = overhead + ratio * words.
+# Words that are one token after a space in every BPE/SentencePiece vocabulary we know; they finish a prompt at
+# the exact count when the random words overshoot.
+_COMMON = (
+    "a I the of to and in is it you that he was for on are as with they at be this have from or one had by"
+    " but not what all were we when your can said there an each which she do how if will up other about out"
+    " many then them these so some her would make like him into time has look two more go see no way could"
+).split()
+_CALIBRATION_WORDS = tuple(VOCAB[::48]) + tuple(_COMMON)
+_FIRST_WORDS = tuple(_COMMON[:8])
 
-    Calibrated against the server's /tokenize when it has one (the simulator does, vLLM does);
-    otherwise one word = one token and the result shows requested versus actual prompt tokens.
+
+class LengthModel:
+    """Turns a wanted token count into prompt text. `--input-len` counts the prompt text's tokens, as
+    `vllm bench serve`, GuideLLM and AIPerf do; a chat template adds its own tokens on the server.
+
+    Calibrated once against the server's /tokenize (vLLM and the simulator have one): each calibration
+    word's token count, alone (`first`) and after a space (`after_space`). Pre-tokenizers split at spaces,
+    so a text's count is the sum over its words; that is checked on sample texts, and when it holds prompts
+    come out at the exact count. Otherwise (or without /tokenize) a words-to-tokens ratio is used, and the
+    result shows requested versus actual prompt tokens.
     """
 
-    def __init__(self, chat_overhead: int = 0, tokens_per_word: float = 1.0, exact: bool = False) -> None:
-        self.chat_overhead = chat_overhead
+    def __init__(
+        self,
+        tokens_per_word: float = 1.0,
+        first: dict[str, int] | None = None,
+        after_space: dict[str, int] | None = None,
+    ) -> None:
         self.tokens_per_word = tokens_per_word
-        self.exact = exact
+        self.first = first or {}
+        self.after_space = after_space or {}
+        self._words = sorted(self.after_space, key=lambda w: (self.after_space[w], w))
+        self._ones = [w for w in self._words if self.after_space[w] == 1]
 
-    def words_for(self, tokens: int, chat: bool) -> int:
-        """Words of random text that give about `tokens` prompt tokens."""
-        body = tokens - (self.chat_overhead if chat else 0)
-        return max(1, round(body / self.tokens_per_word))
+    @property
+    def exact(self) -> bool:
+        """Whether text() hits token counts exactly (a word table with one-token words)."""
+        return bool(self.first) and bool(self._ones)
+
+    def words_for(self, tokens: int) -> int:
+        """Words of random text that give about `tokens` tokens (the ratio model)."""
+        return max(1, round(tokens / self.tokens_per_word))
+
+    def text(self, tokens: int, rng: random.Random) -> str:
+        """Random text of exactly `tokens` tokens when calibrated exactly (and `tokens` is at least the
+        shortest first word), else of about that many."""
+        if not self.exact:
+            return random_words(self.words_for(tokens), rng)
+        firsts = [w for w, n in self.first.items() if n <= tokens] or [
+            min(self.first, key=self.first.__getitem__)
+        ]
+        out = [rng.choice(sorted(firsts))]
+        left = tokens - self.first[out[0]]
+        while left > 0:
+            # random words while they fit; the common one-token words close the gap
+            w = rng.choice(self._words)
+            if self.after_space[w] > left:
+                w = rng.choice(self._ones)
+            out.append(w)
+            left -= self.after_space[w]
+        return " ".join(out)
 
     @classmethod
     def calibrate(cls, tokenize: Callable[[dict[str, Any]], int | None], model: str) -> LengthModel:
         """Ask /tokenize (via `tokenize(body) -> count`) how the server counts our words."""
+
+        def count(text: str) -> int | None:
+            return tokenize({"model": model, "prompt": text, "add_special_tokens": False})
+
         rng = random.Random(7)
-        text = random_words(400, rng)
-        plain = tokenize({"model": model, "prompt": text, "add_special_tokens": False})
+        sample = random_words(400, rng)
+        plain = count(sample)
         if not plain:
             return cls()
         ratio = plain / 400
-        chat = tokenize({"model": model, "messages": [{"role": "user", "content": text}]})
-        overhead = round(chat - plain) if chat else 0
-        return cls(chat_overhead=max(0, overhead), tokens_per_word=ratio, exact=abs(ratio - 1.0) < 1e-9)
+        anchor = count(_FIRST_WORDS[0])
+        first: dict[str, int] = {}
+        after: dict[str, int] = {}
+        for w in _CALIBRATION_WORDS:
+            n = count(f"{_FIRST_WORDS[0]} {w}")
+            if anchor is None or n is None or n <= anchor:
+                return cls(tokens_per_word=ratio)
+            after[w] = n - anchor
+        for w in _FIRST_WORDS:
+            n = count(w)
+            if n is None or n < 1:
+                return cls(tokens_per_word=ratio)
+            first[w] = n
+        model_ = cls(tokens_per_word=ratio, first=first, after_space=after)
+        shortest = min(first.values())  # below it no text is exact (a 1-token prompt, say): not checked
+        for k in (shortest, shortest + 16, shortest + 99):  # is a text's count the sum of its words' counts?
+            text = model_.text(k, random.Random(k))
+            if count(text) != k:
+                return cls(tokens_per_word=ratio)
+        return model_
 
 
 class RandomPrompts:
@@ -100,7 +166,7 @@ class RandomPrompts:
         rng = random.Random(self.seed * 1_000_003 + index)
         n_in = sample_len(self.input_len, self.range_ratio, rng)
         n_out = sample_len(self.output_len, self.range_ratio, rng)
-        text = random_words(self.lengths.words_for(n_in, self.chat), rng)
+        text = self.lengths.text(n_in, rng)
         if self.chat:
             return Prompt([{"role": "user", "content": text}], None, n_in, n_out)
         return Prompt(None, text, n_in, n_out)

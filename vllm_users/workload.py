@@ -80,12 +80,11 @@ class ExactPrompts(RandomPrompts):
         return text
 
     def get(self, index: int) -> Prompt:
-        """Prompt `index` with an exact token count (chat: minus the template overhead of the length model)."""
+        """Prompt `index` whose text has an exact token count (a chat template adds its own on top)."""
         rng = random.Random(self.seed * 1_000_003 + index)
         n_in = sample_len(self.input_len, self.range_ratio, rng)
         n_out = sample_len(self.output_len, self.range_ratio, rng)
-        body = max(1, n_in - (self.lengths.chat_overhead if self.chat else 0))
-        text = self.fit(body, rng)
+        text = self.fit(n_in, rng)
         if self.chat:
             return Prompt([{"role": "user", "content": text}], None, n_in, n_out)
         return Prompt(None, text, n_in, n_out)

@@ -11,12 +11,13 @@ spawns them, so a worker that starts late (by ~1 s here) stretches the run's dur
 The box is shared and noisy: the tools run back to back, in both orders, each with its own seed (same
 prompts twice would hit the prefix cache). Completed counts and output tokens must match in every run.
 
-The issue's tolerances (throughput 5 %, median TTFT and TPOT 10 %) need a machine where the load generator
-does not take CPU from the server: on 2 cores, vLLM for CPU and the client share both, so each tool's own CPU
-use changes the server's speed (measured: ±6-25 % between rounds, either sign). There they are asserted when
-`VLLM_LOCUST_STRICT_AGREEMENT=1` (a machine with >= 4 cores); otherwise the median over the rounds must be
-within a coarse bound (LOOSE) that still catches a gross error (a factor, a wrong definition), and every
-figure is recorded in benchmarks/results/agreement_vllm_bench.json and docs/agreement.md.
+The issue's tolerances (throughput 5 %, median TTFT and TPOT 10 %) are asserted by the paired run
+(test_agreement_paired.py: both tools at once, so the server's drift cancels). Here, back to back, the server's
+own speed drifts between runs by more than that (measured with vLLM pinned to its own core: ±8-14 % between
+5 runs of the same tool), so they are asserted only when `VLLM_LOCUST_STRICT_AGREEMENT=1` (a quiet machine
+with spare cores); otherwise the median over the rounds must be within a coarse bound (LOOSE) that still
+catches a gross error (a factor, a wrong definition), and every figure is recorded in
+benchmarks/results/agreement_vllm_bench.json and docs/agreement.md.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.test_scenarios_real_vllm import assert_monotonic, run_vllm_locust
+from tests.e2e.vllm_env import client_preexec
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 C, N, IN, OUT = 8, 64, 128, 128
@@ -52,7 +54,9 @@ def run_bench(env, server, out_dir: Path, seed: int) -> dict[str, Any]:
         "--seed", str(seed), "--disable-tqdm", "--save-result", "--result-dir", str(out_dir),
         "--result-filename", name,
     ]  # fmt: skip
-    proc = subprocess.run(argv, env=env.bench_env(), capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        argv, env=env.bench_env(), capture_output=True, text=True, timeout=600, preexec_fn=client_preexec()
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     return json.loads((out_dir / name).read_text())
 

@@ -24,6 +24,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from tests.e2e.vllm_env import client_preexec
 from vllm_users.record import RequestRecord, read_records
 from vllm_users.scenarios import SCENARIOS
 
@@ -56,7 +57,14 @@ def run_vllm_locust(
         args = ("--workers", "2", *args)
     argv = [sys.executable, "-m", "orchestration.cli", "run", "--host", host,
             "--output-dir", str(out_dir), "--run-name", name, "--no-report", "--quiet", *args]  # fmt: skip
-    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        argv,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=client_preexec(),
+    )
     try:
         stdout, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -53,6 +53,31 @@ class VllmStartError(RuntimeError):
     """The server exited or did not become healthy in time; the message carries the log tail."""
 
 
+def cpu_split() -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(server CPUs, client CPUs): the allowed CPUs cut in two halves so vLLM for CPU and the load
+    generator never take each other's cycles (on 2 cores: vLLM on one, the client on the other).
+    One CPU, or VLLM_LOCUST_E2E_PIN=0: no pinning, both get every CPU."""
+    cpus = tuple(sorted(os.sched_getaffinity(0)))
+    if len(cpus) < 2 or os.environ.get("VLLM_LOCUST_E2E_PIN", "1") == "0":
+        return cpus, cpus
+    half = len(cpus) // 2
+    return cpus[:half], cpus[half:]
+
+
+def pinned_to(cpus: tuple[int, ...]):
+    """A Popen preexec_fn that moves the child (and everything it starts) onto `cpus`."""
+
+    def _pin() -> None:
+        os.sched_setaffinity(0, cpus)
+
+    return _pin
+
+
+def client_preexec():
+    """preexec_fn for every load generator the e2e tests start (ours, vllm bench serve, raw clients)."""
+    return pinned_to(cpu_split()[1])
+
+
 def default_cache_dir() -> Path:
     env = os.environ.get("VLLM_LOCUST_CACHE")
     return Path(env) if env else Path.home() / ".cache" / "vllm-locust"
@@ -196,8 +221,13 @@ def start_vllm_server(
     startup_timeout: float = 360.0,
     wait: bool = True,
     env_overrides: dict[str, str] | None = None,
+    cpus: tuple[int, ...] | None = None,
 ) -> VllmServer:
-    """Start vLLM's OpenAI api_server on the tiny model; by default wait until /health answers."""
+    """Start vLLM's OpenAI api_server on the tiny model; by default wait until /health answers.
+    The server and its engine process run on `cpus` (default: the server half of cpu_split()), with
+    vLLM's OpenMP threads bound to those CPUs."""
+    if cpus is None:
+        cpus = cpu_split()[0]
     if port == 0:
         port = free_port(host)
     log_root = Path(log_dir) if log_dir is not None else Path(tempfile.mkdtemp(prefix="vllm-locust-e2e-"))
@@ -220,6 +250,8 @@ def start_vllm_server(
     ]
     penv = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     penv.update(SERVER_ENV)
+    # explicit binding: "auto" would reserve a core for the scheduler and spread onto the client's core
+    penv["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(map(str, cpus))
     penv.update(env_overrides or {})
     with open(log_path, "wb") as logf:
         logf.write(("$ " + " ".join(argv) + "\n").encode())
@@ -232,6 +264,7 @@ def start_vllm_server(
             env=penv,
             cwd=str(log_root),
             start_new_session=True,
+            preexec_fn=pinned_to(cpus),
         )
     server = VllmServer(proc=proc, host=host, port=port, model_name=model_name, log_path=log_path, argv=argv)
     if wait:

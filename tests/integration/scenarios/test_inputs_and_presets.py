@@ -80,7 +80,10 @@ def test_latency_preset(tmp_path) -> None:
     assert succeeded(r), r.err
     res = r.result
     assert res["max_concurrent_requests"] == 1 and res["total_output_tokens"] == 6 * 16  # ignore_eos: exact
-    assert res["total_input_tokens"] == 6 * 128
+    from orchestration.sim.tokenizer import CHAT_TOKENS_BASE, CHAT_TOKENS_PER_MESSAGE
+
+    # 128 text tokens per prompt (vllm bench serve's definition) plus the simulator's chat template
+    assert res["total_input_tokens"] == 6 * (128 + CHAT_TOKENS_PER_MESSAGE + CHAT_TOKENS_BASE)
 
 
 def test_moe_preset_sweep(tmp_path) -> None:
@@ -100,3 +103,17 @@ def test_moe_preset_sweep(tmp_path) -> None:
         e = s["expert_load"]
         assert e["experts"] == 16 and e["tokens"] > 0 and e["max_over_mean"] >= 1.0 and e["cv"] > 0
     assert "concurrency sweep" in p.stdout
+
+
+def test_input_len_counts_prompt_text_exactly(tmp_path) -> None:
+    """--input-len is the message text's token count (vllm bench serve's definition), calibrated through the
+    simulator's /tokenize: the server counts exactly that plus its chat template, request by request."""
+    from orchestration.sim.tokenizer import CHAT_TOKENS_BASE, CHAT_TOKENS_PER_MESSAGE
+
+    r = vllm_locust(tmp_path, "--scenario", "chat", "--num-prompts", "16", "--users", "2", "--input-len", "60",
+                    "--range-ratio", "0.5", "--output-len", "4", "--seed", "3")  # fmt: skip
+    assert succeeded(r), r.err
+    recs = r.records()
+    assert len(recs) == 16 and len({x["input_len"] for x in recs}) > 4  # lengths vary with --range-ratio
+    template = CHAT_TOKENS_PER_MESSAGE + CHAT_TOKENS_BASE
+    assert all(x["prompt_tokens"] == x["input_len"] + template for x in recs)
