@@ -141,7 +141,7 @@ def vllm_bench(load: dict[str, Any], seconds: float) -> dict[str, Any] | None:
     w = info["window"]
     return {
         "client": "vllm bench serve",
-        **timing_errors(ttft, itl),
+        **timing_errors(ttft, itl, load["ttft_ms"], load["itl_ms"]),
         "tok_s": w["tok_s"],
         "cpu": w["cpu_util"],
         "tok_per_cpu_s": w["tok_per_cpu_s"],
@@ -152,36 +152,28 @@ def vllm_bench(load: dict[str, Any], seconds: float) -> dict[str, Any] | None:
     }
 
 
+def guidellm_command(target: str, streams: int, seconds: float, out: Path) -> list[str]:
+    """`guidellm run` (0.8's CLI: every option is kind=...,key=value) for a concurrent load of synthetic text."""
+    return [
+        str(GUIDELLM), "run",
+        "--backend", f"kind=openai_http,target={target},model=sim-model",
+        "--profile", f"kind=concurrent,streams={streams}",
+        "--constraint", f"kind=max_duration,seconds={int(seconds)}",
+        "--tokenizer", f"kind=huggingface_auto,model={TOKENIZER}",
+        "--data", f"kind=synthetic_text,prompt_tokens={INPUT_LEN},output_tokens={OUTPUT_LEN}",
+        "--output", f"kind=json,path={out}",
+        "--disable-console-interactive",
+    ]  # fmt: skip
+
+
 def guidellm(load: dict[str, Any], seconds: float) -> dict[str, Any] | None:
     """One GuideLLM run (concurrent profile), when its venv exists."""
-    if not GUIDELLM.exists() or not _guidellm_has_benchmark():
+    if not GUIDELLM.exists():
         return None
-    n = load["streams"]
     tmp = tempfile.mkdtemp(prefix="peer-guidellm-")
     out = Path(tmp) / "g.json"
     with start_sim(load["itl_ms"], load["ttft_ms"], load["extra"]) as sim:
-        cmd = _pinned(
-            [
-                str(GUIDELLM),
-                "benchmark",
-                "--target",
-                sim.url,
-                "--model",
-                "sim-model",
-                "--processor",
-                str(TOKENIZER),
-                "--profile",
-                "concurrent",
-                "--rate",
-                str(n),
-                "--max-seconds",
-                str(int(seconds)),
-                "--data",
-                f"prompt_tokens={INPUT_LEN},output_tokens={OUTPUT_LEN}",
-                "--output-path",
-                str(out),
-            ]
-        )
+        cmd = _pinned(guidellm_command(sim.url, load["streams"], seconds, out))
         env = dict(os.environ, HF_HUB_OFFLINE="1", GUIDELLM__REQUEST_TIMEOUT="60")
         rc, info = _run_tree(cmd, sim.url, env, timeout=seconds * 4 + 180)
     w = info["window"]
@@ -194,18 +186,12 @@ def guidellm(load: dict[str, Any], seconds: float) -> dict[str, Any] | None:
     }
     try:
         ttft, itl = _guidellm_latencies(json.loads(out.read_text()))
-        row.update(timing_errors(ttft, itl))
+        row.update(timing_errors(ttft, itl, load["ttft_ms"], load["itl_ms"]))
     except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
         row["note"] = f"no per-request timings read: {type(e).__name__}: {e}"[:200]
         row["tail"] = info["tail"]
     shutil.rmtree(tmp, ignore_errors=True)
     return row
-
-
-def _guidellm_has_benchmark() -> bool:
-    """GuideLLM <= 0.3 has `guidellm benchmark --target ...`; 0.8 replaced it by `guidellm run` (kind=... options)."""
-    out = subprocess.run([str(GUIDELLM), "--help"], capture_output=True, text=True, check=False).stdout
-    return any(line.split()[:1] == ["benchmark"] for line in out.split("Commands:")[-1].splitlines())
 
 
 def _guidellm_latencies(doc: dict[str, Any]) -> tuple[list[float], list[float]]:
@@ -241,7 +227,7 @@ def ours(load: dict[str, Any], seconds: float) -> dict[str, Any]:
     w = r["window"]
     return {
         "client": "vllm-locust",
-        **timing_errors(ttft, itl),
+        **timing_errors(ttft, itl, load["ttft_ms"], load["itl_ms"]),
         "tok_s": w["tok_s"],
         "cpu": w["cpu_util"],
         "tok_per_cpu_s": w["tok_per_cpu_s"],
@@ -278,10 +264,6 @@ def main(argv: list[str] | None = None) -> int:
         notes.append(f"vllm bench serve skipped: {VLLM_PY} missing (tests/e2e/setup_vllm.sh builds it)")
     if not GUIDELLM.exists():
         notes.append(f"GuideLLM skipped: {GUIDELLM} missing (pip install guidellm into that venv)")
-    elif not a.no_guidellm and not _guidellm_has_benchmark():
-        notes.append(
-            "GuideLLM skipped: this version has no `guidellm benchmark` command (0.8 uses `guidellm run`)"
-        )
     runs: list[dict[str, Any]] = []
     rows = []
     for name in a.loads.split(","):
