@@ -1,24 +1,34 @@
-"""Every metric definition, computed from RequestRecords (see docs/metrics.md); nothing else re-derives them.
+"""Every metric definition (docs/metrics.md), computed vectorised on a run's columns; nothing else re-derives them.
 
 Definitions match `vllm bench serve` 0.32 so results compare: statistics in ms, population std,
-percentiles by linear interpolation, TPOT request-weighted from usage token counts.
+percentiles by linear interpolation, TPOT request-weighted from usage token counts. This module holds the
+per-request definitions (which requests count, the TTFT/TPOT/ITL/E2EL samples, duration, peaks, SLOs)
+and the statistics; `vllm_users.metrics_summary` assembles them into the result fields.
+
+Functions take the run's `Columns` or a list of `RequestRecord`s (packed once with `columns_from_records`),
+and `idx`, the rows to use (default: all). `tpot_s` is the one per-record function (workers use it live).
 """
 
 from __future__ import annotations
 
-import itertools
-from collections import Counter
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from vllm_users.columns import Columns, Records, as_columns
 from vllm_users.record import RequestRecord
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (50, 90, 95, 99)
 METRICS = ("ttft", "tpot", "itl", "e2el")
 GOODPUT_METRICS = ("ttft", "tpot", "e2el")
+LATE_THRESHOLD_S = 0.010  # an arrival sent more than 10 ms after its intended time is "late"
+# ITL pools every gap of every request (1 M x 128 -> 127 M samples): above this many, statistics come from
+# exact integer-µs counts (np.bincount) instead of a float sort; same values up to float rounding.
+ITL_COUNT_THRESHOLD = 2_000_000
+_MAX_COUNT_BINS = 1 << 27  # gaps up to ~134 s use counts; larger gaps fall back to sorting
 
 
 @dataclass(frozen=True)
@@ -46,305 +56,251 @@ class Slo:
         return cls(limits)
 
 
+# ------------------------------------------------------------------------------------- which requests count
+def rows(c: Columns, idx: np.ndarray | None = None) -> np.ndarray:
+    """`idx`, or every row of `c` when it is None."""
+    return np.arange(c.n, dtype=np.int64) if idx is None else idx
+
+
+def sent_rows(c: Columns, idx: np.ndarray) -> np.ndarray:
+    """The rows of `idx` that were sent (not dropped by the open-loop scheduler)."""
+    return idx[c.a["error"][idx] != c.code("error", "dropped")]
+
+
+def ok_rows(c: Columns, idx: np.ndarray) -> np.ndarray:
+    """The successes among `idx`: no error and at least one output chunk."""
+    return idx[(c.a["error"][idx] == c.code("error", None)) & (c.lens[idx] > 0)]
+
+
+def or_zero(a: np.ndarray) -> np.ndarray:
+    """`value or 0` of a column that stores None as -1."""
+    return np.maximum(a, 0)
+
+
+def request_spans(c: Columns, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """When each request of `idx` was dispatched and when its response ended (epoch s)."""
+    starts = c.a["t_start"][idx]
+    return starts, starts + c.a["end_us"][idx].astype(np.float64) / 1e6
+
+
+# ----------------------------------------------------------------------------------- per-request samples
+def tpot_from(first_us: Any, last_us: Any, output_tokens: Any) -> Any:
+    """TPOT in s, vLLM bench's: (last chunk - first chunk) / (output_tokens - 1); scalars or arrays."""
+    return (last_us - first_us) / 1e6 / (output_tokens - 1)
+
+
 def tpot_s(r: RequestRecord) -> float | None:
-    """(E2EL - TTFT) / (output_tokens - 1); None unless output_tokens > 1."""
+    """TPOT of one record; None unless it succeeded with output_tokens > 1."""
     if r.error is not None or not r.chunk_times_us or not r.output_tokens or r.output_tokens <= 1:
         return None
-    return (r.chunk_times_us[-1] - r.chunk_times_us[0]) / 1e6 / (r.output_tokens - 1)
+    return float(tpot_from(r.chunk_times_us[0], r.chunk_times_us[-1], r.output_tokens))
 
 
-def itls_s(r: RequestRecord) -> list[float]:
-    """Gaps between consecutive output-carrying chunks, in seconds."""
-    c = r.chunk_times_us
-    return [(c[i] - c[i - 1]) / 1e6 for i in range(1, len(c))]
+def tpots(c: Columns, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """TPOT (s) of the successes `ok` with output_tokens > 1, and that mask over `ok`."""
+    out = c.a["output_tokens"][ok]
+    keep = out > 1
+    k = ok[keep]
+    return np.asarray(tpot_from(c.first_chunk(k), c.last_chunk(k), out[keep]), dtype=np.float64), keep
 
 
-def stats_ms(values_s: Iterable[float] | np.ndarray, percentiles: Sequence[float]) -> dict[str, float]:
+def ok_chunks(c: Columns, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The flat chunk times of rows `ok` (in order) and their lengths; no copy when they hold every chunk."""
+    lens = c.lens[ok]
+    if int(lens.sum()) == c.chunks.size:
+        return c.chunks, lens
+    mask = np.zeros(c.n, dtype=bool)
+    mask[ok] = True
+    return c.chunks[np.repeat(mask, c.lens)], lens
+
+
+def _itl_us(flat: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """Every gap between consecutive chunks of one request (µs), in row order; no gap across requests."""
+    if flat.size - lens.size <= 0:
+        return np.zeros(0, dtype=np.int64)
+    gaps = np.diff(flat)
+    mask = np.ones(gaps.size, dtype=bool)
+    mask[np.cumsum(lens)[:-1] - 1] = False
+    return gaps[mask]
+
+
+def _samples(c: Columns, ok: np.ndarray) -> dict[str, np.ndarray]:
+    """TTFT/TPOT/E2EL samples (s) of the successes `ok`."""
+    return {
+        "ttft": c.first_chunk(ok).astype(np.float64) / 1e6,
+        "tpot": tpots(c, ok)[0],
+        "e2el": c.last_chunk(ok).astype(np.float64) / 1e6,
+    }
+
+
+def metric_arrays(records: Records, idx: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """TTFT/TPOT/ITL/E2EL samples in seconds of the successful requests (the data behind the statistics)."""
+    c = as_columns(records)
+    ok = ok_rows(c, rows(c, idx))
+    samples = {**_samples(c, ok), "itl": _itl_us(*ok_chunks(c, ok)) / 1e6}
+    return {m: samples[m] for m in METRICS}
+
+
+def plot_arrays(records: Records, max_sample: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """metric_arrays for plots: ITL as the very subsample `plots.cdf_points` would draw (no 1 GB float array)."""
+    c = as_columns(records)
+    ok = ok_rows(c, rows(c))
+    flat, lens = ok_chunks(c, ok)
+    n_itl = flat.size - lens.size
+    out = _samples(c, ok)
+    if n_itl > max_sample:
+        pick = np.random.default_rng(seed).integers(0, n_itl, max_sample)
+        # gap j (cross-record gaps removed) sits at diff position j + (records ended before it)
+        ends = np.cumsum(lens)
+        first_gap = ends - lens - np.arange(lens.size)  # index of each record's first gap among kept gaps
+        rec = np.searchsorted(first_gap, pick, side="right") - 1
+        pos = pick + rec  # position in np.diff(flat)
+        out["itl"] = (flat[pos + 1] - flat[pos]) / 1e6
+    else:
+        out["itl"] = _itl_us(flat, lens) / 1e6
+    return out
+
+
+def slo_met(c: Columns, ok: np.ndarray, slo: Slo) -> dict[str, np.ndarray]:
+    """For each objective of `slo`, which successes `ok` meet it (an undefined TPOT counts as 0)."""
+    tp, keep = tpots(c, ok)
+    tpot_ms = np.zeros(ok.size)
+    tpot_ms[keep] = tp * 1e3
+    values = {"ttft": c.first_chunk(ok) / 1e3, "tpot": tpot_ms, "e2el": c.last_chunk(ok) / 1e3}
+    return {k: values[k] <= lim for k, lim in slo.limits_ms.items()}
+
+
+# ------------------------------------------------------------------------------------------- statistics
+def stats_ms(values_s: Sequence[float] | np.ndarray, percentiles: Sequence[float]) -> dict[str, float]:
     """mean/median/std (population)/pN in ms, vLLM's way (0 when there are no values)."""
-    arr = np.asarray(values_s if isinstance(values_s, np.ndarray) else list(values_s), dtype=np.float64)
+    arr = np.asarray(values_s, dtype=np.float64)
     if arr.size == 0:
         arr = np.zeros(1)
     ms = arr * 1000.0
     out = {"mean": float(ms.mean()), "median": float(np.median(ms)), "std": float(ms.std())}
     pct: Any = np.percentile(ms, list(percentiles)) if percentiles else []
     for p, v in zip(percentiles, pct, strict=False):
-        out[f"p{_pname(p)}"] = float(v)
+        out[percentile_name(p)] = float(v)
     return out
 
 
-def _pname(p: float) -> str:
-    return str(int(p)) if float(p).is_integer() else str(p)
+def percentile_name(p: float) -> str:
+    """The key of percentile `p` in the statistics: "p99", "p99.9"."""
+    return f"p{int(p)}" if float(p).is_integer() else f"p{p}"
 
 
-def _flat_chunks(ok: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray]:
-    """All chunk times of `ok` in record order, and each record's chunk count (C-level iteration: fast)."""
-    lens = np.fromiter((len(r.chunk_times_us) for r in ok), dtype=np.int64, count=len(ok))
-    flat = np.fromiter(itertools.chain.from_iterable([r.chunk_times_us for r in ok]), dtype=np.int64,
-                       count=int(lens.sum()))  # fmt: skip
-    return flat, lens
+def _lerp(a: float, b: float, t: float) -> float:
+    d = b - a
+    return b - d * (1 - t) if t >= 0.5 else a + d * t  # numpy's _lerp
 
 
-def _tpots(ok: Sequence[RequestRecord], flat: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """tpot_s of every successful request with output_tokens > 1, vectorised (same float operations)."""
-    out = np.fromiter((r.output_tokens or 0 for r in ok), dtype=np.int64, count=len(ok))
-    ends = np.cumsum(lens)
-    keep = (out > 1) & (lens > 0)
-    first, last = flat[(ends - lens)[keep]], flat[(ends - 1)[keep]]
-    return (last - first) / 1e6 / (out[keep] - 1).astype(np.float64)
+def _stats_from_counts(values_ms: np.ndarray, counts: np.ndarray, percentiles: Sequence[float]) -> dict[str, float]:
+    """stats_ms of a multiset given as sorted distinct values and their counts (numpy's definitions)."""
+    n = int(counts.sum())
+    if n == 0:
+        return stats_ms(np.zeros(0), percentiles)
+    cum = np.cumsum(counts)
+
+    def kth(k: int) -> float:
+        return float(values_ms[int(np.searchsorted(cum, k, side="right"))])
+
+    w = counts.astype(np.float64)
+    mean = float((values_ms * w).sum() / n)
+    std = float(math.sqrt(float((((values_ms - mean) ** 2) * w).sum()) / n))
+    median = kth((n - 1) // 2) if n % 2 else (kth(n // 2 - 1) + kth(n // 2)) / 2
+    out = {"mean": mean, "median": median, "std": std}
+    for p in percentiles:
+        v = (n - 1) * (float(p) / 100.0)
+        lo = math.floor(v)
+        out[percentile_name(p)] = kth(n - 1) if lo >= n - 1 else _lerp(kth(lo), kth(lo + 1), v - lo)
+    return out
 
 
-def _metric_arrays(ok: list[RequestRecord]) -> dict[str, np.ndarray]:
-    flat, lens = _flat_chunks(ok)
-    ends = np.cumsum(lens)
-    ttft = flat[ends - lens].astype(np.float64) / 1e6
-    e2el = flat[ends - 1].astype(np.float64) / 1e6
-    tpots = _tpots(ok, flat, lens)
-    n_itl = int(lens.sum()) - len(ok)
-    if n_itl:
-        gaps = np.diff(flat)
-        firsts = np.cumsum(lens)[:-1] - 1  # gap positions that cross a record boundary
-        mask = np.ones(gaps.size, dtype=bool)
-        mask[firsts] = False
-        itl = gaps[mask] / 1e6
-    else:
-        itl = np.zeros(0)
-    return {"ttft": ttft, "tpot": np.asarray(tpots, dtype=np.float64), "itl": itl, "e2el": e2el}
+def itl_stats(flat: np.ndarray, lens: np.ndarray, percentiles: Sequence[float], block: int = 1 << 20) -> dict[str, float]:
+    """stats_ms of the pooled ITL of chunks `flat` (per-request `lens`); exact counts when the pool is large."""
+    n_itl = flat.size - lens.size
+    if n_itl > ITL_COUNT_THRESHOLD:
+        ends = np.cumsum(lens)
+        span = int((flat[ends - 1] - flat[ends - lens]).max())  # no in-record gap is larger (monotone chunks)
+        if span < _MAX_COUNT_BINS:
+            bounds = ends[:-1] - 1  # gap positions that cross a record boundary
+            counts = np.zeros(span + 1, dtype=np.int64)
+            buf = np.empty(min(block, flat.size - 1), dtype=np.int64)
+            try:
+                for s in range(0, flat.size - 1, block):  # blocks: temporaries stay in cache, no 1 GB arrays
+                    e = min(s + block, flat.size - 1)
+                    g = buf[: e - s]
+                    np.subtract(flat[s + 1 : e + 1], flat[s:e], out=g, casting="unsafe")
+                    g[bounds[np.searchsorted(bounds, s) : np.searchsorted(bounds, e)] - s] = 0
+                    part = np.bincount(g, minlength=counts.size)
+                    if part.size > counts.size:
+                        raise ValueError("gap larger than the record span")
+                    counts += part
+            except ValueError:  # a negative gap (non-monotone chunk times): sort instead
+                pass
+            else:
+                counts[0] -= bounds.size
+                vals = np.flatnonzero(counts)
+                return _stats_from_counts(vals / 1e6 * 1000.0, counts[vals], percentiles)
+    return stats_ms(_itl_us(flat, lens) / 1e6, percentiles)
 
 
-def is_good(r: RequestRecord, slo: Slo) -> bool:
-    """A successful request meets every objective of the SLO."""
-    if r.error is not None or not r.chunk_times_us:
-        return False
-    values = {"ttft": r.chunk_times_us[0] / 1e3, "e2el": r.chunk_times_us[-1] / 1e3}
-    t = tpot_s(r)
-    values["tpot"] = t * 1e3 if t is not None else 0.0
-    return all(values[k] <= lim for k, lim in slo.limits_ms.items())
+def latency_stats(c: Columns, ok: np.ndarray, percentiles: Sequence[float]) -> dict[str, float]:
+    """`{stat}_{metric}_ms` (vLLM's names: mean_ttft_ms, p99_itl_ms, ...) of the successes `ok`."""
+    samples = _samples(c, ok)
+    res: dict[str, float] = {}
+    for m in METRICS:
+        st = itl_stats(*ok_chunks(c, ok), percentiles) if m == "itl" else stats_ms(samples[m], percentiles)
+        for k, v in st.items():
+            res[f"{k}_{m}_ms"] = v
+    return res
 
 
-def peak_concurrency(records: Sequence[RequestRecord]) -> int:
-    """Most requests in flight at any instant (exact sweep over start/end)."""
-    sent = [r for r in records if r.error != "dropped"]
-    if not sent:
+# ------------------------------------------------------------------------------------ duration and peaks
+def duration_s(records: Records, idx: np.ndarray | None = None) -> float:
+    """First dispatch to last completion across all sent requests."""
+    c = as_columns(records)
+    starts, ends = request_spans(c, sent_rows(c, rows(c, idx)))
+    return max(float(ends.max()) - float(starts.min()), 1e-9) if starts.size else 0.0
+
+
+def peak_concurrency(records: Records, idx: np.ndarray | None = None) -> int:
+    """Most sent requests in flight at any instant (exact sweep over start/end)."""
+    c = as_columns(records)
+    starts, ends = request_spans(c, sent_rows(c, rows(c, idx)))
+    if not starts.size:
         return 0
-    starts = np.fromiter((r.t_start for r in sent), dtype=np.float64, count=len(sent))
-    ends = starts + np.fromiter((r.end_us for r in sent), dtype=np.float64, count=len(sent)) / 1e6
     times = np.concatenate([starts, ends])
-    deltas = np.concatenate([np.ones(len(sent)), -np.ones(len(sent))])
+    deltas = np.concatenate([np.ones(starts.size), -np.ones(starts.size)])
     order = np.lexsort((deltas, times))  # ends before starts at equal times
     return int(np.cumsum(deltas[order]).max())
 
 
-def peak_output_tokens_per_s(ok: Sequence[RequestRecord]) -> float:
-    """Peak output tokens in any 1-s wall-clock bucket (each request's tokens spread over its chunks)."""
-    if not ok:
+def peak_output_tokens_per_s(records: Records, idx: np.ndarray | None = None, block: int = 1 << 13) -> float:
+    """Peak output tokens of the successes in any 1-s wall-clock bucket since the first of them started
+    (each request's output tokens, or chunk count when usage is missing, spread evenly over its chunks)."""
+    c = as_columns(records)
+    ok = ok_rows(c, rows(c, idx))
+    if not ok.size:
         return 0.0
-    t0 = min(r.t_start for r in ok)
-    flat, lens = _flat_chunks(ok)
-    n = lens.astype(np.float64)
-    out = np.fromiter(((r.output_tokens or len(r.chunk_times_us)) for r in ok), dtype=np.float64, count=len(ok))
-    base = np.fromiter((r.t_start - t0 for r in ok), dtype=np.float64, count=len(ok))
-    # Same float operations as the per-chunk loop, and bincount adds weights in input order: identical sums.
-    buckets = (np.repeat(base, lens) + flat / 1e6).astype(np.int64)
-    return float(np.bincount(buckets, weights=np.repeat(out / n, lens)).max())
-
-
-def duration_s(records: Sequence[RequestRecord]) -> float:
-    """First dispatch to last completion across all sent requests."""
-    sent = [r for r in records if r.error != "dropped"]
-    if not sent:
-        return 0.0
-    first = min(r.t_start for r in sent)
-    last = max(r.t_start + r.end_us / 1e6 for r in sent)
-    return max(last - first, 1e-9)
-
-
-def compute_metrics(
-    records: Sequence[RequestRecord],
-    *,
-    slo: Slo | None = None,
-    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
-    duration: float | None = None,
-) -> dict[str, Any]:
-    """vLLM-named result fields for a set of records, plus our extras beside them."""
-    sent = [r for r in records if r.error != "dropped"]
-    ok = [r for r in sent if r.error is None and r.chunk_times_us]
-    interrupted = sum(1 for r in sent if r.error == "interrupted")
-    failed = len(sent) - len(ok) - interrupted
-    dur = duration if duration is not None else duration_s(records)
-    dur = dur or 1e-9
-    total_in = sum(r.prompt_tokens or 0 for r in ok)
-    total_out = sum(r.output_tokens or 0 for r in ok)
-    res: dict[str, Any] = {
-        "duration": dur,
-        "completed": len(ok),
-        "failed": failed,
-        "total_input_tokens": total_in,
-        "total_output_tokens": total_out,
-        "request_throughput": len(ok) / dur,
-        "request_goodput": None,
-        "output_throughput": total_out / dur,
-        "total_token_throughput": (total_in + total_out) / dur,
-        "max_output_tokens_per_s": peak_output_tokens_per_s(ok),
-        "max_concurrent_requests": peak_concurrency(sent),
-    }
-    arrays = _metric_arrays(ok)
-    for m in METRICS:
-        for k, v in stats_ms(arrays[m], percentiles).items():
-            res[f"{k}_{m}_ms"] = v  # vLLM's names: mean_ttft_ms, p99_itl_ms, ...
-    if slo is not None:
-        good = sum(1 for r in ok if is_good(r, slo))
-        res["request_goodput"] = good / dur
-        res["goodput"] = {
-            "slo_ms": dict(slo.limits_ms),
-            "good": good,
-            "good_fraction": good / len(ok) if ok else 0.0,
-            "per_metric_met_fraction": {
-                k: (sum(1 for r in ok if is_good(r, Slo({k: v}))) / len(ok) if ok else 0.0)
-                for k, v in slo.limits_ms.items()
-            },
-        }
-    res.update(_extras(sent, ok, records, percentiles))
-    res["interrupted"] = interrupted
-    return res
-
-
-def _extras(
-    sent: Sequence[RequestRecord],
-    ok: Sequence[RequestRecord],
-    records: Sequence[RequestRecord],
-    percentiles: Sequence[float],
-) -> dict[str, Any]:
-    errors = Counter(r.error for r in sent if r.error is not None and r.error != "interrupted")
-    statuses = Counter(str(r.status) for r in sent if r.error == "http")
-    chunks = sum(len(r.chunk_times_us) for r in ok)
-    out_tokens = sum(r.output_tokens or 0 for r in ok)
-    prompt = sum(r.prompt_tokens or 0 for r in ok if r.cached_tokens is not None)
-    cached = sum(r.cached_tokens or 0 for r in ok if r.cached_tokens is not None)
-    scheduled = [r for r in records if r.t_intended is not None]
-    dropped = sum(1 for r in records if r.error == "dropped")
-    extras: dict[str, Any] = {
-        "errors_by_kind": dict(errors),
-        "http_errors_by_status": dict(statuses),
-        "chunk_token_ratio": (chunks / out_tokens) if out_tokens else None,
-        "tokens_estimated_requests": sum(1 for r in ok if r.tokens_estimated),
-        "prefix_cache_hit_rate": (cached / prompt) if prompt else None,
-        "cached_tokens_reported": any(r.cached_tokens is not None for r in ok),
-    }
-    validated = [r for r in sent if r.valid is not None]
-    extras["validity_rate"] = (sum(1 for r in validated if r.valid) / len(validated)) if validated else None
-    requested = [r for r in ok if r.input_len is not None and r.prompt_tokens is not None]
-    if requested:
-        extras["input_len_requested_mean"] = float(np.mean([r.input_len for r in requested]))
-        extras["input_len_actual_mean"] = float(np.mean([r.prompt_tokens for r in requested]))
-    if scheduled:
-        extras["arrivals"] = arrival_stats(records, percentiles)
-    else:
-        extras["arrivals"] = {"scheduled": 0, "sent": len(sent), "dropped": dropped}
-    return extras
-
-
-LATE_THRESHOLD_S = 0.010  # an arrival sent more than 10 ms after its intended time is "late"
-
-
-def arrival_stats(records: Sequence[RequestRecord], percentiles: Sequence[float]) -> dict[str, Any]:
-    """Open-loop schedule keeping: scheduled/sent/dropped/late, lag, latency from intended start."""
-    sched = [r for r in records if r.t_intended is not None]
-    sent = [r for r in sched if r.error != "dropped"]
-    lag = np.asarray([r.t_start - r.t_intended for r in sent], dtype=np.float64)  # type: ignore[operator]
-    ok = [r for r in sent if r.error is None and r.chunk_times_us]
-    ttft_i = [r.t_start - r.t_intended + r.chunk_times_us[0] / 1e6 for r in ok]  # type: ignore[operator]
-    e2el_i = [r.t_start - r.t_intended + r.chunk_times_us[-1] / 1e6 for r in ok]  # type: ignore[operator]
-    return {
-        "scheduled": len(sched),
-        "sent": len(sent),
-        "dropped": len(sched) - len(sent),
-        "late": int((lag > LATE_THRESHOLD_S).sum()) if lag.size else 0,
-        "late_threshold_ms": LATE_THRESHOLD_S * 1000,
-        "schedule_lag_ms": stats_ms(lag, percentiles),
-        "ttft_from_intended_ms": stats_ms(ttft_i, percentiles),
-        "e2el_from_intended_ms": stats_ms(e2el_i, percentiles),
-    }
-
-
-def per_scenario(
-    records: Sequence[RequestRecord], *, slo: Slo | None = None, percentiles: Sequence[float] = DEFAULT_PERCENTILES
-) -> dict[str, dict[str, Any]]:
-    """compute_metrics for each scenario on the run's common duration."""
-    dur = duration_s(records)
-    names = sorted({r.scenario for r in records})
-    return {
-        n: compute_metrics([r for r in records if r.scenario == n], slo=slo, percentiles=percentiles, duration=dur)
-        for n in names
-    }
-
-
-def ttft_by_turn(records: Sequence[RequestRecord], percentiles: Sequence[float] = (50, 99)) -> dict[str, Any]:
-    """Multi-turn: TTFT stats and cached-token fraction by turn index."""
-    turns: dict[int, list[RequestRecord]] = {}
-    for r in records:
-        if r.turn is not None and r.error is None and r.chunk_times_us:
-            turns.setdefault(r.turn, []).append(r)
-    out: dict[str, Any] = {}
-    for t in sorted(turns):
-        rs = turns[t]
-        prompt = sum(r.prompt_tokens or 0 for r in rs)
-        cached = sum(r.cached_tokens or 0 for r in rs)
-        out[str(t)] = {
-            "count": len(rs),
-            "ttft_ms": stats_ms([r.chunk_times_us[0] / 1e6 for r in rs], percentiles),
-            "mean_prompt_tokens": prompt / len(rs),
-            "cached_fraction": cached / prompt if prompt else None,
-        }
-    return out
-
-
-def metric_arrays(records: Sequence[RequestRecord]) -> dict[str, np.ndarray]:
-    """TTFT/TPOT/ITL/E2EL samples in seconds of the successful requests (the data behind the statistics)."""
-    return _metric_arrays([r for r in records if r.error is None and r.chunk_times_us])
-
-
-def timeseries(records: Sequence[RequestRecord], bucket_s: float = 1.0) -> dict[str, Any]:
-    """Per time bucket since the first dispatch: completions/s, failures/s, output tok/s (by completion),
-    in-flight requests (at the bucket's middle) and TTFT p50/p99 (by first-token time)."""
-    sent = [r for r in records if r.error != "dropped"]
-    if not sent:
-        return {"t0": None, "bucket_s": bucket_s, "t": []}
-    starts = np.fromiter((r.t_start for r in sent), dtype=np.float64, count=len(sent))
-    ends = starts + np.fromiter((r.end_us for r in sent), dtype=np.float64, count=len(sent)) / 1e6
-    ok = np.fromiter((r.error is None and bool(r.chunk_times_us) for r in sent), dtype=bool, count=len(sent))
-    out_tok = np.fromiter((r.output_tokens or 0 for r in sent), dtype=np.float64, count=len(sent))
-    ttft = np.fromiter((r.chunk_times_us[0] if r.chunk_times_us else 0 for r in sent), dtype=np.float64,
-                       count=len(sent)) / 1e6  # fmt: skip
-    return _timeseries(starts, ends, ok, out_tok, ttft, bucket_s)
-
-
-def _timeseries(starts: np.ndarray, ends: np.ndarray, ok: np.ndarray, out_tok: np.ndarray, ttft: np.ndarray,
-                bucket_s: float) -> dict[str, Any]:  # fmt: skip
-    t0 = float(starts.min())
-    nb = int((ends.max() - t0) // bucket_s) + 1
-    end_b = ((ends - t0) // bucket_s).astype(np.int64)
-    completed = np.bincount(end_b[ok], minlength=nb) / bucket_s
-    failed = np.bincount(end_b[~ok], minlength=nb) / bucket_s
-    tokens = np.bincount(end_b[ok], weights=out_tok[ok], minlength=nb) / bucket_s
-    mids = t0 + (np.arange(nb) + 0.5) * bucket_s
-    inflight = np.searchsorted(np.sort(starts), mids, "right") - np.searchsorted(np.sort(ends), mids, "right")
-    first_b = ((starts[ok] + ttft[ok] - t0) // bucket_s).astype(np.int64)
-    order = np.argsort(first_b, kind="stable")
-    groups = np.split(ttft[ok][order] * 1000.0, np.flatnonzero(np.diff(first_b[order])) + 1)
-    p50 = np.full(nb, np.nan)
-    p99 = np.full(nb, np.nan)
-    keys = np.unique(first_b)  # sorted, one per non-empty group, in the groups' order
-    for k, g in zip(keys, groups, strict=False):
-        if g.size and 0 <= k < nb:
-            p50[k], p99[k] = np.percentile(g, [50, 99])
-    return {
-        "t0": t0,
-        "bucket_s": bucket_s,
-        "t": (np.arange(nb) * bucket_s).tolist(),
-        "completed_per_s": completed.tolist(),
-        "failed_per_s": failed.tolist(),
-        "output_tokens_per_s": tokens.tolist(),
-        "inflight": inflight.astype(np.int64).tolist(),
-        "ttft_p50_ms": p50.tolist(),
-        "ttft_p99_ms": p99.tolist(),
-    }
+    ts = c.a["t_start"][ok]
+    base = ts - ts.min()
+    lens = c.lens[ok]
+    tok = c.a["output_tokens"][ok]
+    w = np.where(tok > 0, tok, lens).astype(np.float64) / lens.astype(np.float64)
+    flat, _ = ok_chunks(c, ok)
+    ends = np.cumsum(lens)
+    total: Any = np.zeros(0)
+    for b0 in range(0, ok.size, block):  # blocks keep the per-chunk temporaries in cache
+        b1 = min(b0 + block, ok.size)
+        lo, hi = int(ends[b0] - lens[b0]), int(ends[b1 - 1])
+        bl = lens[b0:b1]
+        x = np.repeat(base[b0:b1], bl)
+        x += flat[lo:hi] / 1e6
+        part: Any = np.bincount(x.astype(np.int64), weights=np.repeat(w[b0:b1], bl))
+        if part.size > total.size:
+            part[: total.size] += total
+            total = part
+        else:
+            total[: part.size] += part
+    return float(total.max())

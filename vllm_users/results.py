@@ -9,9 +9,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from vllm_users.atomic import atomic_json
-from vllm_users.columns import COLS_FILE, Columns, build_metrics, load_columns
-from vllm_users.metrics import DEFAULT_PERCENTILES, Slo, compute_metrics, per_scenario, ttft_by_turn
-from vllm_users.record import RequestRecord, read_records
+from vllm_users.columns import COLS_FILE, Records, load_columns
+from vllm_users.metrics import DEFAULT_PERCENTILES, Slo
+from vllm_users.metrics_summary import build_metrics
+from vllm_users.record import read_records
 
 RESULT_FILE = "result.json"
 META_FILE = "run_meta.json"
@@ -19,7 +20,7 @@ RECORDS_FILE = "records.jsonl"
 
 
 def build_result(
-    records: Sequence[RequestRecord] | Columns,
+    records: Records,
     meta: dict[str, Any],
     *,
     slo: Slo | None = None,
@@ -27,15 +28,9 @@ def build_result(
 ) -> dict[str, Any]:
     """The full result: header fields, overall metrics, per-scenario metrics, run health.
 
-    `records` may be the run's columns (vllm_users.columns): same result, computed vectorised.
+    `records`: the run's columns (vllm_users.columns) or a list of RequestRecords.
     """
-    if isinstance(records, Columns):
-        overall, scenarios, turns, n_sent = build_metrics(records, slo=slo, percentiles=percentiles)
-    else:
-        overall = compute_metrics(records, slo=slo, percentiles=percentiles)
-        scenarios = per_scenario([r for r in records if r.error != "dropped"], slo=slo, percentiles=percentiles)
-        turns = ttft_by_turn(records)
-        n_sent = sum(1 for r in records if r.error != "dropped")
+    overall, scenarios, turns, n_sent = build_metrics(records, slo=slo, percentiles=percentiles)
     rate = meta.get("request_rate") or 0.0
     res: dict[str, Any] = {
         "date": meta.get("date") or time.strftime("%Y%m%d-%H%M%S"),
@@ -62,7 +57,7 @@ def write_result(results_dir: str, meta: dict[str, Any], extra: dict[str, Any] |
     path = os.path.join(results_dir, RECORDS_FILE)
     slo = Slo.parse([meta["goodput"]]) if meta.get("goodput") else None
     warnings: list[str] = []
-    records: Sequence[RequestRecord] | Columns
+    records: Records
     if os.path.exists(os.path.join(results_dir, COLS_FILE)):
         records = load_columns(results_dir)
         torn, warnings = records.torn_lines, records.warnings

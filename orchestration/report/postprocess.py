@@ -18,8 +18,9 @@ import numpy as np
 from orchestration.report.locust_csv import result_from_csv
 from orchestration.server_metrics import summarize_file
 from vllm_users.atomic import atomic_json
-from vllm_users.columns import load_columns, plot_arrays, timeseries_columns
-from vllm_users.metrics import Slo
+from vllm_users.columns import load_columns
+from vllm_users.metrics import Slo, plot_arrays
+from vllm_users.metrics_summary import timeseries
 from vllm_users.results import COLS_FILE, META_FILE, RECORDS_FILE, RESULT_FILE, build_result
 
 # Keys that the master or `vllm-locust run` add beside build_result's output; kept when recomputing.
@@ -90,7 +91,7 @@ def load_run(run_dir: str, *, slo: Slo | None = None) -> RunData:
 
             # ITL arrives as the very subsample the CDF plot would draw (the full array is ~1 GB at 1 M records)
             run.arrays = plot_arrays(cols, MAX_SAMPLE)
-            run.timeseries = timeseries_columns(cols)
+            run.timeseries = timeseries(cols)
         else:
             warnings.append("records.jsonl holds no request records (empty run)")
     if run is None and written is not None:
