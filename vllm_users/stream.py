@@ -8,6 +8,7 @@ event when the scenario needs text or tool calls).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
@@ -16,7 +17,12 @@ import gevent
 from geventhttpclient.client import HTTPClient
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
+from vllm_users.reactor import HAVE_EPOLL, reactor
 from vllm_users.wire import BLOCK, StampedResponse, post
+
+# Bodies are read by one epoll in the hub (vllm_users/reactor.py); without epoll (macOS), or with
+# VLLM_LOCUST_REACTOR=0, each stream's greenlet reads its own socket.
+USE_REACTOR = HAVE_EPOLL and os.environ.get("VLLM_LOCUST_REACTOR", "1") != "0"
 
 _DONE = b"[DONE]"
 _CONTENT_KEYS = (b'"content":', b'"reasoning_content":', b'"reasoning":')
@@ -232,7 +238,10 @@ def send_and_read(
             res.error_detail = f"expected text/event-stream, got {ctype or 'no content-type'}"
             resp.read(65536)
             return res
-        _read_stream(resp, events, now)
+        if USE_REACTOR:
+            reactor().read_body(resp, events, now)
+        else:
+            _read_stream(resp, events, now)
     except (gevent.Timeout, TimeoutError):
         res.error = "timeout"
         res.error_detail = "read timed out" if res.status else "connect or header timeout"

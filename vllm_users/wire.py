@@ -26,6 +26,23 @@ _TS = struct.Struct("qq")
 BLOCK = 65536
 
 
+def read_stamped(sock: Any, size: int, kernel: bool, wall_minus_perf: float) -> tuple[bytes, float]:
+    """One recv on `sock` and when its bytes arrived (perf_counter s): the kernel's receive stamp when
+    `kernel`, else the clock right after the read; never in the future. A gevent socket waits for data; a
+    non-blocking stdlib socket raises BlockingIOError when there is none."""
+    if kernel:
+        data, anc, _flags, _addr = sock.recvmsg(size, _ANC)
+        now = perf_counter()
+        if anc:
+            sec, nsec = _TS.unpack_from(anc[0][2])
+            stamped = sec + nsec * 1e-9 - wall_minus_perf
+            if stamped < now:
+                now = stamped
+        return data, now
+    data = sock.recv(size)
+    return data, perf_counter()
+
+
 class StampedResponse(HTTPSocketPoolResponse):
     """A geventhttpclient response whose every recv is stamped (`.stamp`, perf_counter seconds)."""
 
@@ -37,18 +54,7 @@ class StampedResponse(HTTPSocketPoolResponse):
 
     def recv_stamped(self, sock: Any, size: int) -> bytes:
         """Receive and set `.stamp` to the arrival time of what was read (never in the future)."""
-        if self.kernel:
-            data, anc, _flags, _addr = sock.recvmsg(size, _ANC)
-            now = perf_counter()
-            if anc:
-                sec, nsec = _TS.unpack_from(anc[0][2])
-                stamped = sec + nsec * 1e-9 - self.wall_minus_perf
-                if stamped < now:
-                    now = stamped
-        else:
-            data = sock.recv(size)
-            now = perf_counter()
-        self.stamp = now
+        data, self.stamp = read_stamped(sock, size, self.kernel, self.wall_minus_perf)
         return data
 
     def _read_headers(self, pre_buffered: bytes = b"") -> None:
