@@ -21,6 +21,7 @@ GPU_UTIL_MIN = 70.0  # percent, DCGM_FI_DEV_GPU_UTIL
 FAILURE_RATE_MAX = 0.01
 SLO_ATTAINMENT_MIN = 0.99
 LATE_ARRIVALS_MAX = 0.01
+CHUNKS_PER_TOKEN_MIN = 0.9  # fewer output chunks than this per output token: the server packs tokens
 NO_REUSE_HIT_RATE = 0.05  # below this, with no shared prefix in the workload's settings: info, not a warning
 SHARING_SETTINGS = ("prefix_len", "num_prefixes", "cache_rate", "num_turns")
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
@@ -141,8 +142,21 @@ def _schedule(run: RunData) -> list[Finding]:
                     "the server saw.")]  # fmt: skip
 
 
+def _coalesced_chunks(run: RunData) -> list[Finding]:
+    ratio = run.result.get("chunk_token_ratio")
+    if ratio is None or ratio >= CHUNKS_PER_TOKEN_MIN:
+        return []
+    return [Finding("coalesced_chunks", run.name, "warning", "The server sends several tokens per chunk",
+                    f"output chunks per output token < {CHUNKS_PER_TOKEN_MIN:g}",
+                    f"{ratio:.3f} chunks per output token ({1 / ratio:.2f} tokens per chunk)",
+                    "The server's front end (the API server process) falls behind its engine and packs tokens "
+                    "into one chunk. ITL is per chunk (vLLM bench's definition), so it mixes near-zero and long "
+                    "gaps; TPOT (per token) is not affected. Give the API server CPU (more cores, "
+                    "--api-server-count), or lower the load.")]  # fmt: skip
+
+
 RUN_RULES: tuple[Callable[[RunData], list[Finding]], ...] = (
-    _failures, _client_bound, _slo, _ttft_fluctuation, _prefix_cache, _gpu_util, _schedule,
+    _failures, _client_bound, _slo, _ttft_fluctuation, _prefix_cache, _gpu_util, _schedule, _coalesced_chunks,
 )  # fmt: skip
 
 

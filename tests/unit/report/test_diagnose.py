@@ -93,3 +93,14 @@ def test_rules_on_a_loaded_run_dir(tmp_path) -> None:  # type: ignore[no-untyped
         str(tmp_path / "r"), make_records(100, fail=5), samples=server_samples(hits_ratio=0.1, gpu_util=30)
     )
     assert {"failures", "prefix_cache_low", "gpu_underutilized"} <= _rules([load_run(d)])
+
+
+def test_coalesced_chunks() -> None:
+    recs = make_records(40, tokens=16)
+    for r in recs:  # the server packed every 2 tokens into one chunk: 8 chunks for 16 tokens
+        r.chunk_times_us = r.chunk_times_us[1::2]
+    run = _run("packed", recs)
+    assert run.result["chunk_token_ratio"] == pytest.approx(0.5)
+    f = [x for x in dg.diagnose([run]) if x.rule == "coalesced_chunks"]
+    assert f and "2.00 tokens per chunk" in f[0].evidence
+    assert "coalesced_chunks" not in _rules([_run("one-per-token", make_records(40, tokens=16))])
