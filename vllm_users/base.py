@@ -15,6 +15,7 @@ from typing import Any
 
 import gevent
 import gevent.lock
+import gevent.pool
 from geventhttpclient.url import URL
 from locust import constant, task
 from locust.contrib.fasthttp import FastHttpUser
@@ -53,6 +54,7 @@ class RequestSpec:
 
 
 _shared: dict[str, Any] = {}  # per process: resolved model and length calibration
+CALIBRATION_CONCURRENCY = 8  # below FastHttpUser's 10 connections per client
 _shared_lock = gevent.lock.BoundedSemaphore()  # hundreds of users start at once: ask the server once
 
 
@@ -135,7 +137,9 @@ class LLMUser(FastHttpUser):
                     return None
                 return tokenize_count(raw) if resp.status_code == 200 else None
 
-            lm = _shared["lengths"] = LengthModel.calibrate(tokenize, self.model)
+            # the word counts overlap on the client's pooled connections: a remote server's round trips add up
+            pool = gevent.pool.Pool(CALIBRATION_CONCURRENCY)
+            lm = _shared["lengths"] = LengthModel.calibrate(tokenize, self.model, pool.imap)
         return lm
 
     def random_prompts(self) -> RandomPrompts:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,6 +81,7 @@ class LengthModel:
         self.after_space = after_space or {}
         self._words = sorted(self.after_space, key=lambda w: (self.after_space[w], w))
         self._ones = [w for w in self._words if self.after_space[w] == 1]
+        self._firsts = sorted(self.first, key=lambda w: (self.first[w], w))  # shortest first
 
     @property
     def exact(self) -> bool:
@@ -96,10 +97,8 @@ class LengthModel:
         shortest first word), else of about that many."""
         if not self.exact:
             return random_words(self.words_for(tokens), rng)
-        firsts = [w for w, n in self.first.items() if n <= tokens] or [
-            min(self.first, key=self.first.__getitem__)
-        ]
-        out = [rng.choice(sorted(firsts))]
+        fits = [w for w in self._firsts if self.first[w] <= tokens] or self._firsts[:1]
+        out = [rng.choice(fits)]
         left = tokens - self.first[out[0]]
         while left > 0:
             # random words while they fit; the common one-token words close the gap
@@ -111,31 +110,29 @@ class LengthModel:
         return " ".join(out)
 
     @classmethod
-    def calibrate(cls, tokenize: Callable[[dict[str, Any]], int | None], model: str) -> LengthModel:
-        """Ask /tokenize (via `tokenize(body) -> count`) how the server counts our words."""
+    def calibrate(
+        cls,
+        tokenize: Callable[[dict[str, Any]], int | None],
+        model: str,
+        map_: Callable[[Callable[[str], int | None], Iterable[str]], Iterable[int | None]] = map,
+    ) -> LengthModel:
+        """Ask /tokenize (via `tokenize(body) -> count`) how the server counts our words. The ~170 word
+        counts go through `map_` (the worker passes a gevent pool's ordered imap: round trips overlap)."""
 
         def count(text: str) -> int | None:
             return tokenize({"model": model, "prompt": text, "add_special_tokens": False})
 
         rng = random.Random(7)
-        sample = random_words(400, rng)
-        plain = count(sample)
+        plain = count(random_words(400, rng))
         if not plain:
             return cls()
         ratio = plain / 400
-        anchor = count(_FIRST_WORDS[0])
-        first: dict[str, int] = {}
-        after: dict[str, int] = {}
-        for w in _CALIBRATION_WORDS:
-            n = count(f"{_FIRST_WORDS[0]} {w}")
-            if anchor is None or n is None or n <= anchor:
-                return cls(tokens_per_word=ratio)
-            after[w] = n - anchor
-        for w in _FIRST_WORDS:
-            n = count(w)
-            if n is None or n < 1:
-                return cls(tokens_per_word=ratio)
-            first[w] = n
+        firsts = [n for n in map_(count, _FIRST_WORDS) if n is not None and n >= 1]
+        pairs = [n for n in map_(count, [f"{_FIRST_WORDS[0]} {w}" for w in _CALIBRATION_WORDS]) if n is not None]
+        if len(firsts) < len(_FIRST_WORDS) or len(pairs) < len(_CALIBRATION_WORDS) or min(pairs) <= firsts[0]:
+            return cls(tokens_per_word=ratio)  # a failed count, or a word that adds no token after the anchor
+        first = dict(zip(_FIRST_WORDS, firsts, strict=True))
+        after = {w: n - firsts[0] for w, n in zip(_CALIBRATION_WORDS, pairs, strict=True)}
         model_ = cls(tokens_per_word=ratio, first=first, after_space=after)
         shortest = min(first.values())  # below it no text is exact (a 1-token prompt, say): not checked
         for k in (shortest, shortest + 16, shortest + 99):  # is a text's count the sum of its words' counts?

@@ -57,12 +57,7 @@ class Reactor:
     def read_body(self, resp: StampedResponse, events: Any, now: float) -> None:
         """Read `resp`'s body into `events` (an SSE dispatcher) and return when it is complete; raises what
         the read raised (connection closed, parse error, TimeoutError after the socket's timeout)."""
-        buf = resp._body_buffer
-        if buf:  # body bytes that came with the headers
-            data = bytes(buf)
-            del buf[:]
-            events.feed(data, now)
-        if resp.message_complete:
+        if resp.drain_into(events, now):  # the whole body came with the headers
             events.finish(now)
             return
         sock = resp._sock
@@ -120,18 +115,13 @@ class Reactor:
             return
         if now < st.last_io:  # stamps follow the byte order; guard against a clock step all the same
             now = st.last_io
-        st.last_io = resp.stamp = now
+        st.last_io = now
         if not data:
             self._done(fd, st, HTTPConnectionClosed("connection closed by server before the end of the body"))
             return
         try:
             resp.feed(data)
-            buf = resp._body_buffer
-            if buf:
-                chunk = bytes(buf)
-                del buf[:]
-                st.events.feed(chunk, now)
-            if resp.message_complete:
+            if resp.drain_into(st.events, now):
                 st.events.finish(now)
                 self._done(fd, st, None)
         except Exception as e:  # noqa: BLE001 - a parse error ends this stream, never the reactor

@@ -275,16 +275,8 @@ def send_and_read(
 
 
 def _read_stream(resp: StampedResponse, events: _Events, now: float) -> None:
-    buf: bytearray = resp._body_buffer
-    recv_into_parser = resp.feed
     recv = resp.recv_stamped
-    while True:
-        if buf:
-            data = bytes(buf)
-            del buf[:]
-            events.feed(data, now)
-        if resp.message_complete:
-            break
+    while not resp.drain_into(events, now):
         sock = resp._sock
         if sock is None:
             raise HTTPConnectionClosed("connection closed")
@@ -293,7 +285,7 @@ def _read_stream(resp: StampedResponse, events: _Events, now: float) -> None:
             now = resp.stamp
         if not chunk:
             raise HTTPConnectionClosed("connection closed by server before the end of the body")
-        recv_into_parser(chunk)
+        resp.feed(chunk)
     events.finish(now)
 
 

@@ -57,6 +57,15 @@ class StampedResponse(HTTPSocketPoolResponse):
         data, self.stamp = read_stamped(sock, size, self.kernel, self.wall_minus_perf)
         return data
 
+    def drain_into(self, events: Any, now: float) -> bool:
+        """Hand the body bytes parsed so far to `events.feed(data, now)`; True once the body is complete."""
+        buf = self._body_buffer
+        if buf:
+            data = bytes(buf)
+            del buf[:]
+            events.feed(data, now)
+        return self.message_complete
+
     def _read_headers(self, pre_buffered: bytes = b"") -> None:
         # geventhttpclient's loop (interim 1xx responses skipped), with stamped reads
         sock = self._sock

@@ -72,13 +72,13 @@ def generate(run_dirs: Sequence[str], output_dir: str, formats: Sequence[str], *
         written.append(path)
     if "md" in formats:
         path = os.path.join(output_dir, "report.md")
-        _write_text(path, render_markdown(report))
+        write_atomic(path, render_markdown(report))
         written.append(path)
     if "html" in formats or "pdf" in formats:
         plots = all_plots(runs)
         if "html" in formats:
             path = os.path.join(output_dir, "report.html")
-            _write_text(path, render_html(report, plots))
+            write_atomic(path, render_html(report, plots))
             written.append(path)
         if "pdf" in formats:
             path = os.path.join(output_dir, "report.pdf")
@@ -90,8 +90,6 @@ def generate(run_dirs: Sequence[str], output_dir: str, formats: Sequence[str], *
         print("vllm-locust report: wrote " + ", ".join(written))
     return exit_codes.OK
 
-
-_write_text = write_atomic
 
 
 def parse_formats(text: str) -> list[str]:

@@ -20,12 +20,11 @@ import json
 import statistics
 import subprocess
 import time
-import urllib.request
 from typing import Any
 
-from tests.e2e.test_agreement_vllm_bench import RESULTS, TOLERANCE
+from tests.e2e.test_agreement_vllm_bench import RESULTS, TOLERANCE, bench_argv
 from tests.e2e.test_scenarios_real_vllm import assert_monotonic, run_vllm_locust
-from tests.e2e.vllm_env import client_preexec
+from tests.e2e.vllm_env import client_preexec, scrape_metrics
 
 C_EACH = 4  # per tool: the server sees 8, as in the back-to-back test
 # Median TTFT is the noisiest figure (it spreads over ~50-200 % of its median here): with 120 requests per tool
@@ -38,15 +37,6 @@ IN, OUT = 512, 64
 # 6-19 % apart in either direction; with RANGE 0.5 about 36 ms and within 4 %.
 RANGE = 0.5
 N_BENCH, N_OURS = 900, 500  # bench starts first (its startup is slower) and is still sending when ours ends
-
-
-
-def _running(url: str) -> float:
-    with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith("vllm:num_requests_running"):
-                return float(line.split()[-1])
-    return 0.0
 
 
 def _bench_requests(doc: dict[str, Any], perf_to_epoch: float) -> list[dict[str, Any]]:
@@ -97,19 +87,14 @@ def test_paired_run_agrees_with_vllm_bench_serve(vllm_env, vllm_server_details, 
     srv = vllm_server_details
     perf_to_epoch = time.time() - time.perf_counter()  # perf_counter is CLOCK_MONOTONIC: one clock per machine
     name = "bench-paired.json"
-    argv = vllm_env.bench_command() + [
-        "--backend", "openai-chat", "--base-url", srv.url, "--endpoint", "/v1/chat/completions",
-        "--model", srv.model_name, "--tokenizer", str(vllm_env.model_dir), "--dataset-name", "random",
-        "--random-input-len", str(IN), "--random-output-len", str(OUT), "--num-prompts", str(N_BENCH),
-        "--request-rate", "inf", "--max-concurrency", str(C_EACH), "--ignore-eos", "--temperature", "0",
-        "--random-range-ratio", str(RANGE), "--seed", "3001", "--disable-tqdm", "--save-result", "--save-detailed", "--result-dir", str(tmp_path),
-        "--result-filename", name,
-    ]  # fmt: skip
+    argv = bench_argv(vllm_env, srv, tmp_path, name, n=N_BENCH, c=C_EACH, in_len=IN, out_len=OUT, seed=3001,
+                      extra=("--random-range-ratio", str(RANGE), "--save-detailed"))  # fmt: skip
     bench = subprocess.Popen(argv, env=vllm_env.bench_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, preexec_fn=client_preexec())  # fmt: skip
     try:
         deadline = time.monotonic() + 180
-        while _running(srv.url) < 1:  # start ours once bench is sending: most of both runs then overlap
+        # start ours once bench is sending: most of both runs then overlap
+        while scrape_metrics(srv.url, srv.model_name).get("vllm:num_requests_running", 0.0) < 1:
             assert bench.poll() is None and time.monotonic() < deadline, (bench.stdout.read() if bench.stdout else "")
             time.sleep(0.1)
         ours = run_vllm_locust(srv.url, tmp_path, "ours-paired", "--scenario", "chat", "--model", srv.model_name,

@@ -44,16 +44,22 @@ STRICT = os.environ.get("VLLM_LOCUST_STRICT_AGREEMENT") == "1"
 MAX_ROUNDS = 3
 
 
-def run_bench(env, server, out_dir: Path, seed: int) -> dict[str, Any]:
-    name = f"bench-{seed}.json"
-    argv = env.bench_command() + [
+def bench_argv(env, server, out_dir: Path, name: str, *, n: int, c: int, in_len: int, out_len: int, seed: int,
+               extra: tuple[str, ...] = ()) -> list[str]:  # fmt: skip
+    """`vllm bench serve` on the random dataset at `c` in flight, result saved as out_dir/name."""
+    return env.bench_command() + [
         "--backend", "openai-chat", "--base-url", server.url, "--endpoint", "/v1/chat/completions",
         "--model", server.model_name, "--tokenizer", str(env.model_dir), "--dataset-name", "random",
-        "--random-input-len", str(IN), "--random-output-len", str(OUT), "--num-prompts", str(N),
-        "--request-rate", "inf", "--max-concurrency", str(C), "--ignore-eos", "--temperature", "0",
+        "--random-input-len", str(in_len), "--random-output-len", str(out_len), "--num-prompts", str(n),
+        "--request-rate", "inf", "--max-concurrency", str(c), "--ignore-eos", "--temperature", "0",
         "--seed", str(seed), "--disable-tqdm", "--save-result", "--result-dir", str(out_dir),
-        "--result-filename", name,
+        "--result-filename", name, *extra,
     ]  # fmt: skip
+
+
+def run_bench(env, server, out_dir: Path, seed: int) -> dict[str, Any]:
+    name = f"bench-{seed}.json"
+    argv = bench_argv(env, server, out_dir, name, n=N, c=C, in_len=IN, out_len=OUT, seed=seed)
     proc = subprocess.run(
         argv, env=env.bench_env(), capture_output=True, text=True, timeout=600, preexec_fn=client_preexec()
     )
