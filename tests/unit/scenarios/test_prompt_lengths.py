@@ -63,3 +63,21 @@ def test_no_tokenize_endpoint_means_one_word_per_token() -> None:
     lm = LengthModel.calibrate(lambda body: None, "m")
     assert not lm.exact and lm.tokens_per_word == 1.0
     assert len(lm.text(40, random.Random(0)).split(" ")) == 40
+
+
+def test_word_counts_go_through_the_given_map_in_order() -> None:
+    """The worker overlaps the ~170 /tokenize round trips with a gevent pool's ordered imap."""
+    import gevent.pool
+
+    seen: list[str] = []
+
+    def recording_imap(f, texts):  # type: ignore[no-untyped-def]
+        texts = list(texts)
+        seen.extend(texts)
+        return gevent.pool.Pool(8).imap(f, texts)
+
+    lm = LengthModel.calibrate(_server(_bpe_like), "m", recording_imap)
+    assert lm.exact and len(seen) > 150
+    assert lm.after_space == LengthModel.calibrate(_server(_bpe_like), "m").after_space
+    rng = random.Random(9)
+    assert all(_bpe_like(lm.text(n, rng)) == n for n in (5, 64, 300))
