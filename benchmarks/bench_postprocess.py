@@ -2,7 +2,7 @@
 
     python benchmarks/bench_postprocess.py --records 1000000 --tokens 128 --output bench_postprocess.json
 
-Post-processing reads records.cols (vllm_users.columns), the columnar copy the master writes beside
+Post-processing reads records.cols (vllm_users.measure.columns), the columnar copy the master writes beside
 records.jsonl. Targets (issue 5): 1 M records -> result JSON <= 5 s; HTML report <= 20 s and <= 10 MB.
 The records file is generated once per shape and cached under --workdir.
 """
@@ -22,9 +22,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from orchestration.report.cli import generate  # noqa: E402
 from orchestration.report.postprocess import load_run, write_json_atomic  # noqa: E402
-from vllm_users import columns  # noqa: E402
-from vllm_users.columns import COLS_FILE  # noqa: E402
-from vllm_users.record import RequestRecord  # noqa: E402
+from vllm_users.measure import columns  # noqa: E402
+from vllm_users.measure.columns import COLS_FILE  # noqa: E402
+from vllm_users.measure.record import RequestRecord  # noqa: E402
 
 
 def make_run_dir(path: str, n: int, tokens: int, seed: int = 0) -> str:

@@ -24,8 +24,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from orchestration.sim import probe  # noqa: E402
-from orchestration.sim.launch import start_simulator  # noqa: E402
+from vllm_sim import probe  # noqa: E402
+from vllm_sim.launch import start_simulator  # noqa: E402
 
 TERMINATOR = b"\r\n0\r\n\r\n"
 EVENT_END = b"\n\n\r\n"

@@ -29,9 +29,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from orchestration.sim import probe  # noqa: E402
-from orchestration.sim.launch import SimProcess, start_simulator  # noqa: E402
-from vllm_users.stream import is_chat_output  # noqa: E402
+from vllm_sim import probe  # noqa: E402
+from vllm_sim.launch import SimProcess, start_simulator  # noqa: E402
+from vllm_users.client.stream import is_chat_output  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 CACHE = Path(os.environ.get("VLLM_LOCUST_CACHE", str(Path.home() / ".cache" / "vllm-locust")))

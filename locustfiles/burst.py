@@ -4,6 +4,6 @@
 --burst-cycles; env VLLM_LOCUST_BURST_*. The test ends when the shape does.
 """
 
-from vllm_users.burst import BurstShape, BurstUser
+from vllm_users.scenarios.burst import BurstShape, BurstUser
 
 __all__ = ["BurstUser", "BurstShape"]

@@ -3,6 +3,6 @@
 Options of vllm-locust (`--input-len`, `--request-rate`, ...) are listed by `locust -f locustfiles/chat.py --help`.
 """
 
-from vllm_users.chat import ChatUser
+from vllm_users.scenarios.chat import ChatUser
 
 __all__ = ["ChatUser"]

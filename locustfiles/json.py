@@ -20,6 +20,6 @@ if __name__ == "json":
     sys.modules["json"] = _std
     _spec.loader.exec_module(_std)
 
-from vllm_users.json_user import JsonUser  # noqa: E402
+from vllm_users.scenarios.json_user import JsonUser  # noqa: E402
 
 __all__ = ["JsonUser"]

@@ -4,6 +4,6 @@
 the prefix-cache hit rate (vLLM needs --enable-prompt-tokens-details for cached_tokens).
 """
 
-from vllm_users.multiturn import MultiTurnUser
+from vllm_users.scenarios.multiturn import MultiTurnUser
 
 __all__ = ["MultiTurnUser"]

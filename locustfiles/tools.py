@@ -3,6 +3,6 @@
 --tool-choice auto|required|<function name>, --tool-followup; tool calls are validated (invalid_tool_call).
 """
 
-from vllm_users.tools_user import ToolsUser
+from vllm_users.scenarios.tools_user import ToolsUser
 
 __all__ = ["ToolsUser"]

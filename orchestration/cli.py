@@ -13,7 +13,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `vllm-locust` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "sim":
-        from orchestration.sim import main as sim_main
+        from vllm_sim import main as sim_main
 
         return int(sim_main(argv[1:]) or 0)
     if argv and argv[0] == "report":

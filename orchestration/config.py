@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from vllm_users.exit_codes import USAGE
-from vllm_users.metrics import Slo
+from vllm_users.measure.metrics import Slo
 
 
 class UsageError(Exception):

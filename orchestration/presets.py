@@ -103,32 +103,32 @@ def prepare(a: argparse.Namespace) -> None:
     apply_preset(a)
     names = [n for n, _ in getattr(a, "mix", [])]
     if "burst" in names and a.num_prompts is None and a.run_time is None:
-        from vllm_users.burst import plan_from_options
+        from vllm_users.scenarios.burst import plan_from_options
 
         a.run_time = plan_from_options(a).total_s + 5  # the shape ends the run; this is a backstop
     if getattr(a, "dataset", None):
-        from vllm_users.datasets import DatasetError, load_dataset
+        from vllm_users.workload.datasets import DatasetError, load_dataset
 
         try:
             load_dataset(a.dataset, getattr(a, "dataset_format", None) or "auto")
         except DatasetError as e:
             raise C.UsageError(str(e)) from None
     if getattr(a, "json_schema", None):
-        from vllm_users.schemas import SchemaError, load_schema_file
+        from vllm_users.workload.schemas import SchemaError, load_schema_file
 
         try:
             load_schema_file(a.json_schema)
         except SchemaError as e:
             raise C.UsageError(str(e)) from None
     if getattr(a, "schema_complexity", None):
-        from vllm_users.schemas import COMPLEXITIES
+        from vllm_users.workload.schemas import COMPLEXITIES
 
         if a.schema_complexity not in COMPLEXITIES:
             raise C.UsageError(
                 f"--schema-complexity {a.schema_complexity!r}: expected one of {', '.join(COMPLEXITIES)}"
             )
     if getattr(a, "tokenizer", None):
-        from vllm_users.workload import TokenizerError, load_tokenizer
+        from vllm_users.workload.source import TokenizerError, load_tokenizer
 
         try:
             load_tokenizer(a.tokenizer)
@@ -206,7 +206,7 @@ def run_sweep(a: argparse.Namespace, run_one: Callable[[argparse.Namespace], int
     os.makedirs(sweep_dir, exist_ok=True)
     sim = None
     if not a.host:
-        from orchestration.sim.launch import start_simulator
+        from vllm_sim.launch import start_simulator
 
         sim = start_simulator(a.sim_args.split() if a.sim_args else [])
     host = a.host or sim.url  # type: ignore[union-attr]

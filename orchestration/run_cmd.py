@@ -21,7 +21,7 @@ from orchestration.summary import format_summary
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
 from vllm_users.options import API_KEY_ENV
-from vllm_users.scenarios import locustfile_source, parse_mix
+from vllm_users.scenarios.registry import locustfile_source, parse_mix
 
 DEFAULT_NUM_PROMPTS = 200  # when neither --num-prompts nor --run-time is given
 DEFAULT_OPEN_LOOP_SLOTS = 256  # users (max in flight) for open loop without --max-concurrency
@@ -192,7 +192,7 @@ def run(a: argparse.Namespace) -> int:
     try:
         host = a.host
         if not host:
-            from orchestration.sim.launch import start_simulator
+            from vllm_sim.launch import start_simulator
 
             sim_args = a.sim_args.split() if a.sim_args else []
             if api_key and "--api-key" not in sim_args:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from orchestration import config as C
 from vllm_users import exit_codes
-from vllm_users.scenarios import locustfile_source, parse_mix
+from vllm_users.scenarios.registry import locustfile_source, parse_mix
 
 
 def main(argv: Sequence[str]) -> int:

@@ -15,7 +15,7 @@ if ! command -v chromium >/dev/null || ! command -v pdftoppm >/dev/null; then
   fi
 fi
 "$VENV/bin/ruff" check .
-"$VENV/bin/mypy" vllm_users orchestration
+"$VENV/bin/mypy" vllm_users orchestration vllm_sim
 # the e2e tier (tests/e2e, real vLLM on CPU) runs in the same pytest call; its cached venv + model first
 # (idempotent: ~2-4 min the first time, a second later). VLLM_LOCUST_SKIP_E2E=1 skips both.
 case "${VLLM_LOCUST_SKIP_E2E:-}" in 1|true|yes) ;; *) bash tests/e2e/setup_vllm.sh ;; esac

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from orchestration.report.postprocess import ReportError, RunData, load_run, write_json_atomic
 from vllm_users import exit_codes
 from vllm_users.atomic import write_atomic
-from vllm_users.metrics import Slo
+from vllm_users.measure.metrics import Slo
 
 FORMATS = ("html", "pdf", "json", "md")
 AFTER_RUN_FORMATS = ("html", "json", "md")  # the PDF repeats the HTML; on demand only

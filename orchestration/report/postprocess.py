@@ -1,8 +1,8 @@
 """Post-processor: a run directory (records, result, CSVs, server metric samples) -> one result dict.
 
-Every client metric comes from `vllm_users.metrics` (via `vllm_users.results.build_result`); this
+Every client metric comes from `vllm_users.measure.metrics` (via `vllm_users.measure.results.build_result`); this
 module only chooses the best source available and says what it could not do.
-Sources, best first: records (exact; records.cols, the columnar copy of records.jsonl: vllm_users.columns) > result.json (as the master wrote it) > Locust CSVs
+Sources, best first: records (exact; records.cols, the columnar copy of records.jsonl: vllm_users.measure.columns) > result.json (as the master wrote it) > Locust CSVs
 (approximate: Locust rounds response times to ~2 significant digits).
 """
 
@@ -18,10 +18,10 @@ import numpy as np
 from orchestration.report.locust_csv import result_from_csv
 from orchestration.server_metrics import summarize_file
 from vllm_users.atomic import atomic_json
-from vllm_users.columns import load_columns
-from vllm_users.metrics import Slo, plot_arrays
-from vllm_users.metrics_summary import timeseries
-from vllm_users.results import COLS_FILE, META_FILE, RECORDS_FILE, RESULT_FILE, build_result
+from vllm_users.measure.columns import load_columns
+from vllm_users.measure.metrics import Slo, plot_arrays
+from vllm_users.measure.metrics_summary import timeseries
+from vllm_users.measure.results import COLS_FILE, META_FILE, RECORDS_FILE, RESULT_FILE, build_result
 
 # Keys that the master or `vllm-locust run` add beside build_result's output; kept when recomputing.
 RUN_KEYS = ("client_health", "data_loss", "client_bound", "server_served", "missing_vs_server", "exit_code")

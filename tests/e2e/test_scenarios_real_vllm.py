@@ -25,8 +25,8 @@ import jsonschema
 import pytest
 
 from tests.e2e.vllm_env import client_preexec
-from vllm_users.record import RequestRecord, read_records
-from vllm_users.scenarios import SCENARIOS
+from vllm_users.measure.record import RequestRecord, read_records
+from vllm_users.scenarios.registry import SCENARIOS
 
 REPO = Path(__file__).resolve().parents[2]
 # 0 ok; 1 some requests failed (json/tools: invalid answers); 5 client-bound: on this shared 2-core box
@@ -119,7 +119,7 @@ def assert_monotonic(records: list[RequestRecord]) -> None:
 
 def require_scenario(name: str) -> None:
     if name not in SCENARIOS:
-        pytest.skip(f"scenario {name!r} is not registered in vllm_users/scenarios.py yet")
+        pytest.skip(f"scenario {name!r} is not registered in vllm_users/scenarios/registry.py yet")
 
 
 # ----- a recording reverse proxy: forwards every byte as it arrives and keeps each exchange -----
@@ -259,9 +259,9 @@ def _chars_from_detail(detail: str | None) -> int | None:
 
 
 def _first_tool_name(seed: int) -> str:
-    """The first tool the tools scenario offers for `seed`. In a child process: vllm_users.tools_user imports
+    """The first tool the tools scenario offers for `seed`. In a child process: vllm_users.scenarios.tools_user imports
     locust, which monkey-patches this process with gevent (deadlocks the recording proxy's threads)."""
-    code = f"from vllm_users.tools_user import make_tools; print(make_tools({seed})[0]['function']['name'])"
+    code = f"from vllm_users.scenarios.tools_user import make_tools; print(make_tools({seed})[0]['function']['name'])"
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True, timeout=120
     )

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from orchestration.sim.launch import start_simulator
 from tests.integration.core.helpers import cli, cli_bare
+from vllm_sim.launch import start_simulator
 
 
 def _one_line_error(p, code: int, needle: str) -> None:

@@ -11,9 +11,9 @@ import urllib.request
 
 import pytest
 
-from orchestration.sim import probe
-from orchestration.sim.launch import start_simulator
 from tests.integration.core.helpers import CliRun, cli
+from vllm_sim import probe
+from vllm_sim.launch import start_simulator
 
 TTFT_MS, ITL_MS = 50.0, 10.0
 ATTEMPTS = 3  # a 2-core machine shared with other work can delay the simulator itself: retry, never loosen

@@ -75,7 +75,7 @@ def _in(ns: str, *cmd: str, **kw) -> subprocess.Popen:
 def test_master_workers_and_server_on_separate_hosts(hosts, tmp_path) -> None:
     py = sys.executable
     srv_ip, master_ip = f"{SUBNET}.{HOSTS['srv']}", f"{SUBNET}.{HOSTS['master']}"
-    sim = _in(hosts["srv"], py, "-m", "orchestration.sim", "--host", srv_ip, "--port", "8000", "--fixed",
+    sim = _in(hosts["srv"], py, "-m", "vllm_sim", "--host", srv_ip, "--port", "8000", "--fixed",
               "--ttft-ms", "20", "--itl-ms", "5", stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
         assert sim.stdout is not None and sim.stdout.readline().startswith(b"SIM_READY")

@@ -12,8 +12,8 @@ import urllib.request
 
 import pytest
 
-from orchestration.sim.launch import start_simulator
 from tests.integration.core.helpers import cli, wait_streaming
+from vllm_sim.launch import start_simulator
 
 
 def _served(url: str) -> int:

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from orchestration.sim.launch import start_simulator
-from vllm_users.results import write_result
+from vllm_sim.launch import start_simulator
+from vllm_users.measure.results import write_result
 
 pytestmark = pytest.mark.timeout(200)
 

@@ -9,8 +9,8 @@ import urllib.request
 
 import pytest
 
-from orchestration.sim.launch import start_simulator
 from tests.integration.core.helpers import cli, wait_streaming
+from vllm_sim.launch import start_simulator
 
 pytestmark = pytest.mark.timeout(200)
 
@@ -48,7 +48,7 @@ def test_http_500_and_429_counted_exactly(tmp_path) -> None:
     assert res["completed"] + res["failed"] == 300
     assert r.rc == 1
     # histograms hold successes only: the merged TTFT count equals completed
-    from vllm_users.histograms import HistogramSet
+    from vllm_users.measure.histograms import HistogramSet
 
     hs = HistogramSet()
     hs.merge_encoded(json.load(open(f"{r.run_dir}/histograms.json")))

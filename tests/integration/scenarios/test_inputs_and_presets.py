@@ -80,7 +80,7 @@ def test_latency_preset(tmp_path) -> None:
     assert succeeded(r), r.err
     res = r.result
     assert res["max_concurrent_requests"] == 1 and res["total_output_tokens"] == 6 * 16  # ignore_eos: exact
-    from orchestration.sim.tokenizer import CHAT_TOKENS_BASE, CHAT_TOKENS_PER_MESSAGE
+    from vllm_sim.tokenizer import CHAT_TOKENS_BASE, CHAT_TOKENS_PER_MESSAGE
 
     # 128 text tokens per prompt (vllm bench serve's definition) plus the simulator's chat template
     assert res["total_input_tokens"] == 6 * (128 + CHAT_TOKENS_PER_MESSAGE + CHAT_TOKENS_BASE)
@@ -108,7 +108,7 @@ def test_moe_preset_sweep(tmp_path) -> None:
 def test_input_len_counts_prompt_text_exactly(tmp_path) -> None:
     """--input-len is the message text's token count (vllm bench serve's definition), calibrated through the
     simulator's /tokenize: the server counts exactly that plus its chat template, request by request."""
-    from orchestration.sim.tokenizer import CHAT_TOKENS_BASE, CHAT_TOKENS_PER_MESSAGE
+    from vllm_sim.tokenizer import CHAT_TOKENS_BASE, CHAT_TOKENS_PER_MESSAGE
 
     r = vllm_locust(tmp_path, "--scenario", "chat", "--num-prompts", "16", "--users", "2", "--input-len", "60",
                     "--range-ratio", "0.5", "--output-len", "4", "--seed", "3")  # fmt: skip

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from vllm_users.schemas import judge_json, schema_pool
-from vllm_users.tools_user import judge_tool_calls, make_tools
+from vllm_users.scenarios.tools_user import judge_tool_calls, make_tools
+from vllm_users.workload.schemas import judge_json, schema_pool
 
 from .runner import succeeded, vllm_locust
 

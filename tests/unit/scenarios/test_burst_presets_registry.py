@@ -12,9 +12,9 @@ import pytest
 from orchestration import config as C
 from orchestration import presets
 from orchestration.run_cmd import add_run_parser
-from vllm_users.arrivals import inter_arrivals
-from vllm_users.burst import BurstPlan, plan_from_options
-from vllm_users.scenarios import SCENARIOS, locustfile_source, parse_mix
+from vllm_users.scenarios.burst import BurstPlan, plan_from_options
+from vllm_users.scenarios.registry import SCENARIOS, locustfile_source, parse_mix
+from vllm_users.workload.arrivals import inter_arrivals
 
 
 def _cv(x: np.ndarray) -> float:

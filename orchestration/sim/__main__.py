@@ -1,7 +1,0 @@
-"""``python -m orchestration.sim``."""
-
-import sys
-
-from . import main
-
-sys.exit(main())

@@ -1,0 +1,320 @@
+"""Send one OpenAI request and read its SSE stream as bytes arrive, timing every output chunk.
+
+Hot path rules (docs/metrics.md): the clock is read right after each recv(), before parsing; events are
+classified by byte search, and JSON is parsed only for what must be parsed (usage, errors, and the whole
+event when the scenario needs text or tool calls).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from time import perf_counter
+from typing import Any
+
+import gevent
+from geventhttpclient.client import HTTPClient
+from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
+
+from vllm_users.client.reactor import HAVE_EPOLL, reactor
+from vllm_users.client.wire import BLOCK, StampedResponse, post
+
+# Bodies are read by one epoll in the hub (vllm_users/client/reactor.py); without epoll (macOS), or with
+# VLLM_LOCUST_REACTOR=0, each stream's greenlet reads its own socket.
+USE_REACTOR = HAVE_EPOLL and os.environ.get("VLLM_LOCUST_REACTOR", "1") != "0"
+
+_DONE = b"[DONE]"
+_CONTENT_KEYS = (b'"content":', b'"reasoning_content":', b'"reasoning":')
+
+
+@dataclass(slots=True)
+class StreamResult:
+    """What one response told us: output chunk times (perf_counter s), usage, errors, optional text."""
+
+    t0: float
+    chunk_times: list[float] = field(default_factory=list)
+    t_end: float = 0.0
+    status: int = 0
+    usage: dict[str, Any] | None = None
+    finish_reason: str | None = None
+    done: bool = False
+    choice_events: int = 0  # events with a non-empty choices list (role chunk, finish chunk, output)
+    error: str | None = None
+    error_detail: str | None = None
+    text_parts: list[str] | None = None
+    tool_calls: dict[int, dict[str, Any]] | None = None  # index -> {"id","name","arguments"}
+    body: Any = None  # non-streamed: the decoded JSON answer
+
+    @property
+    def text(self) -> str:
+        """Generated text (only collected when asked for)."""
+        return "".join(self.text_parts or ())
+
+
+def is_chat_output(payload: bytes) -> bool:
+    """True when a chat chunk carries generated output (content, reasoning or tool calls)."""
+    if b'"tool_calls":[{' in payload or b'"tool_calls": [{' in payload:
+        return True
+    for key in _CONTENT_KEYS:
+        j = payload.find(key)
+        if j < 0:
+            continue
+        k = j + len(key)
+        while k < len(payload) and payload[k] == 32:  # tolerate `"content": "x"`
+            k += 1
+        if k >= len(payload) or payload[k] != 34:  # null or absent
+            continue
+        if payload[k + 1 : k + 2] != b'"':
+            return True
+        # empty string: the role chunk does not count, an empty non-role delta does (vLLM bench's rule)
+        if key == b'"content":' and b'"role"' not in payload:
+            return True
+    return False
+
+
+def is_completion_output(payload: bytes) -> bool:
+    """True when a completions chunk has choices (any, like vLLM bench)."""
+    return b'"choices":[{' in payload or b'"choices": [{' in payload
+
+
+def _finish_reason(payload: bytes) -> str | None:
+    j = payload.find(b'"finish_reason":"')
+    if j < 0:
+        return None
+    j += 17
+    k = payload.find(b'"', j)
+    return payload[j:k].decode("utf-8", "replace") if k > j else None
+
+
+class _Events:
+    """Dispatch SSE events into a StreamResult (spec: data lines joined, dispatch on blank line)."""
+
+    __slots__ = ("res", "completions", "want_text", "pending", "data", "_is_out")
+
+    def __init__(self, res: StreamResult, completions: bool, want_text: bool) -> None:
+        self.res = res
+        self.completions = completions
+        self.want_text = want_text
+        self.pending = b""
+        self.data: list[bytes] = []
+        self._is_out = is_completion_output if completions else is_chat_output
+
+    def feed(self, data: bytes, now: float) -> None:
+        """Process newly received body bytes that arrived at perf_counter time `now`."""
+        if self.pending:
+            data = self.pending + data
+        lines = data.split(b"\n")
+        self.pending = lines.pop()
+        for line in lines:
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if not line:
+                if self.data:
+                    self._dispatch(b"\n".join(self.data) if len(self.data) > 1 else self.data[0], now)
+                    self.data = []
+            elif line.startswith(b"data:"):
+                self.data.append(line[6:] if line[5:6] == b" " else line[5:])
+            # comment lines (":...") and other fields (event:, id:, retry:) are ignored
+
+    def finish(self, now: float) -> None:
+        """End of body: dispatch a last event that had no blank line after it."""
+        if self.pending.startswith(b"data:"):
+            # a torn half line never completes: it is evidence of truncation, not an event
+            if not self.res.done and self.res.error is None:
+                self.res.error = "truncated"
+                self.res.error_detail = "stream ended inside an event line"
+            self.pending = b""
+        if self.data:
+            self._dispatch(b"\n".join(self.data), now)
+            self.data = []
+
+    def _dispatch(self, payload: bytes, now: float) -> None:
+        res = self.res
+        if payload[:6] == _DONE:
+            res.done = True
+            return
+        if self._is_out(payload):
+            res.chunk_times.append(now)
+            if self.want_text:
+                self._collect(payload)
+            fr = _finish_reason(payload)  # one search; usually absent
+            if fr:
+                res.finish_reason = fr
+            if b'"usage":{' in payload:
+                self._usage(payload)
+            return
+        if b'"choices":[{' in payload or b'"choices": [{' in payload:
+            res.choice_events += 1
+        if b'"error"' in payload and b'"choices"' not in payload:
+            try:
+                err = json.loads(payload).get("error")
+            except ValueError:
+                err = None
+            res.error = "inband_error"
+            msg = err.get("message") if isinstance(err, dict) else err
+            res.error_detail = str(msg)[:200] if msg else "error event in stream"
+            return
+        if b'"usage":{' in payload or b'"usage": {' in payload:
+            self._usage(payload)
+        fr = _finish_reason(payload)
+        if fr:
+            res.finish_reason = fr
+
+    def _usage(self, payload: bytes) -> None:
+        try:
+            usage = json.loads(payload).get("usage")
+        except ValueError:
+            return
+        if isinstance(usage, dict):
+            self.res.usage = usage
+
+    def _collect(self, payload: bytes) -> None:
+        try:
+            choice = json.loads(payload)["choices"][0]
+        except (ValueError, KeyError, IndexError, TypeError):
+            return
+        res = self.res
+        if res.text_parts is None:
+            res.text_parts = []
+        if self.completions:
+            res.text_parts.append(choice.get("text") or "")
+            return
+        delta = choice.get("delta") or {}
+        if delta.get("content"):
+            res.text_parts.append(delta["content"])
+        for tc in delta.get("tool_calls") or ():
+            if res.tool_calls is None:
+                res.tool_calls = {}
+            slot = res.tool_calls.setdefault(tc.get("index", 0), {"id": None, "name": None, "arguments": ""})
+            fn = tc.get("function") or {}
+            if tc.get("id"):
+                slot["id"] = tc["id"]
+            if fn.get("name"):
+                slot["name"] = fn["name"]
+            if fn.get("arguments"):
+                slot["arguments"] += fn["arguments"]
+
+
+def _error_message(body: bytes) -> str:
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return body[:120].decode("utf-8", "replace").strip() or "empty body"
+    err = doc.get("error", doc) if isinstance(doc, dict) else doc
+    if isinstance(err, dict):
+        err = err.get("message") or err
+    return str(err)[:200]
+
+
+def send_and_read(
+    client: HTTPClient,
+    path: str,
+    body: bytes,
+    headers: dict[str, str],
+    *,
+    completions: bool,
+    stream: bool = True,
+    want_text: bool = False,
+) -> StreamResult:
+    """POST `body` and read the answer; never raises for server or network faults (they become errors)."""
+    resp = None
+    res = StreamResult(t0=perf_counter())
+    events = _Events(res, completions, want_text)
+    try:
+        res.t0, resp = post(client, path, body, headers)
+        now = resp.stamp
+        res.status = resp.status_code
+        if res.status != 200:
+            res.error = "http"
+            res.error_detail = f"HTTP {res.status}: {_error_message(resp.read(65536))}"
+            return res
+        if not stream:
+            _read_whole(resp, res, completions, want_text)
+            return res
+        ctype = str(resp.get("content-type") or "")
+        if "text/event-stream" not in ctype:
+            res.error = "bad_response"
+            res.error_detail = f"expected text/event-stream, got {ctype or 'no content-type'}"
+            resp.read(65536)
+            return res
+        if USE_REACTOR:
+            reactor().read_body(resp, events, now)
+        else:
+            _read_stream(resp, events, now)
+    except (gevent.Timeout, TimeoutError):
+        res.error = "timeout"
+        res.error_detail = "read timed out" if res.status else "connect or header timeout"
+    except ConnectionResetError as e:
+        res.error = "connection"
+        res.error_detail = ("connection reset mid-stream" if res.status else f"connection reset: {e}")[:200]
+    except (HTTPConnectionClosed, ConnectionError, OSError) as e:
+        if res.status == 200:
+            res.error = "truncated"
+            res.error_detail = f"connection lost mid-stream: {type(e).__name__}"
+        else:
+            res.error = "connection"
+            res.error_detail = f"{type(e).__name__}: {e}"[:200]
+    except HTTPParseError as e:
+        res.error = "truncated" if res.status == 200 else "bad_response"
+        res.error_detail = f"HTTP parse error: {e}"[:200]
+    finally:
+        res.t_end = perf_counter()
+        if resp is not None and resp._sock is not None and res.error is not None:
+            resp._sock.close()  # a half-read connection must not go back to the pool
+            resp.release()
+    if res.status == 200 and stream and res.error is None:
+        if not res.done:
+            res.error = "truncated"
+            res.error_detail = "stream ended without [DONE]"
+        elif not res.chunk_times:
+            only_usage = res.usage is not None and not res.choice_events
+            res.error = "usage_only" if only_usage else "no_output"
+            res.error_detail = "stream carried only a usage chunk" if only_usage else "stream carried no output"
+    return res
+
+
+def _read_stream(resp: StampedResponse, events: _Events, now: float) -> None:
+    recv = resp.recv_stamped
+    while not resp.drain_into(events, now):
+        sock = resp._sock
+        if sock is None:
+            raise HTTPConnectionClosed("connection closed")
+        chunk = recv(sock, BLOCK)
+        if resp.stamp > now:  # stamps follow the byte order; guard against a clock step all the same
+            now = resp.stamp
+        if not chunk:
+            raise HTTPConnectionClosed("connection closed by server before the end of the body")
+        resp.feed(chunk)
+    events.finish(now)
+
+
+def _read_whole(resp: Any, res: StreamResult, completions: bool, want_text: bool) -> None:
+    raw = resp.read()
+    res.t_end = perf_counter()
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        res.error = "bad_response"
+        res.error_detail = "response is not JSON"
+        return
+    res.body = doc
+    res.usage = doc.get("usage") if isinstance(doc, dict) else None
+    try:
+        choice = doc["choices"][0]
+    except (KeyError, IndexError, TypeError):
+        res.error = "bad_response"
+        res.error_detail = "response has no choices"
+        return
+    res.finish_reason = choice.get("finish_reason")
+    res.chunk_times.append(res.t_end)  # non-streamed: first output == end
+    res.done = True
+    if want_text:
+        msg = choice.get("text") if completions else (choice.get("message") or {}).get("content")
+        res.text_parts = [msg or ""]
+        calls = (choice.get("message") or {}).get("tool_calls") if not completions else None
+        if calls:
+            res.tool_calls = {
+                i: {"id": c.get("id"), "name": c["function"]["name"], "arguments": c["function"]["arguments"]}
+                for i, c in enumerate(calls)
+            }

@@ -1,0 +1,1 @@
+"""Master/worker plumbing: Locust events, per-worker state, master-side collection."""

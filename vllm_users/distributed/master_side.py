@@ -1,0 +1,161 @@
+"""Master-side collection: records and histograms from every worker, lost workers, and the final result."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from vllm_users.atomic import atomic_json
+from vllm_users.distributed.worker_side import BATCH_INTERVAL_S
+from vllm_users.measure.columns import COLS_FILE, frame, records_to_frames
+from vllm_users.measure.health import summarize
+from vllm_users.measure.histograms import HistogramSet
+
+log = logging.getLogger("vllm_locust")
+
+
+@dataclass
+class WorkerState:
+    """What the master knows about one worker's data."""
+
+    name: str
+    client_id: str | None = None
+    records: int = 0
+    last_batch: float = 0.0
+    done: bool = False
+    final: bool = False
+    lost_at: float | None = None
+    stalls_s: list[float] = field(default_factory=list)  # silences long enough to be reported, then survived
+    totals: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Collector:
+    """Receives worker batches, appends records to the run directory, merges histograms."""
+
+    results_dir: str
+    hists: HistogramSet = field(default_factory=HistogramSet)
+    workers: dict[str, WorkerState] = field(default_factory=dict)
+    health: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    started: float = field(default_factory=time.time)
+    _fh: Any = None
+    _cols: Any = None
+    _jsonl_end: int = 0
+
+    def __post_init__(self) -> None:
+        os.makedirs(self.results_dir, exist_ok=True)
+        path = os.path.join(self.results_dir, "records.jsonl")
+        self._fh = open(path, "a", buffering=1 << 20)
+        self._jsonl_end = os.path.getsize(path)
+        # columns beside the JSONL (vllm_users.measure.columns): each frame says where in the JSONL its batch ends
+        self._cols = open(os.path.join(self.results_dir, COLS_FILE), "ab", buffering=1 << 20)
+
+    def on_batch(self, data: dict[str, Any], client_id: str | None = None) -> None:
+        """Add one worker batch (records as JSON lines, encoded histograms, health samples)."""
+        w = self.workers.setdefault(data["worker"], WorkerState(data["worker"]))
+        w.client_id = client_id or w.client_id
+        now = time.time()
+        if w.lost_at is not None:  # it was only silent (a stalled process), and nothing it measured is lost
+            log.warning("worker %s is back after %.1f s of silence", w.name, now - w.last_batch)
+            w.stalls_s.append(round(now - w.last_batch, 3))
+            w.lost_at = None
+        w.last_batch = now
+        w.totals = data.get("totals", w.totals)
+        if data["n"]:
+            self._fh.write(data["records"] + "\n")
+            text = data["records"]
+            self._jsonl_end += (len(text) if text.isascii() else len(text.encode())) + 1
+            cols = data.get("cols")
+            try:
+                blob = frame(cols, self._jsonl_end) if cols else records_to_frames(text.split("\n"), self._jsonl_end)
+                self._cols.write(blob)
+            except Exception:  # records.jsonl has them; the reader parses what the columns lack
+                log.exception("vllm-locust: columns of a batch from %s not written", data["worker"])
+            w.records += data["n"]
+        self.hists.merge_encoded(data["hists"])
+        h = self.health.setdefault(data["worker"], {"cpu": [], "lag_ms": []})
+        for k in ("cpu", "lag_ms"):
+            h[k].extend(data["health"].get(k, ()))
+        if data.get("final"):
+            w.final = True
+            self._fh.flush()
+            self._cols.flush()
+
+    def on_done(self, worker: str) -> None:
+        """A worker used up its share of the requests."""
+        self.workers.setdefault(worker, WorkerState(worker)).done = True
+
+    def mark_lost(self, client_id: str, now: float) -> WorkerState | None:
+        """A worker stopped answering: keep the window in which its data may be missing."""
+        for w in self.workers.values():
+            if w.client_id == client_id and w.lost_at is None and not w.final:
+                w.lost_at = now
+                log.error(
+                    "worker %s lost (no heartbeat); samples after %s may be missing (%d records received)",
+                    w.name,
+                    time.strftime("%H:%M:%S", time.localtime(w.last_batch)),
+                    w.records,
+                )
+                return w
+        return None
+
+    def live(self) -> list[WorkerState]:
+        """Workers neither lost nor finished."""
+        return [w for w in self.workers.values() if w.lost_at is None and not w.final]
+
+    def progress(self) -> dict[str, Any]:
+        """Live totals over all workers, for the progress line."""
+        tot: dict[str, float] = {"ok": 0, "failed": 0, "output_tokens": 0, "inflight": 0}
+        for w in self.workers.values():
+            for k in tot:
+                tot[k] += w.totals.get(k, 0)
+        elapsed = time.time() - self.started
+        tot["elapsed_s"] = round(elapsed, 1)
+        tot["output_tok_per_s"] = round(tot["output_tokens"] / elapsed, 1) if elapsed > 0 else 0.0
+        tot["workers_live"] = len(self.live())
+        tot["workers_lost"] = [w.name for w in self.workers.values() if w.lost_at is not None]  # type: ignore[assignment]
+        return tot
+
+    def flush(self) -> None:
+        """Make everything received visible on disk."""
+        self._fh.flush()
+        self._cols.flush()
+
+    def close(self) -> None:
+        """Flush and close the records file."""
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+        if self._cols is not None:
+            self._cols.close()
+            self._cols = None
+
+    def loss_report(self) -> dict[str, Any]:
+        """Workers lost mid-run, each with its window of possible loss."""
+        lost = [w for w in self.workers.values() if w.lost_at is not None or not w.final]
+        return {
+            "workers_lost": [
+                {
+                    "worker": w.name,
+                    "records_received": w.records,
+                    "last_data_at": w.last_batch,
+                    "lost_at": w.lost_at,
+                    # batches come every BATCH_INTERVAL_S: data after the last one, up to the first one
+                    # that never came, is what may be missing
+                    "possible_loss_window_s": round(
+                        min((w.lost_at or time.time()) - w.last_batch, 2 * BATCH_INTERVAL_S), 3
+                    ),
+                }
+                for w in lost
+            ],
+            "complete": not lost,
+            "worker_stalls_s": {w.name: w.stalls_s for w in self.workers.values() if w.stalls_s},
+        }
+
+    def write_side_files(self) -> None:
+        """Merged histograms and client health, beside the records."""
+        atomic_json(os.path.join(self.results_dir, "histograms.json"), self.hists.encode())
+        atomic_json(os.path.join(self.results_dir, "client_health.json"), summarize(self.health))

@@ -1,0 +1,339 @@
+"""Wires vllm-locust into Locust's events: options, worker contexts, master collection, drain, results.
+
+Importing this module (any vllm_users user class does) registers the listeners once per process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+import gevent
+from locust import events
+from locust.env import Environment
+from locust.runners import STATE_MISSING, LocalRunner, MasterRunner, WorkerRunner
+
+from vllm_users import exit_codes
+from vllm_users.atomic import atomic_json
+from vllm_users.distributed.master_side import Collector
+from vllm_users.distributed.worker_side import WorkerContext
+from vllm_users.measure.health import summarize
+from vllm_users.measure.results import META_FILE, write_result
+from vllm_users.options import add_options, open_loop
+
+log = logging.getLogger("vllm_locust")
+
+EXIT_OK = exit_codes.OK
+EXIT_FAILURES = exit_codes.FAILURES
+EXIT_SCHEDULE = exit_codes.SCHEDULE
+EXIT_CLIENT_BOUND = exit_codes.CLIENT_BOUND
+EXIT_DATA_LOSS = exit_codes.DATA_LOSS
+
+
+def context(env: Environment) -> WorkerContext:
+    """The worker-side context of this process (created at test start)."""
+    ctx = getattr(env, "vllm_ctx", None)
+    if ctx is None:
+        raise RuntimeError("vllm-locust context missing: was the test started?")
+    return ctx
+
+
+@events.init_command_line_parser.add_listener
+def _options(parser: Any) -> None:
+    add_options(parser)
+
+
+@events.init.add_listener
+def _on_init(environment: Environment, **_: Any) -> None:
+    runner = environment.runner
+    if isinstance(runner, MasterRunner | LocalRunner):
+        _MasterPlugin(environment)
+    if isinstance(runner, WorkerRunner):
+        runner.register_message("vllm_stop", _worker_stop_handler, concurrent=True)
+        runner.register_message("vllm_grant", _worker_grant_handler)
+        gevent.spawn(_master_watchdog, environment)
+
+
+SILENT_WORKER_S = 3.5  # a worker that sent no batch for this long is reported lost (until it sends again)
+ABANDON_RUN_S = 10.0  # every worker silent this long: the run is stopped (a stall shorter than this is survived)
+MASTER_SILENCE_S = float(os.environ.get("VLLM_LOCUST_MASTER_TIMEOUT", "10"))
+
+
+def _master_watchdog(environment: Environment) -> None:
+    """A worker whose master went silent keeps its records on disk and exits (Locust alone waits 60 s)."""
+    last = {"t": time.time()}
+
+    def beat(**_: Any) -> None:
+        last["t"] = time.time()
+
+    environment.events.heartbeat_received.add_listener(beat)
+    while True:
+        gevent.sleep(1.0)
+        if time.time() - last["t"] > MASTER_SILENCE_S:
+            log.error("vllm-locust: no heartbeat from the master for %.0f s; saving records and exiting", MASTER_SILENCE_S)
+            ctx = getattr(environment, "vllm_ctx", None)
+            if ctx is not None:
+                ctx.drain(0)
+            runner = environment.runner
+            assert runner is not None
+            runner.greenlet.kill(block=False)
+            return
+
+
+def _worker_grant_handler(environment: Environment, msg: Any) -> None:
+    ctx = getattr(environment, "vllm_ctx", None)
+    if ctx is not None:
+        ctx.on_grant(int(msg.data["start"]), int(msg.data["count"]))
+
+
+def _worker_stop_handler(environment: Environment, msg: Any) -> None:
+    ctx = getattr(environment, "vllm_ctx", None)
+    if ctx is not None:
+        ctx.drain(float(msg.data.get("timeout", 0)))
+
+
+@events.test_start.add_listener
+def _on_test_start(environment: Environment, **_: Any) -> None:
+    runner = environment.runner
+    o: Any = environment.parsed_options
+    if isinstance(runner, MasterRunner):
+        # workers receive these through the spawn message's parsed_options
+        o.vllm_worker_count = max(1, runner.worker_count)
+        o.vllm_t0 = time.time() + 1.0  # room for every worker to receive the spawn message and start its users
+        return
+    if isinstance(runner, WorkerRunner):
+        index, count = runner.worker_index, o.vllm_worker_count or 1
+        index %= count
+
+        def send(kind: str, data: Any) -> None:
+            runner.send_message(kind, data)
+
+    else:
+        index, count = 0, 1
+        plugin: _MasterPlugin = environment.vllm_master  # type: ignore[attr-defined]
+
+        def send(kind: str, data: Any) -> None:
+            plugin.handle(kind, data, "local")
+
+    ctx = WorkerContext(o, index, count, send)
+    ctx.users = lambda: max(1, environment.runner.user_count if environment.runner else 1)
+    environment.vllm_ctx = ctx  # type: ignore[attr-defined]
+    ctx.start()
+
+
+@events.test_stop.add_listener
+def _on_test_stop(environment: Environment, **_: Any) -> None:
+    ctx = getattr(environment, "vllm_ctx", None)
+    if ctx is not None and not isinstance(environment.runner, MasterRunner):
+        ctx.drain(0)
+
+
+class _MasterPlugin:
+    """Master (or local runner) side: collect, watch workers, drain on stop, write results on quit."""
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        env.vllm_master = self  # type: ignore[attr-defined]
+        o = env.parsed_options
+        self.results_dir = (o.results_dir if o else "") or os.path.join(
+            "results", time.strftime("run-%Y%m%d-%H%M%S")
+        )
+        self.collector: Collector | None = None
+        self.drained = False
+        self.written = False
+        self.exit_code = EXIT_OK
+        runner = env.runner
+        if isinstance(runner, MasterRunner):
+            for kind in ("vllm_batch", "vllm_done", "vllm_need"):
+                runner.register_message(
+                    kind, lambda environment, msg, kind=kind: self.handle(kind, msg.data, msg.node_id)
+                )
+        self.next_index = 0
+        self.granted: dict[str, int] = {}
+        env.events.test_start.add_listener(self._start)
+        env.events.test_stopping.add_listener(lambda **_: self.drain())
+        env.events.quitting.add_listener(self._quitting)
+
+    def _start(self, **_: Any) -> None:
+        if self.collector is None:
+            self.collector = Collector(self.results_dir)
+            self.t_start = time.time()
+            gevent.spawn(self._watch)
+            log.info("vllm-locust: writing records to %s", self.results_dir)
+
+    def handle(self, kind: str, data: Any, client_id: str) -> None:
+        """A message from a worker (or from the local context)."""
+        if self.collector is None:
+            self._start()
+        assert self.collector is not None
+        if kind == "vllm_batch":
+            self.collector.on_batch(data, client_id)
+        elif kind == "vllm_need":
+            self._grant(data, client_id)
+        elif kind == "vllm_done":
+            self.collector.on_done(data["worker"])
+            if self._all_done():
+                gevent.spawn(self._finish_run)
+
+    def _grant(self, data: dict[str, Any], client_id: str) -> None:
+        """Hand out the next tickets of the run's request budget (closed loop with --num-prompts)."""
+        o = self.env.parsed_options
+        budget = int(getattr(o, "num_prompts", 0) or 0)
+        start = self.next_index
+        count = max(0, min(int(data.get("n", 1)), budget - start))
+        self.next_index += count
+        self.granted[data["worker"]] = self.granted.get(data["worker"], 0) + count
+        runner = self.env.runner
+        if isinstance(runner, MasterRunner):
+            runner.send_message("vllm_grant", {"start": start, "count": count}, client_id=client_id)
+        else:
+            ctx = getattr(self.env, "vllm_ctx", None)
+            if ctx is not None:
+                ctx.on_grant(start, count)
+
+    def _all_done(self) -> bool:
+        assert self.collector is not None
+        o = self.env.parsed_options
+        budget = int(getattr(o, "num_prompts", 0) or 0)
+        if budget and not open_loop(o):
+            # closed loop: every ticket handed out, and each worker that got some has finished them
+            workers = self.collector.workers
+            return self.next_index >= budget and all(
+                (workers.get(w) is not None and (workers[w].done or workers[w].lost_at is not None))
+                for w, n in self.granted.items()
+                if n
+            )
+        runner = self.env.runner
+        expected = runner.worker_count if isinstance(runner, MasterRunner) else 1
+        done = sum(1 for w in self.collector.workers.values() if w.done and w.lost_at is None)
+        return done >= max(1, expected)
+
+    def _finish_run(self) -> None:
+        log.info("vllm-locust: every worker finished its share of requests; stopping")
+        runner = self.env.runner
+        assert runner is not None
+        if self.env.parsed_options and self.env.parsed_options.headless:
+            runner.quit()
+        else:
+            runner.stop()
+
+    def _watch(self) -> None:
+        """Report workers that go missing by name, as soon as Locust notices."""
+        runner = self.env.runner
+        last_progress = 0.0
+        while self.collector is not None and not self.written:
+            gevent.sleep(0.5)
+            now = time.time()
+            if now - last_progress >= 2.0:
+                last_progress = now
+                self._write_progress()
+            if not isinstance(runner, MasterRunner):
+                continue
+            known = {c.id: c for c in runner.clients.values()}
+            for w in list(self.collector.workers.values()):
+                node = known.get(w.client_id or "")
+                silent = now - w.last_batch > SILENT_WORKER_S  # batches are due every second
+                if w.lost_at is None and not w.final and (node is None or node.state == STATE_MISSING or silent):
+                    self.collector.mark_lost(w.client_id or "", now)
+            gone = all(now - w.last_batch > ABANDON_RUN_S for w in self.collector.workers.values() if not w.final)
+            if self.collector.workers and not self.collector.live() and gone and not self.drained and not self._all_done():
+                log.error("vllm-locust: no live worker left; stopping the run")
+                gevent.spawn(self._finish_run)
+                return
+
+    def _write_progress(self) -> None:
+        assert self.collector is not None
+        p = self.collector.progress()
+        summary = self.collector.hists.summary_ms((50, 99))
+        for k, row in summary.items():
+            scen, _, metric = k.rpartition("|")
+            if metric in ("ttft", "tpot"):
+                p[f"{scen}_{metric}_p50_ms"] = round(row["p50"], 2)
+                p[f"{scen}_{metric}_p99_ms"] = round(row["p99"], 2)
+        atomic_json(os.path.join(self.results_dir, "progress.json"), p)
+
+    def drain(self) -> None:
+        """Ask every worker to finish in-flight streams and send its final batch; wait for them."""
+        if self.drained or self.collector is None:
+            return
+        self.drained = True
+        o = self.env.parsed_options
+        timeout = float(getattr(o, "vllm_stop_timeout", 30.0) or 0.0)
+        runner = self.env.runner
+        if isinstance(runner, MasterRunner):
+            runner.send_message("vllm_stop", {"timeout": timeout})
+            deadline = time.time() + timeout + 10
+            while self.collector.live() and time.time() < deadline:
+                gevent.sleep(0.1)
+        else:
+            ctx = getattr(self.env, "vllm_ctx", None)
+            if ctx is not None:
+                ctx.drain(timeout)
+        self.collector.flush()
+
+    def _quitting(self, **_: Any) -> None:
+        self.drain()
+        self.write()
+        if self.env.process_exit_code is None or self.env.process_exit_code == 0:
+            self.env.process_exit_code = self.exit_code
+
+    def write(self) -> dict[str, Any] | None:
+        """Write histograms, health and result.json into the run directory (once)."""
+        if self.written or self.collector is None:
+            return None
+        self.written = True
+        c = self.collector
+        c.close()
+        c.write_side_files()
+        o = self.env.parsed_options
+        meta = run_meta(o, self.env, self.t_start)
+        atomic_json(os.path.join(self.results_dir, META_FILE), meta)
+        health = summarize(c.health)
+        loss = c.loss_report()
+        res = write_result(self.results_dir, meta, {"client_health": health, "data_loss": loss, "client_bound": health["client_bound"]})
+        code = self.exit_code
+        if res.get("failed"):
+            code = max(code, EXIT_FAILURES)
+        if res.get("arrivals", {}).get("dropped"):
+            code = max(code, EXIT_SCHEDULE)
+        if health["client_bound"] and getattr(o, "fail_on_client_bound", False):
+            code = max(code, EXIT_CLIENT_BOUND)
+        if not loss["complete"]:
+            code = max(code, EXIT_DATA_LOSS)
+            if c.workers and all(w.lost_at is not None for w in c.workers.values()):
+                code = max(code, exit_codes.ABORTED)  # nobody finished: partial results only
+        self.exit_code = code
+        res["exit_code"] = code
+        atomic_json(os.path.join(self.results_dir, "exit_code.json"), {"exit_code": code})
+        log.info("vllm-locust: results in %s (exit code %d)", self.results_dir, code)
+        return res
+
+
+def run_meta(o: Any, env: Environment, t_start: float) -> dict[str, Any]:
+    """The run's settings, as the result JSON header needs them (never the API key)."""
+    get = (lambda k, d=None: getattr(o, k, d)) if o is not None else (lambda k, d=None: d)
+    runner = env.runner
+    return {
+        "date": time.strftime("%Y%m%d-%H%M%S", time.localtime(t_start)),
+        "started_at": t_start,
+        "host": env.host,
+        "model_id": get("model") or os.environ.get("VLLM_LOCUST_RESOLVED_MODEL"),
+        "tokenizer_id": get("tokenizer") or None,
+        "endpoint": get("endpoint", "chat"),
+        "backend": "openai-chat" if get("endpoint", "chat") == "chat" else "openai",
+        "num_prompts": get("num_prompts") or None,
+        "request_rate": get("request_rate") if open_loop(o) else None,
+        "burstiness": get("burstiness", 1.0),
+        "max_concurrency": get("max_concurrency") or None,
+        "input_len": get("input_len"),
+        "output_len": get("output_len"),
+        "range_ratio": get("range_ratio"),
+        "seed": get("seed"),
+        "goodput": get("goodput") or None,
+        "users": get("num_users"),
+        "run_time": get("run_time"),
+        "workers": (get("vllm_worker_count") or runner.worker_count) if isinstance(runner, MasterRunner) else 1,
+        "user_classes": sorted({u.__name__ for u in env.user_classes}),
+    }

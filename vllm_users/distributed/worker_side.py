@@ -1,0 +1,274 @@
+"""Per-process run state on a worker: the request budget or arrival schedule, records, histograms, drain."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import gevent
+from gevent.queue import Empty, Queue
+
+from vllm_users.measure.columns import pack_records
+from vllm_users.measure.health import HealthSampler
+from vllm_users.measure.histograms import HistogramSet
+from vllm_users.measure.record import RequestRecord
+from vllm_users.options import open_loop
+from vllm_users.workload.arrivals import worker_iter
+
+log = logging.getLogger("vllm_locust")
+
+BATCH_INTERVAL_S = 1.0  # records and histograms go to the master every second (bounds loss on a kill)
+
+
+@dataclass(slots=True)
+class Ticket:
+    """Permission to send one request: its global index and, open loop, its intended epoch time."""
+
+    index: int
+    t_intended: float | None = None
+
+
+class WorkerContext:
+    """Everything a worker process shares between its users."""
+
+    def __init__(self, options: Any, worker_index: int, worker_count: int, send: Callable[[str, Any], None]):
+        self.options = options
+        self.index = worker_index
+        self.count = max(1, worker_count)
+        self.name = f"{socket.gethostname()}-w{worker_index}"
+        self.send = send
+        self.hists = HistogramSet()
+        self.health = HealthSampler()
+        self.pending: list[str] = []
+        self.pending_recs: list[RequestRecord] = []  # packed as columns per batch (records.cols)
+        self.record_count = 0
+        self.totals = {"ok": 0, "failed": 0, "output_tokens": 0}
+        self.seq = 0
+        self.inflight: set[gevent.Greenlet] = set()
+        self.stopping = False
+        self.final_sent = False
+        self.done_sent = False
+        self._queue: Queue | None = None
+        self._dispatcher: gevent.Greenlet | None = None
+        self._reporter: gevent.Greenlet | None = None
+        self._next_index = worker_index
+        self._budget = options.num_prompts or 0
+        # closed loop with a request budget: tickets come from the master in small grants, so a worker
+        # that starts late, or has fewer users, simply takes fewer (no fixed per-worker share)
+        self._grants: Queue | None = None
+        self._asked_at = 0.0
+        self._exhausted = False
+        self.users: Callable[[], int] = lambda: 1
+        self._file = self._open_local_file()
+
+    # ----- request budget / schedule -----
+    def start(self) -> None:
+        """Begin the schedule (open loop), health sampling and periodic reports."""
+        self.health.start()
+        if open_loop(self.options):
+            self._queue = Queue()
+            self._dispatcher = gevent.spawn(self._dispatch)
+        elif self._budget:
+            self._grants = Queue()
+        self._reporter = gevent.spawn(self._report_loop)
+
+    def next_ticket(self) -> Ticket | None:
+        """Block until this worker may send its next request; None when its share is used up or stopping."""
+        if self.stopping:
+            return None
+        if self._queue is not None:
+            while not self.stopping:
+                try:
+                    t = self._queue.get(timeout=0.5)
+                except Empty:
+                    continue
+                if t is None:
+                    self._queue.put(None)  # let every other user see the end too
+                    return None
+                return t
+            return None
+        if self._grants is not None:
+            return self._granted_ticket(self._grants)
+        t = Ticket(self._next_index)
+        self._next_index += self.count
+        return t
+
+    def _granted_ticket(self, grants: Queue) -> Ticket | None:
+        while not self.stopping:
+            if grants.qsize() <= self.users() and not self._exhausted:
+                self._ask()
+            try:
+                t = grants.get(timeout=0.5)
+            except Empty:
+                continue
+            if t is None:
+                grants.put(None)  # every other user sees the end too
+                return None
+            return t
+        return None
+
+    def _ask(self) -> None:
+        now = time.time()
+        if now - self._asked_at < 2.0:  # one request in flight; re-ask if a grant never came
+            return
+        self._asked_at = now
+        self.send("vllm_need", {"worker": self.name, "n": max(1, self.users())})
+
+    def on_grant(self, start: int, count: int) -> None:
+        """The master granted tickets [start, start+count); count 0 means the budget is used up."""
+        assert self._grants is not None
+        self._asked_at = 0.0
+        if count <= 0:
+            self._exhausted = True
+            self._grants.put(None)
+            return
+        for i in range(start, start + count):
+            self._grants.put(Ticket(i))
+
+    def _dispatch(self) -> None:
+        o = self.options
+        t0_wall = o.vllm_t0 if o.vllm_t0 and abs(o.vllm_t0 - time.time()) < 30 else time.time()
+        # convert the wall-clock origin to this process's perf_counter once; sleeps then use perf_counter
+        t0_perf = time.perf_counter() + (t0_wall - time.time())
+        assert self._queue is not None
+        try:
+            arrivals = worker_iter(o.request_rate, o.burstiness, o.seed, o.num_prompts or None, self.index, self.count)
+            for i, off in arrivals:
+                if self.stopping:
+                    return
+                delay = t0_perf + off - time.perf_counter()
+                if delay > 0:
+                    gevent.sleep(delay)
+                if self.stopping:
+                    return
+                self._queue.put(Ticket(i, t0_wall + off))
+        except Exception:
+            log.exception("vllm-locust: arrival schedule failed")
+            raise
+        self._queue.put(None)
+
+    # ----- records -----
+    def next_seq(self) -> int:
+        """A per-worker request sequence number."""
+        self.seq += 1
+        return self.seq
+
+    def submit(self, rec: RequestRecord) -> None:
+        """Keep a finished record: histograms, local file, and the batch for the master."""
+        self.hists.add_record(rec)
+        if rec.error is None:
+            self.totals["ok"] += 1
+            self.totals["output_tokens"] += rec.output_tokens or 0
+        elif rec.error != "dropped":
+            self.totals["failed"] += 1
+        line = rec.to_json()
+        self.pending.append(line)
+        self.pending_recs.append(rec)
+        self.record_count += 1
+        if self._file is not None:
+            self._file.write(line + "\n")
+
+    def _open_local_file(self) -> Any:
+        d = os.environ.get("VLLM_LOCUST_WORKER_DIR") or (
+            os.path.join(self.options.results_dir, "workers") if self.options.results_dir else ""
+        )
+        if not d:
+            return None
+        os.makedirs(d, exist_ok=True)
+        return open(os.path.join(d, f"records-{self.name}-{os.getpid()}.jsonl"), "a", buffering=1 << 16)
+
+    def take_batch(self, final: bool = False) -> dict[str, Any]:
+        """Records, histograms and health gathered since the last batch."""
+        cols: bytes | None = None
+        if self.pending_recs:
+            try:
+                cols = pack_records(self.pending_recs)
+            except Exception:  # the master converts the JSON lines instead
+                log.exception("vllm-locust: packing record columns failed")
+        batch = {
+            "worker": self.name,
+            "records": "\n".join(self.pending),
+            "n": len(self.pending),
+            "cols": cols,
+            "hists": self.hists.encode(),
+            "health": self.health.take(),
+            "final": final,
+            "total": self.record_count,
+            "totals": dict(self.totals, inflight=len(self.inflight)),
+            "sent_at": time.time(),
+        }
+        self.pending = []
+        self.pending_recs = []
+        self.hists.reset()
+        if self._file is not None:
+            self._file.flush()
+        return batch
+
+    def _report_loop(self) -> None:
+        while not self.final_sent:
+            gevent.sleep(BATCH_INTERVAL_S)
+            if self.final_sent:
+                return
+            self.send("vllm_batch", self.take_batch())
+            if self._share_finished() and not self.done_sent:
+                self.done_sent = True
+                self.send("vllm_done", {"worker": self.name})
+
+    def _share_finished(self) -> bool:
+        if self.inflight:
+            return False
+        if self._queue is not None:
+            return self._dispatcher is not None and self._dispatcher.dead and self._queue.qsize() <= 1
+        return self._grants is not None and self._exhausted and self._grants.qsize() <= 1
+
+    # ----- stop -----
+    def drain(self, timeout: float) -> None:
+        """Stop sending, give in-flight streams `timeout` s, interrupt the rest, send the final batch."""
+        if self.final_sent:
+            return
+        self.stopping = True
+        if self._dispatcher is not None:
+            self._dispatcher.kill(block=False)
+        self._record_dropped()
+        deadline = time.perf_counter() + timeout
+        while self.inflight and time.perf_counter() < deadline:
+            gevent.sleep(0.05)
+        for g in list(self.inflight):
+            g.kill(block=True, timeout=2)  # the user records the request as interrupted
+        self.health.stop()
+        self.final_sent = True
+        self.send("vllm_batch", self.take_batch(final=True))
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def _record_dropped(self) -> None:
+        """Open loop: arrivals already due but never sent become `dropped` records."""
+        if self._queue is None:
+            return
+        now = time.time()
+        while True:
+            try:
+                t = self._queue.get_nowait()
+            except Empty:
+                break
+            if t is None or t.t_intended is None or t.t_intended > now:
+                continue
+            self.submit(
+                RequestRecord(
+                    scenario="-",
+                    worker=self.name,
+                    user=-1,
+                    seq=self.next_seq(),
+                    endpoint="-",
+                    t_start=t.t_intended,
+                    t_intended=t.t_intended,
+                    error="dropped",
+                    error_detail="no free user before the run ended",
+                )
+            )

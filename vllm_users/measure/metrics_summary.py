@@ -1,0 +1,272 @@
+"""The result fields (vLLM bench serve's names, our extras beside them) from the definitions in vllm_users.measure.metrics.
+
+Like there, functions take the run's `Columns` or a list of `RequestRecord`s, and `idx`, the rows to use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from vllm_users.measure.columns import Columns, Records, as_columns
+from vllm_users.measure.metrics import (
+    DEFAULT_PERCENTILES,
+    LATE_THRESHOLD_S,
+    METRICS,
+    Slo,
+    duration_s,
+    latency_stats,
+    ok_rows,
+    or_zero,
+    peak_concurrency,
+    peak_output_tokens_per_s,
+    percentile_name,
+    request_spans,
+    rows,
+    sent_rows,
+    slo_met,
+    stats_ms,
+)
+
+
+class LatencyCache:
+    """Latency statistics of one success set, shared by the overall and per-scenario computations."""
+
+    def __init__(self) -> None:
+        self.d: dict[tuple[bytes, tuple[float, ...]], dict[str, float]] = {}
+
+    def stats(self, c: Columns, ok: np.ndarray, percentiles: Sequence[float]) -> dict[str, float]:
+        """latency_stats and max_output_tokens_per_s of the successes `ok`, computed once."""
+        key = (hashlib.blake2b(ok.tobytes(), digest_size=16).digest(), tuple(percentiles))
+        if key not in self.d:
+            res = latency_stats(c, ok, percentiles)
+            res["max_output_tokens_per_s"] = peak_output_tokens_per_s(c, ok)
+            self.d[key] = res
+        return self.d[key]
+
+
+def compute_metrics(
+    records: Records,
+    idx: np.ndarray | None = None,
+    *,
+    slo: Slo | None = None,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+    duration: float | None = None,
+    cache: LatencyCache | None = None,
+) -> dict[str, Any]:
+    """vLLM-named result fields of records `idx` (default all), plus our extras beside them."""
+    c = as_columns(records)
+    idx = rows(c, idx)
+    cache = cache or LatencyCache()
+    sent = sent_rows(c, idx)
+    ok = ok_rows(c, sent)
+    interrupted = int((c.a["error"][sent] == c.code("error", "interrupted")).sum())
+    failed = sent.size - ok.size - interrupted
+    dur = duration if duration is not None else duration_s(c, idx)
+    dur = dur or 1e-9
+    total_in = int(or_zero(c.a["prompt_tokens"][ok]).sum())
+    total_out = int(or_zero(c.a["output_tokens"][ok]).sum())
+    lat = cache.stats(c, ok, percentiles)
+    res: dict[str, Any] = {
+        "duration": dur,
+        "completed": int(ok.size),
+        "failed": int(failed),
+        "total_input_tokens": total_in,
+        "total_output_tokens": total_out,
+        "request_throughput": ok.size / dur,
+        "request_goodput": None,
+        "output_throughput": total_out / dur,
+        "total_token_throughput": (total_in + total_out) / dur,
+        "max_output_tokens_per_s": lat["max_output_tokens_per_s"],
+        "max_concurrent_requests": peak_concurrency(c, sent),
+    }
+    for m in METRICS:
+        for k in ("mean", "median", "std", *(percentile_name(p) for p in percentiles)):
+            res[f"{k}_{m}_ms"] = lat[f"{k}_{m}_ms"]
+    if slo is not None:
+        met = slo_met(c, ok, slo)
+        good = int(np.logical_and.reduce([*met.values(), np.ones(ok.size, dtype=bool)]).sum())
+        res["request_goodput"] = good / dur
+        res["goodput"] = {
+            "slo_ms": dict(slo.limits_ms),
+            "good": good,
+            "good_fraction": good / ok.size if ok.size else 0.0,
+            "per_metric_met_fraction": {k: (int(m_.sum()) / ok.size if ok.size else 0.0) for k, m_ in met.items()},
+        }
+    res.update(_extras(c, sent, ok, idx, percentiles))
+    res["interrupted"] = interrupted
+    return res
+
+
+def _counter(c: Columns, column: str, idx: np.ndarray) -> list[tuple[int, int]]:
+    """(code, count) of a column over idx, in order of first occurrence (like collections.Counter)."""
+    if not idx.size:
+        return []
+    uniq, first, counts = np.unique(c.a[column][idx], return_index=True, return_counts=True)
+    return [(int(uniq[i]), int(counts[i])) for i in np.argsort(first)]
+
+
+def _extras(c: Columns, sent: np.ndarray, ok: np.ndarray, idx: np.ndarray, percentiles: Sequence[float]) -> dict[str, Any]:
+    err = c.a["error"]
+    e_sent = err[sent]
+    failed_rows = sent[(e_sent != c.code("error", None)) & (e_sent != c.code("error", "interrupted"))]
+    errors = {c.tables["error"][k]: n for k, n in _counter(c, "error", failed_rows)}
+    http_rows = sent[e_sent == c.code("error", "http")]
+    statuses = {str(k): n for k, n in _counter(c, "status", http_rows)}
+    chunks = int(c.lens[ok].sum())
+    out_tokens = int(or_zero(c.a["output_tokens"][ok]).sum())
+    cached_col = c.a["cached_tokens"][ok]
+    has_cached = cached_col != -1
+    prompt = int(or_zero(c.a["prompt_tokens"][ok][has_cached]).sum())
+    cached = int(or_zero(cached_col[has_cached]).sum())
+    scheduled = int((~np.isnan(c.a["t_intended"][idx])).sum())
+    dropped = int((err[idx] == c.code("error", "dropped")).sum())
+    extras: dict[str, Any] = {
+        "errors_by_kind": errors,
+        "http_errors_by_status": statuses,
+        "chunk_token_ratio": (chunks / out_tokens) if out_tokens else None,
+        "tokens_estimated_requests": int(c.a["tokens_estimated"][ok].sum()),
+        "prefix_cache_hit_rate": (cached / prompt) if prompt else None,
+        "cached_tokens_reported": bool(has_cached.any()),
+    }
+    valid = c.a["valid"][sent]
+    validated = valid != -1
+    extras["validity_rate"] = (int((valid[validated] == 1).sum()) / int(validated.sum())) if validated.any() else None
+    req = ok[(c.a["input_len"][ok] != -1) & (c.a["prompt_tokens"][ok] != -1)]
+    if req.size:
+        extras["input_len_requested_mean"] = float(np.mean(c.a["input_len"][req]))
+        extras["input_len_actual_mean"] = float(np.mean(c.a["prompt_tokens"][req]))
+    if scheduled:
+        extras["arrivals"] = arrival_stats(c, idx, percentiles=percentiles)
+    else:
+        extras["arrivals"] = {"scheduled": 0, "sent": int(sent.size), "dropped": dropped}
+    return extras
+
+
+def arrival_stats(
+    records: Records, idx: np.ndarray | None = None, *, percentiles: Sequence[float] = DEFAULT_PERCENTILES
+) -> dict[str, Any]:
+    """Open-loop schedule keeping: scheduled/sent/dropped/late, lag, latency from intended start."""
+    c = as_columns(records)
+    idx = rows(c, idx)
+    ts, ti = c.a["t_start"], c.a["t_intended"]
+    sched = idx[~np.isnan(ti[idx])]
+    sent = sent_rows(c, sched)
+    lag = ts[sent] - ti[sent]
+    ok = ok_rows(c, sent)
+    base = ts[ok] - ti[ok]
+    return {
+        "scheduled": int(sched.size),
+        "sent": int(sent.size),
+        "dropped": int(sched.size - sent.size),
+        "late": int((lag > LATE_THRESHOLD_S).sum()),
+        "late_threshold_ms": LATE_THRESHOLD_S * 1000,
+        "schedule_lag_ms": stats_ms(lag, percentiles),
+        "ttft_from_intended_ms": stats_ms(base + c.first_chunk(ok) / 1e6, percentiles),
+        "e2el_from_intended_ms": stats_ms(base + c.last_chunk(ok) / 1e6, percentiles),
+    }
+
+
+def per_scenario(
+    records: Records,
+    idx: np.ndarray | None = None,
+    *,
+    slo: Slo | None = None,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+    cache: LatencyCache | None = None,
+) -> dict[str, dict[str, Any]]:
+    """compute_metrics for each scenario on the run's common duration."""
+    c = as_columns(records)
+    idx = rows(c, idx)
+    dur = duration_s(c, idx)
+    codes = c.a["scenario"][idx]
+    present = np.unique(codes)
+    names = sorted((c.tables["scenario"][int(k)], int(k)) for k in present)  # type: ignore[type-var]
+    cache = cache or LatencyCache()
+    return {
+        str(name): compute_metrics(
+            c, idx if present.size == 1 else idx[codes == k], slo=slo, percentiles=percentiles, duration=dur,
+            cache=cache,
+        )  # fmt: skip
+        for name, k in names
+    }
+
+
+def ttft_by_turn(records: Records, percentiles: Sequence[float] = (50, 99)) -> dict[str, Any]:
+    """Multi-turn: TTFT stats and cached-token fraction by turn index."""
+    c = as_columns(records)
+    ok = ok_rows(c, rows(c))
+    turn = c.a["turn"][ok]
+    ok = ok[turn != -1]
+    turn = turn[turn != -1]
+    out: dict[str, Any] = {}
+    for t in np.unique(turn).tolist():
+        rs = ok[turn == t]
+        prompt = int(or_zero(c.a["prompt_tokens"][rs]).sum())
+        cached = int(or_zero(c.a["cached_tokens"][rs]).sum())
+        out[str(t)] = {
+            "count": int(rs.size),
+            "ttft_ms": stats_ms(c.first_chunk(rs) / 1e6, percentiles),
+            "mean_prompt_tokens": prompt / rs.size,
+            "cached_fraction": cached / prompt if prompt else None,
+        }
+    return out
+
+
+def timeseries(records: Records, bucket_s: float = 1.0) -> dict[str, Any]:
+    """Per time bucket since the first dispatch: completions/s, failures/s, output tok/s (by completion),
+    in-flight requests (at the bucket's middle) and TTFT p50/p99 (by first-token time)."""
+    c = as_columns(records)
+    sent = sent_rows(c, rows(c))
+    if not sent.size:
+        return {"t0": None, "bucket_s": bucket_s, "t": []}
+    starts, ends = request_spans(c, sent)
+    has = c.lens[sent] > 0
+    ok = (c.a["error"][sent] == c.code("error", None)) & has
+    out_tok = or_zero(c.a["output_tokens"][sent]).astype(np.float64)
+    ttft = np.zeros(sent.size)
+    ttft[has] = c.first_chunk(sent[has])
+    ttft /= 1e6
+    t0 = float(starts.min())
+    nb = int((ends.max() - t0) // bucket_s) + 1
+    end_b = ((ends - t0) // bucket_s).astype(np.int64)
+    completed = np.bincount(end_b[ok], minlength=nb) / bucket_s
+    failed = np.bincount(end_b[~ok], minlength=nb) / bucket_s
+    tokens = np.bincount(end_b[ok], weights=out_tok[ok], minlength=nb) / bucket_s
+    mids = t0 + (np.arange(nb) + 0.5) * bucket_s
+    inflight = np.searchsorted(np.sort(starts), mids, "right") - np.searchsorted(np.sort(ends), mids, "right")
+    first_b = ((starts[ok] + ttft[ok] - t0) // bucket_s).astype(np.int64)
+    order = np.argsort(first_b, kind="stable")
+    groups = np.split(ttft[ok][order] * 1000.0, np.flatnonzero(np.diff(first_b[order])) + 1)
+    p50 = np.full(nb, np.nan)
+    p99 = np.full(nb, np.nan)
+    keys = np.unique(first_b)  # sorted, one per non-empty group, in the groups' order
+    for k, g in zip(keys, groups, strict=False):
+        if g.size and 0 <= k < nb:
+            p50[k], p99[k] = np.percentile(g, [50, 99])
+    return {
+        "t0": t0,
+        "bucket_s": bucket_s,
+        "t": (np.arange(nb) * bucket_s).tolist(),
+        "completed_per_s": completed.tolist(),
+        "failed_per_s": failed.tolist(),
+        "output_tokens_per_s": tokens.tolist(),
+        "inflight": inflight.astype(np.int64).tolist(),
+        "ttft_p50_ms": p50.tolist(),
+        "ttft_p99_ms": p99.tolist(),
+    }
+
+
+def build_metrics(
+    records: Records, *, slo: Slo | None = None, percentiles: Sequence[float] = DEFAULT_PERCENTILES
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, Any], int]:
+    """What results.build_result needs: compute_metrics, per_scenario (sent requests), ttft_by_turn, sent count."""
+    c = as_columns(records)
+    cache = LatencyCache()
+    res = compute_metrics(c, slo=slo, percentiles=percentiles, cache=cache)
+    sent = sent_rows(c, rows(c))
+    scen = per_scenario(c, sent, slo=slo, percentiles=percentiles, cache=cache)
+    return res, scen, ttft_by_turn(c), int(sent.size)

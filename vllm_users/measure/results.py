@@ -1,0 +1,74 @@
+"""Assemble a run's result JSON (vLLM bench serve's field names, our extras beside them) from its records."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from vllm_users.atomic import atomic_json
+from vllm_users.measure.columns import COLS_FILE, Records, load_columns
+from vllm_users.measure.metrics import DEFAULT_PERCENTILES, Slo
+from vllm_users.measure.metrics_summary import build_metrics
+from vllm_users.measure.record import read_records
+
+RESULT_FILE = "result.json"
+META_FILE = "run_meta.json"
+RECORDS_FILE = "records.jsonl"
+
+
+def build_result(
+    records: Records,
+    meta: dict[str, Any],
+    *,
+    slo: Slo | None = None,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+) -> dict[str, Any]:
+    """The full result: header fields, overall metrics, per-scenario metrics, run health.
+
+    `records`: the run's columns (vllm_users.measure.columns) or a list of RequestRecords.
+    """
+    overall, scenarios, turns, n_sent = build_metrics(records, slo=slo, percentiles=percentiles)
+    rate = meta.get("request_rate") or 0.0
+    res: dict[str, Any] = {
+        "date": meta.get("date") or time.strftime("%Y%m%d-%H%M%S"),
+        "backend": meta.get("backend", "openai-chat" if meta.get("endpoint", "chat") == "chat" else "openai"),
+        "model_id": meta.get("model_id"),
+        "tokenizer_id": meta.get("tokenizer_id") or meta.get("model_id"),
+        "num_prompts": meta.get("num_prompts") or n_sent,
+        "request_rate": "inf" if (not rate or math.isinf(rate)) else rate,
+        "burstiness": meta.get("burstiness", 1.0),
+        "max_concurrency": meta.get("max_concurrency") or None,
+    }
+    res.update(overall)
+    res["per_scenario"] = scenarios
+    if turns:
+        res["ttft_by_turn"] = turns
+    res["tool"] = "vllm-locust"
+    res["meta"] = {k: v for k, v in meta.items() if k not in res}
+    return res
+
+
+def write_result(results_dir: str, meta: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Read the records (records.cols when present, else records.jsonl), build the result, merge `extra`
+    (health, loss), write result.json atomically."""
+    path = os.path.join(results_dir, RECORDS_FILE)
+    slo = Slo.parse([meta["goodput"]]) if meta.get("goodput") else None
+    warnings: list[str] = []
+    records: Records
+    if os.path.exists(os.path.join(results_dir, COLS_FILE)):
+        records = load_columns(results_dir)
+        torn, warnings = records.torn_lines, records.warnings
+    else:
+        records, torn = read_records(path) if os.path.exists(path) else ([], 0)
+    res = build_result(records, meta, slo=slo)
+    if warnings:
+        res.setdefault("warnings", []).extend(warnings)
+    if torn:
+        res.setdefault("warnings", []).append(f"{torn} torn or unparseable record line(s) skipped")
+    if extra:
+        res.update(extra)
+    atomic_json(os.path.join(results_dir, RESULT_FILE), res)
+    return res

@@ -1,0 +1,272 @@
+"""LLMUser: a Locust FastHttpUser that streams OpenAI requests and turns each into one RequestRecord.
+
+Scenario classes override `build_request` (what to send) and optionally `check` (validate the answer)
+and `after` (e.g. keep a conversation going).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from time import perf_counter
+from typing import Any
+
+import gevent
+import gevent.lock
+import gevent.pool
+from geventhttpclient.url import URL
+from locust import constant, task
+from locust.contrib.fasthttp import FastHttpUser
+
+from vllm_users.client.stream import StreamResult, send_and_read
+from vllm_users.distributed import plugin
+from vllm_users.distributed.worker_side import Ticket
+from vllm_users.measure.metrics import tpot_s
+from vllm_users.measure.record import RequestRecord
+from vllm_users.options import API_KEY_ENV
+from vllm_users.workload.prompts import LengthModel, RandomPrompts, tokenize_count
+
+_WALL0, _PERF0 = time.time(), perf_counter()
+
+
+def epoch(perf: float) -> float:
+    """A perf_counter reading as epoch seconds (one anchor per process keeps them consistent)."""
+    return _WALL0 + (perf - _PERF0)
+
+
+class RequestFailure(Exception):
+    """Reported to Locust as the failure of a request; the message is the error kind and detail."""
+
+
+@dataclass(slots=True)
+class RequestSpec:
+    """What to send: path, JSON body, and what the scenario needs back."""
+
+    body: dict[str, Any]
+    chat: bool = True
+    want_text: bool = False
+    input_len: int | None = None
+    output_len: int | None = None
+    turn: int | None = None
+    context: dict[str, Any] = field(default_factory=dict)
+
+
+_shared: dict[str, Any] = {}  # per process: resolved model and length calibration
+CALIBRATION_CONCURRENCY = 8  # below FastHttpUser's 10 connections per client
+_shared_lock = gevent.lock.BoundedSemaphore()  # hundreds of users start at once: ask the server once
+
+
+class LLMUser(FastHttpUser):
+    """Base class of every scenario user (abstract)."""
+
+    abstract = True
+    scenario = "base"
+    wait_time = constant(0)
+    network_timeout = 120.0
+    connection_timeout = 10.0
+    insecure = True
+
+    def on_start(self) -> None:
+        """Resolve the HTTP client, auth headers, model and prompt lengths once."""
+        o = self.environment.parsed_options
+        self.options = o
+        self._http = self.client.client.clientpool.get_client(URL(self.host or ""))
+        self._http._connection_pool.network_timeout = float(o.stream_timeout)
+        self.headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            "Accept-Encoding": "identity",
+        }
+        if o.extra_headers:
+            self.headers.update(json.loads(o.extra_headers))
+        key = next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
+        if key:
+            self.headers["Authorization"] = f"Bearer {key}"
+        with _shared_lock:
+            self.model = o.model or _shared.get("model") or self._resolve_model()
+            _shared["model"] = self.model
+        self.user_id = id(self) & 0xFFFFFF
+        self._preconnect()
+        self.setup_scenario()
+
+    def _preconnect(self) -> None:
+        """Open this user's keep-alive connection now, so no request's TTFT holds a TCP handshake and a
+        name lookup (gevent resolves through a thread pool: 64 users starting together queue there)."""
+        pool = self._http._connection_pool
+        try:
+            sock = pool.get_socket()
+        except Exception:  # noqa: BLE001 - an unreachable server shows up as the first request's failure
+            return
+        pool.return_socket(sock)
+
+    def setup_scenario(self) -> None:
+        """Scenario hook: prepare prompt sources (runs once per user)."""
+
+    def _get_json(self, path: str) -> Any:
+        resp = self._http.get(path, headers={k: v for k, v in self.headers.items() if k != "Accept"})
+        raw = resp.read()
+        if resp.status_code != 200:
+            raise RuntimeError(f"GET {path} -> HTTP {resp.status_code}")
+        return json.loads(raw)
+
+    def _resolve_model(self) -> str:
+        try:
+            models = [m["id"] for m in self._get_json("/v1/models")["data"]]
+        except Exception as e:  # noqa: BLE001 - any failure here means "cannot pick a model"
+            raise RuntimeError(f"cannot list models at {self.host}/v1/models: {e}") from None
+        if len(models) != 1:
+            raise RuntimeError(f"server has {len(models)} models {models}; pass --model")
+        return models[0]
+
+    def length_model(self) -> LengthModel:
+        """How prompt words map to this server's tokens (calibrated once per process)."""
+        with _shared_lock:
+            return self._length_model()
+
+    def _length_model(self) -> LengthModel:
+        lm = _shared.get("lengths")
+        if lm is None:
+
+            def tokenize(body: dict[str, Any]) -> int | None:
+                try:
+                    resp = self._http.request("POST", "/tokenize", body=json.dumps(body), headers=self.headers)
+                    raw = resp.read()
+                except Exception:  # noqa: BLE001 - no /tokenize: fall back to 1 word = 1 token
+                    return None
+                return tokenize_count(raw) if resp.status_code == 200 else None
+
+            # the word counts overlap on the client's pooled connections: a remote server's round trips add up
+            pool = gevent.pool.Pool(CALIBRATION_CONCURRENCY)
+            lm = _shared["lengths"] = LengthModel.calibrate(tokenize, self.model, pool.imap)
+        return lm
+
+    def random_prompts(self) -> RandomPrompts:
+        """vLLM-bench-style random prompts from the run's options."""
+        o = self.options
+        chat = o.endpoint == "chat"
+        return RandomPrompts(o.input_len, o.output_len, o.range_ratio, o.seed, chat, self.length_model())
+
+    # ----- the task -----
+    @task
+    def one_request(self) -> None:
+        """Take the next ticket (budget or schedule), send, record."""
+        ctx = plugin.context(self.environment)
+        ticket = ctx.next_ticket()
+        if ticket is None:
+            gevent.sleep(0.5)  # share used up or stopping: idle until the run ends
+            return
+        self.run_ticket(ticket)
+
+    def build_request(self, ticket: Ticket) -> RequestSpec:
+        """Scenario hook: the request for this ticket."""
+        raise NotImplementedError
+
+    def check(self, spec: RequestSpec, res: StreamResult, rec: RequestRecord) -> None:
+        """Scenario hook: validate a successful answer (may set rec.error / rec.valid)."""
+
+    def after(self, spec: RequestSpec, res: StreamResult, rec: RequestRecord) -> None:
+        """Scenario hook: after the record is kept (e.g. extend a conversation)."""
+
+    def sampling_params(self, output_len: int) -> dict[str, Any]:
+        """Common body fields: model, max_tokens, streaming with usage."""
+        o = self.options
+        body: dict[str, Any] = {"model": self.model, "max_tokens": output_len, "temperature": o.temperature}
+        if not o.no_stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        if o.ignore_eos:
+            body["ignore_eos"] = True
+        if o.seed:
+            body["seed"] = o.seed
+        return body
+
+    def run_ticket(self, ticket: Ticket) -> RequestRecord:
+        """Send one request for `ticket`, keep its record, fire Locust events."""
+        ctx = plugin.context(self.environment)
+        spec = self.build_request(ticket)
+        path = "/v1/chat/completions" if spec.chat else "/v1/completions"
+        body = json.dumps(spec.body, separators=(",", ":")).encode()
+        me = gevent.getcurrent()
+        ctx.inflight.add(me)
+        res: StreamResult | None = None
+        try:
+            res = send_and_read(
+                self._http,
+                path,
+                body,
+                self.headers,
+                completions=not spec.chat,
+                stream=bool(spec.body.get("stream")),
+                want_text=spec.want_text,
+            )
+        except gevent.GreenletExit:
+            rec = self._interrupted(ctx, spec, ticket)
+            ctx.submit(rec)
+            raise
+        finally:
+            ctx.inflight.discard(me)
+        rec = self._record(ctx, spec, ticket, res)
+        if rec.error is None:
+            self.check(spec, res, rec)
+        self._fire(rec)
+        ctx.submit(rec)
+        self.after(spec, res, rec)
+        return rec
+
+    def _interrupted(self, ctx: plugin.WorkerContext, spec: RequestSpec, ticket: Ticket) -> RequestRecord:
+        return RequestRecord(
+            scenario=self.scenario, worker=ctx.name, user=self.user_id, seq=ctx.next_seq(),
+            endpoint="chat" if spec.chat else "completions", t_start=time.time(), t_intended=ticket.t_intended,
+            error="interrupted", error_detail="run stopped while the request was in flight",
+            input_len=spec.input_len, output_len=spec.output_len, turn=spec.turn,
+        )  # fmt: skip
+
+    def _record(self, ctx: Any, spec: RequestSpec, ticket: Ticket, res: StreamResult) -> RequestRecord:
+        t0 = res.t0
+        usage = res.usage or {}
+        out = usage.get("completion_tokens")
+        details = usage.get("prompt_tokens_details") or {}
+        rec = RequestRecord(
+            scenario=self.scenario,
+            worker=ctx.name,
+            user=self.user_id,
+            seq=ctx.next_seq(),
+            endpoint="chat" if spec.chat else "completions",
+            t_start=epoch(t0),
+            t_intended=ticket.t_intended,
+            chunk_times_us=[round((t - t0) * 1e6) for t in res.chunk_times],
+            end_us=round((res.t_end - t0) * 1e6),
+            prompt_tokens=usage.get("prompt_tokens"),
+            output_tokens=out if isinstance(out, int) else (len(res.chunk_times) or None),
+            cached_tokens=details.get("cached_tokens") if isinstance(details, dict) else None,
+            tokens_estimated=not isinstance(out, int),
+            finish_reason=res.finish_reason,
+            status=res.status,
+            error=res.error,
+            error_detail=res.error_detail,
+            input_len=spec.input_len,
+            output_len=spec.output_len,
+            turn=spec.turn,
+        )
+        return rec
+
+    def _fire(self, rec: RequestRecord) -> None:
+        """Locust's view: the request row (E2EL, output tokens) plus live TTFT/TPOT rows."""
+        fire = self.environment.events.request.fire
+        name = self.scenario
+        if rec.error is not None:
+            fire(
+                request_type="STREAM", name=name, response_time=rec.end_us / 1000.0, response_length=0,
+                exception=RequestFailure(f"{rec.error}: {rec.error_detail}" if rec.error_detail else rec.error),
+                context={},
+            )  # fmt: skip
+            return
+        c = rec.chunk_times_us
+        fire(request_type="STREAM", name=name, response_time=c[-1] / 1000.0,
+             response_length=rec.output_tokens or 0, exception=None, context={})  # fmt: skip
+        fire(request_type="TTFT", name=name, response_time=c[0] / 1000.0, response_length=0, exception=None, context={})
+        t = tpot_s(rec)
+        if t is not None:
+            fire(request_type="TPOT", name=name, response_time=t * 1000.0, response_length=0, exception=None, context={})

@@ -1,0 +1,91 @@
+"""The burst scenario: a LoadTestShape of user-driven bursts (quiet, spike, recover) over chat requests.
+
+The shape reads its own options (--burst-quiet-users, --burst-spike-users, --burst-quiet, --burst-spike,
+--burst-recover, --burst-cycles; env VLLM_LOCUST_BURST_*); the spike defaults to --users. For open-loop
+bursts use gamma arrivals instead: --request-rate R --burstiness 0.5 (vllm_users.workload.arrivals).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from locust import LoadTestShape
+
+from vllm_users import scenario_options  # noqa: F401 - registers the --burst-* options
+from vllm_users.scenarios.chat import ChatUser
+
+SPAWN_RATE = 1000.0  # users per second: a spike arrives at once
+
+
+@dataclass(slots=True)
+class BurstPlan:
+    """quiet/spike/recover users and seconds, repeated `cycles` times."""
+
+    quiet_users: int
+    spike_users: int
+    quiet_s: float
+    spike_s: float
+    recover_s: float
+    cycles: int = 1
+
+    @property
+    def cycle_s(self) -> float:
+        """Seconds of one quiet + spike + recover cycle."""
+        return self.quiet_s + self.spike_s + self.recover_s
+
+    @property
+    def total_s(self) -> float:
+        """Seconds of the whole shape."""
+        return self.cycle_s * self.cycles
+
+    def users_at(self, t: float) -> int | None:
+        """Users wanted `t` seconds into the test; None once every cycle is over."""
+        if t >= self.total_s:
+            return None
+        t %= self.cycle_s
+        if self.quiet_s <= t < self.quiet_s + self.spike_s:
+            return self.spike_users
+        return self.quiet_users
+
+    def phase_at(self, t: float) -> str:
+        """quiet, spike or recover at `t` seconds (done after the last cycle)."""
+        if t >= self.total_s:
+            return "done"
+        t %= self.cycle_s
+        return "quiet" if t < self.quiet_s else "spike" if t < self.quiet_s + self.spike_s else "recover"
+
+
+def plan_from_options(o: Any) -> BurstPlan:
+    """The plan from parsed options (Locust's or `vllm-locust run`'s); spike defaults to --users (8)."""
+
+    def get(name: str, default: Any) -> Any:
+        v = getattr(o, name, None)
+        return default if v in (None, 0, 0.0) else v
+
+    spike = int(get("burst_spike_users", 0) or get("num_users", 0) or get("users", 0) or 8)
+    quiet = int(get("burst_quiet_users", 0) or max(1, spike // 8))
+    return BurstPlan(quiet, spike, float(get("burst_quiet", 10.0)), float(get("burst_spike", 5.0)),
+                     float(get("burst_recover", 10.0)), max(1, int(get("burst_cycles", 1))))  # fmt: skip
+
+
+class BurstShape(LoadTestShape):
+    """Quiet, spike, recover (repeated --burst-cycles times), then the test ends."""
+
+    plan: BurstPlan | None = None
+    use_common_options = True  # the spike defaults to --users
+
+    def tick(self) -> tuple[int, float] | None:
+        """Users for now; None ends the test."""
+        if self.plan is None:
+            runner = self.runner
+            o = runner.environment.parsed_options if runner is not None else None
+            self.plan = plan_from_options(o)
+        users = self.plan.users_at(self.get_run_time())
+        return None if users is None else (users, SPAWN_RATE)
+
+
+class BurstUser(ChatUser):
+    """Chat requests, recorded under the scenario name `burst`."""
+
+    scenario = "burst"

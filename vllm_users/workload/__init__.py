@@ -1,0 +1,1 @@
+"""What is sent: prompts, datasets, shared prefixes, schemas, arrival schedules."""

@@ -1,0 +1,126 @@
+"""Where a scenario's prompts come from: random text, a dataset, a local tokenizer for exact lengths, prefixes."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import random
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from vllm_users.workload.prefixes import SharedPrefixes, from_options
+from vllm_users.workload.prompts import LengthModel, Prompt, RandomPrompts, random_words, sample_len
+
+
+class TokenizerError(RuntimeError):
+    """--tokenizer cannot be used: library not installed or files not found (one-line message)."""
+
+
+class PromptSource(Protocol):
+    """Anything that gives the prompt of global request `index`."""
+
+    def get(self, index: int) -> Prompt: ...
+
+
+def load_tokenizer(path: str) -> Callable[[str], int]:
+    """A token counter from local tokenizer files (`tokenizers`, else `transformers`); imported lazily."""
+    if not os.path.exists(path):
+        raise TokenizerError(f"--tokenizer {path}: no such file or directory")
+    file = os.path.join(path, "tokenizer.json") if os.path.isdir(path) else path
+    tokenizers: Any
+    try:
+        tokenizers = importlib.import_module("tokenizers")  # optional extra; a plain import trips mypy without it
+    except ImportError:
+        tokenizers = None
+    if tokenizers is not None and os.path.isfile(file):
+        try:
+            tk = tokenizers.Tokenizer.from_file(file)
+        except Exception as e:  # noqa: BLE001 - any load failure is the same user mistake
+            raise TokenizerError(f"--tokenizer {file}: cannot load: {str(e).splitlines()[0][:160]}") from None
+        return lambda text: len(tk.encode(text, add_special_tokens=False).ids)
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        raise TokenizerError(
+            "--tokenizer needs the optional extra: pip install 'vllm-locust[tokenizers]'"
+            + ("" if tokenizers is None else f" (or a tokenizer.json in {path})")
+        ) from None
+    try:
+        hf = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except Exception as e:  # noqa: BLE001
+        raise TokenizerError(f"--tokenizer {path}: cannot load: {str(e).splitlines()[0][:160]}") from None
+    return lambda text: len(hf.encode(text, add_special_tokens=False))
+
+
+class ExactPrompts(RandomPrompts):
+    """RandomPrompts whose text is cut to exactly the wanted token count with a local tokenizer."""
+
+    def __init__(self, count: Callable[[str], int], *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.count = count
+
+    def fit(self, tokens: int, rng: random.Random) -> str:
+        """Random words whose tokenization has exactly `tokens` tokens (or the nearest below, then padded)."""
+        words = random_words(max(4, tokens * 2), rng).split(" ")
+        lo, hi = 1, len(words)
+        while lo < hi:  # largest word count whose text has <= tokens tokens
+            mid = (lo + hi + 1) // 2
+            if self.count(" ".join(words[:mid])) <= tokens:
+                lo = mid
+            else:
+                hi = mid - 1
+        text = " ".join(words[:lo])
+        for _ in range(8):  # top up with short words when the cut fell inside a multi-token word
+            have = self.count(text)
+            if have >= tokens:
+                break
+            text += " a" * (tokens - have)
+        while self.count(text) > tokens and " " in text:
+            text = text.rsplit(" ", 1)[0]
+        return text
+
+    def get(self, index: int) -> Prompt:
+        """Prompt `index` whose text has an exact token count (a chat template adds its own on top)."""
+        rng = random.Random(self.seed * 1_000_003 + index)
+        n_in = sample_len(self.input_len, self.range_ratio, rng)
+        n_out = sample_len(self.output_len, self.range_ratio, rng)
+        text = self.fit(n_in, rng)
+        if self.chat:
+            return Prompt([{"role": "user", "content": text}], None, n_in, n_out)
+        return Prompt(None, text, n_in, n_out)
+
+
+class PrefixedPrompts:
+    """Puts a shared or unique system prompt (SharedPrefixes, keyed by request index) before each prompt."""
+
+    def __init__(self, base: PromptSource, prefixes: SharedPrefixes) -> None:
+        self.base = base
+        self.prefixes = prefixes
+
+    def get(self, index: int) -> Prompt:
+        """Prompt `index` with its prefix; input_len includes --prefix-len."""
+        p = self.base.get(index)
+        prefix = self.prefixes.text(index) or ""
+        n_in = p.input_len + self.prefixes.prefix_len
+        if p.messages is not None:
+            return Prompt([{"role": "system", "content": prefix}, *p.messages], None, n_in, p.output_len)
+        return Prompt(None, prefix + "\n" + (p.text or ""), n_in, p.output_len)
+
+
+def prompt_source(o: Any, lengths: LengthModel) -> PromptSource:
+    """The prompt source of the chat-like scenarios from --dataset, --tokenizer, --prefix-len (and lengths)."""
+    chat = getattr(o, "endpoint", "chat") == "chat"
+    base: PromptSource
+    if getattr(o, "dataset", ""):
+        from vllm_users.workload.datasets import DatasetPrompts, load_dataset_cached
+
+        entries = load_dataset_cached(o.dataset, getattr(o, "dataset_format", "auto") or "auto")
+        base = DatasetPrompts(entries, o.output_len, o.seed, chat, lengths)
+    elif getattr(o, "tokenizer", ""):
+        base = ExactPrompts(
+            load_tokenizer(o.tokenizer), o.input_len, o.output_len, o.range_ratio, o.seed, chat, lengths
+        )
+    else:
+        base = RandomPrompts(o.input_len, o.output_len, o.range_ratio, o.seed, chat, lengths)
+    prefixes = from_options(o, lengths)
+    return PrefixedPrompts(base, prefixes) if prefixes.enabled else base
