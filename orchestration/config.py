@@ -80,6 +80,17 @@ def duration(text: str) -> float:
     return total
 
 
+def window(text: str) -> str:
+    """Validate a warm-up/cool-down window (30s, 2m, 200r), keep the text."""
+    from vllm_users.measure.windows import Window
+
+    try:
+        Window.parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text.strip()
+
+
 def goodput(text: str) -> str:
     """Validate `ttft:MS tpot:MS e2el:MS` now, keep the text."""
     try:

@@ -56,6 +56,10 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--web-ui", action="store_true", help="Locust's web UI for live ramping instead of headless")
     p.add_argument("--web-port", type=C.pos_int, default=8089)
     p.add_argument("--goodput", nargs="+", type=C.goodput, default=None, help="SLOs: ttft:MS tpot:MS e2el:MS")
+    p.add_argument("--warmup", type=C.window, default=None, metavar="30s|200r",
+                   help="Requests in the first 30 s (or the first 200) are kept in the records but left out of the statistics")
+    p.add_argument("--cooldown", type=C.window, default=None, metavar="30s|200r",
+                   help="Requests that end in the last 30 s (or the last 200) are left out of the statistics")
     p.add_argument("--stop-timeout", type=C.nonneg_float, default=30.0, help="Seconds in-flight streams get at stop")
     p.add_argument("--stream-timeout", type=C.pos_float, default=120.0, help="Read timeout of a stream, seconds")
     p.add_argument("--output-dir", default="results", help="Parent of the run directory")
@@ -156,6 +160,9 @@ def locust_args(a: argparse.Namespace, host: str, model: str, run_dir: str, locu
         args += ["--fail-on-client-bound"]
     if a.goodput:
         args += ["--goodput", " ".join(a.goodput)]
+    for name in ("warmup", "cooldown"):
+        if getattr(a, name, None):
+            args += ["--" + name, getattr(a, name)]
     if a.header:
         hdrs = {h.partition(":")[0].strip(): h.partition(":")[2].strip() for h in a.header}
         args += ["--extra-headers", json.dumps(hdrs)]

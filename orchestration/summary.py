@@ -32,6 +32,7 @@ def format_summary(res: dict[str, Any], run_dir: str | None = None) -> str:
     """A human-readable summary of a result dict."""
     pcts = [k[1:].split("_")[0] for k in res if k.startswith("p") and k.endswith("_ttft_ms")]
     out = ["{s:{c}^{n}}".format(s=" vllm-locust Result ", n=_W, c="=")]
+    out.extend(window_lines(res))
     out.append(_line("Successful requests:", res.get("completed")))
     out.append(_line("Failed requests:", res.get("failed")))
     if res.get("interrupted"):
@@ -61,6 +62,22 @@ def format_summary(res: dict[str, Any], run_dir: str | None = None) -> str:
     if run_dir:
         out.append(f"Results: {run_dir}")
     return "\n".join(out)
+
+
+def window_lines(res: dict[str, Any]) -> list[str]:
+    """The warm-up / cool-down windows left out of the statistics (nothing when none was asked)."""
+    w = res.get("windows") or {}
+    out = []
+    for name, label in (("warmup", "Warm-up"), ("cooldown", "Cool-down")):
+        if name in w:
+            b = w[name]
+            span = f", {b['start_s']:.1f}-{b['end_s']:.1f} s" if b.get("requests") else ""
+            out.append(_line(f"{label} excluded ({b['spec']}):", f"{b['requests']} requests{span}"))
+    if w:
+        m = w["measured"]
+        span = f", {m['start_s']:.1f}-{m['end_s']:.1f} s" if m.get("requests") else ""
+        out.append(_line("Measured window:", f"{m['requests']} requests{span}"))
+    return out
 
 
 def _extras(res: dict[str, Any]) -> list[str]:

@@ -32,6 +32,8 @@ def add_options(parser: Any) -> None:
     opt("--stream-timeout", type=float, default=120.0, help="Read timeout per recv of a stream, seconds")
     opt("--results-dir", default="", help="Run directory the master writes records and results into")
     opt("--goodput", default="", help='SLOs, e.g. "ttft:500 tpot:50 e2el:10000" (ms)')
+    opt("--warmup", default="", help="Leave the first 30s / 200r of requests out of the statistics (kept, flagged)")
+    opt("--cooldown", default="", help="Leave the last 30s / 200r of requests out of the statistics (kept, flagged)")
     opt("--vllm-stop-timeout", type=float, default=30.0, help="Seconds in-flight streams get to finish at stop")
     opt("--no-stream", action="store_true", default=False, help="Non-streamed requests (no TTFT/ITL)")
     opt("--tokenizer", default="", help="Local tokenizer directory for exact prompt lengths")

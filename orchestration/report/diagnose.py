@@ -7,13 +7,19 @@ quote the same numbers.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
 from orchestration.report.postprocess import RunData
 
 TTFT_P99_OVER_MEAN = 3.0
+STARTUP_FRACTION = 0.10  # start-up: requests started in the first 10 % of the run...
+STARTUP_MIN_S = 1.0  # ...or at least its first second
+STARTUP_MIN_STEADY = 20  # fewer steady-state successes than this: no verdict on the start-up
 PREFIX_HIT_RATE_MIN = 0.50
 PLATEAU_CONCURRENCY_STEP = 1.5  # concurrency rose at least this factor...
 PLATEAU_THROUGHPUT_GAIN = 0.10  # ...but output throughput by less than this fraction
@@ -44,11 +50,34 @@ class Finding:
         return asdict(self)
 
 
+def _startup_tail(run: RunData) -> Finding | None:
+    """An info finding when the TTFT tail disappears without the requests of the run's start-up."""
+    ttft, starts = run.arrays.get("ttft"), run.ttft_starts_s
+    if ttft is None or starts is None or starts.size != ttft.size or not ttft.size or run.result.get("windows"):
+        return None
+    cut = max(STARTUP_MIN_S, STARTUP_FRACTION * float(starts.max()))
+    steady = ttft[starts >= cut]
+    if steady.size < STARTUP_MIN_STEADY or float(np.percentile(steady, 99)) > TTFT_P99_OVER_MEAN * float(steady.mean()):
+        return None
+    n = int(ttft.size - steady.size)
+    return Finding("ttft_startup", run.name, "info", "TTFT tail from start-up requests only",
+                   f"p99 TTFT > {TTFT_P99_OVER_MEAN:g} x mean, but not without the requests started in the first "
+                   f"max({STARTUP_MIN_S:g} s, {STARTUP_FRACTION:.0%} of the run)",
+                   f"without the {n} requests started in the first {cut:.1f} s: p99 TTFT "
+                   f"{np.percentile(steady, 99) * 1e3:.1f} ms = {np.percentile(steady, 99) / steady.mean():.1f} x mean "
+                   f"{steady.mean() * 1e3:.1f} ms",
+                   f"The tail is the start-up burst (every user's first prefill at once), not the steady state: "
+                   f"add --warmup {math.ceil(cut)}s to leave it out of the statistics.")  # fmt: skip
+
+
 def _ttft_fluctuation(run: RunData) -> list[Finding]:
     res = run.result
     mean, p99 = res.get("mean_ttft_ms"), res.get("p99_ttft_ms")
     if not mean or p99 is None or not res.get("completed") or p99 <= TTFT_P99_OVER_MEAN * mean:
         return []
+    startup = _startup_tail(run)
+    if startup is not None:
+        return [startup]
     return [Finding("ttft_fluctuation", run.name, "warning", "TTFT fluctuates: a long tail",
                     f"p99 TTFT > {TTFT_P99_OVER_MEAN:g} x mean TTFT",
                     f"p99 TTFT {p99:.1f} ms = {p99 / mean:.1f} x mean {mean:.1f} ms",

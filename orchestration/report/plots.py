@@ -85,6 +85,23 @@ def _server_series(run: RunData) -> dict[str, Any] | None:
     return ts if ts and ts.get("t") else None
 
 
+def _shade_windows(axes: Sequence[Any], windows: dict[str, Any] | None, t0: float, t_end: float) -> None:
+    """Grey the warm-up and cool-down windows (left out of the statistics) on every axis."""
+    if not windows or not windows.get("measured", {}).get("requests"):
+        return
+    m = windows["measured"]
+    spans = []
+    if "warmup" in windows:
+        spans.append((0.0, m["start"] - t0, "warm-up (excluded)"))
+    if "cooldown" in windows:
+        spans.append((m["end"] - t0, t_end, "cool-down (excluded)"))
+    for i, ax in enumerate(axes):
+        for lo, hi, label in spans:
+            if hi > lo:
+                ax.axvspan(lo, hi, color="0.6", alpha=0.25, label=label if i == 0 else None)
+    axes[0].legend(loc="upper left", fontsize=7)
+
+
 def timeseries_figure(run: RunData) -> Plot | None:
     """Throughput, concurrency, TTFT p50/p99 over time, aligned with the server's queue and KV usage."""
     ts = run.timeseries
@@ -139,6 +156,7 @@ def timeseries_figure(run: RunData) -> Plot | None:
     axes[-1].set_xlabel("seconds since first request")
     for a in axes:
         a.grid(alpha=0.3)
+    _shade_windows(axes, run.result.get("windows"), t0, float(t[-1]) + float(ts.get("bucket_s") or 1.0))
     fig.tight_layout()
     return Plot(f"timeseries-{run.name}", f"Over time: {run.name}", fig)
 

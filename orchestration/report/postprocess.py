@@ -19,7 +19,7 @@ from orchestration.report.locust_csv import result_from_csv
 from orchestration.server_metrics import summarize_file
 from vllm_users.atomic import atomic_json
 from vllm_users.measure.columns import load_columns
-from vllm_users.measure.metrics import Slo, plot_arrays
+from vllm_users.measure.metrics import Slo, ok_rows, plot_arrays, rows
 from vllm_users.measure.metrics_summary import timeseries
 from vllm_users.measure.results import COLS_FILE, META_FILE, RECORDS_FILE, RESULT_FILE, build_result
 
@@ -44,6 +44,8 @@ class RunData:
     # seconds, successes: ttft/tpot/e2el; itl is the sample plots.cdf_points draws when larger than MAX_SAMPLE
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     timeseries: dict[str, Any] | None = None
+    # start of each success (s from the run's first start), aligned with arrays["ttft"]: start-up effects
+    ttft_starts_s: np.ndarray | None = None
 
 
 def _read_json(path: str, warnings: list[str]) -> dict[str, Any] | None:
@@ -92,6 +94,8 @@ def load_run(run_dir: str, *, slo: Slo | None = None) -> RunData:
             # ITL arrives as the very subsample the CDF plot would draw (the full array is ~1 GB at 1 M records)
             run.arrays = plot_arrays(cols, MAX_SAMPLE)
             run.timeseries = timeseries(cols)
+            ok_starts = cols.a["t_start"][ok_rows(cols, rows(cols))]
+            run.ttft_starts_s = ok_starts - float(np.nanmin(cols.a["t_start"])) if ok_starts.size else ok_starts
         else:
             warnings.append("records.jsonl holds no request records (empty run)")
     if run is None and written is not None:

@@ -76,6 +76,14 @@ source {{ r.source }} ({{ r.run_dir }}){% endfor %}</p>
 <td>{{ fmt(s.median_tpot_ms, ".2f") }}</td><td>{{ fmt(s.median_e2el_ms, ".2f") }}</td>
 <td>{{ fmt(s.output_throughput, ".1f") }}</td></tr>{% endfor %}</table>{% endif %}{% endfor %}
 
+{% if report.runs|selectattr("result.windows")|list %}<h2 id="windows">Measurement windows</h2>
+<table id="windows-table"><tr><th class="l">Run</th><th>warm-up (excluded)</th><th>measured</th><th>cool-down (excluded)</th></tr>
+{% for r in report.runs %}{% if r.result.windows %}<tr><td class="l">{{ r.name }}</td>
+{% for k in ("warmup", "measured", "cooldown") %}{% set w = r.result.windows[k] %}<td data-window="{{ k }}">
+{% if w %}{{ w.requests }} req{% if w.spec %} ({{ w.spec }}){% endif %}{% if w.requests %}, {{ fmt(w.start_s, ".1f") }}&ndash;{{ fmt(w.end_s, ".1f") }} s{% endif %}{% else %}&ndash;{% endif %}</td>
+{% endfor %}</tr>{% endif %}{% endfor %}</table>
+<p class="small">Requests in the warm-up and cool-down windows stay in records.jsonl; every statistic above comes from the measured window.</p>{% endif %}
+
 <h2 id="health">Run health and caveats</h2>
 {% for r in report.runs %}<p><b>{{ r.name }}</b>: errors {{ r.result.errors_by_kind or "none" }};
 client-bound: {{ r.result.client_bound if r.result.client_bound is not none else "unknown" }}
@@ -112,6 +120,12 @@ def render_markdown(report: Report) -> str:
             cells = [(f"{fmt(c['abs'], '+.4g')} ({fmt(c['pct'], '+.1f')} %) {c['verdict']}" if c["abs"] is not None
                       else "n/a") for c in row["changes"]]  # fmt: skip
             out.append(f"| {row['metric']} | " + " | ".join(cells) + " |")
+    for r in report.runs:
+        w = r.result.get("windows")
+        if w:
+            parts = [f"{k} {w[k]['requests']} req" + (f" ({w[k]['spec']})" if w[k].get("spec") else "")
+                     for k in ("warmup", "measured", "cooldown") if k in w]  # fmt: skip
+            out.append(f"\nWindows of {r.name}: " + ", ".join(parts) + " (warm-up/cool-down left out of the statistics)")
     out += ["", "### Diagnosis", ""]
     if not problems(report.findings):
         out.append("No rule fired (no failure, tail, cache, client, GPU or SLO problem).")

@@ -332,6 +332,8 @@ def run_meta(o: Any, env: Environment, t_start: float) -> dict[str, Any]:
         "range_ratio": get("range_ratio"),
         "seed": get("seed"),
         "goodput": get("goodput") or None,
+        "warmup": get("warmup") or None,
+        "cooldown": get("cooldown") or None,
         "users": get("num_users"),
         "run_time": get("run_time"),
         "workers": (get("vllm_worker_count") or runner.worker_count) if isinstance(runner, MasterRunner) else 1,

@@ -30,6 +30,7 @@ from vllm_users.measure.metrics import (
     slo_met,
     stats_ms,
 )
+from vllm_users.measure.windows import Window, split
 
 
 class LatencyCache:
@@ -195,10 +196,12 @@ def per_scenario(
     }
 
 
-def ttft_by_turn(records: Records, percentiles: Sequence[float] = (50, 99)) -> dict[str, Any]:
-    """Multi-turn: TTFT stats and cached-token fraction by turn index."""
+def ttft_by_turn(
+    records: Records, idx: np.ndarray | None = None, percentiles: Sequence[float] = (50, 99)
+) -> dict[str, Any]:
+    """Multi-turn: TTFT stats and cached-token fraction by turn index (of rows `idx`, default all)."""
     c = as_columns(records)
-    ok = ok_rows(c, rows(c))
+    ok = ok_rows(c, rows(c, idx))
     turn = c.a["turn"][ok]
     ok = ok[turn != -1]
     turn = turn[turn != -1]
@@ -261,12 +264,24 @@ def timeseries(records: Records, bucket_s: float = 1.0) -> dict[str, Any]:
 
 
 def build_metrics(
-    records: Records, *, slo: Slo | None = None, percentiles: Sequence[float] = DEFAULT_PERCENTILES
+    records: Records,
+    *,
+    slo: Slo | None = None,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+    warmup: Window | None = None,
+    cooldown: Window | None = None,
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, Any], int]:
-    """What results.build_result needs: compute_metrics, per_scenario (sent requests), ttft_by_turn, sent count."""
+    """What results.build_result needs: compute_metrics, per_scenario (sent requests), ttft_by_turn, sent count.
+
+    With a warm-up or cool-down window, every statistic comes from the measured window alone and the result
+    gets a `windows` block (vllm_users.measure.windows)."""
     c = as_columns(records)
     cache = LatencyCache()
-    res = compute_metrics(c, slo=slo, percentiles=percentiles, cache=cache)
-    sent = sent_rows(c, rows(c))
+    everything = rows(c)
+    measured, windows = split(c, everything, warmup, cooldown)
+    res = compute_metrics(c, measured, slo=slo, percentiles=percentiles, cache=cache)
+    if windows is not None:
+        res["windows"] = windows
+    sent = sent_rows(c, measured)
     scen = per_scenario(c, sent, slo=slo, percentiles=percentiles, cache=cache)
-    return res, scen, ttft_by_turn(c), int(sent.size)
+    return res, scen, ttft_by_turn(c, measured), int(sent_rows(c, everything).size)

@@ -13,6 +13,7 @@ from vllm_users.measure.columns import COLS_FILE, Records, load_columns
 from vllm_users.measure.metrics import DEFAULT_PERCENTILES, Slo
 from vllm_users.measure.metrics_summary import build_metrics
 from vllm_users.measure.record import read_records
+from vllm_users.measure.windows import parse_optional
 
 RESULT_FILE = "result.json"
 META_FILE = "run_meta.json"
@@ -30,7 +31,10 @@ def build_result(
 
     `records`: the run's columns (vllm_users.measure.columns) or a list of RequestRecords.
     """
-    overall, scenarios, turns, n_sent = build_metrics(records, slo=slo, percentiles=percentiles)
+    overall, scenarios, turns, n_sent = build_metrics(
+        records, slo=slo, percentiles=percentiles,
+        warmup=parse_optional(meta.get("warmup")), cooldown=parse_optional(meta.get("cooldown")),
+    )  # fmt: skip
     rate = meta.get("request_rate") or 0.0
     res: dict[str, Any] = {
         "date": meta.get("date") or time.strftime("%Y%m%d-%H%M%S"),
@@ -43,6 +47,8 @@ def build_result(
         "max_concurrency": meta.get("max_concurrency") or None,
     }
     res.update(overall)
+    if (overall.get("windows") or {}).get("warning"):
+        res.setdefault("warnings", []).append(overall["windows"]["warning"])
     res["per_scenario"] = scenarios
     if turns:
         res["ttft_by_turn"] = turns
