@@ -2,8 +2,9 @@
 
 Locust rounds response times to ~2 significant digits and prints integer percentiles, has no
 population std, and counts requests/s over its own elapsed time: those fields are listed as
-approximate. Rows with our plugin's types (STREAM = whole stream, TTFT, TPOT) map to vLLM's names;
-other request types are treated as whole requests (E2EL).
+approximate. Our plugin fires exactly one request per LLM request, of type STREAM: its response time is
+E2EL and its content size is the output tokens. Runs before that also fired TTFT and TPOT rows; they
+still map to vLLM's names. Other request types are treated as whole requests (E2EL).
 """
 
 from __future__ import annotations
@@ -81,11 +82,12 @@ def result_from_csv(
         "total_input_tokens": None,
         "total_output_tokens": None,
         "output_throughput": None,
+        **_output_tokens(streams, rps, total),
         "request_goodput": None,
         "tool": "vllm-locust",
         "source": "locust_csv",
     }
-    approximate = ["duration", "request_throughput"]
+    approximate = ["duration", "request_throughput", "output_throughput"]
     for metric, group in by_metric.items():
         n = sum(_num(r["Request Count"]) or 0 for r in group)
         if not n:
@@ -110,6 +112,18 @@ def result_from_csv(
         )
     res["errors_by_kind"] = _failures(run_dir, warnings)
     return res, approximate, _history(run_dir, warnings), warnings
+
+
+def _output_tokens(streams: list[dict[str, str]], rps: float, total: float) -> dict[str, Any]:
+    """STREAM rows carry output tokens as their content size (Locust averages it over all requests)."""
+    ours = [r for r in streams if r.get("Type") == "STREAM"]
+    if not ours or not total:
+        return {}
+    tokens = sum((_num(r.get("Average Content Size")) or 0) * (_num(r["Request Count"]) or 0) for r in ours)
+    out: dict[str, Any] = {"total_output_tokens": round(tokens)}
+    if rps:
+        out["output_throughput"] = tokens / (total / rps)
+    return out
 
 
 def _failures(run_dir: str, warnings: list[str]) -> dict[str, int]:

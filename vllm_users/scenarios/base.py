@@ -23,12 +23,12 @@ from locust.contrib.fasthttp import FastHttpUser
 from vllm_users.client.stream import StreamResult, send_and_read
 from vllm_users.distributed import plugin
 from vllm_users.distributed.worker_side import Ticket
-from vllm_users.measure.metrics import tpot_s
 from vllm_users.measure.record import RequestRecord
 from vllm_users.options import API_KEY_ENV
 from vllm_users.workload.prompts import LengthModel, RandomPrompts, tokenize_count
 
 _WALL0, _PERF0 = time.time(), perf_counter()
+REQUEST_TYPE = "STREAM"  # Locust's "Type" column: one row per scenario, response time = E2EL
 
 
 def epoch(perf: float) -> float:
@@ -253,20 +253,18 @@ class LLMUser(FastHttpUser):
         return rec
 
     def _fire(self, rec: RequestRecord) -> None:
-        """Locust's view: the request row (E2EL, output tokens) plus live TTFT/TPOT rows."""
-        fire = self.environment.events.request.fire
-        name = self.scenario
-        if rec.error is not None:
-            fire(
-                request_type="STREAM", name=name, response_time=rec.end_us / 1000.0, response_length=0,
-                exception=RequestFailure(f"{rec.error}: {rec.error_detail}" if rec.error_detail else rec.error),
-                context={},
-            )  # fmt: skip
-            return
+        """Locust's view: exactly one request per LLM request (response time E2EL ms, length output tokens).
+
+        TTFT/TPOT/ITL are not fired: every fired event is a request to Locust (RPS, failures/s, the Aggregated
+        row, CSVs, --html). The exact latencies live in the merged HdrHistograms (the web UI's LLM tab).
+        """
+        failed = rec.error is not None
         c = rec.chunk_times_us
-        fire(request_type="STREAM", name=name, response_time=c[-1] / 1000.0,
-             response_length=rec.output_tokens or 0, exception=None, context={})  # fmt: skip
-        fire(request_type="TTFT", name=name, response_time=c[0] / 1000.0, response_length=0, exception=None, context={})
-        t = tpot_s(rec)
-        if t is not None:
-            fire(request_type="TPOT", name=name, response_time=t * 1000.0, response_length=0, exception=None, context={})
+        e2el_ms = (rec.end_us if failed or not c else c[-1]) / 1000.0
+        exc = None
+        if failed:
+            exc = RequestFailure(f"{rec.error}: {rec.error_detail}" if rec.error_detail else str(rec.error))
+        self.environment.events.request.fire(
+            request_type=REQUEST_TYPE, name=self.scenario, response_time=e2el_ms,
+            response_length=0 if failed else (rec.output_tokens or 0), exception=exc, context={},
+        )  # fmt: skip
