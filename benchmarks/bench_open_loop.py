@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(x)
             print(
                 f"  {rate:g} req/s: achieved {x['achieved_rps']:.2f} ({x['achieved_vs_schedule_pct']:+.2f} % vs "
-                f"schedule), lag p99 {x['lag_p99_ms']:.2f} ms, dropped {x['dropped']}",
+                f"schedule), lag p99 / max {x['lag_p99_ms']:.2f} / {x['lag_max_ms']:.2f} ms, dropped {x['dropped']}",
                 flush=True,
             )
         row = {"rate": rate, "n": mine[0]["n"], "reps": reps}

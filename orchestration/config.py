@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from vllm_users.exit_codes import USAGE
-from vllm_users.measure.metrics import Slo
+from vllm_users.measure.metrics import Slo, parse_metric_percentiles, parse_percentile_metrics
 
 
 class UsageError(Exception):
@@ -56,6 +56,23 @@ def rate(text: str) -> float:
     if text.strip().lower() == "inf":
         return math.inf
     return pos_float(text)
+
+
+def _checked_by(parse: Callable[[str], Any]) -> Callable[[str], str]:
+    """An argparse type that validates `text` with `parse` (ValueError "--flag 'text': why") and keeps it."""
+
+    def check(text: str) -> str:
+        try:
+            parse(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e).partition(": ")[2]) from None
+        return text
+
+    return check
+
+
+percentile_metrics = _checked_by(parse_percentile_metrics)  # vLLM's --percentile-metrics: ttft,tpot,itl,e2el
+metric_percentiles = _checked_by(parse_metric_percentiles)  # vLLM's --metric-percentiles: numbers in (0, 100]
 
 
 def duration(text: str) -> float:

@@ -39,7 +39,7 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--users", "-u", type=C.pos_int, default=None, help="Closed loop: concurrent users (default 8)")
     p.add_argument("--spawn-rate", "-r", type=C.pos_float, default=None, help="Users started per second")
     p.add_argument("--request-rate", type=C.rate, default=None, help="Open loop: requests/s (or inf)")
-    p.add_argument("--burstiness", type=C.pos_float, default=1.0, help="Gamma shape; 1 = Poisson")
+    p.add_argument("--burstiness", type=C.pos_float, default=1.0, help="Gamma shape; 1 = Poisson, inf = constant")
     p.add_argument("--max-concurrency", type=C.pos_int, default=None, help="Cap on in-flight requests")
     p.add_argument("--num-prompts", type=C.pos_int, default=None, help=f"Total requests (default {DEFAULT_NUM_PROMPTS})")
     p.add_argument("--run-time", "-t", type=C.duration, default=None, help="Stop after this long (30s, 5m)")
@@ -60,6 +60,10 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
                    help="Requests in the first 30 s (or the first 200) are kept in the records but left out of the statistics")
     p.add_argument("--cooldown", type=C.window, default=None, metavar="30s|200r",
                    help="Requests that end in the last 30 s (or the last 200) are left out of the statistics")
+    p.add_argument("--percentile-metrics", type=C.percentile_metrics, default=None,
+                   help="Metrics with percentile fields (vLLM's; default ttft,tpot,itl): any of ttft,tpot,itl,e2el")
+    p.add_argument("--metric-percentiles", type=C.metric_percentiles, default=None,
+                   help='Percentiles of those metrics (vLLM\'s; default 99), e.g. "50,90,99,99.9"')
     p.add_argument("--stop-timeout", type=C.nonneg_float, default=30.0, help="Seconds in-flight streams get at stop")
     p.add_argument("--stream-timeout", type=C.pos_float, default=120.0, help="Read timeout of a stream, seconds")
     p.add_argument("--output-dir", default="results", help="Parent of the run directory")
@@ -163,6 +167,10 @@ def locust_args(a: argparse.Namespace, host: str, model: str, run_dir: str, locu
     for name in ("warmup", "cooldown"):
         if getattr(a, name, None):
             args += ["--" + name, getattr(a, name)]
+    if a.percentile_metrics:
+        args += ["--percentile-metrics", a.percentile_metrics]
+    if a.metric_percentiles:
+        args += ["--metric-percentiles", a.metric_percentiles]
     if a.header:
         hdrs = {h.partition(":")[0].strip(): h.partition(":")[2].strip() for h in a.header}
         args += ["--extra-headers", json.dumps(hdrs)]

@@ -17,20 +17,23 @@ def _line(label: str, value: Any, fmt: str = "") -> str:
     return f"{label:<40}{text:<10}"
 
 
-def _metric_block(res: dict[str, Any], metric: str, title: str, percentiles: list[str]) -> list[str]:
+def percentile_keys(res: dict[str, Any], metric: str) -> list[tuple[str, str]]:
+    """(key, "99.9") of the `p{N}_{metric}_ms` fields in `res`, in its order (the run's --metric-percentiles)."""
+    tail = f"_{metric}_ms"
+    return [(k, k[1 : -len(tail)]) for k in res if k.startswith("p") and k.endswith(tail) and k[1:2].isdigit()]
+
+
+def _metric_block(res: dict[str, Any], metric: str, title: str) -> list[str]:
     lines = [f"{title:-^{_W}}"]
     lines.append(_line(f"Mean {metric.upper()} (ms):", res.get(f"mean_{metric}_ms"), ".2f"))
     lines.append(_line(f"Median {metric.upper()} (ms):", res.get(f"median_{metric}_ms"), ".2f"))
-    for p in percentiles:
-        if p == "50":
-            continue  # the median, printed above
-        lines.append(_line(f"P{p} {metric.upper()} (ms):", res.get(f"p{p}_{metric}_ms"), ".2f"))
+    for key, p in percentile_keys(res, metric):  # like vLLM bench serve: every chosen one, P50 included
+        lines.append(_line(f"P{p} {metric.upper()} (ms):", res[key], ".2f"))
     return lines
 
 
 def format_summary(res: dict[str, Any], run_dir: str | None = None) -> str:
     """A human-readable summary of a result dict."""
-    pcts = [k[1:].split("_")[0] for k in res if k.startswith("p") and k.endswith("_ttft_ms")]
     out = ["{s:{c}^{n}}".format(s=" vllm-locust Result ", n=_W, c="=")]
     out.extend(window_lines(res))
     out.append(_line("Successful requests:", res.get("completed")))
@@ -57,7 +60,7 @@ def format_summary(res: dict[str, Any], run_dir: str | None = None) -> str:
         ("itl", " Inter-token Latency "),
         ("e2el", " End-to-end Latency "),
     ):
-        out.extend(_metric_block(res, metric, title, pcts))
+        out.extend(_metric_block(res, metric, title))
     out.extend(_extras(res))
     if run_dir:
         out.append(f"Results: {run_dir}")
@@ -87,7 +90,8 @@ def _extras(res: dict[str, Any]) -> list[str]:
         out.append(_line("Arrivals scheduled / sent / dropped:", f"{arr['scheduled']} / {arr['sent']} / {arr['dropped']}"))
         out.append(_line("Late arrivals (> 10 ms):", arr.get("late")))
         lag = arr.get("schedule_lag_ms") or {}
-        out.append(_line("Schedule lag p99 (ms):", lag.get("p99"), ".2f"))
+        lag_text = " / ".join("n/a" if lag.get(k) is None else f"{lag[k]:.2f}" for k in ("p99", "max"))
+        out.append(_line("Schedule lag p99 / max (ms):", lag_text))
         ttft_i = arr.get("ttft_from_intended_ms") or {}
         out.append(_line("TTFT from intended start p99 (ms):", ttft_i.get("p99"), ".2f"))
     if res.get("errors_by_kind"):

@@ -5,6 +5,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from vllm_users.measure.metrics import (
+    DEFAULT_METRIC_PERCENTILES,
+    DEFAULT_PERCENTILE_METRICS,
+    PercentileChoice,
+)
+
 # API keys never travel as options (Locust shows options in its UI and ships them to workers):
 # they come from these environment variables on every process.
 API_KEY_ENV = ("VLLM_LOCUST_API_KEY", "OPENAI_API_KEY")
@@ -27,13 +33,18 @@ def add_options(parser: Any) -> None:
     opt("--seed", type=int, default=0, help="Seed for prompts, schemas and arrivals")
     opt("--num-prompts", type=int, default=0, help="Total requests over all workers (0 = until --run-time)")
     opt("--request-rate", type=float, default=0.0, help="Open loop: requests/s over all workers (0 = closed loop)")
-    opt("--burstiness", type=float, default=1.0, help="Gamma shape of inter-arrivals: 1 = Poisson, <1 burstier")
+    opt("--burstiness", type=float, default=1.0,
+        help="Gamma shape of inter-arrivals: 1 = Poisson, <1 burstier, inf = constant intervals 1/rate")
     opt("--max-concurrency", type=int, default=0, help="Cap on in-flight requests over all workers (open loop)")
     opt("--stream-timeout", type=float, default=120.0, help="Read timeout per recv of a stream, seconds")
     opt("--results-dir", default="", help="Run directory the master writes records and results into")
     opt("--goodput", default="", help='SLOs, e.g. "ttft:500 tpot:50 e2el:10000" (ms)')
     opt("--warmup", default="", help="Leave the first 30s / 200r of requests out of the statistics (kept, flagged)")
     opt("--cooldown", default="", help="Leave the last 30s / 200r of requests out of the statistics (kept, flagged)")
+    opt("--percentile-metrics", default=",".join(DEFAULT_PERCENTILE_METRICS),
+        help="Metrics whose percentiles the result reports (vLLM's): any of ttft,tpot,itl,e2el")
+    opt("--metric-percentiles", default=",".join(f"{p:g}" for p in DEFAULT_METRIC_PERCENTILES),
+        help='Percentiles reported for those metrics (vLLM\'s), e.g. "50,90,99,99.9"')
     opt("--vllm-stop-timeout", type=float, default=30.0, help="Seconds in-flight streams get to finish at stop")
     opt("--no-stream", action="store_true", default=False, help="Non-streamed requests (no TTFT/ITL)")
     opt("--tokenizer", default="", help="Local tokenizer directory for exact prompt lengths")
@@ -50,6 +61,14 @@ def add_options(parser: Any) -> None:
     opt("--extra-headers", default="", include_in_web_ui=False, help="JSON object of extra request headers")
     opt("--vllm-worker-count", type=int, default=0, include_in_web_ui=False, help="(set by the master)")
     opt("--vllm-t0", type=float, default=0.0, include_in_web_ui=False, help="(set by the master)")
+
+
+def check_options(options: Any) -> None:
+    """Raise ValueError (one line naming the flag) for values Locust's parser let through."""
+    b = getattr(options, "burstiness", 1.0)
+    if not b > 0:  # also NaN
+        raise ValueError(f"--burstiness {b}: must be > 0 (1 = Poisson, inf = constant intervals)")
+    PercentileChoice.parse(getattr(options, "percentile_metrics", ""), getattr(options, "metric_percentiles", ""))
 
 
 def open_loop(options: Any) -> bool:

@@ -6,12 +6,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from orchestration.report.postprocess import RunData
+from orchestration.summary import percentile_keys
 
 HEADLINE = (
     "completed", "failed", "duration", "request_throughput", "request_goodput", "output_throughput",
     "total_token_throughput", "max_output_tokens_per_s", "max_concurrent_requests",
 )  # fmt: skip
-STATS = ("mean", "median", "std", "p50", "p90", "p95", "p99")
+STATS = ("mean", "median", "std")  # then every percentile field the runs have (their --metric-percentiles)
 LATENCY = ("ttft", "tpot", "itl", "e2el")
 HIGHER_BETTER = ("throughput", "goodput", "tokens_per_s", "completed", "hit_rate", "validity_rate")
 LOWER_BETTER = ("_ms", "failed", "duration_diff")
@@ -37,6 +38,10 @@ def metric_names(results: Sequence[dict[str, Any]]) -> list[str]:
     for m in LATENCY:
         for s in STATS:
             names.append(f"{s}_{m}_ms")
+        pcts: dict[str, float] = {}
+        for r in results:
+            pcts.update({k: float(p) for k, p in percentile_keys(r, m)})
+        names += sorted(pcts, key=pcts.__getitem__)
     names += ["prefix_cache_hit_rate", "validity_rate", "chunk_token_ratio"]
     names += ["server_prefix_cache_hit_rate", "server_kv_cache_usage_peak", "server_ttft_p50_ms", "server_ttft_p99_ms",
               "server_queue_time_p99_ms"]  # fmt: skip

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from orchestration.report.postprocess import RunData
+from vllm_users.measure.health import CPU_BOUND_FRACTION, LOOP_LAG_P99_MS
 
 TTFT_P99_OVER_MEAN = 3.0
 STARTUP_FRACTION = 0.10  # start-up: requests started in the first 10 % of the run...
@@ -124,7 +125,8 @@ def _client_bound(run: RunData) -> list[Finding]:
              for n, w in (health.get("workers") or {}).items() if w.get("client_bound")]  # fmt: skip
     th = health.get("thresholds") or {}
     return [Finding("client_bound", run.name, "critical", "The load generator was the bottleneck",
-                    f"worker CPU mean > {th.get('cpu_mean', 0.9):.0%} or loop lag p99 > {th.get('loop_lag_p99_ms', 10)} ms",
+                    f"worker CPU mean > {th.get('cpu_mean', CPU_BOUND_FRACTION):.0%} or loop lag p99 > "
+                    f"{th.get('loop_lag_p99_ms', LOOP_LAG_P99_MS):g} ms",
                     "; ".join(worst) or "client_bound flag set by the run",
                     "Latencies include client delay: add workers (--workers, one per core) or machines, or lower "
                     "the load per worker, and rerun.")]  # fmt: skip

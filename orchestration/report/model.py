@@ -10,8 +10,10 @@ from typing import Any
 from orchestration.report.compare import compare
 from orchestration.report.diagnose import Finding, diagnose
 from orchestration.report.postprocess import RunData
+from orchestration.summary import percentile_keys
 
-# (result key, label, format) of the summary table; the HTML/Markdown/PDF tables all use this list.
+# (result key, label, format) of the summary table; the HTML/Markdown/PDF tables all use these lists.
+# Between the head and the tail: each latency metric's mean, median and the runs' percentile fields.
 SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
     ("completed", "Successful requests", "d"),
     ("failed", "Failed requests", "d"),
@@ -22,18 +24,9 @@ SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
     ("total_token_throughput", "Total token throughput (tok/s)", ".2f"),
     ("max_output_tokens_per_s", "Peak output tokens/s", ".2f"),
     ("max_concurrent_requests", "Peak concurrent requests", "d"),
-    ("mean_ttft_ms", "Mean TTFT (ms)", ".2f"),
-    ("median_ttft_ms", "Median TTFT (ms)", ".2f"),
-    ("p99_ttft_ms", "P99 TTFT (ms)", ".2f"),
-    ("mean_tpot_ms", "Mean TPOT (ms)", ".2f"),
-    ("median_tpot_ms", "Median TPOT (ms)", ".2f"),
-    ("p99_tpot_ms", "P99 TPOT (ms)", ".2f"),
-    ("mean_itl_ms", "Mean ITL (ms)", ".2f"),
-    ("median_itl_ms", "Median ITL (ms)", ".2f"),
-    ("p99_itl_ms", "P99 ITL (ms)", ".2f"),
-    ("mean_e2el_ms", "Mean E2EL (ms)", ".2f"),
-    ("median_e2el_ms", "Median E2EL (ms)", ".2f"),
-    ("p99_e2el_ms", "P99 E2EL (ms)", ".2f"),
+)
+LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
+SUMMARY_TAIL_ROWS: tuple[tuple[str, str, str], ...] = (
     ("prefix_cache_hit_rate", "Prefix cache hit rate (usage)", ".1%"),
     ("validity_rate", "Valid outputs (json/tools)", ".1%"),
     ("chunk_token_ratio", "Chunks per output token", ".3f"),
@@ -65,11 +58,24 @@ class Report:
     def summary_rows(self) -> list[tuple[str, str, list[str]]]:
         """(key, label, formatted value per run) for rows that at least one run has."""
         rows = []
-        for key, label, spec in SUMMARY_ROWS:
+        for key, label, spec in (*SUMMARY_ROWS, *self.latency_rows(), *SUMMARY_TAIL_ROWS):
             vals = [r.result.get(key) for r in self.runs]
             if any(v is not None for v in vals):
                 rows.append((key, label, [fmt(v, spec) for v in vals]))
         return rows
+
+    def latency_rows(self) -> list[tuple[str, str, str]]:
+        """Mean, median and every percentile field (vLLM's `p99.9_ttft_ms`) that a run has, per metric."""
+        out = []
+        for m in LATENCY_METRICS:
+            name = m.upper()
+            out += [(f"mean_{m}_ms", f"Mean {name} (ms)", ".2f"), (f"median_{m}_ms", f"Median {name} (ms)", ".2f")]
+            keys: dict[str, str] = {}
+            for r in self.runs:
+                keys.update(dict(percentile_keys(r.result, m)))
+            for key in sorted(keys, key=lambda k: float(keys[k])):
+                out.append((key, f"P{keys[key]} {name} (ms)", ".2f"))
+        return out
 
     def server_rows(self) -> list[tuple[str, str, list[str]]]:
         """Server-side figures next to the client's (the difference is network + client overhead)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from typing import Any
 
@@ -21,7 +22,7 @@ from vllm_users.distributed.master_side import Collector
 from vllm_users.distributed.worker_side import WorkerContext
 from vllm_users.measure.health import summarize
 from vllm_users.measure.results import META_FILE, write_result
-from vllm_users.options import add_options, open_loop
+from vllm_users.options import add_options, check_options, open_loop
 
 log = logging.getLogger("vllm_locust")
 
@@ -49,6 +50,12 @@ def _options(parser: Any) -> None:
 def _on_init(environment: Environment, **_: Any) -> None:
     runner = environment.runner
     if isinstance(runner, MasterRunner | LocalRunner):
+        if environment.parsed_options is not None:
+            try:
+                check_options(environment.parsed_options)
+            except ValueError as e:
+                log.error("vllm-locust: %s", e)
+                sys.exit(exit_codes.USAGE)
         _MasterPlugin(environment)
     if isinstance(runner, WorkerRunner):
         runner.register_message("vllm_stop", _worker_stop_handler, concurrent=True)
@@ -334,6 +341,8 @@ def run_meta(o: Any, env: Environment, t_start: float) -> dict[str, Any]:
         "goodput": get("goodput") or None,
         "warmup": get("warmup") or None,
         "cooldown": get("cooldown") or None,
+        "percentile_metrics": get("percentile_metrics") or None,
+        "metric_percentiles": get("metric_percentiles") or None,
         "users": get("num_users"),
         "run_time": get("run_time"),
         "workers": (get("vllm_worker_count") or runner.worker_count) if isinstance(runner, MasterRunner) else 1,

@@ -21,8 +21,11 @@ import numpy as np
 from vllm_users.measure.columns import Columns, Records, as_columns
 from vllm_users.measure.record import RequestRecord
 
-DEFAULT_PERCENTILES: tuple[float, ...] = (50, 90, 95, 99)
+DEFAULT_PERCENTILES: tuple[float, ...] = (50, 90, 95, 99)  # our own distributions (arrivals, histograms)
 METRICS = ("ttft", "tpot", "itl", "e2el")
+# `vllm bench serve`'s --percentile-metrics and --metric-percentiles and their defaults (generative models)
+DEFAULT_PERCENTILE_METRICS: tuple[str, ...] = ("ttft", "tpot", "itl")
+DEFAULT_METRIC_PERCENTILES: tuple[float, ...] = (99.0,)
 GOODPUT_METRICS = ("ttft", "tpot", "e2el")
 LATE_THRESHOLD_S = 0.010  # an arrival sent more than 10 ms after its intended time is "late"
 # ITL pools every gap of every request (1 M x 128 -> 127 M samples): above this many, statistics come from
@@ -54,6 +57,51 @@ class Slo:
                     raise ValueError(f"invalid goodput value in {part!r}: must be > 0")
                 limits[name] = ms
         return cls(limits)
+
+
+@dataclass(frozen=True)
+class PercentileChoice:
+    """Which `p{N}_{metric}_ms` fields a result carries (vLLM's --percentile-metrics, --metric-percentiles)."""
+
+    metrics: tuple[str, ...] = DEFAULT_PERCENTILE_METRICS
+    percentiles: tuple[float, ...] = DEFAULT_METRIC_PERCENTILES
+
+    @classmethod
+    def parse(cls, metrics: str | None, percentiles: str | None) -> PercentileChoice:
+        """Parse the comma lists (None or empty: vLLM's defaults); raises ValueError naming the bad item."""
+        return cls(parse_percentile_metrics(metrics), parse_metric_percentiles(percentiles))
+
+    @classmethod
+    def from_meta(cls, meta: dict[str, Any]) -> PercentileChoice:
+        """The choice a run recorded in its meta (runs from before these flags: the defaults)."""
+        return cls.parse(meta.get("percentile_metrics"), meta.get("metric_percentiles"))
+
+
+def parse_percentile_metrics(text: str | None) -> tuple[str, ...]:
+    """`ttft,tpot,itl,e2el` -> the metric names, in the given order; empty -> vLLM's default."""
+    if not text or not text.strip():
+        return DEFAULT_PERCENTILE_METRICS
+    names = tuple(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
+    bad = [n for n in names if n not in METRICS]
+    if bad or not names:
+        raise ValueError(f"--percentile-metrics {text!r}: expected a comma list of {','.join(METRICS)}")
+    return names
+
+
+def parse_metric_percentiles(text: str | None) -> tuple[float, ...]:
+    """`50,90,99,99.9` -> the percentiles (each in (0, 100]); empty -> vLLM's default (99)."""
+    if not text or not text.strip():
+        return DEFAULT_METRIC_PERCENTILES
+    out: list[float] = []
+    for item in text.split(","):
+        try:
+            p = float(item)
+        except ValueError:
+            raise ValueError(f"--metric-percentiles {text!r}: {item.strip()!r} is not a number") from None
+        if not 0 < p <= 100:
+            raise ValueError(f"--metric-percentiles {text!r}: {item.strip()!r} is not in (0, 100]")
+        out.append(p)
+    return tuple(dict.fromkeys(out))
 
 
 # ------------------------------------------------------------------------------------- which requests count
@@ -172,12 +220,12 @@ def slo_met(c: Columns, ok: np.ndarray, slo: Slo) -> dict[str, np.ndarray]:
 
 # ------------------------------------------------------------------------------------------- statistics
 def stats_ms(values_s: Sequence[float] | np.ndarray, percentiles: Sequence[float]) -> dict[str, float]:
-    """mean/median/std (population)/pN in ms, vLLM's way (0 when there are no values)."""
+    """mean/median/std (population)/max/pN in ms, vLLM's way (0 when there are no values)."""
     arr = np.asarray(values_s, dtype=np.float64)
     if arr.size == 0:
         arr = np.zeros(1)
     ms = arr * 1000.0
-    out = {"mean": float(ms.mean()), "median": float(np.median(ms)), "std": float(ms.std())}
+    out = {"mean": float(ms.mean()), "median": float(np.median(ms)), "std": float(ms.std()), "max": float(ms.max())}
     pct: Any = np.percentile(ms, list(percentiles)) if percentiles else []
     for p, v in zip(percentiles, pct, strict=False):
         out[percentile_name(p)] = float(v)
@@ -185,8 +233,8 @@ def stats_ms(values_s: Sequence[float] | np.ndarray, percentiles: Sequence[float
 
 
 def percentile_name(p: float) -> str:
-    """The key of percentile `p` in the statistics: "p99", "p99.9"."""
-    return f"p{int(p)}" if float(p).is_integer() else f"p{p}"
+    """The key of percentile `p` in the statistics, as vLLM bench serve writes it: "p99", "p99.9"."""
+    return f"p{int(p)}" if float(p).is_integer() else f"p{float(p)}"
 
 
 def _lerp(a: float, b: float, t: float) -> float:
@@ -208,7 +256,7 @@ def _stats_from_counts(values_ms: np.ndarray, counts: np.ndarray, percentiles: S
     mean = float((values_ms * w).sum() / n)
     std = float(math.sqrt(float((((values_ms - mean) ** 2) * w).sum()) / n))
     median = kth((n - 1) // 2) if n % 2 else (kth(n // 2 - 1) + kth(n // 2)) / 2
-    out = {"mean": mean, "median": median, "std": std}
+    out = {"mean": mean, "median": median, "std": std, "max": float(values_ms[-1])}
     for p in percentiles:
         v = (n - 1) * (float(p) / 100.0)
         lo = math.floor(v)

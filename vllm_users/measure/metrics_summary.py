@@ -13,6 +13,8 @@ import numpy as np
 
 from vllm_users.measure.columns import Columns, Records, as_columns
 from vllm_users.measure.metrics import (
+    DEFAULT_METRIC_PERCENTILES,
+    DEFAULT_PERCENTILE_METRICS,
     DEFAULT_PERCENTILES,
     LATE_THRESHOLD_S,
     METRICS,
@@ -54,11 +56,15 @@ def compute_metrics(
     idx: np.ndarray | None = None,
     *,
     slo: Slo | None = None,
-    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+    percentiles: Sequence[float] = DEFAULT_METRIC_PERCENTILES,
+    percentile_metrics: Sequence[str] = DEFAULT_PERCENTILE_METRICS,
     duration: float | None = None,
     cache: LatencyCache | None = None,
 ) -> dict[str, Any]:
-    """vLLM-named result fields of records `idx` (default all), plus our extras beside them."""
+    """vLLM-named result fields of records `idx` (default all), plus our extras beside them.
+
+    mean/median/std of every metric; `p{N}_{metric}_ms` for `percentiles` of `percentile_metrics` only
+    (vLLM bench serve's --metric-percentiles and --percentile-metrics)."""
     c = as_columns(records)
     idx = rows(c, idx)
     cache = cache or LatencyCache()
@@ -85,7 +91,8 @@ def compute_metrics(
         "max_concurrent_requests": peak_concurrency(c, sent),
     }
     for m in METRICS:
-        for k in ("mean", "median", "std", *(percentile_name(p) for p in percentiles)):
+        chosen = percentiles if m in percentile_metrics else ()
+        for k in ("mean", "median", "std", *(percentile_name(p) for p in chosen)):
             res[f"{k}_{m}_ms"] = lat[f"{k}_{m}_ms"]
     if slo is not None:
         met = slo_met(c, ok, slo)
@@ -97,7 +104,7 @@ def compute_metrics(
             "good_fraction": good / ok.size if ok.size else 0.0,
             "per_metric_met_fraction": {k: (int(m_.sum()) / ok.size if ok.size else 0.0) for k, m_ in met.items()},
         }
-    res.update(_extras(c, sent, ok, idx, percentiles))
+    res.update(_extras(c, sent, ok, idx))
     res["interrupted"] = interrupted
     return res
 
@@ -110,7 +117,7 @@ def _counter(c: Columns, column: str, idx: np.ndarray) -> list[tuple[int, int]]:
     return [(int(uniq[i]), int(counts[i])) for i in np.argsort(first)]
 
 
-def _extras(c: Columns, sent: np.ndarray, ok: np.ndarray, idx: np.ndarray, percentiles: Sequence[float]) -> dict[str, Any]:
+def _extras(c: Columns, sent: np.ndarray, ok: np.ndarray, idx: np.ndarray) -> dict[str, Any]:
     err = c.a["error"]
     e_sent = err[sent]
     failed_rows = sent[(e_sent != c.code("error", None)) & (e_sent != c.code("error", "interrupted"))]
@@ -141,7 +148,7 @@ def _extras(c: Columns, sent: np.ndarray, ok: np.ndarray, idx: np.ndarray, perce
         extras["input_len_requested_mean"] = float(np.mean(c.a["input_len"][req]))
         extras["input_len_actual_mean"] = float(np.mean(c.a["prompt_tokens"][req]))
     if scheduled:
-        extras["arrivals"] = arrival_stats(c, idx, percentiles=percentiles)
+        extras["arrivals"] = arrival_stats(c, idx)
     else:
         extras["arrivals"] = {"scheduled": 0, "sent": int(sent.size), "dropped": dropped}
     return extras
@@ -150,7 +157,8 @@ def _extras(c: Columns, sent: np.ndarray, ok: np.ndarray, idx: np.ndarray, perce
 def arrival_stats(
     records: Records, idx: np.ndarray | None = None, *, percentiles: Sequence[float] = DEFAULT_PERCENTILES
 ) -> dict[str, Any]:
-    """Open-loop schedule keeping: scheduled/sent/dropped/late, lag, latency from intended start."""
+    """Open-loop schedule keeping: scheduled/sent/dropped/late, lag, latency from intended start (each
+    distribution with its max; fixed percentiles, not the run's --metric-percentiles)."""
     c = as_columns(records)
     idx = rows(c, idx)
     ts, ti = c.a["t_start"], c.a["t_intended"]
@@ -176,7 +184,8 @@ def per_scenario(
     idx: np.ndarray | None = None,
     *,
     slo: Slo | None = None,
-    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+    percentiles: Sequence[float] = DEFAULT_METRIC_PERCENTILES,
+    percentile_metrics: Sequence[str] = DEFAULT_PERCENTILE_METRICS,
     cache: LatencyCache | None = None,
 ) -> dict[str, dict[str, Any]]:
     """compute_metrics for each scenario on the run's common duration."""
@@ -189,8 +198,8 @@ def per_scenario(
     cache = cache or LatencyCache()
     return {
         str(name): compute_metrics(
-            c, idx if present.size == 1 else idx[codes == k], slo=slo, percentiles=percentiles, duration=dur,
-            cache=cache,
+            c, idx if present.size == 1 else idx[codes == k], slo=slo, percentiles=percentiles,
+            percentile_metrics=percentile_metrics, duration=dur, cache=cache,
         )  # fmt: skip
         for name, k in names
     }
@@ -267,7 +276,8 @@ def build_metrics(
     records: Records,
     *,
     slo: Slo | None = None,
-    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+    percentiles: Sequence[float] = DEFAULT_METRIC_PERCENTILES,
+    percentile_metrics: Sequence[str] = DEFAULT_PERCENTILE_METRICS,
     warmup: Window | None = None,
     cooldown: Window | None = None,
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, Any], int]:
@@ -279,9 +289,10 @@ def build_metrics(
     cache = LatencyCache()
     everything = rows(c)
     measured, windows = split(c, everything, warmup, cooldown)
-    res = compute_metrics(c, measured, slo=slo, percentiles=percentiles, cache=cache)
+    kw: dict[str, Any] = {"slo": slo, "percentiles": percentiles, "percentile_metrics": percentile_metrics}
+    res = compute_metrics(c, measured, cache=cache, **kw)
     if windows is not None:
         res["windows"] = windows
     sent = sent_rows(c, measured)
-    scen = per_scenario(c, sent, slo=slo, percentiles=percentiles, cache=cache)
+    scen = per_scenario(c, sent, cache=cache, **kw)
     return res, scen, ttft_by_turn(c, measured), int(sent_rows(c, everything).size)

@@ -5,12 +5,11 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from vllm_users.atomic import atomic_json
 from vllm_users.measure.columns import COLS_FILE, Records, load_columns
-from vllm_users.measure.metrics import DEFAULT_PERCENTILES, Slo
+from vllm_users.measure.metrics import PercentileChoice, Slo
 from vllm_users.measure.metrics_summary import build_metrics
 from vllm_users.measure.record import read_records
 from vllm_users.measure.windows import parse_optional
@@ -25,14 +24,16 @@ def build_result(
     meta: dict[str, Any],
     *,
     slo: Slo | None = None,
-    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+    percentiles: PercentileChoice | None = None,
 ) -> dict[str, Any]:
     """The full result: header fields, overall metrics, per-scenario metrics, run health.
 
-    `records`: the run's columns (vllm_users.measure.columns) or a list of RequestRecords.
+    `records`: the run's columns (vllm_users.measure.columns) or a list of RequestRecords; `percentiles`:
+    which pN fields (default: the run's --percentile-metrics/--metric-percentiles from `meta`).
     """
+    pc = percentiles or PercentileChoice.from_meta(meta)
     overall, scenarios, turns, n_sent = build_metrics(
-        records, slo=slo, percentiles=percentiles,
+        records, slo=slo, percentiles=pc.percentiles, percentile_metrics=pc.metrics,
         warmup=parse_optional(meta.get("warmup")), cooldown=parse_optional(meta.get("cooldown")),
     )  # fmt: skip
     rate = meta.get("request_rate") or 0.0
@@ -43,7 +44,7 @@ def build_result(
         "tokenizer_id": meta.get("tokenizer_id") or meta.get("model_id"),
         "num_prompts": meta.get("num_prompts") or n_sent,
         "request_rate": "inf" if (not rate or math.isinf(rate)) else rate,
-        "burstiness": meta.get("burstiness", 1.0),
+        "burstiness": _inf_as_text(meta.get("burstiness", 1.0)),
         "max_concurrency": meta.get("max_concurrency") or None,
     }
     res.update(overall)
@@ -55,6 +56,11 @@ def build_result(
     res["tool"] = "vllm-locust"
     res["meta"] = {k: v for k, v in meta.items() if k not in res}
     return res
+
+
+def _inf_as_text(x: Any) -> Any:
+    """JSON has no infinity: write it as "inf" (as vLLM's request_rate)."""
+    return "inf" if isinstance(x, float) and math.isinf(x) else x
 
 
 def write_result(results_dir: str, meta: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -1,4 +1,8 @@
-"""Open-loop arrival schedules: constant, Poisson or gamma (vLLM's `--burstiness`), split across workers."""
+"""Open-loop arrival schedules: constant, Poisson or gamma (vLLM's `--burstiness`), split across workers.
+
+As in `vllm bench serve`: gaps are gamma(shape=burstiness, scale=1/(rate*burstiness)), so 1 is Poisson,
+< 1 burstier, and `inf` (the limit: no variance) constant gaps of exactly 1/rate.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +13,18 @@ import numpy as np
 
 
 def inter_arrivals(n: int, rate: float, burstiness: float, seed: int) -> np.ndarray:
-    """n gaps in seconds with mean 1/rate; gamma shape = burstiness (1 = Poisson), inf rate = all at once."""
+    """n gaps in seconds with mean 1/rate; gamma shape = burstiness (1 = Poisson, inf = constant 1/rate),
+    inf rate = all at once."""
+    if not burstiness > 0:  # also NaN
+        raise ValueError(f"burstiness must be > 0, got {burstiness}")
     if n <= 0:
         return np.zeros(0)
     if math.isinf(rate):
         return np.zeros(n)
-    if rate <= 0:
+    if not rate > 0:
         raise ValueError("request rate must be > 0")
-    if burstiness <= 0:
-        raise ValueError("burstiness must be > 0")
+    if math.isinf(burstiness):
+        return np.full(n, 1.0 / rate)
     rng = np.random.default_rng(seed)
     theta = 1.0 / (rate * burstiness)
     return rng.gamma(shape=burstiness, scale=theta, size=n)
@@ -28,6 +35,13 @@ BLOCK = 4096  # arrivals are drawn in seeded blocks, so an unbounded run needs n
 
 def iter_schedule(rate: float, burstiness: float, seed: int, n: int | None = None) -> Iterator[tuple[int, float]]:
     """(global index, intended offset in s from the run's start) of every arrival, lazily, forever or n."""
+    if math.isinf(burstiness) and not math.isinf(rate):
+        # constant gaps: i/rate exactly (a running sum of 1/rate would drift by rounding over a long run)
+        i = 0
+        while n is None or i < n:
+            yield i, (i + 1) / rate
+            i += 1
+        return
     t, i, block = 0.0, 0, 0
     while n is None or i < n:
         gaps = inter_arrivals(BLOCK, rate, burstiness, seed * 1_000_003 + block)

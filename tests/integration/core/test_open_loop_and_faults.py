@@ -23,10 +23,12 @@ def _served(url: str) -> int:
 
 
 @pytest.mark.timeout(180)
-def test_open_loop_rate_split_over_two_workers(tmp_path) -> None:
+@pytest.mark.parametrize("burstiness", ["1", "inf"])  # Poisson, and constant intervals (vLLM's limit)
+def test_open_loop_rate_split_over_two_workers(tmp_path, burstiness: str) -> None:
     with start_simulator(["--fixed", "--ttft-ms", "20", "--itl-ms", "5"]) as sim:
         r = cli(["--host", sim.url, "--request-rate", "40", "--num-prompts", "200", "--workers", "2",
-                 "--output-len", "8", "--ignore-eos", "--seed", "5"], str(tmp_path))  # fmt: skip
+                 "--output-len", "8", "--ignore-eos", "--seed", "5", "--burstiness", burstiness],
+                str(tmp_path))  # fmt: skip
         served = _served(sim.url)
     assert r.rc == 0, r.logs()[-3000:]
     res = r.result
@@ -37,12 +39,20 @@ def test_open_loop_rate_split_over_two_workers(tmp_path) -> None:
     assert len(workers) == 2
     # the schedule is kept: dispatch lag small, achieved arrival rate near the target
     assert arr["schedule_lag_ms"]["p99"] < 25, arr["schedule_lag_ms"]
+    lags = [(rec["t_start"] - rec["t_intended"]) * 1000 for rec in r.records()]
+    assert arr["schedule_lag_ms"]["max"] == pytest.approx(max(lags), abs=1e-3)  # the worst arrival, not a percentile
+    assert "Schedule lag p99 / max (ms):" in r.out
     starts = sorted(rec["t_start"] for rec in r.records())
     achieved = (len(starts) - 1) / (starts[-1] - starts[0])
     intended = sorted(rec["t_intended"] for rec in r.records())
     planned = (len(intended) - 1) / (intended[-1] - intended[0])
     assert achieved == pytest.approx(planned, rel=0.02)
-    assert planned == pytest.approx(40, rel=0.25)  # 200 Poisson arrivals
+    if burstiness == "inf":  # every gap exactly 1/rate, over both workers together
+        gaps = [b - a for a, b in zip(intended, intended[1:], strict=False)]
+        assert max(gaps) - min(gaps) < 1e-6 and gaps[0] == pytest.approx(1 / 40, abs=1e-6)
+        assert r.result["burstiness"] == "inf"  # like request_rate: JSON has no infinity
+    else:
+        assert planned == pytest.approx(40, rel=0.25)  # 200 Poisson arrivals
 
 
 @pytest.mark.timeout(180)
@@ -50,7 +60,8 @@ def test_overload_with_max_concurrency_counts_every_arrival(tmp_path) -> None:
     # each request takes ~0.3 s; 4 slots serve ~13 req/s; 40 req/s are offered for 4 s
     with start_simulator(["--fixed", "--ttft-ms", "20", "--itl-ms", "10"]) as sim:
         r = cli(["--host", sim.url, "--request-rate", "40", "--max-concurrency", "4", "--run-time", "4s",
-                 "--workers", "1", "--output-len", "30", "--ignore-eos", "--stop-timeout", "5"],
+                 "--workers", "1", "--output-len", "30", "--ignore-eos", "--stop-timeout", "5",
+                 "--percentile-metrics", "ttft,e2el", "--metric-percentiles", "90,99.9"],
                 str(tmp_path), timeout=150)  # fmt: skip
         served = _served(sim.url)
     res = r.result
@@ -62,6 +73,10 @@ def test_overload_with_max_concurrency_counts_every_arrival(tmp_path) -> None:
     assert r.rc == 4, (r.rc, r.out[-2000:])  # exit code: arrivals dropped
     assert arr["ttft_from_intended_ms"]["p90"] > 500  # queueing shows from the intended start...
     assert res["p90_ttft_ms"] < 100  # ...and not from the actual start
+    # vLLM's --percentile-metrics/--metric-percentiles: exactly these fields, in the result and the summary
+    assert sorted(k for k in res if k[0] == "p" and k[1].isdigit()) == [
+        "p90_e2el_ms", "p90_ttft_ms", "p99.9_e2el_ms", "p99.9_ttft_ms"]  # fmt: skip
+    assert "P99.9 TTFT (ms):" in r.out and "P90 E2EL (ms):" in r.out and "P99 TTFT" not in r.out
 
 
 @pytest.mark.timeout(200)

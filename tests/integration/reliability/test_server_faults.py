@@ -122,7 +122,8 @@ def test_stall_shows_in_latency_from_intended_start_only(tmp_path) -> None:
     with start_simulator(["--fixed", "--ttft-ms", "10", "--itl-ms", "5", "--enable-control"]) as sim:
         _once_streaming(str(tmp_path / "run"), 1.0, _control, sim.url, {"stall_for_s": 2})
         r = cli(["--host", sim.url, "--request-rate", "20", "--max-concurrency", "4", "--run-time", "7s",
-                 "--workers", "1", "--output-len", "8", "--ignore-eos", "--seed", "4", "--stop-timeout", "10"],
+                 "--workers", "1", "--output-len", "8", "--ignore-eos", "--seed", "4", "--stop-timeout", "10",
+                 "--metric-percentiles", "90,99"],
                 str(tmp_path), timeout=150)  # fmt: skip
         served = _stats(sim.url)["generate_requests"]
     res = r.result

@@ -9,7 +9,7 @@ import pytest
 
 from tests.unit.measure.helpers import assert_same, rand_records, rec
 from vllm_users.measure.columns import columns_from_records
-from vllm_users.measure.metrics import Slo
+from vllm_users.measure.metrics import METRICS, PercentileChoice, Slo
 from vllm_users.measure.metrics_summary import (
     arrival_stats,
     build_metrics,
@@ -21,6 +21,7 @@ from vllm_users.measure.metrics_summary import (
 from vllm_users.measure.results import build_result
 
 SLO = Slo.parse(["ttft:40 tpot:12 e2el:60"])
+ALL = {"percentiles": (50, 90, 95, 99), "percentile_metrics": METRICS}  # every percentile field the tests check
 
 
 def _stats(mean: float, median: float, std: float, p50: float, p90: float, p95: float, p99: float) -> dict:
@@ -82,14 +83,14 @@ def test_every_result_field_by_hand() -> None:
         "arrivals": {"scheduled": 0, "sent": 7, "dropped": 1},
         "interrupted": 1,
     }
-    assert_same(want, compute_metrics(_mixed(), slo=SLO), rel=1e-9)
+    assert_same(want, compute_metrics(_mixed(), slo=SLO, **ALL), rel=1e-9)
     no_slo = compute_metrics(_mixed())
     assert no_slo["request_goodput"] is None and "goodput" not in no_slo
 
 
 def test_empty_and_degenerate_inputs() -> None:
     zeros = _stats(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-    empty = compute_metrics([], slo=SLO)
+    empty = compute_metrics([], slo=SLO, **ALL)
     assert empty["completed"] == empty["failed"] == empty["interrupted"] == empty["max_concurrent_requests"] == 0
     assert empty["duration"] == 1e-9 and empty["max_output_tokens_per_s"] == 0.0
     assert all(empty[f"{k}_{m}_ms"] == 0.0 for m in ("ttft", "tpot", "itl", "e2el") for k in zeros)
@@ -105,7 +106,7 @@ def test_empty_and_degenerate_inputs() -> None:
     assert only_fail["http_errors_by_status"] == {"503": 1} and only_fail["mean_ttft_ms"] == 0.0
 
     one_token = rec(1.0, [5], out=1)
-    res = compute_metrics([one_token], slo=Slo.parse(["tpot:1"]))
+    res = compute_metrics([one_token], slo=Slo.parse(["tpot:1"]), **ALL)
     assert res["mean_ttft_ms"] == res["p99_e2el_ms"] == pytest.approx(5)
     assert res["mean_tpot_ms"] == res["mean_itl_ms"] == 0.0  # no samples
     assert res["goodput"]["good"] == 1 and res["chunk_token_ratio"] == 1.0
@@ -152,9 +153,10 @@ def test_ttft_by_turn_by_hand() -> None:
         rec(0.0, [90], out=1, turn=None),  # not multi-turn
     ]
     assert ttft_by_turn(recs) == {
-        "0": {"count": 2, "ttft_ms": {"mean": 20, "median": 20, "std": 10, "p50": 20, "p99": 10 + 0.99 * 20},
+        "0": {"count": 2, "ttft_ms": {"mean": 20, "median": 20, "std": 10, "max": 30, "p50": 20,
+                                      "p99": 10 + 0.99 * 20},
               "mean_prompt_tokens": 100, "cached_fraction": 0.0},
-        "1": {"count": 1, "ttft_ms": {"mean": 20, "median": 20, "std": 0, "p50": 20, "p99": 20},
+        "1": {"count": 1, "ttft_ms": {"mean": 20, "median": 20, "std": 0, "max": 20, "p50": 20, "p99": 20},
               "mean_prompt_tokens": 300, "cached_fraction": 2 / 3},
     }  # fmt: skip
 
@@ -190,14 +192,41 @@ def test_arrival_stats_by_hand() -> None:
     assert_same(arr, {
         "scheduled": 5, "sent": 4, "dropped": 1, "late": 2, "late_threshold_ms": 10.0,
         "schedule_lag_ms": {"mean": 1025 / 4, "median": 12.5,
-                            "std": math.sqrt((0**2 + 5**2 + 1000**2 + 20**2) / 4 - (1025 / 4) ** 2), "p50": 12.5},
+                            "std": math.sqrt((0**2 + 5**2 + 1000**2 + 20**2) / 4 - (1025 / 4) ** 2),
+                            "max": 1000.0, "p50": 12.5},
         "ttft_from_intended_ms": {"mean": 385.0, "median": 55.0,  # 50, 55, 1050
-                                  "std": math.sqrt((50**2 + 55**2 + 1050**2) / 3 - 385**2), "p50": 55.0},
+                                  "std": math.sqrt((50**2 + 55**2 + 1050**2) / 3 - 385**2), "max": 1050.0,
+                                  "p50": 55.0},
         "e2el_from_intended_ms": {"mean": 395.0, "median": 65.0,  # 60, 65, 1060
-                                  "std": math.sqrt((60**2 + 65**2 + 1060**2) / 3 - 395**2), "p50": 65.0},
+                                  "std": math.sqrt((60**2 + 65**2 + 1060**2) / 3 - 395**2), "max": 1060.0,
+                                  "p50": 65.0},
     }, rel=1e-6)  # fmt: skip
-    assert compute_metrics(recs, percentiles=(50,))["arrivals"] == arr
+    # the result's arrivals keep their own percentiles (with max), whatever --metric-percentiles says
+    assert compute_metrics(recs, percentiles=(50,))["arrivals"] == arrival_stats(recs)
+    assert arrival_stats(recs)["schedule_lag_ms"]["max"] == pytest.approx(1000.0)
     assert compute_metrics(recs)["mean_ttft_ms"] == pytest.approx(50)  # latency from the real start
+
+
+def test_percentile_fields_as_vllm_bench_serve_names_them() -> None:
+    recs = rand_records(300, 3, open_loop=False, scenarios=("chat", "json"))
+    res = compute_metrics(recs)  # vLLM's defaults: --percentile-metrics ttft,tpot,itl --metric-percentiles 99
+    pkeys = [k for k in res if k[0] == "p" and k[1].isdigit()]
+    assert pkeys == ["p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms"]
+    assert {"mean_e2el_ms", "median_e2el_ms", "std_e2el_ms"} <= set(res)  # means stay for every metric
+    pc = PercentileChoice.parse("ttft,e2el", "50,90,99,99.9")
+    res = compute_metrics(recs, percentiles=pc.percentiles, percentile_metrics=pc.metrics)
+    pkeys = [k for k in res if k[0] == "p" and k[1].isdigit()]
+    assert pkeys == [f"p{p}_{m}_ms" for m in ("ttft", "e2el") for p in ("50", "90", "99", "99.9")]
+    ttft_ms = [r.chunk_times_us[0] / 1e3 for r in recs if r.error is None and r.chunk_times_us]
+    assert res["p99.9_ttft_ms"] == pytest.approx(np.percentile(ttft_ms, 99.9))
+    _overall, scen, _turns, _n = build_metrics(recs, percentiles=pc.percentiles, percentile_metrics=pc.metrics)
+    assert all("p99.9_e2el_ms" in s and "p99_itl_ms" not in s for s in scen.values())
+    meta = {"date": "d", "percentile_metrics": "itl", "metric_percentiles": "25,75"}
+    built = build_result(recs, meta)  # the run's choice travels in its meta (result.json and `report` agree)
+    assert [k for k in built if k[0] == "p" and k[1].isdigit()] == ["p25_itl_ms", "p75_itl_ms"]
+    for bad in (("ttft,foo", "99"), ("ttft", "0"), ("ttft", "101"), ("ttft", "x")):
+        with pytest.raises(ValueError, match="--"):
+            PercentileChoice.parse(*bad)
 
 
 @pytest.mark.parametrize("seed", [0, 1])

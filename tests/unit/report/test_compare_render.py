@@ -91,3 +91,27 @@ def test_report_after_run_never_raises(tmp_path, capsys) -> None:  # type: ignor
 
     report_after_run(str(tmp_path / "nope"))  # must not raise
     assert "error" in capsys.readouterr().err
+
+
+def test_chosen_percentiles_reach_summary_report_and_compare(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from orchestration.summary import format_summary
+
+    meta = {"percentile_metrics": "ttft,itl,e2el", "metric_percentiles": "50,90,99,99.9"}
+    a = load_run(write_run(str(tmp_path / "a"), make_records(100, tail_every=10), meta=meta))
+    b = load_run(write_run(str(tmp_path / "b"), make_records(100)))  # vLLM's defaults: p99 of ttft,tpot,itl
+    res = a.result
+    assert [k for k in res if k.endswith("_ttft_ms") and k[1].isdigit()] == [
+        "p50_ttft_ms", "p90_ttft_ms", "p99_ttft_ms", "p99.9_ttft_ms"]  # fmt: skip
+    assert "p99_tpot_ms" not in res and "p99.9_e2el_ms" in res
+    text = format_summary(res)
+    for line in ("P50 TTFT (ms):", "P99.9 TTFT (ms):", "P90 ITL (ms):", "P99.9 E2EL (ms):"):
+        assert line in text, line
+    assert f"{'P99.9 TTFT (ms):':<40}{res['p99.9_ttft_ms']:<10.2f}" in text
+    assert "P99 TPOT" not in text and "TPOT (ms):" in text  # TPOT keeps mean and median, no percentiles
+    assert "P99 TPOT (ms):" in format_summary(b.result) and "P90 TTFT" not in format_summary(b.result)
+    md = render_markdown(build_report([a, b]))
+    assert f"| P99.9 TTFT (ms) | {res['p99.9_ttft_ms']:.2f} | n/a |" in md
+    assert f"| P99 TPOT (ms) | n/a | {b.result['p99_tpot_ms']:.2f} |" in md
+    names = [r["metric"] for r in compare([a, b])["rows"]]
+    assert names.index("p50_ttft_ms") < names.index("p99_ttft_ms") < names.index("p99.9_ttft_ms")
+    assert "p99.9_e2el_ms" in names and "p99_tpot_ms" in names
