@@ -116,11 +116,11 @@ class Reactor:
         if now < st.last_io:  # stamps follow the byte order; guard against a clock step all the same
             now = st.last_io
         st.last_io = now
-        if not data:
-            self._done(fd, st, HTTPConnectionClosed("connection closed by server before the end of the body"))
-            return
         try:
-            resp.feed(data)
+            if data:
+                resp.feed(data)
+            else:
+                resp.end_of_input()  # complete when the close delimits the body; else raises
             if resp.drain_into(st.events, now):
                 st.events.finish(now)
                 self._done(fd, st, None)

@@ -90,7 +90,7 @@ def _finish_reason(payload: bytes) -> str | None:
 class _Events:
     """Dispatch SSE events into a StreamResult (spec: data lines joined, dispatch on blank line)."""
 
-    __slots__ = ("res", "completions", "want_text", "pending", "data", "_is_out")
+    __slots__ = ("res", "completions", "want_text", "pending", "data", "_is_out", "_after_cr")
 
     def __init__(self, res: StreamResult, completions: bool, want_text: bool) -> None:
         self.res = res
@@ -99,16 +99,26 @@ class _Events:
         self.pending = b""
         self.data: list[bytes] = []
         self._is_out = is_completion_output if completions else is_chat_output
+        self._after_cr = False  # the last read ended in CR: an LF that starts the next one belongs to it
 
     def feed(self, data: bytes, now: float) -> None:
-        """Process newly received body bytes that arrived at perf_counter time `now`."""
+        """Process newly received body bytes that arrived at perf_counter time `now`.
+
+        Lines end in CRLF, LF or a lone CR (the SSE spec allows all three). A CR ends its line at once, also
+        as the last byte of a read, so an event is timed by the read that completed it; the LF of a CRLF
+        split across reads is then dropped from the next read."""
+        if self._after_cr:
+            self._after_cr = False
+            if data[:1] == b"\n":
+                data = data[1:]
+        if b"\r" in data:  # one memchr; LF-only streams (vLLM's) pay nothing more
+            self._after_cr = data[-1:] == b"\r"
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         if self.pending:
             data = self.pending + data
         lines = data.split(b"\n")
         self.pending = lines.pop()
         for line in lines:
-            if line.endswith(b"\r"):
-                line = line[:-1]
             if not line:
                 if self.data:
                     self._dispatch(b"\n".join(self.data) if len(self.data) > 1 else self.data[0], now)
@@ -283,9 +293,10 @@ def _read_stream(resp: StampedResponse, events: _Events, now: float) -> None:
         chunk = recv(sock, BLOCK)
         if resp.stamp > now:  # stamps follow the byte order; guard against a clock step all the same
             now = resp.stamp
-        if not chunk:
-            raise HTTPConnectionClosed("connection closed by server before the end of the body")
-        resp.feed(chunk)
+        if chunk:
+            resp.feed(chunk)
+        else:
+            resp.end_of_input()  # complete when the close delimits the body; else raises
     events.finish(now)
 
 

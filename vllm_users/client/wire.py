@@ -66,6 +66,17 @@ class StampedResponse(HTTPSocketPoolResponse):
             events.feed(data, now)
         return self.message_complete
 
+    def end_of_input(self) -> None:
+        """The server closed the connection (recv gave b""). A body delimited by the close (HTTP/1.0, or
+        HTTP/1.1 without Content-Length or chunked) is complete now; any other body was cut short:
+        HTTPConnectionClosed. Completion releases the socket, closed, since the server ended it."""
+        try:
+            self.feed(b"")  # the parser's EOF: completes a close-delimited message, rejects the others
+        except HTTPParseError:
+            raise HTTPConnectionClosed("connection closed by server before the end of the body") from None
+        if not self.message_complete:
+            raise HTTPConnectionClosed("connection closed by server before the end of the body")
+
     def _read_headers(self, pre_buffered: bytes = b"") -> None:
         # geventhttpclient's loop (interim 1xx responses skipped), with stamped reads
         sock = self._sock

@@ -93,3 +93,42 @@ def test_tool_call_deltas_are_merged() -> None:
 def test_torn_last_line_is_truncation(torn: bytes) -> None:
     res = feed_all([(b"data: " + chunk({"content": "a"}) + b"\n\n" + torn, 1.0)])
     assert res.error == "truncated"
+
+
+def _stream_with(eol: bytes) -> tuple[bytes, list[int]]:
+    """A chat stream whose every line ends in `eol`, and where each output event's dispatch is decided: the
+    position just after the first byte of the blank line's terminator (a CR ends a line on its own)."""
+    events = [chunk({"role": "assistant", "content": ""}), chunk({"content": "a"}), chunk({"content": "b"}, "length"),
+              usage(5, 2), b"[DONE]"]  # fmt: skip
+    body, ends = b": comment" + eol + eol, []
+    for i, e in enumerate(events):
+        body += b"data: " + e + eol
+        if i in (1, 2):
+            ends.append(len(body) + 1)
+        body += eol
+    return body, ends
+
+
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n", b"\r"], ids=["LF", "CRLF", "CR"])
+def test_every_line_ending_and_every_split_point(eol: bytes) -> None:
+    """LF, CRLF and a lone CR frame the same events, wherever the reads split them (CR|LF across reads
+    included), and each event is timed by the read that completed it."""
+    body, ends = _stream_with(eol)
+    for k in range(len(body) + 1):
+        res = feed_all([(body[:k], 1.0), (body[k:], 2.0)], want_text=True)
+        assert res.error is None and res.done, (k, res.error_detail)
+        assert res.text == "ab" and res.usage == {"prompt_tokens": 5, "completion_tokens": 2}, k
+        assert res.chunk_times == [1.0 if end <= k else 2.0 for end in ends], k
+        assert res.finish_reason == "length"
+    one_by_one = feed_all([(body[i : i + 1], float(i)) for i in range(len(body))])
+    assert one_by_one.done and one_by_one.chunk_times == [float(e - 1) for e in ends]
+
+
+def test_mixed_line_endings_and_cr_then_lf_as_separate_reads() -> None:
+    a, b = b"data: " + chunk({"content": "a"}), b"data: " + chunk({"content": "b"})
+    # a lone CR ends "a"'s line, CRLF is its blank line; LF-LF frames "b"; CR CR frames [DONE]
+    res = feed_all([(a + b"\r", 1.0), (b"\r", 2.0), (b"\n", 3.0), (b + b"\n\n", 4.0), (b"data: [DONE]\r\r", 5.0)])
+    assert res.error is None and res.done and res.chunk_times == [2.0, 4.0]
+    # "\r" then "\n" in the next read is one line end, not a blank line: the event is not dispatched early
+    res = feed_all([(a + b"\r", 1.0), (b"\n", 2.0), (b"\r\n", 3.0), (b"data: [DONE]\n\n", 4.0)])
+    assert res.chunk_times == [3.0] and res.done
