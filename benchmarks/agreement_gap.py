@@ -1,0 +1,183 @@
+"""Why ours and `vllm bench serve` differ on the back-to-back load: the server's own histograms of both runs.
+
+    .venv/bin/python -m benchmarks.agreement_gap [--rounds 4] [--out benchmarks/results/agreement_gap.json]
+
+One real vLLM (the e2e fixture's: tests/e2e/vllm_env.py, pinned to the server half of the CPUs). The load
+of tests/e2e/test_agreement_vllm_bench.py, each tool in turn, alternating the order. Around every run:
+/metrics in full (histogram buckets too) before and after, so each run gets its own delta of vLLM's
+TTFT, queue time, prefill/decode time, inter-token latency, TPOT, E2E latency, iteration-token and
+prompt-length histograms and the API server's CPU seconds; and the client's CPU seconds and CPU affinity.
+A client that is slower to send shows as a client TTFT/TPOT above the server's with the server's figures
+equal; a client that slows the server shows in the server's own histograms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.test_agreement_vllm_bench import IN, OUT, C, N, bench_argv
+from tests.e2e.test_scenarios_real_vllm import run_vllm_locust
+from tests.e2e.vllm_env import _LABEL, _SAMPLE, client_preexec, ensure_vllm, start_vllm_server
+
+HISTOGRAMS = ("time_to_first_token_seconds", "request_queue_time_seconds", "request_prefill_time_seconds",
+              "request_decode_time_seconds", "inter_token_latency_seconds",
+              "request_time_per_output_token_seconds", "e2e_request_latency_seconds",
+              "request_inference_time_seconds", "iteration_tokens_total", "request_prompt_tokens")  # fmt: skip
+COUNTERS = ("vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:num_preemptions_total",
+            "vllm:prefix_cache_hits_total", "process_cpu_seconds_total")  # fmt: skip
+
+
+def scrape_full(url: str) -> dict[tuple[str, str], float]:
+    """Every sample of /metrics, histogram buckets included: (name, le or '') -> value summed over labels."""
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
+        text = r.read().decode()
+    out: dict[tuple[str, str], float] = {}
+    for line in text.splitlines():
+        m = _SAMPLE.match(line)
+        if m is None or line.startswith("#"):
+            continue
+        le = dict(_LABEL.findall(m.group(2) or "")).get("le", "")
+        key = (m.group(1), le)
+        out[key] = out.get(key, 0.0) + float(m.group(3))
+    return out
+
+
+def _quantile(buckets: list[tuple[float, float]], count: float, q: float) -> float:
+    """Prometheus histogram_quantile: linear inside the bucket that holds rank q*count."""
+    rank, lo, prev = q * count, 0.0, 0.0
+    for le, cum in buckets:
+        if cum >= rank:
+            if le == float("inf"):
+                return lo
+            return lo + (le - lo) * ((rank - prev) / (cum - prev) if cum > prev else 0.0)
+        lo, prev = le, cum
+    return lo
+
+
+def delta(before: dict, after: dict) -> dict[str, Any]:
+    """Per histogram: count, mean, p50, p90 of the samples added between the two scrapes; counters' deltas."""
+    out: dict[str, Any] = {}
+    for h in HISTOGRAMS:
+        name = "vllm:" + h
+        cnt = after.get((name + "_count", ""), 0) - before.get((name + "_count", ""), 0)
+        tot = after.get((name + "_sum", ""), 0) - before.get((name + "_sum", ""), 0)
+        les = sorted({le for (n, le) in after if n == name + "_bucket"}, key=float)
+        buckets = [
+            (float(le), after[(name + "_bucket", le)] - before.get((name + "_bucket", le), 0)) for le in les
+        ]
+        if cnt:
+            out[h] = {"count": cnt, "mean": tot / cnt, "p50": _quantile(buckets, cnt, 0.5),
+                      "p90": _quantile(buckets, cnt, 0.9)}  # fmt: skip
+    for c in COUNTERS:
+        out[c] = after.get((c, ""), 0) - before.get((c, ""), 0)
+    return out
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            kids = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+        except OSError:
+            continue
+        out += [int(k) for k in kids]
+        todo += [int(k) for k in kids]
+    return out
+
+
+def _watch_affinity(stop: threading.Event, seen: dict[str, str]) -> None:
+    """Record the CPU affinity of every process below this one, by command name, while a tool runs."""
+    while not stop.is_set():
+        for p in _descendants(os.getpid()):
+            try:
+                name = Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:80]
+                seen[name] = ",".join(map(str, sorted(os.sched_getaffinity(p))))
+            except OSError:
+                pass
+        stop.wait(0.5)
+
+
+def one_run(tool: str, env, srv, out_dir: Path, seed: int) -> dict[str, Any]:
+    """Run one tool on the load; the server's deltas, the client's CPU seconds and affinities, its result."""
+    seen: dict[str, str] = {}
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch_affinity, args=(stop, seen), daemon=True)
+    before = scrape_full(srv.url)
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    watcher.start()
+    t0 = time.monotonic()
+    if tool == "bench":
+        name = f"bench-{seed}.json"
+        argv = bench_argv(env, srv, out_dir, name, n=N, c=C, in_len=IN, out_len=OUT, seed=seed)
+        proc = subprocess.run(argv, env=env.bench_env(), capture_output=True, text=True, timeout=1200,
+                              preexec_fn=client_preexec())  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        result = json.loads((out_dir / name).read_text())
+    else:
+        result = run_vllm_locust(srv.url, out_dir, f"ours-{seed}", "--scenario", "chat", "--model", srv.model_name,
+                                 "--request-rate", "inf", "--max-concurrency", str(C), "--num-prompts", str(N),
+                                 "--input-len", str(IN), "--output-len", str(OUT), "--ignore-eos", "--seed",
+                                 str(seed), "--no-server-metrics", "--workers", "1", timeout=1200).result  # fmt: skip
+    wall = time.monotonic() - t0
+    stop.set()
+    watcher.join()
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    time.sleep(0.5)
+    after = scrape_full(srv.url)
+    keep = ("completed", "duration", "total_input_tokens", "output_throughput", "median_ttft_ms", "mean_ttft_ms",
+            "median_tpot_ms", "mean_tpot_ms", "median_itl_ms", "median_e2el_ms")  # fmt: skip
+    return {"tool": tool, "seed": seed, "wall_s": wall, "client": {k: result.get(k) for k in keep},
+            "client_cpu_s": (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime),
+            "affinity": seen, "server": delta(before, after)}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Start the fixture's server, run both tools alternately, write the per-run deltas as JSON."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--out", default="benchmarks/results/agreement_gap.json")
+    a = ap.parse_args(argv)
+    env = ensure_vllm()
+    tmp = Path(tempfile.mkdtemp(prefix="agreement-gap-"))
+    runs: list[dict[str, Any]] = []
+    with start_vllm_server(env, log_dir=tmp, extra_args=["--enable-prompt-tokens-details"]) as srv:
+        one_run("bench", env, srv, tmp, 999)  # warm-up, not kept
+        for i in range(a.rounds):
+            order = ("bench", "ours") if i % 2 == 0 else ("ours", "bench")
+            for tool in order:
+                r = one_run(tool, env, srv, tmp, 1000 + 2 * i + (tool == "ours"))
+                runs.append(r)
+                s, c = r["server"], r["client"]
+                print(f"round {i + 1} {tool:5s} tok/s {c['output_throughput']:7.1f} TTFT p50 {c['median_ttft_ms']:6.1f} "
+                      f"TPOT p50 {c['median_tpot_ms']:5.2f} | server TTFT mean {s['time_to_first_token_seconds']['mean'] * 1e3:6.1f} "
+                      f"queue {s['request_queue_time_seconds']['mean'] * 1e3:6.1f} ms, TPOT mean "
+                      f"{s['request_time_per_output_token_seconds']['mean'] * 1e3:5.2f} ms, e2e mean "
+                      f"{s['e2e_request_latency_seconds']['mean']:5.3f} s, iter tok mean {s['iteration_tokens_total']['mean']:5.2f} "
+                      f"n_iter {s['iteration_tokens_total']['count']:.0f}, prompt tok mean "
+                      f"{s['request_prompt_tokens']['mean']:.1f}, api cpu {s['process_cpu_seconds_total']:.1f} s, "
+                      f"client cpu {r['client_cpu_s']:.1f} s", flush=True)  # fmt: skip
+    by_tool = {t: [r for r in runs if r["tool"] == t] for t in ("bench", "ours")}
+    summary = {t: {"median_output_throughput": statistics.median(r["client"]["output_throughput"] for r in rs)}
+               for t, rs in by_tool.items()}  # fmt: skip
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M:%S"), "cpu_split_pin": os.environ.get(
+        "VLLM_LOCUST_E2E_PIN", "1"), "runs": runs, "summary": summary}, indent=1) + "\n")  # fmt: skip
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
