@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.e2e.server_histograms import delta, scrape_full
 from tests.e2e.speed import scaled
 from tests.e2e.test_scenarios_real_vllm import assert_monotonic, run_vllm_locust
 from tests.e2e.vllm_env import client_preexec
@@ -43,6 +44,8 @@ TOLERANCE = {"output_throughput": 0.05, "median_ttft_ms": 0.10, "median_tpot_ms"
 LOOSE = {"output_throughput": 0.35, "median_ttft_ms": 0.5, "median_tpot_ms": 0.5}
 STRICT = os.environ.get("VLLM_LOCUST_STRICT_AGREEMENT") == "1"
 MAX_ROUNDS = 3
+SERVER_COMPARED = ("mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms", "engine_steps", "mean_tokens_per_step")
+CLIENT_VS_SERVER_TPOT = 0.15  # a client's mean TPOT against the server's own for the same run
 
 
 def bench_argv(env, server, out_dir: Path, name: str, *, n: int, c: int, in_len: int, out_len: int, seed: int,
@@ -58,11 +61,30 @@ def bench_argv(env, server, out_dir: Path, name: str, *, n: int, c: int, in_len:
     ]  # fmt: skip
 
 
+def server_view(before: dict, after: dict) -> dict[str, float]:
+    """What vLLM's own /metrics saw of one run: its mean TTFT, TPOT and E2E latency (ms), its engine steps and
+    their mean size, the prompt tokens per request, and the API server's CPU seconds."""
+    d = delta(before, after)
+    return {"mean_ttft_ms": d["time_to_first_token_seconds"]["mean"] * 1e3,
+            "mean_tpot_ms": d["request_time_per_output_token_seconds"]["mean"] * 1e3,
+            "mean_e2el_ms": d["e2e_request_latency_seconds"]["mean"] * 1e3,
+            "mean_queue_ms": d["request_queue_time_seconds"]["mean"] * 1e3,
+            "engine_steps": d["iteration_tokens_total"]["count"],
+            "mean_tokens_per_step": d["iteration_tokens_total"]["mean"],
+            "mean_prompt_tokens": d["request_prompt_tokens"]["mean"],
+            "api_server_cpu_s": d["process_cpu_seconds_total"]}  # fmt: skip
+
+
 def run_bench(env, server, out_dir: Path, seed: int) -> dict[str, Any]:
     name = f"bench-{seed}.json"
     argv = bench_argv(env, server, out_dir, name, n=N, c=C, in_len=IN, out_len=OUT, seed=seed)
     proc = subprocess.run(
-        argv, env=env.bench_env(), capture_output=True, text=True, timeout=scaled(600), preexec_fn=client_preexec()
+        argv,
+        env=env.bench_env(),
+        capture_output=True,
+        text=True,
+        timeout=scaled(600),
+        preexec_fn=client_preexec(),
     )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     return json.loads((out_dir / name).read_text())
@@ -87,14 +109,23 @@ def test_same_load_agrees_with_vllm_bench_serve(vllm_env, vllm_server_details, t
     srv = vllm_server_details
     rounds: list[dict[str, Any]] = []
     for i in range(MAX_ROUNDS):
-        seed_b, seed_o = 1000 + 2 * i, 1001 + 2 * i
-        if i % 2 == 0:  # alternate the order: a drift of the box's load does not favour one tool
-            bench, ours = run_bench(vllm_env, srv, tmp_path, seed_b), run_ours(srv, tmp_path, seed_o)
-        else:
-            ours, bench = run_ours(srv, tmp_path, seed_o), run_bench(vllm_env, srv, tmp_path, seed_b)
-        row = {"order": "bench, ours" if i % 2 == 0 else "ours, bench",
+        seeds = {"bench": 1000 + 2 * i, "ours": 1001 + 2 * i}
+        order = ("bench", "ours") if i % 2 == 0 else ("ours", "bench")  # alternate: drift favours neither
+        seen: dict[str, tuple[dict[str, Any], dict[str, float]]] = {}
+        for tool in order:
+            before = scrape_full(srv.url)
+            if tool == "bench":
+                result = run_bench(vllm_env, srv, tmp_path, seeds[tool])
+            else:
+                result = run_ours(srv, tmp_path, seeds[tool])
+            time.sleep(0.5)  # the last request's histograms are updated right after its final chunk
+            seen[tool] = (result, server_view(before, scrape_full(srv.url)))
+        (bench, server_b), (ours, server_o) = seen["bench"], seen["ours"]
+        row = {"order": ", ".join(order),
                "vllm_bench_serve": {k: bench.get(k) for k in FIELDS},
-               "vllm_locust": {k: ours.get(k) for k in FIELDS}, **compare(bench, ours)}  # fmt: skip
+               "vllm_locust": {k: ours.get(k) for k in FIELDS}, **compare(bench, ours),
+               "server": {"vllm_bench_serve": server_b, "vllm_locust": server_o,
+                          "relative_difference": {k: server_o[k] / server_b[k] - 1 for k in SERVER_COMPARED}}}  # fmt: skip
         rounds.append(row)
         print(f"\nround {i + 1} ({row['order']}):")
         for k in FIELDS:
@@ -103,6 +134,11 @@ def test_same_load_agrees_with_vllm_bench_serve(vllm_env, vllm_server_details, t
             "  relative (ours/bench - 1): "
             + ", ".join(f"{k} {v:+.1%}" for k, v in row["relative_difference"].items())
         )
+        for k in server_b:
+            print(f"  server's {k:22s} during bench {server_b[k]:12.2f}   during ours {server_o[k]:12.2f}")
+        # each tool reads what the server itself saw of its run (the mean TPOT is exact in vLLM's histogram)
+        for tool, res, sv in (("vllm bench serve", bench, server_b), ("vllm-locust", ours, server_o)):
+            assert abs(res["mean_tpot_ms"] / sv["mean_tpot_ms"] - 1) <= CLIENT_VS_SERVER_TPOT, (tool, res, sv)
         assert bench["completed"] == ours["completed"] == N
         assert bench["total_output_tokens"] == ours["total_output_tokens"] == N * OUT
         if STRICT and i >= 1 and any(r["within_tolerance"] for r in rounds):

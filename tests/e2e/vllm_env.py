@@ -300,15 +300,23 @@ _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 def scrape_metrics(url: str, model_name: str | None = DEFAULT_MODEL_NAME) -> dict[str, float]:
     """GET url/metrics: each sample name (``_bucket`` samples left out) -> its value summed over label sets,
     counting only samples whose ``model_name`` label is `model_name` (or that have none)."""
-    with urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=30) as r:
-        text = r.read().decode()
     out: dict[str, float] = {}
-    for line in text.splitlines():
-        m = _SAMPLE.match(line)
-        if m is None or line.startswith("#") or m.group(1).endswith("_bucket"):
+    for name, labels, value in metric_samples(url):
+        if name.endswith("_bucket"):
             continue
-        labels = dict(_LABEL.findall(m.group(2) or ""))
         if model_name is not None and labels.get("model_name", model_name) != model_name:
             continue
-        out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(3))
+        out[name] = out.get(name, 0.0) + value
+    return out
+
+
+def metric_samples(url: str) -> list[tuple[str, dict[str, str], float]]:
+    """GET url/metrics: every sample as (name, labels, value)."""
+    with urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=30) as r:
+        text = r.read().decode()
+    out = []
+    for line in text.splitlines():
+        m = _SAMPLE.match(line)
+        if m is not None and not line.startswith("#"):
+            out.append((m.group(1), dict(_LABEL.findall(m.group(2) or "")), float(m.group(3))))
     return out
