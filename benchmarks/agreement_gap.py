@@ -14,6 +14,7 @@ equal; a client that slows the server shows in the server's own histograms.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import resource
@@ -23,12 +24,15 @@ import sys
 import tempfile
 import threading
 import time
+from http.server import ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
+from urllib.parse import urlsplit
 
 from tests.e2e.server_histograms import delta, scrape_full
 from tests.e2e.test_agreement_vllm_bench import IN, OUT, C, N, bench_argv
-from tests.e2e.test_scenarios_real_vllm import run_vllm_locust
+from tests.e2e.test_scenarios_real_vllm import RecordingProxy, _proxy_handler, run_vllm_locust
 from tests.e2e.vllm_env import client_preexec, ensure_vllm, start_vllm_server
 
 
@@ -57,12 +61,13 @@ def _watch_affinity(stop: threading.Event, seen: dict[str, str]) -> None:
         stop.wait(0.5)
 
 
-def one_run(tool: str, env, srv, out_dir: Path, seed: int) -> dict[str, Any]:
+def one_run(tool: str, env, srv, out_dir: Path, seed: int, metrics_url: str | None = None) -> dict[str, Any]:
     """Run one tool on the load; the server's deltas, the client's CPU seconds and affinities, its result."""
+    metrics_url = metrics_url or srv.url
     seen: dict[str, str] = {}
     stop = threading.Event()
     watcher = threading.Thread(target=_watch_affinity, args=(stop, seen), daemon=True)
-    before = scrape_full(srv.url)
+    before = scrape_full(metrics_url)
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     watcher.start()
     t0 = time.monotonic()
@@ -77,13 +82,13 @@ def one_run(tool: str, env, srv, out_dir: Path, seed: int) -> dict[str, Any]:
         result = run_vllm_locust(srv.url, out_dir, f"ours-{seed}", "--scenario", "chat", "--model", srv.model_name,
                                  "--request-rate", "inf", "--max-concurrency", str(C), "--num-prompts", str(N),
                                  "--input-len", str(IN), "--output-len", str(OUT), "--ignore-eos", "--seed",
-                                 str(seed), "--no-server-metrics", "--workers", "1", timeout=1200).result  # fmt: skip
+                                 str(seed), "--no-server-metrics", "--workers", "1").result  # fmt: skip
     wall = time.monotonic() - t0
     stop.set()
     watcher.join()
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     time.sleep(0.5)
-    after = scrape_full(srv.url)
+    after = scrape_full(metrics_url)
     keep = ("completed", "duration", "total_input_tokens", "output_throughput", "median_ttft_ms", "mean_ttft_ms",
             "median_tpot_ms", "mean_tpot_ms", "median_itl_ms", "median_e2el_ms")  # fmt: skip
     return {"tool": tool, "seed": seed, "wall_s": wall, "client": {k: result.get(k) for k in keep},
@@ -91,17 +96,87 @@ def one_run(tool: str, env, srv, out_dir: Path, seed: int) -> dict[str, Any]:
             "affinity": seen, "server": delta(before, after)}  # fmt: skip
 
 
+def capture_bodies(tool: str, env, srv, out_dir: Path, seed: int) -> list[bytes]:
+    """The exact request bodies one tool sends for the load (through a recording proxy; preflight left out)."""
+    proxy = RecordingProxy(srv.host, srv.port)
+    proxy.server = ThreadingHTTPServer(("127.0.0.1", 0), _proxy_handler(proxy))
+    threading.Thread(target=proxy.server.serve_forever, daemon=True).start()
+    via = SimpleNamespace(url=proxy.url, model_name=srv.model_name)
+    try:
+        one_run(tool, env, via, out_dir, seed, metrics_url=srv.url)
+    finally:
+        proxy.server.shutdown()
+        proxy.server.server_close()
+    bodies = [ex.request for body, ex in proxy.chat_posts("messages")
+              if (body.get("max_tokens") or body.get("max_completion_tokens")) == OUT]  # fmt: skip
+    assert len(bodies) == N, len(bodies)
+    return bodies
+
+
+def replay(url: str, bodies: list[bytes]) -> float:
+    """Send `bodies` with one neutral client (threads, http.client, C at a time); the wall seconds."""
+    u = urlsplit(url)
+    todo, lock = list(reversed(bodies)), threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if not todo:
+                    return
+                body = todo.pop()
+            conn = http.client.HTTPConnection(u.hostname, u.port, timeout=1200)
+            conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            while resp.read(65536):
+                pass
+            conn.close()
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=worker) for _ in range(C)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - t0
+
+
+def replay_rounds(env, srv, tmp: Path, rounds: int) -> list[dict[str, Any]]:
+    """Each tool's captured bodies replayed by the same neutral client, alternately: does the content matter?"""
+    bodies = {tool: capture_bodies(tool, env, srv, tmp, 900 + (tool == "ours")) for tool in ("bench", "ours")}
+    out = []
+    for i in range(rounds):
+        for tool in ("bench", "ours") if i % 2 == 0 else ("ours", "bench"):
+            before = scrape_full(srv.url)
+            wall = replay(srv.url, bodies[tool])
+            time.sleep(0.5)
+            s = delta(before, scrape_full(srv.url))
+            out.append({"bodies_of": tool, "wall_s": wall, "server": s})
+            print(f"replay {i + 1} bodies of {tool:5s}: wall {wall:6.1f} s, server TPOT mean "
+                  f"{s['request_time_per_output_token_seconds']['mean'] * 1e3:6.2f} ms, TTFT mean "
+                  f"{s['time_to_first_token_seconds']['mean'] * 1e3:7.1f} ms, steps {s['iteration_tokens_total']['count']:.0f}",
+                  flush=True)  # fmt: skip
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Start the fixture's server, run both tools alternately, write the per-run deltas as JSON."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--out", default="benchmarks/results/agreement_gap.json")
+    ap.add_argument(
+        "--replay",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="also replay each tool's captured request bodies with one neutral client, ROUNDS times",
+    )
     a = ap.parse_args(argv)
     env = ensure_vllm()
     tmp = Path(tempfile.mkdtemp(prefix="agreement-gap-"))
     runs: list[dict[str, Any]] = []
     with start_vllm_server(env, log_dir=tmp, extra_args=["--enable-prompt-tokens-details"]) as srv:
         one_run("bench", env, srv, tmp, 999)  # warm-up, not kept
+        replays = replay_rounds(env, srv, tmp, a.replay) if a.replay else []
         for i in range(a.rounds):
             order = ("bench", "ours") if i % 2 == 0 else ("ours", "bench")
             for tool in order:
@@ -117,11 +192,11 @@ def main(argv: list[str] | None = None) -> int:
                       f"{s['request_prompt_tokens']['mean']:.1f}, api cpu {s['process_cpu_seconds_total']:.1f} s, "
                       f"client cpu {r['client_cpu_s']:.1f} s", flush=True)  # fmt: skip
     by_tool = {t: [r for r in runs if r["tool"] == t] for t in ("bench", "ours")}
-    summary = {t: {"median_output_throughput": statistics.median(r["client"]["output_throughput"] for r in rs)}
+    summary = {t: {"median_output_throughput": statistics.median(r["client"]["output_throughput"] for r in rs)} if rs else {}
                for t, rs in by_tool.items()}  # fmt: skip
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M:%S"), "cpu_split_pin": os.environ.get(
-        "VLLM_LOCUST_E2E_PIN", "1"), "runs": runs, "summary": summary}, indent=1) + "\n")  # fmt: skip
+        "VLLM_LOCUST_E2E_PIN", "1"), "runs": runs, "replays": replays, "summary": summary}, indent=1) + "\n")  # fmt: skip
     print(json.dumps(summary))
     return 0
 

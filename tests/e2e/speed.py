@@ -7,6 +7,11 @@ after the first server is healthy (conftest.py), with CALIBRATION: the back-to-b
 shape (128 prompt / 128 output tokens, 8 in flight), 16 requests after an unmeasured warm-up wave. Until
 then (setup, the first server's start) the factor is 1.
 
+A shared machine also slows down *during* a session (other jobs start). So the load runs, whose length
+is what such a slowdown stretches, have no total limit: ``communicate_progressing`` waits for the load
+generator as long as vLLM keeps generating (its own token and request counters move), and fails once they
+stand still for ``scaled(STALL_S)``. The runs are bounded in count (their --num-prompts).
+
     .venv/bin/python -m tests.e2e.speed URL MODEL     # the calibration client alone; prints JSON
 """
 
@@ -22,7 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from tests.e2e.vllm_env import scrape_metrics
+
 REPO = Path(__file__).resolve().parents[2]
+STALL_S = 120  # dev-box seconds in which a loaded vLLM always completes something
 # Output tok/s of CALIBRATION on the dev box (2 vCPU with AVX-512, vLLM pinned to one core) where the tier's
 # limits were set: its `vllm bench serve` runs of the same load shape gave 1348-1601 tok/s, median 1486
 # (docs/agreement.md, back to back).
@@ -58,6 +66,30 @@ def scaled(seconds: float) -> float:
     """A time limit set on the dev box, stretched by this machine's measured slowness."""
     s = current()
     return seconds * (s.factor if s is not None else 1.0)
+
+
+def server_progress(url: str) -> float:
+    """vLLM's generated tokens plus finished requests so far (grows while the server does work)."""
+    m = scrape_metrics(url, model_name=None)
+    return m.get("vllm:generation_tokens_total", 0.0) + m.get("vllm:request_success_total", 0.0)
+
+
+def communicate_progressing(proc: subprocess.Popen, url: str, stall_s: float | None = None) -> str:
+    """proc.communicate() for as long as vLLM at `url` makes progress; subprocess.TimeoutExpired (after
+    which proc is still running: the caller stops it) when its counters stand still for stall_s
+    (default scaled(STALL_S)) seconds."""
+    stall = stall_s if stall_s is not None else scaled(STALL_S)
+    poll = min(5.0, max(0.1, stall / 4))
+    last, since = server_progress(url), time.monotonic()
+    while True:
+        try:
+            return proc.communicate(timeout=poll)[0] or ""
+        except subprocess.TimeoutExpired:
+            now = server_progress(url)
+            if now != last:
+                last, since = now, time.monotonic()
+            elif time.monotonic() - since > stall:
+                raise subprocess.TimeoutExpired(proc.args, stall) from None
 
 
 def _one(url: str, model: str, i: int, max_tokens: int) -> int:
@@ -123,6 +155,7 @@ def calibrate(url: str, model: str, preexec=None) -> Speed:
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     speed = Speed(json.loads(proc.stdout.strip().splitlines()[-1])["output_tok_s"])
     _measured.append(speed)
+    print(f"\ne2e: {speed.describe()}", flush=True)
     return speed
 
 

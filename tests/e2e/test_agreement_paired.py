@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 from tests.e2e.speed import scaled
-from tests.e2e.test_agreement_vllm_bench import RESULTS, TOLERANCE, bench_argv
+from tests.e2e.test_agreement_vllm_bench import RESULTS, TOLERANCE, bench_argv, wait_bench
 from tests.e2e.test_scenarios_real_vllm import assert_monotonic, run_vllm_locust
 from tests.e2e.vllm_env import client_preexec, scrape_metrics
 
@@ -96,16 +96,18 @@ def test_paired_run_agrees_with_vllm_bench_serve(vllm_env, vllm_server_details, 
         deadline = time.monotonic() + scaled(180)
         # start ours once bench is sending: most of both runs then overlap
         while scrape_metrics(srv.url, srv.model_name).get("vllm:num_requests_running", 0.0) < 1:
-            assert bench.poll() is None and time.monotonic() < deadline, (bench.stdout.read() if bench.stdout else "")
+            assert bench.poll() is None, "vllm bench serve ended before sending"
+            assert time.monotonic() < deadline, f"vllm bench serve sent nothing in {scaled(180):.0f} s"
             time.sleep(0.1)
         ours = run_vllm_locust(srv.url, tmp_path, "ours-paired", "--scenario", "chat", "--model", srv.model_name,
                                "--request-rate", "inf", "--max-concurrency", str(C_EACH), "--num-prompts", str(N_OURS),
                                "--input-len", str(IN), "--output-len", str(OUT), "--range-ratio", str(RANGE), "--ignore-eos", "--seed", "3002",
                                "--no-server-metrics", "--workers", "1")  # fmt: skip
-        out, _ = bench.communicate(timeout=scaled(600))
-    finally:
-        if bench.poll() is None:
-            bench.kill()
+    except BaseException:
+        bench.kill()
+        print((bench.communicate()[0] or "")[-4000:])
+        raise
+    out = wait_bench(bench, srv.url)
     assert bench.returncode == 0, out[-4000:]
     doc = json.loads((tmp_path / name).read_text())
     assert_monotonic(ours.records)

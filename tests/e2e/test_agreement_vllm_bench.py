@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.server_histograms import delta, scrape_full
-from tests.e2e.speed import scaled
+from tests.e2e.speed import communicate_progressing
 from tests.e2e.test_scenarios_real_vllm import assert_monotonic, run_vllm_locust
 from tests.e2e.vllm_env import client_preexec
 
@@ -78,16 +78,23 @@ def server_view(before: dict, after: dict) -> dict[str, float]:
 def run_bench(env, server, out_dir: Path, seed: int) -> dict[str, Any]:
     name = f"bench-{seed}.json"
     argv = bench_argv(env, server, out_dir, name, n=N, c=C, in_len=IN, out_len=OUT, seed=seed)
-    proc = subprocess.run(
-        argv,
-        env=env.bench_env(),
-        capture_output=True,
-        text=True,
-        timeout=scaled(600),
-        preexec_fn=client_preexec(),
-    )
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    proc = subprocess.Popen(argv, env=env.bench_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=client_preexec())  # fmt: skip
+    out = wait_bench(proc, server.url)
+    assert proc.returncode == 0, out[-4000:]
     return json.loads((out_dir / name).read_text())
+
+
+def wait_bench(proc: subprocess.Popen, url: str) -> str:
+    """Its output, once `vllm bench serve` has ended; killed if vLLM's counters stand still meanwhile."""
+    try:
+        return communicate_progressing(proc, url)
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError(f"vllm bench serve: vLLM made no progress for {e.timeout:.0f} s") from None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def run_ours(server, out_dir: Path, seed: int) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from tests.e2e.speed import scaled
+from tests.e2e.speed import communicate_progressing, scaled
 from tests.e2e.vllm_env import client_preexec
 from vllm_users.measure.record import RequestRecord, read_records
 from vllm_users.scenarios.registry import SCENARIOS
@@ -50,10 +50,12 @@ def run_vllm_locust(
     name: str,
     *args: str,
     ok_codes: tuple[int, ...] = OK_CODES,
-    timeout: float | None = None,
+    stall_s: float | None = None,
 ) -> RunOutput:
     """`vllm-locust run --host HOST --workers 2 ... --no-report`; the result JSON and the records.
-    timeout: seconds (default: 300 on the dev box, scaled by this machine's measured speed). On timeout: SIGINT (the CLI stops its master and workers), then SIGKILL to every PID in pids.json."""
+    It runs for as long as vLLM at HOST makes progress (speed.communicate_progressing); once its counters
+    stand still for stall_s seconds (default: speed.STALL_S scaled by the machine's measured speed): SIGINT
+    (the CLI stops its master and workers), then SIGKILL to every PID in pids.json."""
     if "--workers" not in args:
         args = ("--workers", "2", *args)
     argv = [sys.executable, "-m", "orchestration.cli", "run", "--host", host,
@@ -66,11 +68,9 @@ def run_vllm_locust(
         text=True,
         preexec_fn=client_preexec(),
     )
-    if timeout is None:
-        timeout = scaled(300)
     try:
-        stdout, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
+        stdout = communicate_progressing(proc, host, stall_s)
+    except subprocess.TimeoutExpired as e:
         proc.send_signal(signal.SIGINT)
         try:
             proc.communicate(timeout=30)
@@ -78,7 +78,9 @@ def run_vllm_locust(
             proc.kill()
             proc.communicate()
         _kill_leftovers(out_dir / name / "pids.json")
-        raise AssertionError(f"vllm-locust run {name} did not finish in {timeout:.0f} s") from None
+        raise AssertionError(
+            f"vllm-locust run {name}: vLLM made no progress for {e.timeout:.0f} s (its counters stood still)"
+        ) from None
     proc = subprocess.CompletedProcess(argv, proc.returncode, stdout, "")
     out = proc.stdout + proc.stderr
     run_dir = out_dir / name

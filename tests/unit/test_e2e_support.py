@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -76,3 +81,42 @@ def test_golden_kind_patterns_and_ordered_shapes():
         "completions_stream": "content+ finish usage done",
     }
     assert shape({"a": 1, "b": [None]}) != shape({"b": [None], "a": 1})  # field order counts
+
+
+class _Counters(BaseHTTPRequestHandler):
+    moving = True
+    n = 0
+
+    def do_GET(self) -> None:
+        type(self).n += 1 if self.moving else 0
+        body = f'vllm:generation_tokens_total{{model_name="m"}} {self.n}\n'.encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a) -> None:
+        pass
+
+
+@pytest.mark.parametrize("moving", [True, False])
+def test_load_runs_wait_while_vllm_progresses_and_stop_when_it_stalls(moving):
+    handler = type("H", (_Counters,), {"moving": moving, "n": 0})
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{srv.server_address[1]}"
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3); print('done')"],
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        if moving:  # a run longer than the stall limit finishes, because the server keeps counting
+            assert speed.communicate_progressing(proc, url, stall_s=1.0).strip() == "done"
+        else:
+            t0 = time.monotonic()
+            with pytest.raises(subprocess.TimeoutExpired):
+                speed.communicate_progressing(proc, url, stall_s=1.0)
+            assert time.monotonic() - t0 < 2.5 and proc.poll() is None
+    finally:
+        proc.kill()
+        proc.communicate()
+        srv.shutdown()
+        srv.server_close()
