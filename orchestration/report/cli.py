@@ -8,7 +8,13 @@ import sys
 import time
 from collections.abc import Sequence
 
-from orchestration.report.postprocess import ReportError, RunData, load_run, write_json_atomic
+from orchestration.report.postprocess import (
+    ReportError,
+    RunData,
+    expand_run_dirs,
+    load_run,
+    write_json_atomic,
+)
 from vllm_users import exit_codes
 from vllm_users.atomic import write_atomic
 from vllm_users.measure.metrics import Slo
@@ -22,7 +28,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="vllm-locust report", description="Reports, comparison and diagnosis of runs"
     )
-    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="Run directories (the first is the baseline)")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR",
+                   help="Run directories, or folders of them such as results/ (the first run is the baseline)")
     p.add_argument("--output-dir", "-o", default="", help="Where to write (default: RUN_DIR/report for one run, "
                    "./report-<time> for several)")  # fmt: skip
     p.add_argument(
@@ -114,11 +121,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as e:
         print(f"vllm-locust report: error: {e}", file=sys.stderr)
         return exit_codes.USAGE
+    runs = expand_run_dirs(a.runs)
     out = a.output_dir or (
-        os.path.join(a.runs[0], REPORT_DIR) if len(a.runs) == 1 and os.path.isdir(a.runs[0])
+        os.path.join(runs[0], REPORT_DIR) if len(runs) == 1 and os.path.isdir(runs[0])
         else f"report-{time.strftime('%Y%m%d-%H%M%S')}"
     )  # fmt: skip
-    return generate(a.runs, out, formats, slo=slo, quiet=a.quiet)
+    return generate(runs, out, formats, slo=slo, quiet=a.quiet)
 
 
 def report_after_run(run_dir: str) -> None:

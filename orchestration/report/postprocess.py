@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from orchestration.report.locust_csv import result_from_csv
+from orchestration.report.locust_csv import STATS, result_from_csv
 from orchestration.server_metrics import summarize_file
 from vllm_users.atomic import atomic_json
 from vllm_users.measure.columns import load_columns
@@ -58,6 +59,26 @@ def _read_json(path: str, warnings: list[str]) -> dict[str, Any] | None:
         warnings.append(f"{os.path.basename(path)} unreadable ({type(e).__name__}); ignored")
         return None
     return data if isinstance(data, dict) else None
+
+
+def is_run_dir(path: str) -> bool:
+    """True when `path` holds something a report is made from (records, a result, Locust's stats CSV)."""
+    return any(os.path.exists(os.path.join(path, f)) for f in (RECORDS_FILE, COLS_FILE, RESULT_FILE, STATS))
+
+
+def expand_run_dirs(paths: Sequence[str]) -> list[str]:
+    """The run directories named by `paths`: a run directory as it is; a folder of run directories (the
+    `results/` that `vllm-locust run` fills) as the runs inside it, sorted by name (timestamps: oldest
+    first, the baseline); anything else as it is (load_run says what is wrong with it)."""
+    out: list[str] = []
+    for p in paths:
+        if os.path.isdir(p) and not is_run_dir(p):
+            inner = sorted(os.path.join(p, d) for d in os.listdir(p) if is_run_dir(os.path.join(p, d)))
+            if inner:
+                out.extend(inner)
+                continue
+        out.append(p)
+    return out
 
 
 def load_run(run_dir: str, *, slo: Slo | None = None) -> RunData:
@@ -111,7 +132,8 @@ def load_run(run_dir: str, *, slo: Slo | None = None) -> RunData:
             run.timeseries = ts
             warnings.append("no records: figures come from Locust's CSVs (see approximate fields)")
     if run is None:
-        raise ReportError(f"{run_dir}: no records.jsonl, result.json or locust_stats.csv to report from")
+        raise ReportError(f"{run_dir}: no records.jsonl, result.json or {STATS} to report from, and no run "
+                          "directories inside it")
     if "client_health" not in run.result:
         health = _read_json(os.path.join(run_dir, "client_health.json"), run.warnings)
         if health:

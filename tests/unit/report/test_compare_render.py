@@ -115,3 +115,26 @@ def test_chosen_percentiles_reach_summary_report_and_compare(tmp_path) -> None: 
     names = [r["metric"] for r in compare([a, b])["rows"]]
     assert names.index("p50_ttft_ms") < names.index("p99_ttft_ms") < names.index("p99.9_ttft_ms")
     assert "p99.9_e2el_ms" in names and "p99_tpot_ms" in names
+
+
+def test_a_folder_of_runs_reports_the_runs_inside(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    results = tmp_path / "results"
+    write_run(str(results / "20260101-000000-chat"), make_records(30, ttft_ms=40))
+    write_run(str(results / "20260102-000000-chat"), make_records(30, ttft_ms=20))
+    (results / "notes").mkdir()  # not a run: left out
+    (results / "stray.txt").write_text("x")
+    out = str(tmp_path / "out")
+    assert main([str(results) + "/", "-o", out, "--format", "json"]) == 0
+    data = json.load(open(os.path.join(out, "report.json")))
+    assert [r["name"] for r in data["runs"]] == ["20260101-000000-chat", "20260102-000000-chat"]  # oldest first
+    assert data["comparison"]["baseline"] == "20260101-000000-chat" and not data["failed_inputs"]
+    # one run inside: its own report directory, as for the run itself
+    single = tmp_path / "single"
+    write_run(str(single / "only"), make_records(10))
+    assert main([str(single), "--quiet"]) == 0
+    assert os.path.exists(single / "only" / "report" / "report.html")
+    # an empty folder still says why there is nothing to report
+    (tmp_path / "empty").mkdir()
+    capsys.readouterr()
+    assert main([str(tmp_path / "empty")]) == 2
+    assert "no run directories inside it" in capsys.readouterr().err
