@@ -56,10 +56,15 @@ class SimConfig:
     fault_stall_ms: float = 1000.0
     fault_delay_ms: float = 1000.0
     enable_control: bool = False
+    # tokenizer and its API (to stand in for servers other than vLLM)
+    tokenize_api: str = "vllm"
+    chars_per_token: int = 0
     # runtime
     no_uvloop: bool = False
     log_level: str = "WARNING"
 
+
+TOKENIZE_APIS = ("vllm", "llama.cpp", "none")
 
 _HELP = {
     "host": "address to listen on",
@@ -91,6 +96,8 @@ _HELP = {
     "fault_stall_ms": "global-rate stall length",
     "fault_delay_ms": "global-rate header delay",
     "enable_control": "serve POST /sim/control (down_for_s, stall_for_s)",
+    "tokenize_api": "POST /tokenize in vLLM's shape (vllm), llama.cpp's ({content} -> {tokens}: llama.cpp), or none (404)",
+    "chars_per_token": "0: one token per word; N: a word is ceil(len/N) tokens (a vocabulary that splits rare words)",
     "no_uvloop": "use the stdlib event loop even when uvloop is installed",
     "log_level": "logging level (stderr)",
 }
@@ -149,6 +156,10 @@ def parse_config(argv: list[str] | None = None, env: Mapping[str, str] | None = 
         problems.append("--prefill-tokens-per-s must be > 0")
     if cfg.max_num_batched_tokens < 1:
         problems.append("--max-num-batched-tokens must be >= 1")
+    if cfg.tokenize_api not in TOKENIZE_APIS:
+        problems.append(f"--tokenize-api must be one of {', '.join(TOKENIZE_APIS)}")
+    if cfg.chars_per_token < 0:
+        problems.append("--chars-per-token must be >= 0")
     if problems:
         parser.error("; ".join(problems))
     return cfg

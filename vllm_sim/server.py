@@ -30,6 +30,7 @@ class SimServer:
 
     def __init__(self, cfg: SimConfig) -> None:
         self.cfg = cfg
+        tok.configure(cfg.chars_per_token)
         self.loop = asyncio.get_event_loop()
         self.stats = SimStats(cfg.model, cfg.num_experts)
         self.registry = make_registry(self.stats)
@@ -122,7 +123,7 @@ class SimServer:
             else:
                 self._send(conn, 404, _NOT_FOUND)
             return
-        if m == "POST" and path == "/tokenize":
+        if m == "POST" and path == "/tokenize" and self.cfg.tokenize_api != "none":
             self._tokenize(conn, req)
         elif m == "POST" and path == "/sim/control" and self.cfg.enable_control:
             self._control(conn, req)
@@ -149,6 +150,11 @@ class SimServer:
             model = body.get("model") or self.cfg.model
             if model != self.cfg.model:
                 raise ApiError(404, f"The model `{model}` does not exist.", "model")
+            if self.cfg.tokenize_api == "llama.cpp":  # llama-server: {"content", "add_special"} -> {"tokens"}
+                if not isinstance(body.get("content"), str):
+                    raise ApiError(400, "\"content\" must be provided")
+                self._json(conn, {"tokens": tok.encode_text(body["content"])})
+                return
             if isinstance(body.get("messages"), list):
                 msgs = [m for m in body["messages"] if isinstance(m, dict)]
                 ids = tok.encode_chat(msgs)

@@ -1,7 +1,8 @@
 """Deterministic word tokenizer of the simulator.
 
 Rules (clients may calibrate against them through POST /tokenize):
-- a text's token count is the number of ``\\S+`` matches in it;
+- a text's token count is the number of ``\\S+`` matches in it (with ``--chars-per-token N``, each match
+  is ceil(len/N) tokens);
 - a chat prompt is, per message, ``CHAT_TOKENS_PER_MESSAGE`` template tokens (start, role, end,
   newline) plus the tokens of its content, and ``CHAT_TOKENS_BASE`` more for the generation prompt;
 - output tokens are words of ``VOCAB``, each emitted as ``" word"``.
@@ -41,14 +42,28 @@ def _word_id(word: str) -> int:
     return 100 + zlib.crc32(word.encode("utf-8", "surrogatepass")) % (VOCAB_SIZE - 100)
 
 
+_split = {"chars": 0}  # chars per token: 0 = a word is one token (set once per server process by configure)
+
+
+def configure(chars_per_token: int) -> None:
+    """0: every word is one token; N: a word is ceil(len/N) tokens, like a vocabulary that splits rare words."""
+    _split["chars"] = max(0, int(chars_per_token))
+
+
 def count_text(text: str) -> int:
-    """Number of tokens of a text: its ``\\S+`` matches."""
-    return sum(1 for _ in _WORD.finditer(text))
+    """Number of tokens of a text: its ``\\S+`` matches (each split in pieces of N chars when configured)."""
+    n = _split["chars"]
+    if not n:
+        return sum(1 for _ in _WORD.finditer(text))
+    return sum(-(-len(m.group()) // n) for m in _WORD.finditer(text))
 
 
 def encode_text(text: str) -> list[int]:
     """Token ids of a text."""
-    return [_word_id(m.group()) for m in _WORD.finditer(text)]
+    n = _split["chars"]
+    if not n:
+        return [_word_id(m.group()) for m in _WORD.finditer(text)]
+    return [_word_id(w[i : i + n]) for w in _WORD.findall(text) for i in range(0, len(w), n)]
 
 
 def message_text(content: Any) -> str:

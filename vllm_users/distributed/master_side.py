@@ -40,6 +40,7 @@ class Collector:
     hists: HistogramSet = field(default_factory=HistogramSet)
     workers: dict[str, WorkerState] = field(default_factory=dict)
     health: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    calibration: dict[str, Any] | None = None  # how the workers calibrated prompt lengths (run_meta.json)
     started: float = field(default_factory=time.time)
     _fh: Any = None
     _cols: Any = None
@@ -76,6 +77,8 @@ class Collector:
                 log.exception("vllm-locust: columns of a batch from %s not written", data["worker"])
             w.records += data["n"]
         self.hists.merge_encoded(data["hists"])
+        if data.get("calibration") and self.calibration is None:  # every worker calibrates alike: keep the first
+            self.calibration = data["calibration"]
         h = self.health.setdefault(data["worker"], {"cpu": [], "lag_ms": []})
         for k in ("cpu", "lag_ms"):
             h[k].extend(data["health"].get(k, ()))

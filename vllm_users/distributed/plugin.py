@@ -296,6 +296,7 @@ class _MasterPlugin:
         c.write_side_files()
         o = self.env.parsed_options
         meta = run_meta(o, self.env, self.t_start)
+        meta["prompt_calibration"] = c.calibration
         atomic_json(os.path.join(self.results_dir, META_FILE), meta)
         health = summarize(c.health)
         loss = c.loss_report()

@@ -38,6 +38,7 @@ class WorkerContext:
 
     def __init__(self, options: Any, worker_index: int, worker_count: int, send: Callable[[str, Any], None]):
         self.options = options
+        self.calibration: dict[str, Any] | None = None  # how prompt lengths were calibrated (sent to the master)
         self.index = worker_index
         self.count = max(1, worker_count)
         self.name = f"{socket.gethostname()}-w{worker_index}"
@@ -197,6 +198,7 @@ class WorkerContext:
             "cols": cols,
             "hists": self.hists.encode(),
             "health": self.health.take(),
+            "calibration": self.calibration,
             "final": final,
             "total": self.record_count,
             "totals": dict(self.totals, inflight=len(self.inflight)),

@@ -48,6 +48,11 @@ def build_result(
         "max_concurrency": meta.get("max_concurrency") or None,
     }
     res.update(overall)
+    check = input_len_check(scenarios, meta)
+    if check is not None:
+        res["input_len_check"] = check
+        if not check["ok"]:
+            res.setdefault("warnings", []).append(check["message"])
     if (overall.get("windows") or {}).get("warning"):
         res.setdefault("warnings", []).append(overall["windows"]["warning"])
     res["per_scenario"] = scenarios
@@ -56,6 +61,36 @@ def build_result(
     res["tool"] = "vllm-locust"
     res["meta"] = {k: v for k, v in meta.items() if k not in res}
     return res
+
+
+INPUT_LEN_TOLERANCE = 0.10  # actual mean prompt tokens this far off --input-len: the result says so loudly
+
+
+def input_len_check(scenarios: dict[str, dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any] | None:
+    """Requested versus actual prompt length of the plain `chat` scenario (random prompts whose length is
+    --input-len; other scenarios add schemas, tools, history). Actual = mean usage.prompt_tokens less the
+    tokens the server adds around a prompt (chat template, BOS) where calibration measured them."""
+    s = scenarios.get("chat") or {}
+    want, got = s.get("input_len_requested_mean"), s.get("input_len_actual_mean")
+    if not want or got is None:
+        return None
+    cal = meta.get("prompt_calibration") or {}
+    overhead = cal.get("overhead_tokens")
+    text = got - overhead if isinstance(overhead, int) else got
+    off = (text - want) / want
+    ok = abs(off) <= INPUT_LEN_TOLERANCE
+    out: dict[str, Any] = {
+        "requested_mean": want, "actual_mean": got, "server_overhead_tokens": overhead, "actual_text_mean": text,
+        "off_fraction": off, "tolerance": INPUT_LEN_TOLERANCE, "calibration": cal.get("source"), "ok": ok,
+    }  # fmt: skip
+    if not ok:
+        around = f" less {overhead} template/special tokens" if isinstance(overhead, int) else ""
+        out["message"] = (
+            f"PROMPT LENGTHS OFF: prompts averaged {text:.1f} tokens ({got:.1f} by usage.prompt_tokens{around}) "
+            f"where --input-len asked {want:.1f} ({off:+.0%}; calibration: {cal.get('source') or 'unknown'}); "
+            "latency figures are for these lengths, not the requested ones"
+        )
+    return out
 
 
 def _inf_as_text(x: Any) -> Any:

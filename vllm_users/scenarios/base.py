@@ -25,7 +25,8 @@ from vllm_users.distributed import plugin
 from vllm_users.distributed.worker_side import Ticket
 from vllm_users.measure.record import RequestRecord
 from vllm_users.options import API_KEY_ENV
-from vllm_users.workload.prompts import LengthModel, RandomPrompts, tokenize_count
+from vllm_users.workload.calibration import calibrate_lengths
+from vllm_users.workload.prompts import LengthModel, RandomPrompts
 
 _WALL0, _PERF0 = time.time(), perf_counter()
 REQUEST_TYPE = "STREAM"  # Locust's "Type" column: one row per scenario, response time = E2EL
@@ -129,17 +130,21 @@ class LLMUser(FastHttpUser):
         lm = _shared.get("lengths")
         if lm is None:
 
-            def tokenize(body: dict[str, Any]) -> int | None:
+            def post(path: str, body: dict[str, Any]) -> tuple[int, bytes] | None:
                 try:
-                    resp = self._http.request("POST", "/tokenize", body=json.dumps(body), headers=self.headers)
-                    raw = resp.read()
-                except Exception:  # noqa: BLE001 - no /tokenize: fall back to 1 word = 1 token
+                    resp = self._http.request("POST", path, body=json.dumps(body), headers=self.headers)
+                    return resp.status_code, resp.read()
+                except Exception:  # noqa: BLE001 - no such endpoint: the next source is tried
                     return None
-                return tokenize_count(raw) if resp.status_code == 200 else None
 
             # the word counts overlap on the client's pooled connections: a remote server's round trips add up
             pool = gevent.pool.Pool(CALIBRATION_CONCURRENCY)
-            lm = _shared["lengths"] = LengthModel.calibrate(tokenize, self.model, pool.imap)
+            chat = self.options.endpoint == "chat"
+            lm = _shared["lengths"] = calibrate_lengths(post, self.model, chat, pool.imap)
+            plugin.context(self.environment).calibration = {
+                "source": lm.source, "exact": lm.exact, "overhead_tokens": lm.overhead,
+                "tokens_per_word": round(lm.tokens_per_word, 4),
+            }  # fmt: skip
         return lm
 
     def random_prompts(self) -> RandomPrompts:

@@ -63,11 +63,12 @@ class LengthModel:
     """Turns a wanted token count into prompt text. `--input-len` counts the prompt text's tokens, as
     `vllm bench serve`, GuideLLM and AIPerf do; a chat template adds its own tokens on the server.
 
-    Calibrated once against the server's /tokenize (vLLM and the simulator have one): each calibration
-    word's token count, alone (`first`) and after a space (`after_space`). Pre-tokenizers split at spaces,
-    so a text's count is the sum over its words; that is checked on sample texts, and when it holds prompts
-    come out at the exact count. Otherwise (or without /tokenize) a words-to-tokens ratio is used, and the
-    result shows requested versus actual prompt tokens.
+    Calibrated once against how the server counts: its /tokenize (vLLM's and SGLang's shape, or llama.cpp's),
+    else usage.prompt_tokens of probe requests (max_tokens=1), which every OpenAI server returns. It learns
+    each calibration word's token count, alone (`first`) and after a space (`after_space`). Pre-tokenizers
+    split at spaces, so a text's count is the sum over its words; that is checked on sample texts, and when it
+    holds prompts come out at the exact count. Otherwise a words-to-tokens ratio is used; the result compares
+    requested and actual prompt tokens either way, and says so loudly when they are more than 10 % apart.
     """
 
     def __init__(
@@ -75,7 +76,10 @@ class LengthModel:
         tokens_per_word: float = 1.0,
         first: dict[str, int] | None = None,
         after_space: dict[str, int] | None = None,
+        source: str = "none",
     ) -> None:
+        self.source = source  # how it was calibrated: tokenize:vllm, tokenize:llama.cpp, usage, ... (results)
+        self.overhead: int | None = None  # tokens the server adds around a prompt (BOS, template), when known
         self.tokens_per_word = tokens_per_word
         self.first = first or {}
         self.after_space = after_space or {}
@@ -116,12 +120,19 @@ class LengthModel:
         model: str,
         map_: Callable[[Callable[[str], int | None], Iterable[str]], Iterable[int | None]] = map,
     ) -> LengthModel:
-        """Ask /tokenize (via `tokenize(body) -> count`) how the server counts our words. The ~170 word
-        counts go through `map_` (the worker passes a gevent pool's ordered imap: round trips overlap)."""
+        """Calibrate through vLLM's (and SGLang's) /tokenize body, `tokenize(body) -> count`."""
+        return cls.from_counter(lambda text: tokenize(vllm_tokenize_body(model, text)), map_)
 
-        def count(text: str) -> int | None:
-            return tokenize({"model": model, "prompt": text, "add_special_tokens": False})
-
+    @classmethod
+    def from_counter(
+        cls,
+        count: Callable[[str], int | None],
+        map_: Callable[[Callable[[str], int | None], Iterable[str]], Iterable[int | None]] = map,
+        source: str = "tokenize",
+    ) -> LengthModel:
+        """Learn how the server counts our words from `count(text) -> tokens of the text alone` (a /tokenize
+        shape, or usage.prompt_tokens probes less the server's own tokens). The ~170 word counts go through
+        `map_` (the worker passes a gevent pool's ordered imap: round trips overlap)."""
         rng = random.Random(7)
         plain = count(random_words(400, rng))
         if not plain:
@@ -130,16 +141,52 @@ class LengthModel:
         firsts = [n for n in map_(count, _FIRST_WORDS) if n is not None and n >= 1]
         pairs = [n for n in map_(count, [f"{_FIRST_WORDS[0]} {w}" for w in _CALIBRATION_WORDS]) if n is not None]
         if len(firsts) < len(_FIRST_WORDS) or len(pairs) < len(_CALIBRATION_WORDS) or min(pairs) <= firsts[0]:
-            return cls(tokens_per_word=ratio)  # a failed count, or a word that adds no token after the anchor
+            return cls(tokens_per_word=ratio, source=source + " (ratio)")  # a failed count, or a word adding none
         first = dict(zip(_FIRST_WORDS, firsts, strict=True))
         after = {w: n - firsts[0] for w, n in zip(_CALIBRATION_WORDS, pairs, strict=True)}
-        model_ = cls(tokens_per_word=ratio, first=first, after_space=after)
+        model_ = cls(tokens_per_word=ratio, first=first, after_space=after, source=source)
         shortest = min(first.values())  # below it no text is exact (a 1-token prompt, say): not checked
         for k in (shortest, shortest + 16, shortest + 99):  # is a text's count the sum of its words' counts?
             text = model_.text(k, random.Random(k))
             if count(text) != k:
-                return cls(tokens_per_word=ratio)
+                return cls(tokens_per_word=ratio, source=source + " (ratio)")
         return model_
+
+
+def vllm_tokenize_body(model: str, text: str) -> dict[str, Any]:
+    """vLLM's /tokenize request for a text's own tokens; SGLang's /tokenize takes the same (and answers
+    `{"tokens", "count", "max_model_len"}` like vLLM: sglang/srt/entrypoints/openai/protocol.py)."""
+    return {"model": model, "prompt": text, "add_special_tokens": False}
+
+
+def llamacpp_tokenize_body(_model: str, text: str) -> dict[str, Any]:
+    """llama.cpp's (llama-server's) /tokenize request: `{"content"}`, answered `{"tokens": [...]}`."""
+    return {"content": text, "add_special": False}
+
+
+TOKENIZE_SHAPES: tuple[tuple[str, Callable[[str, str], dict[str, Any]]], ...] = (
+    ("vllm", vllm_tokenize_body),  # vLLM, SGLang, the simulator
+    ("llama.cpp", llamacpp_tokenize_body),
+)
+
+
+def probe_counter(prompt_tokens: Callable[[str], int | None]) -> tuple[Callable[[str], int | None], int] | None:
+    """A text-token counter from usage.prompt_tokens of probe requests (what every OpenAI server returns),
+    and the server's own tokens around a prompt (BOS, chat template). Those are found as the least count
+    of the first words less one: each of them ("a", "the", "of", ...) is one token in every BPE and
+    SentencePiece vocabulary we know. None when the server gives no usage."""
+    counts = [prompt_tokens(w) for w in _FIRST_WORDS[:4]]
+    if any(c is None for c in counts):
+        return None
+    overhead = min(c for c in counts if c is not None) - 1
+    if overhead < 0:
+        return None
+
+    def count(text: str) -> int | None:
+        n = prompt_tokens(text)
+        return None if n is None else n - overhead
+
+    return count, overhead
 
 
 class RandomPrompts:
@@ -170,7 +217,8 @@ class RandomPrompts:
 
 
 def tokenize_count(raw: bytes) -> int | None:
-    """Token count from a /tokenize answer body (vLLM: {"count": N, "tokens": [...]})."""
+    """Token count from a /tokenize answer body (vLLM, SGLang: {"count": N, "tokens": [...]}; llama.cpp:
+    {"tokens": [...]})."""
     try:
         doc = json.loads(raw)
     except ValueError:

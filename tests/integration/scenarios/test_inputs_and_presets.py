@@ -117,3 +117,26 @@ def test_input_len_counts_prompt_text_exactly(tmp_path) -> None:
     assert len(recs) == 16 and len({x["input_len"] for x in recs}) > 4  # lengths vary with --range-ratio
     template = CHAT_TOKENS_PER_MESSAGE + CHAT_TOKENS_BASE
     assert all(x["prompt_tokens"] == x["input_len"] + template for x in recs)
+
+
+@pytest.mark.parametrize("tokenize_api", ["llama.cpp", "none"])
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+def test_exact_input_len_without_vllm_tokenize(tmp_path, tokenize_api: str, endpoint: str) -> None:
+    """A server without vLLM's /tokenize (llama.cpp's shape, or none: usage.prompt_tokens probes), whose
+    tokenizer splits our random words in pieces (3 characters a token, as llama.cpp's did): prompts still come
+    out at exactly --input-len tokens of text, and the result says so."""
+    from vllm_sim.tokenizer import CHAT_TOKENS_BASE, CHAT_TOKENS_PER_MESSAGE
+
+    r = vllm_locust(tmp_path, "--endpoint", endpoint, "--num-prompts", "12", "--users", "2", "--input-len", "64",
+                    "--range-ratio", "0.5", "--output-len", "4", "--seed", "5",
+                    "--sim-args", f"--tokenize-api {tokenize_api} --chars-per-token 3")  # fmt: skip
+    assert succeeded(r), r.err
+    template = CHAT_TOKENS_PER_MESSAGE + CHAT_TOKENS_BASE if endpoint == "chat" else 0
+    recs = r.records()
+    assert len(recs) == 12 and len({x["input_len"] for x in recs}) > 3
+    assert all(x["prompt_tokens"] == x["input_len"] + template for x in recs), [
+        (x["input_len"], x["prompt_tokens"]) for x in recs]  # fmt: skip
+    chk = r.result["input_len_check"]
+    source = "tokenize:llama.cpp" if tokenize_api == "llama.cpp" else "usage"
+    assert chk["ok"] and chk["calibration"] == source and chk["server_overhead_tokens"] == template
+    assert chk["off_fraction"] == 0.0 and "PROMPT LENGTHS OFF" not in r.out
