@@ -227,7 +227,8 @@ def scenario_figure(run: RunData) -> Plot | None:
         ax = fig.add_subplot(1, 3, i + 1)
         x = np.arange(len(names))
         ax.bar(x - 0.2, [per[n].get(f"median_{m}_ms") or 0 for n in names], 0.4, label="p50")
-        ax.bar(x + 0.2, [per[n].get(f"p99_{m}_ms") or 0 for n in names], 0.4, label="p99")
+        # p99 only where the run chose it (--percentile-metrics): no bar rather than a false zero
+        ax.bar(x + 0.2, [per[n].get(f"p99_{m}_ms", math.nan) for n in names], 0.4, label="p99")
         ax.set_xticks(x, names, rotation=30, fontsize=7)
         ax.set_title(f"{label} ms by scenario")
         ax.legend(fontsize=7)
