@@ -21,7 +21,7 @@ from orchestration.summary import format_summary
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
 from vllm_users.options import API_KEY_ENV
-from vllm_users.scenarios.registry import locustfile_source, parse_mix
+from vllm_users.scenarios.registry import is_class_ref, locustfile_source, mix_label, parse_mix
 
 DEFAULT_NUM_PROMPTS = 200  # when neither --num-prompts nor --run-time is given
 DEFAULT_OPEN_LOOP_SLOTS = 256  # users (max in flight) for open loop without --max-concurrency
@@ -34,7 +34,10 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--host", default="", help="Server base URL, e.g. http://127.0.0.1:8000 (none: start the simulator)")
     p.add_argument("--model", default="", help="Served model name (none: the only model of /v1/models)")
     p.add_argument("--api-key", default="", help="API key (or env VLLM_LOCUST_API_KEY / OPENAI_API_KEY); never written")
-    p.add_argument("--scenario", default="chat", help="Scenario or weighted mix, e.g. chat or chat:3,json:1")
+    p.add_argument("--scenario", default=None,
+                   help="Scenario or weighted mix, e.g. chat or chat:3,json:1; a user class: package.module:Class")
+    p.add_argument("-f", "--locustfile", default=None, metavar="FILE",
+                   help="Your locustfile: its LLMUser subclasses run (beside --scenario, when given)")
     p.add_argument("--endpoint", default="chat", choices=["chat", "completions"])
     p.add_argument("--users", "-u", type=C.pos_int, default=None, help="Closed loop: concurrent users (default 8)")
     p.add_argument("--spawn-rate", "-r", type=C.pos_float, default=None, help="Users started per second")
@@ -102,13 +105,41 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def resolve_users(scenario: str | None, locustfile: str | None) -> tuple[list[tuple[str, int]], list[str]]:
+    """The run's user mix and locustfiles from --scenario and -f, checked (imported in a child process)."""
+    if locustfile and not os.path.isfile(locustfile):
+        raise C.UsageError(f"-f {locustfile}: no such file")
+    files = [os.path.abspath(locustfile)] if locustfile else []
+    try:  # -f alone runs only the file's users; neither runs chat
+        mix = parse_mix(scenario) if scenario else ([] if files else [("chat", 1)])
+    except ValueError as e:
+        raise C.UsageError(f"--scenario: {e}") from None
+    check_users(mix, files)
+    return mix, files
+
+
+def check_users(mix: list[tuple[str, int]], files: list[str]) -> dict[str, Any] | None:
+    """Import user classes (`package.module:Class`, `-f FILE`) in a child process (Locust monkey-patches what
+    imports it); UsageError with its one-line message. Built-in scenarios need no check (None)."""
+    if not files and not any(is_class_ref(n) for n, _ in mix):
+        return None
+    spec = ",".join(n if w == 0 else f"{n}:{w}" for n, w in mix)
+    argv = [sys.executable, "-m", "vllm_users.scenarios.loader", "--scenario", spec]
+    for f in files:
+        argv += ["-f", f]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    if done.returncode != 0:
+        lines = [x for x in done.stderr.splitlines() if x.strip()]
+        msg = lines[-1].removeprefix("error: ") if lines else f"checking the user classes failed ({done.returncode})"
+        raise C.UsageError(msg)
+    found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
+
+
 def validate(a: argparse.Namespace) -> None:
     """Cross-flag checks; UsageError with one line."""
     presets.apply_preset(a)
-    try:
-        a.mix = parse_mix(a.scenario)
-    except ValueError as e:
-        raise C.UsageError(f"--scenario: {e}") from None
+    a.mix, a.files = resolve_users(a.scenario, a.locustfile)
     presets.prepare(a)  # scenario defaults; dataset, schema and tokenizer checked before any load
     if a.request_rate is not None and a.users is not None:
         raise C.UsageError("--users is for closed loop and --request-rate for open loop: give one of them")
@@ -198,7 +229,7 @@ def run(a: argparse.Namespace) -> int:
         return presets.run_sweep(a, run)
     validate(a)
     api_key = a.api_key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
-    names = "+".join(n for n, _ in a.mix)
+    names = mix_label(a.mix, a.files)
     run_dir = os.path.join(a.output_dir, a.run_name or f"{time.strftime('%Y%m%d-%H%M%S')}-{names}")
     if os.path.exists(os.path.join(run_dir, "result.json")):
         raise C.UsageError(f"run directory {run_dir} already holds a result; choose another --run-name")
@@ -224,7 +255,7 @@ def run(a: argparse.Namespace) -> int:
             json.dump({"model": info.model, "models": info.models, "stream_attempts": info.attempts}, fh)
         locustfile = os.path.join(run_dir, "locustfile.py")
         with open(locustfile, "w") as fh:
-            fh.write(locustfile_source(a.mix))
+            fh.write(locustfile_source(a.mix, a.files))
         return _launch(a, host, info.model, run_dir, locustfile, api_key, sim)
     finally:
         if sim is not None:

@@ -10,26 +10,29 @@ from collections.abc import Sequence
 
 from orchestration import config as C
 from vllm_users import exit_codes
-from vllm_users.scenarios.registry import locustfile_source, parse_mix
+from vllm_users.scenarios.registry import locustfile_source
 
 
 def main(argv: Sequence[str]) -> int:
-    """Start `--processes` Locust workers for `--scenario`, connected to `--master-host`."""
+    """Start `--processes` Locust workers for `--scenario` / `-f`, connected to `--master-host`."""
     p = C.OneLineParser(prog="vllm-locust worker")
     p.add_argument("--master-host", required=True, help="Address of the `vllm-locust run` master")
     p.add_argument("--master-port", type=C.pos_int, default=5557)
-    p.add_argument("--scenario", default="chat", help="Must match the master's --scenario")
+    p.add_argument("--scenario", default=None, help="Must match the master's --scenario (package.module:Class too)")
+    p.add_argument("-f", "--locustfile", default=None, metavar="FILE", help="Must match the master's -f (a copy here)")
     p.add_argument("--processes", type=C.pos_int, default=1, help="Worker processes on this host")
     a = p.parse_args(list(argv))
+    from orchestration.run_cmd import resolve_users
+
     try:
-        mix = parse_mix(a.scenario)
-    except ValueError as e:
-        print(f"vllm-locust worker: error: --scenario: {e}", file=sys.stderr)
+        mix, files = resolve_users(a.scenario, a.locustfile)
+    except C.UsageError as e:
+        print(f"vllm-locust worker: error: {e}", file=sys.stderr)
         return exit_codes.USAGE
     d = tempfile.mkdtemp(prefix="vllm-locust-worker-")
     lf = os.path.join(d, "locustfile.py")
     with open(lf, "w") as fh:
-        fh.write(locustfile_source(mix))
+        fh.write(locustfile_source(mix, files))
     env = dict(os.environ, PYTHONUNBUFFERED="1", VLLM_LOCUST_WORKER_DIR=os.path.join(d, "records"))
     procs = [
         subprocess.Popen(

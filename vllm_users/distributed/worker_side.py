@@ -27,10 +27,12 @@ BATCH_INTERVAL_S = 1.0  # records and histograms go to the master every second (
 
 @dataclass(slots=True)
 class Ticket:
-    """Permission to send one request: its global index and, open loop, its intended epoch time."""
+    """Permission to start one session (one request, or several for a multi-step user): its global index,
+    open loop its intended epoch time, and how many requests the session has sent so far."""
 
     index: int
     t_intended: float | None = None
+    sent: int = 0
 
 
 class WorkerContext:
@@ -125,8 +127,9 @@ class WorkerContext:
         assert self._grants is not None
         self._asked_at = 0.0
         if count <= 0:
-            self._exhausted = True
-            self._grants.put(None)
+            if not self._exhausted:  # one end marker: a re-ask answered late gives a second "0" (qsize must stay 1)
+                self._exhausted = True
+                self._grants.put(None)
             return
         for i in range(start, start + count):
             self._grants.put(Ticket(i))

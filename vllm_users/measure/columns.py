@@ -16,7 +16,7 @@ the JSONL but not to the columns) are parsed from the JSONL, so the columns alwa
 records.jsonl holds. A run directory without records.cols is converted once.
 
 Columns: t_start/t_intended (float64, NaN = None), end_us, prompt/output/cached tokens, input_len,
-output_len, seq (int64, -1 = None), user/turn/status (int32, -1 = None turn), valid (int8 -1/0/1),
+output_len, seq, session (int64, -1 = None), user/turn/status (int32, -1 = None turn), valid (int8 -1/0/1),
 tokens_estimated (bool), scenario/worker/endpoint/finish_reason/error (int32 codes into string tables),
 chunk_lens (int32) and the flat chunk_times_us (int32, int64 when a value needs it). error_detail and
 extra are only in records.jsonl.
@@ -59,6 +59,7 @@ NUMERIC: dict[str, tuple[np.dtype, Any]] = {
     "input_len": (_I8, -1),
     "output_len": (_I8, -1),
     "seq": (_I8, -1),
+    "session": (_I8, -1),
     "user": (_I4, -1),
     "turn": (_I4, -1),
     "status": (_I4, 0),
@@ -166,8 +167,9 @@ class Columns:
 def _merge(parts: list[tuple[int, dict[str, np.ndarray], dict[str, list[str | None]]]]) -> Columns:
     n = sum(p[0] for p in parts)
     a: dict[str, np.ndarray] = {}
-    for name, (dt, _none) in NUMERIC.items():
-        a[name] = np.concatenate([p[1][name] for p in parts]) if parts else np.zeros(0, dt)
+    for name, (dt, none) in NUMERIC.items():  # a column newer than a file's frames reads as None there
+        cols = [p[1][name] if name in p[1] else np.full(p[0], none, dt) for p in parts]
+        a[name] = np.concatenate(cols) if parts else np.zeros(0, dt)
     a["tokens_estimated"] = np.concatenate([p[1]["tokens_estimated"] for p in parts]) if parts else np.zeros(0, bool)
     a["valid"] = np.concatenate([p[1]["valid"] for p in parts]) if parts else np.zeros(0, _I1)
     tables: dict[str, list[str | None]] = {}

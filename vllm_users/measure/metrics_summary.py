@@ -208,12 +208,15 @@ def per_scenario(
 def ttft_by_turn(
     records: Records, idx: np.ndarray | None = None, percentiles: Sequence[float] = (50, 99)
 ) -> dict[str, Any]:
-    """Multi-turn: TTFT stats and cached-token fraction by turn index (of rows `idx`, default all)."""
+    """Sessions of several requests (multi-turn, tool follow-ups, agents): TTFT stats and cached-token fraction
+    by turn index (of rows `idx`, default all). Requests that are their session's only one (chat: turn 0 of a
+    one-request session) are left out; records without a session (older runs) count by their turn alone."""
     c = as_columns(records)
     ok = ok_rows(c, rows(c, idx))
-    turn = c.a["turn"][ok]
-    ok = ok[turn != -1]
-    turn = turn[turn != -1]
+    turn, session = c.a["turn"][ok], c.a["session"][ok]
+    multi = np.unique(c.a["session"][c.a["turn"] > 0])
+    keep = (turn != -1) & ((session == -1) | np.isin(session, multi))
+    ok, turn = ok[keep], turn[keep]
     out: dict[str, Any] = {}
     for t in np.unique(turn).tolist():
         rs = ok[turn == t]

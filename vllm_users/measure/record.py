@@ -47,7 +47,8 @@ class RequestRecord:
     error_detail: str | None = None
     input_len: int | None = None  # requested prompt tokens
     output_len: int | None = None  # requested max_tokens
-    turn: int | None = None  # multi-turn: 0-based turn index
+    turn: int | None = None  # 0-based position of the request in its session (multi-turn: the turn)
+    session: int | None = None  # the session (index of the ticket that started it) the request belongs to
     valid: bool | None = None  # json/tools: validation verdict
     extra: dict[str, Any] | None = None
 

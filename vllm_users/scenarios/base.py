@@ -1,7 +1,9 @@
 """LLMUser: a Locust FastHttpUser that streams OpenAI requests and turns each into one RequestRecord.
 
 Scenario classes override `build_request` (what to send) and optionally `check` (validate the answer)
-and `after` (e.g. keep a conversation going).
+and `after` (e.g. keep a conversation going). A user whose ticket is a session of several requests (tool
+follow-ups, agent loops) overrides `flow` and calls `send` once per request: each request is its own record,
+linked to the others by `session` (the index of the ticket that started it) and `turn` (0, 1, ...).
 """
 
 from __future__ import annotations
@@ -37,6 +39,16 @@ def epoch(perf: float) -> float:
     return _WALL0 + (perf - _PERF0)
 
 
+@dataclass(slots=True)
+class _Link:
+    """Where a request belongs: its scenario, its session and turn, and (first request only) its intended time."""
+
+    scenario: str
+    t_intended: float | None
+    session: int
+    turn: int
+
+
 class RequestFailure(Exception):
     """Reported to Locust as the failure of a request; the message is the error kind and detail."""
 
@@ -50,8 +62,27 @@ class RequestSpec:
     want_text: bool = False
     input_len: int | None = None
     output_len: int | None = None
-    turn: int | None = None
+    turn: int | None = None  # None: the request's position in its ticket's session (0, 1, ...)
+    session: int | None = None  # None: the ticket's index (a session spanning tickets names its first one)
     context: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Reply:
+    """What one request of a session gave: the stream's result and the request's record."""
+
+    result: StreamResult
+    record: RequestRecord
+
+    @property
+    def ok(self) -> bool:
+        """True when the request succeeded (and passed the scenario's check)."""
+        return self.record.error is None
+
+    @property
+    def text(self) -> str:
+        """The answer's text (the spec must ask for it with want_text=True)."""
+        return self.result.text
 
 
 _shared: dict[str, Any] = {}  # per process: resolved model and length calibration
@@ -68,6 +99,12 @@ class LLMUser(FastHttpUser):
     network_timeout = 120.0
     connection_timeout = 10.0
     insecure = True
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        """A concrete user that names no `scenario` is recorded under its class name."""
+        super().__init_subclass__(**kw)
+        if not cls.__dict__.get("abstract", False) and "scenario" not in cls.__dict__ and cls.scenario == "base":
+            cls.scenario = cls.__name__
 
     def on_start(self) -> None:
         """Resolve the HTTP client, auth headers, model and prompt lengths once."""
@@ -162,7 +199,24 @@ class LLMUser(FastHttpUser):
         if ticket is None:
             gevent.sleep(0.5)  # share used up or stopping: idle until the run ends
             return
-        self.run_ticket(ticket)
+        self.flow(ticket)
+
+    def flow(self, ticket: Ticket) -> None:
+        """Scenario hook: what one ticket does. By default one request: build_request, send, after."""
+        spec = self.build_request(ticket)
+        reply = self.send(spec, ticket)
+        self.after(spec, reply.result, reply.record)
+
+    def think(self, seconds: float) -> bool:
+        """Think time between a session's requests; False when the run is stopping (end the session then)."""
+        ctx = plugin.context(self.environment)
+        deadline = perf_counter() + seconds
+        while not ctx.stopping:
+            left = deadline - perf_counter()
+            if left <= 0:
+                return True
+            gevent.sleep(min(left, 0.25))
+        return False
 
     def build_request(self, ticket: Ticket) -> RequestSpec:
         """Scenario hook: the request for this ticket."""
@@ -187,10 +241,14 @@ class LLMUser(FastHttpUser):
             body["seed"] = o.seed
         return body
 
-    def run_ticket(self, ticket: Ticket) -> RequestRecord:
-        """Send one request for `ticket`, keep its record, fire Locust events."""
+    def send(self, spec: RequestSpec, ticket: Ticket, scenario: str | None = None) -> Reply:
+        """Send one request of `ticket`'s session, keep its record (under `scenario`, default the user's),
+        fire Locust's event; the scenario's `check` runs on a successful answer first."""
         ctx = plugin.context(self.environment)
-        spec = self.build_request(ticket)
+        link = _Link(scenario or self.scenario, ticket.t_intended if ticket.sent == 0 else None,
+                     ticket.index if spec.session is None else spec.session,
+                     ticket.sent if spec.turn is None else spec.turn)  # fmt: skip
+        ticket.sent += 1
         path = "/v1/chat/completions" if spec.chat else "/v1/completions"
         body = json.dumps(spec.body, separators=(",", ":")).encode()
         me = gevent.getcurrent()
@@ -207,40 +265,39 @@ class LLMUser(FastHttpUser):
                 want_text=spec.want_text,
             )
         except gevent.GreenletExit:
-            rec = self._interrupted(ctx, spec, ticket)
+            rec = self._interrupted(ctx, spec, link)
             ctx.submit(rec)
             raise
         finally:
             ctx.inflight.discard(me)
-        rec = self._record(ctx, spec, ticket, res)
+        rec = self._record(ctx, spec, link, res)
         if rec.error is None:
             self.check(spec, res, rec)
         self._fire(rec)
         ctx.submit(rec)
-        self.after(spec, res, rec)
-        return rec
+        return Reply(res, rec)
 
-    def _interrupted(self, ctx: plugin.WorkerContext, spec: RequestSpec, ticket: Ticket) -> RequestRecord:
+    def _interrupted(self, ctx: plugin.WorkerContext, spec: RequestSpec, link: _Link) -> RequestRecord:
         return RequestRecord(
-            scenario=self.scenario, worker=ctx.name, user=self.user_id, seq=ctx.next_seq(),
-            endpoint="chat" if spec.chat else "completions", t_start=time.time(), t_intended=ticket.t_intended,
+            scenario=link.scenario, worker=ctx.name, user=self.user_id, seq=ctx.next_seq(),
+            endpoint="chat" if spec.chat else "completions", t_start=time.time(), t_intended=link.t_intended,
             error="interrupted", error_detail="run stopped while the request was in flight",
-            input_len=spec.input_len, output_len=spec.output_len, turn=spec.turn,
+            input_len=spec.input_len, output_len=spec.output_len, turn=link.turn, session=link.session,
         )  # fmt: skip
 
-    def _record(self, ctx: Any, spec: RequestSpec, ticket: Ticket, res: StreamResult) -> RequestRecord:
+    def _record(self, ctx: Any, spec: RequestSpec, link: _Link, res: StreamResult) -> RequestRecord:
         t0 = res.t0
         usage = res.usage or {}
         out = usage.get("completion_tokens")
         details = usage.get("prompt_tokens_details") or {}
         rec = RequestRecord(
-            scenario=self.scenario,
+            scenario=link.scenario,
             worker=ctx.name,
             user=self.user_id,
             seq=ctx.next_seq(),
             endpoint="chat" if spec.chat else "completions",
             t_start=epoch(t0),
-            t_intended=ticket.t_intended,
+            t_intended=link.t_intended,
             chunk_times_us=[round((t - t0) * 1e6) for t in res.chunk_times],
             end_us=round((res.t_end - t0) * 1e6),
             prompt_tokens=usage.get("prompt_tokens"),
@@ -253,7 +310,8 @@ class LLMUser(FastHttpUser):
             error_detail=res.error_detail,
             input_len=spec.input_len,
             output_len=spec.output_len,
-            turn=spec.turn,
+            turn=link.turn,
+            session=link.session,
         )
         return rec
 
@@ -270,6 +328,6 @@ class LLMUser(FastHttpUser):
         if failed:
             exc = RequestFailure(f"{rec.error}: {rec.error_detail}" if rec.error_detail else str(rec.error))
         self.environment.events.request.fire(
-            request_type=REQUEST_TYPE, name=self.scenario, response_time=e2el_ms,
+            request_type=REQUEST_TYPE, name=rec.scenario, response_time=e2el_ms,
             response_length=0 if failed else (rec.output_tokens or 0), exception=exc, context={},
         )  # fmt: skip

@@ -1,6 +1,7 @@
 """The multi-turn scenario: each user holds a conversation of --num-turns turns; every turn reuses the prefix.
 
-One ticket is one request (one turn). Conversations are numbered over the whole run (worker i of n numbers
+One ticket is one request (one turn); a conversation is a session of several tickets, recorded under the
+index of its first ticket. Conversations are numbered over the whole run (worker i of n numbers
 i, i+n, i+2n, ...); the number decides the system prompt (shared for a fraction --cache-rate of consecutive
 numbers, see vllm_users.workload.prefixes) and the text of every user message, so the same --seed gives the same
 conversations whichever user runs them.
@@ -42,6 +43,7 @@ class MultiTurnUser(LLMUser):
         self.conv: list[dict[str, Any]] | None = None
         self.turn = 0
         self.key = 0
+        self.session = 0
         self.dataset = _dataset_turns(o)
 
     def _start(self, key: int) -> None:
@@ -65,6 +67,7 @@ class MultiTurnUser(LLMUser):
         if self.conv is None or self.turn >= self.num_turns:
             ctx = plugin.context(self.environment)
             self._start(next_conversation(ctx.index, ctx.count))
+            self.session = ticket.index
         assert self.conv is not None
         text, n = self._user_message()
         messages = self.conv + [{"role": "user", "content": text}]
@@ -72,7 +75,7 @@ class MultiTurnUser(LLMUser):
         out = sample_len(o.output_len, o.range_ratio, random.Random(f"out:{o.seed}:{self.key}:{self.turn}"))
         body = self.sampling_params(out)
         body["messages"] = messages
-        return RequestSpec(body=body, want_text=True, output_len=out, turn=self.turn,
+        return RequestSpec(body=body, want_text=True, output_len=out, turn=self.turn, session=self.session,
                            context={"messages": messages, "user_tokens": n})  # fmt: skip
 
     def check(self, spec: RequestSpec, res: StreamResult, rec: RequestRecord) -> None:

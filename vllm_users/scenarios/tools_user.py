@@ -11,7 +11,7 @@ from vllm_users import scenario_options  # noqa: F401 - registers the scenario f
 from vllm_users.client.stream import StreamResult
 from vllm_users.distributed.worker_side import Ticket
 from vllm_users.measure.record import RequestRecord
-from vllm_users.scenarios.base import LLMUser, RequestSpec
+from vllm_users.scenarios.base import LLMUser, Reply, RequestSpec
 from vllm_users.workload.prompts import RandomPrompts, random_words
 from vllm_users.workload.schemas import Verdict, generate_schema, validate_instance
 
@@ -89,13 +89,9 @@ class ToolsUser(LLMUser):
         extra = len(INSTRUCTION.split())
         self.prompts = RandomPrompts(max(1, o.input_len - extra), o.output_len, o.range_ratio, o.seed, True,
                                      self.length_model())  # fmt: skip
-        self._next: RequestSpec | None = None
 
     def build_request(self, ticket: Ticket) -> RequestSpec:
-        """The tool request of `ticket.index` (or the pending follow-up, when one is due)."""
-        if self._next is not None:
-            spec, self._next = self._next, None
-            return spec
+        """The tool request of `ticket.index`."""
         p = self.prompts.get(ticket.index)
         text = INSTRUCTION + (p.messages or [{}])[0].get("content", "")
         body = self.sampling_params(max(p.output_len, 256))
@@ -104,6 +100,14 @@ class ToolsUser(LLMUser):
         body["tool_choice"] = tool_choice_field(self.choice)
         return RequestSpec(body=body, want_text=True, input_len=self.options.input_len,
                            output_len=body["max_tokens"], context={"step": 0})  # fmt: skip
+
+    def flow(self, ticket: Ticket) -> None:
+        """The tool request; with --tool-followup and valid calls, the tool results go back in the same
+        session (turn 1) and the answer is recorded as tools-followup."""
+        spec = self.build_request(ticket)
+        first = self.send(spec, ticket)
+        if self.followup and first.ok and first.record.valid and first.result.tool_calls:
+            self.send(self.followup_request(spec, first), ticket, scenario=FOLLOWUP_SCENARIO)
 
     def check(self, spec: RequestSpec, res: StreamResult, rec: RequestRecord) -> None:
         """Validate the tool calls of the first step; the follow-up's answer only has to exist."""
@@ -117,17 +121,16 @@ class ToolsUser(LLMUser):
             rec.error = "invalid_tool_call"
             rec.error_detail = v.detail
 
-    def after(self, spec: RequestSpec, res: StreamResult, rec: RequestRecord) -> None:
-        """--tool-followup: send the tool results back at once and record the answer as tools-followup."""
-        if not self.followup or spec.context.get("step") != 0 or not rec.valid or not res.tool_calls:
-            return
-        calls = [res.tool_calls[i] for i in sorted(res.tool_calls)]
+    def followup_request(self, spec: RequestSpec, first: Reply) -> RequestSpec:
+        """The conversation so far plus the assistant's tool calls and a made-up result for each."""
+        tool_calls = first.result.tool_calls or {}
+        calls = [tool_calls[i] for i in sorted(tool_calls)]
         messages = list(spec.body["messages"])
         messages.append({"role": "assistant", "content": None, "tool_calls": [
             {"id": c.get("id") or f"call_{i}", "type": "function",
              "function": {"name": c["name"], "arguments": c.get("arguments") or "{}"}}
             for i, c in enumerate(calls)]})  # fmt: skip
-        rng = random.Random(rec.seq)
+        rng = random.Random(first.record.seq)
         for i, c in enumerate(calls):
             result = {"ok": True, "result": random_words(12, rng)}
             messages.append(
@@ -137,13 +140,4 @@ class ToolsUser(LLMUser):
         body["messages"] = messages
         body["tools"] = self.tools
         body["tool_choice"] = "none"
-        self._next = RequestSpec(
-            body=body, want_text=False, output_len=self.options.output_len, context={"step": 1}
-        )
-        saved = self.scenario
-        self.scenario = FOLLOWUP_SCENARIO
-        try:
-            self.run_ticket(Ticket(index=-1))
-        finally:
-            self.scenario = saved
-            self._next = None
+        return RequestSpec(body=body, want_text=False, output_len=self.options.output_len, context={"step": 1})

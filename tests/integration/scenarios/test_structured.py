@@ -93,6 +93,13 @@ def test_tools_required_with_followup(tmp_path) -> None:
     tools = make_tools(0)
     first = [x for x in r.records() if x["scenario"] == "tools"]
     assert all(x["extra"]["tool_calls"] >= 1 and x["finish_reason"] == "tool_calls" for x in first)
+    # the follow-up is turn 1 of the tool request's session (one ticket: --num-prompts counts sessions)
+    follow = {x["session"]: x for x in r.records() if x["scenario"] == "tools-followup"}
+    assert sorted(follow) == sorted(x["session"] for x in first) == list(range(20))
+    assert all(x["turn"] == 0 for x in first) and all(x["turn"] == 1 and x["t_intended"] is None for x in follow.values())
+    by_session = {x["session"]: x for x in first}
+    assert all(follow[s]["t_start"] > by_session[s]["t_start"] and follow[s]["user"] == by_session[s]["user"] for s in follow)
+    assert res["ttft_by_turn"]["1"]["count"] == 20
     assert judge_tool_calls(None, tools, "required").valid is False
 
 

@@ -54,7 +54,7 @@ def rand_records(
             cached_tokens=rng.choice([None, 0, rng.randint(0, 100)]), tokens_estimated=rng.random() < 0.1,
             finish_reason=rng.choice([None, "stop", "length"]), status=500 if err == "http" else 200, error=err,
             error_detail="x" if err else None, input_len=rng.choice([None, 128]), output_len=rng.choice([None, 64]),
-            turn=rng.choice([None, 0, 1, 2]), valid=rng.choice([None, True, False]),
+            turn=rng.choice([None, 0, 1, 2]), session=rng.choice([None, i // 3]), valid=rng.choice([None, True, False]),
         ))  # fmt: skip
     return out
 

@@ -43,6 +43,16 @@ def test_columns_hold_every_record_field() -> None:
     assert C.as_columns(c) is c and C.as_columns(recs).n == c.n
 
 
+def test_frames_without_a_newer_column_read_it_as_none() -> None:
+    """A records.cols written before a column existed (here: session) loads with that column as None."""
+    recs = rand_records(20, 4)
+    n, arrays, tables = C._unpack(memoryview(C.pack_records(recs)))
+    del arrays["session"]
+    c = C._merge([(n, arrays, tables), C._unpack(memoryview(C.pack_records(recs)))])
+    assert c.a["session"][:n].tolist() == [-1] * n
+    assert c.a["session"][n:].tolist() == [-1 if r.session is None else r.session for r in recs]
+
+
 def _collector_run(tmp: str, records: list[RequestRecord], packed: bool = True) -> Collector:
     col = Collector(tmp)
     for i in range(0, len(records), 37):

@@ -161,6 +161,22 @@ def test_ttft_by_turn_by_hand() -> None:
     }  # fmt: skip
 
 
+def test_ttft_by_turn_counts_sessions_of_several_requests_only() -> None:
+    recs = [
+        rec(0.0, [10], out=1, turn=0, session=4),  # a one-request session (chat): not a turn of anything
+        rec(0.0, [20], out=1, turn=0, session=7),
+        rec(0.1, [40], out=1, turn=1, session=7, scenario="tools-followup"),  # same session, other scenario
+        rec(0.0, [30], out=1, turn=0, session=9),
+        rec(0.0, [], out=None, turn=1, session=9, error="timeout"),  # a failed turn 1 still makes 9 a session
+        rec(0.0, [60], out=1, turn=0),  # older records without a session count by their turn
+    ]
+    got = ttft_by_turn(recs)
+    assert {k: v["count"] for k, v in got.items()} == {"0": 3, "1": 1}
+    assert got["0"]["ttft_ms"]["mean"] == pytest.approx((20 + 30 + 60) / 3)
+    assert got["1"]["ttft_ms"]["mean"] == 40
+    assert ttft_by_turn([rec(0.0, [10], out=1, turn=0, session=s) for s in range(5)]) == {}
+
+
 def test_timeseries_by_hand() -> None:
     recs = [
         rec(100.0, [200, 400], out=5, end_us=450_000),  # first token 100.2, done 100.45

@@ -1,0 +1,22 @@
+"""The worker's ticket budget: a late second "budget used up" answer must not keep the worker from finishing."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from gevent.queue import Queue
+
+from vllm_users.distributed.worker_side import WorkerContext
+
+
+def test_two_budget_ends_leave_one_end_marker(monkeypatch) -> None:
+    monkeypatch.delenv("VLLM_LOCUST_WORKER_DIR", raising=False)
+    o = SimpleNamespace(num_prompts=4, results_dir="", request_rate=0.0)
+    ctx = WorkerContext(o, 0, 1, lambda kind, data: None)
+    ctx._grants = Queue()
+    ctx.on_grant(0, 4)
+    assert [ctx.next_ticket().index for _ in range(4)] == [0, 1, 2, 3]  # type: ignore[union-attr]
+    ctx.on_grant(4, 0)
+    ctx.on_grant(4, 0)  # the answer to a re-ask sent while the first was slow (a loaded master)
+    assert ctx.next_ticket() is None and ctx.next_ticket() is None
+    assert ctx._share_finished()  # so the worker reports done and the run ends
