@@ -9,8 +9,8 @@ from vllm_users.client.stream import StreamResult
 from vllm_users.distributed.worker_side import Ticket
 from vllm_users.measure.record import RequestRecord
 from vllm_users.scenarios.base import LLMUser, RequestSpec
-from vllm_users.workload.prompts import RandomPrompts
 from vllm_users.workload.schemas import judge_json, load_schema_file, schema_pool, worst_case_chars
+from vllm_users.workload.source import prompt_source, with_instruction
 
 INSTRUCTION = "Extract a record from the notes below and answer with JSON that matches the schema. Notes: "
 CHARS_PER_TOKEN_FLOOR = 2  # a JSON answer has at least ~2 chars per token; sizes max_tokens from the schema
@@ -36,7 +36,8 @@ class JsonUser(LLMUser):
     scenario = "json"
 
     def setup_scenario(self) -> None:
-        """Schema pool from --seed/--schema-complexity (or --json-schema), prompt text from the seed."""
+        """Schema pool from --seed/--schema-complexity (or --json-schema); prompts from the prompt source
+        (random text, --dataset, --tokenizer, --prefix-len), with the JSON instruction before the user's text."""
         o = self.options
         path = getattr(o, "json_schema", "") or ""
         if path:
@@ -44,11 +45,8 @@ class JsonUser(LLMUser):
         else:
             self.schemas = schema_pool(o.seed, o.schema_complexity or "mixed")
         self.mode = getattr(o, "json_mode", "") or "response_format"
-        lm = self.length_model()
-        extra = len(INSTRUCTION.split())
-        self.prompts = RandomPrompts(
-            max(1, o.input_len - extra), o.output_len, o.range_ratio, o.seed, True, lm
-        )
+        self.reserve = len(INSTRUCTION.split())
+        self.prompts = prompt_source(o, self.length_model(), chat=True, reserve=self.reserve)
 
     def build_request(self, ticket: Ticket) -> RequestSpec:
         """Prompt `ticket.index` with schema `ticket.index % pool`; max_tokens fits the worst-case answer."""
@@ -58,11 +56,9 @@ class JsonUser(LLMUser):
         need = worst_case_chars(schema) // CHARS_PER_TOKEN_FLOOR + 16
         max_tokens = max(p.output_len, need)
         body = self.sampling_params(max_tokens)
-        body["messages"] = [
-            {"role": "user", "content": INSTRUCTION + (p.messages or [{}])[0].get("content", "")}
-        ]
+        body["messages"] = with_instruction(p, INSTRUCTION)
         body.update(json_body_fields(schema, self.mode, f"record_{k}"))
-        return RequestSpec(body=body, want_text=True, input_len=self.options.input_len, output_len=max_tokens,
+        return RequestSpec(body=body, want_text=True, input_len=p.input_len + self.reserve, output_len=max_tokens,
                            context={"schema": schema, "schema_index": k})  # fmt: skip
 
     def check(self, spec: RequestSpec, res: StreamResult, rec: RequestRecord) -> None:

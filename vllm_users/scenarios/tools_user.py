@@ -12,8 +12,9 @@ from vllm_users.client.stream import StreamResult
 from vllm_users.distributed.worker_side import Ticket
 from vllm_users.measure.record import RequestRecord
 from vllm_users.scenarios.base import LLMUser, Reply, RequestSpec
-from vllm_users.workload.prompts import RandomPrompts, random_words
+from vllm_users.workload.prompts import random_words
 from vllm_users.workload.schemas import Verdict, generate_schema, validate_instance
+from vllm_users.workload.source import prompt_source, with_instruction
 
 TOOL_NAMES = ("get_weather", "search_docs", "book_meeting", "convert_currency", "lookup_order", "send_email")
 INSTRUCTION = "Use one of the tools to help with this request: "
@@ -81,24 +82,23 @@ class ToolsUser(LLMUser):
     scenario = "tools"
 
     def setup_scenario(self) -> None:
-        """Tools from --seed, the choice from --tool-choice, prompt text from the seed."""
+        """Tools from --seed, the choice from --tool-choice; prompts from the prompt source (random text,
+        --dataset, --tokenizer, --prefix-len), with the tool instruction before the user's text."""
         o = self.options
         self.tools = make_tools(o.seed)
         self.choice = (o.tool_choice or "required").strip()
         self.followup = bool(getattr(o, "tool_followup", False))
-        extra = len(INSTRUCTION.split())
-        self.prompts = RandomPrompts(max(1, o.input_len - extra), o.output_len, o.range_ratio, o.seed, True,
-                                     self.length_model())  # fmt: skip
+        self.reserve = len(INSTRUCTION.split())
+        self.prompts = prompt_source(o, self.length_model(), chat=True, reserve=self.reserve)
 
     def build_request(self, ticket: Ticket) -> RequestSpec:
         """The tool request of `ticket.index`."""
         p = self.prompts.get(ticket.index)
-        text = INSTRUCTION + (p.messages or [{}])[0].get("content", "")
         body = self.sampling_params(max(p.output_len, 256))
-        body["messages"] = [{"role": "user", "content": text}]
+        body["messages"] = with_instruction(p, INSTRUCTION)
         body["tools"] = self.tools
         body["tool_choice"] = tool_choice_field(self.choice)
-        return RequestSpec(body=body, want_text=True, input_len=self.options.input_len,
+        return RequestSpec(body=body, want_text=True, input_len=p.input_len + self.reserve,
                            output_len=body["max_tokens"], context={"step": 0})  # fmt: skip
 
     def flow(self, ticket: Ticket) -> None:

@@ -107,9 +107,12 @@ class PrefixedPrompts:
         return Prompt(None, prefix + "\n" + (p.text or ""), n_in, p.output_len)
 
 
-def prompt_source(o: Any, lengths: LengthModel) -> PromptSource:
-    """The prompt source of the chat-like scenarios from --dataset, --tokenizer, --prefix-len (and lengths)."""
-    chat = getattr(o, "endpoint", "chat") == "chat"
+def prompt_source(o: Any, lengths: LengthModel, chat: bool | None = None, reserve: int = 0) -> PromptSource:
+    """The prompt source of a scenario from --dataset, --tokenizer, --prefix-len (and lengths). `chat`
+    overrides --endpoint (json/tools always chat); `reserve` tokens of --input-len are left for the
+    scenario's own instruction (random and tokenizer prompts; a dataset's prompts keep their lengths)."""
+    chat = getattr(o, "endpoint", "chat") == "chat" if chat is None else chat
+    input_len = max(1, o.input_len - reserve)
     base: PromptSource
     if getattr(o, "dataset", ""):
         from vllm_users.workload.datasets import DatasetPrompts, load_dataset_cached
@@ -118,9 +121,20 @@ def prompt_source(o: Any, lengths: LengthModel) -> PromptSource:
         base = DatasetPrompts(entries, o.output_len, o.seed, chat, lengths)
     elif getattr(o, "tokenizer", ""):
         base = ExactPrompts(
-            load_tokenizer(o.tokenizer), o.input_len, o.output_len, o.range_ratio, o.seed, chat, lengths
+            load_tokenizer(o.tokenizer), input_len, o.output_len, o.range_ratio, o.seed, chat, lengths
         )
     else:
-        base = RandomPrompts(o.input_len, o.output_len, o.range_ratio, o.seed, chat, lengths)
+        base = RandomPrompts(input_len, o.output_len, o.range_ratio, o.seed, chat, lengths)
     prefixes = from_options(o, lengths)
     return PrefixedPrompts(base, prefixes) if prefixes.enabled else base
+
+
+def with_instruction(p: Prompt, instruction: str) -> list[dict[str, Any]]:
+    """The prompt's chat messages with `instruction` put before the last user message's text."""
+    messages = [dict(m) for m in p.messages] if p.messages is not None else [{"role": "user", "content": p.text or ""}]
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
+    if last is None:
+        messages.append({"role": "user", "content": instruction})
+    else:
+        messages[last]["content"] = instruction + str(messages[last].get("content") or "")
+    return messages
