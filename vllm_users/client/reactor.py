@@ -17,8 +17,8 @@ from typing import Any
 
 from gevent.hub import Waiter, get_hub
 from gevent.monkey import get_original
-from geventhttpclient.response import HTTPConnectionClosed
 
+from vllm_users.client.ghc_adapter import HTTPConnectionClosed, response_socket
 from vllm_users.client.wire import BLOCK, StampedResponse, read_stamped
 
 _CHECK_S = 0.25  # how often silent streams are checked against their read timeout
@@ -60,7 +60,7 @@ class Reactor:
         if resp.drain_into(events, now):  # the whole body came with the headers
             events.finish(now)
             return
-        sock = resp._sock
+        sock = response_socket(resp)
         if sock is None:
             raise HTTPConnectionClosed("connection closed")
         waiter = Waiter(self.hub)

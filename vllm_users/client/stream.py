@@ -14,9 +14,14 @@ from time import perf_counter
 from typing import Any
 
 import gevent
-from geventhttpclient.client import HTTPClient
-from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
+from vllm_users.client.ghc_adapter import (
+    HTTPClient,
+    HTTPConnectionClosed,
+    HTTPParseError,
+    close_broken,
+    response_socket,
+)
 from vllm_users.client.reactor import HAVE_EPOLL, reactor
 from vllm_users.client.wire import BLOCK, StampedResponse, post
 
@@ -270,9 +275,8 @@ def send_and_read(
         res.error_detail = f"HTTP parse error: {e}"[:200]
     finally:
         res.t_end = perf_counter()
-        if resp is not None and resp._sock is not None and res.error is not None:
-            resp._sock.close()  # a half-read connection must not go back to the pool
-            resp.release()
+        if resp is not None and res.error is not None:
+            close_broken(resp)  # a half-read connection must not go back to the pool
     if res.status == 200 and stream and res.error is None:
         if not res.done:
             res.error = "truncated"
@@ -287,7 +291,7 @@ def send_and_read(
 def _read_stream(resp: StampedResponse, events: _Events, now: float) -> None:
     recv = resp.recv_stamped
     while not resp.drain_into(events, now):
-        sock = resp._sock
+        sock = response_socket(resp)
         if sock is None:
             raise HTTPConnectionClosed("connection closed")
         chunk = recv(sock, BLOCK)

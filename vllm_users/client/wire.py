@@ -15,9 +15,15 @@ import sys
 from time import perf_counter, time
 from typing import Any
 
-import gevent
-from geventhttpclient.client import HTTPClient
-from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError, HTTPSocketPoolResponse
+from vllm_users.client.ghc_adapter import (
+    HTTPClient,
+    HTTPConnectionClosed,
+    HTTPParseError,
+    ResponseWithHeaderHook,
+    connection_pool,
+    request_bytes,
+    take_body,
+)
 
 _SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else 0)
 KERNEL_TIMESTAMPS = bool(_SO_TIMESTAMPNS) and os.environ.get("VLLM_LOCUST_KERNEL_TIMESTAMPS", "1") != "0"
@@ -43,7 +49,7 @@ def read_stamped(sock: Any, size: int, kernel: bool, wall_minus_perf: float) -> 
     return data, perf_counter()
 
 
-class StampedResponse(HTTPSocketPoolResponse):
+class StampedResponse(ResponseWithHeaderHook):
     """A geventhttpclient response whose every recv is stamped (`.stamp`, perf_counter seconds)."""
 
     def __init__(self, sock: Any, pool: Any, *, wall_minus_perf: float, kernel: bool, **kw: Any) -> None:
@@ -59,10 +65,8 @@ class StampedResponse(HTTPSocketPoolResponse):
 
     def drain_into(self, events: Any, now: float) -> bool:
         """Hand the body bytes parsed so far to `events.feed(data, now)`; True once the body is complete."""
-        buf = self._body_buffer
-        if buf:
-            data = bytes(buf)
-            del buf[:]
+        data = take_body(self)
+        if data:
             events.feed(data, now)
         return self.message_complete
 
@@ -77,33 +81,6 @@ class StampedResponse(HTTPSocketPoolResponse):
         if not self.message_complete:
             raise HTTPConnectionClosed("connection closed by server before the end of the body")
 
-    def _read_headers(self, pre_buffered: bytes = b"") -> None:
-        # geventhttpclient's loop (interim 1xx responses skipped), with stamped reads
-        sock = self._sock
-        assert sock is not None
-        try:
-            start = not pre_buffered
-            if pre_buffered:
-                self.feed(pre_buffered)
-            while not self.headers_complete or self.get_code() < 200:
-                try:
-                    data = self.recv_stamped(sock, self.block_size)
-                    self.feed(data)
-                    if not len(data):
-                        if start:
-                            raise HTTPConnectionClosed("connection closed.")
-                        raise HTTPParseError("connection closed before end of the headers")
-                    start = False
-                except gevent.socket.error as e:
-                    if e.errno == errno.ECONNRESET and start:
-                        raise HTTPConnectionClosed("connection closed.") from e
-                    raise
-            if self.message_complete:
-                self.release()
-        except BaseException:
-            self.release()
-            raise
-
 
 def post(client: HTTPClient, path: str, body: bytes, headers: dict[str, str]) -> tuple[float, StampedResponse]:
     """Send one POST; returns (start perf_counter, response with headers read).
@@ -111,9 +88,8 @@ def post(client: HTTPClient, path: str, body: bytes, headers: dict[str, str]) ->
     A pooled keep-alive connection that the server already closed fails before any byte comes back; that
     one case is retried once on a fresh connection (the server never saw the request).
     """
-    head = client._build_request("POST", path, body=body, headers=headers, chunked=False)
-    request = head.encode("latin-1") + body
-    pool = client._connection_pool
+    request = request_bytes(client, "POST", path, body, headers)
+    pool = connection_pool(client)
     for attempt in (0, 1):
         sock = pool.get_socket()
         kernel = KERNEL_TIMESTAMPS

@@ -18,10 +18,10 @@ from typing import Any
 import gevent
 import gevent.lock
 import gevent.pool
-from geventhttpclient.url import URL
 from locust import constant, task
 from locust.contrib.fasthttp import FastHttpUser
 
+from vllm_users.client.ghc_adapter import client_for, connection_pool, set_read_timeout
 from vllm_users.client.stream import StreamResult, send_and_read
 from vllm_users.distributed import plugin
 from vllm_users.distributed.worker_side import Ticket
@@ -110,8 +110,8 @@ class LLMUser(FastHttpUser):
         """Resolve the HTTP client, auth headers, model and prompt lengths once."""
         o = self.environment.parsed_options
         self.options = o
-        self._http = self.client.client.clientpool.get_client(URL(self.host or ""))
-        self._http._connection_pool.network_timeout = float(o.stream_timeout)
+        self._http = client_for(self.client.client, self.host or "")
+        set_read_timeout(self._http, o.stream_timeout)
         self.headers = {
             "Content-Type": "application/json",
             "Accept": "text/event-stream",
@@ -132,7 +132,7 @@ class LLMUser(FastHttpUser):
     def _preconnect(self) -> None:
         """Open this user's keep-alive connection now, so no request's TTFT holds a TCP handshake and a
         name lookup (gevent resolves through a thread pool: 64 users starting together queue there)."""
-        pool = self._http._connection_pool
+        pool = connection_pool(self._http)
         try:
             sock = pool.get_socket()
         except Exception:  # noqa: BLE001 - an unreachable server shows up as the first request's failure
