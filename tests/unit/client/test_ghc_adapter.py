@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import inspect
 import re
-import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
 import gevent
-import pytest
-from gevent.server import StreamServer
+import tomllib
 from geventhttpclient.client import HTTPClient
 from geventhttpclient.response import HTTPSocketPoolResponse
 
+from tests.unit.client.local_server import server_fixture
 from vllm_users.client import ghc_adapter as A
 from vllm_users.client.wire import StampedResponse, post
 
@@ -66,12 +65,7 @@ def _handle(sock, _addr) -> None:
     gevent.sleep(0.2)
 
 
-@pytest.fixture(scope="module")
-def server():
-    srv = StreamServer(("127.0.0.1", 0), _handle)
-    srv.start()
-    yield srv
-    srv.stop()
+server = server_fixture(_handle)
 
 
 def test_stamped_reads_body_buffer_and_release(server) -> None:

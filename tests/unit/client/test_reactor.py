@@ -8,9 +8,9 @@ import time
 
 import gevent
 import pytest
-from gevent.server import StreamServer
 from geventhttpclient import HTTPClient
 
+from tests.unit.client.local_server import server_fixture
 from vllm_users.client import stream
 from vllm_users.client.reactor import HAVE_EPOLL, reactor
 
@@ -47,12 +47,7 @@ def _handle(sock, _addr) -> None:
     sock.sendall(b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done))
 
 
-@pytest.fixture(scope="module")
-def server():
-    srv = StreamServer(("127.0.0.1", 0), _handle)
-    srv.start()
-    yield srv
-    srv.stop()
+server = server_fixture(_handle)
 
 
 def _read(server, n: int, mode: str = "ok", timeout: float = 10.0) -> stream.StreamResult:
