@@ -1,0 +1,152 @@
+"""Why the hot path reads raw bytes through geventhttpclient: ours vs requests + sseclient-py, A/B interleaved.
+
+Both clients run in a process of their own pinned to the client core, under gevent (the way a Locust worker
+runs), with STREAMS greenlets in a closed loop against the simulator in fixed mode (TTFT 50 ms, ITL 10 ms,
+64 tokens: the truth is known), pinned to the other core:
+- ``ours``: vllm_users.client.stream.send_and_read (one sendall, kernel-stamped reads, byte search per chunk);
+- ``sseclient``: requests (a Session per greenlet, stream=True) + sseclient-py's SSEClient, json.loads per
+  event: what the design first named.
+Reported per run: TTFT error (measured − 50 ms) p50/p99, ITL p50 error, and streamed tokens per client
+CPU-second (getrusage of the client process). Runs alternate ours/sseclient REPS times (the box is noisy).
+
+    pip install sseclient-py requests   # not dependencies of vllm-locust
+    python benchmarks/bench_sse_readers.py [--reps 3] [--seconds 8] [--streams 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+OUTPUT_LEN = 64
+
+
+def _client(kind: str, url: str, streams: int, seconds: float) -> dict[str, Any]:
+    """The client side (run in its own process): closed loop for `seconds`, timings and CPU."""
+    from gevent import monkey
+
+    monkey.patch_all()
+    import resource
+    import time
+
+    import gevent
+
+    host, port = url.rsplit("//", 1)[1].split(":")
+    body = {"model": "sim-model", "messages": [{"role": "user", "content": "hello " * 32}], "max_tokens": OUTPUT_LEN,
+            "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": True}  # fmt: skip
+    raw = json.dumps(body).encode()
+    ttft: list[float] = []
+    itl: list[float] = []
+    tokens = 0
+    deadline = time.perf_counter() + seconds
+
+    if kind == "ours":
+        from geventhttpclient import HTTPClient
+
+        from vllm_users.client.stream import send_and_read
+
+        def loop() -> None:
+            nonlocal tokens
+            client = HTTPClient(host, int(port), concurrency=1, network_timeout=30)
+            headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
+            while time.perf_counter() < deadline:
+                res = send_and_read(client, "/v1/chat/completions", raw, headers, completions=False)
+                if res.error is None and res.chunk_times:
+                    c = res.chunk_times
+                    ttft.append(c[0] - res.t0)
+                    itl.extend(b - a for a, b in zip(c, c[1:], strict=False))
+                    tokens += (res.usage or {}).get("completion_tokens") or len(c)
+    else:
+        import requests
+        import sseclient
+
+        def loop() -> None:
+            nonlocal tokens
+            session = requests.Session()
+            while time.perf_counter() < deadline:
+                t0 = time.perf_counter()
+                resp = session.post(url + "/v1/chat/completions", data=raw, stream=True,
+                                    headers={"Content-Type": "application/json"})  # fmt: skip
+                times: list[float] = []
+                n = 0
+                for event in sseclient.SSEClient(resp).events():
+                    if event.data == "[DONE]":
+                        break
+                    doc = json.loads(event.data)
+                    ch = doc.get("choices") or []
+                    if ch and ch[0].get("delta", {}).get("content"):
+                        times.append(time.perf_counter())
+                    if doc.get("usage"):
+                        n = doc["usage"].get("completion_tokens") or 0
+                resp.close()
+                if times:
+                    ttft.append(times[0] - t0)
+                    itl.extend(b - a for a, b in zip(times, times[1:], strict=False))
+                    tokens += n or len(times)
+
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    gevent.joinall([gevent.spawn(loop) for _ in range(streams)])
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return {"ttft_s": ttft, "itl_s": itl, "tokens": tokens, "cpu_s": cpu, "requests": len(ttft)}
+
+
+def _pctl(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    if not s:
+        return float("nan")
+    k = (len(s) - 1) * q / 100
+    lo = int(k)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Alternate ours / sseclient runs against one fixed-mode simulator; print the table."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument("--streams", type=int, default=64)
+    ap.add_argument("--client", default="", help=argparse.SUPPRESS)  # internal: run one client
+    ap.add_argument("--url", default="", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.client:
+        print(json.dumps(_client(a.client, a.url, a.streams, a.seconds)))
+        return 0
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from common import CLIENT_CPU, ITL_MS, PIN, TTFT_MS, start_sim
+
+    rows = []
+    with start_sim(ITL_MS, TTFT_MS) as sim:
+        for rep in range(a.reps):
+            for kind in ("ours", "sseclient"):
+                cmd = [sys.executable, os.path.abspath(__file__), "--client", kind, "--url", sim.url,
+                       "--streams", str(a.streams), "--seconds", str(a.seconds)]  # fmt: skip
+                if PIN:
+                    cmd = ["taskset", "-c", str(CLIENT_CPU), *cmd]
+                out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=a.seconds * 10 + 60)
+                d = json.loads(out.stdout.strip().splitlines()[-1])
+                row = {"rep": rep, "client": kind, "requests": d["requests"],
+                       "ttft_err_p50_ms": _pctl(d["ttft_s"], 50) * 1e3 - TTFT_MS,
+                       "ttft_err_p99_ms": _pctl(d["ttft_s"], 99) * 1e3 - TTFT_MS,
+                       "itl_p50_ms": _pctl(d["itl_s"], 50) * 1e3,
+                       "tok_per_cpu_s": d["tokens"] / d["cpu_s"] if d["cpu_s"] else float("nan"),
+                       "tok_s": d["tokens"] / a.seconds}  # fmt: skip
+                rows.append(row)
+                print("  ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
+                      flush=True)  # fmt: skip
+    print(f"\nsimulator --fixed TTFT {TTFT_MS} ms ITL {ITL_MS} ms, {OUTPUT_LEN} tokens, {a.streams} streams, "
+          f"{a.seconds} s per run, pinned={PIN}; medians over {a.reps} interleaved reps:")  # fmt: skip
+    for kind in ("ours", "sseclient"):
+        mine = [r for r in rows if r["client"] == kind]
+        med = {k: sorted(r[k] for r in mine)[len(mine) // 2] for k in mine[0] if k not in ("rep", "client")}
+        print(f"| {kind} | " + " | ".join(f"{k} {v:.1f}" for k, v in med.items()) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
