@@ -18,6 +18,7 @@ from orchestration import config as C
 from orchestration import presets
 from orchestration.preflight import PreflightError, check_server
 from orchestration.summary import format_summary
+from vllm_sim.launch import die_with_parent
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
 from vllm_users.options import API_KEY_ENV
@@ -283,7 +284,10 @@ def _launch(a: argparse.Namespace, host: str, model: str, run_dir: str, locustfi
                                        os.path.join(run_dir, SERVER_METRICS_FILE))  # fmt: skip
         sampler.start()
     master_log = open(os.path.join(run_dir, "master.out"), "w")
-    master = subprocess.Popen(py + margs, env=env, stdout=master_log, stderr=subprocess.STDOUT, start_new_session=True)
+    # own session (Ctrl-C is forwarded, so results get written), but SIGTERM when we die, however we die;
+    # workers follow a silent master by themselves (VLLM_LOCUST_MASTER_TIMEOUT)
+    master = subprocess.Popen(py + margs, env=env, stdout=master_log, stderr=subprocess.STDOUT, start_new_session=True,
+                              preexec_fn=die_with_parent(signal.SIGTERM))  # fmt: skip
     workers = []
     for i in range(a.workers):
         wlog = open(os.path.join(run_dir, f"worker-{i}.out"), "w")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import ctypes
 import os
 import selectors
 import signal
@@ -9,7 +11,37 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
+from collections.abc import Callable
 from types import TracebackType
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """A Popen ``preexec_fn`` that makes the child get ``sig`` when this process dies, however it dies
+    (SIGKILL included); None where prctl does not exist (then only atexit and the process group help)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    parent = os.getpid()
+    libc = ctypes.CDLL(None, use_errno=True)  # loaded before the fork: the child only calls it
+
+    def preexec() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died between fork and prctl: nobody will signal us
+            os._exit(1)
+
+    return preexec
+
+
+_live: weakref.WeakSet[SimProcess] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_leftovers() -> None:
+    """A simulator nobody stopped (an exception path, sys.exit) ends with the interpreter."""
+    for sim in list(_live):
+        sim.stop(timeout=2.0)
 
 
 class SimProcess:
@@ -21,6 +53,7 @@ class SimProcess:
         self.pid = proc.pid
         self.log_path = log_path
         self.port = int(url.rsplit(":", 1)[1])
+        _live.add(self)
 
     def stderr_text(self) -> str:
         """Everything the simulator wrote to stderr so far (logs, tracebacks)."""
@@ -38,6 +71,7 @@ class SimProcess:
                 self.proc.wait(timeout)
         if self.proc.stdout:
             self.proc.stdout.close()
+        _live.discard(self)
         return self.proc.returncode
 
     def __enter__(self) -> SimProcess:
@@ -57,7 +91,9 @@ def start_simulator(args: list[str], timeout: float = 20, cpu: int | None = None
     fd, log_path = tempfile.mkstemp(prefix="vllm-locust-sim-", suffix=".log")
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     with os.fdopen(fd, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=full_env)
+        # the simulator's lifetime is tied to ours on every exit path: parent-death signal (even SIGKILL),
+        # atexit (_stop_leftovers), and our process group (a terminal's Ctrl-C reaches it too)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=full_env, preexec_fn=die_with_parent())
     assert proc.stdout is not None
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
