@@ -59,6 +59,9 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--master-port", type=C.pos_int, default=None, help="Master port (default: a free one)")
     p.add_argument("--web-ui", action="store_true", help="Locust's web UI for live ramping instead of headless")
     p.add_argument("--web-port", type=C.pos_int, default=8089)
+    p.add_argument("--web-host", default="127.0.0.1", help="Interface of the web UI (default: this machine only)")
+    p.add_argument("--web-login", action="store_true",
+                   help="Locust's --web-login (your locustfile or plugin provides the login; see docs/web_ui.md)")
     p.add_argument("--goodput", nargs="+", type=C.goodput, default=None, help="SLOs: ttft:MS tpot:MS e2el:MS")
     p.add_argument("--warmup", type=C.window, default=None, metavar="30s|200r",
                    help="Requests in the first 30 s (or the first 200) are kept in the records but left out of the statistics")
@@ -179,7 +182,9 @@ def locust_args(a: argparse.Namespace, host: str, model: str, run_dir: str, locu
         "--stream-timeout", str(a.stream_timeout), "--vllm-stop-timeout", str(a.stop_timeout),
     ]  # fmt: skip
     if a.web_ui:
-        args += ["--web-port", str(a.web_port), "--web-host", "127.0.0.1"]
+        args += ["--web-port", str(a.web_port), "--web-host", a.web_host]
+        if a.web_login:
+            args += ["--web-login"]
     else:
         args += ["--headless"]
     if a.run_time:
@@ -297,9 +302,21 @@ def _launch(a: argparse.Namespace, host: str, model: str, run_dir: str, locustfi
     with open(os.path.join(run_dir, "pids.json"), "w") as fh:
         json.dump({"master": master.pid, "workers": [w.pid for w in workers], "master_port": port}, fh)
     _say(a, f"run {run_dir}: master + {a.workers} worker(s) against {host} (model {model})")
+    finished = False
     if a.web_ui:
-        _say(a, f"web UI at http://127.0.0.1:{a.web_port} (Ctrl-C to end)")
-    interrupted = _wait(a, master, run_dir)
+        _say(a, f"web UI at http://{a.web_host}:{a.web_port} (start the swarm there; Ctrl-C to end)")
+        if a.run_time:
+            _say(a, f"--run-time {a.run_time:g}s counts from the first swarm started in the UI")
+
+        def finished_in_ui() -> None:  # the test stopped in the UI: results, summary and report now
+            nonlocal finished
+            finished = True
+            _finish(a, run_dir, None, False, sim)
+            _say(a, "the web UI stays up to look at the results; Ctrl-C to end")
+
+        interrupted = _wait(a, master, run_dir, finished_in_ui)
+    else:
+        interrupted = _wait(a, master, run_dir)
     for w in workers:
         try:
             w.wait(timeout=15)
@@ -308,7 +325,17 @@ def _launch(a: argparse.Namespace, host: str, model: str, run_dir: str, locustfi
     if sampler is not None:
         sampler.stop()
         _say(a, sampler.status())
+    if finished:  # already summarised and reported when the test stopped in the UI
+        return _exit_code(run_dir, master.returncode)
     return _finish(a, run_dir, master.returncode, interrupted, sim)
+
+
+def _exit_code(run_dir: str, master_rc: int | None) -> int:
+    try:
+        with open(os.path.join(run_dir, "result.json")) as fh:
+            return int(json.load(fh).get("exit_code", master_rc or 0))
+    except (OSError, ValueError):
+        return exit_codes.ABORTED
 
 
 def _redact(argv: list[str]) -> list[str]:
@@ -327,8 +354,10 @@ def _redact(argv: list[str]) -> list[str]:
     return out
 
 
-def _wait(a: argparse.Namespace, master: subprocess.Popen, run_dir: str) -> bool:
-    """Wait for the master, printing progress; forward Ctrl-C/SIGTERM so results get written."""
+def _wait(a: argparse.Namespace, master: subprocess.Popen, run_dir: str,
+          on_result: Any = None) -> bool:  # fmt: skip
+    """Wait for the master, printing progress; forward Ctrl-C/SIGTERM so results get written.
+    `on_result` (web UI) is called once when result.json appears while the master keeps running."""
     interrupted = False
 
     def stop(signum: int, _frame: Any) -> None:
@@ -343,6 +372,9 @@ def _wait(a: argparse.Namespace, master: subprocess.Popen, run_dir: str) -> bool
     try:
         while master.poll() is None:
             time.sleep(0.5)
+            if on_result is not None and not interrupted and os.path.exists(os.path.join(run_dir, "result.json")):
+                on_result()
+                on_result = None
             line = _progress_line(run_dir)
             if line and line != last and not a.quiet:
                 print(line, flush=True)

@@ -29,7 +29,7 @@ class WorkerState:
     final: bool = False
     lost_at: float | None = None
     stalls_s: list[float] = field(default_factory=list)  # silences long enough to be reported, then survived
-    totals: dict[str, int] = field(default_factory=dict)
+    totals: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -38,6 +38,7 @@ class Collector:
 
     results_dir: str
     hists: HistogramSet = field(default_factory=HistogramSet)
+    window: HistogramSet = field(default_factory=HistogramSet)  # since the last live snapshot (web UI charts)
     workers: dict[str, WorkerState] = field(default_factory=dict)
     health: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     calibration: dict[str, Any] | None = None  # how the workers calibrated prompt lengths (run_meta.json)
@@ -77,6 +78,7 @@ class Collector:
                 log.exception("vllm-locust: columns of a batch from %s not written", data["worker"])
             w.records += data["n"]
         self.hists.merge_encoded(data["hists"])
+        self.window.merge_encoded(data["hists"])
         if data.get("calibration") and self.calibration is None:  # every worker calibrates alike: keep the first
             self.calibration = data["calibration"]
         h = self.health.setdefault(data["worker"], {"cpu": [], "lag_ms": []})

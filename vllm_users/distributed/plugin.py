@@ -6,6 +6,7 @@ Importing this module (any vllm_users user class does) registers the listeners o
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 import time
@@ -18,6 +19,8 @@ from locust.runners import STATE_MISSING, LocalRunner, MasterRunner, WorkerRunne
 
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
+from vllm_users.distributed import web_ui
+from vllm_users.distributed.live import LiveView
 from vllm_users.distributed.master_side import Collector
 from vllm_users.distributed.worker_side import WorkerContext
 from vllm_users.measure.health import summarize
@@ -60,11 +63,13 @@ def _on_init(environment: Environment, **_: Any) -> None:
     if isinstance(runner, WorkerRunner):
         runner.register_message("vllm_stop", _worker_stop_handler, concurrent=True)
         runner.register_message("vllm_grant", _worker_grant_handler)
+        runner.register_message("vllm_rate", _worker_rate_handler)
         gevent.spawn(_master_watchdog, environment)
 
 
 SILENT_WORKER_S = 3.5  # a worker that sent no batch for this long is reported lost (until it sends again)
 ABANDON_RUN_S = 10.0  # every worker silent this long: the run is stopped (a stall shorter than this is survived)
+RATE_CHANGE_LEAD_S = 0.5  # a live rate change starts this far ahead, so every worker switches at the same point
 MASTER_SILENCE_S = float(os.environ.get("VLLM_LOCUST_MASTER_TIMEOUT", "10"))
 
 
@@ -93,6 +98,12 @@ def _worker_grant_handler(environment: Environment, msg: Any) -> None:
     ctx = getattr(environment, "vllm_ctx", None)
     if ctx is not None:
         ctx.on_grant(int(msg.data["start"]), int(msg.data["count"]))
+
+
+def _worker_rate_handler(environment: Environment, msg: Any) -> None:
+    ctx = getattr(environment, "vllm_ctx", None)
+    if ctx is not None:
+        ctx.set_segments(msg.data["segments"])
 
 
 def _worker_stop_handler(environment: Environment, msg: Any) -> None:
@@ -159,16 +170,82 @@ class _MasterPlugin:
                 )
         self.next_index = 0
         self.granted: dict[str, int] = {}
+        self.live: LiveView | None = None
+        self.timeline: list[dict[str, Any]] = []  # starts, user and rate changes, stop (result.json "timeline")
+        self.segments: list[list[float]] = []  # open loop: [offset s, rate] of the global schedule
+        self.headless = bool(o is None or o.headless)
         env.events.test_start.add_listener(self._start)
         env.events.test_stopping.add_listener(lambda **_: self.drain())
+        env.events.test_stop.add_listener(self._stopped)
         env.events.quitting.add_listener(self._quitting)
+        if env.web_ui is not None:
+            web_ui.install(env, self)
 
     def _start(self, **_: Any) -> None:
         if self.collector is None:
+            o: Any = self.env.parsed_options
             self.collector = Collector(self.results_dir)
             self.t_start = time.time()
+            self.live = LiveView(self.collector, o, self.results_dir, self.timeline)
+            if open_loop(o):
+                self.segments = [[0.0, float(o.request_rate)]]
+            self.mark("start", users=getattr(o, "num_users", None), request_rate=self.live.target_rate)
             gevent.spawn(self._watch)
             log.info("vllm-locust: writing records to %s", self.results_dir)
+            run_time = getattr(o, "run_time", None)
+            if run_time and not self.headless:  # Locust alone ignores --run-time in the web UI
+                log.info("vllm-locust: --run-time %ss counts from this first swarm", run_time)
+                gevent.spawn_later(float(run_time), self._run_time_up)
+
+    def _run_time_up(self) -> None:
+        if not self.drained and self.env.runner is not None:
+            log.info("vllm-locust: --run-time reached; stopping")
+            self.mark("stop", reason="run-time")
+            self.env.runner.stop()
+
+    def mark(self, kind: str, **detail: Any) -> None:
+        """A change on the run's timeline (and the web UI's charts)."""
+        self.timeline.append({"t": round(time.time(), 3), "kind": kind, **detail})
+
+    def on_swarm(self, users: str | None, spawn_rate: str | None) -> None:
+        """The web UI started or edited the swarm (closed loop: users and spawn rate)."""
+        if self.collector is not None:  # the first swarm is the "start" mark
+            self.mark("users", users=_num(users), spawn_rate=_num(spawn_rate))
+
+    def change_rate(self, rate: float) -> tuple[bool, str]:
+        """Open loop: from now on the global schedule runs at `rate`; every worker re-plans its share."""
+        o: Any = self.env.parsed_options
+        if not open_loop(o) or self.collector is None or self.live is None:
+            return False, "the request rate changes an open-loop run (--request-rate) that is running"
+        if self.drained:
+            return False, "the run is stopping"
+        why = web_ui.parse_rate(rate)
+        if why or math.isinf(self.segments[-1][1]):
+            return False, why or "an infinite rate (all at once) cannot be changed"
+        t0 = float(o.vllm_t0 or self.t_start)
+        self.segments.append([round(time.time() + RATE_CHANGE_LEAD_S - t0, 6), rate])
+        runner = self.env.runner
+        if isinstance(runner, MasterRunner):
+            runner.send_message("vllm_rate", {"segments": self.segments})
+        else:
+            ctx = getattr(self.env, "vllm_ctx", None)
+            if ctx is not None:
+                ctx.set_segments(self.segments)
+        self.live.target_rate = rate
+        self.mark("rate", request_rate=rate)
+        log.info("vllm-locust: request rate changed to %g req/s", rate)
+        return True, f"request rate {rate:g} req/s from now on"
+
+    def _stopped(self, **_: Any) -> None:
+        """Web UI: the test stopped (button, budget or run-time): write the run directory as headless does."""
+        if self.headless or self.collector is None or self.written:
+            return
+        self.drain()
+        self.mark("stop")
+        self.write()
+        _locust_html_report(self.env)  # Locust writes --html at a headless exit only
+        if self.live is not None:
+            self.live.update(self._state(), finished=True)
 
     def handle(self, kind: str, data: Any, client_id: str) -> None:
         """A message from a worker (or from the local context)."""
@@ -236,6 +313,8 @@ class _MasterPlugin:
             if now - last_progress >= 2.0:
                 last_progress = now
                 self._write_progress()
+                if self.live is not None and self.env.web_ui is not None:  # headless: nobody looks
+                    self.live.update(self._state())
             if not isinstance(runner, MasterRunner):
                 continue
             known = {c.id: c for c in runner.clients.values()}
@@ -249,6 +328,9 @@ class _MasterPlugin:
                 log.error("vllm-locust: no live worker left; stopping the run")
                 gevent.spawn(self._finish_run)
                 return
+
+    def _state(self) -> str:
+        return str(self.env.runner.state) if self.env.runner is not None else ""
 
     def _write_progress(self) -> None:
         assert self.collector is not None
@@ -300,7 +382,8 @@ class _MasterPlugin:
         atomic_json(os.path.join(self.results_dir, META_FILE), meta)
         health = summarize(c.health)
         loss = c.loss_report()
-        res = write_result(self.results_dir, meta, {"client_health": health, "data_loss": loss, "client_bound": health["client_bound"]})
+        extra = {"client_health": health, "data_loss": loss, "client_bound": health["client_bound"], "timeline": self.timeline}
+        res = write_result(self.results_dir, meta, extra)
         code = self.exit_code
         if res.get("failed"):
             code = max(code, EXIT_FAILURES)
@@ -349,3 +432,24 @@ def run_meta(o: Any, env: Environment, t_start: float) -> dict[str, Any]:
         "workers": (get("vllm_worker_count") or runner.worker_count) if isinstance(runner, MasterRunner) else 1,
         "user_classes": sorted({u.__name__ for u in env.user_classes}),
     }
+
+
+def _locust_html_report(env: Environment) -> None:
+    """Locust's own --html report, as a headless run leaves it (its web UI mode writes none on SIGTERM)."""
+    path = getattr(env.parsed_options, "html_file", None)
+    if not path:
+        return
+    from locust.html import get_html_report
+
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(get_html_report(env, show_download_link=False))
+    except OSError as e:
+        log.warning("vllm-locust: Locust's HTML report not written: %s", e)
+
+
+def _num(text: str | None) -> float | None:
+    try:
+        return float(text) if text not in (None, "") else None
+    except ValueError:
+        return None

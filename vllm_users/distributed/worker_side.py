@@ -11,14 +11,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import gevent
+import gevent.event
 from gevent.queue import Empty, Queue
 
 from vllm_users.measure.columns import pack_records
 from vllm_users.measure.health import HealthSampler
 from vllm_users.measure.histograms import HistogramSet
+from vllm_users.measure.metrics import LATE_THRESHOLD_S, Slo
 from vllm_users.measure.record import RequestRecord
 from vllm_users.options import open_loop
-from vllm_users.workload.arrivals import worker_iter
+from vllm_users.workload.arrivals import worker_piecewise
 
 log = logging.getLogger("vllm_locust")
 
@@ -50,7 +52,13 @@ class WorkerContext:
         self.pending: list[str] = []
         self.pending_recs: list[RequestRecord] = []  # packed as columns per batch (records.cols)
         self.record_count = 0
-        self.totals = {"ok": 0, "failed": 0, "output_tokens": 0}
+        self.totals: dict[str, Any] = {"ok": 0, "failed": 0, "output_tokens": 0, "good": 0, "sent": 0, "late": 0,
+                                       "dropped": 0, "errors": {}}  # fmt: skip
+        self.slo = Slo.parse([options.goodput]) if getattr(options, "goodput", "") else None
+        # open loop: the global schedule's rate segments [(offset s, rate)]; changed live from the master
+        self.segments: list[tuple[float, float]] = [(0.0, float(options.request_rate or 0.0))]
+        self._replan = gevent.event.Event()
+        self._last_index = -1
         self.seq = 0
         self.inflight: set[gevent.Greenlet] = set()
         self.stopping = False
@@ -134,6 +142,11 @@ class WorkerContext:
         for i in range(start, start + count):
             self._grants.put(Ticket(i))
 
+    def set_segments(self, segments: list[list[float]]) -> None:
+        """The master changed the request rate: re-plan this worker's share of the global schedule."""
+        self.segments = [(float(t), float(r)) for t, r in segments]
+        self._replan.set()
+
     def _dispatch(self) -> None:
         o = self.options
         t0_wall = o.vllm_t0 if o.vllm_t0 and abs(o.vllm_t0 - time.time()) < 30 else time.time()
@@ -141,20 +154,30 @@ class WorkerContext:
         t0_perf = time.perf_counter() + (t0_wall - time.time())
         assert self._queue is not None
         try:
-            arrivals = worker_iter(o.request_rate, o.burstiness, o.seed, o.num_prompts or None, self.index, self.count)
-            for i, off in arrivals:
-                if self.stopping:
-                    return
-                delay = t0_perf + off - time.perf_counter()
-                if delay > 0:
-                    gevent.sleep(delay)
-                if self.stopping:
-                    return
-                self._queue.put(Ticket(i, t0_wall + off))
+            while not self._plan(t0_wall, t0_perf):  # False: the rate changed, start over from the new plan
+                pass
         except Exception:
             log.exception("vllm-locust: arrival schedule failed")
             raise
         self._queue.put(None)
+
+    def _plan(self, t0_wall: float, t0_perf: float) -> bool:
+        """Dispatch this worker's arrivals under the current segments; False when they changed meanwhile."""
+        o, q = self.options, self._queue
+        assert q is not None
+        self._replan.clear()
+        arrivals = worker_piecewise(self.segments, o.burstiness, o.seed, o.num_prompts or None, self.index, self.count)
+        for i, off in arrivals:
+            if i <= self._last_index:  # sent under the previous plan (identical before the change)
+                continue
+            delay = t0_perf + off - time.perf_counter()
+            if delay > 0 and self._replan.wait(delay):
+                return False
+            if self.stopping:
+                return True
+            q.put(Ticket(i, t0_wall + off))
+            self._last_index = i
+        return True
 
     # ----- records -----
     def next_seq(self) -> int:
@@ -165,17 +188,30 @@ class WorkerContext:
     def submit(self, rec: RequestRecord) -> None:
         """Keep a finished record: histograms, local file, and the batch for the master."""
         self.hists.add_record(rec)
-        if rec.error is None:
-            self.totals["ok"] += 1
-            self.totals["output_tokens"] += rec.output_tokens or 0
-        elif rec.error != "dropped":
-            self.totals["failed"] += 1
+        self._count(rec)
         line = rec.to_json()
         self.pending.append(line)
         self.pending_recs.append(rec)
         self.record_count += 1
         if self._file is not None:
             self._file.write(line + "\n")
+
+    def _count(self, rec: RequestRecord) -> None:
+        """Live totals for the master (progress line, web UI); the result is computed from the records."""
+        t = self.totals
+        if rec.error == "dropped":
+            t["dropped"] += 1
+            return
+        if rec.t_intended is not None:
+            t["sent"] += 1
+            t["late"] += rec.t_start - rec.t_intended > LATE_THRESHOLD_S
+        if rec.error is None:
+            t["ok"] += 1
+            t["output_tokens"] += rec.output_tokens or 0
+            t["good"] += self.slo is not None and self.slo.met_by(rec)
+        else:
+            t["failed"] += 1
+            t["errors"][rec.error] = t["errors"].get(rec.error, 0) + 1
 
     def _open_local_file(self) -> Any:
         d = os.environ.get("VLLM_LOCUST_WORKER_DIR") or (
@@ -204,7 +240,8 @@ class WorkerContext:
             "calibration": self.calibration,
             "final": final,
             "total": self.record_count,
-            "totals": dict(self.totals, inflight=len(self.inflight)),
+            "totals": dict(self.totals, errors=dict(self.totals["errors"]), inflight=len(self.inflight),
+                           backlog=self._queue.qsize() if self._queue is not None else 0),
             "sent_at": time.time(),
         }
         self.pending = []

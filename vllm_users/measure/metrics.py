@@ -58,6 +58,13 @@ class Slo:
                 limits[name] = ms
         return cls(limits)
 
+    def met_by(self, r: RequestRecord) -> bool:
+        """One successful record meets every objective (as slo_met: an undefined TPOT counts as 0)."""
+        if r.error is not None or not r.chunk_times_us:
+            return False
+        values = {"ttft": r.chunk_times_us[0] / 1e3, "tpot": (tpot_s(r) or 0.0) * 1e3, "e2el": r.chunk_times_us[-1] / 1e3}
+        return all(values[k] <= lim for k, lim in self.limits_ms.items())
+
 
 @dataclass(frozen=True)
 class PercentileChoice:

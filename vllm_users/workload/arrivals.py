@@ -7,7 +7,7 @@ As in `vllm bench serve`: gaps are gamma(shape=burstiness, scale=1/(rate*burstin
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -63,11 +63,36 @@ def worker_iter(
     rate: float, burstiness: float, seed: int, n: int | None, worker_index: int, worker_count: int
 ) -> Iterator[tuple[int, float]]:
     """This worker's arrivals: every worker_count-th of the global schedule, so the total rate holds."""
+    return worker_piecewise([(0.0, rate)], burstiness, seed, n, worker_index, worker_count)
+
+
+def iter_piecewise(
+    segments: Sequence[tuple[float, float]], burstiness: float, seed: int, n: int | None = None
+) -> Iterator[tuple[int, float]]:
+    """The global schedule when the rate changes live: segments [(start offset s, rate)], in time order.
+
+    Segment 0 is exactly iter_schedule (a run without changes is unchanged); each later segment is a fresh
+    seeded gamma process from its start offset; global indices continue across segments.
+    """
+    i = 0
+    for k, (t0, rate) in enumerate(segments):
+        t_end = segments[k + 1][0] if k + 1 < len(segments) else math.inf
+        for _, off in iter_schedule(rate, burstiness, seed if k == 0 else seed * 7919 + k, None):
+            if t0 + off >= t_end or (n is not None and i >= n):
+                break
+            yield i, t0 + off
+            i += 1
+        if n is not None and i >= n:
+            return
+
+
+def worker_piecewise(
+    segments: Sequence[tuple[float, float]], burstiness: float, seed: int, n: int | None,
+    worker_index: int, worker_count: int,
+) -> Iterator[tuple[int, float]]:
+    """This worker's share of iter_piecewise (every worker_count-th arrival)."""
     if worker_count < 1 or not 0 <= worker_index < worker_count:
         raise ValueError(f"bad worker split {worker_index}/{worker_count}")
-    for i, t in iter_schedule(rate, burstiness, seed, n):
+    for i, t in iter_piecewise(segments, burstiness, seed, n):
         if i % worker_count == worker_index:
             yield i, t
-
-
-

@@ -1,0 +1,155 @@
+"""The web UI in real headless Chromium: swarm started by a click, the LLM tab's numbers against result.json,
+the header's RPS against the simulator's own count, no API key anywhere, the run directory as headless."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from typing import Any
+
+import pytest
+
+from tests.integration.core.helpers import free_port
+from tests.integration.web_ui.cdp import CHROMIUM, Browser
+from vllm_sim.launch import start_simulator
+
+pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install -y chromium)"),
+              pytest.mark.timeout(300)]  # fmt: skip
+SECRET = "sk-web-ui-test-5e3c9a"
+TAB = "Array.from(document.querySelectorAll('[role=tab]')).find(t => t.textContent.trim() === 'LLM')"
+HEADER_RPS = ("(() => { const l = Array.from(document.querySelectorAll('header *')).find(e => e.childElementCount === 0"
+              " && e.textContent.trim() === 'RPS'); return l ? l.parentElement.textContent.replace('RPS', '') : null })()")
+TABLE = ("Array.from(document.querySelectorAll('#root table')).filter(t => t.innerText.includes('TTFT p50'))"
+         ".map(t => ({head: Array.from(t.querySelectorAll('th')).map(x => x.innerText.replace(/\\s+/g, ' ').trim()),"
+         " rows: Array.from(t.querySelectorAll('tbody tr')).map(r => Array.from(r.cells).map(c => c.innerText))}))[0]")
+ARTIFACTS = os.environ.get("VLLM_LOCUST_TEST_ARTIFACTS", "")  # CI keeps the screenshots from here
+
+
+class SimCounter(threading.Thread):
+    """Samples the simulator's own count of completion requests (/sim/stats) every 0.25 s."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(daemon=True)
+        self.url, self.samples, self.stop = url, [], threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.25):
+            with urllib.request.urlopen(self.url + "/sim/stats", timeout=5) as resp:
+                self.samples.append((time.time(), int(json.load(resp)["generate_requests"])))
+
+    def rate(self, t0: float, t1: float) -> float:
+        """Requests/s the server received between t0 and t1 (nearest samples)."""
+        a = min(self.samples, key=lambda s: abs(s[0] - t0))
+        b = min(self.samples, key=lambda s: abs(s[0] - t1))
+        return (b[1] - a[1]) / (b[0] - a[0])
+
+
+def _start_ui_run(tmp: str, host: str, port: int, extra: list[str]) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "orchestration.cli", "run", "--host", host, "--web-ui", "--web-port", str(port),
+           "--workers", "2", "--output-dir", tmp, "--run-name", "ui", "--api-key", SECRET, *extra]  # fmt: skip
+    return subprocess.Popen(cmd, stdout=open(os.path.join(tmp, "cli.out"), "w"), stderr=subprocess.STDOUT, text=True)
+
+
+def _open_ui(b: Browser, port: int) -> None:
+    deadline = time.time() + 90
+    while True:
+        try:
+            b.goto(f"http://127.0.0.1:{port}/")
+            b.wait_for("!!document.querySelector('form button[type=submit]')", timeout=5)
+            return
+        except (OSError, RuntimeError, TimeoutError):
+            if time.time() > deadline:
+                raise
+            time.sleep(1)
+
+
+def _num(text: str) -> float:
+    return float(text.replace(",", "").replace("%", "").strip())
+
+
+def _keep(path: str, name: str) -> None:
+    if ARTIFACTS:
+        os.makedirs(ARTIFACTS, exist_ok=True)
+        shutil.copy(path, os.path.join(ARTIFACTS, name))
+
+
+def _end(p: subprocess.Popen[str]) -> int:
+    p.send_signal(signal.SIGINT)
+    return p.wait(90)
+
+
+def test_llm_tab_tells_the_truth_in_chromium(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    tmp = str(tmp_path)
+    port = free_port()
+    # server time dominates (E2EL ~0.8 s): the offered rate is steady even on a busy machine
+    with start_simulator(["--fixed", "--ttft-ms", "40", "--itl-ms", "25", "--api-key", SECRET]) as sim:
+        counter = SimCounter(sim.url)
+        counter.start()
+        p = _start_ui_run(tmp, sim.url, port, ["--users", "10", "--num-prompts", "400", "--output-len", "32",
+                                               "--ignore-eos", "--goodput", "ttft:100", "tpot:27"])  # fmt: skip
+        run_dir = os.path.join(tmp, "ui")
+        try:
+            with Browser() as b:
+                _open_ui(b, port)
+                b.screenshot(str(tmp_path / "start.png"))
+                b.click("document.querySelector('form button[type=submit]')")  # the form's START, a real click
+                b.click(TAB)
+                b.wait_for("!!document.querySelector('#llm-panel [data-llm=completed]')")
+                # steady state: the header's RPS (Locust's 10-s window ending ~2 s before its last sample)
+                b.wait_for("Number(document.querySelector('#llm-panel [data-llm=completed]').innerText"
+                           ".replace(/,/g, '')) >= 200", timeout=120)  # fmt: skip
+                rps = _num(b.wait_for(HEADER_RPS))
+                now = time.time()
+                # Locust's window is [last report - 12 s, last report - 2 s); worker reports come every 3 s
+                truth = counter.rate(now - 13.5, now - 3.5)
+                assert rps == pytest.approx(truth, rel=0.05), (rps, truth)
+                b.wait_for("document.querySelector('#llm-panel [data-llm=status]').innerText.startsWith('finished')",
+                           timeout=120)  # fmt: skip
+                time.sleep(2.5)  # one more poll of the tab and of Locust's table after the final snapshot
+                shot = b.screenshot(str(tmp_path / "llm_tab.png"))
+                _keep(shot, "web_ui_llm_tab.png")
+                table = b.js(TABLE)
+                panel = {k: b.js(f"document.querySelector('#llm-panel [data-llm={k}]').innerText")
+                         for k in ("completed", "failed", "output_tokens", "good_fraction")}
+                pages = b.js("Promise.all(['./', './stats/requests', './llm/stats', './llm/report', "
+                             "'./stats/requests/csv'].map(u => fetch(u).then(r => r.text())))", timeout=120)
+                dom = b.js("document.documentElement.outerHTML")
+        finally:
+            rc = _end(p)
+            counter.stop.set()
+    res = json.load(open(os.path.join(run_dir, "result.json")))
+    # counts equal
+    assert _num(panel["completed"]) == res["completed"] == 400
+    assert _num(panel["failed"]) == res["failed"] == 0
+    assert _num(panel["output_tokens"]) == res["total_output_tokens"]
+    assert _num(panel["good_fraction"]) == pytest.approx(res["request_goodput"] / res["request_throughput"], abs=0.002)
+    # exact percentiles (HdrHistogram, 3 significant digits) against the records' linear interpolation
+    head, rows = table["head"], {r[0]: r for r in table["rows"]}
+    assert int(rows["all"][head.index("OK requests")]) == res["completed"]
+    for metric in ("ttft", "tpot", "itl", "e2el"):
+        for p in ("p50", "p90", "p99"):
+            shown = float(rows["all"][head.index(f"{metric.upper()} {p} (ms)")])
+            assert shown == pytest.approx(res[f"{p}_{metric}_ms"], rel=0.03, abs=0.3), (metric, p)
+    # the API key is nowhere: page, JSON routes, downloads
+    for text in [*pages, dom]:
+        assert SECRET not in text
+    # the run directory is what a headless run writes
+    assert rc == 0, open(os.path.join(tmp, "cli.out")).read()[-3000:]
+    for name in ("result.json", "records.jsonl", "histograms.json", "locust_stats.csv", "locust_report.html",
+                 "report/report.html", "server_metrics.jsonl"):  # fmt: skip
+        assert os.path.exists(os.path.join(run_dir, name)), name
+    assert [e["kind"] for e in res["timeline"]][:1] == ["start"] and res["timeline"][-1]["kind"] == "stop"
+    for name in os.listdir(run_dir):
+        if os.path.isfile(os.path.join(run_dir, name)):
+            assert SECRET not in open(os.path.join(run_dir, name), errors="replace").read(), name
+
+
+def _llm(b: Browser, key: str) -> Any:
+    return b.js(f"document.querySelector('#llm-panel [data-llm={key}]').innerText")

@@ -1,0 +1,227 @@
+"""The live view of a run (master side): what the web UI's LLM tab shows, every ~2 s.
+
+Everything comes from what the master already has: the workers' live totals, the merged HdrHistograms
+(exact to 3 significant digits, not Locust's rounded response times), the workers' health samples, and
+the tail of server_metrics.jsonl when the run scrapes the server.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from vllm_users.distributed.master_side import Collector
+from vllm_users.measure.health import summarize
+from vllm_users.measure.histograms import HIST_METRICS, percentiles_ms
+from vllm_users.options import open_loop
+
+HISTORY_POINTS = 1800  # one hour of 2-s points
+SERIES = ("t", "output_tok_s", "req_s", "ttft_p50_ms", "ttft_p99_ms", "inflight", "server_queue")
+ALL = "all"  # the row that adds every scenario's histograms
+
+
+class ServerTail:
+    """Reads server_metrics.jsonl as the run's sampler appends it: first and latest good sample."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.offset = 0
+        self.first: dict[str, Any] | None = None
+        self.last: dict[str, Any] | None = None
+
+    def poll(self) -> dict[str, Any] | None:
+        """KV-cache use, running/waiting requests and the prefix-cache hit rate so far; None without samples."""
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:
+            return None
+        end = data.rfind(b"\n") + 1  # a line being written is read next time
+        self.offset += end
+        for line in data[:end].splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict) and isinstance(row.get("v"), dict):
+                self.first = self.first or row
+                self.last = row
+        return None if self.last is None else self._figures()
+
+    def _figures(self) -> dict[str, Any]:
+        from orchestration.server_metrics import KV_USAGE, PREFIX_HITS, PREFIX_QUERIES, RUNNING, WAITING
+
+        assert self.first is not None and self.last is not None
+        v, v0 = self.last["v"], self.first["v"]
+
+        def first_of(names: tuple[str, ...]) -> float | None:
+            return next((float(v[n]) for n in names if n in v), None)
+
+        out: dict[str, Any] = {
+            "age_s": round(time.time() - self.last["t"], 1),
+            "running": v.get(RUNNING),
+            "waiting": v.get(WAITING),
+            "kv_cache_usage": first_of(KV_USAGE),
+            "prefix_cache_hit_rate": None,
+        }
+        hits = next((n for n in PREFIX_HITS if n in v), None)
+        queries = next((n for n in PREFIX_QUERIES if n in v), None)
+        if hits and queries:
+            dq = v[queries] - v0.get(queries, 0.0)
+            out["prefix_cache_hit_rate"] = (v[hits] - v0.get(hits, 0.0)) / dq if dq > 0 else None
+        return out
+
+
+class LiveView:
+    """Snapshots of a running test for the web UI, their history (charts) and the run's timeline."""
+
+    def __init__(self, collector: Collector, options: Any, results_dir: str, timeline: list[dict[str, Any]]) -> None:
+        self.collector = collector
+        self.options = options
+        self.results_dir = results_dir
+        self.timeline = timeline  # the master's (marks of starts, user and rate changes, stop)
+        self.series: dict[str, deque[float | None]] = {k: deque(maxlen=HISTORY_POINTS) for k in SERIES}
+        self.last: dict[str, Any] | None = None
+        self.open_loop = open_loop(options)
+        self.target_rate: float | None = float(options.request_rate) if self.open_loop else None
+        self.server = ServerTail(os.path.join(results_dir, "server_metrics.jsonl"))
+        self._prev: tuple[float, float, float, float, float] | None = None
+
+    def update(self, state: str = "", finished: bool = False) -> dict[str, Any]:
+        """Take a snapshot now (the master calls this every ~2 s) and extend the chart series."""
+        c = self.collector
+        now = time.time()
+        tot = _totals(c)
+        prev = self._prev or (c.started, 0.0, 0.0, 0.0, 0.0)
+        dt = max(now - prev[0], 1e-6)
+        rates = {
+            "req_s": (tot["ok"] - prev[1]) / dt,
+            "failed_s": (tot["failed"] - prev[2]) / dt,
+            "output_tok_s": (tot["output_tokens"] - prev[3]) / dt,
+            "sent_s": (tot["sent"] - prev[4]) / dt,
+        }
+        if finished:  # the final numbers: means over the whole run, not the last 2 s
+            span = max(now - c.started, 1e-6)
+            rates = {"req_s": tot["ok"] / span, "failed_s": tot["failed"] / span,
+                     "output_tok_s": tot["output_tokens"] / span, "sent_s": tot["sent"] / span}  # fmt: skip
+        self._prev = (now, tot["ok"], tot["failed"], tot["output_tokens"], tot["sent"])
+        window = c.window.merged().get("ttft")
+        c.window.reset()
+        win_ttft = percentiles_ms(window, (50, 99)) if window is not None else None
+        server = self.server.poll()
+        snap: dict[str, Any] = {
+            "t": now,
+            "elapsed_s": round(now - c.started, 1),
+            "state": state,
+            "finished": finished,
+            "results_dir": self.results_dir,
+            "totals": tot,
+            "rates": {k: round(v, 2) for k, v in rates.items()},
+            "latency": latency_table(c),
+            "goodput": self._goodput(tot),
+            "errors": tot.pop("errors"),
+            "workers": workers(c, now),
+            "arrivals": self._arrivals(tot, rates) if self.open_loop else None,
+            "server": server,
+            "timeline": self.timeline,
+        }
+        queue = None
+        if server and server.get("running") is not None:
+            queue = float(server["running"]) + float(server.get("waiting") or 0.0)
+        point = {"t": round(now, 3), "output_tok_s": rates["output_tok_s"], "req_s": rates["req_s"],
+                 "ttft_p50_ms": win_ttft["p50"] if win_ttft else None, "ttft_p99_ms": win_ttft["p99"] if win_ttft else None,
+                 "inflight": tot["inflight"], "server_queue": queue}  # fmt: skip
+        for k in SERIES:
+            self.series[k].append(point[k])
+        snap["series"] = {k: list(v) for k, v in self.series.items()}
+        self.last = snap
+        return snap
+
+    def _goodput(self, tot: dict[str, Any]) -> dict[str, Any] | None:
+        slo = getattr(self.options, "goodput", "") or ""
+        if not slo:
+            return None
+        elapsed = max(time.time() - self.collector.started, 1e-6)
+        done = tot["ok"] + tot["failed"]
+        return {"slo": slo, "good": tot["good"], "good_fraction": tot["good"] / done if done else None,
+                "good_req_s": round(tot["good"] / elapsed, 2)}  # fmt: skip
+
+    def _arrivals(self, tot: dict[str, Any], rates: dict[str, float]) -> dict[str, Any]:
+        return {"target_rate": self.target_rate, "achieved_rate": round(rates["sent_s"], 2), "sent": tot["sent"],
+                "late": tot["late"], "dropped": tot["dropped"], "backlog": tot["backlog"]}  # fmt: skip
+
+
+def _totals(c: Collector) -> dict[str, Any]:
+    """Every worker's live totals added up (error kinds merged)."""
+    tot: dict[str, Any] = {k: 0 for k in ("ok", "failed", "output_tokens", "inflight", "good", "sent", "late",
+                                          "dropped", "backlog")}  # fmt: skip
+    errors: dict[str, int] = {}
+    for w in c.workers.values():
+        for k in tot:
+            tot[k] += w.totals.get(k, 0)
+        for kind, n in (w.totals.get("errors") or {}).items():
+            errors[kind] = errors.get(kind, 0) + n
+    tot["errors"] = dict(sorted(errors.items(), key=lambda kv: -kv[1]))
+    return tot
+
+
+def latency_table(c: Collector) -> dict[str, dict[str, dict[str, float]]]:
+    """scenario (and "all") -> metric -> count, mean, p50, p90, p99 in ms, from the merged histograms."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for (scen, metric), h in sorted(c.hists.hists.items()):
+        if h.get_total_count():
+            out.setdefault(scen, {})[metric] = percentiles_ms(h)
+    if len(out) > 1:
+        out[ALL] = {m: percentiles_ms(h) for m, h in c.hists.merged().items()}
+    elif out:
+        out[ALL] = next(iter(out.values()))
+    return out
+
+
+def table_rows(latency: dict[str, dict[str, dict[str, float]]]) -> list[dict[str, Any]]:
+    """Rows for Locust's extended table: one per scenario (then all), p50/p90/p99 of each metric."""
+    rows = []
+    for scen, metrics in latency.items():
+        row: dict[str, Any] = {"name": scen, "requests": int(metrics.get("e2el", {}).get("count", 0))}
+        for m in HIST_METRICS:
+            for p in ("p50", "p90", "p99"):
+                v = metrics.get(m, {}).get(p)
+                row[f"{m}_{p}"] = "" if v is None else f"{v:.2f}"
+        rows.append(row)
+    return rows
+
+
+def workers(c: Collector, now: float) -> list[dict[str, Any]]:
+    """Per worker: CPU and loop lag now (last samples), the run's client_bound verdict, records, state."""
+    verdict = summarize(c.health)["workers"]
+    out = []
+    for name, w in sorted(c.workers.items()):
+        h = c.health.get(name, {"cpu": [], "lag_ms": []})
+        cpu, lag = h["cpu"][-5:], h["lag_ms"][-200:]  # ~5 s and ~10 s of samples
+        state = "lost" if w.lost_at is not None else ("finished" if w.final else "live")
+        out.append({
+            "name": name, "state": state, "records": w.records,
+            "cpu": round(float(np.mean(cpu)), 3) if cpu else None,
+            "loop_lag_p99_ms": round(float(np.percentile(lag, 99)), 2) if lag else None,
+            "client_bound": bool(verdict.get(name, {}).get("client_bound", False)),
+            "last_batch_s": round(now - w.last_batch, 1) if w.last_batch else None,
+        })  # fmt: skip
+    return out
+
+
+def finite(x: Any) -> Any:
+    """JSON-safe: NaN and infinities become None (JSON has no NaN)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [finite(v) for v in x]
+    return x

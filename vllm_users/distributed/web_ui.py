@@ -1,0 +1,142 @@
+"""The "LLM" tab of Locust's web UI, built on Locust's extension points (examples/extend_web_ui.py).
+
+- an extended tab and table in `web_ui.template_args`, fed through `extended_stats` of /stats/requests
+  (Locust's UI polls it every 2 s): exact TTFT/TPOT/ITL/E2EL p50/p90/p99 per scenario and in total;
+- Flask routes on `web_ui.app` under /llm/: the live snapshot (JSON), the live request-rate change, the
+  HTML report of the run so far, and a small script (package data, no network) that draws the rest of the
+  tab (rates, goodput, errors, client health, arrivals, server metrics, charts with change markers);
+- the API key never leaves: every response of the UI is scrubbed of it as a last line of defence.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import sys
+import tempfile
+from typing import Any
+
+from locust.env import Environment
+
+from vllm_users.distributed.live import LiveView, finite, table_rows
+from vllm_users.measure.histograms import HIST_METRICS
+from vllm_users.options import API_KEY_ENV
+
+log = logging.getLogger("vllm_locust")
+
+TAB = "llm"
+STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
+SCRIPT = "llm_tab.js"
+TABLE = [{"key": "name", "title": "Scenario"}, {"key": "requests", "title": "OK requests"}] + [
+    {"key": f"{m}_{p}", "title": f"{m.upper()} {p} (ms)"} for m in HIST_METRICS for p in ("p50", "p90", "p99")
+]
+
+
+def install(env: Environment, plugin: Any) -> None:
+    """Add the LLM tab, its routes and the API-key scrubber to the running web UI (master or local runner)."""
+    from flask import Blueprint, Response, jsonify, make_response, request, send_file
+
+    web_ui = env.web_ui
+    assert web_ui is not None and web_ui.app is not None
+    app = web_ui.app
+    auth = web_ui.auth_required_if_enabled
+    web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": TAB}]
+    web_ui.template_args["extended_tables"] = [{"key": TAB, "structure": TABLE}]
+    web_ui.template_args["extended_csv_files"] = [
+        {"href": "./llm/report", "title": "Download the LLM report (HTML, run so far)"},
+        {"href": "./llm/stats", "title": "Download the LLM live numbers (JSON)"},
+    ]
+    bp = Blueprint("vllm_llm", __name__, static_folder=STATIC_DIR, static_url_path="/llm/static")
+
+    def live() -> LiveView | None:
+        return plugin.live
+
+    @bp.route("/llm/stats")
+    @auth
+    def stats() -> Response:
+        view = live()
+        snap = view.last if view is not None and view.last is not None else {"state": "ready", "latency": {}}
+        return jsonify(finite(snap))
+
+    @bp.route("/llm/rate", methods=["POST"])
+    @auth
+    def rate() -> Response:
+        raw: Any = request.form.get("rate") or (request.get_json(silent=True) or {}).get("rate")
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            return jsonify({"success": False, "message": "rate: expected a number of requests/s"})
+        ok, message = plugin.change_rate(value)
+        return jsonify({"success": ok, "message": message})
+
+    @bp.route("/llm/report")
+    @auth
+    def report() -> Response:
+        path, err = _report_so_far(plugin)
+        if path is None:
+            return make_response(f"report not available: {err}", 503)
+        return send_file(path, mimetype="text/html", as_attachment=True, download_name="vllm-locust-report.html")
+
+    app.register_blueprint(bp)
+    secret = next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
+
+    @app.before_request
+    def refuse_second_run() -> Any:
+        if request.path.endswith("/swarm") and request.method == "POST" and plugin.written:
+            return jsonify({"success": False, "message": f"this run is finished (results in {plugin.results_dir}); "
+                            "start another `vllm-locust run` for a new one"})  # fmt: skip
+        return None
+
+    @app.after_request
+    def extend(response: Response) -> Response:
+        if request.path.endswith("/stats/requests") and response.is_json and live() is not None:
+            data = response.get_json()
+            view = live()
+            assert view is not None
+            rows = table_rows(view.last["latency"]) if view.last else []
+            data["extended_stats"] = [{"key": TAB, "data": rows}]
+            response.set_data(json.dumps(finite(data)))
+        elif request.path.endswith("/swarm") and request.method == "POST" and response.is_json:
+            if (response.get_json() or {}).get("success"):
+                plugin.on_swarm(request.form.get("user_count"), request.form.get("spawn_rate"))
+        elif request.path in ("/", "") and response.mimetype == "text/html" and not response.direct_passthrough:
+            html = response.get_data(as_text=True)
+            tag = f'<script src="./llm/static/{SCRIPT}"></script>'
+            response.set_data(html.replace("</body>", tag + "</body>", 1))
+        if secret and not response.direct_passthrough and response.mimetype in _TEXT:
+            body = response.get_data()
+            if secret.encode() in body:
+                response.set_data(body.replace(secret.encode(), b"***"))
+        return response
+
+
+_TEXT = {"text/html", "application/json", "text/csv", "text/plain", "application/javascript", "text/javascript"}
+
+
+def _report_so_far(plugin: Any) -> tuple[str | None, str]:
+    """Render our HTML report of the run directory as it is now, in a subprocess (the master's loop keeps going)."""
+    from gevent import subprocess
+
+    if plugin.collector is None:
+        return None, "the test has not started"
+    plugin.collector.flush()
+    out = tempfile.mkdtemp(prefix="vllm-locust-ui-report-")
+    env = {k: v for k, v in os.environ.items() if k not in API_KEY_ENV}
+    cmd = [sys.executable, "-m", "orchestration.report.cli", plugin.results_dir, "-o", out, "--format", "html", "--quiet"]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    except subprocess.TimeoutExpired:
+        return None, "the report took longer than 120 s"
+    path = os.path.join(out, "report.html")
+    if p.returncode != 0 or not os.path.exists(path):
+        return None, (p.stderr or "").strip()[-300:] or f"exit code {p.returncode}"
+    return path, ""
+
+
+def parse_rate(value: float) -> str | None:
+    """None when `value` is a usable live request rate, else why not."""
+    if not math.isfinite(value) or value <= 0:
+        return f"rate {value}: expected a finite number of requests/s > 0"
+    return None
