@@ -25,8 +25,9 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
 class Browser:
     """One Chromium process with a fresh profile and one page; a context manager."""
 
-    def __init__(self, width: int = 1500, height: int = 1900) -> None:
+    def __init__(self, width: int = 1500, height: int = 1900, shot_on_error: str = "") -> None:
         assert CHROMIUM is not None
+        self.shot_on_error = shot_on_error  # a screenshot of the page when the `with` block fails
         self.profile = tempfile.mkdtemp(prefix="vllm-locust-chromium-")
         self.proc = subprocess.Popen([CHROMIUM, *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
@@ -127,5 +128,10 @@ class Browser:
     def __enter__(self) -> Browser:
         return self
 
-    def __exit__(self, *_: Any) -> None:
+    def __exit__(self, et: Any, *_: Any) -> None:
+        if et is not None and self.shot_on_error:
+            try:
+                self.screenshot(self.shot_on_error)
+            except Exception:  # noqa: BLE001 - the failure being raised matters more
+                pass
         self.close()

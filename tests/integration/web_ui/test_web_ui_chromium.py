@@ -96,7 +96,7 @@ def test_llm_tab_tells_the_truth_in_chromium(tmp_path) -> None:  # type: ignore[
                                                "--ignore-eos", "--goodput", "ttft:100", "tpot:27"])  # fmt: skip
         run_dir = os.path.join(tmp, "ui")
         try:
-            with Browser() as b:
+            with Browser(shot_on_error=str(tmp_path / "failure.png")) as b:
                 _open_ui(b, port)
                 b.screenshot(str(tmp_path / "start.png"))
                 b.click("document.querySelector('form button[type=submit]')")  # the form's START, a real click

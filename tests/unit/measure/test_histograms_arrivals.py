@@ -7,7 +7,13 @@ import pytest
 
 from vllm_users.measure.histograms import HistogramSet
 from vllm_users.measure.record import RequestRecord
-from vllm_users.workload.arrivals import global_schedule, inter_arrivals, worker_iter
+from vllm_users.workload.arrivals import (
+    global_schedule,
+    inter_arrivals,
+    iter_piecewise,
+    worker_iter,
+    worker_piecewise,
+)
 
 
 def _records(n: int, seed: int) -> list[RequestRecord]:
@@ -69,3 +75,35 @@ def test_same_seed_same_schedule_and_split_keeps_total() -> None:
     assert all(a[i] == t for s in shares for i, t in s)  # each worker's times are the global schedule's
     with pytest.raises(ValueError):
         list(worker_iter(10.0, 1.0, 9, 1000, 3, 3))
+
+
+def test_live_rate_change_keeps_the_past_and_splits_the_future() -> None:
+    base = global_schedule(200, 10.0, 1.0, seed=4)
+    t_change = float(base[99]) + 0.01  # after the 100th arrival
+    segs = [(0.0, 10.0), (t_change, 40.0)]
+    sched = list(iter_piecewise(segs, 1.0, 4, 1000))
+    idx = np.array([i for i, _ in sched])
+    t = np.array([x for _, x in sched])
+    assert np.array_equal(idx, np.arange(1000)) and np.all(np.diff(t) >= 0)
+    assert np.array_equal(t[:100], base[:100])  # before the change: exactly the original schedule
+    after = t[t >= t_change]
+    assert (len(after) - 1) / (after[-1] - after[0]) == pytest.approx(40.0, rel=0.1)
+    shares = [list(worker_piecewise(segs, 1.0, 4, 1000, i, 2)) for i in range(2)]
+    assert sorted(i for s in shares for i, _ in s) == list(range(1000))
+    assert all(dict(sched)[i] == x for s in shares for i, x in s)
+
+
+def test_slo_met_by_one_record_agrees_with_the_columns() -> None:
+    from vllm_users.measure.columns import as_columns
+    from vllm_users.measure.metrics import Slo, ok_rows, rows, slo_met
+    from vllm_users.measure.record import RequestRecord
+
+    recs = [RequestRecord(scenario="chat", worker="w", user=1, seq=k, endpoint="chat", t_start=float(k),
+                          chunk_times_us=[ttft, ttft + 9000 * k], end_us=ttft + 9000 * k + 10, output_tokens=k + 1)
+            for k, ttft in enumerate([20_000, 60_000, 30_000, 45_000, 10_000])]  # fmt: skip
+    slo = Slo.parse(["ttft:50 tpot:25"])
+    c = as_columns(recs)
+    ok = ok_rows(c, rows(c))
+    met = slo_met(c, ok, slo)
+    expect = np.logical_and.reduce(list(met.values()))
+    assert [slo.met_by(r) for r in recs] == list(expect)

@@ -138,12 +138,7 @@
       side.push(table(["target req/s", "achieved req/s", "sent", "late", "dropped", "backlog"],
         [[fmt(a.target_rate, 2), fmt(a.achieved_rate, 2), fmt(a.sent, 0), fmt(a.late, 0), fmt(a.dropped, 0),
           fmt(a.backlog, 0)]], "arrivals"));
-      const input = el("input", { type: "number", min: "0.01", step: "any", id: "llm-rate-input",
-                                  value: a.target_rate === null ? "" : String(a.target_rate) });
-      const msg = el("span", { class: "llm-muted", id: "llm-rate-msg" }, "");
-      const button = el("button", { id: "llm-rate-button", type: "button" }, "Set request rate");
-      button.onclick = () => setRate(input.value, msg);
-      side.push(el("div", { class: "llm-row" }, [input, button, msg]));
+      side.push(rateControl(a.target_rate));
     }
     const errs = Object.entries(s.errors || {});
     side.push(el("h3", {}, "Errors by kind"));
@@ -163,6 +158,20 @@
                                  "Download the HTML report of the run so far")]));
     parts.push(el("div", { class: "llm-side" }, side));
     panel.replaceChildren(...parts);
+  }
+
+  // The rate control lives across re-renders (a value being typed must survive the 2-s refresh).
+  let rateBox = null;
+  function rateControl(target) {
+    if (!rateBox) {
+      const input = el("input", { type: "number", min: "0.01", step: "any", id: "llm-rate-input",
+                                  value: target === null ? "" : String(target) });
+      const msg = el("span", { class: "llm-muted", id: "llm-rate-msg" }, "");
+      const button = el("button", { id: "llm-rate-button", type: "button" }, "Set request rate (req/s)");
+      button.onclick = () => setRate(input.value, msg);
+      rateBox = el("div", { class: "llm-row" }, [input, button, msg]);
+    }
+    return rateBox;
   }
 
   async function setRate(value, msg) {

@@ -1,0 +1,65 @@
+"""The web UI's live view: exact percentiles from the merged histograms, totals, rates, server tail."""
+
+from __future__ import annotations
+
+import json
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from vllm_users.distributed.live import LiveView, ServerTail, table_rows
+from vllm_users.distributed.master_side import Collector
+from vllm_users.measure.histograms import HistogramSet
+from vllm_users.measure.record import RequestRecord
+
+
+def _batch(worker: str, scenario: str, ttfts_us: list[int], totals: dict) -> dict:
+    h = HistogramSet()
+    for k, t in enumerate(ttfts_us):
+        h.add_record(RequestRecord(scenario=scenario, worker=worker, user=1, seq=k, endpoint="chat", t_start=0.0,
+                                   chunk_times_us=[t, t + 1000], end_us=t + 1000, output_tokens=2))  # fmt: skip
+    return {"worker": worker, "records": "", "n": 0, "hists": h.encode(), "final": False, "totals": totals,
+            "health": {"cpu": [0.5, 0.7], "lag_ms": [1.0, 2.0]}}  # fmt: skip
+
+
+def test_snapshot_merges_workers_and_scenarios(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    c = Collector(str(tmp_path))
+    c.started = time.time() - 10
+    tot = {"ok": 100, "failed": 2, "output_tokens": 200, "good": 90, "inflight": 3, "errors": {"http": 2}}
+    c.on_batch(_batch("w0", "chat", list(range(1000, 101_000, 1000)), tot), "c0")
+    c.on_batch(_batch("w1", "json", list(range(200_000, 300_000, 1000)), dict(tot, errors={"timeout": 1})), "c1")
+    opts = SimpleNamespace(request_rate=0.0, goodput="ttft:50")
+    view = LiveView(c, opts, str(tmp_path), [])
+    snap = view.update("running")
+    assert snap["totals"]["ok"] == 200 and snap["totals"]["inflight"] == 6
+    assert snap["errors"] == {"http": 2, "timeout": 1}
+    assert snap["rates"]["req_s"] == pytest.approx(20.0, rel=0.05)
+    lat = snap["latency"]
+    assert lat["chat"]["ttft"]["p50"] == pytest.approx(50.0, rel=0.002)  # exact to 3 significant digits
+    assert lat["json"]["ttft"]["p50"] == pytest.approx(249.0, rel=0.002)
+    assert lat["all"]["ttft"]["count"] == 200 and lat["all"]["ttft"]["p50"] == pytest.approx(100.0, rel=0.002)
+    assert snap["goodput"]["good"] == 180 and snap["goodput"]["good_fraction"] == pytest.approx(180 / 204)
+    assert [w["cpu"] for w in snap["workers"]] == [0.6, 0.6]
+    assert snap["series"]["ttft_p50_ms"][-1] is not None and snap["arrivals"] is None
+    rows = table_rows(lat)
+    assert [r["name"] for r in rows] == ["chat", "json", "all"] and rows[2]["requests"] == 200
+    assert view.update("running")["series"]["ttft_p50_ms"][-1] is None  # nothing new in the window
+    c.close()
+
+
+def test_server_tail_reads_appended_samples(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "server_metrics.jsonl"
+    tail = ServerTail(str(path))
+    assert tail.poll() is None
+    rows = [{"t": time.time(), "v": {"vllm:num_requests_running": 4.0, "vllm:prefix_cache_hits_total": 10.0,
+                                     "vllm:prefix_cache_queries_total": 100.0}},
+            {"t": time.time(), "error": "HTTP 500"},
+            {"t": time.time(), "v": {"vllm:num_requests_running": 6.0, "vllm:num_requests_waiting": 2.0,
+                                     "vllm:kv_cache_usage_perc": 0.25, "vllm:prefix_cache_hits_total": 60.0,
+                                     "vllm:prefix_cache_queries_total": 200.0}}]  # fmt: skip
+    path.write_text("\n".join(json.dumps(r) for r in rows) + '\n{"t": 1, "v": {"vllm:num_req')  # torn last line
+    s = tail.poll()
+    assert s is not None
+    assert (s["running"], s["waiting"], s["kv_cache_usage"]) == (6.0, 2.0, 0.25)
+    assert s["prefix_cache_hit_rate"] == pytest.approx(0.5)  # (60-10)/(200-100) since the first sample
