@@ -117,8 +117,10 @@ class _Events:
             if data[:1] == b"\n":
                 data = data[1:]
         if b"\r" in data:  # one memchr; LF-only streams (vLLM's) pay nothing more
-            self._after_cr = data[-1:] == b"\r"
-            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            self._after_cr = data.endswith(b"\r")
+            data = data.replace(b"\r\n", b"\n")
+            if b"\r" in data:  # lone CRs (rare): a second copy only for them
+                data = data.replace(b"\r", b"\n")
         if self.pending:
             data = self.pending + data
         lines = data.split(b"\n")
