@@ -16,6 +16,9 @@ from typing import Any
 
 from orchestration import config as C
 from orchestration import presets
+from orchestration.capacity.flags import add_flags as capacity_flags
+from orchestration.capacity.flags import locust_args as capacity_locust_args
+from orchestration.capacity.flags import validate as capacity_validate
 from orchestration.preflight import PreflightError, check_server
 from orchestration.summary import format_summary
 from vllm_sim.launch import die_with_parent
@@ -92,6 +95,7 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--num-prefixes", type=C.pos_int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--num-turns", type=C.pos_int, default=None, help=argparse.SUPPRESS)
     presets.add_flags(p)  # --preset, --concurrency-sweep, scenario flags (json/tools/burst)
+    capacity_flags(p)  # --repeats, --sweep, --find-max-rate, cost, --profile
     return p
 
 
@@ -145,6 +149,7 @@ def validate(a: argparse.Namespace) -> None:
     presets.apply_preset(a)
     a.mix, a.files = resolve_users(a.scenario, a.locustfile)
     presets.prepare(a)  # scenario defaults; dataset, schema and tokenizer checked before any load
+    capacity_validate(a)
     if a.request_rate is not None and a.users is not None:
         raise C.UsageError("--users is for closed loop and --request-rate for open loop: give one of them")
     if a.max_concurrency is not None and a.request_rate is None and a.users is not None:
@@ -216,7 +221,7 @@ def locust_args(a: argparse.Namespace, host: str, model: str, run_dir: str, locu
         v = getattr(a, name, None)
         if v is not None:
             args += ["--" + name.replace("_", "-"), str(v)]
-    return args + presets.locust_args(a)
+    return args + presets.locust_args(a) + capacity_locust_args(a)
 
 
 def _env(api_key: str | None) -> dict[str, str]:
@@ -233,6 +238,11 @@ def run(a: argparse.Namespace) -> int:
     presets.apply_preset(a)
     if getattr(a, "concurrency_sweep", None):
         return presets.run_sweep(a, run)
+    if getattr(a, "repeats", 1) > 1:
+        from orchestration.capacity.repeats import run_repeats
+
+        validate(a)
+        return run_repeats(a, run)
     validate(a)
     api_key = a.api_key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
     names = mix_label(a.mix, a.files)

@@ -39,6 +39,9 @@ def add_options(parser: Any) -> None:
     opt("--stream-timeout", type=float, default=120.0, help="Read timeout per recv of a stream, seconds")
     opt("--results-dir", default="", help="Run directory the master writes records and results into")
     opt("--goodput", default="", help='SLOs, e.g. "ttft:500 tpot:50 e2el:10000" (ms)')
+    opt("--ramp-up-strategy", default="", help="Open loop: ramp the rate linear|exponential (vllm bench serve's)")
+    opt("--ramp-up-start-rps", type=float, default=0.0, help="Ramp: rate of the first request")
+    opt("--ramp-up-end-rps", type=float, default=0.0, help="Ramp: rate of the last request")
     opt("--warmup", default="", help="Leave the first 30s / 200r of requests out of the statistics (kept, flagged)")
     opt("--cooldown", default="", help="Leave the last 30s / 200r of requests out of the statistics (kept, flagged)")
     opt("--percentile-metrics", default=",".join(DEFAULT_PERCENTILE_METRICS),

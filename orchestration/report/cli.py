@@ -7,6 +7,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from orchestration.report.postprocess import (
     ReportError,
@@ -47,9 +48,11 @@ def generate(run_dirs: Sequence[str], output_dir: str, formats: Sequence[str], *
     """Load, analyse and render; returns an exit code (USAGE when no run could be read)."""
     runs: list[RunData] = []
     failed: list[str] = []
+    from orchestration.capacity.repeats import is_repeats_dir, load_repeats
+
     for d in run_dirs:
         try:
-            runs.append(load_run(d, slo=slo))
+            runs.append(load_repeats(d) if is_repeats_dir(d) else load_run(d, slo=slo))
         except ReportError as e:
             failed.append(str(e))
             print(f"vllm-locust report: error: {e}", file=sys.stderr)
@@ -94,9 +97,28 @@ def generate(run_dirs: Sequence[str], output_dir: str, formats: Sequence[str], *
     if not quiet:
         for f in report.findings:
             print(f"vllm-locust report: [{f.severity}] {f.title} ({f.run}): {f.evidence}")
+        if report.comparison:
+            print(format_significance(report.comparison))
         print("vllm-locust report: wrote " + ", ".join(written))
     return exit_codes.OK
 
+
+
+def format_significance(comparison: dict[str, Any]) -> str:
+    """One line per compared metric and run: the change and whether it is significant, with the test named."""
+    from orchestration.capacity.significance import describe
+
+    lines = []
+    base = comparison["baseline"]
+    for i, name in enumerate(comparison["runs"][1:]):
+        tested = [row for row in comparison["rows"] if (row["changes"][i].get("significance") or {}).get("test")]
+        sig = [row for row in tested if row["changes"][i]["significance"]["significant"]]
+        lines.append(f"vllm-locust report: {name} vs {base}: {len(sig)} of {len(tested)} tested metrics differ significantly")
+        for row in tested:
+            c = row["changes"][i]
+            pct = f"{c['pct']:+.1f} %" if c.get("pct") is not None else "n/a"
+            lines.append(f"  {row['metric']:<26} {pct:>9}  {describe(c['significance'])}")
+    return "\n".join(lines)
 
 
 def parse_formats(text: str) -> list[str]:

@@ -65,19 +65,23 @@ def _value(res: dict[str, Any], name: str) -> float | None:
 
 def compare(runs: Sequence[RunData]) -> dict[str, Any]:
     """Table rows: metric, values per run, change vs the first run (absolute, %), verdict per run."""
+    from orchestration.capacity.significance import compare_pair  # capacity imports this module
+
     results = [r.result for r in runs]
+    names = metric_names(results)
+    tests = [compare_pair(runs[0], r, names) for r in runs[1:]]
     rows = []
-    for name in metric_names(results):
+    for name in names:
         vals = [_value(r, name) for r in results]
         base = vals[0]
         d = direction(name)
         changes: list[dict[str, Any]] = []
-        for v in vals[1:]:
+        for v, t in zip(vals[1:], tests, strict=True):
             if base is None or v is None:
-                changes.append({"abs": None, "pct": None, "verdict": "n/a"})
+                changes.append({"abs": None, "pct": None, "verdict": "n/a", "significance": None})
                 continue
             pct = (v - base) / abs(base) * 100.0 if base else None
-            changes.append({"abs": v - base, "pct": pct, "verdict": _verdict(base, v, d)})
+            changes.append({"abs": v - base, "pct": pct, "verdict": _verdict(base, v, d), "significance": t.get(name)})
         rows.append({"metric": name, "better": d, "values": vals, "changes": changes})
     return {
         "baseline": runs[0].name,

@@ -47,6 +47,7 @@ class RunData:
     timeseries: dict[str, Any] | None = None
     # start of each success (s from the run's first start), aligned with arrays["ttft"]: start-up effects
     ttft_starts_s: np.ndarray | None = None
+    repeat_results: list[dict[str, Any]] | None = None  # a --repeats directory: each repeat's result
 
 
 def _read_json(path: str, warnings: list[str]) -> dict[str, Any] | None:

@@ -60,7 +60,8 @@ source {{ r.source }} ({{ r.run_dir }}){% endfor %}</p>
 {% if row.better %}<span class="small">({{ row.better }} is better)</span>{% endif %}</td>
 {% for v in row["values"] %}<td>{{ fmt(v, ".4g") }}</td>{% endfor %}
 {% for c in row.changes %}<td class="{{ c.verdict }}">{% if c.abs is not none %}{{ fmt(c.abs, "+.4g") }}
-{% if c.pct is not none %}({{ fmt(c.pct, "+.1f") }} %){% endif %} {{ c.verdict }}{% else %}n/a{% endif %}</td>{% endfor %}
+{% if c.pct is not none %}({{ fmt(c.pct, "+.1f") }} %){% endif %} {{ c.verdict }}{% else %}n/a{% endif %}
+<br><span class="small sig" data-significant="{{ c.significance.significant if c.significance else '' }}">{{ describe(c.significance) }}</span></td>{% endfor %}
 </tr>{% endfor %}</table>{% endif %}
 
 <h2 id="plots">Plots</h2>
@@ -75,6 +76,12 @@ source {{ r.source }} ({{ r.run_dir }}){% endfor %}</p>
 <td>{{ s.failed }}</td><td>{{ fmt(s.median_ttft_ms, ".2f") }}</td><td>{{ fmt(s.p99_ttft_ms, ".2f") }}</td>
 <td>{{ fmt(s.median_tpot_ms, ".2f") }}</td><td>{{ fmt(s.median_e2el_ms, ".2f") }}</td>
 <td>{{ fmt(s.output_throughput, ".1f") }}</td></tr>{% endfor %}</table>{% endif %}{% endfor %}
+
+{% for r in report.runs %}{% if r.result.repeats %}<h2 id="repeats-{{ r.name }}">Repeats: {{ r.name }} ({{ r.result.repeats.n }} runs, mean and 95 % CI, t-distribution)</h2>
+<table class="repeats-table"><tr><th class="l">Metric</th><th>mean</th><th>95 % CI</th><th>std</th><th>values</th></tr>
+{% for name, m in r.result.repeats.metrics.items() %}<tr data-key="{{ name }}"><td class="l">{{ name }}</td><td>{{ fmt(m.mean, ".4g") }}</td>
+<td>{% if m.ci_low is not none %}{{ fmt(m.ci_low, ".4g") }} &ndash; {{ fmt(m.ci_high, ".4g") }}{% else %}n/a{% endif %}</td>
+<td>{{ fmt(m.std, ".3g") }}</td><td class="l">{% for v in m["values"] %}{{ fmt(v, ".4g") }} {% endfor %}</td></tr>{% endfor %}</table>{% endif %}{% endfor %}
 
 {% if report.runs|selectattr("result.windows")|list %}<h2 id="windows">Measurement windows</h2>
 <table id="windows-table"><tr><th class="l">Run</th><th>warm-up (excluded)</th><th>measured</th><th>cool-down (excluded)</th></tr>
@@ -98,7 +105,9 @@ def render_html(report: Report, plots: Sequence[Plot]) -> str:
     env = jinja2.Environment(autoescape=True, undefined=jinja2.ChainableUndefined)
     tpl = env.from_string(HTML_TEMPLATE)
     title = ", ".join(r.name for r in report.runs)
-    return tpl.render(report=report, plots=plots, fmt=fmt, title=title, server_rows=report.server_rows(),
+    from orchestration.capacity.significance import describe
+
+    return tpl.render(report=report, plots=plots, fmt=fmt, describe=describe, title=title, server_rows=report.server_rows(),
                       problems=problems(report.findings))  # fmt: skip
 
 
@@ -117,8 +126,8 @@ def render_markdown(report: Report) -> str:
         out.append("| Metric | " + " | ".join(f"Δ {n}" for n in others) + " |")
         out.append("|---|" + "---:|" * len(others))
         for row in report.comparison["rows"]:
-            cells = [(f"{fmt(c['abs'], '+.4g')} ({fmt(c['pct'], '+.1f')} %) {c['verdict']}" if c["abs"] is not None
-                      else "n/a") for c in row["changes"]]  # fmt: skip
+            cells = [(f"{fmt(c['abs'], '+.4g')} ({fmt(c['pct'], '+.1f')} %) {c['verdict']}, {_sig_word(c)}"
+                      if c["abs"] is not None else "n/a") for c in row["changes"]]  # fmt: skip
             out.append(f"| {row['metric']} | " + " | ".join(cells) + " |")
     for r in report.runs:
         w = r.result.get("windows")
@@ -141,6 +150,15 @@ def render_markdown(report: Report) -> str:
     for failed in report.failed_inputs:
         out.append(f"- not reported: {failed}")
     return "\n".join(out) + "\n"
+
+
+def _sig_word(change: dict[str, object]) -> str:
+    """Short significance for Markdown cells: the test's verdict with its name and p."""
+    sig = change.get("significance")
+    if not isinstance(sig, dict) or sig.get("test") is None:
+        return "not tested"
+    word = "significant" if sig["significant"] else "not significant"
+    return f"{word} ({sig['test']}, p={sig['p_value']:.2g})"
 
 
 def _text_page(lines: Sequence[str], title: str) -> Figure:

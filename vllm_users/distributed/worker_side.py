@@ -21,6 +21,7 @@ from vllm_users.measure.metrics import LATE_THRESHOLD_S, Slo
 from vllm_users.measure.record import RequestRecord
 from vllm_users.options import open_loop
 from vllm_users.workload.arrivals import worker_piecewise
+from vllm_users.workload.ramp import ramp_worker_iter
 
 log = logging.getLogger("vllm_locust")
 
@@ -166,7 +167,12 @@ class WorkerContext:
         o, q = self.options, self._queue
         assert q is not None
         self._replan.clear()
-        arrivals = worker_piecewise(self.segments, o.burstiness, o.seed, o.num_prompts or None, self.index, self.count)
+        arrivals = (
+            ramp_worker_iter(o.ramp_up_strategy, o.ramp_up_start_rps, o.ramp_up_end_rps, o.burstiness, o.seed,
+                             o.num_prompts, self.index, self.count)
+            if getattr(o, "ramp_up_strategy", "")  # a ramp has its own rates: live rate changes do not apply
+            else worker_piecewise(self.segments, o.burstiness, o.seed, o.num_prompts or None, self.index, self.count)
+        )  # fmt: skip
         for i, off in arrivals:
             if i <= self._last_index:  # sent under the previous plan (identical before the change)
                 continue

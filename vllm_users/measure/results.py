@@ -47,6 +47,9 @@ def build_result(
         "burstiness": _inf_as_text(meta.get("burstiness", 1.0)),
         "max_concurrency": meta.get("max_concurrency") or None,
     }
+    if meta.get("ramp_up_strategy"):  # vllm bench serve's fields for a ramp
+        for k in ("ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps"):
+            res[k] = meta.get(k)
     res.update(overall)
     check = input_len_check(scenarios, meta)
     if check is not None:
