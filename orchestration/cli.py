@@ -23,12 +23,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("vllm-locust: error: the report command is not available in this build", file=sys.stderr)
             return exit_codes.USAGE
         return int(report_main(argv[1:]) or 0)
+    if argv and argv[0] == "sweep-server":
+        from orchestration.capacity.serve_sweep import main as sweep_server_main
+
+        return sweep_server_main(argv[1:])
     if argv and argv[0] == "worker":
         from orchestration.worker_cmd import main as worker_main
 
         return worker_main(argv[1:])
     parser = C.OneLineParser(prog="vllm-locust", description="Distributed load testing for vLLM, built on Locust")
-    sub = parser.add_subparsers(dest="command", metavar="{run,sim,report,worker}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,sim,report,worker,sweep-server}")
     from orchestration.run_cmd import add_run_parser, run
 
     run_parser = add_run_parser(sub)
@@ -36,6 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("sim", help="Run the embedded vLLM-compatible simulator (see `vllm-locust sim --help`)")
     sub.add_parser("report", help="Build reports from run directories (see `vllm-locust report --help`)")
     sub.add_parser("worker", help="Join a remote master as a worker (see `vllm-locust worker --help`)")
+    sub.add_parser("sweep-server", help="Restart the server per parameter point, same load each (see --help)")
     if not argv:
         parser.print_help()
         return exit_codes.USAGE

@@ -6,15 +6,10 @@ A preset only fills options the user did not give (command line, config file or 
 from __future__ import annotations
 
 import argparse
-import copy
-import json
 import math
-import os
 import re
 import sys
-import time
 import urllib.request
-from collections.abc import Callable
 from typing import Any
 
 from orchestration import config as C
@@ -50,6 +45,7 @@ _CONFLICTS = {
     "request_rate": ("users",),
     "max_concurrency": ("users",),
     "users": ("request_rate", "max_concurrency"),
+    "concurrency_sweep": ("sweep",),
 }
 _ORIGINAL_DEFAULTS: dict[str, Any] = {}
 
@@ -142,17 +138,6 @@ def locust_args(a: argparse.Namespace) -> list[str]:
 
 
 # ----- concurrency sweep (moe preset) -----
-def parse_sweep(text: str) -> list[int]:
-    """`1,2,4` -> [1, 2, 4]; UsageError unless positive integers."""
-    try:
-        steps = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise C.UsageError(f"--concurrency-sweep {text!r}: expected integers like 1,2,4,8") from None
-    if not steps or any(c < 1 for c in steps):
-        raise C.UsageError(f"--concurrency-sweep {text!r}: expected positive integers like 1,2,4,8")
-    return steps
-
-
 _EXPERT_RE = re.compile(r"^vllm:moe_expert_tokens_total\{([^}]*)\}\s+([0-9.eE+-]+)", re.M)
 
 
@@ -183,84 +168,3 @@ def expert_balance(before: dict[str, float] | None, after: dict[str, float] | No
     std = math.sqrt(sum((d - mean) ** 2 for d in delta) / n)
     return {"experts": n, "tokens": sum(delta), "max_over_mean": max(delta) / mean, "cv": std / mean,
             "per_expert": delta}  # fmt: skip
-
-
-def sweep_summary(steps: list[dict[str, Any]]) -> dict[str, Any]:
-    """Scaling efficiency = throughput(c) / (c * throughput(1)) for each step (needs a step at c=1)."""
-    base = next((s["output_throughput"] for s in steps if s["concurrency"] == 1), None)
-    for s in steps:
-        tput = s.get("output_throughput")
-        s["scaling_efficiency"] = (tput / (s["concurrency"] * base)) if base and tput is not None else None
-    return {"kind": "concurrency_sweep", "steps": steps, "baseline_output_throughput": base}
-
-
-def run_sweep(a: argparse.Namespace, run_one: Callable[[argparse.Namespace], int]) -> int:
-    """One run per concurrency (closed loop), one run directory each, then sweep.json beside them."""
-    apply_preset(a)
-    steps = parse_sweep(a.concurrency_sweep)
-    if a.request_rate is not None:
-        raise C.UsageError("--concurrency-sweep runs closed loop: leave out --request-rate")
-    sweep_dir = os.path.join(a.output_dir, a.run_name or f"{time.strftime('%Y%m%d-%H%M%S')}-sweep")
-    if os.path.exists(os.path.join(sweep_dir, "sweep.json")):
-        raise C.UsageError(f"sweep directory {sweep_dir} already holds a sweep; choose another --run-name")
-    os.makedirs(sweep_dir, exist_ok=True)
-    sim = None
-    if not a.host:
-        from vllm_sim.launch import start_simulator
-
-        sim = start_simulator(a.sim_args.split() if a.sim_args else [])
-    host = a.host or sim.url  # type: ignore[union-attr]
-    results: list[dict[str, Any]] = []
-    worst = 0
-    try:
-        for c in steps:
-            b = copy.copy(a)
-            b.concurrency_sweep, b.preset, b.host = None, None, host
-            b.users, b.max_concurrency, b.output_file = c, None, ""
-            b.num_prompts = a.num_prompts or max(16, 4 * c)
-            b.output_dir, b.run_name = sweep_dir, f"c{c:03d}"
-            before = expert_counters(host)
-            code = run_one(b)
-            worst = max(worst, code)
-            results.append(_step(c, os.path.join(sweep_dir, b.run_name), code, before, expert_counters(host)))
-    finally:
-        if sim is not None:
-            sim.stop()
-    summary = sweep_summary(results)
-    summary.update({"preset": getattr(a, "preset", None), "host": a.host or "embedded simulator"})
-    with open(os.path.join(sweep_dir, "sweep.json"), "w") as fh:
-        json.dump(summary, fh, indent=2)
-    print(format_sweep(summary, sweep_dir), flush=True)
-    return worst
-
-
-def _step(c: int, run_dir: str, code: int, before: Any, after: Any) -> dict[str, Any]:
-    try:
-        with open(os.path.join(run_dir, "result.json")) as fh:
-            res = json.load(fh)
-    except (OSError, ValueError):
-        res = {}
-    return {
-        "concurrency": c, "run_dir": run_dir, "exit_code": code,
-        "completed": res.get("completed"), "failed": res.get("failed"),
-        "output_throughput": res.get("output_throughput"), "request_throughput": res.get("request_throughput"),
-        "median_ttft_ms": res.get("median_ttft_ms"), "median_tpot_ms": res.get("median_tpot_ms"),
-        "expert_load": expert_balance(before, after),
-    }  # fmt: skip
-
-
-def format_sweep(summary: dict[str, Any], sweep_dir: str) -> str:
-    """The sweep as a table: concurrency, tok/s, efficiency, TTFT, expert balance."""
-    rows = [
-        f"{'conc':>5} {'out tok/s':>10} {'efficiency':>10} {'TTFT p50':>9} {'TPOT p50':>9} {'expert max/mean':>15} {'CV':>6}"
-    ]
-    for s in summary["steps"]:
-        e = s.get("expert_load") or {}
-
-        def f(v: Any, fmt: str) -> str:
-            return format(v, fmt) if isinstance(v, (int, float)) else "-"
-
-        rows.append(f"{s['concurrency']:>5} {f(s['output_throughput'], '10.1f')} {f(s['scaling_efficiency'], '10.2f')} "
-                    f"{f(s['median_ttft_ms'], '9.1f')} {f(s['median_tpot_ms'], '9.2f')} "
-                    f"{f(e.get('max_over_mean'), '15.2f')} {f(e.get('cv'), '6.3f')}")  # fmt: skip
-    return "\n".join(["=== concurrency sweep ===", *rows, f"Sweep: {os.path.join(sweep_dir, 'sweep.json')}"])

@@ -236,8 +236,16 @@ def _env(api_key: str | None) -> dict[str, str]:
 def run(a: argparse.Namespace) -> int:
     """Execute `vllm-locust run`; returns the exit code."""
     presets.apply_preset(a)
-    if getattr(a, "concurrency_sweep", None):
-        return presets.run_sweep(a, run)
+    if getattr(a, "find_max_rate", False):
+        from orchestration.capacity.search import run_search
+
+        capacity_validate(a)
+        return run_search(a, run)
+    if getattr(a, "sweep", None) or getattr(a, "concurrency_sweep", None):
+        from orchestration.capacity.sweep import run_sweep
+
+        capacity_validate(a)
+        return run_sweep(a, run)
     if getattr(a, "repeats", 1) > 1:
         from orchestration.capacity.repeats import run_repeats
 
@@ -298,6 +306,14 @@ def _launch(a: argparse.Namespace, host: str, model: str, run_dir: str, locustfi
         sampler = ServerMetricsSampler(a.server_metrics or host.rstrip("/") + "/metrics",
                                        os.path.join(run_dir, SERVER_METRICS_FILE))  # fmt: skip
         sampler.start()
+    profile = None
+    if getattr(a, "profile", False):  # around the load: the master starts sending within seconds
+        from orchestration.capacity.profile import ServerProfile
+        from vllm_users.measure.windows import parse_optional
+
+        warm = parse_optional(getattr(a, "warmup", None))
+        profile = ServerProfile(host, api_key, delay_s=(warm.seconds or 0.0) if warm else 0.0)
+        profile.start()
     master_log = open(os.path.join(run_dir, "master.out"), "w")
     # own session (Ctrl-C is forwarded, so results get written), but SIGTERM when we die, however we die;
     # workers follow a silent master by themselves (VLLM_LOCUST_MASTER_TIMEOUT)
@@ -335,6 +351,10 @@ def _launch(a: argparse.Namespace, host: str, model: str, run_dir: str, locustfi
     if sampler is not None:
         sampler.stop()
         _say(a, sampler.status())
+    if profile is not None:
+        info = profile.stop()
+        atomic_json(os.path.join(run_dir, "profile.json"), info)
+        _say(a, "server profile: " + ("traces written by the server" if info["profiled"] else info.get("error", "?")))
     if finished:  # already summarised and reported when the test stopped in the UI
         return _exit_code(run_dir, master.returncode)
     return _finish(a, run_dir, master.returncode, interrupted, sim)
@@ -379,12 +399,21 @@ def _wait(a: argparse.Namespace, master: subprocess.Popen, run_dir: str,
 
     old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     last = ""
+    watch = vars(a).get("_watch")  # --find-max-rate: stops an over-saturated step early
+    stopped_early = False
     try:
         while master.poll() is None:
             time.sleep(0.5)
             if on_result is not None and not interrupted and os.path.exists(os.path.join(run_dir, "result.json")):
                 on_result()
                 on_result = None
+            if watch is not None and not stopped_early:
+                reason = watch(_read_progress(run_dir) or {})
+                if reason:
+                    stopped_early = True
+                    atomic_json(os.path.join(run_dir, "early_stop.json"), {"reason": reason})
+                    _say(a, f"stopping the step early: {reason}")
+                    master.send_signal(signal.SIGTERM)
             line = _progress_line(run_dir)
             if line and line != last and not a.quiet:
                 print(line, flush=True)
@@ -397,11 +426,17 @@ def _wait(a: argparse.Namespace, master: subprocess.Popen, run_dir: str,
     return interrupted
 
 
-def _progress_line(run_dir: str) -> str:
+def _read_progress(run_dir: str) -> dict[str, Any] | None:
     try:
         with open(os.path.join(run_dir, "progress.json")) as fh:
-            p = json.load(fh)
+            return dict(json.load(fh))
     except (OSError, ValueError):
+        return None
+
+
+def _progress_line(run_dir: str) -> str:
+    p = _read_progress(run_dir)
+    if p is None:
         return ""
     lat = "  ".join(f"{k.replace('_ms', '')} {v:.1f}ms" for k, v in p.items() if k.endswith("_ms"))
     lost = f"  LOST {','.join(p['workers_lost'])}" if p.get("workers_lost") else ""
@@ -429,6 +464,15 @@ def _finish(a: argparse.Namespace, run_dir: str, master_rc: int | None, interrup
                 preflight = 1
             res["missing_vs_server"] = max(0, served - recorded - preflight)  # preflight requests are not load
             atomic_json(path, res)
+    if os.path.exists(os.path.join(run_dir, "profile.json")):
+        with open(os.path.join(run_dir, "profile.json")) as fh:
+            res["profile"] = json.load(fh)
+        atomic_json(path, res)
+    if getattr(a, "gpu_hour_price", None):
+        from orchestration.capacity.cost import run_cost
+
+        res["cost"] = run_cost(res, a.gpu_hour_price, a.gpus)
+        atomic_json(path, res)
     print(format_summary(res, run_dir), flush=True)
     if a.output_file:
         os.makedirs(os.path.dirname(os.path.abspath(a.output_file)), exist_ok=True)

@@ -122,6 +122,15 @@ def _extras(res: dict[str, Any]) -> list[str]:
                 f"{name:<14} ok {s['completed']:>6}  failed {s['failed']:>4}  "
                 f"TTFT p50 {s['median_ttft_ms']:8.1f} ms  TPOT p50 {s['median_tpot_ms']:7.2f} ms"
             )
+    prof = res.get("profile")
+    if prof:
+        state = "traces written by the server" if prof.get("profiled") else f"not profiled: {prof.get('error')}"
+        out.append(_line("Server profile (--profile):", state))
+    if res.get("cost"):
+        from orchestration.capacity.cost import format_cost
+
+        out.append(f"{' Cost ':-^{_W}}")
+        out.extend(format_cost(res["cost"]))
     for w in res.get("warnings") or []:
         out.append(f"WARNING: {w}")
     out.append("=" * _W)

@@ -7,22 +7,20 @@ report` recognises: a repeated run then compares by Welch's t-test over its repe
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from orchestration import config as C
 from orchestration.capacity.stats import mean_ci
+from orchestration.capacity.steps import parent_dir, shared_host, step_args
 from orchestration.report.compare import _value, metric_names
-from orchestration.report.postprocess import RunData, load_run
+from orchestration.report.postprocess import REPEATS_FILE, RunData, load_run
+from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
 
-REPEATS_FILE = "repeats.json"
 # Printed after the repeats (every metric is in repeats.json and the report).
 SUMMARY_METRICS = ("request_throughput", "output_throughput", "request_goodput", "median_ttft_ms", "p99_ttft_ms",
                    "median_tpot_ms", "p99_tpot_ms", "median_itl_ms", "median_e2el_ms", "p99_e2el_ms")  # fmt: skip
@@ -54,28 +52,17 @@ def aggregate(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def run_repeats(a: argparse.Namespace, run_one: Callable[[argparse.Namespace], int]) -> int:
     """Run `a` a.repeats times into one directory and write repeats.json; returns the worst exit code."""
     n = int(a.repeats)
-    base = os.path.join(a.output_dir, a.run_name or f"{time.strftime('%Y%m%d-%H%M%S')}-repeats")
-    if is_repeats_dir(base):
-        raise C.UsageError(f"{base} already holds repeats; choose another --run-name")
-    os.makedirs(base, exist_ok=True)
-    sim = None
-    if not a.host:  # one simulator for every repeat: the repeats differ only by chance
-        from vllm_sim.launch import start_simulator
-
-        sim = start_simulator(a.sim_args.split() if a.sim_args else [])
+    base = parent_dir(a, "repeats", REPEATS_FILE)
     worst, names = 0, []
-    try:
+    with shared_host(a) as host:  # one server for every repeat: the repeats differ only by chance
         for i in range(1, n + 1):
-            b = copy.copy(a)
-            b.repeats, b.output_dir, b.run_name, b.output_file = 1, base, f"repeat-{i:02d}", ""
-            b.host = a.host or sim.url  # type: ignore[union-attr]
-            b.no_report = True
+            b = step_args(a, host, base, f"repeat-{i:02d}", repeats=1)
             print(f"vllm-locust: repeat {i}/{n}", flush=True)
-            worst = max(worst, run_one(b))
+            code = run_one(b)
+            worst = max(worst, code)
             names.append(b.run_name)
-    finally:
-        if sim is not None:
-            sim.stop()
+            if code == exit_codes.INTERRUPTED:
+                break  # Ctrl-C: no further repeat; the ones that ran are aggregated
     results = []
     for d in names:
         try:

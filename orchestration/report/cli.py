@@ -143,6 +143,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as e:
         print(f"vllm-locust report: error: {e}", file=sys.stderr)
         return exit_codes.USAGE
+    if len(a.runs) == 1 and os.path.exists(os.path.join(a.runs[0], "sweep.json")):  # a sweep or an SLO search
+        from orchestration.report.sweep_report import rewrite_report
+
+        path = rewrite_report(a.runs[0])
+        if not a.quiet:
+            print(f"vllm-locust report: wrote {path}")
+        return exit_codes.OK
     runs = expand_run_dirs(a.runs)
     out = a.output_dir or (
         os.path.join(runs[0], REPORT_DIR) if len(runs) == 1 and os.path.isdir(runs[0])

@@ -24,8 +24,10 @@ from vllm_users.measure.metrics import Slo, ok_rows, plot_arrays, rows
 from vllm_users.measure.metrics_summary import timeseries
 from vllm_users.measure.results import COLS_FILE, META_FILE, RECORDS_FILE, RESULT_FILE, build_result
 
+REPEATS_FILE = "repeats.json"  # a --repeats directory reports as one run (orchestration.capacity.repeats)
 # Keys that the master or `vllm-locust run` add beside build_result's output; kept when recomputing.
-RUN_KEYS = ("client_health", "data_loss", "client_bound", "server_served", "missing_vs_server", "exit_code")
+RUN_KEYS = ("client_health", "data_loss", "client_bound", "server_served", "missing_vs_server", "exit_code", "cost",
+            "profile")
 
 
 class ReportError(Exception):
@@ -64,7 +66,7 @@ def _read_json(path: str, warnings: list[str]) -> dict[str, Any] | None:
 
 def is_run_dir(path: str) -> bool:
     """True when `path` holds something a report is made from (records, a result, Locust's stats CSV)."""
-    return any(os.path.exists(os.path.join(path, f)) for f in (RECORDS_FILE, COLS_FILE, RESULT_FILE, STATS))
+    return any(os.path.exists(os.path.join(path, f)) for f in (RECORDS_FILE, COLS_FILE, RESULT_FILE, STATS, REPEATS_FILE))
 
 
 def expand_run_dirs(paths: Sequence[str]) -> list[str]:

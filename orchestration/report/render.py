@@ -77,6 +77,13 @@ source {{ r.source }} ({{ r.run_dir }}){% endfor %}</p>
 <td>{{ fmt(s.median_tpot_ms, ".2f") }}</td><td>{{ fmt(s.median_e2el_ms, ".2f") }}</td>
 <td>{{ fmt(s.output_throughput, ".1f") }}</td></tr>{% endfor %}</table>{% endif %}{% endfor %}
 
+{% if report.runs|selectattr("result.cost")|list %}<h2 id="cost">Cost</h2>
+<table id="cost-table"><tr><th class="l">Run</th><th>$/GPU-hour x GPUs</th><th>req/s</th><th>$ per 1M output tokens</th><th>$ per request</th></tr>
+{% for r in report.runs %}{% if r.result.cost %}{% set c = r.result.cost.at_measured_rate %}<tr><td class="l">{{ r.name }}</td>
+<td>{{ r.result.cost.gpu_hour_price_usd }} x {{ r.result.cost.gpus }}</td><td>{{ fmt(c.request_rate, ".3g") }}</td>
+<td>{{ fmt(c.usd_per_million_output_tokens, ".4g") }}</td><td>{{ fmt(c.usd_per_request, ".4g") }}</td></tr>{% endif %}{% endfor %}</table>
+<p class="small">At the measured rate: the deployment is paid by the hour, busy or not.</p>{% endif %}
+
 {% for r in report.runs %}{% if r.result.repeats %}<h2 id="repeats-{{ r.name }}">Repeats: {{ r.name }} ({{ r.result.repeats.n }} runs, mean and 95 % CI, t-distribution)</h2>
 <table class="repeats-table"><tr><th class="l">Metric</th><th>mean</th><th>95 % CI</th><th>std</th><th>values</th></tr>
 {% for name, m in r.result.repeats.metrics.items() %}<tr data-key="{{ name }}"><td class="l">{{ name }}</td><td>{{ fmt(m.mean, ".4g") }}</td>
@@ -135,6 +142,11 @@ def render_markdown(report: Report) -> str:
             parts = [f"{k} {w[k]['requests']} req" + (f" ({w[k]['spec']})" if w[k].get("spec") else "")
                      for k in ("warmup", "measured", "cooldown") if k in w]  # fmt: skip
             out.append(f"\nWindows of {r.name}: " + ", ".join(parts) + " (warm-up/cool-down left out of the statistics)")
+    for r in report.runs:
+        if r.result.get("cost"):
+            from orchestration.capacity.cost import format_cost
+
+            out.append("\n" + f"{r.name}: " + " ".join(x.strip() for x in format_cost(r.result["cost"])))
     out += ["", "### Diagnosis", ""]
     if not problems(report.findings):
         out.append("No rule fired (no failure, tail, cache, client, GPU or SLO problem).")

@@ -11,6 +11,7 @@ import pytest
 
 from orchestration import config as C
 from orchestration import presets
+from orchestration.capacity.sweep import parse_sweep, sweep_doc
 from orchestration.run_cmd import add_run_parser
 from vllm_users.scenarios.burst import BurstPlan, plan_from_options
 from vllm_users.scenarios.registry import SCENARIOS, locustfile_source, parse_mix
@@ -119,7 +120,7 @@ def test_prefix_caching_and_moe_presets() -> None:
     assert a.sim_args == ""  # a real server gets no simulator flags
     a = _parse(["--preset", "moe"])
     presets.apply_preset(a, ["--preset", "moe"])
-    assert presets.parse_sweep(a.concurrency_sweep) == [1, 2, 4, 8, 16, 32, 64]
+    assert parse_sweep("concurrency:" + a.concurrency_sweep).values == (1, 2, 4, 8, 16, 32, 64)
     for name in ("short-long", "long-short"):
         a = _parse(["--preset", name])
         presets.apply_preset(a, ["--preset", name])
@@ -127,13 +128,14 @@ def test_prefix_caching_and_moe_presets() -> None:
 
 
 def test_sweep_math() -> None:
-    with pytest.raises(C.UsageError):
-        presets.parse_sweep("1,x")
-    with pytest.raises(C.UsageError):
-        presets.parse_sweep("0,2")
-    s = presets.sweep_summary(
-        [{"concurrency": 1, "output_throughput": 100.0}, {"concurrency": 4, "output_throughput": 300.0}]
-    )
+    for bad in ("concurrency:1,x", "concurrency:0,2", "concurrency:1.5", "rates:", "auto:0", "ramp:1"):
+        with pytest.raises(C.UsageError):
+            parse_sweep(bad)
+    assert parse_sweep("rates:1,2.5").values == (1.0, 2.5) and parse_sweep("auto").values == (5.0,)
+    s = sweep_doc(parse_sweep("concurrency:1,4"),
+                  [{"kind": "concurrency", "target": 1, "output_throughput": 100.0},
+                   {"kind": "concurrency", "target": 4, "output_throughput": 300.0}],
+                  argparse.Namespace(sweep="concurrency:1,4", host=""))  # fmt: skip
     assert [x["scaling_efficiency"] for x in s["steps"]] == [1.0, 0.75]
     b = presets.expert_balance({"0": 10, "1": 10}, {"0": 30, "1": 50})
     assert (

@@ -1,0 +1,288 @@
+"""`--find-max-rate`: the highest open-loop request rate at which the SLO holds (`--goodput`, `--slo-percentile`,
+`--max-error-rate`).
+
+A step is one bounded open-loop run at a rate. It holds when: the failure rate is at most --max-error-rate,
+the --slo-percentile of every SLO metric is within its limit (measured window), and the server kept up:
+- the achieved rate (completions in the arrival window, shifted by the median latency) >= 90 % of the target;
+- the TTFT does not trend up (median of the last third of the requests <= 1.5 x the first third's + 5 ms);
+- the server queue (vllm:num_requests_waiting) does not grow over the step;
+- the step was not stopped early: while it runs, in-flight requests doubling over 4 s (and by at least 4), or
+  a live TTFT median above 3 x its SLO after 50 requests, end it at once (over-saturated or already failed).
+A step whose load generator fell behind its schedule (> 2 % late arrivals) measured the client, not the
+server: it is "invalid" and run once more.
+
+Search: a throughput probe (every request at once) measures capacity C; C is tried first; after a failure
+with no passing rate yet, 0.9 x, then halves; once a passing and a failing rate bracket the maximum, bisection
+until they are within --search-tolerance of each other or --search-steps are used. The answer is the highest
+passing rate, with the bracket [pass, fail) as its uncertainty.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from orchestration import config as C
+from orchestration.capacity.cost import add_step_costs, cost_at, format_cost
+from orchestration.capacity.steps import parent_dir, shared_host, step_args
+from orchestration.capacity.sweep import SWEEP_FILE, format_sweep, summarize_step
+from vllm_users import exit_codes
+from vllm_users.atomic import atomic_json
+from vllm_users.measure.metrics import Slo
+
+STEP_SECONDS = 10.0  # a step sends rate x 10 s requests...
+STEP_MIN, STEP_MAX = 30, 300  # ...at least 30, at most 300
+PROBE_REQUESTS = 200
+ACHIEVED_MIN = 0.90
+TTFT_TREND_RATIO, TTFT_TREND_MS = 1.5, 5.0
+FIRST_RETRY = 0.9  # after the first failure with no pass: try 90 % of it (SLOs usually bind near capacity)
+SATURATED_RETRY = 0.97  # ...or just under the completion rate an over-saturated step kept up
+WATCH_WINDOW_S, WATCH_MIN_GROWTH = 4.0, 4
+LIVE_SLO_FACTOR, LIVE_SLO_MIN_OK = 3.0, 50
+EARLY_STOP_FILE = "early_stop.json"
+LATE_MAX = 0.02  # more late arrivals than this: the step is invalid and run once more
+
+
+# ------------------------------------------------------------------------------------- within a step
+class SaturationWatch:
+    """Called with each progress sample of a running step; returns a reason to stop it, or None."""
+
+    def __init__(self, slo: Slo) -> None:
+        self.slo = slo
+        self.samples: list[tuple[float, float]] = []  # (elapsed s, in-flight)
+
+    def __call__(self, p: dict[str, Any]) -> str | None:
+        """A reason to stop now, or None."""
+        t, inflight = float(p.get("elapsed_s", 0.0)), float(p.get("inflight", 0.0))
+        self.samples.append((t, inflight))
+        then = [x for x in self.samples if x[0] <= t - WATCH_WINDOW_S]
+        if then:
+            t0, f0 = then[-1]
+            mid = [f for tt, f in self.samples if t0 < tt < t]
+            # f0 >= 1: the first samples, before the first request went out, are no baseline
+            if f0 >= 1 and inflight >= 2 * f0 and inflight - f0 >= WATCH_MIN_GROWTH and mid and min(mid) >= f0:
+                return f"in-flight requests grew from {f0:.0f} to {inflight:.0f} in {t - t0:.1f} s: over-saturated"
+        lim = self.slo.limits_ms.get("ttft")
+        if lim and p.get("ok", 0) >= LIVE_SLO_MIN_OK:
+            # the median, not the p99: a start-up burst must not end a step that may still hold
+            p50 = max((v for k, v in p.items() if k.endswith("_ttft_p50_ms") and isinstance(v, int | float)), default=0.0)
+            if p50 > LIVE_SLO_FACTOR * lim:
+                return f"live TTFT p50 {p50:.0f} ms > {LIVE_SLO_FACTOR:g} x the SLO {lim:g} ms: already failed"
+        return None
+
+
+# ------------------------------------------------------------------------------------- a step's verdict
+def _measured(run_dir: str, percentile: float) -> tuple[dict[str, Any], Any, np.ndarray]:
+    """The step's result at `percentile` (measured window), its columns and the measured successes' rows."""
+    from vllm_users.measure.columns import load_columns
+    from vllm_users.measure.metrics import ok_rows
+    from vllm_users.measure.results import build_result
+    from vllm_users.measure.windows import parse_optional, split
+
+    with open(os.path.join(run_dir, "run_meta.json")) as fh:
+        meta = json.load(fh)
+    cols = load_columns(run_dir)
+    res = build_result(cols, meta, percentiles=(50, percentile))
+    measured, _ = split(cols, np.arange(cols.n), parse_optional(meta.get("warmup")), parse_optional(meta.get("cooldown")))
+    return res, cols, ok_rows(cols, measured)
+
+
+def _queue_growing(run_dir: str) -> str | None:
+    from orchestration.server_metrics import SERVER_METRICS_FILE, WAITING, read_samples
+
+    path = os.path.join(run_dir, SERVER_METRICS_FILE)
+    if not os.path.exists(path):
+        return None
+    samples, _ = read_samples(path)
+    waiting = [s["v"][WAITING] for s in samples if WAITING in s.get("v", {})]
+    if len(waiting) < 3:
+        return None
+    third = max(1, len(waiting) // 3)
+    first, last = float(np.mean(waiting[:third])), float(np.mean(waiting[-third:]))
+    if last >= first + 2 and waiting[-1] >= 2 and waiting[-1] >= max(waiting[:third]) + 2:
+        return f"server queue grew from {first:.1f} to {last:.1f} waiting requests"
+    return None
+
+
+def judge(run_dir: str, target: float, slo: Slo, percentile: float, max_error_rate: float) -> dict[str, Any]:
+    """Whether the step at `target` req/s held the SLO, with every reason it did not."""
+    reasons: list[str] = []
+    try:
+        with open(os.path.join(run_dir, EARLY_STOP_FILE)) as fh:
+            reasons.append("stopped early: " + json.load(fh)["reason"])
+    except (OSError, ValueError, KeyError):
+        pass
+    try:
+        res, cols, ok = _measured(run_dir, percentile)
+    except (OSError, ValueError, KeyError) as e:
+        return {"passed": False, "reasons": reasons + [f"no result ({type(e).__name__})"]}
+    from vllm_users.measure.metrics import percentile_name
+
+    pname = percentile_name(percentile)
+    total = res["completed"] + res["failed"]
+    err = res["failed"] / total if total else 1.0
+    if err > max_error_rate:
+        reasons.append(f"failure rate {err:.1%} > {max_error_rate:.1%}")
+    values = {}
+    for m, lim in slo.limits_ms.items():
+        v = res.get(f"{pname}_{m}_ms")
+        values[m] = v
+        if v is None or v > lim:
+            reasons.append(f"{pname} {m.upper()} {v:.1f} ms > {lim:g} ms" if v is not None else f"no {m} samples")
+    achieved = None
+    if ok.size >= 10:
+        starts = cols.a["t_start"][ok]
+        e2el = cols.last_chunk(ok) / 1e6
+        ends = starts + cols.a["end_us"][ok] / 1e6
+        lag = float(np.median(e2el))
+        lo, hi = float(starts.min()) + lag, float(starts.max()) + lag
+        if hi > lo:
+            achieved = float(((ends >= lo) & (ends <= hi)).sum() - 1) / (hi - lo)
+            if achieved < ACHIEVED_MIN * target:
+                reasons.append(f"achieved {achieved:.2f} req/s < {ACHIEVED_MIN:.0%} of the target {target:g}")
+        order = np.argsort(starts)
+        ttft = cols.first_chunk(ok)[order] / 1e3
+        third = ttft.size // 3
+        first, last = float(np.median(ttft[:third])), float(np.median(ttft[-third:]))
+        if last > TTFT_TREND_RATIO * first + TTFT_TREND_MS:
+            reasons.append(f"TTFT rising: median {first:.1f} ms in the first third, {last:.1f} ms in the last")
+    q = _queue_growing(run_dir)
+    if q:
+        reasons.append(q)
+    arr = res.get("arrivals") or {}
+    late = arr.get("late", 0) / arr["scheduled"] if arr.get("scheduled") else 0.0
+    if late > LATE_MAX:  # the load generator did not deliver the schedule: this step measured the client
+        lag = (arr.get("schedule_lag_ms") or {}).get("p99", 0.0)
+        return {"passed": False, "invalid": True, "reasons": reasons + [
+            f"client behind its schedule: {late:.0%} of arrivals late (lag p99 {lag:.0f} ms): not a measurement"],
+            "error_rate": err, "slo_values_ms": values, "percentile": pname, "achieved_completion_rate": achieved}  # fmt: skip
+    return {"passed": not reasons, "reasons": reasons, "error_rate": err, "slo_values_ms": values,
+            "percentile": pname, "achieved_completion_rate": achieved}  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------- the search
+def next_rate(lo: float | None, hi: float | None, failures: int, kept_up: float | None = None) -> float:
+    """The next rate to try given the highest pass `lo`, the lowest failure `hi` so far and, when the last
+    failure was over-saturated, the completion rate it kept up (a measurement of the capacity)."""
+    if hi is None:
+        assert lo is not None
+        return lo * 1.25
+    if lo is None:
+        guess = hi * (FIRST_RETRY if failures == 1 else 0.5)
+        if kept_up is not None and kept_up < hi:
+            guess = min(guess, SATURATED_RETRY * kept_up)
+        return guess
+    return (lo + hi) / 2.0
+
+
+def _step_size(a: argparse.Namespace, rate: float) -> tuple[int, float]:
+    n = a.num_prompts or int(min(STEP_MAX, max(STEP_MIN, round(rate * STEP_SECONDS))))
+    return n, (a.run_time or n / rate * 1.5 + 10.0)
+
+
+def run_search(a: argparse.Namespace, run_one: Callable[[argparse.Namespace], int]) -> int:
+    """Search the highest rate that holds the SLO; write sweep.json (kind max_rate_search) and the report."""
+    slo = Slo.parse(a.goodput)
+    base = parent_dir(a, "search", SWEEP_FILE)
+    steps: list[dict[str, Any]] = []
+    lo = hi = None
+    failures = 0
+    kept_up: float | None = None
+    retried = False
+    with shared_host(a) as host:
+        n = a.num_prompts or PROBE_REQUESTS
+        b = step_args(a, host, base, "step-01-probe", users=None, request_rate=math.inf, num_prompts=n, run_time=None)
+        print("vllm-locust: search step 1: throughput probe (every request at once)", flush=True)
+        code = run_one(b)
+        if code == exit_codes.INTERRUPTED:
+            return code
+        probe = summarize_step(b.run_name, "throughput", None, os.path.join(base, b.run_name), code)
+        probe["verdict"] = "probe"
+        steps.append(probe)
+        capacity = probe.get("achieved_rate")
+        if not capacity:
+            raise C.UsageError("--find-max-rate: the throughput probe completed no request; is the server up?")
+        rate = round(capacity, 3)
+        while len(steps) < a.search_steps:
+            name = f"step-{len(steps) + 1:02d}-rate-{rate:g}"
+            count, limit = _step_size(a, rate)
+            b = step_args(a, host, base, name, users=None, request_rate=rate, num_prompts=count, run_time=limit)
+            b._watch = SaturationWatch(slo)
+            print(f"vllm-locust: search step {len(steps) + 1}: {rate:g} req/s ({count} requests)", flush=True)
+            code = run_one(b)
+            s = summarize_step(name, "rate", rate, os.path.join(base, name), code)
+            v = judge(os.path.join(base, name), rate, slo, a.slo_percentile, a.max_error_rate)
+            retry = v.get("invalid") and not retried
+            s.update(verdict="holds" if v["passed"] else ("invalid" if retry else "fails"), judgement=v)
+            steps.append(s)
+            if code == exit_codes.INTERRUPTED:
+                break
+            if retry:
+                retried = True
+                print(f"vllm-locust: {rate:g} req/s: invalid ({v['reasons'][-1]}); once more", flush=True)
+                continue
+            retried = False
+            print(f"vllm-locust: {rate:g} req/s: {s['verdict']}" + ("" if v["passed"] else ": " + "; ".join(v["reasons"])),
+                  flush=True)  # fmt: skip
+            if v["passed"]:
+                lo = rate if lo is None else max(lo, rate)
+            else:
+                failures += 1
+                hi = rate if hi is None else min(hi, rate)
+                kept_up = v.get("achieved_completion_rate")
+            if lo is not None and hi is not None and (hi - lo) <= a.search_tolerance * lo:
+                break
+            rate = round(next_rate(lo, hi, failures, kept_up), 3)
+    doc = {"kind": "max_rate_search", "sweep": "find-max-rate", "host": a.host or "embedded simulator",
+           "slo_ms": slo.limits_ms, "slo_percentile": a.slo_percentile, "max_error_rate": a.max_error_rate,
+           "probe_capacity_rps": capacity, "max_rate": lo, "lowest_failing_rate": hi, "steps": steps,
+           "uncertainty": _uncertainty(lo, hi)}  # fmt: skip
+    add_step_costs(steps, getattr(a, "gpu_hour_price", None), getattr(a, "gpus", 1))
+    if getattr(a, "gpu_hour_price", None):
+        best = next((s for s in steps if s["target"] == lo and s.get("verdict") == "holds"), None)
+        doc["cost"] = {"gpu_hour_price_usd": a.gpu_hour_price, "gpus": a.gpus,
+                       "at_slo_max_rate": cost_at(a.gpu_hour_price, a.gpus, best["output_throughput"], best["achieved_rate"])
+                       if best else None,
+                       "at_measured_rate": cost_at(a.gpu_hour_price, a.gpus, probe["output_throughput"], probe["achieved_rate"])}  # fmt: skip
+    atomic_json(os.path.join(base, SWEEP_FILE), doc)
+    print(format_sweep(doc, base), flush=True)
+    for line in headline(doc):
+        print(f"vllm-locust: {line}", flush=True)
+    if doc.get("cost"):
+        print("\n".join(format_cost(doc["cost"])).replace("measured rate", "probe's throughput"), flush=True)
+    if not a.no_report:
+        from orchestration.report.sweep_report import rewrite_report
+
+        print(f"vllm-locust: search report {rewrite_report(base)}", flush=True)
+    return 0 if lo is not None else 1
+
+
+def _uncertainty(lo: float | None, hi: float | None) -> dict[str, Any]:
+    return {"low": lo, "high": hi, "relative": (hi - lo) / lo if lo and hi else None,
+            "meaning": "the SLO held at `low` and failed at `high`: the maximum lies in [low, high)"}  # fmt: skip
+
+
+def headline(doc: dict[str, Any]) -> list[str]:
+    """The answer in one or two sentences."""
+    slo = " ".join(f"{k}:{v:g}ms" for k, v in doc["slo_ms"].items())
+    pct = doc["slo_percentile"]
+    lo, hi = doc.get("max_rate"), doc.get("lowest_failing_rate")
+    n = len(doc["steps"])
+    if lo is None:
+        return [f"No tried rate held the SLO ({slo} at p{pct:g}); the lowest tried was {hi:g} req/s ({n} steps)."]
+    if hi is None:
+        return [f"Max rate >= {lo:g} req/s: every tried rate held the SLO ({slo} at p{pct:g}; {n} steps)."]
+    lines = [f"Max rate within the SLO ({slo} at p{pct:g}, failures <= {doc['max_error_rate']:.1%}): {lo:g} req/s "
+            f"(held at {lo:g}, failed at {hi:g}: the maximum lies in [{lo:g}, {hi:g}), +{(hi - lo) / lo:.1%}; {n} steps)."]
+    c = (doc.get("cost") or {}).get("at_slo_max_rate")
+    if c and c.get("usd_per_million_output_tokens") is not None:
+        lines.append(f"At that rate: ${c['usd_per_million_output_tokens']:.4g} per million output tokens, "
+                     f"${c['usd_per_request']:.4g} per request (${doc['cost']['gpu_hour_price_usd']:g}/GPU-hour x "
+                     f"{doc['cost']['gpus']}).")  # fmt: skip
+    return lines

@@ -1,0 +1,205 @@
+"""`vllm-locust sweep-server --serve-cmd "vllm serve …" --param max-num-batched-tokens=2048,8192 [--param …]
+--host URL [run options]`: for each point of the parameter grid, start the server, wait for /health, run the
+same load, stop the server by its process group; one sweep.json and one report.
+
+`--param NAME=V1,V2` appends `--NAME V` to the serve command; `--param env:NAME=V1,V2` sets the environment
+variable NAME (e.g. VLLM_CPU_KVCACHE_SPACE). Every point records its startup time; a server that exits or
+never answers /health is a point with `started: false` and the log's tail, not an abort.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from orchestration import config as C
+from orchestration.capacity.steps import parent_dir, step_args
+from orchestration.capacity.sweep import SWEEP_FILE, format_sweep, summarize_step
+from vllm_users import exit_codes
+from vllm_users.atomic import atomic_json
+
+SERVER_LOG = "server.log"
+
+
+@dataclass(frozen=True)
+class Param:
+    """One swept setting: a serve-command flag (`--name value`) or an environment variable."""
+
+    name: str
+    values: tuple[str, ...]
+    env: bool = False
+
+
+def parse_param(text: str) -> Param:
+    """`max-num-batched-tokens=2048,8192` or `env:VLLM_CPU_KVCACHE_SPACE=1,2`."""
+    name, sep, vals = text.partition("=")
+    env = name.startswith("env:")
+    name = name.removeprefix("env:").strip().removeprefix("--")
+    values = tuple(v.strip() for v in vals.split(",") if v.strip())
+    if not sep or not values or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=V1,V2 or env:NAME=V1,V2")
+    return Param(name, values, env)
+
+
+def grid(params: Sequence[Param]) -> list[list[tuple[Param, str]]]:
+    """Every combination of the parameters' values, the first parameter varying slowest."""
+    return [list(zip(params, combo, strict=True)) for combo in itertools.product(*(p.values for p in params))]
+
+
+def _label(point: list[tuple[Param, str]]) -> str:
+    return ",".join(f"{'env:' if p.env else ''}{p.name}={v}" for p, v in point)
+
+
+class ServerProcess:
+    """The server under test, in its own process group (stopped by PID: SIGTERM, then SIGKILL to the group)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], log_path: str) -> None:
+        self.log_path = log_path
+        with open(log_path, "wb") as log:
+            log.write(("$ " + shlex.join(argv) + "\n").encode())
+            log.flush()
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                         start_new_session=True)  # fmt: skip
+
+    def wait_healthy(self, url: str, timeout: float) -> tuple[bool, float, str]:
+        """(healthy, seconds waited, why not)."""
+        t0 = time.monotonic()
+        while True:
+            if self.proc.poll() is not None:
+                return False, time.monotonic() - t0, f"the server exited with {self.proc.returncode} before /health answered"
+            try:
+                with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        return True, time.monotonic() - t0, ""
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                pass
+            if time.monotonic() - t0 > timeout:
+                return False, time.monotonic() - t0, f"/health did not answer within {timeout:g} s"
+            time.sleep(0.5)
+
+    def stop(self, grace: float) -> None:
+        """SIGTERM the process group, SIGKILL it after `grace` s (engine children included)."""
+        pgid = self.proc.pid  # start_new_session: the group id is the PID
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                self.proc.wait(timeout=wait)
+            except subprocess.TimeoutExpired:
+                continue
+            if sig == signal.SIGTERM:
+                try:
+                    os.killpg(pgid, signal.SIGKILL)  # the leader is gone; children may not be
+                except ProcessLookupError:
+                    pass
+                break
+
+    def log_tail(self, n: int = 30) -> str:
+        """The last lines of the server's log."""
+        try:
+            with open(self.log_path, errors="replace") as fh:
+                return "\n".join(fh.read().splitlines()[-n:])
+        except OSError:
+            return ""
+
+
+def run_server_sweep(own: argparse.Namespace, a: argparse.Namespace, run_one: Callable[[argparse.Namespace], int]) -> int:
+    """Every grid point: start, wait for /health, run the load, stop; write sweep.json and the report."""
+    base = parent_dir(a, "server-sweep", SWEEP_FILE)
+    steps: list[dict[str, Any]] = []
+    worst = 0
+    points = grid(own.param)
+    for i, point in enumerate(points, 1):
+        label = _label(point)
+        name = f"point-{i:02d}-" + re.sub(r"[^A-Za-z0-9_.=-]+", "_", label.replace(",", "_"))[:80]
+        run_dir = os.path.join(base, name)
+        os.makedirs(run_dir, exist_ok=True)
+        argv = shlex.split(own.serve_cmd)
+        env = dict(os.environ)
+        for p, v in point:
+            if p.env:
+                env[p.name] = v
+            else:
+                argv += [f"--{p.name}", v]
+        print(f"vllm-locust: point {i}/{len(points)}: {label}: starting the server", flush=True)
+        server = ServerProcess(argv, env, os.path.join(run_dir, SERVER_LOG))
+        try:
+            ok, startup, why = server.wait_healthy(a.host, own.health_timeout)
+            row: dict[str, Any]
+            if ok:
+                print(f"vllm-locust: point {i}: healthy after {startup:.1f} s; running the load", flush=True)
+                code = run_one(step_args(a, a.host, base, name))
+                worst = max(worst, code)
+                row = summarize_step(name, "server", None, run_dir, code)
+            else:
+                print(f"vllm-locust: point {i}: failed to start: {why}", flush=True)
+                row = {"name": name, "kind": "server", "target": None, "run_dir": run_dir, "exit_code": None,
+                       "error": why, "log_tail": server.log_tail()}  # fmt: skip
+            row.update(label=label, params={("env:" if p.env else "") + p.name: v for p, v in point},
+                       started=ok, startup_s=round(startup, 3), verdict="ran" if ok else "failed start")  # fmt: skip
+        finally:
+            server.stop(own.stop_grace)
+        row["server_exit_code"] = server.proc.returncode
+        steps.append(row)
+        if row.get("exit_code") == exit_codes.INTERRUPTED:
+            break  # Ctrl-C: no further point
+    doc = {"kind": "server_sweep", "sweep": "sweep-server", "host": a.host, "serve_cmd": own.serve_cmd,
+           "params": [{"name": p.name, "env": p.env, "values": list(p.values)} for p in own.param],
+           "steps": steps}  # fmt: skip
+    if getattr(a, "gpu_hour_price", None):
+        from orchestration.capacity.cost import add_step_costs
+
+        add_step_costs(steps, a.gpu_hour_price, a.gpus)
+    atomic_json(os.path.join(base, SWEEP_FILE), doc)
+    print(format_sweep(doc, base), flush=True)
+    for s in steps:
+        state = f"startup {s['startup_s']:.1f} s" if s["started"] else f"FAILED START: {s['error']}"
+        print(f"  {s['label']}: {state}", flush=True)
+    if not a.no_report:
+        from orchestration.report.sweep_report import rewrite_report
+
+        print(f"vllm-locust: server sweep report {rewrite_report(base)}", flush=True)
+    failed = sum(not s["started"] for s in steps)
+    return max(worst, exit_codes.FAILURES if failed else 0)
+
+
+def main(argv: Sequence[str]) -> int:
+    """`vllm-locust sweep-server`: its own flags, then every `vllm-locust run` flag (--host required)."""
+    p = C.OneLineParser(prog="vllm-locust sweep-server",
+                        description="Start the server once per parameter point, run the same load, one report")  # fmt: skip
+    p.add_argument("--serve-cmd", required=True, help='The server command, e.g. "vllm serve MODEL --port 8000"')
+    p.add_argument("--param", action="append", required=True, type=parse_param, metavar="NAME=V1,V2",
+                   help="A serve-command flag to sweep (--NAME V), or env:NAME=V1,V2 for an environment variable")
+    p.add_argument("--health-timeout", type=C.pos_float, default=600.0, help="Seconds a start may take (default 600)")
+    p.add_argument("--stop-grace", type=C.pos_float, default=20.0, help="Seconds between SIGTERM and SIGKILL")
+    own, rest = p.parse_known_args(list(argv))
+    from orchestration.run_cmd import add_run_parser, run
+
+    parser = C.OneLineParser(prog="vllm-locust sweep-server")
+    run_parser = add_run_parser(parser.add_subparsers(dest="command"))
+    run_parser.__class__ = C.OneLineParser
+    try:
+        C.apply_defaults(run_parser, rest)
+        a = parser.parse_args(["run", *rest])
+        if not a.host:
+            raise C.UsageError("--host: the URL where the started server listens, e.g. http://127.0.0.1:8000")
+        if getattr(a, "sweep", None) or getattr(a, "find_max_rate", False):
+            raise C.UsageError("sweep-server runs one load per point: leave out --sweep and --find-max-rate")
+        return run_server_sweep(own, a, run)
+    except C.UsageError as e:
+        print(f"vllm-locust sweep-server: error: {e}", file=sys.stderr)
+        return exit_codes.USAGE

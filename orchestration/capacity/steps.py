@@ -1,0 +1,70 @@
+"""What repeats, sweeps and the SLO search share: one server for every step, a step's arguments, its result."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from orchestration import config as C
+
+# Settings that a step takes over from the parent and must not inherit (the parent's own job).
+# --repeats is not among them: a sweep or search step with --repeats N is itself repeated.
+_PARENT_ONLY = {"sweep": None, "find_max_rate": False, "concurrency_sweep": None, "output_file": ""}
+
+
+@contextmanager
+def shared_host(a: argparse.Namespace) -> Iterator[str]:
+    """The server every step talks to: --host, or one embedded simulator started for all steps."""
+    if a.host:
+        yield a.host
+        return
+    from vllm_sim.launch import start_simulator
+
+    sim = start_simulator(a.sim_args.split() if a.sim_args else [])
+    try:
+        yield sim.url
+    finally:
+        sim.stop()
+
+
+def parent_dir(a: argparse.Namespace, kind: str, marker: str) -> str:
+    """The directory holding every step (created); UsageError when it already holds `marker`."""
+    path = os.path.join(a.output_dir, a.run_name or f"{time.strftime('%Y%m%d-%H%M%S')}-{kind}")
+    if os.path.exists(os.path.join(path, marker)):
+        raise C.UsageError(f"{path} already holds a {kind}; choose another --run-name")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def step_args(a: argparse.Namespace, host: str, out_dir: str, name: str, **overrides: Any) -> argparse.Namespace:
+    """A copy of `a` for one step: its own run directory, the shared host, `overrides` applied."""
+    b = copy.copy(a)
+    for k, v in _PARENT_ONLY.items():
+        if hasattr(b, k):
+            setattr(b, k, v)
+    b.host, b.output_dir, b.run_name, b.no_report = host, out_dir, name, True
+    for k, v in overrides.items():
+        setattr(b, k, v)
+    return b
+
+
+def read_step(run_dir: str) -> dict[str, Any]:
+    """A step's result: result.json, or for a repeated step the repeats' means (with their CIs under `repeats`)."""
+    rep = os.path.join(run_dir, "repeats.json")
+    try:
+        if os.path.exists(rep):
+            with open(rep) as fh:
+                doc = json.load(fh)
+            res: dict[str, Any] = {k: m["mean"] for k, m in doc["metrics"].items()}
+            res["repeats"] = doc
+            return res
+        with open(os.path.join(run_dir, "result.json")) as fh:
+            return dict(json.load(fh))
+    except (OSError, ValueError, KeyError):
+        return {}

@@ -1,0 +1,222 @@
+"""`--sweep rates:1,2,4,8 | concurrency:1,8,32 | auto[:N]`: one run directory per step, sweep.json, one report.
+
+- `rates:` open loop at each rate (the run's --burstiness, --max-concurrency).
+- `concurrency:` closed loop with that many users (`--concurrency-sweep 1,2,4` is the same as
+  `--sweep concurrency:1,2,4`).
+- `auto` (GuideLLM's sweep): synchronous (1 user), then throughput (every request at once), then N rates
+  (default 5) evenly between the two achieved request rates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from orchestration import config as C
+from orchestration.capacity.cost import add_step_costs
+from orchestration.capacity.steps import parent_dir, read_step, shared_host, step_args
+from vllm_users import exit_codes
+from vllm_users.atomic import atomic_json
+
+SWEEP_FILE = "sweep.json"
+AUTO_RATES = 5
+STEP_SECONDS = 20.0  # a rate step without --num-prompts/--run-time sends rate x 20 s requests...
+STEP_MIN, STEP_MAX = 20, 400  # ...at least 20, at most 400
+# per step: (result key, sweep.json key)
+STEP_FIELDS = (
+    ("completed", "completed"), ("failed", "failed"), ("duration", "duration"),
+    ("request_throughput", "achieved_rate"), ("output_throughput", "output_throughput"),
+    ("total_token_throughput", "total_token_throughput"), ("request_goodput", "request_goodput"),
+    ("median_ttft_ms", "ttft_p50_ms"), ("p99_ttft_ms", "ttft_p99_ms"),
+    ("median_tpot_ms", "tpot_p50_ms"), ("p99_tpot_ms", "tpot_p99_ms"),
+    ("median_itl_ms", "itl_p50_ms"), ("p99_itl_ms", "itl_p99_ms"),
+    ("median_e2el_ms", "e2el_p50_ms"), ("p99_e2el_ms", "e2el_p99_ms"),
+    ("max_concurrent_requests", "max_concurrent_requests"),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """What to sweep: kind 'rates' | 'concurrency' | 'auto', and its values (auto: how many rates between)."""
+
+    kind: str
+    values: tuple[float, ...]
+
+
+def parse_sweep(text: str) -> SweepPlan:
+    """`rates:1,2,4` / `concurrency:1,8,32` / `auto` / `auto:8`; UsageError naming the text otherwise."""
+    kind, _, rest = text.strip().partition(":")
+    kind = kind.strip().lower()
+    want = "expected rates:1,2,4,8, concurrency:1,8,32 or auto[:N]"
+    try:
+        if kind == "auto":
+            n = int(rest) if rest.strip() else AUTO_RATES
+            if n < 1:
+                raise ValueError
+            return SweepPlan("auto", (float(n),))
+        if kind in ("rates", "rate", "concurrency"):
+            vals = [float(x) for x in rest.split(",") if x.strip()]
+            if not vals or any(not v > 0 or math.isnan(v) for v in vals):
+                raise ValueError
+            if kind == "concurrency" and any(v != int(v) for v in vals):
+                raise ValueError
+            return SweepPlan("rates" if kind.startswith("rate") else "concurrency", tuple(vals))
+    except ValueError:
+        pass
+    raise C.UsageError(f"--sweep {text!r}: {want}")
+
+
+def _rate_prompts(a: argparse.Namespace, rate: float) -> int | None:
+    if a.num_prompts is not None or a.run_time is not None:
+        return a.num_prompts
+    return int(min(STEP_MAX, max(STEP_MIN, round(rate * STEP_SECONDS))))
+
+
+def _closed(a: argparse.Namespace, users: int) -> dict[str, Any]:
+    return {"users": users, "request_rate": None, "max_concurrency": None,
+            "num_prompts": a.num_prompts if (a.num_prompts or a.run_time) else max(STEP_MIN, 4 * users)}  # fmt: skip
+
+
+def _rate(a: argparse.Namespace, rate: float) -> dict[str, Any]:
+    return {"users": None, "request_rate": rate, "num_prompts": _rate_prompts(a, rate)}
+
+
+def run_sweep(a: argparse.Namespace, run_one: Callable[[argparse.Namespace], int]) -> int:
+    """Run every step of a.sweep, write sweep.json and the combined report; returns the worst exit code."""
+    plan = parse_sweep(a.sweep)
+    if plan.kind == "concurrency" and a.request_rate is not None:
+        raise C.UsageError("--sweep concurrency: runs closed loop: leave out --request-rate")
+    base = parent_dir(a, "sweep", SWEEP_FILE)
+    steps: list[dict[str, Any]] = []
+    worst = 0
+
+    def step(host: str, name: str, kind: str, target: float | None, over: dict[str, Any]) -> dict[str, Any]:
+        nonlocal worst
+        from orchestration.presets import expert_balance, expert_counters
+
+        b = step_args(a, host, base, name, **over)
+        print(f"vllm-locust: sweep step {len(steps) + 1}: {kind} {'' if target is None else format(target, 'g')}",
+              flush=True)  # fmt: skip
+        before = expert_counters(host)
+        code = run_one(b)
+        worst = max(worst, code)
+        s = summarize_step(name, kind, target, os.path.join(base, name), code)
+        if kind == "concurrency":
+            s["concurrency"] = int(target or 0)
+        load = expert_balance(before, expert_counters(host))
+        if load is not None:
+            s["expert_load"] = load
+        steps.append(s)
+        if code == exit_codes.INTERRUPTED:
+            raise KeyboardInterrupt  # Ctrl-C: no further step; what ran is written below
+        return s
+
+    interrupted = False
+    try:
+        _run_plan(a, plan, step)
+    except KeyboardInterrupt:
+        interrupted = True
+    doc = sweep_doc(plan, steps, a)
+    doc["interrupted"] = interrupted
+    atomic_json(os.path.join(base, SWEEP_FILE), doc)
+    print(format_sweep(doc, base), flush=True)
+    if not a.no_report:
+        from orchestration.report.sweep_report import write_sweep_report
+
+        print(f"vllm-locust: sweep report {write_sweep_report(base)}", flush=True)
+    return exit_codes.INTERRUPTED if interrupted else worst
+
+
+def _run_plan(a: argparse.Namespace, plan: SweepPlan, step: Callable[..., dict[str, Any]]) -> None:
+    """The steps of `plan`, in order (auto: the rates come from the first two steps' results)."""
+    with shared_host(a) as host:
+        if plan.kind == "rates":
+            for i, r in enumerate(plan.values):
+                step(host, f"step-{i + 1:02d}-rate-{r:g}", "rate", r, _rate(a, r))
+        elif plan.kind == "concurrency":
+            for i, c in enumerate(plan.values):
+                step(host, f"step-{i + 1:02d}-c{int(c):03d}", "concurrency", c, _closed(a, int(c)))
+        else:
+            sync = step(host, "step-01-synchronous", "synchronous", None, _closed(a, 1))
+            n_thr = a.num_prompts or STEP_MAX
+            thr = step(host, "step-02-throughput", "throughput", None,
+                       {"users": None, "request_rate": math.inf, "num_prompts": n_thr})  # fmt: skip
+            lo, hi = sync.get("achieved_rate"), thr.get("achieved_rate")
+            if not lo or not hi or hi <= lo:
+                print(f"vllm-locust: warning: auto sweep: throughput ({hi}) not above synchronous ({lo}); no rates between",
+                      flush=True)  # fmt: skip
+            else:
+                n = int(plan.values[0])
+                for k in range(1, n + 1):
+                    r = round(lo + (hi - lo) * k / (n + 1), 4)
+                    step(host, f"step-{k + 2:02d}-rate-{r:g}", "rate", r, _rate(a, r))
+
+
+def summarize_step(name: str, kind: str, target: float | None, run_dir: str, code: int) -> dict[str, Any]:
+    """One step's row of sweep.json: what it was asked, what it achieved, its latency percentiles."""
+    res = read_step(run_dir)
+    s: dict[str, Any] = {"name": name, "kind": kind, "target": target, "run_dir": run_dir, "exit_code": code,
+                         "label": kind if target is None else f"{kind} {target:g}"}  # fmt: skip
+    for key, out in STEP_FIELDS:
+        v = res.get(key)
+        s[out] = v if isinstance(v, int | float) and not isinstance(v, bool) else None
+    tpot = s.get("tpot_p50_ms")
+    s["output_tok_per_s_per_user"] = 1000.0 / tpot if tpot else None  # a user's stream speed (median TPOT)
+    # kept for the concurrency sweep's readers (moe preset)
+    s["median_ttft_ms"], s["median_tpot_ms"] = s["ttft_p50_ms"], s["tpot_p50_ms"]
+    s["request_throughput"] = s["achieved_rate"]
+    if res.get("repeats"):
+        s["repeats"] = {k: {x: m[x] for x in ("ci_low", "ci_high", "n")}
+                        for k, m in res["repeats"].get("metrics", {}).items() if k in dict(STEP_FIELDS)}  # fmt: skip
+    return s
+
+
+def sweep_doc(plan: SweepPlan, steps: list[dict[str, Any]], a: argparse.Namespace) -> dict[str, Any]:
+    """sweep.json: the plan, every step and (concurrency steps) the scaling efficiency against 1 user."""
+    base = next((s["output_throughput"] for s in steps
+                 if s["kind"] == "synchronous" or (s["kind"] == "concurrency" and s["target"] == 1)), None)  # fmt: skip
+    for s in steps:
+        if s["kind"] == "concurrency":
+            tput = s.get("output_throughput")
+            s["scaling_efficiency"] = tput / (s["target"] * base) if base and tput is not None else None
+    add_step_costs(steps, getattr(a, "gpu_hour_price", None), getattr(a, "gpus", 1))
+    return {"kind": "concurrency_sweep" if plan.kind == "concurrency" else f"{plan.kind}_sweep",
+            "sweep": a.sweep, "host": a.host or "embedded simulator", "preset": getattr(a, "preset", None),
+            "steps": steps, "baseline_output_throughput": base}  # fmt: skip
+
+
+def _f(v: Any, spec: str) -> str:
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return format(v, spec)
+    width = "".join(itertools.takewhile(str.isdigit, spec))
+    return format("-", ">" + width)
+
+
+def format_sweep(doc: dict[str, Any], path: str) -> str:
+    """The sweep as a console table."""
+    title = "concurrency sweep" if doc["kind"] == "concurrency_sweep" else doc["kind"].replace("_", " ")
+    rows = [f"{'step':<24}{'target':>8}{'req/s':>8}{'out tok/s':>10}{'TTFT p50':>9}{'TTFT p99':>9}"
+            f"{'TPOT p50':>9}{'TPOT p99':>9}{'E2EL p99':>9}{'tok/s/user':>11}"]  # fmt: skip
+    for s in doc["steps"]:
+        g = s.get
+        rows.append(f"{str(g('label') or g('kind'))[:23]:<24}{_f(g('target'), '8g')}{_f(g('achieved_rate'), '8.2f')}"
+                    f"{_f(g('output_throughput'), '10.1f')}{_f(g('ttft_p50_ms'), '9.1f')}{_f(g('ttft_p99_ms'), '9.1f')}"
+                    f"{_f(g('tpot_p50_ms'), '9.2f')}{_f(g('tpot_p99_ms'), '9.2f')}{_f(g('e2el_p99_ms'), '9.1f')}"
+                    f"{_f(g('output_tok_per_s_per_user'), '11.1f')}")  # fmt: skip
+        if s.get("scaling_efficiency") is not None:
+            rows[-1] += f"  efficiency {s['scaling_efficiency']:.2f}"
+        if s.get("expert_load") and s["expert_load"].get("max_over_mean") is not None:
+            rows[-1] += f"  experts max/mean {s['expert_load']['max_over_mean']:.2f} CV {s['expert_load']['cv']:.3f}"
+    return "\n".join([f"=== {title} ===", *rows, f"Sweep: {os.path.join(path, SWEEP_FILE)}"])
+
+
+def load_sweep(path: str) -> dict[str, Any]:
+    """sweep.json of a sweep directory."""
+    with open(os.path.join(path, SWEEP_FILE)) as fh:
+        return dict(json.load(fh))

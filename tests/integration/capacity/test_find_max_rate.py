@@ -1,0 +1,62 @@
+"""`--find-max-rate` against a simulator of known capacity: it finds the true maximum within 5 % in <= 8 steps.
+
+The simulator runs at most 4 sequences, every engine step takes 25 ms (no per-sequence cost, prefill
+instantaneous) and every request makes exactly 10 tokens (one per step, the first at the end of its
+prefill step): a request holds a slot for 10 steps, so the engine completes at most 4 / (10 x step)
+requests/s: 16 at 25 ms. Below that, near-constant arrivals (burstiness 100) never queue and TTFT stays
+within a step or two; above it, the queue grows without bound and the 300 ms TTFT SLO fails.
+
+On a loaded machine the simulator's steps run late (its event loop wakes late), so the step time is taken
+from the measurement: TPOT is exactly one step (one token per step per sequence), and the true maximum is
+4 / (10 x median TPOT) of the steps that held.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from tests.integration.core.helpers import cli
+
+SLOTS, STEP_MS, TOKENS = 4, 25.0, 10
+
+
+@pytest.mark.timeout(600)
+def test_finds_the_true_maximum(tmp_path) -> None:
+    sim = (f"--max-num-seqs {SLOTS} --decode-step-ms {STEP_MS} --decode-per-seq-ms 0 --prefill-tokens-per-s 1e9 "
+           "--no-enable-prefix-caching")  # fmt: skip
+    r = cli(["--find-max-rate", "--goodput", "ttft:300", "--burstiness", "100", "--input-len", "32",
+             "--output-len", str(TOKENS), "--ignore-eos", "--workers", "1", "--sim-args", sim],
+            str(tmp_path), timeout=580)  # fmt: skip
+    assert r.rc == 0, r.logs()[-4000:]
+    with open(os.path.join(r.run_dir, "sweep.json")) as fh:
+        doc = json.load(fh)
+    steps = doc["steps"]
+    found = doc["max_rate"]
+    print(json.dumps({"found": found, "failing": doc["lowest_failing_rate"], "probe": doc["probe_capacity_rps"],
+                      "steps": [(s["target"], s["verdict"], s.get("judgement", {}).get("reasons")) for s in steps]},
+                     indent=1))  # fmt: skip
+    held = [s for s in steps if s["verdict"] == "holds"]
+    step_s = float(np.median([s["tpot_p50_ms"] for s in held])) / 1000.0
+    assert step_s == pytest.approx(STEP_MS / 1000.0, rel=0.25)  # the engine runs as configured
+    true_max = SLOTS / (TOKENS * step_s)
+    print(f"true maximum {true_max:.2f} req/s (step {step_s * 1e3:.2f} ms), found {found}")
+    assert len(steps) <= 8
+    assert found == pytest.approx(true_max, rel=0.05)
+    lo, hi = doc["uncertainty"]["low"], doc["uncertainty"]["high"]
+    assert lo == found and (hi is None or hi > lo)
+    assert all(s["verdict"] in ("probe", "holds", "fails") for s in steps)
+    assert "Max rate within the SLO" in r.out
+    # every failing step says why; every step is a run directory
+    for s in steps:
+        assert os.path.exists(os.path.join(s["run_dir"], "result.json"))
+        if s["verdict"] == "fails":
+            assert s["judgement"]["reasons"]
+
+
+def test_find_max_rate_needs_an_slo(tmp_path) -> None:
+    r = cli(["--find-max-rate"], str(tmp_path))
+    assert r.rc == 2 and "--find-max-rate needs the SLO" in r.err

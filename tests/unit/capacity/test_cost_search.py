@@ -1,0 +1,77 @@
+"""Cost arithmetic, the search's next rate, its saturation watch and a step's verdict from crafted records."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from orchestration.capacity import search as S
+from orchestration.capacity.cost import cost_at, format_cost, run_cost
+from orchestration.summary import format_summary
+from tests.unit.report.helpers import make_records, write_run
+from vllm_users.measure.metrics import Slo
+
+
+def test_cost() -> None:
+    # $4/GPU-hour x 2 GPUs = $8/h = $0.002222/s; 1000 tok/s -> $2.222 per million tokens; 5 req/s -> $0.000444
+    c = cost_at(4.0, 2, 1000.0, 5.0)
+    assert c["usd_per_million_output_tokens"] == pytest.approx(8 / 3600 / 1000 * 1e6)
+    assert c["usd_per_request"] == pytest.approx(8 / 3600 / 5)
+    assert cost_at(4.0, 1, 0.0, None)["usd_per_million_output_tokens"] is None
+    res = {"output_throughput": 1000.0, "request_throughput": 5.0, "completed": 1}
+    res["cost"] = run_cost(res, 4.0, 2)
+    text = format_summary(res)
+    assert "Cost at $4/GPU-hour x 2 GPU(s):" in text and "$2.222 per 1M output tokens" in text
+    assert any("SLO-max rate" in x for x in format_cost({**res["cost"], "at_slo_max_rate": cost_at(4.0, 2, 2000.0, 9.0)}))
+
+
+def test_next_rate() -> None:
+    assert S.next_rate(None, 20.0, 1) == 18.0  # first failure: 90 %
+    assert S.next_rate(None, 18.0, 2) == 9.0  # then halve
+    assert S.next_rate(18.0, 20.0, 1) == 19.0  # bisect
+    assert S.next_rate(20.0, None, 0) == 25.0  # all passed: go higher
+    assert S.next_rate(None, 20.0, 1, kept_up=15.0) == pytest.approx(14.55)  # just under what it kept up
+    assert S.next_rate(None, 20.0, 1, kept_up=19.5) == 18.0
+
+
+def test_watch() -> None:
+    w = S.SaturationWatch(Slo({"ttft": 100.0}))
+    assert w({"elapsed_s": 0.5, "inflight": 0}) is None
+    assert w({"elapsed_s": 4.6, "inflight": 9}) is None  # from nothing in flight at the start: no baseline
+    w = S.SaturationWatch(Slo({"ttft": 100.0}))
+    assert w({"elapsed_s": 1.0, "inflight": 4}) is None
+    assert w({"elapsed_s": 3.0, "inflight": 5}) is None
+    assert w({"elapsed_s": 5.0, "inflight": 6}) is None  # 4 -> 6: not doubled
+    assert "over-saturated" in (w({"elapsed_s": 7.0, "inflight": 12}) or "")  # 5 -> 12 in 4 s
+    w = S.SaturationWatch(Slo({"ttft": 100.0}))
+    assert w({"elapsed_s": 1.0, "inflight": 2, "ok": 60, "chat_ttft_p50_ms": 250.0, "chat_ttft_p99_ms": 900.0}) is None
+    assert "already failed" in (w({"elapsed_s": 2.0, "inflight": 2, "ok": 60, "chat_ttft_p50_ms": 350.0}) or "")
+
+
+def test_judge(tmp_path: str) -> None:
+    slo = Slo({"ttft": 100.0})
+    good = write_run(os.path.join(tmp_path, "good"), make_records(200, ttft_ms=20.0))
+    v = S.judge(good, 5.0, slo, 99.0, 0.01)
+    assert v["passed"], v
+    # a tail above the SLO at p99, failures above 1 %, and an early stop each fail the step
+    tail = write_run(os.path.join(tmp_path, "tail"), make_records(200, tail_every=20, tail_ms=500.0, fail=4))
+    v = S.judge(tail, 5.0, slo, 99.0, 0.01)
+    assert not v["passed"] and any("p99 TTFT" in r for r in v["reasons"]) and any("failure rate" in r for r in v["reasons"])
+    assert S.judge(tail, 5.0, slo, 90.0, 0.05)["slo_values_ms"]["ttft"] < 100  # p90 is below the tail
+    with open(os.path.join(good, S.EARLY_STOP_FILE), "w") as fh:
+        json.dump({"reason": "in-flight requests grew"}, fh)
+    assert "stopped early: in-flight requests grew" in S.judge(good, 5.0, slo, 99.0, 0.01)["reasons"]
+
+
+def test_judge_sees_rising_ttft_and_a_rate_not_kept(tmp_path: str) -> None:
+    recs = make_records(300, ttft_ms=20.0, concurrency=8)
+    recs.sort(key=lambda r: r.t_start)
+    for i, r in enumerate(recs):  # a queue that grows: each later request waits longer
+        extra = int(i * 2000)
+        r.chunk_times_us = [c + extra for c in r.chunk_times_us]
+        r.end_us += extra
+    run = write_run(os.path.join(tmp_path, "rising"), recs)
+    v = S.judge(run, 1000.0, Slo({"ttft": 10_000.0}), 99.0, 0.01)
+    assert any("TTFT rising" in r for r in v["reasons"]) and any("achieved" in r for r in v["reasons"])
