@@ -81,14 +81,14 @@ class SaturationWatch:
 def _measured(run_dir: str, percentile: float) -> tuple[dict[str, Any], Any, np.ndarray]:
     """The step's result at `percentile` (measured window), its columns and the measured successes' rows."""
     from vllm_users.measure.columns import load_columns
-    from vllm_users.measure.metrics import ok_rows
+    from vllm_users.measure.metrics import METRICS, PercentileChoice, ok_rows
     from vllm_users.measure.results import build_result
     from vllm_users.measure.windows import parse_optional, split
 
     with open(os.path.join(run_dir, "run_meta.json")) as fh:
         meta = json.load(fh)
     cols = load_columns(run_dir)
-    res = build_result(cols, meta, percentiles=(50, percentile))
+    res = build_result(cols, meta, percentiles=PercentileChoice(METRICS, (50.0, percentile)))
     measured, _ = split(cols, np.arange(cols.n), parse_optional(meta.get("warmup")), parse_optional(meta.get("cooldown")))
     return res, cols, ok_rows(cols, measured)
 
