@@ -80,7 +80,8 @@ def install(env: Environment, plugin: Any) -> None:
         return send_file(path, mimetype="text/html", as_attachment=True, download_name="vllm-locust-report.html")
 
     app.register_blueprint(bp)
-    secret = next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
+    _password_login(web_ui)
+    secrets = [os.environ[k] for k in (*API_KEY_ENV, WEB_PASSWORD_ENV) if os.environ.get(k)]
 
     @app.before_request
     def refuse_second_run() -> Any:
@@ -105,11 +106,49 @@ def install(env: Environment, plugin: Any) -> None:
             html = response.get_data(as_text=True)
             tag = f'<script src="./llm/static/{SCRIPT}"></script>'
             response.set_data(html.replace("</body>", tag + "</body>", 1))
-        if secret and not response.direct_passthrough and response.mimetype in _TEXT:
+        if secrets and not response.direct_passthrough and response.mimetype in _TEXT:
             body = response.get_data()
-            if secret.encode() in body:
-                response.set_data(body.replace(secret.encode(), b"***"))
+            for secret in secrets:
+                body = body.replace(secret.encode(), b"***")
+            response.set_data(body)
         return response
+
+
+WEB_USER_ENV, WEB_PASSWORD_ENV = "VLLM_LOCUST_WEB_USER", "VLLM_LOCUST_WEB_PASSWORD"
+
+
+def _password_login(web_ui: Any) -> None:
+    """--web-login with one user from the environment (VLLM_LOCUST_WEB_USER, default admin, and
+    VLLM_LOCUST_WEB_PASSWORD) on Locust's own login page; without a password Locust's --web-login is
+    left to a locustfile's own logic, as Locust documents."""
+    password = os.environ.get(WEB_PASSWORD_ENV)
+    if not web_ui.web_login or not password:
+        return
+    import hmac
+
+    from flask import redirect, request, session, url_for
+    from flask_login import UserMixin, login_user
+
+    user = os.environ.get(WEB_USER_ENV) or "admin"
+
+    class _User(UserMixin):
+        def __init__(self, uid: str) -> None:
+            self.id = uid
+
+    app = web_ui.app
+    app.secret_key = os.urandom(32)  # sessions end with the run
+    web_ui.login_manager.user_loader(lambda uid: _User(uid) if uid == user else None)
+    web_ui.auth_args = {"username_password_callback": "/llm/login_submit"}
+
+    @app.route("/llm/login_submit", methods=["POST"])
+    def login_submit() -> Any:
+        ok = hmac.compare_digest(request.form.get("username", ""), user)
+        ok &= hmac.compare_digest(request.form.get("password", "").encode(), password.encode())
+        if ok:
+            login_user(_User(user))
+            return redirect(url_for("locust.index"))
+        session["auth_error"] = "Invalid username or password"
+        return redirect(url_for("locust.login"))
 
 
 _TEXT = {"text/html", "application/json", "text/csv", "text/plain", "application/javascript", "text/javascript"}
