@@ -12,6 +12,7 @@ import os
 import socket
 import struct
 import sys
+import weakref
 from time import perf_counter, time
 from typing import Any
 
@@ -30,6 +31,7 @@ KERNEL_TIMESTAMPS = bool(_SO_TIMESTAMPNS) and os.environ.get("VLLM_LOCUST_KERNEL
 _ANC = socket.CMSG_SPACE(16) if KERNEL_TIMESTAMPS else 0
 _TS = struct.Struct("qq")
 BLOCK = 65536
+_STAMPED: weakref.WeakSet[Any] = weakref.WeakSet()  # pooled sockets that already have SO_TIMESTAMPNS on
 
 
 def read_stamped(sock: Any, size: int, kernel: bool, wall_minus_perf: float) -> tuple[bytes, float]:
@@ -93,9 +95,10 @@ def post(client: HTTPClient, path: str, body: bytes, headers: dict[str, str]) ->
     for attempt in (0, 1):
         sock = pool.get_socket()
         kernel = KERNEL_TIMESTAMPS
-        if kernel:
+        if kernel and sock not in _STAMPED:  # once per connection, not per request (a syscall each)
             try:
                 sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+                _STAMPED.add(sock)
             except OSError:
                 kernel = False
         wall_minus_perf = time() - perf_counter()

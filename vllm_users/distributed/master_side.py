@@ -82,8 +82,8 @@ class Collector:
         if data.get("calibration") and self.calibration is None:  # every worker calibrates alike: keep the first
             self.calibration = data["calibration"]
         h = self.health.setdefault(data["worker"], {"cpu": [], "lag_ms": []})
-        for k in ("cpu", "lag_ms"):
-            h[k].extend(data["health"].get(k, ()))
+        for k, v in data["health"].items():
+            h.setdefault(k, []).extend(v)
         if data.get("final"):
             w.final = True
             self._fh.flush()

@@ -5,6 +5,7 @@ Importing this module (any vllm_users user class does) registers the listeners o
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -13,7 +14,7 @@ import time
 from typing import Any
 
 import gevent
-from locust import events
+from locust import argument_parser, events
 from locust.env import Environment
 from locust.runners import STATE_MISSING, LocalRunner, MasterRunner, WorkerRunner
 
@@ -23,7 +24,7 @@ from vllm_users.distributed import web_ui
 from vllm_users.distributed.live import LiveView
 from vllm_users.distributed.master_side import Collector
 from vllm_users.distributed.worker_side import WorkerContext
-from vllm_users.measure.health import summarize
+from vllm_users.measure.health import summarize, tune_gc_after_start
 from vllm_users.measure.results import META_FILE, write_result
 from vllm_users.options import add_options, check_options, open_loop
 
@@ -61,6 +62,11 @@ def _on_init(environment: Environment, **_: Any) -> None:
                 sys.exit(exit_codes.USAGE)
         _MasterPlugin(environment)
     if isinstance(runner, WorkerRunner):
+        # Locust 2.4x rebuilds its whole argument parser once per option of every spawn message
+        # (runners.py: `k not in default_args_dict()` in a loop): ~150 builds block the worker's loop for
+        # 0.3-5 s at start-up. The defaults never change inside a process: build them once.
+        if not hasattr(argument_parser.default_args_dict, "cache_info"):
+            argument_parser.default_args_dict = functools.cache(argument_parser.default_args_dict)
         runner.register_message("vllm_stop", _worker_stop_handler, concurrent=True)
         runner.register_message("vllm_grant", _worker_grant_handler)
         runner.register_message("vllm_rate", _worker_rate_handler)
@@ -139,6 +145,12 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
     ctx.users = lambda: max(1, environment.runner.user_count if environment.runner else 1)
     environment.vllm_ctx = ctx  # type: ignore[attr-defined]
     ctx.start()
+
+
+@events.spawning_complete.add_listener
+def _on_spawned(environment: Environment, **_: Any) -> None:
+    if not isinstance(environment.runner, MasterRunner):
+        tune_gc_after_start()  # every user and its prompt source exist now: freeze them out of the GC's scans
 
 
 @events.test_stop.add_listener

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import os
 import time
 from typing import Any
 
@@ -16,26 +18,61 @@ LOOP_LAG_P99_MS = 10.0
 WARMUP_S = 2.0  # samples start this long after the test starts
 
 
+GC_PAUSE_KEEP_MS = 0.5  # garbage-collector pauses at least this long are kept one by one (the rest: counted)
+# Generation-0 threshold of a worker (Python's default is 700 allocations): a 256-stream worker allocates
+# enough to run a young collection every few ms; a larger threshold makes them rarer at the same total cost.
+GC_GEN0 = int(os.environ.get("VLLM_LOCUST_GC_GEN0", "0") or 0)
+GC_FREEZE = os.environ.get("VLLM_LOCUST_GC_FREEZE", "1") != "0"
+
+
+def tune_gc_after_start() -> None:
+    """Once the users are started: move every object alive now out of the collector's sight (gc.freeze, so
+    full collections stop re-scanning modules, options and prompts) and apply VLLM_LOCUST_GC_GEN0."""
+    if GC_FREEZE:
+        gc.freeze()
+    if GC_GEN0 > 0:
+        _g0, g1, g2 = gc.get_threshold()
+        gc.set_threshold(GC_GEN0, g1, g2)
+
+
 class HealthSampler:
-    """A greenlet that samples CPU fraction every second and loop lag every 50 ms."""
+    """A greenlet that samples CPU fraction every second and loop lag every 50 ms; garbage-collector pauses
+    are timed through gc.callbacks."""
 
     def __init__(self, interval: float = 1.0, lag_probe: float = 0.05) -> None:
         self.interval = interval
         self.lag_probe = lag_probe
         self.cpu: list[float] = []
         self.lag_ms: list[float] = []
+        self.gc_ms: list[float] = []  # pauses >= GC_PAUSE_KEEP_MS
+        self.gc_count = 0
+        self.gc_total_ms = 0.0
+        self._gc_t0 = 0.0
         self._g: gevent.Greenlet | None = None
+
+    def _on_gc(self, phase: str, _info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._gc_t0 = time.perf_counter()
+            return
+        ms = (time.perf_counter() - self._gc_t0) * 1000.0
+        self.gc_count += 1
+        self.gc_total_ms += ms
+        if ms >= GC_PAUSE_KEEP_MS:
+            self.gc_ms.append(round(ms, 3))
 
     def start(self) -> None:
         """Begin sampling (idempotent)."""
         if self._g is None:
             self._g = gevent.spawn(self._run)
+            gc.callbacks.append(self._on_gc)
 
     def stop(self) -> None:
         """Stop sampling."""
         if self._g is not None:
             self._g.kill(block=False)
             self._g = None
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
 
     def _run(self) -> None:
         gevent.sleep(WARMUP_S)  # user spawning is not steady state
@@ -53,8 +90,10 @@ class HealthSampler:
 
     def take(self) -> dict[str, list[float]]:
         """Samples since the last take (for a report to the master)."""
-        out = {"cpu": self.cpu, "lag_ms": self.lag_ms}
-        self.cpu, self.lag_ms = [], []
+        out = {"cpu": self.cpu, "lag_ms": self.lag_ms, "gc_ms": self.gc_ms,
+               "gc_count": [float(self.gc_count)], "gc_total_ms": [round(self.gc_total_ms, 3)]}  # fmt: skip
+        self.cpu, self.lag_ms, self.gc_ms = [], [], []
+        self.gc_count, self.gc_total_ms = 0, 0.0
         return out
 
 
@@ -72,6 +111,12 @@ def summarize(samples: dict[str, dict[str, list[float]]]) -> dict[str, Any]:
             "loop_lag_p99_ms": float(np.percentile(lag, 99)),
             "loop_lag_max_ms": float(lag.max()),
         }
+        if "gc_count" in s:  # garbage-collector pauses (workers that report them)
+            gcs = s.get("gc_ms") or [0.0]
+            row["gc_collections"] = int(sum(s.get("gc_count") or ()))
+            row["gc_total_ms"] = round(float(sum(s.get("gc_total_ms") or ())), 3)
+            row["gc_pause_max_ms"] = float(max(gcs))
+            row["gc_pauses_over_1ms"] = sum(1 for x in gcs if x >= 1.0)
         row["client_bound"] = row["cpu_mean"] > CPU_BOUND_FRACTION or row["loop_lag_p99_ms"] > LOOP_LAG_P99_MS
         bound = bound or row["client_bound"]
         workers[name] = row

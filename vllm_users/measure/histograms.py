@@ -1,12 +1,16 @@
 """Exact latency distributions: one HdrHistogram (µs, 3 significant digits) per scenario x metric.
 
 Workers encode them into their reports; the master decodes and adds them, which is lossless.
+A record's values are recorded lazily and in bulk (`record_many`, numpy): hdrh's `record_value` costs ~1.5 µs
+in Python per value, and a 64-token request has 66 of them (py-spy: 12 % of a worker at 256 streams).
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
+import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from vllm_users.measure.metrics import tpot_s
@@ -23,36 +27,82 @@ def new_histogram() -> HdrHistogram:
     return HdrHistogram(LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS)
 
 
+def record_many(h: HdrHistogram, values: np.ndarray) -> None:
+    """`h.record_value(v)` for every v (clamped to LOWEST_US), in one numpy pass; values past the
+    histogram's range are skipped, as record_value skips them."""
+    v = np.maximum(np.asarray(values, dtype=np.int64), LOWEST_US)
+    if not v.size:
+        return
+    # hdrh's _counts_index_for, vectorised: bit_length(v | sub_bucket_mask) is frexp's exponent (exact < 2**53)
+    pow2ceiling = np.frexp((v | h.sub_bucket_mask).astype(np.float64))[1].astype(np.int64)
+    bucket = pow2ceiling - h.unit_magnitude - (h.sub_bucket_half_count_magnitude + 1)
+    sub = v >> (bucket + h.unit_magnitude)
+    idx = ((bucket + 1) << h.sub_bucket_half_count_magnitude) + sub - h.sub_bucket_half_count
+    ok = (idx >= 0) & (idx < h.counts_len)
+    if not ok.all():
+        idx, v = idx[ok], v[ok]
+        if not v.size:
+            return
+    counts = np.frombuffer(h.counts, dtype=np.int64, count=h.counts_len)
+    counts += np.bincount(idx, minlength=h.counts_len)
+    h.total_count += int(v.size)
+    h.min_value = min(h.min_value, int(v.min()))
+    h.max_value = max(h.max_value, int(v.max()))
+
+
 class HistogramSet:
     """Histograms keyed by (scenario, metric); successes only."""
 
     def __init__(self) -> None:
-        self.hists: dict[tuple[str, str], HdrHistogram] = {}
+        self._hists: dict[tuple[str, str], HdrHistogram] = {}
+        # per scenario: chunk-time lists and TPOT values (µs) not yet in the histograms
+        self._chunks: dict[str, list[list[int]]] = {}
+        self._tpots: dict[str, list[int]] = {}
+
+    @property
+    def hists(self) -> dict[tuple[str, str], HdrHistogram]:
+        """Every histogram, with everything added so far."""
+        self._flush()
+        return self._hists
 
     def get(self, scenario: str, metric: str) -> HdrHistogram:
-        """The histogram for one scenario and metric, created on first use."""
+        """The histogram for one scenario and metric (everything added so far), created on first use."""
+        self._flush()
+        return self._get(scenario, metric)
+
+    def _get(self, scenario: str, metric: str) -> HdrHistogram:
         key = (scenario, metric)
-        h = self.hists.get(key)
+        h = self._hists.get(key)
         if h is None:
-            h = self.hists[key] = new_histogram()
+            h = self._hists[key] = new_histogram()
         return h
 
     def add_record(self, r: RequestRecord) -> None:
-        """Record a successful request's TTFT, TPOT, ITLs and E2EL."""
+        """Record a successful request's TTFT, TPOT, ITLs and E2EL (kept as they are until read)."""
         if r.error is not None or not r.chunk_times_us:
             return
-        c = r.chunk_times_us
-        self.get(r.scenario, "ttft").record_value(max(c[0], LOWEST_US))
-        self.get(r.scenario, "e2el").record_value(max(c[-1], LOWEST_US))
+        self._chunks.setdefault(r.scenario, []).append(r.chunk_times_us)
         t = tpot_s(r)
         if t is not None:
-            self.get(r.scenario, "tpot").record_value(max(round(t * 1e6), LOWEST_US))
-        if len(c) > 1:
-            itl = self.get(r.scenario, "itl")
-            prev = c[0]
-            for x in c[1:]:
-                itl.record_value(max(x - prev, LOWEST_US))
-                prev = x
+            self._tpots.setdefault(r.scenario, []).append(round(t * 1e6))
+
+    def _flush(self) -> None:
+        """Move the pending values into the histograms (one numpy pass per scenario and metric)."""
+        for scenario, lists in self._chunks.items():
+            lens = np.fromiter((len(c) for c in lists), dtype=np.int64, count=len(lists))
+            flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(lens.sum()))
+            ends = np.cumsum(lens)
+            record_many(self._get(scenario, "ttft"), flat[ends - lens])
+            record_many(self._get(scenario, "e2el"), flat[ends - 1])
+            if flat.size > len(lists):
+                gaps = np.diff(flat)
+                inside = np.ones(gaps.size, dtype=bool)
+                inside[ends[:-1] - 1] = False  # the step from one record's last chunk to the next's first
+                record_many(self._get(scenario, "itl"), gaps[inside])
+        for scenario, tpots in self._tpots.items():
+            record_many(self._get(scenario, "tpot"), np.array(tpots, dtype=np.int64))
+        self._chunks.clear()
+        self._tpots.clear()
 
     def encode(self) -> dict[str, str]:
         """Compressed form for a worker report ("scenario|metric" -> base64 blob)."""
@@ -62,11 +112,13 @@ class HistogramSet:
         """Add histograms received from a worker."""
         for key, blob in blobs.items():
             scenario, _, metric = key.rpartition("|")
-            self.get(scenario, metric).decode_and_add(blob)
+            self._get(scenario, metric).decode_and_add(blob)
 
     def reset(self) -> None:
         """Forget everything (after a report has been sent)."""
-        self.hists.clear()
+        self._hists.clear()
+        self._chunks.clear()
+        self._tpots.clear()
 
     def summary_ms(self, percentiles: tuple[float, ...] = (50, 90, 99)) -> dict[str, dict[str, float]]:
         """Per "scenario|metric": count and pN in ms (for live progress and cross-checks)."""

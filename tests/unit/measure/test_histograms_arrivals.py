@@ -107,3 +107,69 @@ def test_slo_met_by_one_record_agrees_with_the_columns() -> None:
     met = slo_met(c, ok, slo)
     expect = np.logical_and.reduce(list(met.values()))
     assert [slo.met_by(r) for r in recs] == list(expect)
+
+
+def test_record_many_equals_record_value_one_by_one() -> None:
+    from vllm_users.measure.histograms import HIGHEST_US, new_histogram, record_many
+
+    rng = np.random.default_rng(5)
+    values = np.concatenate([
+        rng.integers(-5, 3000, 4000), rng.integers(1, 10**6, 4000), rng.integers(1, 2 * HIGHEST_US, 500),
+        np.array([0, 1, 2, 1023, 1024, 2047, 2048, 4095, 4096, HIGHEST_US, 2**40], dtype=np.int64),
+    ])  # fmt: skip
+    one, bulk = new_histogram(), new_histogram()
+    for v in values.tolist():
+        one.record_value(max(v, 1))
+    record_many(bulk, values)
+    assert bulk.get_total_count() == one.get_total_count() > 0
+    assert (bulk.get_min_value(), bulk.get_max_value()) == (one.get_min_value(), one.get_max_value())
+    assert list(bulk.counts) == list(one.counts)
+    assert bulk.encode() == one.encode()
+
+
+def test_lazy_histograms_equal_per_value_recording() -> None:
+    from vllm_users.measure.metrics import tpot_s
+
+    recs = _records(500, 7)
+    recs[3].error = "http"  # failures stay out
+    hs = HistogramSet()
+    for r in recs:
+        hs.add_record(r)
+    ref: dict[str, list[int]] = {"ttft": [], "e2el": [], "itl": [], "tpot": []}
+    for r in recs:
+        if r.error is not None:
+            continue
+        c = r.chunk_times_us
+        ref["ttft"].append(c[0])
+        ref["e2el"].append(c[-1])
+        ref["itl"] += [b - a for a, b in zip(c, c[1:], strict=False)]
+        t = tpot_s(r)
+        if t is not None:
+            ref["tpot"].append(round(t * 1e6))
+    from vllm_users.measure.histograms import new_histogram
+
+    for metric, vals in ref.items():
+        want = new_histogram()
+        for v in vals:
+            want.record_value(max(v, 1))
+        h = hs.get("chat", metric)
+        assert h.get_total_count() == len(vals) > 0
+        assert list(h.counts) == list(want.counts)
+        assert (h.get_min_value(), h.get_max_value()) == (want.get_min_value(), want.get_max_value())
+    # recording more after a read keeps adding
+    hs.add_record(recs[0])
+    assert hs.get("chat", "ttft").get_total_count() == len(ref["ttft"]) + 1
+
+
+def test_record_json_has_every_field_like_asdict() -> None:
+    import dataclasses
+    import json
+
+    r = _records(1, 3)[0]
+    r.extra = {"a": [1, {"b": None}]}
+    want = dataclasses.asdict(r)
+    assert json.loads(r.to_json()) == want
+    r.extra = None
+    del want["extra"]
+    assert json.loads(r.to_json()) == want
+    assert RequestRecord(**json.loads(r.to_json())) == r
