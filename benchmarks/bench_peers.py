@@ -44,6 +44,7 @@ from common import (
 
 LOADS: dict[str, dict[str, Any]] = {
     "fid64": {"streams": 64, "ttft_ms": 50, "itl_ms": 10, "extra": []},
+    "burst64": {"streams": 64, "ttft_ms": 10, "itl_ms": 0.5, "extra": ["--chunks-per-write", "8"]},
     "seg256": {"streams": 256, "ttft_ms": 50, "itl_ms": 10, "extra": []},
     "burst256": {"streams": 256, "ttft_ms": 10, "itl_ms": 2, "extra": ["--chunks-per-write", "8"]},
 }
@@ -211,22 +212,67 @@ def _guidellm_latencies(doc: dict[str, Any]) -> tuple[list[float], list[float]]:
     return ttft, itl
 
 
-def ours(load: dict[str, Any], seconds: float) -> dict[str, Any]:
-    """One vllm-locust run (1 worker) at the load."""
+LOCUSTFILE = Path(__file__).resolve().parent / "peers" / "locust_readline.py"
+
+
+def locust_bare(load: dict[str, Any], seconds: float) -> dict[str, Any] | None:
+    """Bare Locust (FastHttpUser + readline + json.loads per event), one process, at the load."""
+    exe = Path(sys.executable).with_name("locust")
+    if not exe.exists():
+        return None
+    tmp = tempfile.mkdtemp(prefix="peer-locust-")
+    out = Path(tmp) / "t.json"
+    n = load["streams"]
     with start_sim(load["itl_ms"], load["ttft_ms"], load["extra"]) as sim:
-        r = run_ours(
-            sim.url,
-            users=load["streams"],
-            run_time=seconds,
-            workers=1,
-            output_len=OUTPUT_LEN,
-            input_len=INPUT_LEN,
-            tag="peer-ours",
-        )
+        cmd = _pinned([str(exe), "-f", str(LOCUSTFILE), "--headless", "-u", str(n), "-r", str(n * 4),
+                       "-t", f"{int(seconds)}s", "--host", sim.url, "--only-summary", "--stop-timeout", "5"])  # fmt: skip
+        env = dict(os.environ, PEER_OUT=str(out), PEER_OUTPUT_LEN=str(OUTPUT_LEN), PEER_INPUT_WORDS=str(INPUT_LEN))
+        rc, info = _run_tree(cmd, sim.url, env, timeout=seconds * 4 + 120)
+    ttft: list[float] = []
+    itl: list[float] = []
+    for f in Path(tmp).glob("t.json.*"):
+        d = json.loads(f.read_text())
+        ttft += d["ttft"]
+        itl += d["itl"]
+    shutil.rmtree(tmp, ignore_errors=True)
+    w = info["window"]
+    return {
+        "client": "Locust FastHttpUser+readline",
+        **timing_errors(ttft, itl, load["ttft_ms"], load["itl_ms"]),
+        "tok_s": w["tok_s"],
+        "cpu": w["cpu_util"],
+        "tok_per_cpu_s": w["tok_per_cpu_s"],
+        "completed": len(ttft),
+        "rc": rc,
+    }
+
+
+def ours(load: dict[str, Any], seconds: float, *, label: str = "vllm-locust", pythonpath: str = "") -> dict[str, Any]:
+    """One vllm-locust run (1 worker) at the load; `pythonpath` runs another checkout's code (A/B)."""
+    old = os.environ.get("PYTHONPATH")
+    if pythonpath:
+        os.environ["PYTHONPATH"] = pythonpath
+    try:
+        with start_sim(load["itl_ms"], load["ttft_ms"], load["extra"]) as sim:
+            r = run_ours(
+                sim.url,
+                users=load["streams"],
+                run_time=seconds,
+                workers=1,
+                output_len=OUTPUT_LEN,
+                input_len=INPUT_LEN,
+                tag="peer-ours",
+            )
+    finally:
+        if pythonpath:
+            if old is None:
+                os.environ.pop("PYTHONPATH", None)
+            else:
+                os.environ["PYTHONPATH"] = old
     ttft, itl = ours_latencies(r["run_dir"])
     w = r["window"]
     return {
-        "client": "vllm-locust",
+        "client": label,
         **timing_errors(ttft, itl, load["ttft_ms"], load["itl_ms"]),
         "tok_s": w["tok_s"],
         "cpu": w["cpu_util"],
@@ -257,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--loads", default=",".join(LOADS))
     ap.add_argument("--no-guidellm", action="store_true")
     ap.add_argument("--no-vllm", action="store_true")
+    ap.add_argument("--no-locust", action="store_true", help="leave out bare Locust (FastHttpUser + readline)")
+    ap.add_argument("--ab", default="", help="also run another checkout of ours (its root, put first on "
+                    "PYTHONPATH), interleaved: an A/B of our own code")  # fmt: skip
     a = ap.parse_args(argv)
     reps, secs = (1, 8.0) if a.quick else (a.reps, a.seconds)
     notes = []
@@ -270,7 +319,11 @@ def main(argv: list[str] | None = None) -> int:
         load = LOADS[name]
         per: dict[str, list[dict[str, Any]]] = {}
         for _ in range(reps):
-            clients = [("vllm-locust", ours)]
+            clients: list[tuple[str, Any]] = [("vllm-locust", ours)]
+            if a.ab:
+                clients.append(("vllm-locust (B)", lambda ld, sc: ours(ld, sc, label="vllm-locust (B)", pythonpath=a.ab)))
+            if not a.no_locust:
+                clients.append(("Locust FastHttpUser+readline", locust_bare))
             if not a.no_vllm:
                 clients.append(("vllm bench serve", vllm_bench))
             if not a.no_guidellm:
