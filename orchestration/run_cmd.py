@@ -84,6 +84,9 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--no-server-metrics", action="store_true", help="Do not sample the server's /metrics")
     p.add_argument("--sim-args", default="", help="Extra flags for the embedded simulator, e.g. '--fixed --ttft-ms 50'")
     p.add_argument("--quiet", action="store_true", help="No progress lines")
+    p.add_argument("--records-at-end", action="store_true",
+                   help="Workers keep their records locally and send them at the end; live histograms and counters "
+                   "still every second (for many workers: docs/scale.md)")
     p.add_argument("--fail-on-client-bound", action="store_true",
                    help="Exit 5 when the load generator was the bottleneck (default: flag it in the result only)")
     p.add_argument("--header", action="append", type=header, default=None, metavar="'NAME: VALUE'",
@@ -204,6 +207,8 @@ def locust_args(a: argparse.Namespace, host: str, model: str, run_dir: str, locu
         args += ["--ignore-eos"]
     if a.fail_on_client_bound:
         args += ["--fail-on-client-bound"]
+    if a.records_at_end:
+        args += ["--records-at-end"]
     if a.goodput:
         args += ["--goodput", " ".join(a.goodput)]
     for name in ("warmup", "cooldown"):

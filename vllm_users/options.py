@@ -61,6 +61,9 @@ def add_options(parser: Any) -> None:
     opt("--tool-followup", action="store_true", default=False, help="tools: send the tool result back")
     opt("--schema-complexity", default="mixed", help="json: flat | nested | arrays | enums | mixed")
     opt("--fail-on-client-bound", action="store_true", default=False, help="Exit 5 when the client was the bottleneck")
+    opt("--records-at-end", action="store_true", default=False,
+        help="Workers send histograms and counters every second but keep their records on disk; the master "
+        "collects the record files at the end (past one master's ingest ceiling, docs/scale.md)")
     opt("--extra-headers", default="", include_in_web_ui=False, help="JSON object of extra request headers")
     opt("--vllm-worker-count", type=int, default=0, include_in_web_ui=False, help="(set by the master)")
     opt("--vllm-t0", type=float, default=0.0, include_in_web_ui=False, help="(set by the master)")

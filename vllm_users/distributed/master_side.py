@@ -46,6 +46,10 @@ class Collector:
     _fh: Any = None
     _cols: Any = None
     _jsonl_end: int = 0
+    # ingest figures (master_ingest.json): each batch's age when it was taken in, and the time it took
+    lag_s: list[float] = field(default_factory=list)
+    batch_cost_s: list[float] = field(default_factory=list)
+    batches: int = 0
 
     def __post_init__(self) -> None:
         os.makedirs(self.results_dir, exist_ok=True)
@@ -57,9 +61,12 @@ class Collector:
 
     def on_batch(self, data: dict[str, Any], client_id: str | None = None) -> None:
         """Add one worker batch (records as JSON lines, encoded histograms, health samples)."""
+        t0 = time.perf_counter()
         w = self.workers.setdefault(data["worker"], WorkerState(data["worker"]))
         w.client_id = client_id or w.client_id
         now = time.time()
+        if "sent_at" in data:  # clocks of remote hosts may differ: a figure for one host, a hint across hosts
+            self.lag_s.append(now - float(data["sent_at"]))
         if w.lost_at is not None:  # it was only silent (a stalled process), and nothing it measured is lost
             log.warning("worker %s is back after %.1f s of silence", w.name, now - w.last_batch)
             w.stalls_s.append(round(now - w.last_batch, 3))
@@ -88,6 +95,23 @@ class Collector:
             w.final = True
             self._fh.flush()
             self._cols.flush()
+        self.batches += 1
+        self.batch_cost_s.append(time.perf_counter() - t0)
+
+    def ingest_summary(self) -> dict[str, Any]:
+        """Batches and records taken in, batch age at intake (lag) and per-batch cost, in seconds."""
+        def q(xs: list[float], p: float) -> float | None:
+            return round(sorted(xs)[min(len(xs) - 1, int(p * len(xs)))], 6) if xs else None
+
+        return {
+            "batches": self.batches,
+            "records": sum(w.records for w in self.workers.values()),
+            "workers": len(self.workers),
+            "lag_p50_s": q(self.lag_s, 0.5), "lag_p99_s": q(self.lag_s, 0.99),
+            "lag_max_s": round(max(self.lag_s), 6) if self.lag_s else None,
+            "batch_cost_p50_s": q(self.batch_cost_s, 0.5), "batch_cost_p99_s": q(self.batch_cost_s, 0.99),
+            "batch_cost_total_s": round(sum(self.batch_cost_s), 3),
+        }  # fmt: skip
 
     def on_done(self, worker: str) -> None:
         """A worker used up its share of the requests."""
@@ -164,3 +188,4 @@ class Collector:
         """Merged histograms and client health, beside the records."""
         atomic_json(os.path.join(self.results_dir, "histograms.json"), self.hists.encode())
         atomic_json(os.path.join(self.results_dir, "client_health.json"), summarize(self.health))
+        atomic_json(os.path.join(self.results_dir, "master_ingest.json"), self.ingest_summary())

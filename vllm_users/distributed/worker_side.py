@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import socket
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,7 +20,7 @@ from vllm_users.measure.columns import pack_records
 from vllm_users.measure.health import HealthSampler
 from vllm_users.measure.histograms import HistogramSet
 from vllm_users.measure.metrics import LATE_THRESHOLD_S, Slo
-from vllm_users.measure.record import RequestRecord
+from vllm_users.measure.record import RequestRecord, parse_lines
 from vllm_users.options import open_loop
 from vllm_users.workload.arrivals import worker_piecewise
 from vllm_users.workload.ramp import ramp_worker_iter
@@ -26,6 +28,7 @@ from vllm_users.workload.ramp import ramp_worker_iter
 log = logging.getLogger("vllm_locust")
 
 BATCH_INTERVAL_S = 1.0  # records and histograms go to the master every second (bounds loss on a kill)
+END_CHUNK_RECORDS = 20_000  # --records-at-end: records per message when the local file is sent at the end
 
 
 @dataclass(slots=True)
@@ -76,7 +79,11 @@ class WorkerContext:
         self._asked_at = 0.0
         self._exhausted = False
         self.users: Callable[[], int] = lambda: 1
+        # --records-at-end: batches carry histograms and counters only; the records stay in the local file
+        # (from _file_start on) and go to the master in chunks when the worker drains
+        self.records_at_end = bool(getattr(options, "records_at_end", False))
         self._file = self._open_local_file()
+        self._file_start = self._file.tell() if self._file is not None else 0
 
     # ----- request budget / schedule -----
     def start(self) -> None:
@@ -201,6 +208,9 @@ class WorkerContext:
         self.record_count += 1
         if self._file is not None:
             self._file.write(line + "\n")
+        if self.records_at_end:  # kept in the file only
+            self.pending.clear()
+            self.pending_recs.clear()
 
     def _count(self, rec: RequestRecord) -> None:
         """Live totals for the master (progress line, web UI); the result is computed from the records."""
@@ -223,6 +233,8 @@ class WorkerContext:
         d = os.environ.get("VLLM_LOCUST_WORKER_DIR") or (
             os.path.join(self.options.results_dir, "workers") if self.options.results_dir else ""
         )
+        if not d and self.records_at_end:
+            d = tempfile.mkdtemp(prefix="vllm-locust-records-")  # the records must be kept somewhere
         if not d:
             return None
         os.makedirs(d, exist_ok=True)
@@ -257,6 +269,34 @@ class WorkerContext:
             self._file.flush()
         return batch
 
+    def send_local_records(self) -> int:
+        """--records-at-end: the local file's records of this run, to the master in chunks; how many sent."""
+        if self._file is None:
+            return 0
+        self._file.flush()
+        sent = 0
+        with open(self._file.name, encoding="utf-8", errors="replace") as fh:
+            fh.seek(self._file_start)
+            while True:
+                lines = [ln.rstrip("\n") for ln in itertools.islice(fh, END_CHUNK_RECORDS)]
+                lines = [ln for ln in lines if ln]
+                if not lines:
+                    break
+                recs, _torn = parse_lines(lines)
+                cols: bytes | None = None
+                try:
+                    cols = pack_records(recs)
+                except Exception:  # the master converts the JSON lines instead
+                    log.exception("vllm-locust: packing record columns failed")
+                self.send("vllm_batch", {
+                    "worker": self.name, "records": "\n".join(lines), "n": len(lines), "cols": cols,
+                    "hists": {}, "health": {}, "final": False, "total": self.record_count,
+                    "totals": dict(self.totals, inflight=len(self.inflight)), "sent_at": time.time(),
+                })  # fmt: skip
+                sent += len(lines)
+                gevent.sleep(0)  # let heartbeats through between chunks
+        return sent
+
     def _report_loop(self) -> None:
         while not self.final_sent:
             gevent.sleep(BATCH_INTERVAL_S)
@@ -290,6 +330,9 @@ class WorkerContext:
             g.kill(block=True, timeout=2)  # the user records the request as interrupted
         self.health.stop()
         self.final_sent = True
+        if self.records_at_end:
+            n = self.send_local_records()
+            log.info("vllm-locust: sent %d records kept locally (--records-at-end)", n)
         self.send("vllm_batch", self.take_batch(final=True))
         if self._file is not None:
             self._file.close()
