@@ -155,13 +155,13 @@ def one(n: int, rate: int, seconds: float, at_end: bool, drivers: int) -> dict[s
     port = _free_port()
     run_dir = Path(tempfile.mkdtemp(prefix=f"master-{n}-"))
     exe = Path(sys.executable).with_name("locust")
-    cmd = [str(exe), "-f", str(ROOT / "locustfiles" / "chat.py"), "--master", "--headless",
+    cmd = [*([str(exe)] if exe.exists() else [sys.executable, "-m", "locust"]), "-f", str(ROOT / "locustfiles" / "chat.py"), "--master", "--headless",
            "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port), "--expect-workers", str(n),
            "-u", str(n), "-r", str(n * 10), "-t", f"{int(seconds)}s", "--host", "http://127.0.0.1:9",
            "--results-dir", str(run_dir), "--stop-timeout", "30", "--only-summary"]  # fmt: skip
     if at_end:
         cmd.append("--records-at-end")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     log = open(run_dir / "master.log", "w")
     master = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     names = [f"syn{i:03d}" for i in range(n)]

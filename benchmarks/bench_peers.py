@@ -218,13 +218,12 @@ LOCUSTFILE = Path(__file__).resolve().parent / "peers" / "locust_readline.py"
 def locust_bare(load: dict[str, Any], seconds: float) -> dict[str, Any] | None:
     """Bare Locust (FastHttpUser + readline + json.loads per event), one process, at the load."""
     exe = Path(sys.executable).with_name("locust")
-    if not exe.exists():
-        return None
+    locust = [str(exe)] if exe.exists() else [sys.executable, "-m", "locust"]
     tmp = tempfile.mkdtemp(prefix="peer-locust-")
     out = Path(tmp) / "t.json"
     n = load["streams"]
     with start_sim(load["itl_ms"], load["ttft_ms"], load["extra"]) as sim:
-        cmd = _pinned([str(exe), "-f", str(LOCUSTFILE), "--headless", "-u", str(n), "-r", str(n * 4),
+        cmd = _pinned([*locust, "-f", str(LOCUSTFILE), "--headless", "-u", str(n), "-r", str(n * 4),
                        "-t", f"{int(seconds)}s", "--host", sim.url, "--only-summary", "--stop-timeout", "5"])  # fmt: skip
         env = dict(os.environ, PEER_OUT=str(out), PEER_OUTPUT_LEN=str(OUTPUT_LEN), PEER_INPUT_WORDS=str(INPUT_LEN))
         rc, info = _run_tree(cmd, sim.url, env, timeout=seconds * 4 + 120)
@@ -251,7 +250,7 @@ def ours(load: dict[str, Any], seconds: float, *, label: str = "vllm-locust", py
     """One vllm-locust run (1 worker) at the load; `pythonpath` runs another checkout's code (A/B)."""
     old = os.environ.get("PYTHONPATH")
     if pythonpath:
-        os.environ["PYTHONPATH"] = pythonpath
+        os.environ["PYTHONPATH"] = pythonpath + (os.pathsep + old if old else "")
     try:
         with start_sim(load["itl_ms"], load["ttft_ms"], load["extra"]) as sim:
             r = run_ours(

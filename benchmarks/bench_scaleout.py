@@ -15,17 +15,50 @@ mean anything (``--max-workers 2``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Any
 
-from common import NCPU, median, ours_latencies, print_table, run_ours, start_sim, timing_errors, write_json
+import numpy as np
+from common import (
+    NCPU,
+    PIN,
+    median,
+    ours_latencies,
+    print_table,
+    read_records,
+    run_ours,
+    start_sim,
+    timing_errors,
+    write_json,
+)
 
 
-def one(n: int, per_worker: int, seconds: float, pin: str | None) -> dict[str, Any]:
-    """One run with n workers."""
-    with start_sim(extra=["--chunks-per-write", "8"]) as sim:
+def records_window(run_dir: str, cpu_samples: list[tuple[float, float]], skip_s: float = 2.0,
+                   tail_s: float = 1.0) -> dict[str, float]:
+    """Tokens (chunk arrivals in records.jsonl, one token per chunk) and workers' CPU over the steady window:
+    with several simulators behind one port, no single simulator's counter sees every token."""
+    times = np.sort(np.concatenate([r["t_start"] + np.asarray(r["chunk_times_us"], dtype=float) / 1e6
+                                    for r in read_records(run_dir) if r.get("chunk_times_us")]))  # fmt: skip
+    a, b = times[0] + skip_s, times[-1] - tail_s
+    ts = np.array([t for t, _c in cpu_samples])
+    cs = np.array([c for _t, c in cpu_samples])
+    cpu = float(np.interp(b, ts, cs) - np.interp(a, ts, cs))
+    tokens = int(np.searchsorted(times, b) - np.searchsorted(times, a))
+    wall = b - a
+    return {"tokens": tokens, "cpu_s": cpu, "wall_s": wall, "tok_s": tokens / wall, "cpu_util": cpu / wall,
+            "tok_per_cpu_s": tokens / cpu if cpu > 0 else float("nan")}  # fmt: skip
+
+
+def one(n: int, per_worker: int, seconds: float, pin: str | None, sims: int = 1) -> dict[str, Any]:
+    """One run with n workers against `sims` simulator processes sharing one port (cores 0..sims-1)."""
+    with contextlib.ExitStack() as stack:
+        first = stack.enter_context(start_sim(extra=["--chunks-per-write", "8", "--reuse-port"]))
+        for i in range(1, sims):
+            stack.enter_context(start_sim(extra=["--chunks-per-write", "8", "--reuse-port", "--port",
+                                                 str(first.port)], cpu=i))  # fmt: skip
         r = run_ours(
-            sim.url,
+            first.url,
             users=n * per_worker,
             run_time=seconds,
             workers=n,
@@ -34,7 +67,7 @@ def one(n: int, per_worker: int, seconds: float, pin: str | None) -> dict[str, A
             tag=f"scale-{n}",
         )
     ttft, itl = ours_latencies(r["run_dir"])
-    w = r["window"]
+    w = records_window(r["run_dir"], r["cpu_samples"]) if sims > 1 else r["window"]
     res = r["result"]
     return {
         "workers": n,
@@ -46,6 +79,7 @@ def one(n: int, per_worker: int, seconds: float, pin: str | None) -> dict[str, A
         "ttft_err_p50_ms": timing_errors(ttft, itl)["ttft_err_p50_ms"],
         "ttft_err_p99_ms": timing_errors(ttft, itl)["ttft_err_p99_ms"],
         "failed": res["failed"],
+        "sims": sims,
         "client_bound": bool(res.get("client_bound")),
         "run_dir": r["run_dir"],
     }
@@ -60,14 +94,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", default="1,2,4,8")
     ap.add_argument("--max-workers", type=int, default=0, help="drop N above this (default: cores - 2)")
     ap.add_argument("--per-worker", type=int, default=128, help="streams per worker")
+    ap.add_argument("--sims", type=int, default=1, help="simulator processes on one port (SO_REUSEPORT), "
+                    "pinned to cores 0..K-1, so that the target is never the bottleneck")  # fmt: skip
     a = ap.parse_args(argv)
     reps, rt = (1, 8.0) if a.quick else (a.reps, a.run_time)
-    cap = a.max_workers or max(1, NCPU - 2)
+    cap = a.max_workers or max(1, NCPU - 1 - a.sims)
     ns = [n for n in (int(x) for x in a.workers.split(",")) if n <= cap]
-    pin = f"2-{NCPU - 1}" if NCPU >= 4 else None
+    first_client = max(2, a.sims + 1)
+    pin = f"{first_client}-{NCPU - 1}" if PIN and NCPU > first_client else None
     rows, runs = [], []
     for n in ns:
-        mine = [one(n, a.per_worker, rt, pin) for _ in range(reps)]
+        mine = [one(n, a.per_worker, rt, pin, a.sims) for _ in range(reps)]
         runs += mine
         for m in mine:
             print(

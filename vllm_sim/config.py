@@ -17,6 +17,7 @@ class SimConfig:
 
     host: str = "127.0.0.1"
     port: int = 8000
+    reuse_port: bool = False
     model: str = "sim-model"
     max_model_len: int = 8192
     api_key: str | None = None
@@ -69,6 +70,7 @@ TOKENIZE_APIS = ("vllm", "llama.cpp", "none")
 _HELP = {
     "host": "address to listen on",
     "port": "port to listen on (0 = ephemeral)",
+    "reuse_port": "SO_REUSEPORT: several simulator processes share one port, the kernel spreads connections",
     "model": "served model name",
     "max_model_len": "context length: prompt + max_tokens above it is a 400",
     "api_key": "require 'Authorization: Bearer KEY' (401 otherwise)",

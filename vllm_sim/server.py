@@ -52,7 +52,8 @@ class SimServer:
     async def listen(self) -> int:
         """Start listening; return the bound port."""
         self.server = await self.loop.create_server(self._factory, self.cfg.host, self.port,
-                                                    reuse_address=True, backlog=1024)
+                                                    reuse_address=True, backlog=1024,
+                                                    reuse_port=self.cfg.reuse_port or None)
         self.port = self.server.sockets[0].getsockname()[1]
         return self.port
 
