@@ -84,6 +84,7 @@ def _driver(port: int, names: list[str], rate: int, at_end: bool, out: str) -> N
 
     sys.path.insert(0, str(ROOT))
     sent: dict[str, int] = {}
+    end_chunks: dict[int, dict[str, Any]] = {}  # built once per driver: the driver must not be what is measured
 
     def worker(name: str) -> None:
         c = zmqrpc.Client("127.0.0.1", port, name)
@@ -122,11 +123,12 @@ def _driver(port: int, names: list[str], rate: int, at_end: bool, out: str) -> N
             elif msg.type == "vllm_stop":
                 state["stop"] = True
                 if at_end:  # the records kept locally all along, sent now in chunks
-                    total = left = state["n"]
+                    left = state["n"]
                     while left > 0:
                         k = min(left, 20_000)
-                        c.send(Message("vllm_batch", dict(_batch(name, k, total - left, True), hists={},
-                                                          health={}, sent_at=time.time()), name))  # fmt: skip
+                        if k not in end_chunks:
+                            end_chunks[k] = dict(_batch(name, k, 0, True), hists={}, health={})
+                        c.send(Message("vllm_batch", dict(end_chunks[k], worker=name, sent_at=time.time()), name))
                         left -= k
                 fin = dict(template, records="", n=0, cols=None, final=True, sent_at=time.time(), total=state["n"])
                 c.send(Message("vllm_batch", fin, name))
