@@ -46,6 +46,7 @@ _CONFLICTS = {
     "max_concurrency": ("users",),
     "users": ("request_rate", "max_concurrency"),
     "concurrency_sweep": ("sweep",),
+    "scenario": ("locustfile",),  # -f brings its own users: a preset's scenario is not added to them
 }
 _ORIGINAL_DEFAULTS: dict[str, Any] = {}
 

@@ -142,3 +142,14 @@ def test_sweep_math() -> None:
         b is not None and b["max_over_mean"] == pytest.approx(40 / 30) and b["cv"] == pytest.approx(10 / 30)
     )
     assert presets.expert_balance(None, None) is None
+
+
+def test_preset_scenario_is_not_added_to_a_locustfile() -> None:
+    argv = ["--preset", "prefix-caching", "-f", "mine.py"]
+    a = _parse(argv)
+    presets.apply_preset(a, argv)
+    assert a.scenario is None and a.prefix_len == 512  # the file's users, with the preset's other defaults
+    argv = ["--preset", "prefix-caching"]
+    a = _parse(argv)
+    presets.apply_preset(a, argv)
+    assert a.scenario == "multi-turn"
