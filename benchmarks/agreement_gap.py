@@ -30,6 +30,7 @@ from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlsplit
 
+from tests.e2e import speed
 from tests.e2e.server_histograms import delta, scrape_full
 from tests.e2e.test_agreement_vllm_bench import IN, OUT, C, N, bench_argv
 from tests.e2e.test_scenarios_real_vllm import RecordingProxy, _proxy_handler, run_vllm_locust
@@ -158,6 +159,34 @@ def replay_rounds(env, srv, tmp: Path, rounds: int) -> list[dict[str, Any]]:
     return out
 
 
+def busy_client_core(url: str, model: str, rounds: int) -> list[dict[str, Any]]:
+    """Does CPU work on the client half slow vLLM on the server half? The speed calibration load, alternately
+    with the client CPUs idle and with one busy loop pinned there."""
+    out = []
+    for i in range(rounds):
+        for busy in (False, True) if i % 2 == 0 else (True, False):
+            hog = None
+            if busy:
+                hog = subprocess.Popen(
+                    [sys.executable, "-c", "while True: pass"], preexec_fn=client_preexec()
+                )
+            try:
+                before = scrape_full(url)
+                m = speed.measure(url, model)
+                s = delta(before, scrape_full(url))
+            finally:
+                if hog is not None:
+                    hog.kill()
+                    hog.wait()
+            tpot = s["request_time_per_output_token_seconds"]["mean"] * 1e3
+            out.append(
+                {"client_cpus_busy": busy, "output_tok_s": m["output_tok_s"], "server_mean_tpot_ms": tpot}
+            )
+            print(f"busy client core {busy!s:5s}: {m['output_tok_s']:7.1f} tok/s, server TPOT mean {tpot:6.2f} ms",
+                  flush=True)  # fmt: skip
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Start the fixture's server, run both tools alternately, write the per-run deltas as JSON."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -176,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[dict[str, Any]] = []
     with start_vllm_server(env, log_dir=tmp, extra_args=["--enable-prompt-tokens-details"]) as srv:
         one_run("bench", env, srv, tmp, 999)  # warm-up, not kept
+        busy = busy_client_core(srv.url, srv.model_name, a.busy) if a.busy else []
         replays = replay_rounds(env, srv, tmp, a.replay) if a.replay else []
         for i in range(a.rounds):
             order = ("bench", "ours") if i % 2 == 0 else ("ours", "bench")
@@ -196,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                for t, rs in by_tool.items()}  # fmt: skip
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M:%S"), "cpu_split_pin": os.environ.get(
-        "VLLM_LOCUST_E2E_PIN", "1"), "runs": runs, "replays": replays, "summary": summary}, indent=1) + "\n")  # fmt: skip
+        "VLLM_LOCUST_E2E_PIN", "1"), "runs": runs, "replays": replays, "busy_client_core": busy, "summary": summary}, indent=1) + "\n")  # fmt: skip
     print(json.dumps(summary))
     return 0
 
