@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -120,3 +121,19 @@ def test_load_runs_wait_while_vllm_progresses_and_stop_when_it_stalls(moving):
         proc.communicate()
         srv.shutdown()
         srv.server_close()
+
+
+def test_unavailable_tier_skips_loudly_in_one_summary_line():
+    """What scripts/test.sh passes on when setup_vllm.sh fails: every e2e test skipped, one -ra line, a section."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_LOCUST_")}
+    env["VLLM_LOCUST_E2E_UNAVAILABLE"] = "tests/e2e/setup_vllm.sh exited 2: need Python >=3.11,<3.15"
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/e2e/test_vllm_smoke.py"],
+                          cwd=repo, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("SKIPPED [")]
+    assert len(lines) == 1 and lines[0].startswith("SKIPPED [3]"), proc.stdout[-3000:]
+    assert lines[0].endswith(
+        "real-vLLM e2e tier cannot run: tests/e2e/setup_vllm.sh exited 2: need Python >=3.11,<3.15"
+    )
+    assert "SKIPPED: real-vLLM e2e tier cannot run" in proc.stdout  # the tier's own summary section
