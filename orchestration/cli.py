@@ -1,4 +1,4 @@
-"""`vllm-locust` command line: run, sim, report, worker."""
+"""`vllm-locust` command line: run, sim, report, worker, k8s."""
 
 from __future__ import annotations
 
@@ -27,12 +27,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         from orchestration.capacity.serve_sweep import main as sweep_server_main
 
         return sweep_server_main(argv[1:])
+    if argv and argv[0] == "k8s":
+        from orchestration.k8s.cli import main as k8s_main
+
+        return k8s_main(argv[1:])
     if argv and argv[0] == "worker":
         from orchestration.worker_cmd import main as worker_main
 
         return worker_main(argv[1:])
     parser = C.OneLineParser(prog="vllm-locust", description="Distributed load testing for vLLM, built on Locust")
-    sub = parser.add_subparsers(dest="command", metavar="{run,sim,report,worker,sweep-server}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,sim,report,worker,sweep-server,k8s}")
     from orchestration.run_cmd import add_run_parser, run
 
     run_parser = add_run_parser(sub)
@@ -41,6 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("report", help="Build reports from run directories (see `vllm-locust report --help`)")
     sub.add_parser("worker", help="Join a remote master as a worker (see `vllm-locust worker --help`)")
     sub.add_parser("sweep-server", help="Restart the server per parameter point, same load each (see --help)")
+    sub.add_parser("k8s", help="Kubernetes manifests for a run (see `vllm-locust k8s render --help`)")
     if not argv:
         parser.print_help()
         return exit_codes.USAGE

@@ -176,7 +176,7 @@ def _coerce(action: argparse.Action, raw: Any) -> Any:
             return False
         raise ValueError(f"{raw!r} is not a boolean")
     conv: Any = action.type if callable(action.type) else (lambda x: x)
-    if action.nargs in ("*", "+"):
+    if action.nargs in ("*", "+") or isinstance(action, argparse._AppendAction):  # a list, e.g. header: [...]
         items = raw if isinstance(raw, list) else str(raw).split()
         return [conv(str(x)) for x in items]
     value = conv(str(raw))

@@ -28,7 +28,23 @@ from vllm_users.options import API_KEY_ENV
 from vllm_users.scenarios.registry import is_class_ref, locustfile_source, mix_label, parse_mix
 
 DEFAULT_NUM_PROMPTS = 200  # when neither --num-prompts nor --run-time is given
+RESULT_LINE_PREFIX = "VLLM_LOCUST_RESULT "  # --print-result: this, then the result JSON on one line
 DEFAULT_OPEN_LOOP_SLOTS = 256  # users (max in flight) for open loop without --max-concurrency
+
+
+def new_run_parser(prog: str) -> argparse.ArgumentParser:
+    """A stand-alone parser of `vllm-locust run`'s flags (for commands that take the same options)."""
+    run_parser = add_run_parser(C.OneLineParser(prog=prog).add_subparsers())
+    run_parser.__class__ = C.OneLineParser
+    run_parser.prog = prog
+    return run_parser
+
+
+def run_options(argv: list[str]) -> argparse.Namespace:
+    """`vllm-locust run`'s options from argv, --config and env, as the master sees them (UsageError when bad)."""
+    run_parser = new_run_parser("vllm-locust run")
+    C.apply_defaults(run_parser, argv)
+    return run_parser.parse_args(argv)
 
 
 def add_run_parser(sub: Any) -> argparse.ArgumentParser:
@@ -87,6 +103,8 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--records-at-end", action="store_true",
                    help="Workers keep their records locally and send them at the end; live histograms and counters "
                    "still every second (for many workers: docs/scale.md)")
+    p.add_argument("--print-result", action="store_true",
+                   help="End with one line 'VLLM_LOCUST_RESULT {json}': the result leaves a pod through its log")
     p.add_argument("--fail-on-client-bound", action="store_true",
                    help="Exit 5 when the load generator was the bottleneck (default: flag it in the result only)")
     p.add_argument("--header", action="append", type=header, default=None, metavar="'NAME: VALUE'",
@@ -485,6 +503,8 @@ def _finish(a: argparse.Namespace, run_dir: str, master_rc: int | None, interrup
     if not a.no_report:
         _report(run_dir)
     code = int(res.get("exit_code", master_rc or 0))
+    if a.print_result:
+        print(RESULT_LINE_PREFIX + json.dumps(res, separators=(",", ":")), flush=True)
     if interrupted:
         return exit_codes.INTERRUPTED
     return code

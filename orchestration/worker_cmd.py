@@ -13,6 +13,16 @@ from vllm_users import exit_codes
 from vllm_users.scenarios.registry import locustfile_source
 
 
+def users_of(config: str) -> tuple[str | None, str | None]:
+    """(--scenario, -f) of a master started with `--config CONFIG` (its preset's scenario when the file names none)."""
+    from orchestration import presets
+    from orchestration.run_cmd import run_options
+
+    a = run_options(["--config", config])
+    presets.apply_preset(a, ["--config", config])
+    return a.scenario, a.locustfile
+
+
 def main(argv: Sequence[str]) -> int:
     """Start `--processes` Locust workers for `--scenario` / `-f`, connected to `--master-host`."""
     p = C.OneLineParser(prog="vllm-locust worker")
@@ -20,12 +30,14 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--master-port", type=C.pos_int, default=5557)
     p.add_argument("--scenario", default=None, help="Must match the master's --scenario (package.module:Class too)")
     p.add_argument("-f", "--locustfile", default=None, metavar="FILE", help="Must match the master's -f (a copy here)")
+    p.add_argument("--config", help="The master's options file: the worker runs its users (--scenario/-f win)")
     p.add_argument("--processes", type=C.pos_int, default=1, help="Worker processes on this host")
     a = p.parse_args(list(argv))
     from orchestration.run_cmd import resolve_users
 
     try:
-        mix, files = resolve_users(a.scenario, a.locustfile)
+        scenario, locustfile = users_of(a.config) if a.config else (None, None)
+        mix, files = resolve_users(a.scenario or scenario, a.locustfile or locustfile)
     except C.UsageError as e:
         print(f"vllm-locust worker: error: {e}", file=sys.stderr)
         return exit_codes.USAGE

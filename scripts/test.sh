@@ -14,6 +14,19 @@ if ! command -v chromium >/dev/null || ! command -v pdftoppm >/dev/null; then
       echo "test.sh: could not install chromium/poppler-utils; browser and PDF checks will be skipped" >&2
   fi
 fi
+# the image tier (tests/integration/deploy) builds docker/Dockerfile with podman on a debootstrap'd Debian base
+# and runs the rendered Jobs' pods; kubectl (client only) renders the kustomizations. Without them it skips.
+if ! command -v podman >/dev/null || ! command -v debootstrap >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    (apt-get install -y -q podman debootstrap >/dev/null 2>&1 ||
+      { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q podman debootstrap >/dev/null 2>&1; }) ||
+      echo "test.sh: could not install podman/debootstrap; the image tier will be skipped" >&2
+  fi
+fi
+if ! command -v kubectl >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  apt-get install -y -q kubectl >/dev/null 2>&1 ||
+    echo "test.sh: no kubectl package in this machine's apt sources; manifest rendering tests will be skipped" >&2
+fi
 "$VENV/bin/ruff" check .
 "$VENV/bin/mypy" vllm_users orchestration vllm_sim
 # the e2e tier (tests/e2e, real vLLM on CPU) runs in the same pytest call; its cached venv + model first

@@ -1,0 +1,147 @@
+"""`vllm-locust k8s render`: a kustomization holding the user's run options, so nobody edits YAML by hand.
+
+The options are `vllm-locust run`'s own (one parser, run_cmd.new_run_parser); they land in config.yaml, the
+file the master and the workers read, so the same file drives a local `vllm-locust run --config` too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+from orchestration import config as C
+from orchestration.run_cmd import new_run_parser, validate
+from vllm_users import exit_codes
+
+MANIFESTS = Path(__file__).with_name("manifests")
+# `run` options the cluster layout decides (master.yaml's flags) or that must not land in a ConfigMap
+CLUSTER_OWNED = frozenset({
+    "config", "workers", "expect_workers", "master_bind_host", "master_port", "output_dir", "run_name",
+    "web_ui", "web_port", "quiet", "sim_args", "output_file", "print_result", "api_key",
+})  # fmt: skip
+RENDER_ONLY = frozenset({"out", "image", "namespace", "pvc"})
+DEFAULT_WORKERS = 4
+
+
+def render_parser() -> argparse.ArgumentParser:
+    """`run`'s parser plus the cluster's own flags."""
+    p = new_run_parser("vllm-locust k8s render")
+    p.description = "Write a kustomization for this run: kubectl apply -k DIR"
+    for action in p._actions:
+        if action.dest == "workers":
+            action.help = f"Worker pods, one core each; the master waits for all of them (default {DEFAULT_WORKERS})"
+    p.add_argument("-o", "--out", default="vllm-locust-k8s", help="Directory to write (default ./vllm-locust-k8s)")
+    p.add_argument("--image", default="vllm-locust:latest", help="The image with vllm-locust (docker/Dockerfile)")
+    p.add_argument("--namespace", default="vllm-locust", help="Namespace of the Jobs (created by the manifests)")
+    p.add_argument("--pvc", default="", metavar="SIZE", help="Keep results on a PersistentVolumeClaim, e.g. 5Gi")
+    return p
+
+
+def run_config(a: argparse.Namespace, defaults: dict[str, Any]) -> dict[str, Any]:
+    """The options that differ from `run`'s defaults, as config.yaml holds them (flag names with underscores)."""
+    out: dict[str, Any] = {}
+    for dest, value in vars(a).items():
+        if dest in CLUSTER_OWNED or dest in RENDER_ONLY or dest not in defaults or value == defaults[dest]:
+            continue
+        if isinstance(value, float):
+            value = "inf" if math.isinf(value) else (int(value) if value.is_integer() else value)
+        out[dest] = value
+    return out
+
+
+def _image(ref: str) -> tuple[str, str]:
+    name, sep, tag = ref.rpartition(":")
+    if not sep or "/" in tag:
+        return ref, "latest"
+    return name, tag
+
+
+def render(a: argparse.Namespace, defaults: dict[str, Any]) -> dict[str, str]:
+    """File name -> text of the kustomization for these options; UsageError when they cannot run in a cluster."""
+    if not a.host:
+        raise C.UsageError("--host: the cluster needs the target server's URL, e.g. http://vllm.default:8000")
+    workers = DEFAULT_WORKERS if a.workers is None else a.workers
+    if workers < 1:
+        raise C.UsageError(f"--workers {workers}: a cluster run needs at least one worker pod")
+    check = copy.deepcopy(a)
+    check.workers = workers
+    validate(check)  # the master would refuse these options in its pod: refuse them now
+    parts = urlsplit(a.host)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    options = run_config(a, defaults)
+    files = {str(f.relative_to(MANIFESTS)): f.read_text() for f in sorted(MANIFESTS.rglob("*.yaml"))}
+    if not a.pvc:
+        files = {k: v for k, v in files.items() if not k.startswith("pvc/")}
+    header = ("# vllm-locust run options, written by `vllm-locust k8s render`; the same file works locally:\n"
+              "#   vllm-locust run --config config.yaml\n"
+              "# The API key is not here: Secret vllm-locust-api-key (key api-key) -> env VLLM_LOCUST_API_KEY.\n")  # fmt: skip
+    files["config.yaml"] = header + yaml.safe_dump(options, sort_keys=False, default_flow_style=None)
+    name, tag = _image(a.image)
+    kust: dict[str, Any] = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "namespace": a.namespace,
+        "resources": ["base"],
+        "components": ["workers"] + (["pvc"] if a.pvc else []),
+        "configMapGenerator": [
+            {"name": "vllm-locust-config", "files": ["config.yaml"]},
+            {"name": "vllm-locust-run", "literals": [f"workers={workers}", f"target-port={port}"]},
+        ],
+        "generatorOptions": {"disableNameSuffixHash": True},
+        "images": [{"name": "vllm-locust", "newName": name, "newTag": tag}],
+    }
+    if a.namespace != "vllm-locust":
+        kust["patches"] = [_rename_namespace(a.namespace)]
+    if a.pvc:
+        kust.setdefault("patches", []).append({
+            "target": {"kind": "PersistentVolumeClaim", "name": "vllm-locust-results"},
+            "patch": f'[{{"op": "replace", "path": "/spec/resources/requests/storage", "value": "{a.pvc}"}}]',
+        })  # fmt: skip
+    files["kustomization.yaml"] = (f"# kubectl apply -k {a.out}    ({workers} worker pods against {a.host})\n"
+                                   + yaml.safe_dump(kust, sort_keys=False))  # fmt: skip
+    return files
+
+
+def _rename_namespace(namespace: str) -> dict[str, Any]:
+    patch = f'[{{"op": "replace", "path": "/metadata/name", "value": "{namespace}"}}]'
+    return {"target": {"kind": "Namespace", "name": "vllm-locust"}, "patch": patch}
+
+
+def write(out: str, files: dict[str, str]) -> None:
+    """Write the files under `out`, replacing the directories render owns (base/, workers/, pvc/)."""
+    for sub in ("base", "workers", "pvc"):
+        shutil.rmtree(os.path.join(out, sub), ignore_errors=True)
+    for rel, text in files.items():
+        path = os.path.join(out, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as fh:
+            fh.write(text)
+
+
+def main(argv: Sequence[str]) -> int:
+    """Parse `run`'s options plus the cluster's, write the kustomization, say how to apply it."""
+    argv = list(argv)
+    p = render_parser()
+    defaults = {action.dest: action.default for action in p._actions}  # before --config/env change them
+    try:
+        C.apply_defaults(p, argv)
+        a = p.parse_args(argv)
+        files = render(a, defaults)
+    except C.UsageError as e:
+        print(f"vllm-locust k8s render: error: {e}", file=sys.stderr)
+        return exit_codes.USAGE
+    write(a.out, files)
+    print(f"vllm-locust k8s render: wrote {a.out}/ ({len(files)} files). Next:\n"
+          f"  kubectl apply -k {a.out}\n"
+          f"  kubectl -n {a.namespace} logs -f job/vllm-locust-master    # ends with VLLM_LOCUST_RESULT {{json}}")  # fmt: skip
+    return 0

@@ -1,0 +1,63 @@
+"""`vllm-locust k8s wait`: block until the target's /health answers 200 (the pods' initContainer)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+
+from orchestration import config as C
+from vllm_users import exit_codes
+
+
+def target_host(host: str | None, config: str | None) -> str:
+    """The target URL: --host, else env VLLM_LOCUST_HOST, else the config file's `host` (UsageError if none)."""
+    url = host or os.environ.get("VLLM_LOCUST_HOST") or (C.load_config(config).get("host") if config else None)
+    if not url or not str(url).startswith(("http://", "https://")):
+        raise C.UsageError(f"no target URL (--host, VLLM_LOCUST_HOST or the config's host): got {url!r}")
+    return str(url).rstrip("/")
+
+
+def healthy(url: str, timeout: float) -> str:
+    """'' when GET url answers 200, else one line saying what came back."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return "" if resp.status == 200 else f"HTTP {resp.status}"
+    except urllib.error.HTTPError as e:
+        return f"HTTP {e.code}"
+    except (OSError, ValueError) as e:
+        return str(getattr(e, "reason", None) or e) or type(e).__name__
+
+
+def main(argv: Sequence[str]) -> int:
+    """Poll HOST/health every --interval seconds until 200 (exit 0) or --timeout (exit PREFLIGHT)."""
+    p = C.OneLineParser(prog="vllm-locust k8s wait")
+    p.add_argument("--host", help="Target base URL (default: env VLLM_LOCUST_HOST, else --config's host)")
+    p.add_argument("--config", help="The run's options file (its `host`)")
+    p.add_argument("--path", default="/health", help="Readiness path (vLLM: /health)")
+    p.add_argument("--timeout", type=C.pos_float, default=900.0, help="Give up after this many seconds")
+    p.add_argument("--interval", type=C.pos_float, default=2.0, help="Seconds between attempts")
+    a = p.parse_args(list(argv))
+    try:
+        url = target_host(a.host, a.config) + a.path
+    except C.UsageError as e:
+        print(f"vllm-locust k8s wait: error: {e}", file=sys.stderr)
+        return exit_codes.USAGE
+    t0 = time.monotonic()
+    last = ""
+    while True:
+        why = healthy(url, timeout=min(10.0, a.interval * 5))
+        waited = time.monotonic() - t0
+        if not why:
+            print(f"vllm-locust k8s wait: {url} ready after {waited:.1f} s", flush=True)
+            return 0
+        if why != last:
+            print(f"vllm-locust k8s wait: {url}: {why}; waiting (up to {a.timeout:.0f} s)", flush=True)
+            last = why
+        if waited + a.interval > a.timeout:
+            print(f"vllm-locust k8s wait: error: {url} not ready after {waited:.0f} s ({why})", file=sys.stderr)
+            return exit_codes.PREFLIGHT
+        time.sleep(a.interval)

@@ -1,0 +1,101 @@
+"""`vllm-locust k8s render` writes the user's options into manifests; `k8s wait` waits for /health."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+
+import pytest
+import yaml
+
+from orchestration.k8s import wait
+from orchestration.k8s.render import main as render_main
+from orchestration.run_cmd import run_options
+from orchestration.worker_cmd import users_of
+from tests.unit.deploy.conftest import find, kustomize
+
+FLAGS = ["--host", "http://vllm.llm.svc:8080", "--scenario", "chat:3,json:1", "--request-rate", "inf",
+         "--max-concurrency", "64", "--num-prompts", "500", "--input-len", "1024", "--output-len", "256",
+         "--range-ratio", "0.1", "--ignore-eos", "--goodput", "ttft:500", "tpot:50", "--run-time", "5m",
+         "--header", "X-Team: perf"]  # fmt: skip
+
+
+def test_config_yaml_gives_the_master_the_same_options_as_the_flags(tmp_path, capsys) -> None:
+    out = tmp_path / "k"
+    assert render_main([*FLAGS, "--workers", "6", "-o", str(out)]) == 0
+    assert "kubectl apply -k" in capsys.readouterr().out
+    from_file = vars(run_options(["--config", str(out / "config.yaml")]))
+    from_flags = vars(run_options(FLAGS))
+    from_file.pop("config"), from_flags.pop("config")
+    assert from_file == from_flags
+    cfg = yaml.safe_load((out / "config.yaml").read_text())
+    assert "workers" not in cfg and "output_dir" not in cfg  # the cluster layout owns those
+    assert users_of(str(out / "config.yaml"))[0] == "chat:3,json:1"  # what the worker pods will run
+
+
+def test_worker_count_port_image_and_namespace_land_in_the_manifests(tmp_path) -> None:
+    out = tmp_path / "k"
+    assert render_main(["--host", "http://vllm.llm.svc:8080", "--workers", "6", "--image", "reg.io/t/vl:1.2",
+                        "--namespace", "perf", "--pvc", "50Gi", "-o", str(out)]) == 0  # fmt: skip
+    docs = kustomize(out)
+    assert find(docs, "Job", "vllm-locust-workers")["spec"]["parallelism"] == 6
+    assert find(docs, "Namespace", "perf") and {d["metadata"].get("namespace") for d in docs} == {None, "perf"}
+    pol = find(docs, "NetworkPolicy", "vllm-locust-workers")["spec"]["egress"]
+    assert pol[1]["ports"] == [{"protocol": "TCP", "port": 8080}]
+    job = find(docs, "Job", "vllm-locust-master")["spec"]["template"]["spec"]
+    assert {c["image"] for c in job["containers"] + job["initContainers"]} == {"reg.io/t/vl:1.2"}
+    assert find(docs, "PersistentVolumeClaim", "vllm-locust-results")["spec"]["resources"]["requests"]["storage"] == "50Gi"
+
+
+def test_preset_scenario_reaches_the_workers(tmp_path) -> None:
+    out = tmp_path / "k"
+    assert render_main(["--host", "http://v:8000", "--preset", "prefix-caching", "-o", str(out)]) == 0
+    assert users_of(str(out / "config.yaml"))[0] == "multi-turn"
+
+
+@pytest.mark.parametrize("argv, why", [
+    ([], "--host"),
+    (["--host", "http://v:8000", "--workers", "0"], "at least one worker pod"),
+    (["--host", "http://v:8000", "--users", "4", "--request-rate", "5"], "give one of them"),
+    (["--host", "v:8000"], "expected a URL"),
+])  # fmt: skip
+def test_bad_options_are_one_line_and_exit_2(tmp_path, capsys, argv, why) -> None:
+    assert render_main([*argv, "-o", str(tmp_path / "k")]) == 2
+    err = capsys.readouterr().err
+    assert why in err and err.count("\n") == 1 and not (tmp_path / "k").exists()
+
+
+def test_the_api_key_is_never_written(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("VLLM_LOCUST_API_KEY", "sk-secret-123")
+    out = tmp_path / "k"
+    assert render_main(["--host", "http://v:8000", "--api-key", "sk-secret-456", "-o", str(out)]) == 0
+    text = "".join(p.read_text() for p in out.rglob("*.yaml"))
+    assert "sk-secret" not in text
+
+
+class _Health(http.server.BaseHTTPRequestHandler):
+    answers = [503, 503, 200]
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self.send_response(self.answers.pop(0) if len(self.answers) > 1 else self.answers[0])
+        self.end_headers()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_wait_polls_until_health_is_200_and_times_out_otherwise(tmp_path, capsys) -> None:
+    srv = http.server.HTTPServer(("127.0.0.1", 0), _Health)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        cfg = tmp_path / "c.yaml"
+        cfg.write_text(f"host: http://127.0.0.1:{srv.server_port}\n")
+        assert wait.main(["--config", str(cfg), "--interval", "0.05", "--timeout", "5"]) == 0
+        out = capsys.readouterr().out
+        assert "HTTP 503" in out and "ready after" in out
+        _Health.answers = [503]
+        assert wait.main(["--config", str(cfg), "--interval", "0.05", "--timeout", "0.3"]) == 3
+        assert "not ready" in capsys.readouterr().err
+    finally:
+        srv.shutdown()
+    assert wait.main(["--host", "http://127.0.0.1:9", "--interval", "0.05", "--timeout", "0.2"]) == 3
