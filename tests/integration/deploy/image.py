@@ -114,6 +114,9 @@ def _wheelhouse(t: Timings) -> Path:
     for own in wheels.glob("vllm_locust-*.whl"):
         own.unlink()  # the image installs the checkout's source, never a cached build of it
     (wheels / ".complete").touch()
+    for old in cache_dir().glob("wheels-*"):
+        if old != wheels:
+            shutil.rmtree(old, ignore_errors=True)  # another pyproject.toml's: not needed again
     t.wheels = time.monotonic() - t0
     t.steps["wheels"] = f"pip wheel {t.wheels:.0f} s"
     return wheels
