@@ -253,7 +253,8 @@ class _MasterPlugin:
         if self.headless or self.collector is None or self.written:
             return
         self.drain()
-        self.mark("stop")
+        if not self.timeline or self.timeline[-1]["kind"] != "stop":  # --run-time marked it already
+            self.mark("stop")
         self.write()
         _locust_html_report(self.env)  # Locust writes --html at a headless exit only
         if self.live is not None:

@@ -1,0 +1,55 @@
+"""--run-time with --web-ui counts from the first swarm (Locust alone ignores it in UI mode)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from tests.integration.core.helpers import free_port
+
+
+@pytest.mark.timeout(150)
+def test_run_time_applies_from_the_first_swarm(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    port = free_port()
+    out = tmp_path / "cli.out"
+    cmd = [sys.executable, "-m", "orchestration.cli", "run", "--web-ui", "--web-port", str(port), "--workers", "1",
+           "--users", "2", "--run-time", "6s", "--output-len", "8", "--output-dir", str(tmp_path), "--run-name", "r",
+           "--no-report"]  # fmt: skip
+    p = subprocess.Popen(cmd, stdout=open(out, "w"), stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    result = os.path.join(str(tmp_path), "r", "result.json")
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/worker-count", timeout=5) as resp:
+                    if json.load(resp)["worker_count"] >= 1:
+                        break
+            except (urllib.error.URLError, OSError, ValueError):
+                pass
+            assert time.time() < deadline, "the UI never came up with its worker"
+            time.sleep(0.5)
+        time.sleep(3)  # idle time before the swarm does not count
+        assert not os.path.exists(result)
+        form = urllib.parse.urlencode({"user_count": 2, "spawn_rate": 2}).encode()
+        t_swarm = time.time()
+        urllib.request.urlopen(base + "/swarm", data=form, timeout=10).read()
+        while not os.path.exists(result) and time.time() < t_swarm + 60:
+            time.sleep(0.2)
+        assert os.path.exists(result), out.read_text()[-2000:]
+        assert 5.5 < time.time() - t_swarm < 30  # stopped by --run-time (plus the drain), written as headless
+        res = json.load(open(result))
+        assert res["completed"] > 0 and res["timeline"][-1]["kind"] == "stop"
+        assert "counts from the first swarm" in out.read_text()
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.wait(60)
