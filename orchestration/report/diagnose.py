@@ -186,8 +186,22 @@ def _coalesced_chunks(run: RunData) -> list[Finding]:
                     "--api-server-count), or lower the load.")]  # fmt: skip
 
 
+def _input_len(run: RunData) -> list[Finding]:
+    chk = run.result.get("input_len_check") or {}
+    if not chk or chk.get("ok", True):
+        return []
+    return [Finding("input_len_off", run.name, "critical", "Prompts were not the length asked for",
+                    f"mean prompt text tokens more than {chk.get('tolerance', 0.1):.0%} off --input-len",
+                    f"{chk.get('actual_text_mean', 0):.1f} tokens where {chk.get('requested_mean', 0):.1f} were asked "
+                    f"({chk.get('off_fraction', 0):+.0%}; calibration: {chk.get('calibration') or 'unknown'})",
+                    "Latency and throughput are for these lengths. Give --tokenizer (the model's tokenizer files) "
+                    "or use a server with /tokenize or usage.prompt_tokens; docs/scenarios.md says how lengths "
+                    "are calibrated.")]  # fmt: skip
+
+
 RUN_RULES: tuple[Callable[[RunData], list[Finding]], ...] = (
     _failures, _client_bound, _slo, _ttft_fluctuation, _prefix_cache, _gpu_util, _schedule, _coalesced_chunks,
+    _input_len,
 )  # fmt: skip
 
 

@@ -104,3 +104,15 @@ def test_coalesced_chunks() -> None:
     f = [x for x in dg.diagnose([run]) if x.rule == "coalesced_chunks"]
     assert f and "2.00 tokens per chunk" in f[0].evidence
     assert "coalesced_chunks" not in _rules([_run("one-per-token", make_records(40, tokens=16))])
+
+
+def test_prompt_lengths_off() -> None:
+    recs = make_records(50)
+    for r in recs:
+        if r.prompt_tokens is not None:
+            r.prompt_tokens = 130  # input_len 100: 30 % more, no template measured
+    run = _run("long", recs)
+    assert run.result["input_len_check"]["ok"] is False
+    found = [f for f in dg.diagnose([run]) if f.rule == "input_len_off"]
+    assert found and "+30%" in found[0].evidence and found[0].severity == "critical"
+    assert "input_len_off" not in _rules([_healthy()])
