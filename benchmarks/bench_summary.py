@@ -91,10 +91,12 @@ def render(results: Path, cpuinfo: str | None = None, python: str | None = None)
 def update_page(page: Path, section: str) -> None:
     """Replace the generated section of `page` (or append it once, with its markers)."""
     text = page.read_text() if page.exists() else ""
-    if BEGIN in text and END in text:
-        head, _, rest = text.partition(BEGIN)
-        _, _, tail = rest.partition(END)
-        text = head + section + tail
+    # the markers count only on lines of their own (prose may quote them)
+    b, e = "\n" + BEGIN + "\n", "\n" + END
+    if b in text and e in text.partition(b)[2]:
+        head, _, rest = text.partition(b)
+        _, _, tail = rest.partition(e)
+        text = head + "\n" + section + tail
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
     page.write_text(text)

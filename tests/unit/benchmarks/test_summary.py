@@ -32,10 +32,10 @@ def test_page_section_is_replaced_not_duplicated(tmp_path: Any) -> None:
     (tmp_path / "fidelity.json").write_text(json.dumps({"date": "d", "runs": [
         {"streams": 64, "ttft_err_p50_ms": 0.2, "ttft_err_p99_ms": 1.5, "itl_err_p99_ms": 0.1, "loop_lag_p99_ms": 1}]}))  # fmt: skip
     page = tmp_path / "b.md"
-    page.write_text("# Benchmarks\n\nprose stays\n")
+    page.write_text(f"# Benchmarks\n\nprose stays, quoting `{summary.BEGIN}` and `{summary.END}`\n")
     summary.update_page(page, summary.render(tmp_path, CPUINFO))
     summary.update_page(page, summary.render(tmp_path, CPUINFO))
     text = page.read_text()
-    assert text.startswith("# Benchmarks\n\nprose stays\n")
-    assert text.count(summary.BEGIN) == 1 and text.count(summary.END) == 1
+    assert text.startswith(f"# Benchmarks\n\nprose stays, quoting `{summary.BEGIN}` and `{summary.END}`\n")
+    assert text.count(summary.BEGIN) == 2 and text.count(summary.END) == 2  # the quotes and the section
     assert "| 64 | None | 1 | 0.20 | 1.50 | 0.10 | 1.00 |" in text and "Test CPU 9000" in text
