@@ -15,7 +15,8 @@ if ! command -v chromium >/dev/null || ! command -v pdftoppm >/dev/null; then
   fi
 fi
 # the image tier (tests/integration/deploy) builds docker/Dockerfile with podman on a debootstrap'd Debian base
-# and runs the rendered Jobs' pods; kubectl (client only) renders the kustomizations. Without them it skips.
+# and runs the rendered Jobs' pods; kubectl (client only) renders the kustomizations. Without them it skips;
+# VLLM_LOCUST_SKIP_IMAGE=1 skips it on purpose.
 if ! command -v podman >/dev/null || ! command -v debootstrap >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     (apt-get install -y -q podman debootstrap >/dev/null 2>&1 ||
