@@ -61,6 +61,10 @@ def _on_init(environment: Environment, **_: Any) -> None:
                 log.error("vllm-locust: %s", e)
                 sys.exit(exit_codes.USAGE)
         _MasterPlugin(environment)
+    if not isinstance(runner, MasterRunner):
+        # every user and its prompt source exist once spawning completes: freeze them out of the GC's scans.
+        # The event carries only user_count (a listener asking for `environment` raised on every worker: exit 2)
+        environment.events.spawning_complete.add_listener(lambda **_: tune_gc_after_start())
     if isinstance(runner, WorkerRunner):
         # Locust 2.4x rebuilds its whole argument parser once per option of every spawn message
         # (runners.py: `k not in default_args_dict()` in a loop): ~150 builds block the worker's loop for
@@ -145,12 +149,6 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
     ctx.users = lambda: max(1, environment.runner.user_count if environment.runner else 1)
     environment.vllm_ctx = ctx  # type: ignore[attr-defined]
     ctx.start()
-
-
-@events.spawning_complete.add_listener
-def _on_spawned(environment: Environment, **_: Any) -> None:
-    if not isinstance(environment.runner, MasterRunner):
-        tune_gc_after_start()  # every user and its prompt source exist now: freeze them out of the GC's scans
 
 
 @events.test_stop.add_listener

@@ -101,3 +101,4 @@ def test_master_workers_and_server_on_separate_hosts(hosts, tmp_path) -> None:
     assert len({r["worker"] for r in recs}) == 2  # both remote workers measured
     assert res["meta"]["workers"] == 2
     assert all("Traceback" not in w for w in wout)
+    assert [w.returncode for w in workers] == [0, 0], wout  # a failing event listener makes a worker exit 2
