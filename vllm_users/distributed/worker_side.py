@@ -203,14 +203,12 @@ class WorkerContext:
         self.hists.add_record(rec)
         self._count(rec)
         line = rec.to_json()
-        self.pending.append(line)
-        self.pending_recs.append(rec)
+        if not self.records_at_end:  # --records-at-end: kept in the local file only, sent at the drain
+            self.pending.append(line)
+            self.pending_recs.append(rec)
         self.record_count += 1
         if self._file is not None:
             self._file.write(line + "\n")
-        if self.records_at_end:  # kept in the file only
-            self.pending.clear()
-            self.pending_recs.clear()
 
     def _count(self, rec: RequestRecord) -> None:
         """Live totals for the master (progress line, web UI); the result is computed from the records."""
