@@ -24,11 +24,13 @@ from orchestration.run_cmd import new_run_parser, validate
 from vllm_users import exit_codes
 
 MANIFESTS = Path(__file__).with_name("manifests")
-# `run` options the cluster layout decides (master.yaml's flags) or that must not land in a ConfigMap
+# `run` options the cluster layout decides (master.yaml's flags) or that must not land in a ConfigMap: left out
+# of config.yaml (a local options file may hold output_dir or quiet; the pods use their own)
 CLUSTER_OWNED = frozenset({
     "config", "workers", "expect_workers", "master_bind_host", "master_port", "output_dir", "run_name",
     "web_ui", "web_port", "quiet", "sim_args", "output_file", "print_result", "api_key",
 })  # fmt: skip
+WIRING = frozenset({"expect_workers", "master_bind_host", "master_port"})  # refused: they would break the pods'
 RENDER_ONLY = frozenset({"out", "image", "namespace", "pvc"})
 DEFAULT_WORKERS = 4
 
@@ -70,6 +72,9 @@ def render(a: argparse.Namespace, defaults: dict[str, Any]) -> dict[str, str]:
     """File name -> text of the kustomization for these options; UsageError when they cannot run in a cluster."""
     if not a.host:
         raise C.UsageError("--host: the cluster needs the target server's URL, e.g. http://vllm.default:8000")
+    owned = [d for d in sorted(WIRING) if getattr(a, d) != defaults.get(d)]
+    if owned:
+        raise C.UsageError(f"--{owned[0].replace('_', '-')}: the manifests set it (master.yaml); leave it out")
     workers = DEFAULT_WORKERS if a.workers is None else a.workers
     if workers < 1:
         raise C.UsageError(f"--workers {workers}: a cluster run needs at least one worker pod")

@@ -58,6 +58,7 @@ def test_preset_scenario_reaches_the_workers(tmp_path) -> None:
     (["--host", "http://v:8000", "--workers", "0"], "at least one worker pod"),
     (["--host", "http://v:8000", "--users", "4", "--request-rate", "5"], "give one of them"),
     (["--host", "v:8000"], "expected a URL"),
+    (["--host", "http://v:8000", "--master-port", "6000"], "--master-port: the manifests set it"),
 ])  # fmt: skip
 def test_bad_options_are_one_line_and_exit_2(tmp_path, capsys, argv, why) -> None:
     assert render_main([*argv, "-o", str(tmp_path / "k")]) == 2
