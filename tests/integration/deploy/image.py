@@ -2,7 +2,7 @@
 
 Everything lives under the test cache (~/.cache/vllm-locust/k8s or $VLLM_LOCUST_CACHE/k8s), flock-protected:
   base-bookworm.tar   debootstrap'd Debian bookworm with python3 + python3-venv (built once, ~1.5 min)
-  wheels-<hash>/      the image's dependencies as wheels, keyed by pyproject.toml (pip wheel, once)
+  wheels-<hash>/      the image's dependencies as wheels, keyed by pyproject's dependencies (pip wheel, once)
   podman/             podman's storage (vfs, --root/--runroot here, so nothing touches the host's)
 Each test session builds the image from docker/Dockerfile (`podman build --isolation=chroot`), with
 BASE=localhost/vllm-locust-base:bookworm and pip installing from the wheelhouse.
@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[3]
 BASE_IMAGE = "localhost/vllm-locust-base:bookworm"
@@ -100,7 +102,8 @@ def _base_tar(t: Timings) -> Path:
 
 
 def _wheelhouse(t: Timings) -> Path:
-    key = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:12]
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    key = hashlib.sha256(json.dumps(sorted(deps)).encode()).hexdigest()[:12]  # the image's dependencies only
     wheels = cache_dir() / f"wheels-{key}"
     if (wheels / ".complete").exists():
         t.steps["wheels"] = "cached"
