@@ -65,6 +65,7 @@ class WorkerContext:
         self._last_index = -1
         self.seq = 0
         self.inflight: set[gevent.Greenlet] = set()
+        self.open_sessions = 0  # tickets whose flow is running (a multi-request session thinks between requests)
         self.stopping = False
         self.final_sent = False
         self.done_sent = False
@@ -306,7 +307,7 @@ class WorkerContext:
                 self.send("vllm_done", {"worker": self.name})
 
     def _share_finished(self) -> bool:
-        if self.inflight:
+        if self.inflight or self.open_sessions:
             return False
         if self._queue is not None:
             return self._dispatcher is not None and self._dispatcher.dead and self._queue.qsize() <= 1

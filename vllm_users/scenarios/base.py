@@ -199,7 +199,11 @@ class LLMUser(FastHttpUser):
         if ticket is None:
             gevent.sleep(0.5)  # share used up or stopping: idle until the run ends
             return
-        self.flow(ticket)
+        ctx.open_sessions += 1  # the worker is not done while a session is between two of its requests
+        try:
+            self.flow(ticket)
+        finally:
+            ctx.open_sessions -= 1
 
     def flow(self, ticket: Ticket) -> None:
         """Scenario hook: what one ticket does. By default one request: build_request, send, after."""

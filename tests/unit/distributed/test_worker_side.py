@@ -20,3 +20,17 @@ def test_two_budget_ends_leave_one_end_marker(monkeypatch) -> None:
     ctx.on_grant(4, 0)  # the answer to a re-ask sent while the first was slow (a loaded master)
     assert ctx.next_ticket() is None and ctx.next_ticket() is None
     assert ctx._share_finished()  # so the worker reports done and the run ends
+
+
+def test_a_session_between_requests_keeps_the_worker_busy(monkeypatch) -> None:
+    """An agent thinking between two requests has nothing in flight, but its session is not over."""
+    monkeypatch.delenv("VLLM_LOCUST_WORKER_DIR", raising=False)
+    ctx = WorkerContext(SimpleNamespace(num_prompts=1, results_dir="", request_rate=0.0), 0, 1, lambda k, d: None)
+    ctx._grants = Queue()
+    ctx.on_grant(0, 1)
+    ctx.next_ticket()
+    ctx.on_grant(1, 0)
+    ctx.open_sessions = 1
+    assert not ctx.inflight and not ctx._share_finished()
+    ctx.open_sessions = 0
+    assert ctx._share_finished()
