@@ -32,7 +32,8 @@ HEADER_RPS = ("(() => { const l = Array.from(document.querySelectorAll('header *
 TABLE = ("Array.from(document.querySelectorAll('#root table')).filter(t => t.innerText.includes('TTFT p50'))"
          ".map(t => ({head: Array.from(t.querySelectorAll('th')).map(x => x.innerText.replace(/\\s+/g, ' ').trim()),"
          " rows: Array.from(t.querySelectorAll('tbody tr')).map(r => Array.from(r.cells).map(c => c.innerText))}))[0]")
-ARTIFACTS = os.environ.get("VLLM_LOCUST_TEST_ARTIFACTS", "")  # CI keeps the screenshots from here
+# screenshots are kept here (beside the pytest tmp copies); results/ is git-ignored
+ARTIFACTS = os.environ.get("VLLM_LOCUST_TEST_ARTIFACTS") or os.path.join("results", "test-artifacts")
 
 
 class SimCounter(threading.Thread):
