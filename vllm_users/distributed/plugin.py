@@ -324,7 +324,8 @@ class _MasterPlugin:
             if now - last_progress >= 2.0:
                 last_progress = now
                 self._write_progress()
-                if self.live is not None and self.env.web_ui is not None:  # headless: nobody looks
+                # headless: nobody looks; written: the final snapshot (finished) must stay the last one
+                if self.live is not None and self.env.web_ui is not None and not self.written:
                     self.live.update(self._state())
             if not isinstance(runner, MasterRunner):
                 continue
