@@ -19,6 +19,7 @@ from orchestration import presets
 from orchestration.capacity.flags import add_flags as capacity_flags
 from orchestration.capacity.flags import locust_args as capacity_locust_args
 from orchestration.capacity.flags import validate as capacity_validate
+from orchestration.capacity.run_hooks import add_result_fields, multi_run, start_profile, stop_profile
 from orchestration.preflight import PreflightError, check_server
 from orchestration.summary import format_summary
 from vllm_sim.launch import die_with_parent
@@ -259,21 +260,9 @@ def _env(api_key: str | None) -> dict[str, str]:
 def run(a: argparse.Namespace) -> int:
     """Execute `vllm-locust run`; returns the exit code."""
     presets.apply_preset(a)
-    if getattr(a, "find_max_rate", False):
-        from orchestration.capacity.search import run_search
-
-        capacity_validate(a)
-        return run_search(a, run)
-    if getattr(a, "sweep", None) or getattr(a, "concurrency_sweep", None):
-        from orchestration.capacity.sweep import run_sweep
-
-        capacity_validate(a)
-        return run_sweep(a, run)
-    if getattr(a, "repeats", 1) > 1:
-        from orchestration.capacity.repeats import run_repeats
-
-        validate(a)
-        return run_repeats(a, run)
+    code = multi_run(a, run, validate)  # --find-max-rate, --sweep, --repeats: several runs
+    if code is not None:
+        return code
     validate(a)
     api_key = a.api_key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
     names = mix_label(a.mix, a.files)
@@ -329,14 +318,7 @@ def _launch(a: argparse.Namespace, host: str, model: str, run_dir: str, locustfi
         sampler = ServerMetricsSampler(a.server_metrics or host.rstrip("/") + "/metrics",
                                        os.path.join(run_dir, SERVER_METRICS_FILE))  # fmt: skip
         sampler.start()
-    profile = None
-    if getattr(a, "profile", False):  # around the load: the master starts sending within seconds
-        from orchestration.capacity.profile import ServerProfile
-        from vllm_users.measure.windows import parse_optional
-
-        warm = parse_optional(getattr(a, "warmup", None))
-        profile = ServerProfile(host, api_key, delay_s=(warm.seconds or 0.0) if warm else 0.0)
-        profile.start()
+    profile = start_profile(a, host, api_key)  # --profile: around the load; the master sends within seconds
     master_log = open(os.path.join(run_dir, "master.out"), "w")
     # own session (Ctrl-C is forwarded, so results get written), but SIGTERM when we die, however we die;
     # workers follow a silent master by themselves (VLLM_LOCUST_MASTER_TIMEOUT)
@@ -374,10 +356,9 @@ def _launch(a: argparse.Namespace, host: str, model: str, run_dir: str, locustfi
     if sampler is not None:
         sampler.stop()
         _say(a, sampler.status())
-    if profile is not None:
-        info = profile.stop()
-        atomic_json(os.path.join(run_dir, "profile.json"), info)
-        _say(a, "server profile: " + ("traces written by the server" if info["profiled"] else info.get("error", "?")))
+    said = stop_profile(profile, run_dir)
+    if said:
+        _say(a, said)
     if finished:  # already summarised and reported when the test stopped in the UI
         return _exit_code(run_dir, master.returncode)
     return _finish(a, run_dir, master.returncode, interrupted, sim)
@@ -487,14 +468,7 @@ def _finish(a: argparse.Namespace, run_dir: str, master_rc: int | None, interrup
                 preflight = 1
             res["missing_vs_server"] = max(0, served - recorded - preflight)  # preflight requests are not load
             atomic_json(path, res)
-    if os.path.exists(os.path.join(run_dir, "profile.json")):
-        with open(os.path.join(run_dir, "profile.json")) as fh:
-            res["profile"] = json.load(fh)
-        atomic_json(path, res)
-    if getattr(a, "gpu_hour_price", None):
-        from orchestration.capacity.cost import run_cost
-
-        res["cost"] = run_cost(res, a.gpu_hour_price, a.gpus)
+    if add_result_fields(a, run_dir, res):  # --profile, --gpu-hour-price
         atomic_json(path, res)
     print(format_summary(res, run_dir), flush=True)
     if a.output_file:
