@@ -128,7 +128,9 @@ def vllm_bench(load: dict[str, Any], seconds: float) -> dict[str, Any] | None:
                 "50,99",
             ]
         )
-        env = dict(os.environ, PYTHONPATH=str(SHIM), HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1")
+        # VLLM_TARGET_DEVICE=cpu: the shim hides vLLM's "cpu" version, and the generic platform would load the
+        # AVX-512 kernels (SIGILL on AVX2-only machines; tests/e2e/cpu_platform.py)
+        env = dict(os.environ, PYTHONPATH=str(SHIM), HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1", VLLM_TARGET_DEVICE="cpu")
         rc, info = _run_tree(cmd, sim.url, env, timeout=seconds * 6 + 240)
     path = Path(tmp) / "r.json"
     if not path.exists():
