@@ -121,42 +121,17 @@ def run_server_sweep(own: argparse.Namespace, a: argparse.Namespace, run_one: Ca
     """Every grid point: start, wait for /health, run the load, stop; write sweep.json and the report."""
     base = parent_dir(a, "server-sweep", SWEEP_FILE)
     steps: list[dict[str, Any]] = []
-    worst = 0
     points = grid(own.param)
-    for i, point in enumerate(points, 1):
-        label = _label(point)
-        name = f"point-{i:02d}-" + re.sub(r"[^A-Za-z0-9_.=-]+", "_", label.replace(",", "_"))[:80]
-        run_dir = os.path.join(base, name)
-        os.makedirs(run_dir, exist_ok=True)
-        argv = shlex.split(own.serve_cmd)
-        env = dict(os.environ)
-        for p, v in point:
-            if p.env:
-                env[p.name] = v
-            else:
-                argv += [f"--{p.name}", v]
-        print(f"vllm-locust: point {i}/{len(points)}: {label}: starting the server", flush=True)
-        server = ServerProcess(argv, env, os.path.join(run_dir, SERVER_LOG))
-        try:
-            ok, startup, why = server.wait_healthy(a.host, own.health_timeout)
-            row: dict[str, Any]
-            if ok:
-                print(f"vllm-locust: point {i}: healthy after {startup:.1f} s; running the load", flush=True)
-                code = run_one(step_args(a, a.host, base, name))
-                worst = max(worst, code)
-                row = summarize_step(name, "server", None, run_dir, code)
-            else:
-                print(f"vllm-locust: point {i}: failed to start: {why}", flush=True)
-                row = {"name": name, "kind": "server", "target": None, "run_dir": run_dir, "exit_code": None,
-                       "error": why, "log_tail": server.log_tail()}  # fmt: skip
-            row.update(label=label, params={("env:" if p.env else "") + p.name: v for p, v in point},
-                       started=ok, startup_s=round(startup, 3), verdict="ran" if ok else "failed start")  # fmt: skip
-        finally:
-            server.stop(own.stop_grace)
-        row["server_exit_code"] = server.proc.returncode
-        steps.append(row)
-        if row.get("exit_code") == exit_codes.INTERRUPTED:
-            break  # Ctrl-C: no further point
+    # SIGTERM outside a load (e.g. while a server starts) must still stop the server, which runs in its own
+    # session and would outlive us: raise like Ctrl-C so `finally` stops it (run's own handler covers the load)
+    old_term = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        worst = _sweep_points(own, a, run_one, base, points, steps)
+    except KeyboardInterrupt:
+        print("\nvllm-locust: interrupted; the server is stopped, the points so far are written", flush=True)
+        worst = exit_codes.INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
     doc = {"kind": "server_sweep", "sweep": "sweep-server", "host": a.host, "serve_cmd": own.serve_cmd,
            "params": [{"name": p.name, "env": p.env, "values": list(p.values)} for p in own.param],
            "steps": steps}  # fmt: skip
@@ -203,3 +178,48 @@ def main(argv: Sequence[str]) -> int:
     except C.UsageError as e:
         print(f"vllm-locust sweep-server: error: {e}", file=sys.stderr)
         return exit_codes.USAGE
+
+
+def _interrupt(_signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _sweep_points(own: argparse.Namespace, a: argparse.Namespace, run_one: Callable[[argparse.Namespace], int],
+                  base: str, points: list[list[tuple[Param, str]]], steps: list[dict[str, Any]]) -> int:  # fmt: skip
+    """Run every point (appending its row to `steps`); the worst exit code."""
+    worst = 0
+    for i, point in enumerate(points, 1):
+        label = _label(point)
+        name = f"point-{i:02d}-" + re.sub(r"[^A-Za-z0-9_.=-]+", "_", label.replace(",", "_"))[:80]
+        run_dir = os.path.join(base, name)
+        os.makedirs(run_dir, exist_ok=True)
+        argv = shlex.split(own.serve_cmd)
+        env = dict(os.environ)
+        for p, v in point:
+            if p.env:
+                env[p.name] = v
+            else:
+                argv += [f"--{p.name}", v]
+        print(f"vllm-locust: point {i}/{len(points)}: {label}: starting the server", flush=True)
+        server = ServerProcess(argv, env, os.path.join(run_dir, SERVER_LOG))
+        try:
+            ok, startup, why = server.wait_healthy(a.host, own.health_timeout)
+            row: dict[str, Any]
+            if ok:
+                print(f"vllm-locust: point {i}: healthy after {startup:.1f} s; running the load", flush=True)
+                code = run_one(step_args(a, a.host, base, name))
+                worst = max(worst, code)
+                row = summarize_step(name, "server", None, run_dir, code)
+            else:
+                print(f"vllm-locust: point {i}: failed to start: {why}", flush=True)
+                row = {"name": name, "kind": "server", "target": None, "run_dir": run_dir, "exit_code": None,
+                       "error": why, "log_tail": server.log_tail()}  # fmt: skip
+            row.update(label=label, params={("env:" if p.env else "") + p.name: v for p, v in point},
+                       started=ok, startup_s=round(startup, 3), verdict="ran" if ok else "failed start")  # fmt: skip
+        finally:
+            server.stop(own.stop_grace)
+        row["server_exit_code"] = server.proc.returncode
+        steps.append(row)
+        if row.get("exit_code") == exit_codes.INTERRUPTED:
+            break  # Ctrl-C: no further point
+    return worst

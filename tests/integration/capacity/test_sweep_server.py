@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -56,3 +57,30 @@ def test_sweep_server_on_the_simulator(tmp_path) -> None:
     html = open(tmp_path / "ss" / "report" / "report.html").read()
     assert "failed start" in html and "startup s" in html
     assert "FAILED START" in p.stdout
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_while_a_server_starts_stops_it(tmp_path) -> None:
+    # a server that never answers /health, in its own session: SIGTERM to sweep-server must not orphan it
+    marker = tmp_path / "server.pid"
+    serve = f"{sys.executable} -c \"import os,time; open('{marker}','w').write(str(os.getpid())); time.sleep(300)\""
+    p = subprocess.Popen([sys.executable, "-m", "orchestration.cli", "sweep-server", "--serve-cmd", serve,
+                          "--param", "max-num-seqs=4,8", "--health-timeout", "200", "--stop-grace", "2",
+                          "--host", f"http://127.0.0.1:{_free_port()}", "--users", "1", "--num-prompts", "1",
+                          "--output-dir", str(tmp_path), "--run-name", "ss"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    for _ in range(300):
+        if marker.exists() and marker.read_text():
+            break
+        time.sleep(0.1)
+    server_pid = int(marker.read_text())
+    p.terminate()
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 130, out[-3000:]
+    assert "interrupted" in out
+    with pytest.raises(ProcessLookupError):
+        for _ in range(50):  # stopped by its process group (SIGTERM, then SIGKILL after --stop-grace)
+            os.kill(server_pid, 0)
+            time.sleep(0.1)
+    with open(tmp_path / "ss" / "sweep.json") as fh:
+        assert json.load(fh)["steps"] == []  # no point finished; the file is still written
