@@ -45,4 +45,5 @@ case "${VLLM_LOCUST_SKIP_E2E:-}" in 1|true|yes) ;; *)
   fi
   rm -f "$setup_err" ;;
 esac
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider tests "$@"
+# --durations: the slowest tests, so a slow machine shows where its time went
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider --durations=20 tests "$@"
