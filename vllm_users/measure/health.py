@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import gevent
@@ -19,10 +21,26 @@ WARMUP_S = 2.0  # samples start this long after the test starts
 
 
 GC_PAUSE_KEEP_MS = 0.5  # garbage-collector pauses at least this long are kept one by one (the rest: counted)
-# Generation-0 threshold of a worker (Python's default is 700 allocations): a 256-stream worker allocates
-# enough to run a young collection every few ms; a larger threshold makes them rarer at the same total cost.
-GC_GEN0 = int(os.environ.get("VLLM_LOCUST_GC_GEN0", "0") or 0)
-GC_FREEZE = os.environ.get("VLLM_LOCUST_GC_FREEZE", "0") == "1"  # off until measured on a quiet machine
+# Generation-0 threshold of a worker (Python's default is 700 allocations). Measured (bench_fidelity --gc, 3 reps
+# interleaved, docs/benchmarks.md): 5000 cut a worker's collections 2-4x and its longest pause from 6-11 ms to
+# 1.6-2.7 ms (full collections, which follow from the young ones, became ~4x rarer) at the same TTFT error.
+# VLLM_LOCUST_GC_GEN0=0 leaves Python's threshold alone.
+GC_GEN0_DEFAULT = 5000
+
+
+def gc_settings(env: Mapping[str, str]) -> tuple[bool, int]:
+    """(gc.freeze after spawn, generation-0 threshold or 0 for Python's) from VLLM_LOCUST_GC_FREEZE/_GEN0."""
+    gen0 = env.get("VLLM_LOCUST_GC_GEN0", "").strip()
+    if gen0 and not gen0.isdigit():
+        raise ValueError(f"VLLM_LOCUST_GC_GEN0={gen0!r}: expected a whole number (0: Python's default)")
+    # freeze: off by default, since it did not shorten a pause (most of a worker's heap is made after start-up)
+    return env.get("VLLM_LOCUST_GC_FREEZE", "0") == "1", int(gen0) if gen0 else GC_GEN0_DEFAULT
+
+
+try:
+    GC_FREEZE, GC_GEN0 = gc_settings(os.environ)
+except ValueError as e:  # bad input: one line and a non-zero exit, in whichever process reads it first
+    sys.exit(f"vllm-locust: {e}")
 
 
 def tune_gc_after_start() -> None:

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
 from typing import Any
+
+import pytest
 
 from vllm_users.measure import health
 from vllm_users.measure.health import HealthSampler, summarize
@@ -41,10 +46,26 @@ def test_gc_switches_freeze_and_set_gen0(monkeypatch: Any) -> None:
         gc.set_threshold(*before)
 
 
-def test_gc_untouched_by_default(monkeypatch: Any) -> None:
+def test_gc_gen0_zero_leaves_the_collector_alone(monkeypatch: Any) -> None:
     before = gc.get_threshold()
     monkeypatch.setattr(health, "GC_FREEZE", False)
     monkeypatch.setattr(health, "GC_GEN0", 0)
     gc.unfreeze()
     health.tune_gc_after_start()
     assert gc.get_freeze_count() == 0 and gc.get_threshold() == before
+
+
+def test_gc_settings_default_and_env() -> None:
+    assert health.gc_settings({}) == (False, health.GC_GEN0_DEFAULT) == (False, 5000)
+    assert health.gc_settings({"VLLM_LOCUST_GC_GEN0": "0"}) == (False, 0)
+    assert health.gc_settings({"VLLM_LOCUST_GC_GEN0": " 900 ", "VLLM_LOCUST_GC_FREEZE": "1"}) == (True, 900)
+    with pytest.raises(ValueError, match="VLLM_LOCUST_GC_GEN0='-3'"):
+        health.gc_settings({"VLLM_LOCUST_GC_GEN0": "-3"})
+
+
+def test_bad_gc_env_is_one_line_and_non_zero() -> None:
+    env = dict(os.environ, VLLM_LOCUST_GC_GEN0="lots")
+    p = subprocess.run([sys.executable, "-c", "import vllm_users.measure.health"], env=env, capture_output=True,
+                       text=True, timeout=60)  # fmt: skip
+    assert p.returncode == 1
+    assert p.stderr.strip().splitlines() == ["vllm-locust: VLLM_LOCUST_GC_GEN0='lots': expected a whole number (0: Python's default)"]
