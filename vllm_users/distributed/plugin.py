@@ -250,13 +250,15 @@ class _MasterPlugin:
         """Web UI: the test stopped (button, budget or run-time): write the run directory as headless does."""
         if self.headless or self.collector is None or self.written:
             return
-        self.drain()
-        if not self.timeline or self.timeline[-1]["kind"] != "stop":  # --run-time marked it already
-            self.mark("stop")
-        self.write()
-        _locust_html_report(self.env)  # Locust writes --html at a headless exit only
-        if self.live is not None:
-            self.live.update(self._state(), finished=True)
+        try:
+            self.drain()
+            if not self.timeline or self.timeline[-1]["kind"] != "stop":  # --run-time marked it already
+                self.mark("stop")
+            self.write()
+            _locust_html_report(self.env)  # Locust writes --html at a headless exit only
+        finally:  # the UI reports "stopping" until this final snapshot is in (web_ui.extend)
+            if self.live is not None:
+                self.live.update(self._state(), finished=True)
 
     def handle(self, kind: str, data: Any, client_id: str) -> None:
         """A message from a worker (or from the local context)."""

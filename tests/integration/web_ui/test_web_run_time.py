@@ -53,3 +53,52 @@ def test_run_time_applies_from_the_first_swarm(tmp_path) -> None:  # type: ignor
     finally:
         p.send_signal(signal.SIGINT)
         p.wait(60)
+
+
+@pytest.mark.timeout(240)
+def test_stopped_state_comes_with_the_final_table(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # Locust's UI polls /stats/requests and stops once it reads "stopped": that response must already carry
+    # the final numbers in our table, or the table stays on the last live snapshot (seen: 390 of 400)
+    port = free_port()
+    out = tmp_path / "cli.out"
+    cmd = [sys.executable, "-m", "orchestration.cli", "run", "--web-ui", "--web-port", str(port), "--workers", "2",
+           "--users", "8", "--num-prompts", "120", "--output-len", "8", "--output-dir", str(tmp_path),
+           "--run-name", "r", "--no-report"]  # fmt: skip
+    p = subprocess.Popen(cmd, stdout=open(out, "w"), stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/worker-count", timeout=5) as resp:
+                    if json.load(resp)["worker_count"] >= 2:
+                        break
+            except (urllib.error.URLError, OSError, ValueError):
+                pass
+            assert time.time() < deadline, "the UI never came up with its workers"
+            time.sleep(0.5)
+        form = urllib.parse.urlencode({"user_count": 8, "spawn_rate": 8}).encode()
+        urllib.request.urlopen(base + "/swarm", data=form, timeout=10).read()
+        first_stopped = None
+        written_when_stopped = False
+        result = os.path.join(str(tmp_path), "r", "result.json")
+        states = set()
+        while first_stopped is None and time.time() < deadline + 90:
+            with urllib.request.urlopen(base + "/stats/requests", timeout=10) as resp:
+                doc = json.load(resp)
+            states.add(doc["state"])
+            if doc["state"] == "stopped":
+                first_stopped = doc
+                written_when_stopped = os.path.exists(result)
+            time.sleep(0.05)
+        assert first_stopped is not None, (states, out.read_text()[-2000:])
+        assert written_when_stopped, "the UI read 'stopped' before the run directory was written"
+        while not os.path.exists(result) and time.time() < deadline + 150:
+            time.sleep(0.2)
+        res = json.load(open(result))
+        rows = {r["name"]: r for r in first_stopped["extended_stats"][0]["data"]}
+        assert res["completed"] == 120
+        assert rows["all"]["requests"] == 120, rows["all"]
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.wait(60)
