@@ -13,7 +13,7 @@ import urllib.request
 from typing import Any
 
 from orchestration import config as C
-from vllm_users.scenario_options import add_run_flags, run_locust_args
+from vllm_users.options import DEFAULTS
 
 SIM_DETAILS = "--enable-prompt-tokens-details"
 SIM_MOE = "--num-experts 16 --topk 2 --router-skew 0.8"
@@ -48,38 +48,18 @@ _CONFLICTS = {
     "concurrency_sweep": ("sweep",),
     "scenario": ("locustfile",),  # -f brings its own users: a preset's scenario is not added to them
 }
-_ORIGINAL_DEFAULTS: dict[str, Any] = {}
-
-
-def add_flags(p: argparse.ArgumentParser) -> None:
-    """--preset, --concurrency-sweep and the scenario flags on the `run` parser (remembers its defaults)."""
-    names = ", ".join(f"{k} ({v})" for k, v in DESCRIPTIONS.items())
-    p.add_argument(
-        "--preset",
-        default=None,
-        choices=sorted(PRESETS),
-        metavar="NAME",
-        help=f"Defaults for a scene: {names}",
-    )
-    p.add_argument(
-        "--concurrency-sweep",
-        default=None,
-        help="Run once per concurrency, e.g. 1,2,4,8 (one run directory each)",
-    )
-    add_run_flags(p)
-    _ORIGINAL_DEFAULTS.update({a.dest: a.default for a in p._actions})
 
 
 def _given(a: argparse.Namespace, dest: str, argv: list[str]) -> bool:
     flag = "--" + dest.replace("_", "-")
     if any(x == flag or x.startswith(flag + "=") for x in argv):
         return True
-    return dest in _ORIGINAL_DEFAULTS and getattr(a, dest, None) != _ORIGINAL_DEFAULTS[dest]
+    return dest in DEFAULTS and getattr(a, dest) != DEFAULTS[dest]
 
 
 def apply_preset(a: argparse.Namespace, argv: list[str] | None = None) -> list[str]:
     """Fill the preset's values into options the user left alone; returns the names filled."""
-    name = getattr(a, "preset", None)
+    name = a.preset
     if not name or vars(a).get("_preset_applied"):
         return []
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -102,40 +82,35 @@ def prepare(a: argparse.Namespace) -> None:
     if "burst" in names and a.num_prompts is None and a.run_time is None:
         from vllm_users.scenarios.burst import plan_from_options
 
-        a.run_time = plan_from_options(a).total_s + 5  # the shape ends the run; this is a backstop
-    if getattr(a, "dataset", None):
+        a.run_time = plan_from_options(a, a.users).total_s + 5  # the shape ends the run; this is a backstop
+    if a.dataset:
         from vllm_users.workload.datasets import DatasetError, load_dataset
 
         try:
-            load_dataset(a.dataset, getattr(a, "dataset_format", None) or "auto")
+            load_dataset(a.dataset, a.dataset_format or "auto")
         except DatasetError as e:
             raise C.UsageError(str(e)) from None
-    if getattr(a, "json_schema", None):
+    if a.json_schema:
         from vllm_users.workload.schemas import SchemaError, load_schema_file
 
         try:
             load_schema_file(a.json_schema)
         except SchemaError as e:
             raise C.UsageError(str(e)) from None
-    if getattr(a, "schema_complexity", None):
+    if a.schema_complexity:
         from vllm_users.workload.schemas import COMPLEXITIES
 
         if a.schema_complexity not in COMPLEXITIES:
             raise C.UsageError(
                 f"--schema-complexity {a.schema_complexity!r}: expected one of {', '.join(COMPLEXITIES)}"
             )
-    if getattr(a, "tokenizer", None):
+    if a.tokenizer:
         from vllm_users.workload.source import TokenizerError, load_tokenizer
 
         try:
             load_tokenizer(a.tokenizer)
         except TokenizerError as e:
             raise C.UsageError(str(e)) from None
-
-
-def locust_args(a: argparse.Namespace) -> list[str]:
-    """Scenario flags for the master's command line."""
-    return run_locust_args(a)
 
 
 # ----- concurrency sweep (moe preset) -----

@@ -16,8 +16,6 @@ from typing import Any
 
 from orchestration import config as C
 from orchestration import presets
-from orchestration.capacity.flags import add_flags as capacity_flags
-from orchestration.capacity.flags import locust_args as capacity_locust_args
 from orchestration.capacity.flags import validate as capacity_validate
 from orchestration.capacity.run_hooks import add_result_fields, multi_run, start_profile, stop_profile
 from orchestration.preflight import PreflightError, check_server
@@ -25,7 +23,7 @@ from orchestration.summary import format_summary
 from vllm_sim.launch import die_with_parent
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
-from vllm_users.options import API_KEY_ENV
+from vllm_users.options import API_KEY_ENV, RUN, SPECS, flag, locust_argv
 from vllm_users.scenarios.registry import is_class_ref, locustfile_source, mix_label, parse_mix
 
 DEFAULT_NUM_PROMPTS = 200  # when neither --num-prompts nor --run-time is given
@@ -51,82 +49,8 @@ def run_options(argv: list[str]) -> argparse.Namespace:
 def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     """Register `run` and its flags."""
     p = sub.add_parser("run", help="Run a load test (against the embedded simulator when no --host)")
-    p.add_argument("--config", help="YAML/JSON file of option: value (env VLLM_LOCUST_CONFIG)")
-    p.add_argument("--host", default="", help="Server base URL, e.g. http://127.0.0.1:8000 (none: start the simulator)")
-    p.add_argument("--model", default="", help="Served model name (none: the only model of /v1/models)")
-    p.add_argument("--api-key", default="", help="API key (or env VLLM_LOCUST_API_KEY / OPENAI_API_KEY); never written")
-    p.add_argument("--scenario", default=None,
-                   help="Scenario or weighted mix, e.g. chat or chat:3,json:1; a user class: package.module:Class")
-    p.add_argument("-f", "--locustfile", default=None, metavar="FILE",
-                   help="Your locustfile: its LLMUser subclasses run (beside --scenario, when given)")
-    p.add_argument("--endpoint", default="chat", choices=["chat", "completions"])
-    p.add_argument("--users", "-u", type=C.pos_int, default=None, help="Closed loop: concurrent users (default 8)")
-    p.add_argument("--spawn-rate", "-r", type=C.pos_float, default=None, help="Users started per second")
-    p.add_argument("--request-rate", type=C.rate, default=None, help="Open loop: requests/s (or inf)")
-    p.add_argument("--burstiness", type=C.pos_float, default=1.0, help="Gamma shape; 1 = Poisson, inf = constant")
-    p.add_argument("--max-concurrency", type=C.pos_int, default=None, help="Cap on in-flight requests")
-    p.add_argument("--num-prompts", type=C.pos_int, default=None, help=f"Total requests (default {DEFAULT_NUM_PROMPTS})")
-    p.add_argument("--run-time", "-t", type=C.duration, default=None, help="Stop after this long (30s, 5m)")
-    p.add_argument("--input-len", type=C.pos_int, default=128)
-    p.add_argument("--output-len", type=C.pos_int, default=128)
-    p.add_argument("--range-ratio", type=C.ratio, default=0.0)
-    p.add_argument("--ignore-eos", action="store_true", help="Exact output lengths (vLLM's ignore_eos)")
-    p.add_argument("--temperature", type=C.nonneg_float, default=0.0)
-    p.add_argument("--seed", type=C.nonneg_int, default=0)
-    p.add_argument("--workers", type=C.nonneg_int, default=None, help="Local worker processes (default: one per core)")
-    p.add_argument("--expect-workers", type=C.pos_int, default=None, help="Wait for this many workers (remote too)")
-    p.add_argument("--master-bind-host", default="127.0.0.1", help="Where remote workers connect")
-    p.add_argument("--master-port", type=C.pos_int, default=None, help="Master port (default: a free one)")
-    p.add_argument("--web-ui", action="store_true", help="Locust's web UI for live ramping instead of headless")
-    p.add_argument("--web-port", type=C.pos_int, default=8089)
-    p.add_argument("--web-host", default="127.0.0.1", help="Interface of the web UI (default: this machine only)")
-    p.add_argument("--web-login", action="store_true",
-                   help="Locust's --web-login (your locustfile or plugin provides the login; see docs/web_ui.md)")
-    p.add_argument("--goodput", nargs="+", type=C.goodput, default=None, help="SLOs: ttft:MS tpot:MS e2el:MS")
-    p.add_argument("--warmup", type=C.window, default=None, metavar="30s|200r",
-                   help="Requests in the first 30 s (or the first 200) are kept in the records but left out of the statistics")
-    p.add_argument("--cooldown", type=C.window, default=None, metavar="30s|200r",
-                   help="Requests that end in the last 30 s (or the last 200) are left out of the statistics")
-    p.add_argument("--percentile-metrics", type=C.percentile_metrics, default=None,
-                   help="Metrics with percentile fields (vLLM's; default ttft,tpot,itl): any of ttft,tpot,itl,e2el")
-    p.add_argument("--metric-percentiles", type=C.metric_percentiles, default=None,
-                   help='Percentiles of those metrics (vLLM\'s; default 99), e.g. "50,90,99,99.9"')
-    p.add_argument("--stop-timeout", type=C.nonneg_float, default=30.0, help="Seconds in-flight streams get at stop")
-    p.add_argument("--stream-timeout", type=C.pos_float, default=120.0, help="Read timeout of a stream, seconds")
-    p.add_argument("--output-dir", default="results", help="Parent of the run directory")
-    p.add_argument("--run-name", default="", help="Run directory name (default: timestamp-scenario)")
-    p.add_argument("--output-file", default="", help="Also write the result JSON (vLLM's field names) here")
-    p.add_argument("--no-report", action="store_true", help="Skip the HTML/Markdown report")
-    p.add_argument("--server-metrics", default="", metavar="URL", help="Prometheus endpoint sampled every 2 s (default HOST/metrics)")
-    p.add_argument("--no-server-metrics", action="store_true", help="Do not sample the server's /metrics")
-    p.add_argument("--sim-args", default="", help="Extra flags for the embedded simulator, e.g. '--fixed --ttft-ms 50'")
-    p.add_argument("--quiet", action="store_true", help="No progress lines")
-    p.add_argument("--records-at-end", action="store_true",
-                   help="Workers keep their records locally and send them at the end; live histograms and counters "
-                   "still every second (for many workers: docs/scale.md)")
-    p.add_argument("--print-result", action="store_true",
-                   help="End with one line 'VLLM_LOCUST_RESULT {json}': the result leaves a pod through its log")
-    p.add_argument("--fail-on-client-bound", action="store_true",
-                   help="Exit 5 when the load generator was the bottleneck (default: flag it in the result only)")
-    p.add_argument("--header", action="append", type=header, default=None, metavar="'NAME: VALUE'",
-                   help="Extra request header (repeatable), e.g. for a gateway or the simulator's X-Sim-Fault")
-    for name in ("tokenizer", "dataset", "schema_complexity", "tool_choice"):
-        p.add_argument("--" + name.replace("_", "-"), default=None, help=argparse.SUPPRESS)
-    p.add_argument("--prefix-len", type=C.nonneg_int, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--cache-rate", type=C.fraction, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--num-prefixes", type=C.pos_int, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--num-turns", type=C.pos_int, default=None, help=argparse.SUPPRESS)
-    presets.add_flags(p)  # --preset, --concurrency-sweep, scenario flags (json/tools/burst)
-    capacity_flags(p)  # --repeats, --sweep, --find-max-rate, cost, --profile
+    C.add_options(p, RUN, {"preset": sorted(presets.PRESETS)})
     return p
-
-
-def header(text: str) -> str:
-    """Validate 'Name: value'."""
-    name, sep, value = text.partition(":")
-    if not sep or not name.strip() or any(c in name for c in " \t\r\n") or "\n" in value:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a header like 'Name: value'")
-    return text
 
 
 def _free_port() -> int:
@@ -203,10 +127,6 @@ def locust_args(a: argparse.Namespace, host: str, model: str, run_dir: str, locu
         "--html", os.path.join(run_dir, "locust_report.html"),
         "--stop-timeout", f"{int(math.ceil(a.stop_timeout)) + 5}s", "--loglevel", "INFO",
         "--logfile", os.path.join(run_dir, "master.log"), "--only-summary",
-        "--results-dir", run_dir, "--model", model, "--endpoint", a.endpoint,
-        "--input-len", str(a.input_len), "--output-len", str(a.output_len), "--range-ratio", str(a.range_ratio),
-        "--temperature", str(a.temperature), "--seed", str(a.seed), "--burstiness", str(a.burstiness),
-        "--stream-timeout", str(a.stream_timeout), "--vllm-stop-timeout", str(a.stop_timeout),
     ]  # fmt: skip
     if a.web_ui:
         args += ["--web-port", str(a.web_port), "--web-host", a.web_host]
@@ -216,45 +136,13 @@ def locust_args(a: argparse.Namespace, host: str, model: str, run_dir: str, locu
         args += ["--headless"]
     if a.run_time:
         args += ["--run-time", f"{int(math.ceil(a.run_time))}s"]
-    if a.num_prompts:
-        args += ["--num-prompts", str(a.num_prompts)]
-    if open_loop:
-        args += ["--request-rate", str(a.request_rate)]
-        if a.max_concurrency:
-            args += ["--max-concurrency", str(a.max_concurrency)]
-    if a.ignore_eos:
-        args += ["--ignore-eos"]
-    if a.fail_on_client_bound:
-        args += ["--fail-on-client-bound"]
-    if a.records_at_end:
-        args += ["--records-at-end"]
-    if a.goodput:
-        args += ["--goodput", " ".join(a.goodput)]
-    for name in ("warmup", "cooldown"):
-        if getattr(a, name, None):
-            args += ["--" + name, getattr(a, name)]
-    if a.percentile_metrics:
-        args += ["--percentile-metrics", a.percentile_metrics]
-    if a.metric_percentiles:
-        args += ["--metric-percentiles", a.metric_percentiles]
+    set_by_run: dict[str, Any] = {"results_dir": run_dir, "model": model}
+    if not open_loop:
+        set_by_run["max_concurrency"] = None  # closed loop: it only chose the users
     if a.header:
         hdrs = {h.partition(":")[0].strip(): h.partition(":")[2].strip() for h in a.header}
-        args += ["--extra-headers", json.dumps(hdrs)]
-    for name in ("tokenizer", "dataset", "schema_complexity", "tool_choice", "prefix_len", "cache_rate",
-                 "num_prefixes", "num_turns"):  # fmt: skip
-        v = getattr(a, name, None)
-        if v is not None:
-            args += ["--" + name.replace("_", "-"), str(v)]
-    return args + presets.locust_args(a) + capacity_locust_args(a)
-
-
-def _env(api_key: str | None) -> dict[str, str]:
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    for k in API_KEY_ENV:
-        env.pop(k, None)
-    if api_key:
-        env[API_KEY_ENV[0]] = api_key
-    return env
+        set_by_run["extra_headers"] = json.dumps(hdrs)
+    return args + locust_argv(a, **set_by_run)
 
 
 def run(a: argparse.Namespace) -> int:
@@ -306,7 +194,7 @@ def _say(a: argparse.Namespace, msg: str) -> None:
 def _launch(a: argparse.Namespace, host: str, model: str, run_dir: str, locustfile: str,
             api_key: str | None, sim: Any) -> int:  # fmt: skip
     port = a.master_port or _free_port()
-    env = _env(api_key)
+    env = C.child_env(api_key)
     py = [sys.executable, "-m", "locust"]
     margs = locust_args(a, host, model, run_dir, locustfile, port)
     with open(os.path.join(run_dir, "command.json"), "w") as fh:
@@ -373,15 +261,16 @@ def _exit_code(run_dir: str, master_rc: int | None) -> int:
 
 
 def _redact(argv: list[str]) -> list[str]:
+    secret = tuple(flag(n) for n, spec in SPECS.items() if spec.secret)  # may carry credentials
     out, skip = [], False
     for x in argv:
         if skip:
             out.append("***")
             skip = False
-        elif x in ("--api-key", "--header", "--extra-headers"):  # may carry credentials
+        elif x in secret:
             out.append(x)
             skip = True
-        elif x.startswith(("--api-key=", "--header=", "--extra-headers=")):
+        elif x.startswith(tuple(f + "=" for f in secret)):
             out.append(x.split("=", 1)[0] + "=***")
         else:
             out.append(x)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from orchestration import config as C
 from vllm_users import exit_codes
+from vllm_users.options import WORKER
 from vllm_users.scenarios.registry import locustfile_source
 
 
@@ -26,13 +27,10 @@ def users_of(config: str) -> tuple[str | None, str | None]:
 def main(argv: Sequence[str]) -> int:
     """Start `--processes` Locust workers for `--scenario` / `-f`, connected to `--master-host`."""
     p = C.OneLineParser(prog="vllm-locust worker")
-    p.add_argument("--master-host", required=True, help="Address of the `vllm-locust run` master")
-    p.add_argument("--master-port", type=C.pos_int, default=5557)
-    p.add_argument("--scenario", default=None, help="Must match the master's --scenario (package.module:Class too)")
-    p.add_argument("-f", "--locustfile", default=None, metavar="FILE", help="Must match the master's -f (a copy here)")
-    p.add_argument("--config", help="The master's options file: the worker runs its users (--scenario/-f win)")
-    p.add_argument("--processes", type=C.pos_int, default=1, help="Worker processes on this host")
+    C.add_options(p, WORKER, defaults={"master_port": 5557})
     a = p.parse_args(list(argv))
+    if not a.master_host:
+        p.error("the following arguments are required: --master-host")
     from orchestration.run_cmd import resolve_users
 
     try:

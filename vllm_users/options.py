@@ -1,83 +1,335 @@
-"""Locust command-line options of vllm-locust (also from env VLLM_LOCUST_* and locust.conf)."""
+"""The option table: every option of vllm-locust, declared once, and the typed, frozen options object.
+
+Each field of `Options` is one option: its name (flag `--input-len`, env `VLLM_LOCUST_INPUT_LEN`, config-file
+key `input_len` or `input-len`), type, default, validation (the parser in `Spec.parse`), help, and the
+scopes it belongs to:
+- LOCUST: registered on Locust's parser (plain `locust -f`, and the master and workers `vllm-locust run` starts);
+- RUN / WORKER: the `vllm-locust run` / `vllm-locust worker` command lines (orchestration.config); `k8s render`
+  takes run's.
+Options in both LOCUST and RUN travel from `vllm-locust run` to its master (`locust_argv`), and from the master
+to its workers inside Locust's spawn message. Every Locust process holds one `Options` (`from_namespace`).
+Environment switches that are not options (read where they act) are listed in ENV_SWITCHES.
+"""
 
 from __future__ import annotations
 
-import math
+import argparse
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_users.measure.metrics import (
-    DEFAULT_METRIC_PERCENTILES,
-    DEFAULT_PERCENTILE_METRICS,
-    PercentileChoice,
-)
+from vllm_users import option_types as T
+from vllm_users.measure.metrics import DEFAULT_METRIC_PERCENTILES, DEFAULT_PERCENTILE_METRICS
+from vllm_users.workload.datasets import FORMATS
+from vllm_users.workload.schemas import COMPLEXITIES
 
 # API keys never travel as options (Locust shows options in its UI and ships them to workers):
 # they come from these environment variables on every process.
 API_KEY_ENV = ("VLLM_LOCUST_API_KEY", "OPENAI_API_KEY")
+ENV_PREFIX = "VLLM_LOCUST_"
+JSON_MODES = ("response_format", "structured_outputs", "guided_json")
+# environment-only switches (not options: no flag, no config key), documented with the table in docs/options.md
+ENV_SWITCHES = {
+    "VLLM_LOCUST_WEB_PASSWORD": "--web-login: the one user's password (user name from VLLM_LOCUST_WEB_USER, "
+    "default admin); never written",
+    "VLLM_LOCUST_GC_FREEZE": "1: gc.freeze() on each worker after spawning (default off; docs/metrics.md)",
+    "VLLM_LOCUST_GC_GEN0": "N: gc.set_threshold(N) on each worker (default: Python's)",
+    "VLLM_LOCUST_MASTER_TIMEOUT": "seconds a worker waits for a silent master before saving its records and exiting",
+    "VLLM_LOCUST_WORKER_DIR": "where a worker keeps its local records (set by `vllm-locust worker`)",
+    "VLLM_LOCUST_API_KEY / OPENAI_API_KEY": "the API key (never an option: Locust would show and ship it)",
+}
+
+LOCUST, RUN, WORKER = "locust", "run", "worker"
+BOTH = (LOCUST, RUN)
 
 
-def add_options(parser: Any) -> None:
-    """Register our options on Locust's parser (init_command_line_parser listener)."""
+@dataclass(frozen=True)
+class Spec:
+    """How one option is parsed, shown and routed (the metadata of an `Options` field)."""
 
-    def opt(name: str, **kw: Any) -> None:
-        env = "VLLM_LOCUST_" + name.lstrip("-").replace("-", "_").upper()
-        parser.add_argument(name, env_var=env, **kw)
-
-    opt("--model", default="", help="Served model name (default: the only model of /v1/models)")
-    opt("--endpoint", default="chat", choices=["chat", "completions"], help="OpenAI API to call")
-    opt("--input-len", type=int, default=128, help="Prompt tokens per request")
-    opt("--output-len", type=int, default=128, help="max_tokens per request")
-    opt("--range-ratio", type=float, default=0.0, help="Lengths vary uniformly by +-ratio (vLLM's)")
-    opt("--ignore-eos", action="store_true", default=False, help="Send ignore_eos (exact output lengths)")
-    opt("--temperature", type=float, default=0.0, help="Sampling temperature")
-    opt("--seed", type=int, default=0, help="Seed for prompts, schemas and arrivals")
-    opt("--num-prompts", type=int, default=0, help="Total requests over all workers (0 = until --run-time)")
-    opt("--request-rate", type=float, default=0.0, help="Open loop: requests/s over all workers (0 = closed loop)")
-    opt("--burstiness", type=float, default=1.0,
-        help="Gamma shape of inter-arrivals: 1 = Poisson, <1 burstier, inf = constant intervals 1/rate")
-    opt("--max-concurrency", type=int, default=0, help="Cap on in-flight requests over all workers (open loop)")
-    opt("--stream-timeout", type=float, default=120.0, help="Read timeout per recv of a stream, seconds")
-    opt("--results-dir", default="", help="Run directory the master writes records and results into")
-    opt("--goodput", default="", help='SLOs, e.g. "ttft:500 tpot:50 e2el:10000" (ms)')
-    opt("--ramp-up-strategy", default="", help="Open loop: ramp the rate linear|exponential (vllm bench serve's)")
-    opt("--ramp-up-start-rps", type=float, default=0.0, help="Ramp: rate of the first request")
-    opt("--ramp-up-end-rps", type=float, default=0.0, help="Ramp: rate of the last request")
-    opt("--warmup", default="", help="Leave the first 30s / 200r of requests out of the statistics (kept, flagged)")
-    opt("--cooldown", default="", help="Leave the last 30s / 200r of requests out of the statistics (kept, flagged)")
-    opt("--percentile-metrics", default=",".join(DEFAULT_PERCENTILE_METRICS),
-        help="Metrics whose percentiles the result reports (vLLM's): any of ttft,tpot,itl,e2el")
-    opt("--metric-percentiles", default=",".join(f"{p:g}" for p in DEFAULT_METRIC_PERCENTILES),
-        help='Percentiles reported for those metrics (vLLM\'s), e.g. "50,90,99,99.9"')
-    opt("--vllm-stop-timeout", type=float, default=30.0, help="Seconds in-flight streams get to finish at stop")
-    opt("--no-stream", action="store_true", default=False, help="Non-streamed requests (no TTFT/ITL)")
-    opt("--tokenizer", default="", help="Local tokenizer directory for exact prompt lengths")
-    opt("--dataset", default="", help="ShareGPT JSON or JSONL file of prompts")
-    opt("--dataset-format", default="auto", choices=["auto", "sharegpt", "jsonl"], help="Dataset format")
-    opt("--prefix-len", type=int, default=0, help="Shared system-prompt tokens (prefix caching)")
-    opt("--cache-rate", type=float, default=0.0, help="Fraction of requests that start with a shared prefix")
-    opt("--num-prefixes", type=int, default=1, help="How many distinct shared prefixes (K)")
-    opt("--num-turns", type=int, default=4, help="multi-turn: turns per conversation")
-    opt("--tool-choice", default="required", help="tools: auto | required | <function name>")
-    opt("--tool-followup", action="store_true", default=False, help="tools: send the tool result back")
-    opt("--schema-complexity", default="mixed", help="json: flat | nested | arrays | enums | mixed")
-    opt("--fail-on-client-bound", action="store_true", default=False, help="Exit 5 when the client was the bottleneck")
-    opt("--records-at-end", action="store_true", default=False,
-        help="Workers send histograms and counters every second but keep their records on disk; the master "
-        "collects the record files at the end (past one master's ingest ceiling, docs/scale.md)")
-    opt("--extra-headers", default="", include_in_web_ui=False, help="JSON object of extra request headers")
-    opt("--vllm-worker-count", type=int, default=0, include_in_web_ui=False, help="(set by the master)")
-    opt("--vllm-t0", type=float, default=0.0, include_in_web_ui=False, help="(set by the master)")
+    parse: Callable[[str], Any] | None  # text -> value, raising a one-line error; None: an on/off switch
+    help: str
+    scopes: tuple[str, ...]
+    choices: tuple[str, ...] | None = None
+    short: str = ""  # e.g. -u
+    metavar: str | None = None
+    many: bool = False  # run: several words joined by spaces (--goodput ttft:500 tpot:50)
+    repeat: bool = False  # run: repeatable, a tuple (--header A --header B)
+    locust_name: str = ""  # its name on Locust's parser when it differs (Locust owns --stop-timeout)
+    web_ui: bool = True  # shown in Locust's web UI
+    secret: bool = False  # never written anywhere (the command line is redacted)
 
 
-def check_options(options: Any) -> None:
-    """Raise ValueError (one line naming the flag) for values Locust's parser let through."""
-    b = getattr(options, "burstiness", 1.0)
-    if not b > 0:  # also NaN
-        raise ValueError(f"--burstiness {b}: must be > 0 (1 = Poisson, inf = constant intervals)")
-    PercentileChoice.parse(getattr(options, "percentile_metrics", ""), getattr(options, "metric_percentiles", ""))
+def opt(default: Any, parse: Callable[[str], Any] | None, help: str, *scopes: str, **kw: Any) -> Any:
+    """A table row: a dataclass field carrying its Spec (a secret stays out of the object's repr)."""
+    spec = Spec(parse, help, scopes, **kw)
+    return field(default=default, repr=not spec.secret, metadata={"spec": spec})
 
 
-def open_loop(options: Any) -> bool:
-    """True when arrivals follow a schedule (--request-rate given)."""
-    rate = getattr(options, "request_rate", 0.0) or 0.0
-    return rate > 0 or math.isinf(rate)
+@dataclass(frozen=True)
+class Options:
+    """Every option of vllm-locust with its value; built once per process (Locust: per test), never mutated."""
+
+    # ----- where the run's settings come from (run/worker) -----
+    config: str = opt("", T.text, "YAML/JSON file of option: value (worker: the master's file; it runs its users)",
+                      RUN, WORKER, metavar="FILE")  # fmt: skip
+    preset: str | None = opt(None, T.text, "Defaults for a scene of the tuning guide (docs/scenarios.md)", RUN,
+                             metavar="NAME")  # fmt: skip
+    # ----- server -----
+    host: str = opt("", T.text, "Server base URL, e.g. http://127.0.0.1:8000 (none: start the simulator)", RUN)
+    model: str = opt("", T.text, "Served model name (none: the only model of /v1/models)", *BOTH)
+    api_key: str = opt("", T.text, "API key (or env VLLM_LOCUST_API_KEY / OPENAI_API_KEY); never written", RUN,
+                       secret=True)  # fmt: skip
+    endpoint: str = opt("chat", T.text, "OpenAI API to call", *BOTH, choices=("chat", "completions"))
+    scenario: str = opt("", T.text, "Scenario or weighted mix, e.g. chat or chat:3,json:1; a user class: "
+                        "package.module:Class (none: chat, or only -f's users)", RUN, WORKER)  # fmt: skip
+    locustfile: str = opt("", T.text, "Your locustfile: its LLMUser subclasses run (beside --scenario, when given)",
+                          RUN, WORKER, short="-f", metavar="FILE")  # fmt: skip
+    # ----- load -----
+    users: int | None = opt(None, T.pos_int, "Closed loop: concurrent users (default 8)", RUN, short="-u")
+    spawn_rate: float | None = opt(None, T.pos_float, "Users started per second", RUN, short="-r")
+    request_rate: float | None = opt(None, T.rate, "Open loop: requests/s over all workers (or inf; none or 0: "
+                                     "closed loop)", *BOTH)  # fmt: skip
+    burstiness: float = opt(1.0, T.pos_float, "Gamma shape of inter-arrivals: 1 = Poisson, <1 burstier, inf = "
+                            "constant intervals 1/rate", *BOTH)  # fmt: skip
+    max_concurrency: int | None = opt(None, T.pos_int, "Cap on in-flight requests over all workers (open loop)",
+                                      *BOTH)  # fmt: skip
+    num_prompts: int | None = opt(None, T.pos_int, "Total requests (or sessions) over all workers (run: default "
+                                  "200 without --run-time; locust: until --run-time)", *BOTH)  # fmt: skip
+    run_time: float | None = opt(None, T.duration, "Stop after this long (30s, 5m; web UI: from the first swarm)",
+                                 RUN, short="-t")  # fmt: skip
+    ramp_up_strategy: str | None = opt(None, T.text, "Open loop: ramp the rate from --ramp-up-start-rps to "
+                                       "--ramp-up-end-rps over --num-prompts requests, as vllm bench serve does",
+                                       *BOTH, choices=("linear", "exponential"))  # fmt: skip
+    ramp_up_start_rps: float | None = opt(None, T.pos_float, "Ramp: rate of the first request", *BOTH)
+    ramp_up_end_rps: float | None = opt(None, T.pos_float, "Ramp: rate of the last request", *BOTH)
+    # ----- requests -----
+    input_len: int = opt(128, T.pos_int, "Prompt tokens per request", *BOTH)
+    output_len: int = opt(128, T.pos_int, "max_tokens per request", *BOTH)
+    range_ratio: float = opt(0.0, T.ratio, "Lengths vary uniformly by +-ratio (vLLM's)", *BOTH)
+    ignore_eos: bool = opt(False, None, "Send ignore_eos (exact output lengths)", *BOTH)
+    temperature: float = opt(0.0, T.nonneg_float, "Sampling temperature", *BOTH)
+    seed: int = opt(0, T.nonneg_int, "Seed for prompts, schemas and arrivals", *BOTH)
+    no_stream: bool = opt(False, None, "Non-streamed requests (no TTFT/ITL)", LOCUST)
+    header: tuple[str, ...] = opt((), T.header, "Extra request header (repeatable), e.g. for a gateway or the "
+                                  "simulator's X-Sim-Fault", RUN, repeat=True, metavar="'NAME: VALUE'",
+                                  secret=True)  # fmt: skip
+    # ----- prompts and scenarios -----
+    tokenizer: str = opt("", T.text, "Local tokenizer directory for exact prompt lengths", *BOTH)
+    dataset: str = opt("", T.text, "ShareGPT JSON or JSONL file of prompts", *BOTH)
+    dataset_format: str = opt("auto", T.text, "Dataset format", *BOTH, choices=FORMATS)
+    prefix_len: int = opt(0, T.nonneg_int, "Shared system-prompt tokens (prefix caching)", *BOTH)
+    cache_rate: float = opt(0.0, T.fraction, "Fraction of requests that start with a shared prefix", *BOTH)
+    num_prefixes: int = opt(1, T.pos_int, "How many distinct shared prefixes (K)", *BOTH)
+    num_turns: int = opt(4, T.pos_int, "multi-turn: turns per conversation", *BOTH)
+    tool_choice: str = opt("required", T.text, "tools: auto | required | <function name>", *BOTH)
+    tool_followup: bool = opt(False, None, "tools: send the tool result back and measure the answer", *BOTH)
+    schema_complexity: str = opt("mixed", T.text, "json: generated schemas' shape", *BOTH, choices=COMPLEXITIES)
+    json_schema: str = opt("", T.text, "json: a JSON Schema file to use instead of generated schemas", *BOTH)
+    json_mode: str = opt("response_format", T.text, "json: how to ask for JSON", *BOTH, choices=JSON_MODES)
+    burst_quiet_users: int = opt(0, T.nonneg_int, "burst: users while quiet (0 = max(1, spike users / 8))", *BOTH)
+    burst_spike_users: int = opt(0, T.nonneg_int, "burst: users during the spike (0 = --users)", *BOTH)
+    burst_quiet: float = opt(10.0, T.nonneg_float, "burst: seconds of quiet before the spike", *BOTH)
+    burst_spike: float = opt(5.0, T.pos_float, "burst: seconds the spike lasts", *BOTH)
+    burst_recover: float = opt(10.0, T.nonneg_float, "burst: seconds of quiet after the spike", *BOTH)
+    burst_cycles: int = opt(1, T.pos_int, "burst: how many quiet/spike/recover cycles", *BOTH)
+    # ----- measurement -----
+    goodput: str = opt("", T.goodput, "SLOs: ttft:MS tpot:MS e2el:MS", *BOTH, many=True)
+    warmup: str = opt("", T.window, "Requests in the first 30 s (or the first 200) are kept in the records but left "
+                      "out of the statistics", *BOTH, metavar="30s|200r")  # fmt: skip
+    cooldown: str = opt("", T.window, "Requests that end in the last 30 s (or the last 200) are left out of the "
+                        "statistics", *BOTH, metavar="30s|200r")  # fmt: skip
+    percentile_metrics: str = opt(",".join(DEFAULT_PERCENTILE_METRICS), T.percentile_metrics, "Metrics whose "
+                                  "percentiles the result reports (vLLM's): any of ttft,tpot,itl,e2el", *BOTH)
+    metric_percentiles: str = opt(",".join(f"{p:g}" for p in DEFAULT_METRIC_PERCENTILES), T.metric_percentiles,
+                                  'Percentiles reported for those metrics (vLLM\'s), e.g. "50,90,99,99.9"', *BOTH)
+    stop_timeout: float = opt(30.0, T.nonneg_float, "Seconds in-flight streams get to finish at stop", *BOTH,
+                              locust_name="vllm_stop_timeout")  # fmt: skip
+    stream_timeout: float = opt(120.0, T.pos_float, "Read timeout per recv of a stream, seconds", *BOTH)
+    fail_on_client_bound: bool = opt(False, None, "Exit 5 when the load generator was the bottleneck "
+                                     "(default: flag it in the result only)", *BOTH)  # fmt: skip
+    records_at_end: bool = opt(False, None, "Workers send histograms and counters every second but keep their "
+                               "records on disk; the master collects the record files at the end (past one "
+                               "master's ingest ceiling, docs/scale.md)", *BOTH)  # fmt: skip
+    # ----- capacity planning (run) -----
+    concurrency_sweep: str = opt("", T.text, "Run once per concurrency, e.g. 1,2,4,8 (= --sweep concurrency:...)",
+                                 RUN)  # fmt: skip
+    sweep: str = opt("", T.text, "One run per step (a run directory each) and one report with latency-vs-rate "
+                     "curves; auto = synchronous, throughput, then 5 rates between (auto:N for N)", RUN,
+                     metavar="rates:1,2,4|concurrency:1,8,32|auto")  # fmt: skip
+    find_max_rate: bool = opt(False, None, "Search the highest open-loop rate at which the --goodput SLO holds "
+                              "(a probe, then bisection)", RUN)  # fmt: skip
+    slo_percentile: float = opt(99.0, T.percentile, "--find-max-rate: the percentile of each SLO metric that must "
+                                "be within its limit", RUN)  # fmt: skip
+    max_error_rate: float = opt(0.01, T.fraction, "--find-max-rate: most failures a passing rate may have, as a "
+                                "fraction", RUN)  # fmt: skip
+    search_steps: int = opt(8, T.pos_int, "--find-max-rate: most steps, the probe included", RUN)
+    search_tolerance: float = opt(0.025, T.pos_float, "--find-max-rate: stop when the passing and failing rates "
+                                  "are this close (relative)", RUN)  # fmt: skip
+    gpu_hour_price: float | None = opt(None, T.pos_float, "Price of one GPU-hour: adds $ per million output tokens "
+                                       "and $ per request", RUN, metavar="USD")  # fmt: skip
+    gpus: int = opt(1, T.pos_int, "GPUs the deployment uses (with --gpu-hour-price)", RUN)
+    profile: bool = opt(False, None, "POST the server's /start_profile and /stop_profile around the load (vLLM "
+                        "with --profiler-config)", RUN)  # fmt: skip
+    repeats: int = opt(1, T.pos_int, "Run N times (one directory each): every metric's mean and 95 % CI; compare "
+                       "with `report A B`", RUN, metavar="N")  # fmt: skip
+    # ----- processes -----
+    workers: int | None = opt(None, T.nonneg_int, "Local worker processes (default: one per core)", RUN)
+    expect_workers: int | None = opt(None, T.pos_int, "Wait for this many workers (remote too)", RUN)
+    master_bind_host: str = opt("127.0.0.1", T.text, "Where remote workers connect", RUN)
+    master_host: str = opt("", T.text, "Address of the `vllm-locust run` master (required)", WORKER)
+    master_port: int | None = opt(None, T.pos_int, "Master port (run: a free one; worker: 5557)", RUN, WORKER)
+    processes: int = opt(1, T.pos_int, "Worker processes on this host", WORKER)
+    web_ui: bool = opt(False, None, "Locust's web UI for live ramping instead of headless", RUN)
+    web_port: int = opt(8089, T.pos_int, "Port of the web UI", RUN)
+    web_host: str = opt("127.0.0.1", T.text, "Interface of the web UI (default: this machine only)", RUN)
+    web_login: bool = opt(False, None, "Locust's --web-login: one user, password from VLLM_LOCUST_WEB_PASSWORD "
+                          "(docs/web_ui.md)", RUN)  # fmt: skip
+    # ----- outputs -----
+    output_dir: str = opt("results", T.text, "Parent of the run directory", RUN)
+    run_name: str = opt("", T.text, "Run directory name (default: timestamp-scenario)", RUN)
+    output_file: str = opt("", T.text, "Also write the result JSON (vLLM's field names) here", RUN)
+    print_result: bool = opt(False, None, "End with one line 'VLLM_LOCUST_RESULT {json}': the result leaves a pod "
+                             "through its log", RUN)  # fmt: skip
+    no_report: bool = opt(False, None, "Skip the HTML/Markdown report", RUN)
+    server_metrics: str = opt("", T.text, "Prometheus endpoint sampled every 2 s (default HOST/metrics)", RUN,
+                              metavar="URL")  # fmt: skip
+    no_server_metrics: bool = opt(False, None, "Do not sample the server's /metrics", RUN)
+    sim_args: str = opt("", T.text, "Extra flags for the embedded simulator, e.g. '--fixed --ttft-ms 50'", RUN)
+    quiet: bool = opt(False, None, "No progress lines", RUN)
+    # ----- set by `vllm-locust run` or the master, for the Locust processes -----
+    results_dir: str = opt("", T.text, "Run directory the master writes records and results into", LOCUST,
+                           web_ui=False)  # fmt: skip
+    extra_headers: str = opt("", T.text, "JSON object of extra request headers", LOCUST, web_ui=False, secret=True)
+    vllm_worker_count: int = opt(0, T.nonneg_int, "(set by the master)", LOCUST, web_ui=False)
+    vllm_t0: float = opt(0.0, T.nonneg_float, "(set by the master)", LOCUST, web_ui=False)
+
+    @property
+    def open_loop(self) -> bool:
+        """True when arrivals follow a schedule (--request-rate given)."""
+        return self.request_rate is not None
+
+
+def table(scope: str | None = None) -> Iterator[tuple[str, Spec, Any]]:
+    """(name, spec, default) of every option, or of those in `scope`."""
+    for f in dataclasses.fields(Options):
+        spec: Spec = f.metadata["spec"]
+        if scope is None or scope in spec.scopes:
+            yield f.name, spec, f.default
+
+
+SPECS: dict[str, Spec] = {name: spec for name, spec, _ in table()}
+DEFAULTS: dict[str, Any] = {name: default for name, _, default in table()}
+
+
+def flag(name: str) -> str:
+    """The command-line flag of option `name`: --input-len."""
+    return "--" + name.replace("_", "-")
+
+
+def env_name(name: str) -> str:
+    """The environment variable of option `name`: VLLM_LOCUST_INPUT_LEN."""
+    return ENV_PREFIX + name.upper()
+
+
+def coerce(name: str, raw: Any) -> Any:
+    """A value for option `name` from text or a config-file value; argparse.ArgumentTypeError when invalid."""
+    spec = SPECS[name]
+    if spec.parse is None:
+        return T.switch(raw)
+    if spec.repeat or spec.many:
+        items = [str(x) for x in raw] if isinstance(raw, list | tuple) else [_text(raw)]
+        if spec.many:
+            items = [" ".join(items)]
+        values = [_one(spec, x) for x in items]
+        return tuple(values) if spec.repeat else values[0]
+    return _one(spec, raw if isinstance(raw, str) else _text(raw))
+
+
+def _text(raw: Any) -> str:
+    return "inf" if raw == float("inf") else str(raw)
+
+
+def _one(spec: Spec, text: str) -> Any:
+    value = spec.parse(text) if spec.parse is not None else T.switch(text)
+    if spec.choices is not None and value not in spec.choices:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(spec.choices)}")
+    return value
+
+
+def _unset(raw: Any) -> bool:
+    """Locust's stand-ins for 'not given' of an option whose default is None: '', 0 (its web UI sends text)."""
+    return raw is None or (isinstance(raw, str) and raw.strip() in ("", "0", "0.0", "None")) or (
+        not isinstance(raw, bool | str) and raw == 0)  # fmt: skip
+
+
+def _locust_type(spec: Spec, default: Any) -> Callable[[str], Any]:
+    """The parser Locust gets: the table's, with 'not given' (0, '') allowed where the default is None."""
+    assert spec.parse is not None
+    if default is not None:
+        return spec.parse
+    table_parse = spec.parse
+
+    def parse(text: str) -> Any:
+        return None if _unset(text) else table_parse(text)
+
+    parse.__name__ = table_parse.__name__
+    return parse
+
+
+def add_locust_options(parser: Any) -> None:
+    """Register the LOCUST options on Locust's parser (init_command_line_parser listener)."""
+    for name, spec, default in table(LOCUST):
+        kw: dict[str, Any] = {"env_var": env_name(spec.locust_name or name), "default": default,
+                              "help": spec.help.replace("%", "%%"), "include_in_web_ui": spec.web_ui}  # fmt: skip
+        if spec.parse is None:
+            kw["action"] = "store_true"
+        else:
+            kw["type"] = _locust_type(spec, default)
+        if spec.choices is not None:
+            kw["choices"] = spec.choices
+        parser.add_argument(flag(spec.locust_name or name), **kw)
+
+
+def from_namespace(ns: Any) -> Options:
+    """The typed options of a Locust process from its parsed namespace (values checked again: the web UI and
+    the master's spawn message set them as text or as they come); ArgumentTypeError when one is bad."""
+    given = vars(ns) if ns is not None else {}
+    values: dict[str, Any] = {}
+    for name, spec, default in table(LOCUST):
+        key = spec.locust_name or name
+        if key not in given:
+            continue
+        raw = given[key]
+        if default is None and _unset(raw):
+            values[name] = None
+        elif raw is None:
+            values[name] = default
+        else:
+            try:
+                values[name] = coerce(name, raw)
+            except argparse.ArgumentTypeError as e:
+                raise argparse.ArgumentTypeError(f"{flag(key)}: {e}") from None
+    return Options(**values)
+
+
+def locust_argv(o: Any, **set_by_run: Any) -> list[str]:
+    """Our options as a Locust command line: every option the run shares with Locust that is not at its default,
+    and the Locust-only ones `vllm-locust run` sets (`set_by_run`: results_dir, model, extra_headers; they win).
+    `o` is the run's options (any object with the table's names as attributes)."""
+    out: list[str] = []
+    for name, spec, default in table(LOCUST):
+        if RUN not in spec.scopes and name not in set_by_run:
+            continue
+        v = set_by_run[name] if name in set_by_run else getattr(o, name)
+        if v is None or v is False or v == default:
+            continue
+        f = flag(spec.locust_name or name)
+        out += [f] if spec.parse is None else [f, _text(v)]
+    return out
+
+
+def option_env_names() -> Mapping[str, str]:
+    """env name -> option name, for every option."""
+    return {env_name(name): name for name, _, _ in table()}

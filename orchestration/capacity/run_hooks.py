@@ -17,17 +17,17 @@ PROFILE_FILE = "profile.json"
 def multi_run(a: argparse.Namespace, run_one: Callable[[argparse.Namespace], int],
               validate: Callable[[argparse.Namespace], None]) -> int | None:  # fmt: skip
     """Run --find-max-rate, --sweep/--concurrency-sweep or --repeats when asked (their exit code); else None."""
-    if getattr(a, "find_max_rate", False):
+    if a.find_max_rate:
         from orchestration.capacity.search import run_search
 
         capacity_validate(a)
         return run_search(a, run_one)
-    if getattr(a, "sweep", None) or getattr(a, "concurrency_sweep", None):
+    if a.sweep or a.concurrency_sweep:
         from orchestration.capacity.sweep import run_sweep
 
         capacity_validate(a)
         return run_sweep(a, run_one)
-    if getattr(a, "repeats", 1) > 1:
+    if a.repeats > 1:
         from orchestration.capacity.repeats import run_repeats
 
         validate(a)
@@ -37,12 +37,12 @@ def multi_run(a: argparse.Namespace, run_one: Callable[[argparse.Namespace], int
 
 def start_profile(a: argparse.Namespace, host: str, api_key: str | None) -> Any:
     """--profile: the server's profiler started (after a time-based --warmup); None without --profile."""
-    if not getattr(a, "profile", False):
+    if not a.profile:
         return None
     from orchestration.capacity.profile import ServerProfile
     from vllm_users.measure.windows import parse_optional
 
-    warm = parse_optional(getattr(a, "warmup", None))
+    warm = parse_optional(a.warmup)
     profile = ServerProfile(host, api_key, delay_s=(warm.seconds or 0.0) if warm else 0.0)
     profile.start()
     return profile
@@ -67,7 +67,7 @@ def add_result_fields(a: argparse.Namespace, run_dir: str, res: dict[str, Any]) 
         with open(path) as fh:
             res["profile"] = json.load(fh)
         changed = True
-    if getattr(a, "gpu_hour_price", None):
+    if a.gpu_hour_price:
         from orchestration.capacity.cost import run_cost
 
         res["cost"] = run_cost(res, a.gpu_hour_price, a.gpus)

@@ -199,7 +199,7 @@ def _step_size(a: argparse.Namespace, rate: float) -> tuple[int, float]:
 
 def run_search(a: argparse.Namespace, run_one: Callable[[argparse.Namespace], int]) -> int:
     """Search the highest rate that holds the SLO; write sweep.json (kind max_rate_search) and the report."""
-    slo = Slo.parse(a.goodput)
+    slo = Slo.parse([a.goodput])
     base = parent_dir(a, "search", SWEEP_FILE)
     steps: list[dict[str, Any]] = []
     lo = hi = None
@@ -254,8 +254,8 @@ def run_search(a: argparse.Namespace, run_one: Callable[[argparse.Namespace], in
            "slo_ms": slo.limits_ms, "slo_percentile": a.slo_percentile, "max_error_rate": a.max_error_rate,
            "probe_capacity_rps": capacity, "max_rate": lo, "lowest_failing_rate": hi, "steps": steps,
            "uncertainty": _uncertainty(lo, hi)}  # fmt: skip
-    add_step_costs(steps, getattr(a, "gpu_hour_price", None), getattr(a, "gpus", 1))
-    if getattr(a, "gpu_hour_price", None):
+    add_step_costs(steps, a.gpu_hour_price, a.gpus)
+    if a.gpu_hour_price:
         best = next((s for s in steps if s["target"] == lo and s.get("verdict") == "holds"), None)
         doc["cost"] = {"gpu_hour_price_usd": a.gpu_hour_price, "gpus": a.gpus,
                        "at_slo_max_rate": cost_at(a.gpu_hour_price, a.gpus, best["output_throughput"], best["achieved_rate"])

@@ -135,7 +135,7 @@ def run_server_sweep(own: argparse.Namespace, a: argparse.Namespace, run_one: Ca
     doc = {"kind": "server_sweep", "sweep": "sweep-server", "host": a.host, "serve_cmd": own.serve_cmd,
            "params": [{"name": p.name, "env": p.env, "values": list(p.values)} for p in own.param],
            "steps": steps}  # fmt: skip
-    if getattr(a, "gpu_hour_price", None):
+    if a.gpu_hour_price:
         from orchestration.capacity.cost import add_step_costs
 
         add_step_costs(steps, a.gpu_hour_price, a.gpus)
@@ -172,7 +172,7 @@ def main(argv: Sequence[str]) -> int:
         a = parser.parse_args(["run", *rest])
         if not a.host:
             raise C.UsageError("--host: the URL where the started server listens, e.g. http://127.0.0.1:8000")
-        if getattr(a, "sweep", None) or getattr(a, "find_max_rate", False):
+        if a.sweep or a.find_max_rate:
             raise C.UsageError("sweep-server runs one load per point: leave out --sweep and --find-max-rate")
         return run_server_sweep(own, a, run)
     except C.UsageError as e:

@@ -15,7 +15,7 @@ from orchestration import config as C
 
 # Settings that a step takes over from the parent and must not inherit (the parent's own job).
 # --repeats is not among them: a sweep or search step with --repeats N is itself repeated.
-_PARENT_ONLY = {"sweep": None, "find_max_rate": False, "concurrency_sweep": None, "output_file": ""}
+_PARENT_ONLY = {"sweep": "", "find_max_rate": False, "concurrency_sweep": "", "output_file": ""}
 
 
 @contextmanager

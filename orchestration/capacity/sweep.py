@@ -185,9 +185,9 @@ def sweep_doc(plan: SweepPlan, steps: list[dict[str, Any]], a: argparse.Namespac
         if s["kind"] == "concurrency":
             tput = s.get("output_throughput")
             s["scaling_efficiency"] = tput / (s["target"] * base) if base and tput is not None else None
-    add_step_costs(steps, getattr(a, "gpu_hour_price", None), getattr(a, "gpus", 1))
+    add_step_costs(steps, a.gpu_hour_price, a.gpus)
     return {"kind": "concurrency_sweep" if plan.kind == "concurrency" else f"{plan.kind}_sweep",
-            "sweep": a.sweep, "host": a.host or "embedded simulator", "preset": getattr(a, "preset", None),
+            "sweep": a.sweep, "host": a.host or "embedded simulator", "preset": a.preset,
             "steps": steps, "baseline_output_throughput": base}  # fmt: skip
 
 

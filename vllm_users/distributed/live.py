@@ -19,7 +19,7 @@ import numpy as np
 from vllm_users.distributed.master_side import Collector
 from vllm_users.measure.health import summarize
 from vllm_users.measure.histograms import HIST_METRICS, percentiles_ms
-from vllm_users.options import open_loop
+from vllm_users.options import Options
 
 HISTORY_POINTS = 1800  # one hour of 2-s points
 SERIES = ("t", "output_tok_s", "req_s", "ttft_p50_ms", "ttft_p99_ms", "inflight", "server_queue")
@@ -82,15 +82,15 @@ class ServerTail:
 class LiveView:
     """Snapshots of a running test for the web UI, their history (charts) and the run's timeline."""
 
-    def __init__(self, collector: Collector, options: Any, results_dir: str, timeline: list[dict[str, Any]]) -> None:
+    def __init__(self, collector: Collector, options: Options, results_dir: str, timeline: list[dict[str, Any]]) -> None:
         self.collector = collector
         self.options = options
         self.results_dir = results_dir
         self.timeline = timeline  # the master's (marks of starts, user and rate changes, stop)
         self.series: dict[str, deque[float | None]] = {k: deque(maxlen=HISTORY_POINTS) for k in SERIES}
         self.last: dict[str, Any] | None = None
-        self.open_loop = open_loop(options)
-        self.target_rate: float | None = float(options.request_rate) if self.open_loop else None
+        self.open_loop = options.open_loop
+        self.target_rate: float | None = options.request_rate
         self.server = ServerTail(os.path.join(results_dir, "server_metrics.jsonl"))
         self._prev: tuple[float, float, float, float, float] | None = None
 
@@ -145,7 +145,7 @@ class LiveView:
         return snap
 
     def _goodput(self, tot: dict[str, Any]) -> dict[str, Any] | None:
-        slo = getattr(self.options, "goodput", "") or ""
+        slo = self.options.goodput
         if not slo:
             return None
         elapsed = max(time.time() - self.collector.started, 1e-6)

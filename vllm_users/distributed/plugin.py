@@ -11,6 +11,7 @@ import math
 import os
 import sys
 import time
+from argparse import ArgumentTypeError
 from typing import Any
 
 import gevent
@@ -26,7 +27,7 @@ from vllm_users.distributed.master_side import Collector
 from vllm_users.distributed.worker_side import WorkerContext
 from vllm_users.measure.health import summarize, tune_gc_after_start
 from vllm_users.measure.results import META_FILE, write_result
-from vllm_users.options import add_options, check_options, open_loop
+from vllm_users.options import Options, add_locust_options, from_namespace
 
 log = logging.getLogger("vllm_locust")
 
@@ -37,29 +38,47 @@ EXIT_CLIENT_BOUND = exit_codes.CLIENT_BOUND
 EXIT_DATA_LOSS = exit_codes.DATA_LOSS
 
 
+def _context_or_none(env: Environment) -> WorkerContext | None:
+    """The worker-side context of this process, or None before the test started."""
+    ctx: WorkerContext | None = vars(env).get("vllm_ctx")
+    return ctx
+
+
 def context(env: Environment) -> WorkerContext:
     """The worker-side context of this process (created at test start)."""
-    ctx = getattr(env, "vllm_ctx", None)
+    ctx = _context_or_none(env)
     if ctx is None:
         raise RuntimeError("vllm-locust context missing: was the test started?")
     return ctx
 
 
+def options(env: Environment) -> Options:
+    """This process's typed, frozen options (built from Locust's parsed options at init and at each test start)."""
+    o: Options | None = vars(env).get("vllm_options")
+    if o is None:
+        o = env.vllm_options = from_namespace(env.parsed_options)  # type: ignore[attr-defined]
+    return o
+
+
+def locust_option(env: Environment, name: str) -> Any:
+    """One of Locust's own options (num_users, run_time, headless, html_file); None without a command line."""
+    return None if env.parsed_options is None else vars(env.parsed_options).get(name)
+
+
 @events.init_command_line_parser.add_listener
 def _options(parser: Any) -> None:
-    add_options(parser)
+    add_locust_options(parser)
 
 
 @events.init.add_listener
 def _on_init(environment: Environment, **_: Any) -> None:
     runner = environment.runner
+    try:
+        environment.vllm_options = from_namespace(environment.parsed_options)  # type: ignore[attr-defined]
+    except ArgumentTypeError as e:  # Locust's parser checked them: only a namespace set by hand gets here
+        log.error("vllm-locust: %s", e)
+        sys.exit(exit_codes.USAGE)
     if isinstance(runner, MasterRunner | LocalRunner):
-        if environment.parsed_options is not None:
-            try:
-                check_options(environment.parsed_options)
-            except ValueError as e:
-                log.error("vllm-locust: %s", e)
-                sys.exit(exit_codes.USAGE)
         _MasterPlugin(environment)
     if not isinstance(runner, MasterRunner):
         # every user and its prompt source exist once spawning completes: freeze them out of the GC's scans.
@@ -95,7 +114,7 @@ def _master_watchdog(environment: Environment) -> None:
         gevent.sleep(1.0)
         if time.time() - last["t"] > MASTER_SILENCE_S:
             log.error("vllm-locust: no heartbeat from the master for %.0f s; saving records and exiting", MASTER_SILENCE_S)
-            ctx = getattr(environment, "vllm_ctx", None)
+            ctx = _context_or_none(environment)
             if ctx is not None:
                 ctx.drain(0)
             runner = environment.runner
@@ -105,19 +124,19 @@ def _master_watchdog(environment: Environment) -> None:
 
 
 def _worker_grant_handler(environment: Environment, msg: Any) -> None:
-    ctx = getattr(environment, "vllm_ctx", None)
+    ctx = _context_or_none(environment)
     if ctx is not None:
         ctx.on_grant(int(msg.data["start"]), int(msg.data["count"]))
 
 
 def _worker_rate_handler(environment: Environment, msg: Any) -> None:
-    ctx = getattr(environment, "vllm_ctx", None)
+    ctx = _context_or_none(environment)
     if ctx is not None:
         ctx.set_segments(msg.data["segments"])
 
 
 def _worker_stop_handler(environment: Environment, msg: Any) -> None:
-    ctx = getattr(environment, "vllm_ctx", None)
+    ctx = _context_or_none(environment)
     if ctx is not None:
         ctx.drain(float(msg.data.get("timeout", 0)))
 
@@ -125,11 +144,15 @@ def _worker_stop_handler(environment: Environment, msg: Any) -> None:
 @events.test_start.add_listener
 def _on_test_start(environment: Environment, **_: Any) -> None:
     runner = environment.runner
-    o: Any = environment.parsed_options
     if isinstance(runner, MasterRunner):
-        # workers receive these through the spawn message's parsed_options
-        o.vllm_worker_count = max(1, runner.worker_count)
-        o.vllm_t0 = time.time() + 1.0  # room for every worker to receive the spawn message and start its users
+        # workers receive these through the spawn message's parsed_options (Locust's namespace: the one thing
+        # the master writes into; each process then builds its own frozen Options from it)
+        ns: Any = environment.parsed_options
+        ns.vllm_worker_count = max(1, runner.worker_count)
+        ns.vllm_t0 = time.time() + 1.0  # room for every worker to receive the spawn message and start its users
+    # the web UI's form and the spawn message may have changed them: one fresh object per test
+    o = environment.vllm_options = from_namespace(environment.parsed_options)  # type: ignore[attr-defined]
+    if isinstance(runner, MasterRunner):
         return
     if isinstance(runner, WorkerRunner):
         index, count = runner.worker_index, o.vllm_worker_count or 1
@@ -153,7 +176,7 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
 
 @events.test_stop.add_listener
 def _on_test_stop(environment: Environment, **_: Any) -> None:
-    ctx = getattr(environment, "vllm_ctx", None)
+    ctx = _context_or_none(environment)
     if ctx is not None and not isinstance(environment.runner, MasterRunner):
         ctx.drain(0)
 
@@ -164,8 +187,7 @@ class _MasterPlugin:
     def __init__(self, env: Environment) -> None:
         self.env = env
         env.vllm_master = self  # type: ignore[attr-defined]
-        o = env.parsed_options
-        self.results_dir = (o.results_dir if o else "") or os.path.join(
+        self.results_dir = options(env).results_dir or os.path.join(
             "results", time.strftime("run-%Y%m%d-%H%M%S")
         )
         self.collector: Collector | None = None
@@ -183,7 +205,7 @@ class _MasterPlugin:
         self.live: LiveView | None = None
         self.timeline: list[dict[str, Any]] = []  # starts, user and rate changes, stop (result.json "timeline")
         self.segments: list[list[float]] = []  # open loop: [offset s, rate] of the global schedule
-        self.headless = bool(o is None or o.headless)
+        self.headless = bool(env.parsed_options is None or env.parsed_options.headless)
         env.events.test_start.add_listener(self._start)
         env.events.test_stopping.add_listener(lambda **_: self.drain())
         env.events.test_stop.add_listener(self._stopped)
@@ -193,16 +215,16 @@ class _MasterPlugin:
 
     def _start(self, **_: Any) -> None:
         if self.collector is None:
-            o: Any = self.env.parsed_options
+            o = options(self.env)
             self.collector = Collector(self.results_dir)
             self.t_start = time.time()
             self.live = LiveView(self.collector, o, self.results_dir, self.timeline)
-            if open_loop(o):
+            if o.request_rate is not None:
                 self.segments = [[0.0, float(o.request_rate)]]
-            self.mark("start", users=getattr(o, "num_users", None), request_rate=self.live.target_rate)
+            self.mark("start", users=locust_option(self.env, "num_users"), request_rate=self.live.target_rate)
             gevent.spawn(self._watch)
             log.info("vllm-locust: writing records to %s", self.results_dir)
-            run_time = getattr(o, "run_time", None)
+            run_time = locust_option(self.env, "run_time")
             if run_time and not self.headless:  # Locust alone ignores --run-time in the web UI
                 log.info("vllm-locust: --run-time %ss counts from this first swarm", run_time)
                 gevent.spawn_later(float(run_time), self._run_time_up)
@@ -224,8 +246,8 @@ class _MasterPlugin:
 
     def change_rate(self, rate: float) -> tuple[bool, str]:
         """Open loop: from now on the global schedule runs at `rate`; every worker re-plans its share."""
-        o: Any = self.env.parsed_options
-        if not open_loop(o) or self.collector is None or self.live is None:
+        o = options(self.env)
+        if not o.open_loop or self.collector is None or self.live is None:
             return False, "the request rate changes an open-loop run (--request-rate) that is running"
         if self.drained:
             return False, "the run is stopping"
@@ -238,7 +260,7 @@ class _MasterPlugin:
         if isinstance(runner, MasterRunner):
             runner.send_message("vllm_rate", {"segments": self.segments})
         else:
-            ctx = getattr(self.env, "vllm_ctx", None)
+            ctx = _context_or_none(self.env)
             if ctx is not None:
                 ctx.set_segments(self.segments)
         self.live.target_rate = rate
@@ -276,8 +298,7 @@ class _MasterPlugin:
 
     def _grant(self, data: dict[str, Any], client_id: str) -> None:
         """Hand out the next tickets of the run's request budget (closed loop with --num-prompts)."""
-        o = self.env.parsed_options
-        budget = int(getattr(o, "num_prompts", 0) or 0)
+        budget = options(self.env).num_prompts or 0
         start = self.next_index
         count = max(0, min(int(data.get("n", 1)), budget - start))
         self.next_index += count
@@ -286,15 +307,15 @@ class _MasterPlugin:
         if isinstance(runner, MasterRunner):
             runner.send_message("vllm_grant", {"start": start, "count": count}, client_id=client_id)
         else:
-            ctx = getattr(self.env, "vllm_ctx", None)
+            ctx = _context_or_none(self.env)
             if ctx is not None:
                 ctx.on_grant(start, count)
 
     def _all_done(self) -> bool:
         assert self.collector is not None
-        o = self.env.parsed_options
-        budget = int(getattr(o, "num_prompts", 0) or 0)
-        if budget and not open_loop(o):
+        o = options(self.env)
+        budget = o.num_prompts or 0
+        if budget and not o.open_loop:
             # closed loop: every ticket handed out, and each worker that got some has finished them
             workers = self.collector.workers
             return self.next_index >= budget and all(
@@ -362,8 +383,7 @@ class _MasterPlugin:
         if self.drained or self.collector is None:
             return
         self.drained = True
-        o = self.env.parsed_options
-        timeout = float(getattr(o, "vllm_stop_timeout", 30.0) or 0.0)
+        timeout = options(self.env).stop_timeout
         runner = self.env.runner
         if isinstance(runner, MasterRunner):
             runner.send_message("vllm_stop", {"timeout": timeout})
@@ -371,7 +391,7 @@ class _MasterPlugin:
             while self.collector.live() and time.time() < deadline:
                 gevent.sleep(0.1)
         else:
-            ctx = getattr(self.env, "vllm_ctx", None)
+            ctx = _context_or_none(self.env)
             if ctx is not None:
                 ctx.drain(timeout)
         self.collector.flush()
@@ -390,7 +410,7 @@ class _MasterPlugin:
         c = self.collector
         c.close()
         c.write_side_files()
-        o = self.env.parsed_options
+        o = options(self.env)
         meta = run_meta(o, self.env, self.t_start)
         meta["prompt_calibration"] = c.calibration
         atomic_json(os.path.join(self.results_dir, META_FILE), meta)
@@ -403,7 +423,7 @@ class _MasterPlugin:
             code = max(code, EXIT_FAILURES)
         if res.get("arrivals", {}).get("dropped"):
             code = max(code, EXIT_SCHEDULE)
-        if health["client_bound"] and getattr(o, "fail_on_client_bound", False):
+        if health["client_bound"] and o.fail_on_client_bound:
             code = max(code, EXIT_CLIENT_BOUND)
         if not loss["complete"]:
             code = max(code, EXIT_DATA_LOSS)
@@ -416,44 +436,44 @@ class _MasterPlugin:
         return res
 
 
-def run_meta(o: Any, env: Environment, t_start: float) -> dict[str, Any]:
+def run_meta(o: Options, env: Environment, t_start: float) -> dict[str, Any]:
     """The run's settings, as the result JSON header needs them (never the API key)."""
-    get = (lambda k, d=None: getattr(o, k, d)) if o is not None else (lambda k, d=None: d)
     runner = env.runner
+    ramp = o.ramp_up_strategy
     return {
         "date": time.strftime("%Y%m%d-%H%M%S", time.localtime(t_start)),
         "started_at": t_start,
         "host": env.host,
-        "model_id": get("model") or os.environ.get("VLLM_LOCUST_RESOLVED_MODEL"),
-        "tokenizer_id": get("tokenizer") or None,
-        "endpoint": get("endpoint", "chat"),
-        "backend": "openai-chat" if get("endpoint", "chat") == "chat" else "openai",
-        "num_prompts": get("num_prompts") or None,
-        "request_rate": get("request_rate") if open_loop(o) and not get("ramp_up_strategy") else None,
-        "burstiness": get("burstiness", 1.0),
-        "max_concurrency": get("max_concurrency") or None,
-        "input_len": get("input_len"),
-        "output_len": get("output_len"),
-        "range_ratio": get("range_ratio"),
-        "seed": get("seed"),
-        "goodput": get("goodput") or None,
-        "ramp_up_strategy": get("ramp_up_strategy") or None,
-        "ramp_up_start_rps": get("ramp_up_start_rps") if get("ramp_up_strategy") else None,
-        "ramp_up_end_rps": get("ramp_up_end_rps") if get("ramp_up_strategy") else None,
-        "warmup": get("warmup") or None,
-        "cooldown": get("cooldown") or None,
-        "percentile_metrics": get("percentile_metrics") or None,
-        "metric_percentiles": get("metric_percentiles") or None,
-        "users": get("num_users"),
-        "run_time": get("run_time"),
-        "workers": (get("vllm_worker_count") or runner.worker_count) if isinstance(runner, MasterRunner) else 1,
+        "model_id": o.model or os.environ.get("VLLM_LOCUST_RESOLVED_MODEL"),
+        "tokenizer_id": o.tokenizer or None,
+        "endpoint": o.endpoint,
+        "backend": "openai-chat" if o.endpoint == "chat" else "openai",
+        "num_prompts": o.num_prompts or None,
+        "request_rate": o.request_rate if o.open_loop and not ramp else None,
+        "burstiness": o.burstiness,
+        "max_concurrency": o.max_concurrency or None,
+        "input_len": o.input_len,
+        "output_len": o.output_len,
+        "range_ratio": o.range_ratio,
+        "seed": o.seed,
+        "goodput": o.goodput or None,
+        "ramp_up_strategy": ramp or None,
+        "ramp_up_start_rps": o.ramp_up_start_rps if ramp else None,
+        "ramp_up_end_rps": o.ramp_up_end_rps if ramp else None,
+        "warmup": o.warmup or None,
+        "cooldown": o.cooldown or None,
+        "percentile_metrics": o.percentile_metrics or None,
+        "metric_percentiles": o.metric_percentiles or None,
+        "users": locust_option(env, "num_users"),
+        "run_time": locust_option(env, "run_time"),
+        "workers": (o.vllm_worker_count or runner.worker_count) if isinstance(runner, MasterRunner) else 1,
         "user_classes": sorted({u.__name__ for u in env.user_classes}),
     }
 
 
 def _locust_html_report(env: Environment) -> None:
     """Locust's own --html report, as a headless run leaves it (its web UI mode writes none on SIGTERM)."""
-    path = getattr(env.parsed_options, "html_file", None)
+    path = locust_option(env, "html_file")
     if not path:
         return
     from locust.html import get_html_report

@@ -21,7 +21,7 @@ from vllm_users.measure.health import HealthSampler
 from vllm_users.measure.histograms import HistogramSet
 from vllm_users.measure.metrics import LATE_THRESHOLD_S, Slo
 from vllm_users.measure.record import RequestRecord, parse_lines
-from vllm_users.options import open_loop
+from vllm_users.options import Options
 from vllm_users.workload.arrivals import worker_piecewise
 from vllm_users.workload.ramp import ramp_worker_iter
 
@@ -44,7 +44,7 @@ class Ticket:
 class WorkerContext:
     """Everything a worker process shares between its users."""
 
-    def __init__(self, options: Any, worker_index: int, worker_count: int, send: Callable[[str, Any], None]):
+    def __init__(self, options: Options, worker_index: int, worker_count: int, send: Callable[[str, Any], None]):
         self.options = options
         self.calibration: dict[str, Any] | None = None  # how prompt lengths were calibrated (sent to the master)
         self.index = worker_index
@@ -58,7 +58,7 @@ class WorkerContext:
         self.record_count = 0
         self.totals: dict[str, Any] = {"ok": 0, "failed": 0, "output_tokens": 0, "good": 0, "sent": 0, "late": 0,
                                        "dropped": 0, "errors": {}}  # fmt: skip
-        self.slo = Slo.parse([options.goodput]) if getattr(options, "goodput", "") else None
+        self.slo = Slo.parse([options.goodput]) if options.goodput else None
         # open loop: the global schedule's rate segments [(offset s, rate)]; changed live from the master
         self.segments: list[tuple[float, float]] = [(0.0, float(options.request_rate or 0.0))]
         self._replan = gevent.event.Event()
@@ -82,7 +82,7 @@ class WorkerContext:
         self.users: Callable[[], int] = lambda: 1
         # --records-at-end: batches carry histograms and counters only; the records stay in the local file
         # (from _file_start on) and go to the master in chunks when the worker drains
-        self.records_at_end = bool(getattr(options, "records_at_end", False))
+        self.records_at_end = options.records_at_end
         self._file = self._open_local_file()
         self._file_start = self._file.tell() if self._file is not None else 0
 
@@ -90,7 +90,7 @@ class WorkerContext:
     def start(self) -> None:
         """Begin the schedule (open loop), health sampling and periodic reports."""
         self.health.start()
-        if open_loop(self.options):
+        if self.options.open_loop:
             self._queue = Queue()
             self._dispatcher = gevent.spawn(self._dispatch)
         elif self._budget:
@@ -176,9 +176,9 @@ class WorkerContext:
         assert q is not None
         self._replan.clear()
         arrivals = (
-            ramp_worker_iter(o.ramp_up_strategy, o.ramp_up_start_rps, o.ramp_up_end_rps, o.burstiness, o.seed,
-                             o.num_prompts, self.index, self.count)
-            if getattr(o, "ramp_up_strategy", "")  # a ramp has its own rates: live rate changes do not apply
+            ramp_worker_iter(o.ramp_up_strategy, o.ramp_up_start_rps or 0.0, o.ramp_up_end_rps or 0.0, o.burstiness, o.seed,
+                             o.num_prompts or 0, self.index, self.count)
+            if o.ramp_up_strategy  # a ramp has its own rates: live rate changes do not apply
             else worker_piecewise(self.segments, o.burstiness, o.seed, o.num_prompts or None, self.index, self.count)
         )  # fmt: skip
         for i, off in arrivals:

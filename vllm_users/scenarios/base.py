@@ -108,8 +108,7 @@ class LLMUser(FastHttpUser):
 
     def on_start(self) -> None:
         """Resolve the HTTP client, auth headers, model and prompt lengths once."""
-        o = self.environment.parsed_options
-        self.options = o
+        o = self.options = plugin.options(self.environment)
         self._http = client_for(self.client.client, self.host or "")
         set_read_timeout(self._http, o.stream_timeout)
         self.headers = {

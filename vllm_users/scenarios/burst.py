@@ -12,7 +12,6 @@ from typing import Any
 
 from locust import LoadTestShape
 
-from vllm_users import scenario_options  # noqa: F401 - registers the --burst-* options
 from vllm_users.scenarios.chat import ChatUser
 
 SPAWN_RATE = 1000.0  # users per second: a spike arrives at once
@@ -56,17 +55,12 @@ class BurstPlan:
         return "quiet" if t < self.quiet_s else "spike" if t < self.quiet_s + self.spike_s else "recover"
 
 
-def plan_from_options(o: Any) -> BurstPlan:
-    """The plan from parsed options (Locust's or `vllm-locust run`'s); spike defaults to --users (8)."""
-
-    def get(name: str, default: Any) -> Any:
-        v = getattr(o, name, None)
-        return default if v in (None, 0, 0.0) else v
-
-    spike = int(get("burst_spike_users", 0) or get("num_users", 0) or get("users", 0) or 8)
-    quiet = int(get("burst_quiet_users", 0) or max(1, spike // 8))
-    return BurstPlan(quiet, spike, float(get("burst_quiet", 10.0)), float(get("burst_spike", 5.0)),
-                     float(get("burst_recover", 10.0)), max(1, int(get("burst_cycles", 1))))  # fmt: skip
+def plan_from_options(o: Any, users: int | None) -> BurstPlan:
+    """The plan from the burst options (`o`: the Locust process's Options or `vllm-locust run`'s); the spike
+    defaults to `users` (--users), else 8."""
+    spike = o.burst_spike_users or users or 8
+    quiet = o.burst_quiet_users or max(1, spike // 8)
+    return BurstPlan(quiet, spike, o.burst_quiet, o.burst_spike, o.burst_recover, o.burst_cycles)
 
 
 class BurstShape(LoadTestShape):
@@ -78,9 +72,11 @@ class BurstShape(LoadTestShape):
     def tick(self) -> tuple[int, float] | None:
         """Users for now; None ends the test."""
         if self.plan is None:
-            runner = self.runner
-            o = runner.environment.parsed_options if runner is not None else None
-            self.plan = plan_from_options(o)
+            from vllm_users.distributed.plugin import locust_option, options
+
+            assert self.runner is not None
+            env = self.runner.environment
+            self.plan = plan_from_options(options(env), locust_option(env, "num_users"))
         users = self.plan.users_at(self.get_run_time())
         return None if users is None else (users, SPAWN_RATE)
 

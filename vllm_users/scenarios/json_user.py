@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from vllm_users import scenario_options  # noqa: F401 - registers --json-schema / --json-mode
 from vllm_users.client.stream import StreamResult
 from vllm_users.distributed.worker_side import Ticket
 from vllm_users.measure.record import RequestRecord
@@ -39,12 +38,11 @@ class JsonUser(LLMUser):
         """Schema pool from --seed/--schema-complexity (or --json-schema); prompts from the prompt source
         (random text, --dataset, --tokenizer, --prefix-len), with the JSON instruction before the user's text."""
         o = self.options
-        path = getattr(o, "json_schema", "") or ""
-        if path:
-            self.schemas = [load_schema_file(path)]
+        if o.json_schema:
+            self.schemas = [load_schema_file(o.json_schema)]
         else:
-            self.schemas = schema_pool(o.seed, o.schema_complexity or "mixed")
-        self.mode = getattr(o, "json_mode", "") or "response_format"
+            self.schemas = schema_pool(o.seed, o.schema_complexity)
+        self.mode = o.json_mode
         self.reserve = len(INSTRUCTION.split())
         self.prompts = prompt_source(o, self.length_model(), chat=True, reserve=self.reserve)
 

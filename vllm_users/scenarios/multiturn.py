@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm_users.client.stream import StreamResult
 from vllm_users.distributed import plugin
@@ -20,6 +20,9 @@ from vllm_users.measure.record import RequestRecord
 from vllm_users.scenarios.base import LLMUser, RequestSpec
 from vllm_users.workload.prefixes import SharedPrefixes, from_options
 from vllm_users.workload.prompts import sample_len
+
+if TYPE_CHECKING:
+    from vllm_users.options import Options
 
 _conversations = itertools.count()  # per process: this worker's conversation counter
 
@@ -39,7 +42,7 @@ class MultiTurnUser(LLMUser):
         o = self.options
         self.lm = self.length_model()
         self.prefixes: SharedPrefixes = from_options(o, self.lm)
-        self.num_turns = max(1, int(getattr(o, "num_turns", 4) or 4))
+        self.num_turns = o.num_turns
         self.conv: list[dict[str, Any]] | None = None
         self.turn = 0
         self.key = 0
@@ -94,12 +97,11 @@ class MultiTurnUser(LLMUser):
         self.turn += 1
 
 
-def _dataset_turns(o: Any) -> list[list[str]]:
+def _dataset_turns(o: Options) -> list[list[str]]:
     """User messages of each dataset conversation (multi-turn ShareGPT), when --dataset is given."""
-    path = getattr(o, "dataset", "") or ""
-    if not path:
+    if not o.dataset:
         return []
     from vllm_users.workload.datasets import load_dataset_cached
 
-    entries = load_dataset_cached(path, getattr(o, "dataset_format", "auto") or "auto")
+    entries = load_dataset_cached(o.dataset, o.dataset_format)
     return [e.user_turns for e in entries if e.user_turns]

@@ -7,7 +7,6 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_users import scenario_options  # noqa: F401 - registers the scenario flags
 from vllm_users.client.stream import StreamResult
 from vllm_users.distributed.worker_side import Ticket
 from vllm_users.measure.record import RequestRecord
@@ -87,7 +86,7 @@ class ToolsUser(LLMUser):
         o = self.options
         self.tools = make_tools(o.seed)
         self.choice = (o.tool_choice or "required").strip()
-        self.followup = bool(getattr(o, "tool_followup", False))
+        self.followup = o.tool_followup
         self.reserve = len(INSTRUCTION.split())
         self.prompts = prompt_source(o, self.length_model(), chat=True, reserve=self.reserve)
 

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import random
+from typing import TYPE_CHECKING
 
 from vllm_users.workload.prompts import LengthModel
+
+if TYPE_CHECKING:
+    from vllm_users.options import Options
 
 _PHI = 0.6180339887498949  # low-discrepancy sequence: any run of keys gets close to the asked fraction
 
@@ -47,7 +51,6 @@ class SharedPrefixes:
         return self.lengths.text(self.prefix_len, random.Random(f"prefix-unique:{self.seed}:{key}"))
 
 
-def from_options(o: object, lengths: LengthModel | None) -> SharedPrefixes:
+def from_options(o: Options, lengths: LengthModel | None) -> SharedPrefixes:
     """SharedPrefixes from --prefix-len, --cache-rate, --num-prefixes and --seed."""
-    return SharedPrefixes(int(getattr(o, "prefix_len", 0) or 0), float(getattr(o, "cache_rate", 0.0) or 0.0),
-                          int(getattr(o, "num_prefixes", 1) or 1), int(getattr(o, "seed", 0) or 0), lengths)  # fmt: skip
+    return SharedPrefixes(o.prefix_len, o.cache_rate, o.num_prefixes, o.seed, lengths)

@@ -6,10 +6,13 @@ import importlib
 import os
 import random
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from vllm_users.workload.prefixes import SharedPrefixes, from_options
 from vllm_users.workload.prompts import LengthModel, Prompt, RandomPrompts, random_words, sample_len
+
+if TYPE_CHECKING:
+    from vllm_users.options import Options
 
 
 class TokenizerError(RuntimeError):
@@ -107,19 +110,19 @@ class PrefixedPrompts:
         return Prompt(None, prefix + "\n" + (p.text or ""), n_in, p.output_len)
 
 
-def prompt_source(o: Any, lengths: LengthModel, chat: bool | None = None, reserve: int = 0) -> PromptSource:
+def prompt_source(o: Options, lengths: LengthModel, chat: bool | None = None, reserve: int = 0) -> PromptSource:
     """The prompt source of a scenario from --dataset, --tokenizer, --prefix-len (and lengths). `chat`
     overrides --endpoint (json/tools always chat); `reserve` tokens of --input-len are left for the
     scenario's own instruction (random and tokenizer prompts; a dataset's prompts keep their lengths)."""
-    chat = getattr(o, "endpoint", "chat") == "chat" if chat is None else chat
+    chat = o.endpoint == "chat" if chat is None else chat
     input_len = max(1, o.input_len - reserve)
     base: PromptSource
-    if getattr(o, "dataset", ""):
+    if o.dataset:
         from vllm_users.workload.datasets import DatasetPrompts, load_dataset_cached
 
-        entries = load_dataset_cached(o.dataset, getattr(o, "dataset_format", "auto") or "auto")
+        entries = load_dataset_cached(o.dataset, o.dataset_format)
         base = DatasetPrompts(entries, o.output_len, o.seed, chat, lengths)
-    elif getattr(o, "tokenizer", ""):
+    elif o.tokenizer:
         base = ExactPrompts(
             load_tokenizer(o.tokenizer), input_len, o.output_len, o.range_ratio, o.seed, chat, lengths
         )

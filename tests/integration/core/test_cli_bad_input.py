@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import http.server
+import os
 import socket
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -116,3 +119,22 @@ def test_wrong_model_and_wrong_api_key_never_leaks_the_key(tmp_path) -> None:
     for f in tmp_path.rglob("*"):
         if f.is_file():
             assert b"right-key" not in f.read_bytes(), f
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "needle"),
+    [
+        ("--input-len", "-5", "'-5' is not a positive integer"),
+        ("--range-ratio", "1.5", "'1.5' is not a ratio in [0, 1)"),
+        ("--request-rate", "-3", "'-3' is not a number > 0"),
+        ("--json-mode", "yaml", "invalid choice: 'yaml'"),
+    ],
+)
+def test_plain_locust_checks_options_like_vllm_locust_run(flag: str, value: str, needle: str, tmp_path) -> None:
+    """The option table gives Locust's parser the same checks: `locust -f` refuses what `run` refuses."""
+    run = cli_bare(["run", flag, value, "--output-dir", str(tmp_path)])
+    _one_line_error(run, 2, needle)
+    loc = subprocess.run([sys.executable, "-m", "locust", "-f", "locustfiles/chat.py", "--headless", flag, value],
+                         capture_output=True, text=True, timeout=60, env=dict(os.environ))  # fmt: skip
+    _one_line_error(loc, 2, needle)
+    assert run.stderr.split("error:", 1)[1] == loc.stderr.split("error:", 1)[1]  # the same message

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from types import SimpleNamespace
 
 import pytest
 
@@ -12,6 +11,7 @@ from vllm_users.distributed.live import LiveView, ServerTail, table_rows
 from vllm_users.distributed.master_side import Collector
 from vllm_users.measure.histograms import HistogramSet
 from vllm_users.measure.record import RequestRecord
+from vllm_users.options import Options
 
 
 def _batch(worker: str, scenario: str, ttfts_us: list[int], totals: dict) -> dict:
@@ -29,7 +29,7 @@ def test_snapshot_merges_workers_and_scenarios(tmp_path) -> None:  # type: ignor
     tot = {"ok": 100, "failed": 2, "output_tokens": 200, "good": 90, "inflight": 3, "errors": {"http": 2}}
     c.on_batch(_batch("w0", "chat", list(range(1000, 101_000, 1000)), tot), "c0")
     c.on_batch(_batch("w1", "json", list(range(200_000, 300_000, 1000)), dict(tot, errors={"timeout": 1})), "c1")
-    opts = SimpleNamespace(request_rate=0.0, goodput="ttft:50")
+    opts = Options(goodput="ttft:50")
     view = LiveView(c, opts, str(tmp_path), [])
     snap = view.update("running")
     assert snap["totals"]["ok"] == 200 and snap["totals"]["inflight"] == 6

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 from typing import Any
 
 from vllm_users.distributed import worker_side
 from vllm_users.distributed.master_side import Collector
 from vllm_users.distributed.worker_side import WorkerContext
 from vllm_users.measure.record import RequestRecord
+from vllm_users.options import Options
 
 
 def _opts(tmp: str, at_end: bool) -> Any:
-    return SimpleNamespace(results_dir=tmp, records_at_end=at_end, num_prompts=0, request_rate=0.0, vllm_t0=0.0)
+    return Options(results_dir=tmp, records_at_end=at_end)
 
 
 def _rec(i: int) -> RequestRecord:

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from gevent.queue import Queue
 
 from vllm_users.distributed.worker_side import WorkerContext
+from vllm_users.options import Options
 
 
 def test_two_budget_ends_leave_one_end_marker(monkeypatch) -> None:
     monkeypatch.delenv("VLLM_LOCUST_WORKER_DIR", raising=False)
-    o = SimpleNamespace(num_prompts=4, results_dir="", request_rate=0.0)
+    o = Options(num_prompts=4)
     ctx = WorkerContext(o, 0, 1, lambda kind, data: None)
     ctx._grants = Queue()
     ctx.on_grant(0, 4)
@@ -25,7 +24,7 @@ def test_two_budget_ends_leave_one_end_marker(monkeypatch) -> None:
 def test_a_session_between_requests_keeps_the_worker_busy(monkeypatch) -> None:
     """An agent thinking between two requests has nothing in flight, but its session is not over."""
     monkeypatch.delenv("VLLM_LOCUST_WORKER_DIR", raising=False)
-    ctx = WorkerContext(SimpleNamespace(num_prompts=1, results_dir="", request_rate=0.0), 0, 1, lambda k, d: None)
+    ctx = WorkerContext(Options(num_prompts=1), 0, 1, lambda k, d: None)
     ctx._grants = Queue()
     ctx.on_grant(0, 1)
     ctx.next_ticket()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -13,6 +12,7 @@ from orchestration import config as C
 from orchestration import presets
 from orchestration.capacity.sweep import parse_sweep, sweep_doc
 from orchestration.run_cmd import add_run_parser
+from vllm_users.options import Options
 from vllm_users.scenarios.burst import BurstPlan, plan_from_options
 from vllm_users.scenarios.registry import SCENARIOS, locustfile_source, parse_mix
 from vllm_users.workload.arrivals import inter_arrivals
@@ -50,20 +50,13 @@ def test_burst_plan_phases() -> None:
 
 
 def test_plan_from_options_defaults_to_users() -> None:
-    p = plan_from_options(
-        SimpleNamespace(
-            num_users=32,
-            burst_spike_users=0,
-            burst_quiet_users=0,
-            burst_quiet=2.0,
-            burst_spike=1.0,
-            burst_recover=3.0,
-            burst_cycles=1,
-        )
-    )
+    o = Options(burst_quiet=2.0, burst_spike=1.0, burst_recover=3.0)
+    p = plan_from_options(o, 32)
     assert (p.spike_users, p.quiet_users, p.total_s) == (32, 4, 6.0)
-    p = plan_from_options(SimpleNamespace(users=None))
+    p = plan_from_options(Options(), None)
     assert (p.spike_users, p.quiet_users, p.total_s) == (8, 1, 25.0)
+    p = plan_from_options(Options(burst_quiet=0.0, burst_recover=0.0, burst_spike_users=4), 32)
+    assert (p.spike_users, p.total_s) == (4, 5.0)  # 0 s of quiet is honoured (it is a valid value)
 
 
 def test_registry_and_generated_locustfile() -> None:
@@ -135,7 +128,7 @@ def test_sweep_math() -> None:
     s = sweep_doc(parse_sweep("concurrency:1,4"),
                   [{"kind": "concurrency", "target": 1, "output_throughput": 100.0},
                    {"kind": "concurrency", "target": 4, "output_throughput": 300.0}],
-                  argparse.Namespace(sweep="concurrency:1,4", host=""))  # fmt: skip
+                  argparse.Namespace(sweep="concurrency:1,4", host="", gpu_hour_price=None, gpus=1, preset=None))  # fmt: skip
     assert [x["scaling_efficiency"] for x in s["steps"]] == [1.0, 0.75]
     b = presets.expert_balance({"0": 10, "1": 10}, {"0": 30, "1": 50})
     assert (
@@ -148,7 +141,7 @@ def test_preset_scenario_is_not_added_to_a_locustfile() -> None:
     argv = ["--preset", "prefix-caching", "-f", "mine.py"]
     a = _parse(argv)
     presets.apply_preset(a, argv)
-    assert a.scenario is None and a.prefix_len == 512  # the file's users, with the preset's other defaults
+    assert not a.scenario and a.prefix_len == 512  # the file's users, with the preset's other defaults
     argv = ["--preset", "prefix-caching"]
     a = _parse(argv)
     presets.apply_preset(a, argv)

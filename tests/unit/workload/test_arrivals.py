@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import math
 
 import numpy as np
 import pytest
 
-from vllm_users.options import check_options
+from vllm_users.options import from_namespace
 from vllm_users.workload.arrivals import global_schedule, inter_arrivals, iter_schedule, worker_iter
 
 
@@ -43,11 +44,9 @@ def test_bad_burstiness_is_refused(bad: float) -> None:
     with pytest.raises(ValueError, match="burstiness"):
         inter_arrivals(10, 5.0, bad, 0)
 
-    class Opts:
-        burstiness = bad
-
-    with pytest.raises(ValueError, match="--burstiness"):
-        check_options(Opts())
+    # the option table's check, on Locust's options as they arrive (command line, web UI, spawn message)
+    with pytest.raises(argparse.ArgumentTypeError, match="is not a number > 0"):
+        from_namespace(argparse.Namespace(burstiness=bad))
 
 
 def test_gamma_is_unchanged_for_finite_burstiness() -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
-from types import SimpleNamespace
 
 import pytest
 
+from vllm_users.options import Options
 from vllm_users.workload.prompts import LengthModel, RandomPrompts
 from vllm_users.workload.source import (
     ExactPrompts,
@@ -52,7 +53,7 @@ def test_tokenizer_errors(tmp_path, monkeypatch) -> None:
 
 
 def test_prompt_source_picks_dataset_and_prefix() -> None:
-    o = SimpleNamespace(
+    o = Options(
         endpoint="chat",
         dataset="tests/data/prompts_sample.jsonl",
         dataset_format="auto",
@@ -70,5 +71,5 @@ def test_prompt_source_picks_dataset_and_prefix() -> None:
     p = src.get(0)
     assert p.messages[0]["role"] == "system" and len(p.messages[0]["content"].split()) == 16  # type: ignore[index]
     assert src.get(0).messages[0] == src.get(1).messages[0]  # type: ignore[index]
-    o.dataset, o.prefix_len = "", 0
+    o = dataclasses.replace(o, dataset="", prefix_len=0)
     assert isinstance(prompt_source(o, LengthModel()), RandomPrompts)

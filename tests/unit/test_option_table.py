@@ -1,0 +1,255 @@
+"""The option table is the single source: Locust's parser, the run/worker parsers, env names, config keys,
+master forwarding, presets as a layer, frozen typed options, and the generated docs/options.md."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from locust.argument_parser import get_parser
+
+import vllm_users.distributed.plugin  # noqa: F401 - registers the table on Locust's parser
+from orchestration import config as C
+from orchestration import presets
+from orchestration.run_cmd import add_run_parser
+from vllm_users import option_types as T
+from vllm_users.options import (
+    DEFAULTS,
+    LOCUST,
+    RUN,
+    SPECS,
+    WORKER,
+    Options,
+    Spec,
+    coerce,
+    env_name,
+    flag,
+    from_namespace,
+    locust_argv,
+    table,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+# a valid value that differs from the default, and an invalid one, per parser
+GOOD = {T.pos_int: "7", T.nonneg_int: "7", T.pos_float: "0.5", T.nonneg_float: "0.5", T.rate: "2.5",
+        T.ratio: "0.25", T.fraction: "0.25", T.duration: "90s", T.goodput: "ttft:500 tpot:50",
+        T.header: "X-A: b", T.window: "30s", T.text: "x", T.percentile_metrics: "e2el",
+        T.metric_percentiles: "50,90", T.percentile: "95"}  # fmt: skip
+BAD = {T.pos_int: "-5", T.nonneg_int: "-1", T.pos_float: "-0.5", T.nonneg_float: "-1", T.rate: "-3",
+       T.ratio: "1.5", T.fraction: "2", T.duration: "5x", T.goodput: "ttft:abc", T.header: "no colon",
+       T.window: "abc", T.percentile_metrics: "ttft,latency", T.metric_percentiles: "p99", T.percentile: "100"}  # fmt: skip
+
+
+def good_text(spec: Spec, default: Any = None) -> str:
+    """A valid value of an option (not its default), as text."""
+    if spec.choices is not None:
+        return next(c for c in reversed(spec.choices) if c != default)
+    return "1" if spec.parse is None else GOOD[spec.parse]
+
+
+def run_parser() -> argparse.ArgumentParser:
+    return add_run_parser(C.OneLineParser(prog="t").add_subparsers())
+
+
+def worker_parser() -> argparse.ArgumentParser:
+    p = C.OneLineParser(prog="t")
+    C.add_options(p, WORKER, defaults={"master_port": 5557})
+    return p
+
+
+def locust_actions() -> dict[str, argparse.Action]:
+    return {a.dest: a for a in get_parser()._actions}
+
+
+def test_every_option_has_a_parser_a_help_and_a_scope() -> None:
+    for name, spec, default in table():
+        assert spec.help and spec.scopes and set(spec.scopes) <= {LOCUST, RUN, WORKER}, name
+        assert spec.parse is None or spec.parse in GOOD, name  # a known parser: validation is named
+        if spec.parse is None:
+            assert default is False, name
+    assert {n for n, _, _ in table()} == {f.name for f in dataclasses.fields(Options)}
+
+
+def test_locust_parser_is_generated_from_the_table() -> None:
+    actions = locust_actions()
+    for name, spec, default in table(LOCUST):
+        a = actions[spec.locust_name or name]
+        assert a.default == default, name
+        assert a.env_var == env_name(spec.locust_name or name), name  # type: ignore[attr-defined]
+        assert tuple(a.choices) == spec.choices if spec.choices else a.choices is None, name
+        # the same validation (where the default is None, Locust's '' or 0 also mean 'not given')
+        assert spec.parse is None or a.type is spec.parse or (default is None and a.type.__name__ == spec.parse.__name__)
+
+
+def test_shared_options_have_the_same_default_in_both_parsers() -> None:
+    o = C.parse_options(run_parser(), [], RUN, {})
+    actions = locust_actions()
+    assert set(vars(o)) == {n for n, _, _ in table(RUN)}  # the run's namespace holds every run option
+    shared = [(n, s, d) for n, s, d in table(LOCUST) if RUN in s.scopes]
+    assert len(shared) > 30
+    for name, spec, default in shared:
+        assert getattr(o, name) == default == actions[spec.locust_name or name].default, name
+    assert from_namespace(get_parser().parse_args([])) == Options()
+    ns = get_parser().parse_args(["--request-rate", "0", "--num-prompts", "0"])  # Locust's "not given"
+    assert from_namespace(ns).request_rate is None and from_namespace(ns).num_prompts is None
+
+
+@pytest.mark.parametrize("scope", [RUN, WORKER])
+def test_env_names_and_config_keys_derive_from_the_table(scope: str, tmp_path: Path) -> None:
+    """Each option: the flag, VLLM_LOCUST_<NAME> and the config key name (or name-with-dashes) agree."""
+    parser = run_parser() if scope == RUN else worker_parser()
+    for name, spec, default in table(scope):
+        if name in ("config", "preset"):
+            continue
+        text = good_text(spec, default)
+        want = coerce(name, text)
+        assert want != default, name
+        by_env = C.parse_options(parser, [], scope, {env_name(name): text})
+        cfg = tmp_path / f"{name}.json"
+        cfg.write_text(json.dumps({name.replace("_", "-"): text}))
+        by_file = C.parse_options(parser, ["--config", str(cfg)], scope, {})
+        if spec.parse is None:
+            argv = [flag(name)]
+        else:
+            argv = [flag(name), *text.split()] if spec.many else [flag(name), text]
+        by_cli = C.parse_options(parser, argv, scope, {})
+        got = [getattr(x, name) for x in (by_env, by_file, by_cli)]
+        got = [tuple(v) if isinstance(v, list) else v for v in got]  # a repeated option: argparse's list
+        assert got == [want] * 3, name
+
+
+def typed(name: str) -> Any:
+    """The typed value of good_text for option `name`."""
+    return coerce(name, good_text(SPECS[name], DEFAULTS[name]))
+
+
+def test_validation_is_the_same_for_locust_and_run() -> None:
+    """A bad value fails in both parsers with the same message (plain `locust -f` is as strict as `run`)."""
+    lp = get_parser()
+    rp = run_parser()
+    errors: dict[str, list[str]] = {}
+
+    def fail(p: argparse.ArgumentParser, argv: list[str], key: str) -> None:
+        def error(message: str) -> Any:
+            errors.setdefault(key, []).append(message)
+            raise SystemExit(2)
+
+        p.error = error  # type: ignore[method-assign]
+        with pytest.raises(SystemExit):
+            p.parse_args(argv)
+
+    checked = 0
+    for name, spec, _ in table(LOCUST):
+        if RUN not in spec.scopes or spec.parse not in BAD and spec.choices is None:
+            continue
+        bad = "nope" if spec.choices is not None else BAD[spec.parse]  # type: ignore[index]
+        fail(lp, [flag(spec.locust_name or name), bad], name)
+        fail(rp, [flag(name), bad], name)
+        locust_msg, run_msg = errors[name]
+        assert locust_msg.split(":", 1)[1] == run_msg.split(":", 1)[1], (locust_msg, run_msg)
+        checked += 1
+    assert checked > 25
+
+
+def test_master_forwarding_round_trips_every_shared_option() -> None:
+    """Every option the run shares with Locust reaches the master's (and so the workers') options unchanged."""
+    values = {n: typed(n) for n, s, _ in table(LOCUST) if RUN in s.scopes}
+    o = Options(**values)
+    argv = locust_argv(o, results_dir="/tmp/r", model="m")
+    got = from_namespace(get_parser().parse_args(["-f", "x.py", *argv]))
+    for name in values:
+        want = "m" if name == "model" else values[name]
+        assert getattr(got, name) == want, name
+    assert got.results_dir == "/tmp/r"
+    assert "--vllm-t0" not in argv and "--api-key" not in argv  # set by the master; never travels
+
+
+def test_from_namespace_checks_values_set_as_text() -> None:
+    """The web UI and the spawn message set values as they come: the typed options check them again."""
+    ns = get_parser().parse_args([])
+    ns.input_len, ns.request_rate, ns.ignore_eos = "64", "inf", "true"
+    o = from_namespace(ns)
+    assert o.input_len == 64 and math.isinf(o.request_rate or 0) and o.ignore_eos is True and o.open_loop
+    ns.input_len = "-5"
+    with pytest.raises(argparse.ArgumentTypeError, match="positive integer"):
+        from_namespace(ns)
+
+
+def test_options_are_frozen() -> None:
+    o = Options()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        o.input_len = 5  # type: ignore[misc]
+    ns = get_parser().parse_args(["--input-len", "64"])
+    o2 = from_namespace(ns)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        o2.seed = 3  # type: ignore[misc]
+    assert dataclasses.replace(o2, input_len=32).input_len == 32 and o2.input_len == 64
+
+
+def test_preset_fills_below_file_env_and_command_line(tmp_path: Path) -> None:
+    """defaults < preset < config file < environment < command line."""
+    p = run_parser()
+    cfg = tmp_path / "c.yaml"
+    assert C.parse_options(p, [], RUN, {}).input_len == 128  # default
+    assert C.parse_options(p, ["--preset", "short-long"], RUN, {}).input_len == 64  # preset
+    cfg.write_text("input_len: 65\n")
+    assert C.parse_options(p, ["--preset", "short-long", "--config", str(cfg)], RUN, {}).input_len == 65
+    env = {"VLLM_LOCUST_INPUT_LEN": "66"}
+    assert C.parse_options(p, ["--preset", "short-long", "--config", str(cfg)], RUN, env).input_len == 66
+    argv = ["--preset", "short-long", "--config", str(cfg), "--input-len", "67"]
+    assert C.parse_options(p, argv, RUN, env).input_len == 67
+    cfg.write_text("preset: short-long\n")  # the preset itself may come from any layer
+    o = C.parse_options(p, ["--config", str(cfg)], RUN, {})
+    assert (o.input_len, o.output_len, o.preset) == (64, 2048, "short-long")
+    o = C.parse_options(p, ["--preset", "latency"], RUN, {"VLLM_LOCUST_REQUEST_RATE": "5"})
+    assert o.users is None and o.request_rate == 5  # the preset's users contradict the open loop asked for
+    with pytest.raises(C.UsageError, match="--preset from the environment: 'nope' is not one of"):
+        C.parse_options(p, [], RUN, {"VLLM_LOCUST_PRESET": "nope"})
+
+
+def test_every_preset_names_options_of_the_table() -> None:
+    for name, values in presets.PRESETS.items():
+        for key, value in values.items():
+            assert key in SPECS and RUN in SPECS[key].scopes, (name, key)
+            Options(**{key: value})  # the right type
+
+
+def test_bad_env_and_config_values_name_the_option(tmp_path: Path) -> None:
+    p = run_parser()
+    with pytest.raises(C.UsageError, match="--users from the environment: 'zero' is not a positive integer"):
+        C.parse_options(p, [], RUN, {"VLLM_LOCUST_USERS": "zero"})
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("input-len: -5\n")
+    with pytest.raises(C.UsageError, match=r"--input-len from config file .*c.yaml: '-5' is not a positive"):
+        C.parse_options(p, ["--config", str(cfg)], RUN, {})
+    cfg.write_text("workers: 2\n")  # a run option is not a worker option
+    with pytest.raises(C.UsageError, match="unknown option 'workers'"):
+        C.parse_options(worker_parser(), ["--config", str(cfg)], WORKER, {})
+
+
+def test_docs_options_md_is_generated_from_the_table() -> None:
+    assert (ROOT / "docs" / "options.md").read_text() == C.reference_markdown(), (
+        "docs/options.md is stale: python -m orchestration.config > docs/options.md"
+    )
+
+
+def test_readme_options_exist_in_the_run_parser() -> None:
+    """Every flag README's options table names is an option of `vllm-locust run`."""
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    section = text.split("### Main options of `vllm-locust run`", 1)[1].split("\n### ", 1)[0]
+    run_flags = {flag(n) for n, _, _ in table(RUN)}
+    named = set(re.findall(r"^\| `(--[a-z][a-z-]*)", section, re.M)) | set(re.findall(r"^\| `-[a-z]`, `(--[a-z-]*)", section, re.M))
+    assert named and named <= run_flags, named - run_flags
+
+
+def test_secrets_stay_out_of_the_options_repr() -> None:
+    o = Options(api_key="sk-SECRET", header=("Authorization: Bearer sk-SECRET",))
+    assert "sk-SECRET" not in repr(o)
+    assert not any(SPECS[n].secret and LOCUST in SPECS[n].scopes and RUN in SPECS[n].scopes for n in SPECS)
