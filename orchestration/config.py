@@ -26,8 +26,8 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse that reports a bad flag in one line and exits with the documented usage code."""
 
     def error(self, message: str) -> NoReturn:
-        """Print `vllm-locust: error: <message>` and exit USAGE."""
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        """Print `vllm-locust: error: <message>` and exit USAGE (the same line as the checks after parsing)."""
+        sys.stderr.write(f"{self.prog.split()[0]}: error: {message}\n")
         sys.exit(USAGE)
 
 
