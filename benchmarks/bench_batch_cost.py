@@ -19,7 +19,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -29,6 +28,7 @@ from benchmarks.common import machine, print_table, write_json  # noqa: E402
 from vllm_users.distributed.master_side import Collector  # noqa: E402
 from vllm_users.distributed.worker_side import BATCH_INTERVAL_S, WorkerContext  # noqa: E402
 from vllm_users.measure.record import RequestRecord  # noqa: E402
+from vllm_users.options import Options  # noqa: E402
 
 
 def records(n: int, tokens: int, rng: random.Random) -> list[RequestRecord]:
@@ -48,7 +48,7 @@ def records(n: int, tokens: int, rng: random.Random) -> list[RequestRecord]:
 def measure(n: int, tokens: int, batch_records: int) -> dict[str, float]:
     """Push n records of `tokens` output tokens through worker batches of `batch_records` into one master."""
     recs = records(n, tokens, random.Random(tokens))
-    opts = SimpleNamespace(num_prompts=0, results_dir="", request_rate=0.0, max_concurrency=0)
+    opts = Options()
     ctx = WorkerContext(opts, 0, 1, send=lambda *_: None)
     wire: list[bytes] = []
     c0 = time.process_time()

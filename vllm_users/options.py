@@ -37,6 +37,9 @@ ENV_SWITCHES = {
     "VLLM_LOCUST_GC_GEN0": "N: gc.set_threshold(N) on each worker (default: Python's)",
     "VLLM_LOCUST_MASTER_TIMEOUT": "seconds a worker waits for a silent master before saving its records and exiting",
     "VLLM_LOCUST_WORKER_DIR": "where a worker keeps its local records (set by `vllm-locust worker`)",
+    "VLLM_LOCUST_REACTOR": "0: each stream's greenlet reads its own socket (default 1: one epoll reactor per worker)",
+    "VLLM_LOCUST_KERNEL_TIMESTAMPS": "0: no SO_TIMESTAMPNS receive timestamps (default 1 where Linux has them)",
+    "VLLM_LOCUST_RESOLVED_MODEL": "the model id the result names when --model is empty",
     "VLLM_LOCUST_API_KEY / OPENAI_API_KEY": "the API key (never an option: Locust would show and ship it)",
 }
 
