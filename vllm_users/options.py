@@ -268,14 +268,20 @@ def _unset(raw: Any) -> bool:
 
 
 def _locust_type(spec: Spec, default: Any) -> Callable[[str], Any]:
-    """The parser Locust gets: the table's, with 'not given' (0, '') allowed where the default is None."""
+    """The parser Locust gets: the table's, with 'not given' (0, '') allowed where the default is None (such an
+    option's choices are checked here: Locust's web UI would show them as a list with the first one chosen)."""
     assert spec.parse is not None
     if default is not None:
         return spec.parse
-    table_parse = spec.parse
+    table_parse, choices = spec.parse, spec.choices
 
     def parse(text: str) -> Any:
-        return None if _unset(text) else table_parse(text)
+        if _unset(text):
+            return None
+        value = table_parse(text)
+        if choices is not None and value not in choices:  # argparse's own words, as the run parser says it
+            raise argparse.ArgumentTypeError(f"invalid choice: {value!r} (choose from {', '.join(map(repr, choices))})")
+        return value
 
     parse.__name__ = table_parse.__name__
     return parse
@@ -290,7 +296,7 @@ def add_locust_options(parser: Any) -> None:
             kw["action"] = "store_true"
         else:
             kw["type"] = _locust_type(spec, default)
-        if spec.choices is not None:
+        if spec.choices is not None and default is not None:
             kw["choices"] = spec.choices
         parser.add_argument(flag(spec.locust_name or name), **kw)
 
