@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from orchestration import config as C
 from vllm_users import exit_codes
+from vllm_users.options import RUN
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -50,13 +51,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return exit_codes.USAGE
     try:
-        if argv[0] == "run":
-            C.apply_defaults(run_parser, argv[1:])
-        args = parser.parse_args(argv)
-        if args.command != "run":
+        if argv[0] != "run":
+            parser.parse_args(argv)  # --help, or a one-line error naming the command
             parser.print_help()
             return exit_codes.USAGE
-        return run(args)
+        return run(C.parse_options(run_parser, argv[1:], RUN))
     except C.UsageError as e:
         print(f"vllm-locust: error: {e}", file=sys.stderr)
         return exit_codes.USAGE

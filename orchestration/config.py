@@ -15,7 +15,19 @@ from typing import Any, NoReturn
 
 from vllm_users.exit_codes import USAGE
 from vllm_users.option_types import duration, fraction, nonneg_float, nonneg_int, pos_float, pos_int, rate  # noqa: F401
-from vllm_users.options import API_KEY_ENV, ENV_SWITCHES, LOCUST, RUN, SPECS, coerce, env_name, flag, table
+from vllm_users.options import (
+    API_KEY_ENV,
+    DEFAULTS,
+    ENV_SWITCHES,
+    LOCUST,
+    SPECS,
+    WORKER,
+    Options,
+    coerce,
+    env_name,
+    flag,
+    table,
+)
 
 
 class UsageError(Exception):
@@ -92,50 +104,77 @@ def load_config(path: str) -> dict[str, Any]:
     return {str(k).replace("-", "_"): v for k, v in doc.items()}
 
 
-def apply_defaults(parser: argparse.ArgumentParser, argv: Sequence[str], environ: Mapping[str, str] | None = None) -> None:
-    """Set the parser's defaults from --config and then the environment (the command line still wins); every
-    value checked by the table's parser (UsageError with one line naming the option and where it came from)."""
-    environ = os.environ if environ is None else environ
-    parser.set_defaults(**vars(parser).get("vllm_defaults", {}))  # a parser used twice starts afresh
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--config")
-    known, _ = pre.parse_known_args(argv)
-    cfg_path = known.config or environ.get(env_name("config"))
-    dests = {a.dest for a in parser._actions if a.dest not in ("help", "config")}
-    values: dict[str, tuple[Any, str]] = {}
-    if cfg_path:
-        where = f"config file {cfg_path}"
-        doc = load_config(cfg_path)
-        unknown = [k for k in doc if k not in dests]
-        if unknown:
-            raise UsageError(f"{where}: unknown option {unknown[0]!r}")
-        values = {k: (v, where) for k, v in doc.items()}
-    for dest in dests:
-        if dest in SPECS and env_name(dest) in environ:
-            values[dest] = (environ[env_name(dest)], "the environment")
-    for dest, (raw, where) in values.items():
+LAYERS = ("default", "preset", "file", "env", "cli")
+
+
+def _checked(raw: Mapping[str, Any], names: set[str], where: str) -> dict[str, Any]:
+    out = {}
+    for name, value in raw.items():
+        if name not in names:
+            raise UsageError(f"{where}: unknown option {name!r}")
         try:
-            value = coerce(dest, raw) if dest in SPECS else raw
-            choices = next((a.choices for a in parser._actions if a.dest == dest), None)
-            if choices is not None and value not in choices:
-                raise argparse.ArgumentTypeError(f"{raw!r} is not one of {', '.join(map(str, choices))}")
+            out[name] = coerce(name, value)
         except (argparse.ArgumentTypeError, ValueError) as e:
-            raise UsageError(f"option {flag(dest)} from {where}: {e}") from None
-        if dest in SPECS and SPECS[dest].repeat:
-            value = list(value)  # argparse appends the command line's to it
-        parser.set_defaults(**{dest: value})
+            raise UsageError(f"option {flag(name)} from {where}: {e}") from None
+    return out
+
+
+def layers(parser: argparse.ArgumentParser, argv: Sequence[str], scope: str,
+           environ: Mapping[str, str] | None = None) -> tuple[dict[str, dict[str, Any]], argparse.Namespace]:  # fmt: skip
+    """Each layer's values (LAYERS order), checked, and the parser's own arguments that are not options (k8s
+    render's --out, ...): what the command line, environment, config file and preset set."""
+    environ = os.environ if environ is None else environ
+    names = {name for name, _, _ in table(scope)}
+    defaults: dict[str, Any] = {**{n: DEFAULTS[n] for n in names}, **vars(parser).get("vllm_defaults", {})}
+    defaults.update({n: () for n in names if SPECS[n].repeat})
+    actions = [x for x in parser._actions if x.dest in names]
+    saved = [x.default for x in actions]
+    for x in actions:
+        x.default = argparse.SUPPRESS  # the namespace then holds only what the command line gives
+    try:
+        ns = parser.parse_args(list(argv))
+    finally:
+        for x, d in zip(actions, saved, strict=True):
+            x.default = d
+    cli = {k: v for k, v in vars(ns).items() if k in names}
+    extras = argparse.Namespace(**{k: v for k, v in vars(ns).items() if k not in names})
+    for name in cli:
+        if SPECS[name].repeat:
+            cli[name] = tuple(cli[name])
+    env = _checked({n: environ[env_name(n)] for n in names if env_name(n) in environ}, names, "the environment")
+    path = cli.get("config") or env.get("config")
+    where = f"config file {path}"
+    own_file = scope != WORKER  # a worker's --config is its master's file: it takes only the users from it
+    file = _checked(load_config(path), names - {"config"}, where) if path and own_file else {}
+    given = {**file, **env, **cli}
+    preset: dict[str, Any] = {}
+    if given.get("preset"):
+        from orchestration.presets import preset_layer
+
+        preset = preset_layer(given["preset"], given)
+    return {"default": defaults, "preset": preset, "file": file, "env": env, "cli": cli}, extras
+
+
+def merge(by_layer: Mapping[str, Mapping[str, Any]]) -> Options:
+    """The options: each value from the highest layer that sets it."""
+    values: dict[str, Any] = {}
+    for layer in LAYERS:
+        values.update(by_layer.get(layer, {}))
+    return Options(**values)
+
+
+def parse_all(parser: argparse.ArgumentParser, argv: Sequence[str], scope: str,
+              environ: Mapping[str, str] | None = None) -> tuple[Options, argparse.Namespace]:  # fmt: skip
+    """The command's frozen options (command line > environment > config file > preset > default) and its
+    other arguments."""
+    by_layer, extras = layers(parser, argv, scope, environ)
+    return merge(by_layer), extras
 
 
 def parse_options(parser: argparse.ArgumentParser, argv: Sequence[str], scope: str,
-                  environ: Mapping[str, str] | None = None) -> argparse.Namespace:  # fmt: skip
-    """The command's options from its command line, environment, config file and (run) preset."""
-    apply_defaults(parser, argv, environ)
-    a = parser.parse_args(list(argv))
-    if scope == RUN and a.preset:
-        from orchestration.presets import apply_preset
-
-        apply_preset(a, list(argv))
-    return a
+                  environ: Mapping[str, str] | None = None) -> Options:  # fmt: skip
+    """The command's frozen options from its command line, environment, config file and (run) preset."""
+    return parse_all(parser, argv, scope, environ)[0]
 
 
 def child_env(api_key: str | None, extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -1,19 +1,20 @@
 """`vllm-locust run --preset NAME`: defaults for the guide's scenes, checks of scenario inputs, the MoE sweep.
 
-A preset only fills options the user did not give (command line, config file or environment).
+A preset is a layer of values (orchestration.config): above the table's defaults, below the config file, the
+environment and the command line, so it only fills options the user did not give anywhere.
 """
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import math
 import re
-import sys
 import urllib.request
+from collections.abc import Mapping
 from typing import Any
 
 from orchestration import config as C
-from vllm_users.options import DEFAULTS
+from vllm_users.options import Options
 
 SIM_DETAILS = "--enable-prompt-tokens-details"
 SIM_MOE = "--num-experts 16 --topk 2 --router-skew 0.8"
@@ -50,67 +51,48 @@ _CONFLICTS = {
 }
 
 
-def _given(a: argparse.Namespace, dest: str, argv: list[str]) -> bool:
-    flag = "--" + dest.replace("_", "-")
-    if any(x == flag or x.startswith(flag + "=") for x in argv):
-        return True
-    return dest in DEFAULTS and getattr(a, dest) != DEFAULTS[dest]
-
-
-def apply_preset(a: argparse.Namespace, argv: list[str] | None = None) -> list[str]:
-    """Fill the preset's values into options the user left alone; returns the names filled."""
-    name = a.preset
-    if not name or vars(a).get("_preset_applied"):
-        return []
-    argv = list(sys.argv[1:] if argv is None else argv)
-    filled = []
+def preset_layer(name: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """The preset's values, less those the user `given` (in any layer) or that contradict them."""
+    if name not in PRESETS:
+        raise C.UsageError(f"--preset {name!r}: expected one of {', '.join(sorted(PRESETS))}")
+    out = {}
     for dest, value in PRESETS[name].items():
-        if _given(a, dest, argv) or any(_given(a, c, argv) for c in _CONFLICTS.get(dest, ())):
+        if dest in given or any(c in given for c in _CONFLICTS.get(dest, ())):
             continue
-        if dest == "sim_args" and vars(a).get("host"):
+        if dest == "sim_args" and given.get("host"):
             continue  # a real server: its own flags
-        setattr(a, dest, value)
-        filled.append(dest)
-    a._preset_applied = True
-    return filled
+        out[dest] = value
+    return out
 
 
-def prepare(a: argparse.Namespace) -> None:
-    """Preset defaults, scenario defaults and input checks before anything is sent; UsageError on bad input."""
-    apply_preset(a)
-    names = [n for n, _ in getattr(a, "mix", [])]
-    if "burst" in names and a.num_prompts is None and a.run_time is None:
+def prepare(o: Options, scenario_names: list[str]) -> Options:
+    """Scenario defaults and input checks before any load; UsageError on bad input."""
+    if "burst" in scenario_names and o.num_prompts is None and o.run_time is None:
         from vllm_users.scenarios.burst import plan_from_options
 
-        a.run_time = plan_from_options(a, a.users).total_s + 5  # the shape ends the run; this is a backstop
-    if a.dataset:
+        o = dataclasses.replace(o, run_time=plan_from_options(o, o.users).total_s + 5)  # the shape ends the run
+    if o.dataset:
         from vllm_users.workload.datasets import DatasetError, load_dataset
 
         try:
-            load_dataset(a.dataset, a.dataset_format or "auto")
+            load_dataset(o.dataset, o.dataset_format)
         except DatasetError as e:
             raise C.UsageError(str(e)) from None
-    if a.json_schema:
+    if o.json_schema:
         from vllm_users.workload.schemas import SchemaError, load_schema_file
 
         try:
-            load_schema_file(a.json_schema)
+            load_schema_file(o.json_schema)
         except SchemaError as e:
             raise C.UsageError(str(e)) from None
-    if a.schema_complexity:
-        from vllm_users.workload.schemas import COMPLEXITIES
-
-        if a.schema_complexity not in COMPLEXITIES:
-            raise C.UsageError(
-                f"--schema-complexity {a.schema_complexity!r}: expected one of {', '.join(COMPLEXITIES)}"
-            )
-    if a.tokenizer:
+    if o.tokenizer:
         from vllm_users.workload.source import TokenizerError, load_tokenizer
 
         try:
-            load_tokenizer(a.tokenizer)
+            load_tokenizer(o.tokenizer)
         except TokenizerError as e:
             raise C.UsageError(str(e)) from None
+    return o
 
 
 # ----- concurrency sweep (moe preset) -----

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -12,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from orchestration import config as C
@@ -23,7 +25,7 @@ from orchestration.summary import format_summary
 from vllm_sim.launch import die_with_parent
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
-from vllm_users.options import API_KEY_ENV, RUN, SPECS, flag, locust_argv
+from vllm_users.options import API_KEY_ENV, RUN, SPECS, Options, flag, locust_argv
 from vllm_users.scenarios.registry import is_class_ref, locustfile_source, mix_label, parse_mix
 
 DEFAULT_NUM_PROMPTS = 200  # when neither --num-prompts nor --run-time is given
@@ -39,11 +41,10 @@ def new_run_parser(prog: str) -> argparse.ArgumentParser:
     return run_parser
 
 
-def run_options(argv: list[str]) -> argparse.Namespace:
-    """`vllm-locust run`'s options from argv, --config and env, as the master sees them (UsageError when bad)."""
-    run_parser = new_run_parser("vllm-locust run")
-    C.apply_defaults(run_parser, argv)
-    return run_parser.parse_args(argv)
+def run_options(argv: list[str]) -> Options:
+    """`vllm-locust run`'s options from argv, --config, env and --preset, as the master sees them (UsageError
+    when bad)."""
+    return C.parse_options(new_run_parser("vllm-locust run"), argv, RUN)
 
 
 def add_run_parser(sub: Any) -> argparse.ArgumentParser:
@@ -90,12 +91,12 @@ def check_users(mix: list[tuple[str, int]], files: list[str]) -> dict[str, Any] 
     return found
 
 
-def validate(a: argparse.Namespace) -> None:
-    """Cross-flag checks; UsageError with one line."""
-    presets.apply_preset(a)
-    a.mix, a.files = resolve_users(a.scenario, a.locustfile)
-    presets.prepare(a)  # scenario defaults; dataset, schema and tokenizer checked before any load
-    capacity_validate(a)
+def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
+    """Cross-option checks (UsageError with one line); the options with the run's choices filled in, the user
+    mix and the locustfiles."""
+    mix, files = resolve_users(a.scenario, a.locustfile)
+    a = presets.prepare(a, [n for n, _ in mix])  # scenario defaults; dataset, schema and tokenizer checked
+    a = capacity_validate(a)
     if a.request_rate is not None and a.users is not None:
         raise C.UsageError("--users is for closed loop and --request-rate for open loop: give one of them")
     if a.max_concurrency is not None and a.request_rate is None and a.users is not None:
@@ -105,14 +106,15 @@ def validate(a: argparse.Namespace) -> None:
     if a.host and not a.host.startswith(("http://", "https://")):
         raise C.UsageError(f"--host {a.host!r}: expected a URL like http://127.0.0.1:8000")
     if a.num_prompts is None and a.run_time is None:
-        a.num_prompts = DEFAULT_NUM_PROMPTS
+        a = dataclasses.replace(a, num_prompts=DEFAULT_NUM_PROMPTS)
     if a.workers is None:
-        a.workers = max(1, os.cpu_count() or 1)
+        a = dataclasses.replace(a, workers=max(1, os.cpu_count() or 1))
     if a.workers == 0 and not a.expect_workers:
         raise C.UsageError("--workers 0 needs --expect-workers N (remote workers)")
+    return a, mix, files
 
 
-def locust_args(a: argparse.Namespace, host: str, model: str, run_dir: str, locustfile: str, port: int) -> list[str]:
+def locust_args(a: Options, host: str, model: str, run_dir: str, locustfile: str, port: int) -> list[str]:
     """Master command line."""
     open_loop = a.request_rate is not None
     if open_loop:
@@ -145,15 +147,15 @@ def locust_args(a: argparse.Namespace, host: str, model: str, run_dir: str, locu
     return args + locust_argv(a, **set_by_run)
 
 
-def run(a: argparse.Namespace) -> int:
-    """Execute `vllm-locust run`; returns the exit code."""
-    presets.apply_preset(a)
-    code = multi_run(a, run, validate)  # --find-max-rate, --sweep, --repeats: several runs
+def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None) -> int:
+    """Execute `vllm-locust run`; returns the exit code. `watch` (--find-max-rate's steps) reads the progress
+    and names a reason to stop the run early."""
+    code = multi_run(a, run, lambda o: validate(o)[0])  # --find-max-rate, --sweep, --repeats: several runs
     if code is not None:
         return code
-    validate(a)
+    a, mix, files = validate(a)
     api_key = a.api_key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
-    names = mix_label(a.mix, a.files)
+    names = mix_label(mix, files)
     run_dir = os.path.join(a.output_dir, a.run_name or f"{time.strftime('%Y%m%d-%H%M%S')}-{names}")
     if os.path.exists(os.path.join(run_dir, "result.json")):
         raise C.UsageError(f"run directory {run_dir} already holds a result; choose another --run-name")
@@ -179,20 +181,20 @@ def run(a: argparse.Namespace) -> int:
             json.dump({"model": info.model, "models": info.models, "stream_attempts": info.attempts}, fh)
         locustfile = os.path.join(run_dir, "locustfile.py")
         with open(locustfile, "w") as fh:
-            fh.write(locustfile_source(a.mix, a.files))
-        return _launch(a, host, info.model, run_dir, locustfile, api_key, sim)
+            fh.write(locustfile_source(mix, files))
+        return _launch(a, host, info.model, run_dir, locustfile, api_key, sim, watch)
     finally:
         if sim is not None:
             sim.stop()
 
 
-def _say(a: argparse.Namespace, msg: str) -> None:
+def _say(a: Options, msg: str) -> None:
     if not a.quiet:
         print(f"vllm-locust: {msg}", flush=True)
 
 
-def _launch(a: argparse.Namespace, host: str, model: str, run_dir: str, locustfile: str,
-            api_key: str | None, sim: Any) -> int:  # fmt: skip
+def _launch(a: Options, host: str, model: str, run_dir: str, locustfile: str,
+            api_key: str | None, sim: Any, watch: Any) -> int:  # fmt: skip
     port = a.master_port or _free_port()
     env = C.child_env(api_key)
     py = [sys.executable, "-m", "locust"]
@@ -213,7 +215,7 @@ def _launch(a: argparse.Namespace, host: str, model: str, run_dir: str, locustfi
     master = subprocess.Popen(py + margs, env=env, stdout=master_log, stderr=subprocess.STDOUT, start_new_session=True,
                               preexec_fn=die_with_parent(signal.SIGTERM))  # fmt: skip
     workers = []
-    for i in range(a.workers):
+    for i in range(a.workers or 0):
         wlog = open(os.path.join(run_dir, f"worker-{i}.out"), "w")
         wargs = ["-f", locustfile, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port),
                  "--loglevel", "INFO"]  # fmt: skip
@@ -233,9 +235,9 @@ def _launch(a: argparse.Namespace, host: str, model: str, run_dir: str, locustfi
             _finish(a, run_dir, None, False, sim)
             _say(a, "the web UI stays up to look at the results; Ctrl-C to end")
 
-        interrupted = _wait(a, master, run_dir, finished_in_ui)
+        interrupted = _wait(a, master, run_dir, watch, finished_in_ui)
     else:
-        interrupted = _wait(a, master, run_dir)
+        interrupted = _wait(a, master, run_dir, watch)
     for w in workers:
         try:
             w.wait(timeout=15)
@@ -277,7 +279,7 @@ def _redact(argv: list[str]) -> list[str]:
     return out
 
 
-def _wait(a: argparse.Namespace, master: subprocess.Popen, run_dir: str,
+def _wait(a: Options, master: subprocess.Popen, run_dir: str, watch: Any,
           on_result: Any = None) -> bool:  # fmt: skip
     """Wait for the master, printing progress; forward Ctrl-C/SIGTERM so results get written.
     `on_result` (web UI) is called once when result.json appears while the master keeps running."""
@@ -292,7 +294,6 @@ def _wait(a: argparse.Namespace, master: subprocess.Popen, run_dir: str,
 
     old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     last = ""
-    watch = vars(a).get("_watch")  # --find-max-rate: stops an over-saturated step early
     stopped_early = False
     try:
         while master.poll() is None:
@@ -337,7 +338,7 @@ def _progress_line(run_dir: str) -> str:
             f"{p['output_tok_per_s']:.0f} tok/s  {lat}{lost}")  # fmt: skip
 
 
-def _finish(a: argparse.Namespace, run_dir: str, master_rc: int | None, interrupted: bool, sim: Any) -> int:
+def _finish(a: Options, run_dir: str, master_rc: int | None, interrupted: bool, sim: Any) -> int:
     path = os.path.join(run_dir, "result.json")
     if not os.path.exists(path):
         print(f"vllm-locust: error: the master exited ({master_rc}) without writing results; see {run_dir}/master.log",

@@ -16,24 +16,22 @@ from vllm_users.scenarios.registry import locustfile_source
 
 def users_of(config: str) -> tuple[str | None, str | None]:
     """(--scenario, -f) of a master started with `--config CONFIG` (its preset's scenario when the file names none)."""
-    from orchestration import presets
     from orchestration.run_cmd import run_options
 
-    a = run_options(["--config", config])
-    presets.apply_preset(a, ["--config", config])
-    return a.scenario, a.locustfile
+    o = run_options(["--config", config])  # its preset included
+    return o.scenario or None, o.locustfile or None
 
 
 def main(argv: Sequence[str]) -> int:
     """Start `--processes` Locust workers for `--scenario` / `-f`, connected to `--master-host`."""
     p = C.OneLineParser(prog="vllm-locust worker")
     C.add_options(p, WORKER, defaults={"master_port": 5557})
-    a = p.parse_args(list(argv))
-    if not a.master_host:
-        p.error("the following arguments are required: --master-host")
     from orchestration.run_cmd import resolve_users
 
     try:
+        a = C.parse_options(p, list(argv), WORKER)
+        if not a.master_host:
+            p.error("the following arguments are required: --master-host")
         scenario, locustfile = users_of(a.config) if a.config else (None, None)
         mix, files = resolve_users(a.scenario or scenario, a.locustfile or locustfile)
     except C.UsageError as e:

@@ -6,20 +6,20 @@ report` recognises: a repeated run then compares by Welch's t-test over its repe
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from orchestration.capacity.run_hooks import RunOne
 from orchestration.capacity.stats import mean_ci
 from orchestration.capacity.steps import parent_dir, shared_host, step_args
 from orchestration.report.compare import _value, metric_names
 from orchestration.report.postprocess import REPEATS_FILE, RunData, load_run
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
+from vllm_users.options import Options
 
 # Printed after the repeats (every metric is in repeats.json and the report).
 SUMMARY_METRICS = ("request_throughput", "output_throughput", "request_goodput", "median_ttft_ms", "p99_ttft_ms",
@@ -49,7 +49,7 @@ def aggregate(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def run_repeats(a: argparse.Namespace, run_one: Callable[[argparse.Namespace], int]) -> int:
+def run_repeats(a: Options, run_one: RunOne) -> int:
     """Run `a` a.repeats times into one directory and write repeats.json; returns the worst exit code."""
     n = int(a.repeats)
     base = parent_dir(a, "repeats", REPEATS_FILE)

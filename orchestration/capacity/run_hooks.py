@@ -3,39 +3,37 @@ result fields they add (profile, cost). run_cmd calls these; the logic lives in 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from collections.abc import Callable
 from typing import Any
 
 from orchestration.capacity.flags import validate as capacity_validate
+from vllm_users.options import Options
+
+RunOne = Callable[..., int]  # run_cmd.run: one run of these options (a step's `watch` may stop it early)
 
 PROFILE_FILE = "profile.json"
 
 
-def multi_run(a: argparse.Namespace, run_one: Callable[[argparse.Namespace], int],
-              validate: Callable[[argparse.Namespace], None]) -> int | None:  # fmt: skip
+def multi_run(o: Options, run_one: RunOne, validate: Callable[[Options], Options]) -> int | None:
     """Run --find-max-rate, --sweep/--concurrency-sweep or --repeats when asked (their exit code); else None."""
-    if a.find_max_rate:
+    if o.find_max_rate:
         from orchestration.capacity.search import run_search
 
-        capacity_validate(a)
-        return run_search(a, run_one)
-    if a.sweep or a.concurrency_sweep:
+        return run_search(capacity_validate(o), run_one)
+    if o.sweep or o.concurrency_sweep:
         from orchestration.capacity.sweep import run_sweep
 
-        capacity_validate(a)
-        return run_sweep(a, run_one)
-    if a.repeats > 1:
+        return run_sweep(capacity_validate(o), run_one)
+    if o.repeats > 1:
         from orchestration.capacity.repeats import run_repeats
 
-        validate(a)
-        return run_repeats(a, run_one)
+        return run_repeats(validate(o), run_one)
     return None
 
 
-def start_profile(a: argparse.Namespace, host: str, api_key: str | None) -> Any:
+def start_profile(a: Options, host: str, api_key: str | None) -> Any:
     """--profile: the server's profiler started (after a time-based --warmup); None without --profile."""
     if not a.profile:
         return None
@@ -59,7 +57,7 @@ def stop_profile(profile: Any, run_dir: str) -> str | None:
     return "server profile: " + ("traces written by the server" if info["profiled"] else str(info.get("error", "?")))
 
 
-def add_result_fields(a: argparse.Namespace, run_dir: str, res: dict[str, Any]) -> bool:
+def add_result_fields(a: Options, run_dir: str, res: dict[str, Any]) -> bool:
     """The result's `profile` and `cost` blocks; True when `res` changed."""
     changed = False
     path = os.path.join(run_dir, PROFILE_FILE)

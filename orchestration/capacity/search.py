@@ -19,22 +19,22 @@ passing rate, with the bracket [pass, fail) as its uncertainty.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from orchestration import config as C
 from orchestration.capacity.cost import add_step_costs, cost_at, format_cost
+from orchestration.capacity.run_hooks import RunOne
 from orchestration.capacity.steps import parent_dir, shared_host, step_args
 from orchestration.capacity.sweep import SWEEP_FILE, format_sweep, summarize_step
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
 from vllm_users.measure.metrics import Slo
+from vllm_users.options import Options
 
 STEP_SECONDS = 10.0  # a step sends rate x 10 s requests...
 STEP_MIN, STEP_MAX = 30, 300  # ...at least 30, at most 300
@@ -192,12 +192,12 @@ def next_rate(lo: float | None, hi: float | None, failures: int, kept_up: float 
     return (lo + hi) / 2.0
 
 
-def _step_size(a: argparse.Namespace, rate: float) -> tuple[int, float]:
+def _step_size(a: Options, rate: float) -> tuple[int, float]:
     n = a.num_prompts or int(min(STEP_MAX, max(STEP_MIN, round(rate * STEP_SECONDS))))
     return n, (a.run_time or n / rate * 1.5 + 10.0)
 
 
-def run_search(a: argparse.Namespace, run_one: Callable[[argparse.Namespace], int]) -> int:
+def run_search(a: Options, run_one: RunOne) -> int:
     """Search the highest rate that holds the SLO; write sweep.json (kind max_rate_search) and the report."""
     slo = Slo.parse([a.goodput])
     base = parent_dir(a, "search", SWEEP_FILE)
@@ -224,9 +224,8 @@ def run_search(a: argparse.Namespace, run_one: Callable[[argparse.Namespace], in
             name = f"step-{len(steps) + 1:02d}-rate-{rate:g}"
             count, limit = _step_size(a, rate)
             b = step_args(a, host, base, name, users=None, request_rate=rate, num_prompts=count, run_time=limit)
-            b._watch = SaturationWatch(slo)
             print(f"vllm-locust: search step {len(steps) + 1}: {rate:g} req/s ({count} requests)", flush=True)
-            code = run_one(b)
+            code = run_one(b, watch=SaturationWatch(slo))
             s = summarize_step(name, "rate", rate, os.path.join(base, name), code)
             v = judge(os.path.join(base, name), rate, slo, a.slo_percentile, a.max_error_rate)
             retry = v.get("invalid") and not retried

@@ -20,15 +20,17 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from orchestration import config as C
+from orchestration.capacity.run_hooks import RunOne
 from orchestration.capacity.steps import parent_dir, step_args
 from orchestration.capacity.sweep import SWEEP_FILE, format_sweep, summarize_step
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
+from vllm_users.options import RUN, Options
 
 SERVER_LOG = "server.log"
 
@@ -117,7 +119,7 @@ class ServerProcess:
             return ""
 
 
-def run_server_sweep(own: argparse.Namespace, a: argparse.Namespace, run_one: Callable[[argparse.Namespace], int]) -> int:
+def run_server_sweep(own: argparse.Namespace, a: Options, run_one: RunOne) -> int:
     """Every grid point: start, wait for /health, run the load, stop; write sweep.json and the report."""
     base = parent_dir(a, "server-sweep", SWEEP_FILE)
     steps: list[dict[str, Any]] = []
@@ -162,14 +164,10 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--health-timeout", type=C.pos_float, default=600.0, help="Seconds a start may take (default 600)")
     p.add_argument("--stop-grace", type=C.pos_float, default=20.0, help="Seconds between SIGTERM and SIGKILL")
     own, rest = p.parse_known_args(list(argv))
-    from orchestration.run_cmd import add_run_parser, run
+    from orchestration.run_cmd import new_run_parser, run
 
-    parser = C.OneLineParser(prog="vllm-locust sweep-server")
-    run_parser = add_run_parser(parser.add_subparsers(dest="command"))
-    run_parser.__class__ = C.OneLineParser
     try:
-        C.apply_defaults(run_parser, rest)
-        a = parser.parse_args(["run", *rest])
+        a = C.parse_options(new_run_parser("vllm-locust sweep-server"), rest, RUN)
         if not a.host:
             raise C.UsageError("--host: the URL where the started server listens, e.g. http://127.0.0.1:8000")
         if a.sweep or a.find_max_rate:

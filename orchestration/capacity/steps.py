@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import argparse
-import copy
+import dataclasses
 import json
 import os
 import time
@@ -12,6 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from orchestration import config as C
+from vllm_users.options import Options
 
 # Settings that a step takes over from the parent and must not inherit (the parent's own job).
 # --repeats is not among them: a sweep or search step with --repeats N is itself repeated.
@@ -19,7 +19,7 @@ _PARENT_ONLY = {"sweep": "", "find_max_rate": False, "concurrency_sweep": "", "o
 
 
 @contextmanager
-def shared_host(a: argparse.Namespace) -> Iterator[str]:
+def shared_host(a: Options) -> Iterator[str]:
     """The server every step talks to: --host, or one embedded simulator started for all steps."""
     if a.host:
         yield a.host
@@ -33,7 +33,7 @@ def shared_host(a: argparse.Namespace) -> Iterator[str]:
         sim.stop()
 
 
-def parent_dir(a: argparse.Namespace, kind: str, marker: str) -> str:
+def parent_dir(a: Options, kind: str, marker: str) -> str:
     """The directory holding every step (created); UsageError when it already holds `marker`."""
     path = os.path.join(a.output_dir, a.run_name or f"{time.strftime('%Y%m%d-%H%M%S')}-{kind}")
     if os.path.exists(os.path.join(path, marker)):
@@ -42,16 +42,10 @@ def parent_dir(a: argparse.Namespace, kind: str, marker: str) -> str:
     return path
 
 
-def step_args(a: argparse.Namespace, host: str, out_dir: str, name: str, **overrides: Any) -> argparse.Namespace:
+def step_args(a: Options, host: str, out_dir: str, name: str, **overrides: Any) -> Options:
     """A copy of `a` for one step: its own run directory, the shared host, `overrides` applied."""
-    b = copy.copy(a)
-    for k, v in _PARENT_ONLY.items():
-        if hasattr(b, k):
-            setattr(b, k, v)
-    b.host, b.output_dir, b.run_name, b.no_report = host, out_dir, name, True
-    for k, v in overrides.items():
-        setattr(b, k, v)
-    return b
+    return dataclasses.replace(a, **{**_PARENT_ONLY, "host": host, "output_dir": out_dir, "run_name": name,
+                                     "no_report": True, **overrides})  # fmt: skip
 
 
 def read_step(run_dir: str) -> dict[str, Any]:

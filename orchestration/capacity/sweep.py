@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import math
@@ -20,9 +19,11 @@ from typing import Any
 
 from orchestration import config as C
 from orchestration.capacity.cost import add_step_costs
+from orchestration.capacity.run_hooks import RunOne
 from orchestration.capacity.steps import parent_dir, read_step, shared_host, step_args
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
+from vllm_users.options import Options
 
 SWEEP_FILE = "sweep.json"
 AUTO_RATES = 5
@@ -72,22 +73,22 @@ def parse_sweep(text: str) -> SweepPlan:
     raise C.UsageError(f"--sweep {text!r}: {want}")
 
 
-def _rate_prompts(a: argparse.Namespace, rate: float) -> int | None:
+def _rate_prompts(a: Options, rate: float) -> int | None:
     if a.num_prompts is not None or a.run_time is not None:
         return a.num_prompts
     return int(min(STEP_MAX, max(STEP_MIN, round(rate * STEP_SECONDS))))
 
 
-def _closed(a: argparse.Namespace, users: int) -> dict[str, Any]:
+def _closed(a: Options, users: int) -> dict[str, Any]:
     return {"users": users, "request_rate": None, "max_concurrency": None,
             "num_prompts": a.num_prompts if (a.num_prompts or a.run_time) else max(STEP_MIN, 4 * users)}  # fmt: skip
 
 
-def _rate(a: argparse.Namespace, rate: float) -> dict[str, Any]:
+def _rate(a: Options, rate: float) -> dict[str, Any]:
     return {"users": None, "request_rate": rate, "num_prompts": _rate_prompts(a, rate)}
 
 
-def run_sweep(a: argparse.Namespace, run_one: Callable[[argparse.Namespace], int]) -> int:
+def run_sweep(a: Options, run_one: RunOne) -> int:
     """Run every step of a.sweep, write sweep.json and the combined report; returns the worst exit code."""
     plan = parse_sweep(a.sweep)
     if plan.kind == "concurrency" and a.request_rate is not None:
@@ -133,7 +134,7 @@ def run_sweep(a: argparse.Namespace, run_one: Callable[[argparse.Namespace], int
     return exit_codes.INTERRUPTED if interrupted else worst
 
 
-def _run_plan(a: argparse.Namespace, plan: SweepPlan, step: Callable[..., dict[str, Any]]) -> None:
+def _run_plan(a: Options, plan: SweepPlan, step: Callable[..., dict[str, Any]]) -> None:
     """The steps of `plan`, in order (auto: the rates come from the first two steps' results)."""
     with shared_host(a) as host:
         if plan.kind == "rates":
@@ -177,7 +178,7 @@ def summarize_step(name: str, kind: str, target: float | None, run_dir: str, cod
     return s
 
 
-def sweep_doc(plan: SweepPlan, steps: list[dict[str, Any]], a: argparse.Namespace) -> dict[str, Any]:
+def sweep_doc(plan: SweepPlan, steps: list[dict[str, Any]], a: Options) -> dict[str, Any]:
     """sweep.json: the plan, every step and (concurrency steps) the scaling efficiency against 1 user."""
     base = next((s["output_throughput"] for s in steps
                  if s["kind"] == "synchronous" or (s["kind"] == "concurrency" and s["target"] == 1)), None)  # fmt: skip

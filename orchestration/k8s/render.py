@@ -7,7 +7,7 @@ file the master and the workers read, so the same file drives a local `vllm-locu
 from __future__ import annotations
 
 import argparse
-import copy
+import dataclasses
 import math
 import os
 import shutil
@@ -22,6 +22,7 @@ import yaml
 from orchestration import config as C
 from orchestration.run_cmd import new_run_parser, validate
 from vllm_users import exit_codes
+from vllm_users.options import DEFAULTS, RUN, Options, table
 
 MANIFESTS = Path(__file__).with_name("manifests")
 # `run` options the cluster layout decides (master.yaml's flags) or that must not land in a ConfigMap: left out
@@ -49,15 +50,16 @@ def render_parser() -> argparse.ArgumentParser:
     return p
 
 
-def run_config(a: argparse.Namespace, defaults: dict[str, Any]) -> dict[str, Any]:
-    """The options that differ from `run`'s defaults, as config.yaml holds them (flag names with underscores)."""
+def run_config(o: Options) -> dict[str, Any]:
+    """The options that differ from `run`'s defaults, as config.yaml holds them (option names)."""
     out: dict[str, Any] = {}
-    for dest, value in vars(a).items():
-        if dest in CLUSTER_OWNED or dest in RENDER_ONLY or dest not in defaults or value == defaults[dest]:
+    for name, _spec, default in table(RUN):
+        value = getattr(o, name)
+        if name in CLUSTER_OWNED or value == default:
             continue
         if isinstance(value, float):
             value = "inf" if math.isinf(value) else (int(value) if value.is_integer() else value)
-        out[dest] = value
+        out[name] = list(value) if isinstance(value, tuple) else value
     return out
 
 
@@ -68,36 +70,36 @@ def _image(ref: str) -> tuple[str, str]:
     return name, tag
 
 
-def render(a: argparse.Namespace, defaults: dict[str, Any]) -> dict[str, str]:
-    """File name -> text of the kustomization for these options; UsageError when they cannot run in a cluster."""
+def render(given: Options, a: Options, r: argparse.Namespace) -> dict[str, str]:
+    """File name -> text of the kustomization for these options (`given`: what the user set, the preset by name;
+    `a`: the options the master will have) and render's own arguments `r`; UsageError when they cannot run in a
+    cluster."""
     if not a.host:
         raise C.UsageError("--host: the cluster needs the target server's URL, e.g. http://vllm.default:8000")
-    owned = [d for d in sorted(WIRING) if getattr(a, d) != defaults.get(d)]
+    owned = [d for d in sorted(WIRING) if getattr(a, d) != DEFAULTS[d]]
     if owned:
         raise C.UsageError(f"--{owned[0].replace('_', '-')}: the manifests set it (master.yaml); leave it out")
     workers = DEFAULT_WORKERS if a.workers is None else a.workers
     if workers < 1:
         raise C.UsageError(f"--workers {workers}: a cluster run needs at least one worker pod")
-    check = copy.deepcopy(a)
-    check.workers = workers
-    validate(check)  # the master would refuse these options in its pod: refuse them now
+    validate(dataclasses.replace(a, workers=workers))  # the master would refuse these options in its pod: refuse them now
     parts = urlsplit(a.host)
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    options = run_config(a, defaults)
+    options = run_config(given)
     files = {str(f.relative_to(MANIFESTS)): f.read_text() for f in sorted(MANIFESTS.rglob("*.yaml"))}
-    if not a.pvc:
+    if not r.pvc:
         files = {k: v for k, v in files.items() if not k.startswith("pvc/")}
     header = ("# vllm-locust run options, written by `vllm-locust k8s render`; the same file works locally:\n"
               "#   vllm-locust run --config config.yaml\n"
               "# The API key is not here: Secret vllm-locust-api-key (key api-key) -> env VLLM_LOCUST_API_KEY.\n")  # fmt: skip
     files["config.yaml"] = header + yaml.safe_dump(options, sort_keys=False, default_flow_style=None)
-    name, tag = _image(a.image)
+    name, tag = _image(r.image)
     kust: dict[str, Any] = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
-        "namespace": a.namespace,
+        "namespace": r.namespace,
         "resources": ["base"],
-        "components": ["workers"] + (["pvc"] if a.pvc else []),
+        "components": ["workers"] + (["pvc"] if r.pvc else []),
         "configMapGenerator": [
             {"name": "vllm-locust-config", "files": ["config.yaml"]},
             {"name": "vllm-locust-run", "literals": [f"workers={workers}", f"target-port={port}"]},
@@ -105,14 +107,14 @@ def render(a: argparse.Namespace, defaults: dict[str, Any]) -> dict[str, str]:
         "generatorOptions": {"disableNameSuffixHash": True},
         "images": [{"name": "vllm-locust", "newName": name, "newTag": tag}],
     }
-    if a.namespace != "vllm-locust":
-        kust["patches"] = [_rename_namespace(a.namespace)]
-    if a.pvc:
+    if r.namespace != "vllm-locust":
+        kust["patches"] = [_rename_namespace(r.namespace)]
+    if r.pvc:
         kust.setdefault("patches", []).append({
             "target": {"kind": "PersistentVolumeClaim", "name": "vllm-locust-results"},
-            "patch": f'[{{"op": "replace", "path": "/spec/resources/requests/storage", "value": "{a.pvc}"}}]',
+            "patch": f'[{{"op": "replace", "path": "/spec/resources/requests/storage", "value": "{r.pvc}"}}]',
         })  # fmt: skip
-    files["kustomization.yaml"] = (f"# kubectl apply -k {a.out}    ({workers} worker pods against {a.host})\n"
+    files["kustomization.yaml"] = (f"# kubectl apply -k {r.out}    ({workers} worker pods against {a.host})\n"
                                    + yaml.safe_dump(kust, sort_keys=False))  # fmt: skip
     return files
 
@@ -137,16 +139,15 @@ def main(argv: Sequence[str]) -> int:
     """Parse `run`'s options plus the cluster's, write the kustomization, say how to apply it."""
     argv = list(argv)
     p = render_parser()
-    defaults = {action.dest: action.default for action in p._actions}  # before --config/env change them
     try:
-        C.apply_defaults(p, argv)
-        a = p.parse_args(argv)
-        files = render(a, defaults)
+        by_layer, r = C.layers(p, argv, RUN)
+        given = C.merge({k: v for k, v in by_layer.items() if k != "preset"})  # the master applies the preset
+        files = render(given, C.merge(by_layer), r)
     except C.UsageError as e:
         print(f"vllm-locust k8s render: error: {e}", file=sys.stderr)
         return exit_codes.USAGE
-    write(a.out, files)
-    print(f"vllm-locust k8s render: wrote {a.out}/ ({len(files)} files). Next:\n"
-          f"  kubectl apply -k {a.out}\n"
-          f"  kubectl -n {a.namespace} logs -f job/vllm-locust-master    # ends with VLLM_LOCUST_RESULT {{json}}")  # fmt: skip
+    write(r.out, files)
+    print(f"vllm-locust k8s render: wrote {r.out}/ ({len(files)} files). Next:\n"
+          f"  kubectl apply -k {r.out}\n"
+          f"  kubectl -n {r.namespace} logs -f job/vllm-locust-master    # ends with VLLM_LOCUST_RESULT {{json}}")  # fmt: skip
     return 0

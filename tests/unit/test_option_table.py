@@ -92,7 +92,6 @@ def test_locust_parser_is_generated_from_the_table() -> None:
 def test_shared_options_have_the_same_default_in_both_parsers() -> None:
     o = C.parse_options(run_parser(), [], RUN, {})
     actions = locust_actions()
-    assert set(vars(o)) == {n for n, _, _ in table(RUN)}  # the run's namespace holds every run option
     shared = [(n, s, d) for n, s, d in table(LOCUST) if RUN in s.scopes]
     assert len(shared) > 30
     for name, spec, default in shared:
@@ -115,15 +114,14 @@ def test_env_names_and_config_keys_derive_from_the_table(scope: str, tmp_path: P
         by_env = C.parse_options(parser, [], scope, {env_name(name): text})
         cfg = tmp_path / f"{name}.json"
         cfg.write_text(json.dumps({name.replace("_", "-"): text}))
-        by_file = C.parse_options(parser, ["--config", str(cfg)], scope, {})
+        # a worker's --config is its master's options file (it takes the users from it, not its own options)
+        by_file = C.parse_options(parser, ["--config", str(cfg)], scope, {}) if scope == RUN else by_env
         if spec.parse is None:
             argv = [flag(name)]
         else:
             argv = [flag(name), *text.split()] if spec.many else [flag(name), text]
         by_cli = C.parse_options(parser, argv, scope, {})
-        got = [getattr(x, name) for x in (by_env, by_file, by_cli)]
-        got = [tuple(v) if isinstance(v, list) else v for v in got]  # a repeated option: argparse's list
-        assert got == [want] * 3, name
+        assert getattr(by_env, name) == getattr(by_file, name) == getattr(by_cli, name) == want, name
 
 
 def typed(name: str) -> Any:
@@ -187,14 +185,16 @@ def test_options_are_frozen() -> None:
     o = Options()
     with pytest.raises(dataclasses.FrozenInstanceError):
         o.input_len = 5  # type: ignore[misc]
-    ns = get_parser().parse_args(["--input-len", "64"])
-    o2 = from_namespace(ns)
+    o2 = from_namespace(get_parser().parse_args(["--input-len", "64"]))  # a Locust process's
     with pytest.raises(dataclasses.FrozenInstanceError):
         o2.seed = 3  # type: ignore[misc]
-    assert dataclasses.replace(o2, input_len=32).input_len == 32 and o2.input_len == 64
+    o3 = C.parse_options(run_parser(), ["--input-len", "64"], RUN, {})  # vllm-locust run's
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        o3.users = 3  # type: ignore[misc]
+    assert dataclasses.replace(o3, input_len=32).input_len == 32 and o3.input_len == 64
 
 
-def test_preset_fills_below_file_env_and_command_line(tmp_path: Path) -> None:
+def test_preset_is_a_layer_below_file_env_and_command_line(tmp_path: Path) -> None:
     """defaults < preset < config file < environment < command line."""
     p = run_parser()
     cfg = tmp_path / "c.yaml"
@@ -211,7 +211,9 @@ def test_preset_fills_below_file_env_and_command_line(tmp_path: Path) -> None:
     assert (o.input_len, o.output_len, o.preset) == (64, 2048, "short-long")
     o = C.parse_options(p, ["--preset", "latency"], RUN, {"VLLM_LOCUST_REQUEST_RATE": "5"})
     assert o.users is None and o.request_rate == 5  # the preset's users contradict the open loop asked for
-    with pytest.raises(C.UsageError, match="--preset from the environment: 'nope' is not one of"):
+    by_layer, _ = C.layers(p, ["--preset", "latency"], RUN, {"VLLM_LOCUST_REQUEST_RATE": "5"})
+    assert "users" not in by_layer["preset"] and by_layer["env"] == {"request_rate": 5.0}
+    with pytest.raises(C.UsageError, match="--preset 'nope'"):
         C.parse_options(p, [], RUN, {"VLLM_LOCUST_PRESET": "nope"})
 
 
@@ -230,9 +232,9 @@ def test_bad_env_and_config_values_name_the_option(tmp_path: Path) -> None:
     cfg.write_text("input-len: -5\n")
     with pytest.raises(C.UsageError, match=r"--input-len from config file .*c.yaml: '-5' is not a positive"):
         C.parse_options(p, ["--config", str(cfg)], RUN, {})
-    cfg.write_text("workers: 2\n")  # a run option is not a worker option
-    with pytest.raises(C.UsageError, match="unknown option 'workers'"):
-        C.parse_options(worker_parser(), ["--config", str(cfg)], WORKER, {})
+    cfg.write_text("workers: 2\nprocesses: 3\n")  # a worker's --config is its master's file: not its options
+    o = C.parse_options(worker_parser(), ["--config", str(cfg), "--master-host", "m"], WORKER, {})
+    assert (o.config, o.processes, o.master_port) == (str(cfg), 1, 5557)
 
 
 def test_docs_options_md_is_generated_from_the_table() -> None:

@@ -12,7 +12,7 @@ from orchestration import config as C
 from orchestration import presets
 from orchestration.capacity.sweep import parse_sweep, sweep_doc
 from orchestration.run_cmd import add_run_parser
-from vllm_users.options import Options
+from vllm_users.options import RUN, Options
 from vllm_users.scenarios.burst import BurstPlan, plan_from_options
 from vllm_users.scenarios.registry import SCENARIOS, locustfile_source, parse_mix
 from vllm_users.workload.arrivals import inter_arrivals
@@ -76,47 +76,40 @@ def test_registry_and_generated_locustfile() -> None:
     assert [k for k, v in ns.items() if is_shape_class(v)] == ["BurstShape"]
 
 
-def _parse(argv: list[str]) -> argparse.Namespace:
+def _parse(argv: list[str], environ: dict[str, str] | None = None) -> Options:
     parser = C.OneLineParser(prog="t")
-    sub = parser.add_subparsers(dest="command")
-    add_run_parser(sub)
-    return parser.parse_args(["run", *argv])
+    run_parser = add_run_parser(parser.add_subparsers(dest="command"))
+    return C.parse_options(run_parser, argv, RUN, environ or {})
 
 
 def test_preset_fills_only_what_was_not_given() -> None:
     argv = ["--preset", "latency", "--output-len", "128", "--input-len", "64"]
     a = _parse(argv)
-    filled = presets.apply_preset(a, argv)
     assert a.users == 1 and a.num_prompts == 32 and a.ignore_eos is True
     assert a.input_len == 64 and a.output_len == 128  # given (one even equal to the preset's value)
-    assert "input_len" not in filled and "output_len" not in filled
-    assert presets.apply_preset(a, argv) == []  # once
+    parser = C.OneLineParser(prog="t")
+    by_layer, _ = C.layers(add_run_parser(parser.add_subparsers()), argv, RUN, {})
+    assert "input_len" not in by_layer["preset"] and "output_len" not in by_layer["preset"]
 
 
 def test_throughput_preset_respects_closed_loop_choice() -> None:
-    argv = ["--preset", "throughput", "--users", "4"]
-    a = _parse(argv)
-    presets.apply_preset(a, argv)
+    a = _parse(["--preset", "throughput", "--users", "4"])
     assert a.users == 4 and a.request_rate is None and a.max_concurrency is None and a.num_prompts == 512
     a = _parse(["--preset", "throughput"])
-    presets.apply_preset(a, ["--preset", "throughput"])
-    assert math.isinf(a.request_rate) and a.max_concurrency == 64
+    assert a.request_rate is not None and math.isinf(a.request_rate) and a.max_concurrency == 64
+    a = _parse(["--preset", "throughput"], {"VLLM_LOCUST_USERS": "4"})  # a choice from the environment counts too
+    assert a.users == 4 and a.request_rate is None
 
 
 def test_prefix_caching_and_moe_presets() -> None:
     a = _parse(["--preset", "prefix-caching"])
-    presets.apply_preset(a, ["--preset", "prefix-caching"])
     assert a.scenario == "multi-turn" and a.prefix_len == 512 and a.sim_args == presets.SIM_DETAILS
-    argv = ["--preset", "prefix-caching", "--host", "http://127.0.0.1:1"]
-    a = _parse(argv)
-    presets.apply_preset(a, argv)
+    a = _parse(["--preset", "prefix-caching", "--host", "http://127.0.0.1:1"])
     assert a.sim_args == ""  # a real server gets no simulator flags
     a = _parse(["--preset", "moe"])
-    presets.apply_preset(a, ["--preset", "moe"])
     assert parse_sweep("concurrency:" + a.concurrency_sweep).values == (1, 2, 4, 8, 16, 32, 64)
     for name in ("short-long", "long-short"):
         a = _parse(["--preset", name])
-        presets.apply_preset(a, ["--preset", name])
         assert (a.input_len, a.output_len) == ((64, 2048) if name == "short-long" else (4096, 128))
 
 
@@ -138,11 +131,7 @@ def test_sweep_math() -> None:
 
 
 def test_preset_scenario_is_not_added_to_a_locustfile() -> None:
-    argv = ["--preset", "prefix-caching", "-f", "mine.py"]
-    a = _parse(argv)
-    presets.apply_preset(a, argv)
+    a = _parse(["--preset", "prefix-caching", "-f", "mine.py"])
     assert not a.scenario and a.prefix_len == 512  # the file's users, with the preset's other defaults
-    argv = ["--preset", "prefix-caching"]
-    a = _parse(argv)
-    presets.apply_preset(a, argv)
+    a = _parse(["--preset", "prefix-caching"])
     assert a.scenario == "multi-turn"
