@@ -323,10 +323,9 @@ def from_namespace(ns: Any) -> Options:
     return Options(**values)
 
 
-def locust_argv(o: Any, **set_by_run: Any) -> list[str]:
+def locust_argv(o: Options, **set_by_run: Any) -> list[str]:
     """Our options as a Locust command line: every option the run shares with Locust that is not at its default,
-    and the Locust-only ones `vllm-locust run` sets (`set_by_run`: results_dir, model, extra_headers; they win).
-    `o` is the run's options (any object with the table's names as attributes)."""
+    and the Locust-only ones `vllm-locust run` sets (`set_by_run`: results_dir, model, extra_headers; they win)."""
     out: list[str] = []
     for name, spec, default in table(LOCUST):
         if RUN not in spec.scopes and name not in set_by_run:
