@@ -34,7 +34,7 @@ ENV_SWITCHES = {
     "VLLM_LOCUST_WEB_PASSWORD": "--web-login: the one user's password (user name from VLLM_LOCUST_WEB_USER, "
     "default admin); never written",
     "VLLM_LOCUST_GC_FREEZE": "1: gc.freeze() on each worker after spawning (default off; docs/metrics.md)",
-    "VLLM_LOCUST_GC_GEN0": "N: gc.set_threshold(N) on each worker (default: Python's)",
+    "VLLM_LOCUST_GC_GEN0": "N: the young-generation GC threshold of each worker (default 5000; 0: Python's 700)",
     "VLLM_LOCUST_MASTER_TIMEOUT": "seconds a worker waits for a silent master before saving its records and exiting",
     "VLLM_LOCUST_WORKER_DIR": "where a worker keeps its local records (set by `vllm-locust worker`)",
     "VLLM_LOCUST_REACTOR": "0: each stream's greenlet reads its own socket (default 1: one epoll reactor per worker)",

@@ -182,7 +182,7 @@ def _interrupt(_signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _sweep_points(own: argparse.Namespace, a: argparse.Namespace, run_one: Callable[[argparse.Namespace], int],
+def _sweep_points(own: argparse.Namespace, a: Options, run_one: RunOne,
                   base: str, points: list[list[tuple[Param, str]]], steps: list[dict[str, Any]]) -> int:  # fmt: skip
     """Run every point (appending its row to `steps`); the worst exit code."""
     worst = 0
