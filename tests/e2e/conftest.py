@@ -2,7 +2,7 @@
 
 Every test under tests/e2e is marked ``e2e``. ``VLLM_LOCUST_SKIP_E2E=1`` skips them all.
 The first run builds ~/.cache/vllm-locust (or $VLLM_LOCUST_CACHE): ~4 min, ~3.4 GB; later runs reuse it.
-The session-scoped server fixtures start one server each (~2 min on 2 cores) and stop it at the end; the
+The package-scoped server fixtures start one server each (~2 min on 2 cores) and stop it when the tier ends; the
 first one to start measures vLLM's speed (tests/e2e/speed.py), which scales every time limit of the tier.
 
 Where the tier cannot run (not x86-64, no Python 3.11-3.14 for vLLM, setup_vllm.sh failed; scripts/test.sh
@@ -127,13 +127,15 @@ def _started(vllm_env: VllmEnv, log_dir: Path, extra_args: tuple[str, ...] = ())
     return server
 
 
-@pytest.fixture(scope="session")
+# package scope: the servers stop when the e2e tier ends. Session-scoped, they outlived it: an idle vLLM for CPU
+# still takes 40-80 % of its core, which slowed every later tier (a --find-max-rate accuracy test failed so)
+@pytest.fixture(scope="package")
 def vllm_server(vllm_env: VllmEnv, bench_platform: PlatformProbe, tmp_path_factory: pytest.TempPathFactory):
     with _started(vllm_env, tmp_path_factory.mktemp("vllm-logs")) as server:
         yield server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def vllm_server_details(
     vllm_env: VllmEnv, bench_platform: PlatformProbe, tmp_path_factory: pytest.TempPathFactory
 ):
