@@ -17,6 +17,20 @@ import pytest
 from tests.integration.core.helpers import free_port
 
 
+def _wait_for_workers(base: str, n: int) -> float:
+    """Wait until the UI at `base` has `n` workers connected; the deadline it used (now + 60 s)."""
+    deadline = time.time() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(base + "/worker-count", timeout=5) as resp:
+                if json.load(resp)["worker_count"] >= n:
+                    return deadline
+        except (urllib.error.URLError, OSError, ValueError):
+            pass
+        assert time.time() < deadline, f"the UI never came up with {n} worker(s)"
+        time.sleep(0.5)
+
+
 @pytest.mark.timeout(150)
 def test_run_time_applies_from_the_first_swarm(tmp_path) -> None:  # type: ignore[no-untyped-def]
     port = free_port()
@@ -28,16 +42,7 @@ def test_run_time_applies_from_the_first_swarm(tmp_path) -> None:  # type: ignor
     base = f"http://127.0.0.1:{port}"
     result = os.path.join(str(tmp_path), "r", "result.json")
     try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/worker-count", timeout=5) as resp:
-                    if json.load(resp)["worker_count"] >= 1:
-                        break
-            except (urllib.error.URLError, OSError, ValueError):
-                pass
-            assert time.time() < deadline, "the UI never came up with its worker"
-            time.sleep(0.5)
+        _wait_for_workers(base, 1)
         time.sleep(3)  # idle time before the swarm does not count
         assert not os.path.exists(result)
         form = urllib.parse.urlencode({"user_count": 2, "spawn_rate": 2}).encode()
@@ -67,16 +72,7 @@ def test_stopped_state_comes_with_the_final_table(tmp_path) -> None:  # type: ig
     p = subprocess.Popen(cmd, stdout=open(out, "w"), stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/worker-count", timeout=5) as resp:
-                    if json.load(resp)["worker_count"] >= 2:
-                        break
-            except (urllib.error.URLError, OSError, ValueError):
-                pass
-            assert time.time() < deadline, "the UI never came up with its workers"
-            time.sleep(0.5)
+        deadline = _wait_for_workers(base, 2)
         form = urllib.parse.urlencode({"user_count": 8, "spawn_rate": 8}).encode()
         urllib.request.urlopen(base + "/swarm", data=form, timeout=10).read()
         first_stopped = None
