@@ -27,8 +27,16 @@ pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="chromium not installe
               pytest.mark.timeout(300)]  # fmt: skip
 SECRET = "sk-web-ui-test-5e3c9a"
 TAB = "Array.from(document.querySelectorAll('[role=tab]')).find(t => t.textContent.trim() === 'LLM')"
-HEADER_RPS = ("(() => { const l = Array.from(document.querySelectorAll('header *')).find(e => e.childElementCount === 0"
-              " && e.textContent.trim() === 'RPS'); return l ? l.parentElement.textContent.replace('RPS', '') : null })()")
+
+
+def header(label: str) -> str:
+    """JS: the text of the Locust header's cell labelled `label` (RPS, Status, ...), null until it shows."""
+    return ("(() => { const l = Array.from(document.querySelectorAll('header *')).find(e => e.childElementCount === 0"
+            f" && e.textContent.trim() === '{label}'); return l ? l.parentElement.textContent.replace('{label}', '')"
+            " : null })()")
+
+
+HEADER_RPS = header("RPS")
 TABLE = ("Array.from(document.querySelectorAll('#root table')).filter(t => t.innerText.includes('TTFT p50'))"
          ".map(t => ({head: Array.from(t.querySelectorAll('th')).map(x => x.innerText.replace(/\\s+/g, ' ').trim()),"
          " rows: Array.from(t.querySelectorAll('tbody tr')).map(r => Array.from(r.cells).map(c => c.innerText))}))[0]")
@@ -121,6 +129,8 @@ def test_llm_tab_tells_the_truth_in_chromium(tmp_path) -> None:  # type: ignore[
                 b.wait_for("document.querySelector('#llm-panel [data-llm=status]').innerText.startsWith('finished')",
                            timeout=120)  # fmt: skip
                 time.sleep(2.5)  # one more poll of the tab and of Locust's table after the final snapshot
+                # the master said "running" until the final snapshot was in; then Locust's header must flip
+                b.wait_for(f"({header('Status')} || '').trim().toUpperCase() === 'STOPPED'", timeout=15)
                 shot = b.screenshot(str(tmp_path / "llm_tab.png"))
                 _keep(shot, "web_ui_llm_tab.png")
                 table = b.js(TABLE)
