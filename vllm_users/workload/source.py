@@ -22,7 +22,9 @@ class TokenizerError(RuntimeError):
 class PromptSource(Protocol):
     """Anything that gives the prompt of global request `index`."""
 
-    def get(self, index: int) -> Prompt: ...
+    def get(self, index: int) -> Prompt:
+        """The prompt of global request `index` (the same index gives the same prompt on every worker)."""
+        ...
 
 
 def load_tokenizer(path: str) -> Callable[[str], int]:
