@@ -33,12 +33,12 @@ from common import (
     pctl,
     print_table,
     run_ours,
-    run_reference,
     sim_stats,
     start_sim,
     timing_errors,
     write_json,
 )
+from reference_client import run_reference
 
 LEVELS = (16, 64, 256)
 SEARCH = (32, 128, 512, 1024)  # extra levels for where client_bound starts (one run each)
