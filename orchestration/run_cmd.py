@@ -19,13 +19,15 @@ from typing import Any
 from orchestration import config as C
 from orchestration import presets
 from orchestration.capacity.flags import validate as capacity_validate
-from orchestration.capacity.run_hooks import add_result_fields, multi_run, start_profile, stop_profile
+from orchestration.capacity.run_hooks import multi_run
 from orchestration.preflight import PreflightError, check_server
 from orchestration.summary import format_summary
 from vllm_sim.launch import die_with_parent
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
-from vllm_users.options import API_KEY_ENV, RUN, SPECS, Options, flag, locust_argv
+from vllm_users.distributed.server_profile import STOP_TIMEOUT_S as PROFILE_STOP_TIMEOUT_S
+from vllm_users.measure.run_result import load_result, result_path
+from vllm_users.options import RUN, SPECS, Options, env_api_key, flag, locust_argv
 from vllm_users.scenarios.registry import is_class_ref, locustfile_source, mix_label, parse_mix
 
 DEFAULT_NUM_PROMPTS = 200  # when neither --num-prompts nor --run-time is given
@@ -114,8 +116,9 @@ def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
     return a, mix, files
 
 
-def locust_args(a: Options, host: str, model: str, run_dir: str, locustfile: str, port: int) -> list[str]:
-    """Master command line."""
+def locust_args(a: Options, host: str, model: str, run_dir: str, locustfile: str, port: int,
+                embedded_sim: bool = False) -> list[str]:  # fmt: skip
+    """Master command line (`embedded_sim`: the host is our simulator; the result cross-checks its count)."""
     open_loop = a.request_rate is not None
     if open_loop:
         users = a.max_concurrency or DEFAULT_OPEN_LOOP_SLOTS
@@ -138,7 +141,7 @@ def locust_args(a: Options, host: str, model: str, run_dir: str, locustfile: str
         args += ["--headless"]
     if a.run_time:
         args += ["--run-time", f"{int(math.ceil(a.run_time))}s"]
-    set_by_run: dict[str, Any] = {"results_dir": run_dir, "model": model}
+    set_by_run: dict[str, Any] = {"results_dir": run_dir, "model": model, "vllm_embedded_sim": embedded_sim}
     if not open_loop:
         set_by_run["max_concurrency"] = None  # closed loop: it only chose the users
     if a.header:
@@ -154,10 +157,10 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
     if code is not None:
         return code
     a, mix, files = validate(a)
-    api_key = a.api_key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
+    api_key = a.api_key or env_api_key()
     names = mix_label(mix, files)
     run_dir = os.path.join(a.output_dir, a.run_name or f"{time.strftime('%Y%m%d-%H%M%S')}-{names}")
-    if os.path.exists(os.path.join(run_dir, "result.json")):
+    if os.path.exists(result_path(run_dir)):
         raise C.UsageError(f"run directory {run_dir} already holds a result; choose another --run-name")
     os.makedirs(run_dir, exist_ok=True)
     sim = None
@@ -198,7 +201,7 @@ def _launch(a: Options, host: str, model: str, run_dir: str, locustfile: str,
     port = a.master_port or _free_port()
     env = C.child_env(api_key)
     py = [sys.executable, "-m", "locust"]
-    margs = locust_args(a, host, model, run_dir, locustfile, port)
+    margs = locust_args(a, host, model, run_dir, locustfile, port, embedded_sim=sim is not None)
     with open(os.path.join(run_dir, "command.json"), "w") as fh:
         json.dump({"argv": _redact(sys.argv[1:]), "locust_master": _redact(margs)}, fh, indent=1)
     sampler = None
@@ -208,7 +211,6 @@ def _launch(a: Options, host: str, model: str, run_dir: str, locustfile: str,
         sampler = ServerMetricsSampler(a.server_metrics or host.rstrip("/") + "/metrics",
                                        os.path.join(run_dir, SERVER_METRICS_FILE))  # fmt: skip
         sampler.start()
-    profile = start_profile(a, host, api_key)  # --profile: around the load; the master sends within seconds
     master_log = open(os.path.join(run_dir, "master.out"), "w")
     # own session (Ctrl-C is forwarded, so results get written), but SIGTERM when we die, however we die;
     # workers follow a silent master by themselves (VLLM_LOCUST_MASTER_TIMEOUT)
@@ -232,7 +234,7 @@ def _launch(a: Options, host: str, model: str, run_dir: str, locustfile: str,
         def finished_in_ui() -> None:  # the test stopped in the UI: results, summary and report now
             nonlocal finished
             finished = True
-            _finish(a, run_dir, None, False, sim)
+            _finish(a, run_dir, None, False)
             _say(a, "the web UI stays up to look at the results; Ctrl-C to end")
 
         interrupted = _wait(a, master, run_dir, watch, finished_in_ui)
@@ -246,20 +248,16 @@ def _launch(a: Options, host: str, model: str, run_dir: str, locustfile: str,
     if sampler is not None:
         sampler.stop()
         _say(a, sampler.status())
-    said = stop_profile(profile, run_dir)
-    if said:
-        _say(a, said)
     if finished:  # already summarised and reported when the test stopped in the UI
         return _exit_code(run_dir, master.returncode)
-    return _finish(a, run_dir, master.returncode, interrupted, sim)
+    return _finish(a, run_dir, master.returncode, interrupted)
 
 
 def _exit_code(run_dir: str, master_rc: int | None) -> int:
-    try:
-        with open(os.path.join(run_dir, "result.json")) as fh:
-            return int(json.load(fh).get("exit_code", master_rc or 0))
-    except (OSError, ValueError):
+    res = load_result(run_dir)
+    if res is None:
         return exit_codes.ABORTED
+    return res.exit_code if res.exit_code is not None else master_rc or 0
 
 
 def _redact(argv: list[str]) -> list[str]:
@@ -298,7 +296,7 @@ def _wait(a: Options, master: subprocess.Popen, run_dir: str, watch: Any,
     try:
         while master.poll() is None:
             time.sleep(0.5)
-            if on_result is not None and not interrupted and os.path.exists(os.path.join(run_dir, "result.json")):
+            if on_result is not None and not interrupted and os.path.exists(result_path(run_dir)):
                 on_result()
                 on_result = None
             if watch is not None and not stopped_early:
@@ -312,8 +310,8 @@ def _wait(a: Options, master: subprocess.Popen, run_dir: str, watch: Any,
             if line and line != last and not a.quiet:
                 print(line, flush=True)
                 last = line
-        if interrupted:
-            master.wait(timeout=a.stop_timeout + 60)
+        if interrupted:  # the master drains, stops --profile's profiler (traces take minutes on CPU), writes
+            master.wait(timeout=a.stop_timeout + 60 + (PROFILE_STOP_TIMEOUT_S if a.profile else 0))
     finally:
         for s, h in old.items():
             signal.signal(s, h)
@@ -338,53 +336,30 @@ def _progress_line(run_dir: str) -> str:
             f"{p['output_tok_per_s']:.0f} tok/s  {lat}{lost}")  # fmt: skip
 
 
-def _finish(a: Options, run_dir: str, master_rc: int | None, interrupted: bool, sim: Any) -> int:
-    path = os.path.join(run_dir, "result.json")
-    if not os.path.exists(path):
+def _finish(a: Options, run_dir: str, master_rc: int | None, interrupted: bool) -> int:
+    """Summary, --output-file, report and --print-result of the result the master wrote (it is read, never
+    rewritten: the master built it once, vllm_users.distributed.run_end)."""
+    res = load_result(run_dir)
+    if res is None:
         print(f"vllm-locust: error: the master exited ({master_rc}) without writing results; see {run_dir}/master.log",
               file=sys.stderr)  # fmt: skip
         return exit_codes.ABORTED
-    with open(path) as fh:
-        res = json.load(fh)
-    if sim is not None:
-        served = _sim_served(sim.url)
-        if served is not None:
-            recorded = res.get("completed", 0) + res.get("failed", 0) + res.get("interrupted", 0)
-            res["server_served"] = served
-            try:
-                with open(os.path.join(run_dir, "preflight.json")) as fh:
-                    preflight = len(json.load(fh)["stream_attempts"])
-            except (OSError, ValueError, KeyError):
-                preflight = 1
-            res["missing_vs_server"] = max(0, served - recorded - preflight)  # preflight requests are not load
-            atomic_json(path, res)
-    if add_result_fields(a, run_dir, res):  # --profile, --gpu-hour-price
-        atomic_json(path, res)
-    print(format_summary(res, run_dir), flush=True)
+    doc = res.to_json()
+    if res.profile is not None:
+        info = res.profile
+        _say(a, "server profile: " + ("traces written by the server" if info.get("profiled") else str(info.get("error", "?"))))
+    print(format_summary(doc, run_dir), flush=True)
     if a.output_file:
         os.makedirs(os.path.dirname(os.path.abspath(a.output_file)), exist_ok=True)
-        shutil.copyfile(path, a.output_file)
+        shutil.copyfile(result_path(run_dir), a.output_file)
     if not a.no_report:
         _report(run_dir)
-    code = int(res.get("exit_code", master_rc or 0))
+    code = res.exit_code if res.exit_code is not None else master_rc or 0
     if a.print_result:
-        print(RESULT_LINE_PREFIX + json.dumps(res, separators=(",", ":")), flush=True)
+        print(RESULT_LINE_PREFIX + json.dumps(doc, separators=(",", ":")), flush=True)
     if interrupted:
         return exit_codes.INTERRUPTED
     return code
-
-
-def _sim_served(url: str) -> int | None:
-    """Requests the embedded simulator answered (its /sim/stats), to check that none went unrecorded."""
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(url + "/sim/stats", timeout=5) as resp:
-            stats = json.load(resp)
-    except (OSError, ValueError):
-        return None
-    served = stats.get("generate_requests")  # completion requests received, not /v1/models or /metrics hits
-    return int(served) if isinstance(served, int) else None
 
 
 def _report(run_dir: str) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +43,13 @@ ENV_SWITCHES = {
     "VLLM_LOCUST_RESOLVED_MODEL": "the model id the result names when --model is empty",
     "VLLM_LOCUST_API_KEY / OPENAI_API_KEY": "the API key (never an option: Locust would show and ship it)",
 }
+
+
+
+def env_api_key() -> str | None:
+    """The API key from the environment (API_KEY_ENV, first set wins), or None."""
+    return next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
+
 
 LOCUST, RUN, WORKER = "locust", "run", "worker"
 BOTH = (LOCUST, RUN)
@@ -170,11 +178,12 @@ class Options:
     search_steps: int = opt(8, T.pos_int, "--find-max-rate: most steps, the probe included", RUN)
     search_tolerance: float = opt(0.025, T.pos_float, "--find-max-rate: stop when the passing and failing rates "
                                   "are this close (relative)", RUN)  # fmt: skip
+    # the master puts these into the result it writes: they travel to it (LOCUST), hidden from Locust's web UI
     gpu_hour_price: float | None = opt(None, T.pos_float, "Price of one GPU-hour: adds $ per million output tokens "
-                                       "and $ per request", RUN, metavar="USD")  # fmt: skip
-    gpus: int = opt(1, T.pos_int, "GPUs the deployment uses (with --gpu-hour-price)", RUN)
+                                       "and $ per request", *BOTH, metavar="USD", web_ui=False)  # fmt: skip
+    gpus: int = opt(1, T.pos_int, "GPUs the deployment uses (with --gpu-hour-price)", *BOTH, web_ui=False)
     profile: bool = opt(False, None, "POST the server's /start_profile and /stop_profile around the load (vLLM "
-                        "with --profiler-config)", RUN)  # fmt: skip
+                        "with --profiler-config)", *BOTH, locust_name="vllm_profile", web_ui=False)  # fmt: skip
     repeats: int = opt(1, T.pos_int, "Run N times (one directory each): every metric's mean and 95 % CI; compare "
                        "with `report A B`", RUN, metavar="N")  # fmt: skip
     # ----- processes -----
@@ -207,6 +216,8 @@ class Options:
     extra_headers: str = opt("", T.text, "JSON object of extra request headers", LOCUST, web_ui=False, secret=True)
     vllm_worker_count: int = opt(0, T.nonneg_int, "(set by the master)", LOCUST, web_ui=False)
     vllm_t0: float = opt(0.0, T.nonneg_float, "(set by the master)", LOCUST, web_ui=False)
+    vllm_embedded_sim: bool = opt(False, None, "(set by `vllm-locust run`) the host is its embedded simulator: "
+                                  "the result cross-checks the requests it served", LOCUST, web_ui=False)  # fmt: skip
 
     @property
     def open_loop(self) -> bool:

@@ -19,6 +19,7 @@ from orchestration.report.compare import _value, metric_names
 from orchestration.report.postprocess import REPEATS_FILE, RunData, load_run
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
+from vllm_users.measure.run_result import load_result
 from vllm_users.options import Options
 
 # Printed after the repeats (every metric is in repeats.json and the report).
@@ -65,10 +66,10 @@ def run_repeats(a: Options, run_one: RunOne) -> int:
                 break  # Ctrl-C: no further repeat; the ones that ran are aggregated
     results = []
     for d in names:
-        try:
-            with open(os.path.join(base, d, "result.json")) as fh:
-                results.append(json.load(fh))
-        except (OSError, ValueError):
+        res = load_result(os.path.join(base, d))
+        if res is not None:
+            results.append(res.to_json())
+        else:
             print(f"vllm-locust: warning: {d} wrote no result; left out of the repeats", flush=True)
     doc = {"repeats": n, "runs": names, "confidence": 0.95, "metrics": aggregate(results) if results else {}}
     atomic_json(os.path.join(base, REPEATS_FILE), doc)

@@ -27,12 +27,13 @@ from typing import Any
 import numpy as np
 
 from orchestration import config as C
-from orchestration.capacity.cost import add_step_costs, cost_at, format_cost
+from orchestration.capacity.cost import add_step_costs, format_cost
 from orchestration.capacity.run_hooks import RunOne
 from orchestration.capacity.steps import parent_dir, shared_host, step_args
 from orchestration.capacity.sweep import SWEEP_FILE, format_sweep, summarize_step
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
+from vllm_users.measure.cost import cost_at
 from vllm_users.measure.metrics import Slo
 from vllm_users.options import Options
 

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from orchestration import config as C
+from vllm_users.measure.run_result import load_result
 from vllm_users.options import Options
 
 # Settings that a step takes over from the parent and must not inherit (the parent's own job).
@@ -58,7 +59,7 @@ def read_step(run_dir: str) -> dict[str, Any]:
             res: dict[str, Any] = {k: m["mean"] for k, m in doc["metrics"].items()}
             res["repeats"] = doc
             return res
-        with open(os.path.join(run_dir, "result.json")) as fh:
-            return dict(json.load(fh))
     except (OSError, ValueError, KeyError):
         return {}
+    written = load_result(run_dir)
+    return written.to_json() if written is not None else {}

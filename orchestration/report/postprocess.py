@@ -22,7 +22,8 @@ from vllm_users.atomic import atomic_json
 from vllm_users.measure.columns import load_columns
 from vllm_users.measure.metrics import Slo, ok_rows, plot_arrays, rows
 from vllm_users.measure.metrics_summary import timeseries
-from vllm_users.measure.results import COLS_FILE, META_FILE, RECORDS_FILE, RESULT_FILE, build_result
+from vllm_users.measure.results import COLS_FILE, META_FILE, RECORDS_FILE, build_result
+from vllm_users.measure.run_result import RESULT_FILE
 
 REPEATS_FILE = "repeats.json"  # a --repeats directory reports as one run (orchestration.capacity.repeats)
 # Keys that the master or `vllm-locust run` add beside build_result's output; kept when recomputing.

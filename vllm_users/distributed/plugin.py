@@ -24,18 +24,17 @@ from vllm_users.atomic import atomic_json
 from vllm_users.distributed import web_ui
 from vllm_users.distributed.live import LiveView
 from vllm_users.distributed.master_side import Collector
+from vllm_users.distributed.run_end import final_result, start_profile, stop_profile
+from vllm_users.distributed.server_profile import ServerProfile
 from vllm_users.distributed.worker_side import WorkerContext
-from vllm_users.measure.health import summarize, tune_gc_after_start
-from vllm_users.measure.results import META_FILE, write_result
+from vllm_users.measure.health import tune_gc_after_start
+from vllm_users.measure.results import META_FILE
+from vllm_users.measure.run_result import RunResult, save_result
 from vllm_users.options import Options, add_locust_options, from_namespace
 
 log = logging.getLogger("vllm_locust")
 
 EXIT_OK = exit_codes.OK
-EXIT_FAILURES = exit_codes.FAILURES
-EXIT_SCHEDULE = exit_codes.SCHEDULE
-EXIT_CLIENT_BOUND = exit_codes.CLIENT_BOUND
-EXIT_DATA_LOSS = exit_codes.DATA_LOSS
 
 
 def _context_or_none(env: Environment) -> WorkerContext | None:
@@ -203,6 +202,7 @@ class _MasterPlugin:
         self.next_index = 0
         self.granted: dict[str, int] = {}
         self.live: LiveView | None = None
+        self.profile: ServerProfile | None = None
         self.timeline: list[dict[str, Any]] = []  # starts, user and rate changes, stop (result.json "timeline")
         self.segments: list[list[float]] = []  # open loop: [offset s, rate] of the global schedule
         self.headless = bool(env.parsed_options is None or env.parsed_options.headless)
@@ -222,6 +222,7 @@ class _MasterPlugin:
             if o.request_rate is not None:
                 self.segments = [[0.0, float(o.request_rate)]]
             self.mark("start", users=locust_option(self.env, "num_users"), request_rate=self.live.target_rate)
+            self.profile = start_profile(o, self.env.host)  # --profile: around the load
             gevent.spawn(self._watch)
             log.info("vllm-locust: writing records to %s", self.results_dir)
             run_time = locust_option(self.env, "run_time")
@@ -402,35 +403,23 @@ class _MasterPlugin:
         if self.env.process_exit_code is None or self.env.process_exit_code == 0:
             self.env.process_exit_code = self.exit_code
 
-    def write(self) -> dict[str, Any] | None:
-        """Write histograms, health and result.json into the run directory (once)."""
+    def write(self) -> RunResult | None:
+        """Stop the server's profiler, then write histograms, health and the one result.json (once)."""
         if self.written or self.collector is None:
             return None
         self.written = True
         c = self.collector
         c.close()
         c.write_side_files()
+        profile = stop_profile(self.profile, self.results_dir)  # the load has ended: before the result is built
         o = options(self.env)
         meta = run_meta(o, self.env, self.t_start)
         meta["prompt_calibration"] = c.calibration
         atomic_json(os.path.join(self.results_dir, META_FILE), meta)
-        health = summarize(c.health)
-        loss = c.loss_report()
-        extra = {"client_health": health, "data_loss": loss, "client_bound": health["client_bound"], "timeline": self.timeline}
-        res = write_result(self.results_dir, meta, extra)
-        code = self.exit_code
-        if res.get("failed"):
-            code = max(code, EXIT_FAILURES)
-        if res.get("arrivals", {}).get("dropped"):
-            code = max(code, EXIT_SCHEDULE)
-        if health["client_bound"] and o.fail_on_client_bound:
-            code = max(code, EXIT_CLIENT_BOUND)
-        if not loss["complete"]:
-            code = max(code, EXIT_DATA_LOSS)
-            if c.workers and all(w.lost_at is not None for w in c.workers.values()):
-                code = max(code, exit_codes.ABORTED)  # nobody finished: partial results only
-        self.exit_code = code
-        res["exit_code"] = code
+        res = final_result(self.results_dir, meta, o, c, timeline=self.timeline, base_code=self.exit_code,
+                           host=self.env.host, profile=profile)  # fmt: skip
+        save_result(self.results_dir, res)
+        self.exit_code = code = res.exit_code or EXIT_OK
         atomic_json(os.path.join(self.results_dir, "exit_code.json"), {"exit_code": code})
         log.info("vllm-locust: results in %s (exit code %d)", self.results_dir, code)
         return res

@@ -5,31 +5,33 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Sequence
 from typing import Any
 
-from vllm_users.atomic import atomic_json
 from vllm_users.measure.columns import COLS_FILE, Records, load_columns
 from vllm_users.measure.metrics import PercentileChoice, Slo
 from vllm_users.measure.metrics_summary import build_metrics
 from vllm_users.measure.record import read_records
+from vllm_users.measure.run_result import RAMP_FIELDS, RunResult, save_result
 from vllm_users.measure.windows import parse_optional
 
-RESULT_FILE = "result.json"
 META_FILE = "run_meta.json"
 RECORDS_FILE = "records.jsonl"
 
 
-def build_result(
+def build_run_result(
     records: Records,
     meta: dict[str, Any],
     *,
     slo: Slo | None = None,
     percentiles: PercentileChoice | None = None,
-) -> dict[str, Any]:
-    """The full result: header fields, overall metrics, per-scenario metrics, run health.
+    warnings: Sequence[str] = (),
+) -> RunResult:
+    """The typed result of `records`: header fields, overall metrics, per-scenario metrics, input-length check.
 
     `records`: the run's columns (vllm_users.measure.columns) or a list of RequestRecords; `percentiles`:
-    which pN fields (default: the run's --percentile-metrics/--metric-percentiles from `meta`).
+    which pN fields (default: the run's --percentile-metrics/--metric-percentiles from `meta`); `warnings`:
+    the record reader's, after the result's own.
     """
     pc = percentiles or PercentileChoice.from_meta(meta)
     overall, scenarios, turns, n_sent = build_metrics(
@@ -37,7 +39,8 @@ def build_result(
         warmup=parse_optional(meta.get("warmup")), cooldown=parse_optional(meta.get("cooldown")),
     )  # fmt: skip
     rate = meta.get("request_rate") or 0.0
-    res: dict[str, Any] = {
+    ramp = meta.get("ramp_up_strategy")
+    header: dict[str, Any] = {
         "date": meta.get("date") or time.strftime("%Y%m%d-%H%M%S"),
         "backend": meta.get("backend", "openai-chat" if meta.get("endpoint", "chat") == "chat" else "openai"),
         "model_id": meta.get("model_id"),
@@ -47,23 +50,35 @@ def build_result(
         "burstiness": _inf_as_text(meta.get("burstiness", 1.0)),
         "max_concurrency": meta.get("max_concurrency") or None,
     }
-    if meta.get("ramp_up_strategy"):  # vllm bench serve's fields for a ramp
-        for k in ("ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps"):
-            res[k] = meta.get(k)
-    res.update(overall)
+    if ramp:  # vllm bench serve's fields for a ramp
+        header.update({k: meta.get(k) for k in RAMP_FIELDS})
     check = input_len_check(scenarios, meta)
-    if check is not None:
-        res["input_len_check"] = check
-        if not check["ok"]:
-            res.setdefault("warnings", []).append(check["message"])
+    said: list[str] = []
+    if check is not None and not check["ok"]:
+        said.append(check["message"])
     if (overall.get("windows") or {}).get("warning"):
-        res.setdefault("warnings", []).append(overall["windows"]["warning"])
-    res["per_scenario"] = scenarios
-    if turns:
-        res["ttft_by_turn"] = turns
-    res["tool"] = "vllm-locust"
-    res["meta"] = {k: v for k, v in meta.items() if k not in res}
-    return res
+        said.append(overall["windows"]["warning"])
+    named = {*header, "input_len_check", "warnings", "per_scenario", "ttft_by_turn", "tool"}
+    return RunResult(
+        **header,
+        metrics=overall,
+        input_len_check=check,
+        warnings=(*said, *warnings),
+        per_scenario=scenarios,
+        ttft_by_turn=turns or None,
+        meta={k: v for k, v in meta.items() if k not in named and k not in overall},
+    )
+
+
+def build_result(
+    records: Records,
+    meta: dict[str, Any],
+    *,
+    slo: Slo | None = None,
+    percentiles: PercentileChoice | None = None,
+) -> dict[str, Any]:
+    """build_run_result as result.json's object (the report recomputes a run's result with it)."""
+    return build_run_result(records, meta, slo=slo, percentiles=percentiles).to_json()
 
 
 INPUT_LEN_TOLERANCE = 0.10  # actual mean prompt tokens this far off --input-len: the result says so loudly
@@ -101,24 +116,24 @@ def _inf_as_text(x: Any) -> Any:
     return "inf" if isinstance(x, float) and math.isinf(x) else x
 
 
-def write_result(results_dir: str, meta: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Read the records (records.cols when present, else records.jsonl), build the result, merge `extra`
-    (health, loss), write result.json atomically."""
+def result_from_dir(results_dir: str, meta: dict[str, Any]) -> RunResult:
+    """The typed result of a run directory's records (records.cols when present, else records.jsonl)."""
     path = os.path.join(results_dir, RECORDS_FILE)
     slo = Slo.parse([meta["goodput"]]) if meta.get("goodput") else None
     warnings: list[str] = []
     records: Records
     if os.path.exists(os.path.join(results_dir, COLS_FILE)):
         records = load_columns(results_dir)
-        torn, warnings = records.torn_lines, records.warnings
+        torn, warnings = records.torn_lines, list(records.warnings)
     else:
         records, torn = read_records(path) if os.path.exists(path) else ([], 0)
-    res = build_result(records, meta, slo=slo)
-    if warnings:
-        res.setdefault("warnings", []).extend(warnings)
     if torn:
-        res.setdefault("warnings", []).append(f"{torn} torn or unparseable record line(s) skipped")
-    if extra:
-        res.update(extra)
-    atomic_json(os.path.join(results_dir, RESULT_FILE), res)
-    return res
+        warnings.append(f"{torn} torn or unparseable record line(s) skipped")
+    return build_run_result(records, meta, slo=slo, warnings=warnings)
+
+
+def write_result(results_dir: str, meta: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """result_from_dir with `extra` (RunResult fields: health, loss, ...) set, written atomically; its JSON."""
+    res = result_from_dir(results_dir, meta).replace(**(extra or {}))
+    save_result(results_dir, res)
+    return res.to_json()

@@ -9,7 +9,6 @@ linked to the others by `session` (the index of the ticket that started it) and 
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from time import perf_counter
@@ -26,7 +25,7 @@ from vllm_users.client.stream import StreamResult, send_and_read
 from vllm_users.distributed import plugin
 from vllm_users.distributed.worker_side import Ticket
 from vllm_users.measure.record import RequestRecord
-from vllm_users.options import API_KEY_ENV
+from vllm_users.options import env_api_key
 from vllm_users.workload.calibration import calibrate_lengths
 from vllm_users.workload.prompts import LengthModel, RandomPrompts
 
@@ -118,7 +117,7 @@ class LLMUser(FastHttpUser):
         }
         if o.extra_headers:
             self.headers.update(json.loads(o.extra_headers))
-        key = next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
+        key = env_api_key()
         if key:
             self.headers["Authorization"] = f"Bearer {key}"
         with _shared_lock:

@@ -1,0 +1,108 @@
+"""The master's end of a run: the load has ended; stop the server's profiler, then build the one typed result.
+
+Order: load ends (drain) -> --profile's /stop_profile -> result built (metrics, run health, exit code, the
+embedded simulator's cross-check, --gpu-hour-price's cost) -> result.json written once. Nothing rewrites it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import urllib.request
+from typing import Any
+
+from vllm_users import exit_codes
+from vllm_users.atomic import atomic_json
+from vllm_users.distributed.master_side import Collector
+from vllm_users.distributed.server_profile import ServerProfile
+from vllm_users.measure.cost import run_cost
+from vllm_users.measure.health import summarize
+from vllm_users.measure.results import result_from_dir
+from vllm_users.measure.run_result import RunResult
+from vllm_users.measure.windows import parse_optional
+from vllm_users.options import Options, env_api_key
+
+log = logging.getLogger("vllm_locust")
+
+PROFILE_FILE = "profile.json"  # RUN/profile.json: what --profile did (also the result's `profile` block)
+PREFLIGHT_FILE = "preflight.json"  # `vllm-locust run`'s preflight: its stream attempts reached the server too
+
+
+def start_profile(o: Options, host: str | None) -> ServerProfile | None:
+    """--profile: the server's profiler started as the load starts (after a time-based --warmup); else None."""
+    if not o.profile or not host:
+        return None
+    warm = parse_optional(o.warmup)
+    profile = ServerProfile(host, env_api_key(), delay_s=(warm.seconds or 0.0) if warm else 0.0)
+    profile.start()
+    return profile
+
+
+def stop_profile(profile: ServerProfile | None, results_dir: str) -> dict[str, Any] | None:
+    """Stop the profiler (the load has ended), keep what happened in RUN/profile.json; the result's block."""
+    if profile is None:
+        return None
+    info = profile.stop()
+    atomic_json(os.path.join(results_dir, PROFILE_FILE), info)
+    log.info("vllm-locust: server profile: %s",
+             "traces written by the server" if info["profiled"] else info.get("error", "?"))  # fmt: skip
+    return info
+
+
+def sim_served(host: str) -> int | None:
+    """Completion requests the embedded simulator answered (its /sim/stats), or None when it does not say."""
+    try:
+        with urllib.request.urlopen(host.rstrip("/") + "/sim/stats", timeout=5) as resp:
+            stats = json.load(resp)
+    except (OSError, ValueError):
+        return None
+    served = stats.get("generate_requests")  # completion requests received, not /v1/models or /metrics hits
+    return int(served) if isinstance(served, int) else None
+
+
+def preflight_requests(results_dir: str) -> int:
+    """The preflight's requests to the server (RUN/preflight.json's stream attempts; 1 when unknown)."""
+    try:
+        with open(os.path.join(results_dir, PREFLIGHT_FILE)) as fh:
+            return len(json.load(fh)["stream_attempts"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 1
+
+
+def exit_code_of(res: RunResult, o: Options, collector: Collector, base: int) -> int:
+    """The run's exit code: `base` raised by failures, dropped arrivals, a client-bound run (when asked) and
+    lost data (aborted when every worker was lost)."""
+    code = base
+    if res.failed:
+        code = max(code, exit_codes.FAILURES)
+    if res.dropped:
+        code = max(code, exit_codes.SCHEDULE)
+    if res.client_bound and o.fail_on_client_bound:
+        code = max(code, exit_codes.CLIENT_BOUND)
+    if res.data_loss is not None and not res.data_loss["complete"]:
+        code = max(code, exit_codes.DATA_LOSS)
+        if collector.workers and all(w.lost_at is not None for w in collector.workers.values()):
+            code = max(code, exit_codes.ABORTED)  # nobody finished: partial results only
+    return code
+
+
+def final_result(results_dir: str, meta: dict[str, Any], o: Options, collector: Collector, *,
+                 timeline: list[dict[str, Any]], base_code: int, host: str | None,
+                 profile: dict[str, Any] | None) -> RunResult:  # fmt: skip
+    """The run's one result: the records' metrics, run health, exit code, server cross-check, profile, cost."""
+    health = summarize(collector.health)
+    res = result_from_dir(results_dir, meta).replace(
+        client_health=health, data_loss=collector.loss_report(), client_bound=health["client_bound"], timeline=timeline,
+    )  # fmt: skip
+    res = res.replace(exit_code=exit_code_of(res, o, collector, base_code))
+    if o.vllm_embedded_sim and host:
+        served = sim_served(host)
+        if served is not None:  # preflight requests are not load
+            missing = max(0, served - res.recorded - preflight_requests(results_dir))
+            res = res.replace(server_served=served, missing_vs_server=missing)
+    if profile is not None:
+        res = res.replace(profile=profile)
+    if o.gpu_hour_price:
+        res = res.replace(cost=run_cost(res.metrics, o.gpu_hour_price, o.gpus))
+    return res

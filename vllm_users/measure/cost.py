@@ -1,0 +1,28 @@
+"""`--gpu-hour-price USD --gpus N`: what the measured throughput costs.
+
+$ per million output tokens = price x gpus / (output tok/s x 3600) x 1e6, and $ per request = price x gpus /
+(3600 x completed req/s): the deployment is paid by the hour whether busy or not, so a rate below capacity
+costs more per token. Given at the measured rate (any run) and at the SLO-max rate (--find-max-rate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def cost_at(price_per_gpu_hour: float, gpus: int, output_tok_per_s: float | None, req_per_s: float | None) -> dict[str, Any]:
+    """$ per million output tokens and $ per request at the given throughputs (None where a rate is 0 or unknown)."""
+    per_s = price_per_gpu_hour * gpus / 3600.0
+    return {
+        "usd_per_million_output_tokens": per_s / output_tok_per_s * 1e6 if output_tok_per_s else None,
+        "usd_per_request": per_s / req_per_s if req_per_s else None,
+        "output_tok_per_s": output_tok_per_s,
+        "request_rate": req_per_s,
+    }
+
+
+def run_cost(metrics: Mapping[str, Any], price: float, gpus: int) -> dict[str, Any]:
+    """The result's `cost` block from its overall `metrics`: the inputs and the cost at the measured rate."""
+    return {"gpu_hour_price_usd": price, "gpus": gpus,
+            "at_measured_rate": cost_at(price, gpus, metrics.get("output_throughput"), metrics.get("request_throughput"))}  # fmt: skip
