@@ -26,7 +26,7 @@ from vllm_users.measure.results import COLS_FILE, META_FILE, RECORDS_FILE, build
 from vllm_users.measure.run_result import RESULT_FILE
 
 REPEATS_FILE = "repeats.json"  # a --repeats directory reports as one run (orchestration.capacity.repeats)
-# Keys that the master or `vllm-locust run` add beside build_result's output; kept when recomputing.
+# Keys the master adds beside build_result's output (RunResult.RUN_FIELDS less the timeline); kept when recomputing.
 RUN_KEYS = ("client_health", "data_loss", "client_bound", "server_served", "missing_vs_server", "exit_code", "cost",
             "profile")
 
