@@ -22,46 +22,26 @@ from locust.runners import STATE_MISSING, LocalRunner, MasterRunner, WorkerRunne
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
 from vllm_users.distributed import web_ui
+from vllm_users.distributed.env_state import _context_or_none, locust_option, options
 from vllm_users.distributed.live import LiveView
 from vllm_users.distributed.master_side import Collector
-from vllm_users.distributed.run_end import final_result, start_profile, stop_profile
+from vllm_users.distributed.run_end import (
+    final_result,
+    locust_html_report,
+    run_meta,
+    start_profile,
+    stop_profile,
+)
 from vllm_users.distributed.server_profile import ServerProfile
 from vllm_users.distributed.worker_side import WorkerContext
 from vllm_users.measure.health import tune_gc_after_start
 from vllm_users.measure.results import META_FILE
 from vllm_users.measure.run_result import RunResult, save_result
-from vllm_users.options import Options, add_locust_options, from_namespace
+from vllm_users.options import add_locust_options, from_namespace
 
 log = logging.getLogger("vllm_locust")
 
 EXIT_OK = exit_codes.OK
-
-
-def _context_or_none(env: Environment) -> WorkerContext | None:
-    """The worker-side context of this process, or None before the test started."""
-    ctx: WorkerContext | None = vars(env).get("vllm_ctx")
-    return ctx
-
-
-def context(env: Environment) -> WorkerContext:
-    """The worker-side context of this process (created at test start)."""
-    ctx = _context_or_none(env)
-    if ctx is None:
-        raise RuntimeError("vllm-locust context missing: was the test started?")
-    return ctx
-
-
-def options(env: Environment) -> Options:
-    """This process's typed, frozen options (built from Locust's parsed options at init and at each test start)."""
-    o: Options | None = vars(env).get("vllm_options")
-    if o is None:
-        o = env.vllm_options = from_namespace(env.parsed_options)  # type: ignore[attr-defined]
-    return o
-
-
-def locust_option(env: Environment, name: str) -> Any:
-    """One of Locust's own options (num_users, run_time, headless, html_file); None without a command line."""
-    return None if env.parsed_options is None else vars(env.parsed_options).get(name)
 
 
 @events.init_command_line_parser.add_listener
@@ -278,7 +258,7 @@ class _MasterPlugin:
             if not self.timeline or self.timeline[-1]["kind"] != "stop":  # --run-time marked it already
                 self.mark("stop")
             self.write()
-            _locust_html_report(self.env)  # Locust writes --html at a headless exit only
+            locust_html_report(self.env)  # Locust writes --html at a headless exit only
         finally:  # the UI reports "stopping" until this final snapshot is in (web_ui.extend)
             if self.live is not None:
                 self.live.update(self._state(), finished=True)
@@ -423,55 +403,6 @@ class _MasterPlugin:
         atomic_json(os.path.join(self.results_dir, "exit_code.json"), {"exit_code": code})
         log.info("vllm-locust: results in %s (exit code %d)", self.results_dir, code)
         return res
-
-
-def run_meta(o: Options, env: Environment, t_start: float) -> dict[str, Any]:
-    """The run's settings, as the result JSON header needs them (never the API key)."""
-    runner = env.runner
-    ramp = o.ramp_up_strategy
-    return {
-        "date": time.strftime("%Y%m%d-%H%M%S", time.localtime(t_start)),
-        "started_at": t_start,
-        "host": env.host,
-        "model_id": o.model or os.environ.get("VLLM_LOCUST_RESOLVED_MODEL"),
-        "tokenizer_id": o.tokenizer or None,
-        "endpoint": o.endpoint,
-        "backend": "openai-chat" if o.endpoint == "chat" else "openai",
-        "num_prompts": o.num_prompts or None,
-        "request_rate": o.request_rate if o.open_loop and not ramp else None,
-        "burstiness": o.burstiness,
-        "max_concurrency": o.max_concurrency or None,
-        "input_len": o.input_len,
-        "output_len": o.output_len,
-        "range_ratio": o.range_ratio,
-        "seed": o.seed,
-        "goodput": o.goodput or None,
-        "ramp_up_strategy": ramp or None,
-        "ramp_up_start_rps": o.ramp_up_start_rps if ramp else None,
-        "ramp_up_end_rps": o.ramp_up_end_rps if ramp else None,
-        "warmup": o.warmup or None,
-        "cooldown": o.cooldown or None,
-        "percentile_metrics": o.percentile_metrics or None,
-        "metric_percentiles": o.metric_percentiles or None,
-        "users": locust_option(env, "num_users"),
-        "run_time": locust_option(env, "run_time"),
-        "workers": (o.vllm_worker_count or runner.worker_count) if isinstance(runner, MasterRunner) else 1,
-        "user_classes": sorted({u.__name__ for u in env.user_classes}),
-    }
-
-
-def _locust_html_report(env: Environment) -> None:
-    """Locust's own --html report, as a headless run leaves it (its web UI mode writes none on SIGTERM)."""
-    path = locust_option(env, "html_file")
-    if not path:
-        return
-    from locust.html import get_html_report
-
-    try:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(get_html_report(env, show_download_link=False))
-    except OSError as e:
-        log.warning("vllm-locust: Locust's HTML report not written: %s", e)
 
 
 def _num(text: str | None) -> float | None:

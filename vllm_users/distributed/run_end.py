@@ -9,11 +9,16 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 import urllib.request
 from typing import Any
 
+from locust.env import Environment
+from locust.runners import MasterRunner
+
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
+from vllm_users.distributed.env_state import locust_option
 from vllm_users.distributed.master_side import Collector
 from vllm_users.distributed.server_profile import ServerProfile
 from vllm_users.measure.cost import run_cost
@@ -106,3 +111,52 @@ def final_result(results_dir: str, meta: dict[str, Any], o: Options, collector: 
     if o.gpu_hour_price:
         res = res.replace(cost=run_cost(res.metrics, o.gpu_hour_price, o.gpus))
     return res
+
+
+def run_meta(o: Options, env: Environment, t_start: float) -> dict[str, Any]:
+    """The run's settings, as the result JSON header needs them (never the API key)."""
+    runner = env.runner
+    ramp = o.ramp_up_strategy
+    return {
+        "date": time.strftime("%Y%m%d-%H%M%S", time.localtime(t_start)),
+        "started_at": t_start,
+        "host": env.host,
+        "model_id": o.model or os.environ.get("VLLM_LOCUST_RESOLVED_MODEL"),
+        "tokenizer_id": o.tokenizer or None,
+        "endpoint": o.endpoint,
+        "backend": "openai-chat" if o.endpoint == "chat" else "openai",
+        "num_prompts": o.num_prompts or None,
+        "request_rate": o.request_rate if o.open_loop and not ramp else None,
+        "burstiness": o.burstiness,
+        "max_concurrency": o.max_concurrency or None,
+        "input_len": o.input_len,
+        "output_len": o.output_len,
+        "range_ratio": o.range_ratio,
+        "seed": o.seed,
+        "goodput": o.goodput or None,
+        "ramp_up_strategy": ramp or None,
+        "ramp_up_start_rps": o.ramp_up_start_rps if ramp else None,
+        "ramp_up_end_rps": o.ramp_up_end_rps if ramp else None,
+        "warmup": o.warmup or None,
+        "cooldown": o.cooldown or None,
+        "percentile_metrics": o.percentile_metrics or None,
+        "metric_percentiles": o.metric_percentiles or None,
+        "users": locust_option(env, "num_users"),
+        "run_time": locust_option(env, "run_time"),
+        "workers": (o.vllm_worker_count or runner.worker_count) if isinstance(runner, MasterRunner) else 1,
+        "user_classes": sorted({u.__name__ for u in env.user_classes}),
+    }
+
+
+def locust_html_report(env: Environment) -> None:
+    """Locust's own --html report, as a headless run leaves it (its web UI mode writes none on SIGTERM)."""
+    path = locust_option(env, "html_file")
+    if not path:
+        return
+    from locust.html import get_html_report
+
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(get_html_report(env, show_download_link=False))
+    except OSError as e:
+        log.warning("vllm-locust: Locust's HTML report not written: %s", e)

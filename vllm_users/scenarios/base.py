@@ -22,8 +22,8 @@ from locust.contrib.fasthttp import FastHttpUser
 
 from vllm_users.client.ghc_adapter import client_for, connection_pool, set_read_timeout
 from vllm_users.client.stream import StreamResult, send_and_read
-from vllm_users.distributed import plugin
-from vllm_users.distributed.worker_side import Ticket
+from vllm_users.distributed import env_state, plugin  # noqa: F401  (plugin: importing it registers the listeners)
+from vllm_users.distributed.worker_side import Ticket, WorkerContext
 from vllm_users.measure.record import RequestRecord
 from vllm_users.options import env_api_key
 from vllm_users.workload.calibration import calibrate_lengths
@@ -107,7 +107,7 @@ class LLMUser(FastHttpUser):
 
     def on_start(self) -> None:
         """Resolve the HTTP client, auth headers, model and prompt lengths once."""
-        o = self.options = plugin.options(self.environment)
+        o = self.options = env_state.options(self.environment)
         self._http = client_for(self.client.client, self.host or "")
         set_read_timeout(self._http, o.stream_timeout)
         self.headers = {
@@ -176,7 +176,7 @@ class LLMUser(FastHttpUser):
             pool = gevent.pool.Pool(CALIBRATION_CONCURRENCY)
             chat = self.options.endpoint == "chat"
             lm = _shared["lengths"] = calibrate_lengths(post, self.model, chat, pool.imap)
-            plugin.context(self.environment).calibration = {
+            env_state.context(self.environment).calibration = {
                 "source": lm.source, "exact": lm.exact, "overhead_tokens": lm.overhead,
                 "tokens_per_word": round(lm.tokens_per_word, 4),
             }  # fmt: skip
@@ -192,7 +192,7 @@ class LLMUser(FastHttpUser):
     @task
     def one_request(self) -> None:
         """Take the next ticket (budget or schedule), send, record."""
-        ctx = plugin.context(self.environment)
+        ctx = env_state.context(self.environment)
         ticket = ctx.next_ticket()
         if ticket is None:
             gevent.sleep(0.5)  # share used up or stopping: idle until the run ends
@@ -211,7 +211,7 @@ class LLMUser(FastHttpUser):
 
     def think(self, seconds: float) -> bool:
         """Think time between a session's requests; False when the run is stopping (end the session then)."""
-        ctx = plugin.context(self.environment)
+        ctx = env_state.context(self.environment)
         deadline = perf_counter() + seconds
         while not ctx.stopping:
             left = deadline - perf_counter()
@@ -246,7 +246,7 @@ class LLMUser(FastHttpUser):
     def send(self, spec: RequestSpec, ticket: Ticket, scenario: str | None = None) -> Reply:
         """Send one request of `ticket`'s session, keep its record (under `scenario`, default the user's),
         fire Locust's event; the scenario's `check` runs on a successful answer first."""
-        ctx = plugin.context(self.environment)
+        ctx = env_state.context(self.environment)
         link = _Link(scenario or self.scenario, ticket.t_intended if ticket.sent == 0 else None,
                      ticket.index if spec.session is None else spec.session,
                      ticket.sent if spec.turn is None else spec.turn)  # fmt: skip
@@ -279,7 +279,7 @@ class LLMUser(FastHttpUser):
         ctx.submit(rec)
         return Reply(res, rec)
 
-    def _interrupted(self, ctx: plugin.WorkerContext, spec: RequestSpec, link: _Link) -> RequestRecord:
+    def _interrupted(self, ctx: WorkerContext, spec: RequestSpec, link: _Link) -> RequestRecord:
         return RequestRecord(
             scenario=link.scenario, worker=ctx.name, user=self.user_id, seq=ctx.next_seq(),
             endpoint="chat" if spec.chat else "completions", t_start=time.time(), t_intended=link.t_intended,

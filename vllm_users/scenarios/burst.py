@@ -72,7 +72,7 @@ class BurstShape(LoadTestShape):
     def tick(self) -> tuple[int, float] | None:
         """Users for now; None ends the test."""
         if self.plan is None:
-            from vllm_users.distributed.plugin import locust_option, options
+            from vllm_users.distributed.env_state import locust_option, options
 
             assert self.runner is not None
             env = self.runner.environment

@@ -14,7 +14,7 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from vllm_users.client.stream import StreamResult
-from vllm_users.distributed import plugin
+from vllm_users.distributed import env_state
 from vllm_users.distributed.worker_side import Ticket
 from vllm_users.measure.record import RequestRecord
 from vllm_users.scenarios.base import LLMUser, RequestSpec
@@ -68,7 +68,7 @@ class MultiTurnUser(LLMUser):
     def build_request(self, ticket: Ticket) -> RequestSpec:
         """The next turn of this user's conversation (a new conversation after --num-turns turns)."""
         if self.conv is None or self.turn >= self.num_turns:
-            ctx = plugin.context(self.environment)
+            ctx = env_state.context(self.environment)
             self._start(next_conversation(ctx.index, ctx.count))
             self.session = ticket.index
         assert self.conv is not None
