@@ -23,12 +23,11 @@ from vllm_users.measure.columns import load_columns
 from vllm_users.measure.metrics import Slo, ok_rows, plot_arrays, rows
 from vllm_users.measure.metrics_summary import timeseries
 from vllm_users.measure.results import COLS_FILE, META_FILE, RECORDS_FILE, build_result
-from vllm_users.measure.run_result import RESULT_FILE
+from vllm_users.measure.run_result import RESULT_FILE, RUN_FIELDS
 
 REPEATS_FILE = "repeats.json"  # a --repeats directory reports as one run (orchestration.capacity.repeats)
-# Keys the master adds beside build_result's output (RunResult.RUN_FIELDS less the timeline); kept when recomputing.
-RUN_KEYS = ("client_health", "data_loss", "client_bound", "server_served", "missing_vs_server", "exit_code", "cost",
-            "profile")
+# Keys the master adds beside build_result's output, kept when recomputing; the timeline stays in result.json only
+RUN_KEYS = tuple(k for k in RUN_FIELDS if k != "timeline")
 
 
 class ReportError(Exception):
