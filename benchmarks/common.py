@@ -6,8 +6,9 @@ Measurement method used by every script (so ours and the peers are measured the 
   written so far) and ``/proc/PID/stat`` (utime + stime) of the client's measuring processes: for
   vllm-locust the worker processes listed in ``RUN_DIR/pids.json`` (not the master), for a peer its
   process (and children);
-- capacity = tokens streamed / client CPU-seconds over the steady window: from 2 s after the first token
-  to 1 s before the last one (start-up imports and the tail are left out).
+- capacity = tokens streamed / client CPU-seconds over the steady window: from 2 s after the load's first
+  tokens (the preflight's few tokens before them are not the load) to 1 s before the last one (start-up
+  imports and the tail are left out).
 """
 
 from __future__ import annotations
@@ -153,6 +154,9 @@ def sim_stats(url: str) -> dict[str, Any]:
     return probe.request(url, "/sim/stats", timeout=5).json()
 
 
+LOAD_START_FRACTION = 0.01  # Sampler.window: the load has started once 1 % of the run's tokens are out
+
+
 class Sampler(threading.Thread):
     """Poll the simulator's token counter and the CPU time of some pids every ``interval`` seconds."""
 
@@ -200,7 +204,12 @@ class Sampler(threading.Thread):
                 "cpu_util": float("nan"),
                 "tok_per_cpu_s": float("nan"),
             }
-        t_first, t_last = s[moving[0] - 1][0], s[moving[-1]][0]
+        # the load starts where the counter passes 1 % of the run's tokens: `vllm-locust run`'s preflight streams
+        # a few tokens seconds before its workers start, and a window counted from those took in ~1.5 s of
+        # worker start-up (imports, spawning: CPU, no tokens), understating our tok/s and tok/CPU-s
+        base, total = s[0][1], s[-1][1] - s[0][1]
+        start = next(i for i in moving if s[i][1] - base > LOAD_START_FRACTION * total)
+        t_first, t_last = s[start - 1][0], s[moving[-1]][0]
         a = next((x for x in s if x[0] >= t_first + skip_s), s[moving[0] - 1])
         b = ([x for x in s if x[0] <= t_last - tail_s] or [s[moving[-1]]])[-1]
         if b[0] <= a[0]:
