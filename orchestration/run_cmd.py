@@ -26,7 +26,8 @@ from vllm_sim.launch import die_with_parent
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
 from vllm_users.distributed.server_profile import STOP_TIMEOUT_S as PROFILE_STOP_TIMEOUT_S
-from vllm_users.measure.run_result import load_result, result_path
+from vllm_users.distributed.server_profile import profile_line
+from vllm_users.measure.run_result import RunResult, load_result, result_path
 from vllm_users.options import RUN, SPECS, Options, env_api_key, flag, locust_argv
 from vllm_users.scenarios.registry import is_class_ref, locustfile_source, mix_label, parse_mix
 
@@ -255,8 +256,11 @@ def _launch(a: Options, host: str, model: str, run_dir: str, locustfile: str,
 
 def _exit_code(run_dir: str, master_rc: int | None) -> int:
     res = load_result(run_dir)
-    if res is None:
-        return exit_codes.ABORTED
+    return exit_codes.ABORTED if res is None else _code_of(res, master_rc)
+
+
+def _code_of(res: RunResult, master_rc: int | None) -> int:
+    """The run's exit code as the master wrote it (the master's own rc when the result lacks one)."""
     return res.exit_code if res.exit_code is not None else master_rc or 0
 
 
@@ -346,15 +350,14 @@ def _finish(a: Options, run_dir: str, master_rc: int | None, interrupted: bool) 
         return exit_codes.ABORTED
     doc = res.to_json()
     if res.profile is not None:
-        info = res.profile
-        _say(a, "server profile: " + ("traces written by the server" if info.get("profiled") else str(info.get("error", "?"))))
+        _say(a, profile_line(res.profile))
     print(format_summary(doc, run_dir), flush=True)
     if a.output_file:
         os.makedirs(os.path.dirname(os.path.abspath(a.output_file)), exist_ok=True)
         shutil.copyfile(result_path(run_dir), a.output_file)
     if not a.no_report:
         _report(run_dir)
-    code = res.exit_code if res.exit_code is not None else master_rc or 0
+    code = _code_of(res, master_rc)
     if a.print_result:
         print(RESULT_LINE_PREFIX + json.dumps(doc, separators=(",", ":")), flush=True)
     if interrupted:

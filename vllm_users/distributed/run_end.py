@@ -20,7 +20,7 @@ from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
 from vllm_users.distributed.env_state import locust_option
 from vllm_users.distributed.master_side import Collector
-from vllm_users.distributed.server_profile import ServerProfile
+from vllm_users.distributed.server_profile import ServerProfile, profile_line
 from vllm_users.measure.cost import run_cost
 from vllm_users.measure.health import summarize
 from vllm_users.measure.results import result_from_dir
@@ -50,9 +50,9 @@ def stop_profile(profile: ServerProfile | None, results_dir: str) -> dict[str, A
         return None
     info = profile.stop()
     atomic_json(os.path.join(results_dir, PROFILE_FILE), info)
-    log.info("vllm-locust: server profile: %s",
-             "traces written by the server" if info["profiled"] else info.get("error", "?"))  # fmt: skip
+    log.info("vllm-locust: %s", profile_line(info))
     return info
+
 
 
 def sim_served(host: str) -> int | None:

@@ -13,6 +13,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from typing import Any
 
 STOP_TIMEOUT_S = 600.0  # writing the traces can take minutes on CPU
@@ -76,3 +77,8 @@ class ServerProfile:
             self.info["error"] = "the load ended before the warm-up did: the profiler was never started"
         self.info["profiled"] = self.info.get("stop_status") == 200
         return self.info
+
+
+def profile_line(info: Mapping[str, Any]) -> str:
+    """One line on what --profile did (the master's log and the run's console say the same)."""
+    return "server profile: " + ("traces written by the server" if info.get("profiled") else str(info.get("error", "?")))
