@@ -1,0 +1,74 @@
+"""The run directory's layout: every file a run, a sweep or a report writes, named in this one place.
+
+A run directory (`--output-dir D --run-name X` → `D/X/`) holds what the master and `vllm-locust run` write;
+a sweep, an SLO search or `--repeats` directory holds one run directory per step or repeat beside its own
+summary file. Every module that reads or writes one of these files takes its name from here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+__all__ = [
+    "CLIENT_HEALTH", "COLS", "COMMAND", "EARLY_STOP", "EXIT_CODE", "HISTOGRAMS", "LOCUST_FAILURES",
+    "LOCUST_HISTORY", "LOCUST_REPORT", "LOCUST_STATS", "MASTER_INGEST", "MASTER_LOG", "META", "PIDS",
+    "PREFLIGHT", "PROFILE", "PROGRESS", "RECORDS", "REPEATS", "REPORT_DIR", "REPORT_HTML", "REPORT_JSON",
+    "REPORT_MD", "REPORT_PDF", "RESULT", "SERVER_LOG", "SERVER_METRICS", "SWEEP", "WEB_REPORT_HTML",
+    "path", "read_json", "read_json_or_none",
+]
+
+# --- one run (written by the master unless said otherwise) ---
+RECORDS = "records.jsonl"  # one RequestRecord per line (vllm_users.measure.record)
+COLS = "records.cols"  # the same records as typed columns (vllm_users.measure.columns), read fast
+META = "run_meta.json"  # the run's options and what the preflight learned
+RESULT = "result.json"  # the typed result (vllm_users.measure.run_result.RunResult)
+HISTOGRAMS = "histograms.json"  # the merged HdrHistograms, encoded
+CLIENT_HEALTH = "client_health.json"  # workers' CPU and loop lag summary
+MASTER_INGEST = "master_ingest.json"  # what the master received from each worker
+PROGRESS = "progress.json"  # live progress (requests done, stop reason), rewritten while running
+EXIT_CODE = "exit_code.json"  # {"exit_code": N}, the master's verdict
+PROFILE = "profile.json"  # what --profile did (also the result's `profile` block)
+PREFLIGHT = "preflight.json"  # `vllm-locust run`'s preflight (its requests reached the server too)
+COMMAND = "command.json"  # the command line and the Locust argv (`vllm-locust run`)
+PIDS = "pids.json"  # the master's and workers' process ids (`vllm-locust run`)
+EARLY_STOP = "early_stop.json"  # why a step of an SLO search stopped early
+SERVER_METRICS = "server_metrics.jsonl"  # the server's /metrics, scraped during the run
+SERVER_LOG = "server.log"  # sweep-server: the server's own output per configuration
+MASTER_LOG = "master.log"  # Locust's log of the master process
+LOCUST_REPORT = "locust_report.html"  # Locust's own HTML report
+LOCUST_STATS = "locust_stats.csv"  # Locust's CSVs (--csv prefix `locust`)
+LOCUST_HISTORY = "locust_stats_history.csv"
+LOCUST_FAILURES = "locust_failures.csv"
+
+# --- a directory of runs ---
+SWEEP = "sweep.json"  # a sweep or SLO search: its steps, one run directory each
+REPEATS = "repeats.json"  # --repeats: every metric's mean and CI over the repeat directories
+
+# --- reports (`vllm-locust report`, and the one written after a run) ---
+REPORT_DIR = "report"  # RUN/report/ holds the report of one run
+REPORT_HTML = "report.html"
+REPORT_JSON = "report.json"
+REPORT_MD = "report.md"
+REPORT_PDF = "report.pdf"
+WEB_REPORT_HTML = "vllm-locust-report.html"  # the web UI's download name
+
+
+def path(run_dir: str, name: str) -> str:
+    """The path of the run file `name` (one of this module's names) in `run_dir`."""
+    return os.path.join(run_dir, name)
+
+
+def read_json(run_dir: str, name: str) -> Any:
+    """The decoded JSON file `name` of `run_dir` (OSError / ValueError when missing or torn)."""
+    with open(path(run_dir, name), encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def read_json_or_none(run_dir: str, name: str) -> Any:
+    """The decoded JSON file `name` of `run_dir`, or None when it is missing or does not parse."""
+    try:
+        return read_json(run_dir, name)
+    except (OSError, ValueError):
+        return None
