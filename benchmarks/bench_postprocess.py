@@ -20,11 +20,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from orchestration.report.cli import generate  # noqa: E402
+from orchestration.report.generate import generate  # noqa: E402
 from orchestration.report.postprocess import load_run, write_json_atomic  # noqa: E402
 from vllm_users.measure import columns  # noqa: E402
-from vllm_users.measure.columns import COLS_FILE  # noqa: E402
 from vllm_users.measure.record import RequestRecord  # noqa: E402
+from vllm_users.run_dir import COLS as COLS_FILE  # noqa: E402
 
 
 def make_run_dir(path: str, n: int, tokens: int, seed: int = 0) -> str:

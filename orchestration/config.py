@@ -13,6 +13,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
+from vllm_users.errors import UsageError  # raised here; `config.UsageError` stays importable
 from vllm_users.exit_codes import USAGE
 from vllm_users.option_types import duration, fraction, nonneg_float, nonneg_int, pos_float, pos_int, rate  # noqa: F401
 from vllm_users.options import (
@@ -28,10 +29,6 @@ from vllm_users.options import (
     flag,
     table,
 )
-
-
-class UsageError(Exception):
-    """Bad input: the message is one line naming the problem."""
 
 
 class OneLineParser(argparse.ArgumentParser):

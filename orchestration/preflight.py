@@ -10,9 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-
-class PreflightError(Exception):
-    """The server cannot be load-tested as asked; the message is one line naming why."""
+from vllm_users.client import stdlib_http
+from vllm_users.errors import PreflightError  # raised here; importable from here too
 
 
 @dataclass
@@ -32,7 +31,8 @@ def _conn(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise PreflightError(f"invalid --host {url!r}: expected http://HOST:PORT")
-    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    # stdlib_http's connections skip interim 1xx responses (103 Early Hints from a proxy), which http.client does not
+    cls = stdlib_http.HTTPSConnection if parts.scheme == "https" else stdlib_http.HTTPConnection
     return cls(parts.hostname, parts.port, timeout=timeout), parts.path.rstrip("/")
 
 

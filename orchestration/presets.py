@@ -13,7 +13,7 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
-from orchestration import config as C
+from vllm_users.errors import UsageError
 from vllm_users.options import Options
 
 SIM_DETAILS = "--enable-prompt-tokens-details"
@@ -54,7 +54,7 @@ _CONFLICTS = {
 def preset_layer(name: str, given: Mapping[str, Any]) -> dict[str, Any]:
     """The preset's values, less those the user `given` (in any layer) or that contradict them."""
     if name not in PRESETS:
-        raise C.UsageError(f"--preset {name!r}: expected one of {', '.join(sorted(PRESETS))}")
+        raise UsageError(f"--preset {name!r}: expected one of {', '.join(sorted(PRESETS))}")
     out = {}
     for dest, value in PRESETS[name].items():
         if dest in given or any(c in given for c in _CONFLICTS.get(dest, ())):
@@ -66,32 +66,24 @@ def preset_layer(name: str, given: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def prepare(o: Options, scenario_names: list[str]) -> Options:
-    """Scenario defaults and input checks before any load; UsageError on bad input."""
+    """Scenario defaults and input checks before any load; a UsageError (DatasetError, SchemaError,
+    TokenizerError) on bad input."""
     if "burst" in scenario_names and o.num_prompts is None and o.run_time is None:
         from vllm_users.scenarios.burst import plan_from_options
 
         o = dataclasses.replace(o, run_time=plan_from_options(o, o.users).total_s + 5)  # the shape ends the run
     if o.dataset:
-        from vllm_users.workload.datasets import DatasetError, load_dataset
+        from vllm_users.workload.datasets import load_dataset
 
-        try:
-            load_dataset(o.dataset, o.dataset_format)
-        except DatasetError as e:
-            raise C.UsageError(str(e)) from None
+        load_dataset(o.dataset, o.dataset_format)
     if o.json_schema:
-        from vllm_users.workload.schemas import SchemaError, load_schema_file
+        from vllm_users.workload.schemas import load_schema_file
 
-        try:
-            load_schema_file(o.json_schema)
-        except SchemaError as e:
-            raise C.UsageError(str(e)) from None
+        load_schema_file(o.json_schema)
     if o.tokenizer:
-        from vllm_users.workload.source import TokenizerError, load_tokenizer
+        from vllm_users.workload.source import load_tokenizer
 
-        try:
-            load_tokenizer(o.tokenizer)
-        except TokenizerError as e:
-            raise C.UsageError(str(e)) from None
+        load_tokenizer(o.tokenizer)
     return o
 
 

@@ -20,25 +20,32 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
-SERVER_METRICS_FILE = "server_metrics.jsonl"
-KEPT_PREFIXES = ("vllm:", "DCGM_")  # families worth keeping; the rest (python_gc_*, process_*) is noise
-AVERAGED = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "DCGM_FI_DEV_GPU_UTIL")
+from vllm_users.client import stdlib_http
 
-RUNNING = "vllm:num_requests_running"
-WAITING = "vllm:num_requests_waiting"
-KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")  # v1 name, then the v0 name
-PREFIX_HITS = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
-PREFIX_QUERIES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
-GEN_TOKENS = "vllm:generation_tokens_total"
-PROMPT_TOKENS = "vllm:prompt_tokens_total"
-PREEMPTIONS = "vllm:num_preemptions_total"
-GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
-HISTOGRAMS = {
-    "ttft": "vllm:time_to_first_token_seconds",
-    "queue_time": "vllm:request_queue_time_seconds",
-    "e2el": "vllm:e2e_request_latency_seconds",
-    "itl": "vllm:inter_token_latency_seconds",
-}
+# the metric names live below vllm_users (its live view reads them too); importable from here as before
+from vllm_users.measure.server_metric_names import (
+    AVERAGED,
+    GEN_TOKENS,
+    GPU_UTIL,
+    HISTOGRAMS,
+    KEPT_PREFIXES,
+    KV_USAGE,
+    PREEMPTIONS,
+    PREFIX_HITS,
+    PREFIX_QUERIES,
+    PROMPT_TOKENS,
+    RUNNING,
+    WAITING,
+)
+from vllm_users.run_dir import SERVER_METRICS
+
+__all__ = [
+    "AVERAGED", "GEN_TOKENS", "GPU_UTIL", "HISTOGRAMS", "KEPT_PREFIXES", "KV_USAGE", "PREEMPTIONS", "PREFIX_HITS",
+    "PREFIX_QUERIES", "PROMPT_TOKENS", "RUNNING", "SERVER_METRICS_FILE", "WAITING", "ServerMetricsSampler",
+    "histogram_stats", "parse_metrics", "read_samples", "summarize", "summarize_file",
+]  # fmt: skip
+
+SERVER_METRICS_FILE = SERVER_METRICS  # vllm_users.run_dir's name, kept under its old name for callers here
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -98,7 +105,7 @@ class ServerMetricsSampler:
         t = time.time()
         try:
             req = urllib.request.Request(self.url, headers={"Accept": "text/plain"})
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with stdlib_http.urlopen(req, timeout=self.timeout) as resp:  # interim 1xx responses skipped
                 body = resp.read().decode("utf-8", "replace")
             return {"t": t, "v": parse_metrics(body)}
         except urllib.error.HTTPError as e:
@@ -273,7 +280,7 @@ def _downsample(series: dict[str, list[float]], max_points: int) -> dict[str, li
 
 def summarize_file(run_dir: str, client: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """summarize() of a run directory's server_metrics.jsonl; None when the run has no such file."""
-    path = os.path.join(run_dir, SERVER_METRICS_FILE)
+    path = os.path.join(run_dir, SERVER_METRICS)
     if not os.path.exists(path):
         return None
     samples, bad = read_samples(path)

@@ -103,6 +103,8 @@ def _extras(res: dict[str, Any]) -> list[str]:
         out.append(_line("Valid outputs (json/tools):", res["validity_rate"], ".1%"))
     if res.get("chunk_token_ratio") is not None:
         out.append(_line("Chunks per output token:", res["chunk_token_ratio"], ".3f"))
+    if res.get("missing_done_requests"):  # successes all the same: complete bodies with a finish_reason
+        out.append(_line("Streams without [DONE] (complete):", res["missing_done_requests"]))
     health = res.get("client_health") or {}
     if health:
         cpu = max((w["cpu_mean"] for w in health.get("workers", {}).values()), default=0.0)

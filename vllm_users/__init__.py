@@ -24,7 +24,7 @@ _EXPORTS: dict[str, str] = {
     "RequestSpec": "vllm_users.scenarios.base",
     "Reply": "vllm_users.scenarios.base",
     "RequestFailure": "vllm_users.scenarios.base",
-    "Ticket": "vllm_users.distributed.worker_side",
+    "Ticket": "vllm_users.workload.ticket",
     "StreamResult": "vllm_users.client.stream",
     "RequestRecord": "vllm_users.measure.record",
     "Prompt": "vllm_users.workload.prompts",
@@ -47,7 +47,6 @@ assert sorted(__all__) == sorted(_EXPORTS)  # one list of public names; a test p
 
 if TYPE_CHECKING:
     from vllm_users.client.stream import StreamResult
-    from vllm_users.distributed.worker_side import Ticket
     from vllm_users.measure.record import RequestRecord
     from vllm_users.scenarios.base import LLMUser, Reply, RequestFailure, RequestSpec
     from vllm_users.scenarios.burst import BurstShape, BurstUser
@@ -57,6 +56,7 @@ if TYPE_CHECKING:
     from vllm_users.scenarios.tools_user import ToolsUser
     from vllm_users.workload.prompts import Prompt, random_words
     from vllm_users.workload.source import prompt_source
+    from vllm_users.workload.ticket import Ticket
 
 
 def __getattr__(name: str) -> Any:

@@ -12,11 +12,11 @@ import os
 from typing import Any
 
 __all__ = [
-    "CLIENT_HEALTH", "COLS", "COMMAND", "EARLY_STOP", "EXIT_CODE", "HISTOGRAMS", "LOCUST_FAILURES",
-    "LOCUST_HISTORY", "LOCUST_REPORT", "LOCUST_STATS", "MASTER_INGEST", "MASTER_LOG", "META", "PIDS",
-    "PREFLIGHT", "PROFILE", "PROGRESS", "RECORDS", "REPEATS", "REPORT_DIR", "REPORT_HTML", "REPORT_JSON",
-    "REPORT_MD", "REPORT_PDF", "RESULT", "SERVER_LOG", "SERVER_METRICS", "SWEEP", "WEB_REPORT_HTML",
-    "path", "read_json", "read_json_or_none",
+    "CLIENT_HEALTH", "COLS", "COMMAND", "EARLY_STOP", "EXIT_CODE", "HISTOGRAMS", "LOCUSTFILE", "LOCUST_CSV",
+    "LOCUST_FAILURES", "LOCUST_HISTORY", "LOCUST_REPORT", "LOCUST_STATS", "MASTER_INGEST", "MASTER_LOG",
+    "MASTER_OUT", "META", "PIDS", "PREFLIGHT", "PROFILE", "PROGRESS", "RECORDS", "REPEATS", "REPORT_DIR",
+    "REPORT_HTML", "REPORT_JSON", "REPORT_MD", "REPORT_PDF", "RESULT", "SERVER_LOG", "SERVER_METRICS", "SWEEP",
+    "WEB_REPORT_HTML", "WORKER_OUT", "WORKERS_DIR", "path", "read_json", "read_json_or_none", "worker_records",
 ]
 
 # --- one run (written by the master unless said otherwise) ---
@@ -41,6 +41,11 @@ LOCUST_REPORT = "locust_report.html"  # Locust's own HTML report
 LOCUST_STATS = "locust_stats.csv"  # Locust's CSVs (--csv prefix `locust`)
 LOCUST_HISTORY = "locust_stats_history.csv"
 LOCUST_FAILURES = "locust_failures.csv"
+LOCUST_CSV = "locust"  # the --csv prefix Locust's CSVs above are written under
+LOCUSTFILE = "locustfile.py"  # `vllm-locust run`'s generated locustfile (the run's user mix)
+MASTER_OUT = "master.out"  # the master process's stdout and stderr (`vllm-locust run`)
+WORKER_OUT = "worker-{}.out"  # worker N's stdout and stderr: WORKER_OUT.format(N) (`vllm-locust run`)
+WORKERS_DIR = "workers"  # RUN/workers/: each worker process's local copy of its records (worker_records)
 
 # --- a directory of runs ---
 SWEEP = "sweep.json"  # a sweep or SLO search: its steps, one run directory each
@@ -58,6 +63,11 @@ WEB_REPORT_HTML = "vllm-locust-report.html"  # the web UI's download name
 def path(run_dir: str, name: str) -> str:
     """The path of the run file `name` (one of this module's names) in `run_dir`."""
     return os.path.join(run_dir, name)
+
+
+def worker_records(worker: str, pid: int) -> str:
+    """The name of one worker process's local records file (JSON lines, in WORKERS_DIR or VLLM_LOCUST_WORKER_DIR)."""
+    return f"records-{worker}-{pid}.jsonl"
 
 
 def read_json(run_dir: str, name: str) -> Any:

@@ -1,4 +1,4 @@
-"""Where the capacity features meet `vllm-locust run`: the multi-run modes (run_cmd calls this; the logic lives in
+"""Where the capacity features meet `vllm-locust run`: the multi-run modes (commands.run calls this; the logic lives in
 the modules it names). --profile and --gpu-hour-price act in the master (vllm_users.distributed.run_end)."""
 
 from __future__ import annotations
@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from orchestration.capacity.flags import validate as capacity_validate
+from orchestration.capacity.steps import RunOne
 from vllm_users.options import Options
 
-RunOne = Callable[..., int]  # run_cmd.run: one run of these options (a step's `watch` may stop it early)
+__all__ = ["RunOne", "multi_run"]
 
 
 def multi_run(o: Options, run_one: RunOne, validate: Callable[[Options], Options]) -> int | None:

@@ -19,7 +19,6 @@ passing rate, with the bracket [pass, fail) as its uncertainty.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from typing import Any
@@ -28,14 +27,17 @@ import numpy as np
 
 from orchestration import config as C
 from orchestration.capacity.cost import add_step_costs, format_cost
-from orchestration.capacity.run_hooks import RunOne
-from orchestration.capacity.steps import parent_dir, shared_host, step_args
-from orchestration.capacity.sweep import SWEEP_FILE, format_sweep, summarize_step
+from orchestration.capacity.steps import RunOne, parent_dir, shared_host, step_args
+from orchestration.capacity.sweep import format_sweep, summarize_step
+from orchestration.report.run_sets import search_headline
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
 from vllm_users.measure.cost import cost_at
 from vllm_users.measure.metrics import Slo
 from vllm_users.options import Options
+from vllm_users.run_dir import EARLY_STOP, META, SERVER_METRICS, SWEEP, read_json
+
+__all__ = ["SaturationWatch", "judge", "next_rate", "run_search"]
 
 STEP_SECONDS = 10.0  # a step sends rate x 10 s requests...
 STEP_MIN, STEP_MAX = 30, 300  # ...at least 30, at most 300
@@ -46,7 +48,6 @@ FIRST_RETRY = 0.9  # after the first failure with no pass: try 90 % of it (SLOs 
 SATURATED_RETRY = 0.97  # ...or just under the completion rate an over-saturated step kept up
 WATCH_WINDOW_S, WATCH_MIN_GROWTH = 4.0, 4
 LIVE_SLO_FACTOR, LIVE_SLO_MIN_OK = 3.0, 50
-EARLY_STOP_FILE = "early_stop.json"
 LATE_MAX = 0.05  # more arrivals late by half a gap than this: the step is invalid and run once more
 
 
@@ -86,8 +87,7 @@ def _measured(run_dir: str, percentile: float) -> tuple[dict[str, Any], Any, np.
     from vllm_users.measure.results import build_result
     from vllm_users.measure.windows import parse_optional, split
 
-    with open(os.path.join(run_dir, "run_meta.json")) as fh:
-        meta = json.load(fh)
+    meta = read_json(run_dir, META)
     cols = load_columns(run_dir)
     res = build_result(cols, meta, percentiles=PercentileChoice(METRICS, (50.0, percentile)))
     measured, _ = split(cols, np.arange(cols.n), parse_optional(meta.get("warmup")), parse_optional(meta.get("cooldown")))
@@ -95,9 +95,9 @@ def _measured(run_dir: str, percentile: float) -> tuple[dict[str, Any], Any, np.
 
 
 def _queue_growing(run_dir: str) -> str | None:
-    from orchestration.server_metrics import SERVER_METRICS_FILE, WAITING, read_samples
+    from orchestration.server_metrics import WAITING, read_samples
 
-    path = os.path.join(run_dir, SERVER_METRICS_FILE)
+    path = os.path.join(run_dir, SERVER_METRICS)
     if not os.path.exists(path):
         return None
     samples, _ = read_samples(path)
@@ -128,8 +128,7 @@ def judge(run_dir: str, target: float, slo: Slo, percentile: float, max_error_ra
     """Whether the step at `target` req/s held the SLO, with every reason it did not."""
     reasons: list[str] = []
     try:
-        with open(os.path.join(run_dir, EARLY_STOP_FILE)) as fh:
-            reasons.append("stopped early: " + json.load(fh)["reason"])
+        reasons.append("stopped early: " + read_json(run_dir, EARLY_STOP)["reason"])
     except (OSError, ValueError, KeyError):
         pass
     try:
@@ -201,7 +200,7 @@ def _step_size(a: Options, rate: float) -> tuple[int, float]:
 def run_search(a: Options, run_one: RunOne) -> int:
     """Search the highest rate that holds the SLO; write sweep.json (kind max_rate_search) and the report."""
     slo = Slo.parse([a.goodput])
-    base = parent_dir(a, "search", SWEEP_FILE)
+    base = parent_dir(a, "search", SWEEP)
     steps: list[dict[str, Any]] = []
     lo = hi = None
     failures = 0
@@ -261,9 +260,9 @@ def run_search(a: Options, run_one: RunOne) -> int:
                        "at_slo_max_rate": cost_at(a.gpu_hour_price, a.gpus, best["output_throughput"], best["achieved_rate"])
                        if best else None,
                        "at_measured_rate": cost_at(a.gpu_hour_price, a.gpus, probe["output_throughput"], probe["achieved_rate"])}  # fmt: skip
-    atomic_json(os.path.join(base, SWEEP_FILE), doc)
+    atomic_json(os.path.join(base, SWEEP), doc)
     print(format_sweep(doc, base), flush=True)
-    for line in headline(doc):
+    for line in search_headline(doc):
         print(f"vllm-locust: {line}", flush=True)
     if doc.get("cost"):
         print("\n".join(format_cost(doc["cost"])).replace("measured rate", "probe's throughput"), flush=True)
@@ -278,22 +277,3 @@ def _uncertainty(lo: float | None, hi: float | None) -> dict[str, Any]:
     return {"low": lo, "high": hi, "relative": (hi - lo) / lo if lo and hi else None,
             "meaning": "the SLO held at `low` and failed at `high`: the maximum lies in [low, high)"}  # fmt: skip
 
-
-def headline(doc: dict[str, Any]) -> list[str]:
-    """The answer in one or two sentences."""
-    slo = " ".join(f"{k}:{v:g}ms" for k, v in doc["slo_ms"].items())
-    pct = doc["slo_percentile"]
-    lo, hi = doc.get("max_rate"), doc.get("lowest_failing_rate")
-    n = len(doc["steps"])
-    if lo is None:
-        return [f"No tried rate held the SLO ({slo} at p{pct:g}); the lowest tried was {hi:g} req/s ({n} steps)."]
-    if hi is None:
-        return [f"Max rate >= {lo:g} req/s: every tried rate held the SLO ({slo} at p{pct:g}; {n} steps)."]
-    lines = [f"Max rate within the SLO ({slo} at p{pct:g}, failures <= {doc['max_error_rate']:.1%}): {lo:g} req/s "
-            f"(held at {lo:g}, failed at {hi:g}: the maximum lies in [{lo:g}, {hi:g}), +{(hi - lo) / lo:.1%}; {n} steps)."]
-    c = (doc.get("cost") or {}).get("at_slo_max_rate")
-    if c and c.get("usd_per_million_output_tokens") is not None:
-        lines.append(f"At that rate: ${c['usd_per_million_output_tokens']:.4g} per million output tokens, "
-                     f"${c['usd_per_request']:.4g} per request (${doc['cost']['gpu_hour_price_usd']:g}/GPU-hour x "
-                     f"{doc['cost']['gpus']}).")  # fmt: skip
-    return lines

@@ -5,6 +5,7 @@ same load, stop the server by its process group; one sweep.json and one report.
 `--param NAME=V1,V2` appends `--NAME V` to the serve command; `--param env:NAME=V1,V2` sets the environment
 variable NAME (e.g. VLLM_CPU_KVCACHE_SPACE). Every point records its startup time; a server that exits or
 never answers /health is a point with `started: false` and the log's tail, not an abort.
+The command line itself (its flags, then every `vllm-locust run` flag) is orchestration.commands.sweep_server.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import re
 import shlex
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -24,15 +24,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestration import config as C
-from orchestration.capacity.run_hooks import RunOne
-from orchestration.capacity.steps import parent_dir, step_args
-from orchestration.capacity.sweep import SWEEP_FILE, format_sweep, summarize_step
+from orchestration.capacity.steps import RunOne, parent_dir, step_args
+from orchestration.capacity.sweep import format_sweep, summarize_step
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
-from vllm_users.options import RUN, Options
+from vllm_users.options import Options
+from vllm_users.run_dir import SERVER_LOG, SWEEP
 
-SERVER_LOG = "server.log"
+__all__ = ["Param", "ServerProcess", "grid", "parse_param", "run_server_sweep"]
 
 
 @dataclass(frozen=True)
@@ -121,7 +120,7 @@ class ServerProcess:
 
 def run_server_sweep(own: argparse.Namespace, a: Options, run_one: RunOne) -> int:
     """Every grid point: start, wait for /health, run the load, stop; write sweep.json and the report."""
-    base = parent_dir(a, "server-sweep", SWEEP_FILE)
+    base = parent_dir(a, "server-sweep", SWEEP)
     steps: list[dict[str, Any]] = []
     points = grid(own.param)
     # SIGTERM outside a load (e.g. while a server starts) must still stop the server, which runs in its own
@@ -141,7 +140,7 @@ def run_server_sweep(own: argparse.Namespace, a: Options, run_one: RunOne) -> in
         from orchestration.capacity.cost import add_step_costs
 
         add_step_costs(steps, a.gpu_hour_price, a.gpus)
-    atomic_json(os.path.join(base, SWEEP_FILE), doc)
+    atomic_json(os.path.join(base, SWEEP), doc)
     print(format_sweep(doc, base), flush=True)
     for s in steps:
         state = f"startup {s['startup_s']:.1f} s" if s["started"] else f"FAILED START: {s['error']}"
@@ -152,30 +151,6 @@ def run_server_sweep(own: argparse.Namespace, a: Options, run_one: RunOne) -> in
         print(f"vllm-locust: server sweep report {rewrite_report(base)}", flush=True)
     failed = sum(not s["started"] for s in steps)
     return max(worst, exit_codes.FAILURES if failed else 0)
-
-
-def main(argv: Sequence[str]) -> int:
-    """`vllm-locust sweep-server`: its own flags, then every `vllm-locust run` flag (--host required)."""
-    p = C.OneLineParser(prog="vllm-locust sweep-server",
-                        description="Start the server once per parameter point, run the same load, one report")  # fmt: skip
-    p.add_argument("--serve-cmd", required=True, help='The server command, e.g. "vllm serve MODEL --port 8000"')
-    p.add_argument("--param", action="append", required=True, type=parse_param, metavar="NAME=V1,V2",
-                   help="A serve-command flag to sweep (--NAME V), or env:NAME=V1,V2 for an environment variable")
-    p.add_argument("--health-timeout", type=C.pos_float, default=600.0, help="Seconds a start may take (default 600)")
-    p.add_argument("--stop-grace", type=C.pos_float, default=20.0, help="Seconds between SIGTERM and SIGKILL")
-    own, rest = p.parse_known_args(list(argv))
-    from orchestration.run_cmd import new_run_parser, run
-
-    try:
-        a = C.parse_options(new_run_parser("vllm-locust sweep-server"), rest, RUN)
-        if not a.host:
-            raise C.UsageError("--host: the URL where the started server listens, e.g. http://127.0.0.1:8000")
-        if a.sweep or a.find_max_rate:
-            raise C.UsageError("sweep-server runs one load per point: leave out --sweep and --find-max-rate")
-        return run_server_sweep(own, a, run)
-    except C.UsageError as e:
-        print(f"vllm-locust sweep-server: error: {e}", file=sys.stderr)
-        return exit_codes.USAGE
 
 
 def _interrupt(_signum: int, _frame: Any) -> None:

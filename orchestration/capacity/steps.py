@@ -1,18 +1,23 @@
-"""What repeats, sweeps and the SLO search share: one server for every step, a step's arguments, its result."""
+"""What repeats, sweeps and the SLO search share: how one run is called (RunOne), one server for every step, a
+step's arguments, its result."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from orchestration import config as C
 from vllm_users.measure.run_result import load_result
 from vllm_users.options import Options
+from vllm_users.run_dir import REPEATS, read_json
+
+__all__ = ["RunOne", "parent_dir", "read_step", "shared_host", "step_args"]
+
+RunOne = Callable[..., int]  # commands.run.run: one run of these options (a step's `watch` may stop it early)
 
 # Settings that a step takes over from the parent and must not inherit (the parent's own job).
 # --repeats is not among them: a sweep or search step with --repeats N is itself repeated.
@@ -51,11 +56,9 @@ def step_args(a: Options, host: str, out_dir: str, name: str, **overrides: Any) 
 
 def read_step(run_dir: str) -> dict[str, Any]:
     """A step's result: result.json, or for a repeated step the repeats' means (with their CIs under `repeats`)."""
-    rep = os.path.join(run_dir, "repeats.json")
     try:
-        if os.path.exists(rep):
-            with open(rep) as fh:
-                doc = json.load(fh)
+        if os.path.exists(os.path.join(run_dir, REPEATS)):
+            doc = read_json(run_dir, REPEATS)
             res: dict[str, Any] = {k: m["mean"] for k, m in doc["metrics"].items()}
             res["repeats"] = doc
             return res

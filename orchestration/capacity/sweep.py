@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import os
 from collections.abc import Callable
@@ -19,13 +18,14 @@ from typing import Any
 
 from orchestration import config as C
 from orchestration.capacity.cost import add_step_costs
-from orchestration.capacity.run_hooks import RunOne
-from orchestration.capacity.steps import parent_dir, read_step, shared_host, step_args
+from orchestration.capacity.steps import RunOne, parent_dir, read_step, shared_host, step_args
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
 from vllm_users.options import Options
+from vllm_users.run_dir import SWEEP
 
-SWEEP_FILE = "sweep.json"
+__all__ = ["STEP_FIELDS", "SweepPlan", "format_sweep", "parse_sweep", "run_sweep", "summarize_step", "sweep_doc"]
+
 AUTO_RATES = 5
 STEP_SECONDS = 20.0  # a rate step without --num-prompts/--run-time sends rate x 20 s requests...
 STEP_MIN, STEP_MAX = 20, 400  # ...at least 20, at most 400
@@ -93,7 +93,7 @@ def run_sweep(a: Options, run_one: RunOne) -> int:
     plan = parse_sweep(a.sweep)
     if plan.kind == "concurrency" and a.request_rate is not None:
         raise C.UsageError("--sweep concurrency: runs closed loop: leave out --request-rate")
-    base = parent_dir(a, "sweep", SWEEP_FILE)
+    base = parent_dir(a, "sweep", SWEEP)
     steps: list[dict[str, Any]] = []
     worst = 0
 
@@ -125,7 +125,7 @@ def run_sweep(a: Options, run_one: RunOne) -> int:
         interrupted = True
     doc = sweep_doc(plan, steps, a)
     doc["interrupted"] = interrupted
-    atomic_json(os.path.join(base, SWEEP_FILE), doc)
+    atomic_json(os.path.join(base, SWEEP), doc)
     print(format_sweep(doc, base), flush=True)
     if not a.no_report:
         from orchestration.report.sweep_report import write_sweep_report
@@ -214,10 +214,5 @@ def format_sweep(doc: dict[str, Any], path: str) -> str:
             rows[-1] += f"  efficiency {s['scaling_efficiency']:.2f}"
         if s.get("expert_load") and s["expert_load"].get("max_over_mean") is not None:
             rows[-1] += f"  experts max/mean {s['expert_load']['max_over_mean']:.2f} CV {s['expert_load']['cv']:.3f}"
-    return "\n".join([f"=== {title} ===", *rows, f"Sweep: {os.path.join(path, SWEEP_FILE)}"])
+    return "\n".join([f"=== {title} ===", *rows, f"Sweep: {os.path.join(path, SWEEP)}"])
 
-
-def load_sweep(path: str) -> dict[str, Any]:
-    """sweep.json of a sweep directory."""
-    with open(os.path.join(path, SWEEP_FILE)) as fh:
-        return dict(json.load(fh))

@@ -1,7 +1,8 @@
 """`vllm-locust k8s render`: a kustomization holding the user's run options, so nobody edits YAML by hand.
 
-The options are `vllm-locust run`'s own (one parser, run_cmd.new_run_parser); they land in config.yaml, the
-file the master and the workers read, so the same file drives a local `vllm-locust run --config` too.
+The options are `vllm-locust run`'s own (one parser, orchestration.commands.run.new_run_parser); they land in
+config.yaml, the file the master and the workers read, so the same file drives a local `vllm-locust run --config`
+too.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import dataclasses
 import math
 import os
 import shutil
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,9 +20,11 @@ from urllib.parse import urlsplit
 import yaml
 
 from orchestration import config as C
-from orchestration.run_cmd import new_run_parser, validate
-from vllm_users import exit_codes
+from orchestration.commands import reported
+from orchestration.commands.run import new_run_parser, validate
 from vllm_users.options import DEFAULTS, RUN, Options, table
+
+__all__ = ["CLUSTER_OWNED", "MANIFESTS", "main", "render", "render_parser", "run_config", "write"]
 
 MANIFESTS = Path(__file__).with_name("manifests")
 # `run` options the cluster layout decides (master.yaml's flags) or that must not land in a ConfigMap: left out
@@ -135,17 +137,12 @@ def write(out: str, files: dict[str, str]) -> None:
             fh.write(text)
 
 
+@reported("vllm-locust k8s render")
 def main(argv: Sequence[str]) -> int:
     """Parse `run`'s options plus the cluster's, write the kustomization, say how to apply it."""
-    argv = list(argv)
-    p = render_parser()
-    try:
-        by_layer, r = C.layers(p, argv, RUN)
-        given = C.merge({k: v for k, v in by_layer.items() if k != "preset"})  # the master applies the preset
-        files = render(given, C.merge(by_layer), r)
-    except C.UsageError as e:
-        print(f"vllm-locust k8s render: error: {e}", file=sys.stderr)
-        return exit_codes.USAGE
+    by_layer, r = C.layers(render_parser(), list(argv), RUN)
+    given = C.merge({k: v for k, v in by_layer.items() if k != "preset"})  # the master applies the preset
+    files = render(given, C.merge(by_layer), r)
     write(r.out, files)
     print(f"vllm-locust k8s render: wrote {r.out}/ ({len(files)} files). Next:\n"
           f"  kubectl apply -k {r.out}\n"

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
 
 from orchestration import config as C
-from vllm_users import exit_codes
+from orchestration.commands import reported
+from vllm_users.errors import PreflightError
+
+__all__ = ["healthy", "main", "target_host"]
 
 
 def target_host(host: str | None, config: str | None) -> str:
@@ -32,6 +34,7 @@ def healthy(url: str, timeout: float) -> str:
         return str(getattr(e, "reason", None) or e) or type(e).__name__
 
 
+@reported("vllm-locust k8s wait")
 def main(argv: Sequence[str]) -> int:
     """Poll HOST/health every --interval seconds until 200 (exit 0) or --timeout (exit PREFLIGHT)."""
     p = C.OneLineParser(prog="vllm-locust k8s wait")
@@ -41,11 +44,7 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--timeout", type=C.pos_float, default=900.0, help="Give up after this many seconds")
     p.add_argument("--interval", type=C.pos_float, default=2.0, help="Seconds between attempts")
     a = p.parse_args(list(argv))
-    try:
-        url = target_host(a.host, a.config) + a.path
-    except C.UsageError as e:
-        print(f"vllm-locust k8s wait: error: {e}", file=sys.stderr)
-        return exit_codes.USAGE
+    url = target_host(a.host, a.config) + a.path
     t0 = time.monotonic()
     last = ""
     while True:
@@ -58,6 +57,5 @@ def main(argv: Sequence[str]) -> int:
             print(f"vllm-locust k8s wait: {url}: {why}; waiting (up to {a.timeout:.0f} s)", flush=True)
             last = why
         if waited + a.interval > a.timeout:
-            print(f"vllm-locust k8s wait: error: {url} not ready after {waited:.0f} s ({why})", file=sys.stderr)
-            return exit_codes.PREFLIGHT
+            raise PreflightError(f"{url} not ready after {waited:.0f} s ({why})")
         time.sleep(a.interval)

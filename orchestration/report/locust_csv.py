@@ -13,9 +13,10 @@ import csv
 import os
 from typing import Any
 
-STATS = "locust_stats.csv"
-HISTORY = "locust_stats_history.csv"
-FAILURES = "locust_failures.csv"
+from vllm_users.run_dir import LOCUST_FAILURES, LOCUST_HISTORY, LOCUST_STATS
+
+__all__ = ["read_csv_rows", "result_from_csv"]
+
 PCTS = {"50": "50%", "90": "90%", "95": "95%", "99": "99%"}
 TYPE_METRIC = {"STREAM": "e2el", "TTFT": "ttft", "TPOT": "tpot", "ITL": "itl"}
 
@@ -49,16 +50,16 @@ def result_from_csv(
     run_dir: str, meta: dict[str, Any]
 ) -> tuple[dict[str, Any], list[str], dict[str, Any] | None, list[str]] | None:
     """(result, approximate field names, time series, warnings) from the CSVs; None without a stats CSV."""
-    path = os.path.join(run_dir, STATS)
+    path = os.path.join(run_dir, LOCUST_STATS)
     if not os.path.exists(path):
         return None
     warnings: list[str] = []
     rows, bad = read_csv_rows(path)
     if bad:
-        warnings.append(f"{STATS}: {bad} torn or malformed line(s) skipped")
+        warnings.append(f"{LOCUST_STATS}: {bad} torn or malformed line(s) skipped")
     rows = [r for r in rows if r.get("Name") != "Aggregated" and _num(r.get("Request Count")) is not None]
     if not rows:
-        warnings.append(f"{STATS} has no request rows")
+        warnings.append(f"{LOCUST_STATS} has no request rows")
     by_metric: dict[str, list[dict[str, str]]] = {}
     for r in rows:
         by_metric.setdefault(TYPE_METRIC.get(r.get("Type", ""), "e2el"), []).append(r)
@@ -127,12 +128,12 @@ def _output_tokens(streams: list[dict[str, str]], rps: float, total: float) -> d
 
 
 def _failures(run_dir: str, warnings: list[str]) -> dict[str, int]:
-    path = os.path.join(run_dir, FAILURES)
+    path = os.path.join(run_dir, LOCUST_FAILURES)
     if not os.path.exists(path):
         return {}
     rows, bad = read_csv_rows(path)
     if bad:
-        warnings.append(f"{FAILURES}: {bad} torn line(s) skipped")
+        warnings.append(f"{LOCUST_FAILURES}: {bad} torn line(s) skipped")
     out: dict[str, int] = {}
     for r in rows:
         key = (r.get("Error") or "error")[:80]
@@ -142,12 +143,12 @@ def _failures(run_dir: str, warnings: list[str]) -> dict[str, int]:
 
 def _history(run_dir: str, warnings: list[str]) -> dict[str, Any] | None:
     """Aggregated rows of the stats history as a time series (Locust's 1-s samples, cumulative percentiles)."""
-    path = os.path.join(run_dir, HISTORY)
+    path = os.path.join(run_dir, LOCUST_HISTORY)
     if not os.path.exists(path):
         return None
     rows, bad = read_csv_rows(path)
     if bad:
-        warnings.append(f"{HISTORY}: {bad} torn line(s) skipped")
+        warnings.append(f"{LOCUST_HISTORY}: {bad} torn line(s) skipped")
     agg = [r for r in rows if r.get("Name") == "Aggregated" and _num(r.get("Timestamp")) is not None]
     if not agg:
         return None

@@ -20,9 +20,11 @@ matplotlib.use("Agg")  # before any backend is touched: reports are rendered wit
 import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from orchestration.report.postprocess import RunData  # noqa: E402
+from orchestration.report.postprocess import MAX_SAMPLE, RunData  # noqa: E402
 
-MAX_SAMPLE = 200_000  # values kept per CDF before taking quantiles: tails to p99.99 stay visible
+__all__ = ["LEVELS", "Plot", "all_plots", "cdf_figure", "cdf_points", "latency_throughput_figure", "scenario_figure",
+           "timeseries_figure", "turns_figure"]  # fmt: skip
+
 # Quantile levels: even in the body, log-spaced towards the tail where latency problems live.
 LEVELS = np.unique(np.concatenate([np.linspace(0.0, 0.99, 400), 1.0 - np.logspace(-2, -5, 120), [1.0]]))
 METRIC_TITLES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2EL"}

@@ -16,22 +16,22 @@ from typing import Any
 
 import numpy as np
 
-from orchestration.report.locust_csv import STATS, result_from_csv
+from orchestration.report.locust_csv import result_from_csv
 from orchestration.server_metrics import summarize_file
 from vllm_users.atomic import atomic_json
+from vllm_users.errors import ReportError  # raised here when a run directory holds nothing reportable
 from vllm_users.measure.columns import load_columns
 from vllm_users.measure.metrics import Slo, ok_rows, plot_arrays, rows
 from vllm_users.measure.metrics_summary import timeseries
-from vllm_users.measure.results import COLS_FILE, META_FILE, RECORDS_FILE, build_result
-from vllm_users.measure.run_result import RESULT_FILE, RUN_FIELDS
+from vllm_users.measure.results import build_result
+from vllm_users.measure.run_result import RUN_FIELDS
+from vllm_users.run_dir import CLIENT_HEALTH, COLS, LOCUST_STATS, META, RECORDS, REPEATS, RESULT
 
-REPEATS_FILE = "repeats.json"  # a --repeats directory reports as one run (orchestration.capacity.repeats)
+__all__ = ["MAX_SAMPLE", "ReportError", "RunData", "expand_run_dirs", "is_run_dir", "load_run", "write_json_atomic"]
+
 # Keys the master adds beside build_result's output, kept when recomputing; the timeline stays in result.json only
 RUN_KEYS = tuple(k for k in RUN_FIELDS if k != "timeline")
-
-
-class ReportError(Exception):
-    """Nothing can be reported from this input; the message says why in one line."""
+MAX_SAMPLE = 200_000  # values kept per CDF before taking quantiles (plots.cdf_points): tails to p99.99 stay visible
 
 
 @dataclass
@@ -66,7 +66,7 @@ def _read_json(path: str, warnings: list[str]) -> dict[str, Any] | None:
 
 def is_run_dir(path: str) -> bool:
     """True when `path` holds something a report is made from (records, a result, Locust's stats CSV)."""
-    return any(os.path.exists(os.path.join(path, f)) for f in (RECORDS_FILE, COLS_FILE, RESULT_FILE, STATS, REPEATS_FILE))
+    return any(os.path.exists(os.path.join(path, f)) for f in (RECORDS, COLS, RESULT, LOCUST_STATS, REPEATS))
 
 
 def expand_run_dirs(paths: Sequence[str]) -> list[str]:
@@ -89,8 +89,8 @@ def load_run(run_dir: str, *, slo: Slo | None = None) -> RunData:
     if not os.path.isdir(run_dir):
         raise ReportError(f"run directory {run_dir!r} does not exist or is not a directory")
     warnings: list[str] = []
-    meta = _read_json(os.path.join(run_dir, META_FILE), warnings) or {}
-    written = _read_json(os.path.join(run_dir, RESULT_FILE), warnings)
+    meta = _read_json(os.path.join(run_dir, META), warnings) or {}
+    written = _read_json(os.path.join(run_dir, RESULT), warnings)
     if not meta and written:
         meta = dict(written.get("meta") or {}, **{k: written.get(k) for k in ("model_id", "date", "backend")})
     if slo is None and meta.get("goodput"):
@@ -99,9 +99,9 @@ def load_run(run_dir: str, *, slo: Slo | None = None) -> RunData:
         except ValueError as e:
             warnings.append(f"run_meta goodput ignored: {e}")
     name = os.path.basename(os.path.normpath(run_dir))
-    rec_path = os.path.join(run_dir, RECORDS_FILE)
+    rec_path = os.path.join(run_dir, RECORDS)
     run: RunData | None = None
-    if os.path.exists(rec_path) or os.path.exists(os.path.join(run_dir, COLS_FILE)):
+    if os.path.exists(rec_path) or os.path.exists(os.path.join(run_dir, COLS)):
         # records.cols (converted once from records.jsonl for older runs): the same records, columnar
         cols = load_columns(run_dir)
         warnings.extend(cols.warnings)
@@ -113,18 +113,16 @@ def load_run(run_dir: str, *, slo: Slo | None = None) -> RunData:
                 if written and k in written and k not in res:
                     res[k] = written[k]
             run = RunData(run_dir, name, res, "records", warnings=warnings)
-            from orchestration.report.plots import MAX_SAMPLE  # plots imports this module
-
             # ITL arrives as the very subsample the CDF plot would draw (the full array is ~1 GB at 1 M records)
             run.arrays = plot_arrays(cols, MAX_SAMPLE)
             run.timeseries = timeseries(cols)
             ok_starts = cols.a["t_start"][ok_rows(cols, rows(cols))]
             run.ttft_starts_s = ok_starts - float(np.nanmin(cols.a["t_start"])) if ok_starts.size else ok_starts
         else:
-            warnings.append("records.jsonl holds no request records (empty run)")
+            warnings.append(f"{RECORDS} holds no request records (empty run)")
     if run is None and written is not None:
-        run = RunData(run_dir, name, written, "result.json", warnings=warnings)
-        warnings.append("no request records: figures come from result.json; no CDFs or time series")
+        run = RunData(run_dir, name, written, RESULT, warnings=warnings)
+        warnings.append(f"no request records: figures come from {RESULT}; no CDFs or time series")
     if run is None:
         csv = result_from_csv(run_dir, meta)
         if csv is not None:
@@ -135,10 +133,10 @@ def load_run(run_dir: str, *, slo: Slo | None = None) -> RunData:
             run.timeseries = ts
             warnings.append("no records: figures come from Locust's CSVs (see approximate fields)")
     if run is None:
-        raise ReportError(f"{run_dir}: no records.jsonl, result.json or {STATS} to report from, and no run "
+        raise ReportError(f"{run_dir}: no {RECORDS}, {RESULT} or {LOCUST_STATS} to report from, and no run "
                           "directories inside it")
     if "client_health" not in run.result:
-        health = _read_json(os.path.join(run_dir, "client_health.json"), run.warnings)
+        health = _read_json(os.path.join(run_dir, CLIENT_HEALTH), run.warnings)
         if health:
             run.result["client_health"] = health
             run.result.setdefault("client_bound", health.get("client_bound"))

@@ -12,7 +12,11 @@ from matplotlib.figure import Figure
 
 from orchestration.report.model import fmt
 from orchestration.report.plots import Plot
+from orchestration.report.run_sets import load_sweep, search_headline
 from vllm_users.atomic import atomic_json, write_atomic
+from vllm_users.run_dir import REPORT_DIR, REPORT_HTML, REPORT_JSON, REPORT_MD
+
+__all__ = ["curves_figure", "pareto_figure", "render_markdown", "rewrite_report", "write_sweep_report"]
 
 CURVES = (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2el", "E2EL"))
 TABLE = (("label", "step", "s"), ("startup_s", "startup s", ".1f"), ("target", "target", ".4g"), ("achieved_rate", "req/s", ".3g"),
@@ -96,27 +100,21 @@ def write_sweep_report(path: str, doc: dict[str, Any] | None = None, *, title: s
                        headline: Sequence[str] = ()) -> str:  # fmt: skip
     """Write PATH/report/report.{html,md,json} for the sweep in PATH; returns the HTML path."""
     if doc is None:
-        from orchestration.capacity.sweep import load_sweep
-
         doc = load_sweep(path)
-    out = os.path.join(path, "report")
+    out = os.path.join(path, REPORT_DIR)
     os.makedirs(out, exist_ok=True)
     plots = [p for p in (curves_figure(doc["steps"]), pareto_figure(doc["steps"])) if p is not None]
     env = jinja2.Environment(autoescape=True)
     html = env.from_string(_HTML).render(doc=doc, plots=plots, table=TABLE, fmt=fmt, title=title, headline=headline)
-    write_atomic(os.path.join(out, "report.html"), html)
-    write_atomic(os.path.join(out, "report.md"), render_markdown(doc, title, headline))
-    atomic_json(os.path.join(out, "report.json"), {"tool": "vllm-locust report", "kind": title, **doc})
-    return os.path.join(out, "report.html")
+    write_atomic(os.path.join(out, REPORT_HTML), html)
+    write_atomic(os.path.join(out, REPORT_MD), render_markdown(doc, title, headline))
+    atomic_json(os.path.join(out, REPORT_JSON), {"tool": "vllm-locust report", "kind": title, **doc})
+    return os.path.join(out, REPORT_HTML)
 
 
 def rewrite_report(path: str) -> str:
     """The report of a sweep or SLO-search directory, from its sweep.json."""
-    from orchestration.capacity.sweep import load_sweep
-
     doc = load_sweep(path)
     if doc.get("kind") == "max_rate_search":
-        from orchestration.capacity.search import headline
-
-        return write_sweep_report(path, doc, title="SLO search (--find-max-rate)", headline=headline(doc))
+        return write_sweep_report(path, doc, title="SLO search (--find-max-rate)", headline=search_headline(doc))
     return write_sweep_report(path, doc)

@@ -16,7 +16,7 @@ from locust.argument_parser import get_parser
 import vllm_users.distributed.plugin  # noqa: F401 - registers the table on Locust's parser
 from orchestration import config as C
 from orchestration import presets
-from orchestration.run_cmd import add_run_parser
+from orchestration.commands.run import add_run_parser
 from vllm_users import option_types as T
 from vllm_users.options import (
     DEFAULTS,

@@ -5,17 +5,27 @@ its response parser (docs/architecture.md says why). Several of the members it n
 (`_build_request`, `_connection_pool`, `_sock`, `_body_buffer`, `_read_headers`); they are touched here
 only, for the versions in `TESTED_VERSIONS` (pinned the same in pyproject.toml).
 tests/unit/client/test_ghc_adapter.py checks each assumption, so an upgrade that breaks one fails loudly.
+
+One fix of geventhttpclient itself lives here too: its response hands the socket back to the pool as soon as an
+interim 1xx response (100 Continue, 103 Early Hints) is complete, while the final response is still to be read
+on it; the next request can then take the socket mid-response. `ResponseWithHeaderHook` keeps it, and stands in
+for geventhttpclient's response class in `HTTPClient.request` too (the users' model lookup and calibration).
 """
 
 from __future__ import annotations
 
 import errno
-from collections.abc import Callable
 from typing import Any
 
 import gevent
+import geventhttpclient.client as _ghc_client
 from geventhttpclient.client import HTTPClient
-from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError, HTTPSocketPoolResponse
+from geventhttpclient.response import (
+    HTTPConnectionClosed,
+    HTTPParseError,
+    HTTPResponse,
+    HTTPSocketPoolResponse,
+)
 from geventhttpclient.url import URL
 
 TESTED_VERSIONS = (">=2.6", "<2.7")  # pyproject.toml pins the same range
@@ -73,9 +83,21 @@ def close_broken(resp: HTTPSocketPoolResponse) -> None:
 
 class ResponseWithHeaderHook(HTTPSocketPoolResponse):
     """A pooled response whose header reads go through `recv_stamped(sock, size)`: geventhttpclient's own header
-    loop (interim 1xx responses skipped), with the receive call replaceable (wire.StampedResponse stamps it)."""
+    loop (interim 1xx responses skipped), with the receive call replaceable (wire.StampedResponse stamps it).
+    An interim response leaves the socket with this response (RFC 9110 §15.2: the final one follows on it)."""
 
-    recv_stamped: Callable[[Any, int], bytes]
+    def recv_stamped(self, sock: Any, size: int) -> bytes:
+        """One receive of the header loop."""
+        data: bytes = sock.recv(size)
+        return data
+
+    def _on_message_complete(self) -> None:
+        # once per message, not per chunk. 101 is no interim response, but it never completes a message here:
+        # llhttp stops at the upgrade and the header loop raises HTTPParseError (a bad_response)
+        if self.get_code() < 200:
+            HTTPResponse._on_message_complete(self)  # complete, but not released: the final response follows
+            return
+        super()._on_message_complete()
 
     def _read_headers(self, pre_buffered: bytes = b"") -> None:
         sock = self._sock
@@ -102,3 +124,7 @@ class ResponseWithHeaderHook(HTTPSocketPoolResponse):
         except BaseException:
             self.release()
             raise
+
+
+# geventhttpclient's HTTPClient.request builds its responses from this module global: the same fix for them
+_ghc_client.HTTPSocketPoolResponse = ResponseWithHeaderHook  # type: ignore[misc]

@@ -43,7 +43,7 @@ class StreamResult:
     status: int = 0
     usage: dict[str, Any] | None = None
     finish_reason: str | None = None
-    done: bool = False
+    done: bool = False  # `data: [DONE]` came (False on a success: a complete body with a finish_reason)
     choice_events: int = 0  # events with a non-empty choices list (role chunk, finish chunk, output)
     error: str | None = None
     error_detail: str | None = None
@@ -280,7 +280,9 @@ def send_and_read(
         if resp is not None and res.error is not None:
             close_broken(resp)  # a half-read connection must not go back to the pool
     if res.status == 200 and stream and res.error is None:
-        if not res.done:
+        # the body's framing ended (an error otherwise): with a finish_reason it is a whole answer, [DONE] or not
+        # (vLLM bench's rule too); `done` stays False and the record says so (docs/failure_kinds.md)
+        if not res.done and res.finish_reason is None:
             res.error = "truncated"
             res.error_detail = "stream ended without [DONE]"
         elif not res.chunk_times:

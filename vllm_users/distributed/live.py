@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from collections import deque
 from typing import Any
 
 import numpy as np
 
+from vllm_users import run_dir
 from vllm_users.distributed.master_side import Collector
 from vllm_users.measure.health import summarize
 from vllm_users.measure.histograms import HIST_METRICS, percentiles_ms
+from vllm_users.measure.server_metric_names import KV_USAGE, PREFIX_HITS, PREFIX_QUERIES, RUNNING, WAITING
 from vllm_users.options import Options
 
 HISTORY_POINTS = 1800  # one hour of 2-s points
@@ -56,8 +57,6 @@ class ServerTail:
         return None if self.last is None else self._figures()
 
     def _figures(self) -> dict[str, Any]:
-        from orchestration.server_metrics import KV_USAGE, PREFIX_HITS, PREFIX_QUERIES, RUNNING, WAITING
-
         assert self.first is not None and self.last is not None
         v, v0 = self.last["v"], self.first["v"]
 
@@ -91,7 +90,7 @@ class LiveView:
         self.last: dict[str, Any] | None = None
         self.open_loop = options.open_loop
         self.target_rate: float | None = options.request_rate
-        self.server = ServerTail(os.path.join(results_dir, "server_metrics.jsonl"))
+        self.server = ServerTail(run_dir.path(results_dir, run_dir.SERVER_METRICS))
         self._prev: tuple[float, float, float, float, float] | None = None
 
     def update(self, state: str = "", finished: bool = False) -> dict[str, Any]:

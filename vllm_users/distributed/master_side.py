@@ -8,9 +8,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_users import run_dir
 from vllm_users.atomic import atomic_json
 from vllm_users.distributed.worker_side import BATCH_INTERVAL_S
-from vllm_users.measure.columns import COLS_FILE, frame, records_to_frames
+from vllm_users.measure.columns import frame, records_to_frames
 from vllm_users.measure.health import summarize
 from vllm_users.measure.histograms import HistogramSet
 
@@ -53,11 +54,11 @@ class Collector:
 
     def __post_init__(self) -> None:
         os.makedirs(self.results_dir, exist_ok=True)
-        path = os.path.join(self.results_dir, "records.jsonl")
+        path = run_dir.path(self.results_dir, run_dir.RECORDS)
         self._fh = open(path, "a", buffering=1 << 20)
         self._jsonl_end = os.path.getsize(path)
         # columns beside the JSONL (vllm_users.measure.columns): each frame says where in the JSONL its batch ends
-        self._cols = open(os.path.join(self.results_dir, COLS_FILE), "ab", buffering=1 << 20)
+        self._cols = open(run_dir.path(self.results_dir, run_dir.COLS), "ab", buffering=1 << 20)
 
     def on_batch(self, data: dict[str, Any], client_id: str | None = None) -> None:
         """Add one worker batch (records as JSON lines, encoded histograms, health samples)."""
@@ -145,8 +146,7 @@ class Collector:
         tot["elapsed_s"] = round(elapsed, 1)
         tot["output_tok_per_s"] = round(tot["output_tokens"] / elapsed, 1) if elapsed > 0 else 0.0
         tot["workers_live"] = len(self.live())
-        tot["workers_lost"] = [w.name for w in self.workers.values() if w.lost_at is not None]  # type: ignore[assignment]
-        return tot
+        return {**tot, "workers_lost": [w.name for w in self.workers.values() if w.lost_at is not None]}
 
     def flush(self) -> None:
         """Make everything received visible on disk."""
@@ -186,6 +186,6 @@ class Collector:
 
     def write_side_files(self) -> None:
         """Merged histograms and client health, beside the records."""
-        atomic_json(os.path.join(self.results_dir, "histograms.json"), self.hists.encode())
-        atomic_json(os.path.join(self.results_dir, "client_health.json"), summarize(self.health))
-        atomic_json(os.path.join(self.results_dir, "master_ingest.json"), self.ingest_summary())
+        atomic_json(run_dir.path(self.results_dir, run_dir.HISTOGRAMS), self.hists.encode())
+        atomic_json(run_dir.path(self.results_dir, run_dir.CLIENT_HEALTH), summarize(self.health))
+        atomic_json(run_dir.path(self.results_dir, run_dir.MASTER_INGEST), self.ingest_summary())

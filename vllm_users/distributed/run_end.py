@@ -16,7 +16,7 @@ from typing import Any
 from locust.env import Environment
 from locust.runners import MasterRunner
 
-from vllm_users import exit_codes
+from vllm_users import exit_codes, run_dir
 from vllm_users.atomic import atomic_json
 from vllm_users.distributed.env_state import locust_option
 from vllm_users.distributed.master_side import Collector
@@ -29,9 +29,6 @@ from vllm_users.measure.windows import parse_optional
 from vllm_users.options import Options, env_api_key
 
 log = logging.getLogger("vllm_locust")
-
-PROFILE_FILE = "profile.json"  # RUN/profile.json: what --profile did (also the result's `profile` block)
-PREFLIGHT_FILE = "preflight.json"  # `vllm-locust run`'s preflight: its stream attempts reached the server too
 
 
 def start_profile(o: Options, host: str | None) -> ServerProfile | None:
@@ -49,7 +46,7 @@ def stop_profile(profile: ServerProfile | None, results_dir: str) -> dict[str, A
     if profile is None:
         return None
     info = profile.stop()
-    atomic_json(os.path.join(results_dir, PROFILE_FILE), info)
+    atomic_json(run_dir.path(results_dir, run_dir.PROFILE), info)
     log.info("vllm-locust: %s", profile_line(info))
     return info
 
@@ -69,7 +66,7 @@ def sim_served(host: str) -> int | None:
 def preflight_requests(results_dir: str) -> int:
     """The preflight's requests to the server (RUN/preflight.json's stream attempts; 1 when unknown)."""
     try:
-        with open(os.path.join(results_dir, PREFLIGHT_FILE)) as fh:
+        with open(run_dir.path(results_dir, run_dir.PREFLIGHT)) as fh:
             return len(json.load(fh)["stream_attempts"])
     except (OSError, ValueError, KeyError, TypeError):
         return 1

@@ -16,6 +16,8 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
+from vllm_users.client import stdlib_http
+
 STOP_TIMEOUT_S = 600.0  # writing the traces can take minutes on CPU
 
 
@@ -24,7 +26,7 @@ def _post(url: str, api_key: str | None, timeout: float) -> tuple[int | None, st
     if api_key:
         req.add_header("Authorization", f"Bearer {api_key}")
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
+        with stdlib_http.urlopen(req, timeout=timeout) as r:  # interim 1xx responses skipped
             return int(r.status), ""
     except urllib.error.HTTPError as e:
         return int(e.code), f"HTTP {e.code}"

@@ -16,11 +16,13 @@ import math
 import os
 import sys
 import tempfile
-from typing import Any
+from typing import Any, Protocol
 
 from locust.env import Environment
 
+from vllm_users import run_dir
 from vllm_users.distributed.live import LiveView, finite, table_rows
+from vllm_users.distributed.master_side import Collector
 from vllm_users.measure.histograms import HIST_METRICS
 from vllm_users.options import API_KEY_ENV
 
@@ -34,7 +36,23 @@ TABLE = [{"key": "name", "title": "Scenario"}, {"key": "requests", "title": "OK 
 ]
 
 
-def install(env: Environment, plugin: Any) -> None:
+class MasterView(Protocol):
+    """What the tab reads of the master's plugin (vllm_users.distributed.master_plugin.MasterPlugin, which
+    installs the tab: a Protocol keeps the import one way)."""
+
+    collector: Collector | None
+    live: LiveView | None
+    results_dir: str
+    written: bool
+
+    def on_swarm(self, users: str | None, spawn_rate: str | None) -> None:
+        """Users or spawn rate changed from the UI's form."""
+
+    def change_rate(self, rate: float) -> tuple[bool, str]:
+        """A live request-rate change: (accepted, message)."""
+
+
+def install(env: Environment, plugin: MasterView) -> None:
     """Add the LLM tab, its routes and the API-key scrubber to the running web UI (master or local runner)."""
     from flask import Blueprint, Response, jsonify, make_response, request, send_file
 
@@ -77,7 +95,7 @@ def install(env: Environment, plugin: Any) -> None:
         path, err = _report_so_far(plugin)
         if path is None:
             return make_response(f"report not available: {err}", 503)
-        return send_file(path, mimetype="text/html", as_attachment=True, download_name="vllm-locust-report.html")
+        return send_file(path, mimetype="text/html", as_attachment=True, download_name=run_dir.WEB_REPORT_HTML)
 
     app.register_blueprint(bp)
     _password_login(web_ui)
@@ -160,7 +178,7 @@ def _password_login(web_ui: Any) -> None:
 _TEXT = {"text/html", "application/json", "text/csv", "text/plain", "application/javascript", "text/javascript"}
 
 
-def _report_so_far(plugin: Any) -> tuple[str | None, str]:
+def _report_so_far(plugin: MasterView) -> tuple[str | None, str]:
     """Render our HTML report of the run directory as it is now, in a subprocess (the master's loop keeps going)."""
     from gevent import subprocess
 
@@ -169,12 +187,15 @@ def _report_so_far(plugin: Any) -> tuple[str | None, str]:
     plugin.collector.flush()
     out = tempfile.mkdtemp(prefix="vllm-locust-ui-report-")
     env = {k: v for k, v in os.environ.items() if k not in API_KEY_ENV}
-    cmd = [sys.executable, "-m", "orchestration.report.cli", plugin.results_dir, "-o", out, "--format", "html", "--quiet"]
+    # a process of its own, not a call: rendering the report's matplotlib plots takes seconds of CPU, which in
+    # the master would stall its gevent loop (worker heartbeats, batches, the live stats this UI polls); the
+    # report lives in orchestration/, above vllm_users, so it is named by module, not imported
+    cmd = [sys.executable, "-m", "orchestration.commands.report", plugin.results_dir, "-o", out, "--format", "html", "--quiet"]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     except subprocess.TimeoutExpired:
         return None, "the report took longer than 120 s"
-    path = os.path.join(out, "report.html")
+    path = run_dir.path(out, run_dir.REPORT_HTML)
     if p.returncode != 0 or not os.path.exists(path):
         return None, (p.stderr or "").strip()[-300:] or f"exit code {p.returncode}"
     return path, ""

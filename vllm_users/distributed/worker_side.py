@@ -9,36 +9,27 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import gevent
 import gevent.event
 from gevent.queue import Empty, Queue
 
+from vllm_users import run_dir
 from vllm_users.measure.columns import pack_records
 from vllm_users.measure.health import HealthSampler
 from vllm_users.measure.histograms import HistogramSet
 from vllm_users.measure.metrics import LATE_THRESHOLD_S, Slo
-from vllm_users.measure.record import RequestRecord, parse_lines
+from vllm_users.measure.record import RequestRecord, dropped_record, parse_lines
 from vllm_users.options import Options
 from vllm_users.workload.arrivals import worker_piecewise
 from vllm_users.workload.ramp import ramp_worker_iter
+from vllm_users.workload.ticket import Ticket
 
 log = logging.getLogger("vllm_locust")
 
 BATCH_INTERVAL_S = 1.0  # records and histograms go to the master every second (bounds loss on a kill)
 END_CHUNK_RECORDS = 20_000  # --records-at-end: records per message when the local file is sent at the end
-
-
-@dataclass(slots=True)
-class Ticket:
-    """Permission to start one session (one request, or several for a multi-step user): its global index,
-    open loop its intended epoch time, and how many requests the session has sent so far."""
-
-    index: int
-    t_intended: float | None = None
-    sent: int = 0
 
 
 class WorkerContext:
@@ -230,14 +221,14 @@ class WorkerContext:
 
     def _open_local_file(self) -> Any:
         d = os.environ.get("VLLM_LOCUST_WORKER_DIR") or (
-            os.path.join(self.options.results_dir, "workers") if self.options.results_dir else ""
+            run_dir.path(self.options.results_dir, run_dir.WORKERS_DIR) if self.options.results_dir else ""
         )
         if not d and self.records_at_end:
             d = tempfile.mkdtemp(prefix="vllm-locust-records-")  # the records must be kept somewhere
         if not d:
             return None
         os.makedirs(d, exist_ok=True)
-        return open(os.path.join(d, f"records-{self.name}-{os.getpid()}.jsonl"), "a", buffering=1 << 16)
+        return open(os.path.join(d, run_dir.worker_records(self.name, os.getpid())), "a", buffering=1 << 16)
 
     def take_batch(self, final: bool = False) -> dict[str, Any]:
         """Records, histograms and health gathered since the last batch."""
@@ -349,16 +340,4 @@ class WorkerContext:
                 break
             if t is None or t.t_intended is None or t.t_intended > now:
                 continue
-            self.submit(
-                RequestRecord(
-                    scenario="-",
-                    worker=self.name,
-                    user=-1,
-                    seq=self.next_seq(),
-                    endpoint="-",
-                    t_start=t.t_intended,
-                    t_intended=t.t_intended,
-                    error="dropped",
-                    error_detail="no free user before the run ended",
-                )
-            )
+            self.submit(dropped_record(self.name, self.next_seq(), t.t_intended))

@@ -19,7 +19,7 @@ Columns: t_start/t_intended (float64, NaN = None), end_us, prompt/output/cached 
 output_len, seq, session (int64, -1 = None), user/turn/status (int32, -1 = None turn), valid (int8 -1/0/1),
 tokens_estimated (bool), scenario/worker/endpoint/finish_reason/error (int32 codes into string tables),
 chunk_lens (int32) and the flat chunk_times_us (int32, int64 when a value needs it). error_detail and
-extra are only in records.jsonl.
+extra are only in records.jsonl, but for extra's `no_done` flag (bool column no_done; False in older frames).
 """
 
 from __future__ import annotations
@@ -38,11 +38,10 @@ from typing import Any, TypeAlias
 import numpy as np
 
 from vllm_users.measure.record import RequestRecord, parse_lines
+from vllm_users.run_dir import COLS, RECORDS
 
 log = logging.getLogger("vllm_locust")
 
-COLS_FILE = "records.cols"
-RECORDS_FILE = "records.jsonl"
 MAGIC = b"VLC1"
 _FRAME = struct.Struct("<4sIQ")
 _U32 = struct.Struct("<I")
@@ -77,6 +76,8 @@ def pack_records(recs: Sequence[RequestRecord]) -> bytes:
             (none if (v := getattr(r, name)) is None else v for r in recs), dtype=dt, count=n
         )
     arrays["tokens_estimated"] = np.fromiter((r.tokens_estimated for r in recs), dtype=np.bool_, count=n)
+    no_done = (r.extra is not None and r.extra.get("no_done") is True for r in recs)
+    arrays["no_done"] = np.fromiter(no_done, dtype=np.bool_, count=n)
     arrays["valid"] = np.fromiter((-1 if r.valid is None else int(r.valid) for r in recs), dtype=_I1, count=n)
     tables: dict[str, list[str | None]] = {}
     for name in STRINGS:
@@ -171,6 +172,8 @@ def _merge(parts: list[tuple[int, dict[str, np.ndarray], dict[str, list[str | No
         cols = [p[1][name] if name in p[1] else np.full(p[0], none, dt) for p in parts]
         a[name] = np.concatenate(cols) if parts else np.zeros(0, dt)
     a["tokens_estimated"] = np.concatenate([p[1]["tokens_estimated"] for p in parts]) if parts else np.zeros(0, bool)
+    no_done = [p[1]["no_done"] if "no_done" in p[1] else np.zeros(p[0], bool) for p in parts]  # older frames: none
+    a["no_done"] = np.concatenate(no_done) if parts else np.zeros(0, bool)
     a["valid"] = np.concatenate([p[1]["valid"] for p in parts]) if parts else np.zeros(0, _I1)
     tables: dict[str, list[str | None]] = {}
     for name in STRINGS:
@@ -222,8 +225,8 @@ def load_columns(run_dir: str, *, convert: bool = True) -> Columns:
     Without records.cols, records.jsonl is read (slow, once) and, with `convert`, records.cols is written
     so that the next load is fast. Torn frames and torn JSONL lines are skipped and counted.
     """
-    cols_path = os.path.join(run_dir, COLS_FILE)
-    jsonl_path = os.path.join(run_dir, RECORDS_FILE)
+    cols_path = os.path.join(run_dir, COLS)
+    jsonl_path = os.path.join(run_dir, RECORDS)
     jsonl_size = os.path.getsize(jsonl_path) if os.path.exists(jsonl_path) else None
     warnings: list[str] = []
     frames: list[tuple[int, memoryview, int]] = []
@@ -231,7 +234,7 @@ def load_columns(run_dir: str, *, convert: bool = True) -> Columns:
     if had_cols:
         frames, bad = _read_frames(cols_path)
         if bad:
-            warnings.append(f"{COLS_FILE}: a torn last frame was skipped (killed master?)")
+            warnings.append(f"{COLS}: a torn last frame was skipped (killed master?)")
             log.warning("vllm-locust: %s: torn last frame skipped", cols_path)
         if jsonl_size is not None:
             # frames that know of JSONL bytes the file lacks (its buffer was lost in a kill) are left out:

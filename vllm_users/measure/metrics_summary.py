@@ -137,6 +137,7 @@ def _extras(c: Columns, sent: np.ndarray, ok: np.ndarray, idx: np.ndarray) -> di
         "http_errors_by_status": statuses,
         "chunk_token_ratio": (chunks / out_tokens) if out_tokens else None,
         "tokens_estimated_requests": int(c.a["tokens_estimated"][ok].sum()),
+        **({"missing_done_requests": n} if (n := int(c.a["no_done"][ok].sum())) else {}),  # only when any
         "prefix_cache_hit_rate": (cached / prompt) if prompt else None,
         "cached_tokens_reported": bool(has_cached.any()),
     }

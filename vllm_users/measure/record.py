@@ -1,12 +1,23 @@
-"""The one record type: everything measured about one request, written as one JSON line."""
+"""The one record type: everything measured about one request, written as one JSON line.
+
+Records are built here only: `record_from_stream` (a response was read), `interrupted_record` (the run
+stopped it) and `dropped_record` (open loop: never sent); and read back by `read_records` / `parse_lines`.
+"""
 
 from __future__ import annotations
 
 import json
 import operator
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
-from typing import Any
+from time import perf_counter
+from typing import Any, Protocol
+
+__all__ = [
+    "ERROR_KINDS", "RequestRecord", "StreamOutcome", "dropped_record", "epoch", "interrupted_record",
+    "parse_lines", "read_records", "record_from_stream",
+]  # fmt: skip
 
 # Error kinds, written down in one place (docs/failure_kinds.md explains each).
 ERROR_KINDS = (
@@ -89,6 +100,80 @@ _encode = json.JSONEncoder(separators=(",", ":")).encode
 
 _FIELD_SET = frozenset(_FIELD_NAMES)
 _decode = json.JSONDecoder().decode
+
+_WALL0, _PERF0 = time.time(), perf_counter()
+
+
+def epoch(perf: float) -> float:
+    """A perf_counter reading as epoch seconds (one anchor per process keeps them consistent)."""
+    return _WALL0 + (perf - _PERF0)
+
+
+class StreamOutcome(Protocol):
+    """What a record takes from one read response (vllm_users.client.stream.StreamResult is one).
+
+    A protocol, not an import: measure/ stays below client/ (the client imports nothing of measure/ either)."""
+
+    t0: float  # perf_counter s, just before the request bytes were sent
+    chunk_times: list[float]  # perf_counter s of each output-carrying chunk
+    t_end: float
+    status: int
+    usage: dict[str, Any] | None
+    finish_reason: str | None
+    error: str | None
+    error_detail: str | None
+
+
+def record_from_stream(res: StreamOutcome, *, scenario: str, worker: str, user: int, seq: int, endpoint: str,
+                       t_intended: float | None, input_len: int | None, output_len: int | None,
+                       turn: int | None, session: int | None) -> RequestRecord:  # fmt: skip
+    """The record of one response as read: chunk times from its start, tokens from usage (else counted)."""
+    t0 = res.t0
+    usage = res.usage or {}
+    out = usage.get("completion_tokens")
+    details = usage.get("prompt_tokens_details") or {}
+    return RequestRecord(
+        scenario=scenario,
+        worker=worker,
+        user=user,
+        seq=seq,
+        endpoint=endpoint,
+        t_start=epoch(t0),
+        t_intended=t_intended,
+        chunk_times_us=[round((t - t0) * 1e6) for t in res.chunk_times],
+        end_us=round((res.t_end - t0) * 1e6),
+        prompt_tokens=usage.get("prompt_tokens"),
+        output_tokens=out if isinstance(out, int) else (len(res.chunk_times) or None),
+        cached_tokens=details.get("cached_tokens") if isinstance(details, dict) else None,
+        tokens_estimated=not isinstance(out, int),
+        finish_reason=res.finish_reason,
+        status=res.status,
+        error=res.error,
+        error_detail=res.error_detail,
+        input_len=input_len,
+        output_len=output_len,
+        turn=turn,
+        session=session,
+    )
+
+
+def interrupted_record(*, scenario: str, worker: str, user: int, seq: int, endpoint: str,
+                       t_intended: float | None, input_len: int | None, output_len: int | None,
+                       turn: int | None, session: int | None) -> RequestRecord:  # fmt: skip
+    """The record of a request the run's end stopped while it streamed (Ctrl-C, stop timeout)."""
+    return RequestRecord(
+        scenario=scenario, worker=worker, user=user, seq=seq, endpoint=endpoint, t_start=time.time(),
+        t_intended=t_intended, error="interrupted", error_detail="run stopped while the request was in flight",
+        input_len=input_len, output_len=output_len, turn=turn, session=session,
+    )  # fmt: skip
+
+
+def dropped_record(worker: str, seq: int, t_intended: float) -> RequestRecord:
+    """Open loop: an arrival that was due at `t_intended` but never sent (no free user before the run ended)."""
+    return RequestRecord(
+        scenario="-", worker=worker, user=-1, seq=seq, endpoint="-", t_start=t_intended, t_intended=t_intended,
+        error="dropped", error_detail="no free user before the run ended",
+    )  # fmt: skip
 
 
 def read_records(path: str) -> tuple[list[RequestRecord], int]:

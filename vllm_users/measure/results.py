@@ -8,15 +8,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from vllm_users.measure.columns import COLS_FILE, Records, load_columns
+from vllm_users.measure.columns import Records, load_columns
 from vllm_users.measure.metrics import PercentileChoice, Slo
 from vllm_users.measure.metrics_summary import build_metrics
 from vllm_users.measure.record import read_records
 from vllm_users.measure.run_result import RAMP_FIELDS, RunResult, save_result
 from vllm_users.measure.windows import parse_optional
-
-META_FILE = "run_meta.json"
-RECORDS_FILE = "records.jsonl"
+from vllm_users.run_dir import COLS, RECORDS
 
 
 def build_run_result(
@@ -118,11 +116,11 @@ def _inf_as_text(x: Any) -> Any:
 
 def result_from_dir(results_dir: str, meta: dict[str, Any]) -> RunResult:
     """The typed result of a run directory's records (records.cols when present, else records.jsonl)."""
-    path = os.path.join(results_dir, RECORDS_FILE)
+    path = os.path.join(results_dir, RECORDS)
     slo = Slo.parse([meta["goodput"]]) if meta.get("goodput") else None
     warnings: list[str] = []
     records: Records
-    if os.path.exists(os.path.join(results_dir, COLS_FILE)):
+    if os.path.exists(os.path.join(results_dir, COLS)):
         records = load_columns(results_dir)
         torn, warnings = records.torn_lines, list(records.warnings)
     else:

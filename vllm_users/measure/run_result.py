@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_users.atomic import atomic_json
+from vllm_users.run_dir import RESULT
 
-RESULT_FILE = "result.json"
 HEADER_FIELDS = ("date", "backend", "model_id", "tokenizer_id", "num_prompts", "request_rate", "burstiness",
                  "max_concurrency")  # fmt: skip
 RAMP_FIELDS = ("ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps")  # only in a ramp's result
@@ -129,7 +129,7 @@ class RunResult:
 
 def result_path(run_dir: str) -> str:
     """Where a run directory keeps its result."""
-    return os.path.join(run_dir, RESULT_FILE)
+    return os.path.join(run_dir, RESULT)
 
 
 def load_result(run_dir: str) -> RunResult | None:

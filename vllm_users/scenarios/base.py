@@ -9,7 +9,6 @@ linked to the others by `session` (the index of the ticket that started it) and 
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
@@ -23,19 +22,13 @@ from locust.contrib.fasthttp import FastHttpUser
 from vllm_users.client.ghc_adapter import client_for, connection_pool, set_read_timeout
 from vllm_users.client.stream import StreamResult, send_and_read
 from vllm_users.distributed import env_state, plugin  # noqa: F401  (plugin: importing it registers the listeners)
-from vllm_users.distributed.worker_side import Ticket, WorkerContext
-from vllm_users.measure.record import RequestRecord
+from vllm_users.measure.record import RequestRecord, interrupted_record, record_from_stream
 from vllm_users.options import env_api_key
 from vllm_users.workload.calibration import calibrate_lengths
 from vllm_users.workload.prompts import LengthModel, RandomPrompts
+from vllm_users.workload.ticket import Ticket
 
-_WALL0, _PERF0 = time.time(), perf_counter()
 REQUEST_TYPE = "STREAM"  # Locust's "Type" column: one row per scenario, response time = E2EL
-
-
-def epoch(perf: float) -> float:
-    """A perf_counter reading as epoch seconds (one anchor per process keeps them consistent)."""
-    return _WALL0 + (perf - _PERF0)
 
 
 @dataclass(slots=True)
@@ -255,7 +248,6 @@ class LLMUser(FastHttpUser):
         body = json.dumps(spec.body, separators=(",", ":")).encode()
         me = gevent.getcurrent()
         ctx.inflight.add(me)
-        res: StreamResult | None = None
         try:
             res = send_and_read(
                 self._http,
@@ -267,55 +259,26 @@ class LLMUser(FastHttpUser):
                 want_text=spec.want_text,
             )
         except gevent.GreenletExit:
-            rec = self._interrupted(ctx, spec, link)
-            ctx.submit(rec)
+            ctx.submit(interrupted_record(
+                scenario=link.scenario, worker=ctx.name, user=self.user_id, seq=ctx.next_seq(),
+                endpoint="chat" if spec.chat else "completions", t_intended=link.t_intended,
+                input_len=spec.input_len, output_len=spec.output_len, turn=link.turn, session=link.session,
+            ))  # fmt: skip
             raise
         finally:
             ctx.inflight.discard(me)
-        rec = self._record(ctx, spec, link, res)
+        rec = record_from_stream(
+            res, scenario=link.scenario, worker=ctx.name, user=self.user_id, seq=ctx.next_seq(),
+            endpoint="chat" if spec.chat else "completions", t_intended=link.t_intended,
+            input_len=spec.input_len, output_len=spec.output_len, turn=link.turn, session=link.session,
+        )  # fmt: skip
         if rec.error is None:
             self.check(spec, res, rec)
+        if not res.done and res.error is None:  # complete, but without `data: [DONE]` (docs/failure_kinds.md)
+            rec.extra = {**(rec.extra or {}), "no_done": True}  # after check(): scenarios set their own extra
         self._fire(rec)
         ctx.submit(rec)
         return Reply(res, rec)
-
-    def _interrupted(self, ctx: WorkerContext, spec: RequestSpec, link: _Link) -> RequestRecord:
-        return RequestRecord(
-            scenario=link.scenario, worker=ctx.name, user=self.user_id, seq=ctx.next_seq(),
-            endpoint="chat" if spec.chat else "completions", t_start=time.time(), t_intended=link.t_intended,
-            error="interrupted", error_detail="run stopped while the request was in flight",
-            input_len=spec.input_len, output_len=spec.output_len, turn=link.turn, session=link.session,
-        )  # fmt: skip
-
-    def _record(self, ctx: Any, spec: RequestSpec, link: _Link, res: StreamResult) -> RequestRecord:
-        t0 = res.t0
-        usage = res.usage or {}
-        out = usage.get("completion_tokens")
-        details = usage.get("prompt_tokens_details") or {}
-        rec = RequestRecord(
-            scenario=link.scenario,
-            worker=ctx.name,
-            user=self.user_id,
-            seq=ctx.next_seq(),
-            endpoint="chat" if spec.chat else "completions",
-            t_start=epoch(t0),
-            t_intended=link.t_intended,
-            chunk_times_us=[round((t - t0) * 1e6) for t in res.chunk_times],
-            end_us=round((res.t_end - t0) * 1e6),
-            prompt_tokens=usage.get("prompt_tokens"),
-            output_tokens=out if isinstance(out, int) else (len(res.chunk_times) or None),
-            cached_tokens=details.get("cached_tokens") if isinstance(details, dict) else None,
-            tokens_estimated=not isinstance(out, int),
-            finish_reason=res.finish_reason,
-            status=res.status,
-            error=res.error,
-            error_detail=res.error_detail,
-            input_len=spec.input_len,
-            output_len=spec.output_len,
-            turn=link.turn,
-            session=link.session,
-        )
-        return rec
 
     def _fire(self, rec: RequestRecord) -> None:
         """Locust's view: exactly one request per LLM request (response time E2EL ms, length output tokens).

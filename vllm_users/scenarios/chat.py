@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from vllm_users.distributed.worker_side import Ticket
 from vllm_users.scenarios.base import LLMUser, RequestSpec
 from vllm_users.workload.source import PromptSource, prompt_source
+from vllm_users.workload.ticket import Ticket
 
 
 class ChatUser(LLMUser):

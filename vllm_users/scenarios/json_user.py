@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from vllm_users.client.stream import StreamResult
-from vllm_users.distributed.worker_side import Ticket
 from vllm_users.measure.record import RequestRecord
 from vllm_users.scenarios.base import LLMUser, RequestSpec
 from vllm_users.workload.schemas import judge_json, load_schema_file, schema_pool, worst_case_chars
 from vllm_users.workload.source import prompt_source, with_instruction
+from vllm_users.workload.ticket import Ticket
 
 INSTRUCTION = "Extract a record from the notes below and answer with JSON that matches the schema. Notes: "
 CHARS_PER_TOKEN_FLOOR = 2  # a JSON answer has at least ~2 chars per token; sizes max_tokens from the schema

@@ -18,12 +18,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from vllm_users.errors import UserClassError  # raised here; importable from here too
 from vllm_users.exit_codes import USAGE
 from vllm_users.scenarios.registry import SCENARIOS, SHAPES, is_class_ref
-
-
-class UserClassError(ValueError):
-    """A user class or locustfile cannot be used: the message is one line naming what is wrong."""
 
 
 def _first_line(e: BaseException) -> str:

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from vllm_users.client.stream import StreamResult
 from vllm_users.distributed import env_state
-from vllm_users.distributed.worker_side import Ticket
 from vllm_users.measure.record import RequestRecord
 from vllm_users.scenarios.base import LLMUser, RequestSpec
 from vllm_users.workload.prefixes import SharedPrefixes, from_options
 from vllm_users.workload.prompts import sample_len
+from vllm_users.workload.ticket import Ticket
 
 if TYPE_CHECKING:
     from vllm_users.options import Options

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_users.client.stream import StreamResult
-from vllm_users.distributed.worker_side import Ticket
 from vllm_users.measure.record import RequestRecord
 from vllm_users.scenarios.base import LLMUser, Reply, RequestSpec
 from vllm_users.workload.prompts import random_words
 from vllm_users.workload.schemas import Verdict, generate_schema, validate_instance
 from vllm_users.workload.source import prompt_source, with_instruction
+from vllm_users.workload.ticket import Ticket
 
 TOOL_NAMES = ("get_weather", "search_docs", "book_meeting", "convert_currency", "lookup_order", "send_email")
 INSTRUCTION = "Use one of the tools to help with this request: "

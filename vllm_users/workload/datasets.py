@@ -11,16 +11,13 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_users.errors import DatasetError  # raised here; importable from here too
 from vllm_users.workload.prompts import LengthModel, Prompt
 
 FORMATS = ("auto", "sharegpt", "jsonl")
 _USER = {"human", "user"}
 _ASSISTANT = {"gpt", "assistant", "chatgpt", "bard", "model"}
 _ROLES = {"system", "user", "assistant", "tool"}
-
-
-class DatasetError(ValueError):
-    """A dataset that cannot be used: missing, empty, or malformed at a named line."""
 
 
 @dataclass(slots=True)

@@ -15,6 +15,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError as _JsSchemaError
 from jsonschema.exceptions import best_match
 
+from vllm_users.errors import SchemaError  # raised here; importable from here too
+
 COMPLEXITIES = ("flat", "nested", "arrays", "enums", "mixed")
 
 _NAMES = [
@@ -26,10 +28,6 @@ _ENUM_WORDS = [
     "low", "medium", "high", "red", "green", "blue", "open", "closed", "pending", "north", "south",
     "east", "west", "small", "large", "alpha", "beta", "gamma", "draft", "final",
 ]  # fmt: skip
-
-
-class SchemaError(ValueError):
-    """A schema that is not valid JSON Schema, or a schema file that cannot be read (one-line message)."""
 
 
 @dataclass(slots=True)

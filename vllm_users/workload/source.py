@@ -8,15 +8,12 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from vllm_users.errors import TokenizerError  # raised here; importable from here too
 from vllm_users.workload.prefixes import SharedPrefixes, from_options
 from vllm_users.workload.prompts import LengthModel, Prompt, RandomPrompts, random_words, sample_len
 
 if TYPE_CHECKING:
     from vllm_users.options import Options
-
-
-class TokenizerError(RuntimeError):
-    """--tokenizer cannot be used: library not installed or files not found (one-line message)."""
 
 
 class PromptSource(Protocol):

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from orchestration.report.cli import main
+from orchestration.commands.report import main
 from tests.unit.report.helpers import make_records, server_samples, write_run
 
 pytestmark = pytest.mark.timeout(180)

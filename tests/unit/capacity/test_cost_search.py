@@ -11,6 +11,7 @@ from orchestration.capacity import search as S
 from orchestration.capacity.cost import cost_at, format_cost
 from orchestration.summary import format_summary
 from tests.unit.report.helpers import make_records, write_run
+from vllm_users import run_dir
 from vllm_users.measure.cost import run_cost
 from vllm_users.measure.metrics import Slo
 
@@ -61,7 +62,7 @@ def test_judge(tmp_path: str) -> None:
     v = S.judge(tail, 5.0, slo, 99.0, 0.01)
     assert not v["passed"] and any("p99 TTFT" in r for r in v["reasons"]) and any("failure rate" in r for r in v["reasons"])
     assert S.judge(tail, 5.0, slo, 90.0, 0.05)["slo_values_ms"]["ttft"] < 100  # p90 is below the tail
-    with open(os.path.join(good, S.EARLY_STOP_FILE), "w") as fh:
+    with open(os.path.join(good, run_dir.EARLY_STOP), "w") as fh:
         json.dump({"reason": "in-flight requests grew"}, fh)
     assert "stopped early: in-flight requests grew" in S.judge(good, 5.0, slo, 99.0, 0.01)["reasons"]
 

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from orchestration.run_cmd import run_options
+from orchestration.commands.run import run_options
 from tests.unit.deploy.conftest import K8S, ROOT, containers, find, kustomize
 
 

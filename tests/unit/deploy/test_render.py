@@ -8,10 +8,10 @@ import threading
 import pytest
 import yaml
 
+from orchestration.commands.run import run_options
+from orchestration.commands.worker import users_of
 from orchestration.k8s import wait
 from orchestration.k8s.render import main as render_main
-from orchestration.run_cmd import run_options
-from orchestration.worker_cmd import users_of
 from tests.unit.deploy.conftest import find, kustomize
 
 FLAGS = ["--host", "http://vllm.llm.svc:8080", "--scenario", "chat:3,json:1", "--request-rate", "inf",

@@ -82,7 +82,7 @@ def test_records_kept_and_report_shows_windows(tmp_path: str) -> None:
         assert sum(1 for _ in fh) == 200  # every request stays in the records
     data = load_run(run)
     assert data.result["windows"]["warmup"]["requests"] == 8 and data.result["completed"] == 192
-    from orchestration.report.cli import generate
+    from orchestration.report.generate import generate
 
     assert generate([run], os.path.join(tmp_path, "rep"), ["html", "md"], quiet=True) == 0
     html = open(os.path.join(tmp_path, "rep", "report.html")).read()

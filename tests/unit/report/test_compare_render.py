@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from orchestration.report.cli import main
+from orchestration.commands.report import main
 from orchestration.report.compare import compare, direction
 from orchestration.report.model import build_report
 from orchestration.report.plots import all_plots, cdf_points
@@ -87,7 +87,7 @@ def test_default_output_dir_is_inside_the_run(tmp_path) -> None:  # type: ignore
 
 
 def test_report_after_run_never_raises(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
-    from orchestration.report.cli import report_after_run
+    from orchestration.report.generate import report_after_run
 
     report_after_run(str(tmp_path / "nope"))  # must not raise
     assert "error" in capsys.readouterr().err

@@ -11,7 +11,7 @@ import pytest
 from orchestration import config as C
 from orchestration import presets
 from orchestration.capacity.sweep import parse_sweep, sweep_doc
-from orchestration.run_cmd import add_run_parser
+from orchestration.commands.run import add_run_parser
 from vllm_users.options import RUN, Options
 from vllm_users.scenarios.burst import BurstPlan, plan_from_options
 from vllm_users.scenarios.registry import SCENARIOS, locustfile_source, parse_mix

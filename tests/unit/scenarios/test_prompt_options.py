@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from vllm_users.distributed.worker_side import Ticket
 from vllm_users.scenarios import json_user, tools_user
 from vllm_users.scenarios.base import LLMUser
 from vllm_users.workload import source
 from vllm_users.workload.prompts import LengthModel
+from vllm_users.workload.ticket import Ticket
 
 USERS = [(json_user.JsonUser, json_user.INSTRUCTION), (tools_user.ToolsUser, tools_user.INSTRUCTION)]
 

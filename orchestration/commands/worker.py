@@ -9,36 +9,36 @@ import tempfile
 from collections.abc import Sequence
 
 from orchestration import config as C
-from vllm_users import exit_codes
+from orchestration.commands import reported
+from vllm_users import run_dir as R
 from vllm_users.options import WORKER
 from vllm_users.scenarios.registry import locustfile_source
+
+__all__ = ["main", "users_of"]
 
 
 def users_of(config: str) -> tuple[str | None, str | None]:
     """(--scenario, -f) of a master started with `--config CONFIG` (its preset's scenario when the file names none)."""
-    from orchestration.run_cmd import run_options
+    from orchestration.commands.run import run_options
 
     o = run_options(["--config", config])  # its preset included
     return o.scenario or None, o.locustfile or None
 
 
+@reported("vllm-locust worker")
 def main(argv: Sequence[str]) -> int:
     """Start `--processes` Locust workers for `--scenario` / `-f`, connected to `--master-host`."""
     p = C.OneLineParser(prog="vllm-locust worker")
     C.add_options(p, WORKER, defaults={"master_port": 5557})
-    from orchestration.run_cmd import resolve_users
+    from orchestration.commands.run import resolve_users
 
-    try:
-        a = C.parse_options(p, list(argv), WORKER)
-        if not a.master_host:
-            p.error("the following arguments are required: --master-host")
-        scenario, locustfile = users_of(a.config) if a.config else (None, None)
-        mix, files = resolve_users(a.scenario or scenario, a.locustfile or locustfile)
-    except C.UsageError as e:
-        print(f"vllm-locust worker: error: {e}", file=sys.stderr)
-        return exit_codes.USAGE
+    a = C.parse_options(p, list(argv), WORKER)
+    if not a.master_host:
+        p.error("the following arguments are required: --master-host")
+    scenario, locustfile = users_of(a.config) if a.config else (None, None)
+    mix, files = resolve_users(a.scenario or scenario, a.locustfile or locustfile)
     d = tempfile.mkdtemp(prefix="vllm-locust-worker-")
-    lf = os.path.join(d, "locustfile.py")
+    lf = R.path(d, R.LOCUSTFILE)
     with open(lf, "w") as fh:
         fh.write(locustfile_source(mix, files))
     env = dict(os.environ, PYTHONUNBUFFERED="1", VLLM_LOCUST_WORKER_DIR=os.path.join(d, "records"))
@@ -53,7 +53,7 @@ def main(argv: Sequence[str]) -> int:
     print(f"vllm-locust worker: {a.processes} process(es) -> {a.master_host}:{a.master_port}; records in {d}/records")
     try:
         return max(p.wait() for p in procs)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # reported as INTERRUPTED once the workers are told to stop
         for pr in procs:
             pr.terminate()
-        return exit_codes.INTERRUPTED
+        raise

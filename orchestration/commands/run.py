@@ -1,0 +1,157 @@
+"""`vllm-locust run`: options checked, the server preflighted, then a Locust master plus N workers
+(orchestration.launcher), progress, summary, results."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from orchestration import config as C
+from orchestration import presets
+from orchestration.capacity.flags import validate as capacity_validate
+from orchestration.capacity.run_hooks import multi_run
+from orchestration.commands import reported
+from orchestration.launcher import launch, say
+from orchestration.preflight import PreflightError, check_server
+from vllm_users import errors
+from vllm_users import run_dir as R
+from vllm_users.measure.run_result import result_path
+from vllm_users.options import RUN, Options, env_api_key
+from vllm_users.scenarios.registry import is_class_ref, locustfile_source, mix_label, parse_mix
+
+__all__ = [
+    "DEFAULT_NUM_PROMPTS", "PROG", "add_run_parser", "check_users", "main", "new_run_parser", "resolve_users", "run",
+    "run_options", "validate",
+]
+
+PROG = "vllm-locust"  # run's errors read `vllm-locust: error: ...` (the plain command's name)
+DEFAULT_NUM_PROMPTS = 200  # when neither --num-prompts nor --run-time is given
+
+
+def new_run_parser(prog: str) -> argparse.ArgumentParser:
+    """A stand-alone parser of `vllm-locust run`'s flags (for commands that take the same options)."""
+    run_parser = add_run_parser(C.OneLineParser(prog=prog).add_subparsers())
+    run_parser.__class__ = C.OneLineParser
+    run_parser.prog = prog
+    return run_parser
+
+
+def run_options(argv: Sequence[str]) -> Options:
+    """`vllm-locust run`'s options from argv, --config, env and --preset, as the master sees them (UsageError
+    when bad)."""
+    return C.parse_options(new_run_parser("vllm-locust run"), list(argv), RUN)
+
+
+def add_run_parser(sub: Any) -> argparse.ArgumentParser:
+    """Register `run` and its flags."""
+    p = sub.add_parser("run", help="Run a load test (against the embedded simulator when no --host)")
+    C.add_options(p, RUN, {"preset": sorted(presets.PRESETS)})
+    return p
+
+
+def resolve_users(scenario: str | None, locustfile: str | None) -> tuple[list[tuple[str, int]], list[str]]:
+    """The run's user mix and locustfiles from --scenario and -f, checked (imported in a child process)."""
+    if locustfile and not os.path.isfile(locustfile):
+        raise C.UsageError(f"-f {locustfile}: no such file")
+    files = [os.path.abspath(locustfile)] if locustfile else []
+    try:  # -f alone runs only the file's users; neither runs chat
+        mix = parse_mix(scenario) if scenario else ([] if files else [("chat", 1)])
+    except ValueError as e:
+        raise C.UsageError(f"--scenario: {e}") from None
+    check_users(mix, files)
+    return mix, files
+
+
+def check_users(mix: list[tuple[str, int]], files: list[str]) -> dict[str, Any] | None:
+    """Import user classes (`package.module:Class`, `-f FILE`) in a child process (Locust monkey-patches what
+    imports it); UsageError with its one-line message. Built-in scenarios need no check (None)."""
+    if not files and not any(is_class_ref(n) for n, _ in mix):
+        return None
+    spec = ",".join(n if w == 0 else f"{n}:{w}" for n, w in mix)
+    argv = [sys.executable, "-m", "vllm_users.scenarios.loader", "--scenario", spec]
+    for f in files:
+        argv += ["-f", f]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    if done.returncode != 0:
+        lines = [x for x in done.stderr.splitlines() if x.strip()]
+        msg = lines[-1].removeprefix("error: ") if lines else f"checking the user classes failed ({done.returncode})"
+        raise C.UsageError(msg)
+    found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
+
+
+def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
+    """Cross-option checks (UsageError with one line); the options with the run's choices filled in, the user
+    mix and the locustfiles."""
+    mix, files = resolve_users(a.scenario, a.locustfile)
+    a = presets.prepare(a, [n for n, _ in mix])  # scenario defaults; dataset, schema and tokenizer checked
+    a = capacity_validate(a)
+    if a.request_rate is not None and a.users is not None:
+        raise C.UsageError("--users is for closed loop and --request-rate for open loop: give one of them")
+    if a.max_concurrency is not None and a.request_rate is None and a.users is not None:
+        raise C.UsageError("--max-concurrency caps an open-loop run: use it with --request-rate (or use --users)")
+    if a.request_rate is not None and math.isinf(a.request_rate) and a.num_prompts is None:
+        raise C.UsageError("--request-rate inf needs --num-prompts")
+    if a.host and not a.host.startswith(("http://", "https://")):
+        raise C.UsageError(f"--host {a.host!r}: expected a URL like http://127.0.0.1:8000")
+    if a.num_prompts is None and a.run_time is None:
+        a = dataclasses.replace(a, num_prompts=DEFAULT_NUM_PROMPTS)
+    if a.workers is None:
+        a = dataclasses.replace(a, workers=max(1, os.cpu_count() or 1))
+    if a.workers == 0 and not a.expect_workers:
+        raise C.UsageError("--workers 0 needs --expect-workers N (remote workers)")
+    return a, mix, files
+
+
+def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None) -> int:
+    """Execute `vllm-locust run`; returns the exit code (UsageError on bad options). `watch` (--find-max-rate's
+    steps) reads the progress and names a reason to stop the run early."""
+    code = multi_run(a, run, lambda o: validate(o)[0])  # --find-max-rate, --sweep, --repeats: several runs
+    if code is not None:
+        return code
+    a, mix, files = validate(a)
+    api_key = a.api_key or env_api_key()
+    names = mix_label(mix, files)
+    run_dir = os.path.join(a.output_dir, a.run_name or f"{time.strftime('%Y%m%d-%H%M%S')}-{names}")
+    if os.path.exists(result_path(run_dir)):
+        raise C.UsageError(f"run directory {run_dir} already holds a result; choose another --run-name")
+    os.makedirs(run_dir, exist_ok=True)
+    sim = None
+    try:
+        host = a.host
+        if not host:
+            from vllm_sim.launch import start_simulator
+
+            sim_args = a.sim_args.split() if a.sim_args else []
+            if api_key and "--api-key" not in sim_args:
+                sim_args += ["--api-key", api_key]
+            sim = start_simulator(sim_args)
+            host = sim.url
+            say(a, f"embedded simulator at {host} (pid {sim.pid})")
+        try:
+            info = check_server(host, a.model or None, api_key, a.endpoint)
+        except PreflightError as e:  # one step of a sweep: its outcome (the sweep records the code and goes on)
+            return errors.report(e, PROG)
+        with open(R.path(run_dir, R.PREFLIGHT), "w") as fh:
+            json.dump({"model": info.model, "models": info.models, "stream_attempts": info.attempts}, fh)
+        locustfile = R.path(run_dir, R.LOCUSTFILE)
+        with open(locustfile, "w") as fh:
+            fh.write(locustfile_source(mix, files))
+        return launch(a, host, info.model, run_dir, locustfile, api_key, sim, watch)
+    finally:
+        if sim is not None:
+            sim.stop()
+
+
+@reported(PROG)
+def main(argv: Sequence[str]) -> int:
+    """`vllm-locust run ARGS`: the options (command line > env > --config > --preset), then the run."""
+    return run(run_options(argv))

@@ -1,0 +1,158 @@
+"""A raw-socket OpenAI-compatible server with wire quirks, for tests of what the clients accept.
+
+Quirks: interim 1xx responses before every final one (RFC 9110 §15.2: clients skip them), a stream that ends
+its chunked body cleanly after finish_reason and usage but without `data: [DONE]`, a body torn without a
+finish_reason, a connection closed in the middle of a chunk. One handler, written with blocking socket
+calls, serves under gevent's StreamServer (unit tests) and under real threads (`serve_threaded`, for a CLI
+run in a subprocess).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import socketserver
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+EARLY_HINTS = b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload; as=style\r\nLink: </a.js>; rel=preload\r\n\r\n"
+CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+MODEL = "quirk-model"
+N_OUT = 4
+
+
+@dataclass
+class Quirks:
+    """How the server answers (every request on every connection, until changed)."""
+
+    interim: tuple[bytes, ...] = ()  # raw interim responses sent before each final one
+    interim_apart: bool = True  # each interim response in its own write (else all with the final head)
+    done: bool = True  # the stream ends with `data: [DONE]`
+    finish: bool = True  # the last output event carries finish_reason (and a usage event follows)
+    end: str = "clean"  # clean: 0-length last chunk | cut: the connection closes inside a chunk
+    gap_s: float = 0.01  # after each interim response and SSE event: what follows comes later, as for real
+
+
+@dataclass
+class QuirkServer:
+    """State shared by the handler's connections: the quirks and how many requests came, by path."""
+
+    quirks: Quirks = field(default_factory=Quirks)
+    requests: dict[str, int] = field(default_factory=dict)
+    port: int = 0
+    sleep: Callable[[float], Any] = time.sleep  # gevent.sleep under gevent's StreamServer
+
+    def handle(self, sock: Any, _addr: Any = None) -> None:
+        """Serve one connection: requests in turn, while the answers keep it open."""
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        f = sock.makefile("rb")
+        try:
+            while True:
+                head = b""
+                while not head.endswith(b"\r\n\r\n"):
+                    line = f.readline()
+                    if not line:
+                        return
+                    head += line
+                lines = head.split(b"\r\n")
+                method, target = lines[0].split()[:2]
+                length = next((int(h.split(b":")[1]) for h in lines if h.lower().startswith(b"content-length")), 0)
+                body = json.loads(f.read(length) or b"{}")
+                path = target.decode().split("?")[0]
+                self.requests[path] = self.requests.get(path, 0) + 1
+                if not self._answer(sock, method.decode(), path, body):
+                    return
+        except OSError:
+            return
+        finally:
+            f.close()
+            sock.close()
+
+    def _interim(self, sock: Any) -> bytes:
+        q = self.quirks
+        if q.interim_apart:
+            for r in q.interim:
+                sock.sendall(r)
+                self.sleep(q.gap_s)  # the final response comes later: a client must wait on this socket
+            return b""
+        return b"".join(q.interim)
+
+    def _answer(self, sock: Any, method: str, path: str, body: dict[str, Any]) -> bool:
+        pre = self._interim(sock)
+        if method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
+            if body.get("stream"):
+                return self._stream(sock, pre, path == "/v1/chat/completions")
+            doc: dict[str, Any] = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "t t"},
+                                                "text": "t t", "finish_reason": "length"}],
+                                   "usage": {"prompt_tokens": 3, "completion_tokens": 2}}  # fmt: skip
+            return self._json(sock, pre, 200, doc)
+        if method == "GET" and path == "/v1/models":
+            return self._json(sock, pre, 200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+        if method == "GET" and path == "/metrics":
+            text = b"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 1.0\n"
+            sock.sendall(pre + b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s"
+                         % (len(text), text))  # fmt: skip
+            return True
+        if method == "POST" and path in ("/start_profile", "/stop_profile"):
+            return self._json(sock, pre, 200, {})
+        return self._json(sock, pre, 404, {"error": {"message": "not found"}})
+
+    def _json(self, sock: Any, pre: bytes, status: int, doc: Any) -> bool:
+        data = json.dumps(doc).encode()
+        reason = b"OK" if status == 200 else b"Not Found"
+        sock.sendall(pre + b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                     % (status, reason, len(data), data))  # fmt: skip
+        return True
+
+    def _stream(self, sock: Any, pre: bytes, chat: bool) -> bool:
+        q = self.quirks
+        events = []
+        for i in range(N_OUT):
+            fr = "length" if q.finish and i == N_OUT - 1 else None
+            choice = ({"index": 0, "delta": {"content": f"t{i}"}, "finish_reason": fr} if chat
+                      else {"index": 0, "text": f"t{i}", "finish_reason": fr})  # fmt: skip
+            events.append({"choices": [choice]})
+        if q.finish:
+            events.append({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": N_OUT}})
+        frames = [b"data: " + json.dumps(e, separators=(",", ":")).encode() + b"\n\n" for e in events]  # compact, as vLLM
+        if q.done:
+            frames.append(b"data: [DONE]\n\n")
+        sock.sendall(pre + b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for fr_ in frames:
+            self.sleep(q.gap_s)
+            sock.sendall(b"%x\r\n%s\r\n" % (len(fr_), fr_))
+        if q.end == "cut":
+            sock.sendall(b"40\r\ndata: {\"choi")  # a chunk that announces 64 bytes, then the close
+            sock.shutdown(socket.SHUT_WR)
+            return False
+        sock.sendall(b"0\r\n\r\n")
+        return True
+
+
+class _Threaded(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+@contextmanager
+def serve_threaded(quirks: Quirks) -> Iterator[QuirkServer]:
+    """A QuirkServer on 127.0.0.1:0 in threads (for a CLI run in a subprocess); `.port` is its port."""
+    srv = QuirkServer(quirks)
+
+    class Handler(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            srv.handle(self.request)
+
+    tcp = _Threaded(("127.0.0.1", 0), Handler)
+    srv.port = tcp.server_address[1]
+    t = threading.Thread(target=tcp.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield srv
+    finally:
+        tcp.shutdown()
+        tcp.server_close()

@@ -1,0 +1,71 @@
+"""The standard library's HTTP clients (http.client, urllib) for everything off the hot path: the preflight,
+the /metrics scrape, the profiler calls. Theirs, with one change: every interim 1xx response before the final
+one is skipped (RFC 9110 §15.2). http.client skips only `100 Continue`; a `103 Early Hints` (sent by CDNs and
+proxies in front of a server) came back as the response, with an empty body.
+101 Switching Protocols is no interim response: it stays the answer.
+"""
+
+from __future__ import annotations
+
+import http.client
+import urllib.request
+from typing import Any
+
+__all__ = ["HTTPConnection", "HTTPSConnection", "InterimSkippingResponse", "urlopen"]
+
+
+class InterimSkippingResponse(http.client.HTTPResponse):
+    """http.client's response, which reads past interim 1xx responses (their headers, e.g. Link, are dropped)."""
+
+    def begin(self) -> None:
+        """Read the status line and headers of the final response."""
+        super().begin()  # skips 100 Continue itself
+        while 100 <= self.status < 200 and self.status != 101:
+            # begin() reads the next status line and headers once `headers` is None again; each interim
+            # response is bodyless, so the final one starts right after it
+            self.headers = self.msg = None  # type: ignore[assignment]
+            super().begin()
+
+
+class HTTPConnection(http.client.HTTPConnection):
+    """http.client.HTTPConnection whose responses skip interim 1xx responses."""
+
+    response_class = InterimSkippingResponse
+
+
+class HTTPSConnection(http.client.HTTPSConnection):
+    """http.client.HTTPSConnection whose responses skip interim 1xx responses."""
+
+    response_class = InterimSkippingResponse
+
+
+class _SkipInterim(urllib.request.AbstractHTTPHandler):
+    # urllib builds its connections in do_open(http_class, ...): each gets our response class
+    def do_open(self, http_class: Any, req: Any, **kw: Any) -> http.client.HTTPResponse:
+        def connection(*args: Any, **kwargs: Any) -> http.client.HTTPConnection:
+            conn: http.client.HTTPConnection = http_class(*args, **kwargs)
+            conn.response_class = InterimSkippingResponse
+            return conn
+
+        return super().do_open(connection, req, **kw)
+
+
+class _HTTPHandler(_SkipInterim, urllib.request.HTTPHandler):
+    pass
+
+
+class _HTTPSHandler(_SkipInterim, urllib.request.HTTPSHandler):
+    pass
+
+
+_opener: urllib.request.OpenerDirector | None = None
+
+
+def urlopen(req: str | urllib.request.Request, timeout: float) -> Any:
+    """urllib.request.urlopen(req, timeout=timeout), interim 1xx responses skipped."""
+    global _opener
+    if _opener is None:  # built on first use, as urlopen's own (proxies from the environment then)
+        # build_opener leaves out the default handlers these two subclass; the rest (proxies, redirects,
+        # HTTPError for a non-2xx status) as urlopen's
+        _opener = urllib.request.build_opener(_HTTPHandler, _HTTPSHandler)
+    return _opener.open(req, timeout=timeout)

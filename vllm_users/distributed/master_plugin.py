@@ -1,0 +1,293 @@
+"""The master's (or local runner's) side of a run: collect batches, grant the request budget, watch workers,
+drain on stop, write the run directory once on quit (or when the web UI's test stops).
+
+One `MasterPlugin` per master process, created by the plugin's init listener (vllm_users.distributed.plugin).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from typing import Any
+
+import gevent
+from locust.env import Environment
+from locust.runners import STATE_MISSING, MasterRunner
+
+from vllm_users import exit_codes, run_dir
+from vllm_users.atomic import atomic_json
+from vllm_users.distributed import env_state, web_ui
+from vllm_users.distributed.env_state import context_or_none, locust_option, options
+from vllm_users.distributed.live import LiveView
+from vllm_users.distributed.master_side import Collector
+from vllm_users.distributed.run_end import (
+    final_result,
+    locust_html_report,
+    run_meta,
+    start_profile,
+    stop_profile,
+)
+from vllm_users.distributed.server_profile import ServerProfile
+from vllm_users.measure.run_result import RunResult, save_result
+
+__all__ = ["ABANDON_RUN_S", "RATE_CHANGE_LEAD_S", "SILENT_WORKER_S", "MasterPlugin"]
+
+log = logging.getLogger("vllm_locust")
+
+SILENT_WORKER_S = 3.5  # a worker that sent no batch for this long is reported lost (until it sends again)
+ABANDON_RUN_S = 10.0  # every worker silent this long: the run is stopped (a stall shorter than this is survived)
+RATE_CHANGE_LEAD_S = 0.5  # a live rate change starts this far ahead, so every worker switches at the same point
+
+
+class MasterPlugin:
+    """Master (or local runner) side: collect, watch workers, drain on stop, write results on quit."""
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        env_state.set_master_handler(env, self.handle)
+        self.results_dir = options(env).results_dir or os.path.join(
+            "results", time.strftime("run-%Y%m%d-%H%M%S")
+        )
+        self.collector: Collector | None = None
+        self.drained = False
+        self.written = False
+        self.exit_code = exit_codes.OK
+        runner = env.runner
+        if isinstance(runner, MasterRunner):
+            for kind in ("vllm_batch", "vllm_done", "vllm_need"):
+                runner.register_message(
+                    kind, lambda environment, msg, kind=kind: self.handle(kind, msg.data, msg.node_id)
+                )
+        self.next_index = 0
+        self.granted: dict[str, int] = {}
+        self.live: LiveView | None = None
+        self.profile: ServerProfile | None = None
+        self.timeline: list[dict[str, Any]] = []  # starts, user and rate changes, stop (result.json "timeline")
+        self.segments: list[list[float]] = []  # open loop: [offset s, rate] of the global schedule
+        self.headless = bool(env.parsed_options is None or env.parsed_options.headless)
+        env.events.test_start.add_listener(self._start)
+        env.events.test_stopping.add_listener(lambda **_: self.drain())
+        env.events.test_stop.add_listener(self._stopped)
+        env.events.quitting.add_listener(self._quitting)
+        if env.web_ui is not None:
+            web_ui.install(env, self)
+
+    def _start(self, **_: Any) -> None:
+        if self.collector is None:
+            o = options(self.env)
+            self.collector = Collector(self.results_dir)
+            self.t_start = time.time()
+            self.live = LiveView(self.collector, o, self.results_dir, self.timeline)
+            if o.request_rate is not None:
+                self.segments = [[0.0, float(o.request_rate)]]
+            self.mark("start", users=locust_option(self.env, "num_users"), request_rate=self.live.target_rate)
+            self.profile = start_profile(o, self.env.host)  # --profile: around the load
+            gevent.spawn(self._watch)
+            log.info("vllm-locust: writing records to %s", self.results_dir)
+            run_time = locust_option(self.env, "run_time")
+            if run_time and not self.headless:  # Locust alone ignores --run-time in the web UI
+                log.info("vllm-locust: --run-time %ss counts from this first swarm", run_time)
+                gevent.spawn_later(float(run_time), self._run_time_up)
+
+    def _run_time_up(self) -> None:
+        if not self.drained and self.env.runner is not None:
+            log.info("vllm-locust: --run-time reached; stopping")
+            self.mark("stop", reason="run-time")
+            self.env.runner.stop()
+
+    def mark(self, kind: str, **detail: Any) -> None:
+        """A change on the run's timeline (and the web UI's charts)."""
+        self.timeline.append({"t": round(time.time(), 3), "kind": kind, **detail})
+
+    def on_swarm(self, users: str | None, spawn_rate: str | None) -> None:
+        """The web UI started or edited the swarm (closed loop: users and spawn rate)."""
+        if self.collector is not None:  # the first swarm is the "start" mark
+            self.mark("users", users=_num(users), spawn_rate=_num(spawn_rate))
+
+    def change_rate(self, rate: float) -> tuple[bool, str]:
+        """Open loop: from now on the global schedule runs at `rate`; every worker re-plans its share."""
+        o = options(self.env)
+        if not o.open_loop or self.collector is None or self.live is None:
+            return False, "the request rate changes an open-loop run (--request-rate) that is running"
+        if self.drained:
+            return False, "the run is stopping"
+        why = web_ui.parse_rate(rate)
+        if why or math.isinf(self.segments[-1][1]):
+            return False, why or "an infinite rate (all at once) cannot be changed"
+        t0 = float(o.vllm_t0 or self.t_start)
+        self.segments.append([round(time.time() + RATE_CHANGE_LEAD_S - t0, 6), rate])
+        runner = self.env.runner
+        if isinstance(runner, MasterRunner):
+            runner.send_message("vllm_rate", {"segments": self.segments})
+        else:
+            ctx = context_or_none(self.env)
+            if ctx is not None:
+                ctx.set_segments(self.segments)
+        self.live.target_rate = rate
+        self.mark("rate", request_rate=rate)
+        log.info("vllm-locust: request rate changed to %g req/s", rate)
+        return True, f"request rate {rate:g} req/s from now on"
+
+    def _stopped(self, **_: Any) -> None:
+        """Web UI: the test stopped (button, budget or run-time): write the run directory as headless does."""
+        if self.headless or self.collector is None or self.written:
+            return
+        try:
+            self.drain()
+            if not self.timeline or self.timeline[-1]["kind"] != "stop":  # --run-time marked it already
+                self.mark("stop")
+            self.write()
+            locust_html_report(self.env)  # Locust writes --html at a headless exit only
+        finally:  # the UI reports "stopping" until this final snapshot is in (web_ui.extend)
+            if self.live is not None:
+                self.live.update(self._state(), finished=True)
+
+    def handle(self, kind: str, data: Any, client_id: str) -> None:
+        """A message from a worker (or from the local context)."""
+        if self.collector is None:
+            self._start()
+        assert self.collector is not None
+        if kind == "vllm_batch":
+            self.collector.on_batch(data, client_id)
+        elif kind == "vllm_need":
+            self._grant(data, client_id)
+        elif kind == "vllm_done":
+            self.collector.on_done(data["worker"])
+            if self._all_done():
+                gevent.spawn(self._finish_run)
+
+    def _grant(self, data: dict[str, Any], client_id: str) -> None:
+        """Hand out the next tickets of the run's request budget (closed loop with --num-prompts)."""
+        budget = options(self.env).num_prompts or 0
+        start = self.next_index
+        count = max(0, min(int(data.get("n", 1)), budget - start))
+        self.next_index += count
+        self.granted[data["worker"]] = self.granted.get(data["worker"], 0) + count
+        runner = self.env.runner
+        if isinstance(runner, MasterRunner):
+            runner.send_message("vllm_grant", {"start": start, "count": count}, client_id=client_id)
+        else:
+            ctx = context_or_none(self.env)
+            if ctx is not None:
+                ctx.on_grant(start, count)
+
+    def _all_done(self) -> bool:
+        assert self.collector is not None
+        o = options(self.env)
+        budget = o.num_prompts or 0
+        if budget and not o.open_loop:
+            # closed loop: every ticket handed out, and each worker that got some has finished them
+            workers = self.collector.workers
+            return self.next_index >= budget and all(
+                (workers.get(w) is not None and (workers[w].done or workers[w].lost_at is not None))
+                for w, n in self.granted.items()
+                if n
+            )
+        runner = self.env.runner
+        expected = runner.worker_count if isinstance(runner, MasterRunner) else 1
+        done = sum(1 for w in self.collector.workers.values() if w.done and w.lost_at is None)
+        return done >= max(1, expected)
+
+    def _finish_run(self) -> None:
+        log.info("vllm-locust: every worker finished its share of requests; stopping")
+        runner = self.env.runner
+        assert runner is not None
+        if self.env.parsed_options and self.env.parsed_options.headless:
+            runner.quit()
+        else:
+            runner.stop()
+
+    def _watch(self) -> None:
+        """Report workers that go missing by name, as soon as Locust notices."""
+        runner = self.env.runner
+        last_progress = 0.0
+        while self.collector is not None and not self.written:
+            gevent.sleep(0.5)
+            now = time.time()
+            if now - last_progress >= 2.0:
+                last_progress = now
+                self._write_progress()
+                # headless: nobody looks; written: the final snapshot (finished) must stay the last one
+                if self.live is not None and self.env.web_ui is not None and not self.written:
+                    self.live.update(self._state())
+            if not isinstance(runner, MasterRunner):
+                continue
+            known = {c.id: c for c in runner.clients.values()}
+            for w in list(self.collector.workers.values()):
+                node = known.get(w.client_id or "")
+                silent = now - w.last_batch > SILENT_WORKER_S  # batches are due every second
+                if w.lost_at is None and not w.final and (node is None or node.state == STATE_MISSING or silent):
+                    self.collector.mark_lost(w.client_id or "", now)
+            gone = all(now - w.last_batch > ABANDON_RUN_S for w in self.collector.workers.values() if not w.final)
+            if self.collector.workers and not self.collector.live() and gone and not self.drained and not self._all_done():
+                log.error("vllm-locust: no live worker left; stopping the run")
+                gevent.spawn(self._finish_run)
+                return
+
+    def _state(self) -> str:
+        return str(self.env.runner.state) if self.env.runner is not None else ""
+
+    def _write_progress(self) -> None:
+        assert self.collector is not None
+        p = self.collector.progress()
+        summary = self.collector.hists.summary_ms((50, 99))
+        for k, row in summary.items():
+            scen, _, metric = k.rpartition("|")
+            if metric in ("ttft", "tpot"):
+                p[f"{scen}_{metric}_p50_ms"] = round(row["p50"], 2)
+                p[f"{scen}_{metric}_p99_ms"] = round(row["p99"], 2)
+        atomic_json(run_dir.path(self.results_dir, run_dir.PROGRESS), p)
+
+    def drain(self) -> None:
+        """Ask every worker to finish in-flight streams and send its final batch; wait for them."""
+        if self.drained or self.collector is None:
+            return
+        self.drained = True
+        timeout = options(self.env).stop_timeout
+        runner = self.env.runner
+        if isinstance(runner, MasterRunner):
+            runner.send_message("vllm_stop", {"timeout": timeout})
+            deadline = time.time() + timeout + 10
+            while self.collector.live() and time.time() < deadline:
+                gevent.sleep(0.1)
+        else:
+            ctx = context_or_none(self.env)
+            if ctx is not None:
+                ctx.drain(timeout)
+        self.collector.flush()
+
+    def _quitting(self, **_: Any) -> None:
+        self.drain()
+        self.write()
+        if self.env.process_exit_code is None or self.env.process_exit_code == 0:
+            self.env.process_exit_code = self.exit_code
+
+    def write(self) -> RunResult | None:
+        """Stop the server's profiler, then write histograms, health and the one result.json (once)."""
+        if self.written or self.collector is None:
+            return None
+        self.written = True
+        c = self.collector
+        c.close()
+        c.write_side_files()
+        profile = stop_profile(self.profile, self.results_dir)  # the load has ended: before the result is built
+        o = options(self.env)
+        meta = run_meta(o, self.env, self.t_start)
+        meta["prompt_calibration"] = c.calibration
+        atomic_json(run_dir.path(self.results_dir, run_dir.META), meta)
+        res = final_result(self.results_dir, meta, o, c, timeline=self.timeline, base_code=self.exit_code,
+                           host=self.env.host, profile=profile)  # fmt: skip
+        save_result(self.results_dir, res)
+        self.exit_code = code = res.exit_code or exit_codes.OK
+        atomic_json(run_dir.path(self.results_dir, run_dir.EXIT_CODE), {"exit_code": code})
+        log.info("vllm-locust: results in %s (exit code %d)", self.results_dir, code)
+        return res
+
+
+def _num(text: str | None) -> float | None:
+    try:
+        return float(text) if text not in (None, "") else None
+    except ValueError:
+        return None
