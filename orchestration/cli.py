@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {  # name -> (module with `main`, one-lin
     "run": ("orchestration.commands.run", "Run a load test (against the embedded simulator when no --host)"),
     "sim": ("orchestration.commands.sim", "Run the embedded vLLM-compatible simulator (see `vllm-locust sim --help`)"),
     "report": ("orchestration.commands.report", "Build reports from run directories (see `vllm-locust report --help`)"),
+    "gate": ("orchestration.commands.gate", "Fail CI on a regression beyond the noise (see `vllm-locust gate --help`)"),
     "worker": ("orchestration.commands.worker", "Join a remote master as a worker (see `vllm-locust worker --help`)"),
     "sweep-server": ("orchestration.commands.sweep_server",
                      "Restart the server per parameter point, same load each (see --help)"),

@@ -26,9 +26,11 @@ from vllm_users.atomic import atomic_json
 from vllm_users.distributed.server_profile import STOP_TIMEOUT_S as PROFILE_STOP_TIMEOUT_S
 from vllm_users.distributed.server_profile import profile_line
 from vllm_users.measure.run_result import RunResult, load_result, result_path
+from vllm_users.measure.verdict import no_completed_reason
 from vllm_users.options import SPECS, Options, flag, locust_argv
+from vllm_users.workload.prompts import LengthModel
 
-__all__ = ["DEFAULT_OPEN_LOOP_SLOTS", "RESULT_LINE_PREFIX", "launch", "locust_args", "say"]
+__all__ = ["DEFAULT_OPEN_LOOP_SLOTS", "RESULT_LINE_PREFIX", "header_dict", "launch", "locust_args", "say"]
 
 RESULT_LINE_PREFIX = "VLLM_LOCUST_RESULT "  # --print-result: this, then the result JSON on one line
 DEFAULT_OPEN_LOOP_SLOTS = 256  # users (max in flight) for open loop without --max-concurrency
@@ -46,9 +48,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def header_dict(a: Options) -> dict[str, str]:
+    """--header NAME:VALUE ... as a dict."""
+    return {h.partition(":")[0].strip(): h.partition(":")[2].strip() for h in a.header}
+
+
 def locust_args(a: Options, host: str, model: str, run_dir: str, locustfile: str, port: int,
-                embedded_sim: bool = False) -> list[str]:  # fmt: skip
-    """Master command line (`embedded_sim`: the host is our simulator; the result cross-checks its count)."""
+                embedded_sim: bool = False, lengths: LengthModel | None = None) -> list[str]:  # fmt: skip
+    """Master command line (`embedded_sim`: the host is our simulator; the result cross-checks its count;
+    `lengths`: the preflight's prompt-length calibration, for the workers)."""
     open_loop = a.request_rate is not None
     if open_loop:
         users = a.max_concurrency or DEFAULT_OPEN_LOOP_SLOTS
@@ -75,19 +83,21 @@ def locust_args(a: Options, host: str, model: str, run_dir: str, locustfile: str
     if not open_loop:
         set_by_run["max_concurrency"] = None  # closed loop: it only chose the users
     if a.header:
-        hdrs = {h.partition(":")[0].strip(): h.partition(":")[2].strip() for h in a.header}
-        set_by_run["extra_headers"] = json.dumps(hdrs)
+        set_by_run["extra_headers"] = json.dumps(header_dict(a))
+    if lengths is not None:  # the workers take it from the spawn message instead of calibrating
+        set_by_run["vllm_lengths"] = json.dumps(lengths.to_table(), separators=(",", ":"))
     return args + locust_argv(a, **set_by_run)
 
 
 def launch(a: Options, host: str, model: str, run_dir: str, locustfile: str,
-           api_key: str | None, sim: Any, watch: Any) -> int:  # fmt: skip
+           api_key: str | None, sim: Any, watch: Any, lengths: LengthModel | None = None) -> int:  # fmt: skip
     """Start the master and `a.workers` local workers on `locustfile`, wait for the run, summarise it; its exit
-    code. `sim`: the embedded simulator (or None); `watch`: see orchestration.commands.run.run."""
+    code. `sim`: the embedded simulator (or None); `watch`: see orchestration.commands.run.run; `lengths`: the
+    preflight's prompt-length calibration."""
     port = a.master_port or _free_port()
     env = C.child_env(api_key)
     py = [sys.executable, "-m", "locust"]
-    margs = locust_args(a, host, model, run_dir, locustfile, port, embedded_sim=sim is not None)
+    margs = locust_args(a, host, model, run_dir, locustfile, port, embedded_sim=sim is not None, lengths=lengths)
     with open(R.path(run_dir, R.COMMAND), "w") as fh:
         json.dump({"argv": _redact(sys.argv[1:]), "locust_master": _redact(margs)}, fh, indent=1)
     sampler = None
@@ -242,6 +252,9 @@ def _finish(a: Options, run_dir: str, master_rc: int | None, interrupted: bool) 
     code = _code_of(res, master_rc)
     if a.print_result:
         print(RESULT_LINE_PREFIX + json.dumps(doc, separators=(",", ":")), flush=True)
+    reason = no_completed_reason(res)
+    if reason and not interrupted:  # the run failed: its one-line reason, last (the summary said what it could)
+        print(f"vllm-locust: error: {reason}", file=sys.stderr, flush=True)
     if interrupted:
         return exit_codes.INTERRUPTED
     return code

@@ -12,6 +12,8 @@ from urllib.parse import urlsplit
 
 from vllm_users.client import stdlib_http
 from vllm_users.errors import PreflightError  # raised here; importable from here too
+from vllm_users.workload.calibrate_url import calibrate_url
+from vllm_users.workload.prompts import LengthModel
 
 
 @dataclass
@@ -109,3 +111,34 @@ def _check_stream(url: str, model: str, h: dict[str, str], endpoint: str, last: 
         kind = ctype.split(";")[0] or "no content type"
         raise PreflightError(f"POST {path} on {url} did not stream SSE (got {kind}); not an OpenAI-compatible server")
     return status
+
+
+def reset_prefix_cache(url: str, api_key: str | None) -> str:
+    """--reset-prefix-cache: POST /reset_prefix_cache (vLLM's endpoint; served with VLLM_SERVER_DEV_MODE=1) before
+    the load; the one line to print. Never raises: a server without it gets a warning, the run goes on."""
+    try:
+        status, _ctype, raw = _request(url, "POST", "/reset_prefix_cache", _headers(api_key), timeout=30.0)
+    except PreflightError as e:
+        return f"warning: --reset-prefix-cache: {e}; the prefix cache was not reset"
+    if status in (404, 405):
+        return (f"warning: --reset-prefix-cache: POST /reset_prefix_cache returned HTTP {status} (vLLM serves it "
+                "with VLLM_SERVER_DEV_MODE=1); the prefix cache was not reset")  # fmt: skip
+    if status != 200:
+        return f"warning: --reset-prefix-cache: POST /reset_prefix_cache returned HTTP {status}; not reset"
+    try:
+        success = json.loads(raw or b"{}").get("success", True)  # vLLM 0.32 says; older ones answer 200 alone
+    except (ValueError, AttributeError):
+        success = True
+    if success is False:  # vLLM: blocks still held (requests running on the server)
+        return "warning: --reset-prefix-cache: the server could not reset its prefix cache (requests still running?)"
+    return "prefix cache reset (POST /reset_prefix_cache)"
+
+
+def calibrate_prompts(url: str, model: str, api_key: str | None, endpoint: str = "chat",
+                      headers: dict[str, str] | None = None) -> LengthModel:  # fmt: skip
+    """The run's one prompt-length calibration (bounded: calibration.MAX_PROBES and MAX_SECONDS), handed to every
+    worker; `probes` says what it cost, `warning` when it was rejected or cut short. Never raises for the server."""
+    h = {**(headers or {}), **_headers(api_key)}
+    lm = calibrate_url(url, model, endpoint == "chat", h)
+    lm.probes["where"] = "preflight"
+    return lm

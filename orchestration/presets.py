@@ -9,10 +9,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
+from vllm_users.client import stdlib_http
 from vllm_users.errors import UsageError
 from vllm_users.options import Options
 
@@ -94,7 +94,7 @@ _EXPERT_RE = re.compile(r"^vllm:moe_expert_tokens_total\{([^}]*)\}\s+([0-9.eE+-]
 def expert_counters(host: str, timeout: float = 5.0) -> dict[str, float] | None:
     """`vllm:moe_expert_tokens_total{expert}` from the server's /metrics; None when it has none."""
     try:
-        with urllib.request.urlopen(host.rstrip("/") + "/metrics", timeout=timeout) as resp:
+        with stdlib_http.urlopen(host.rstrip("/") + "/metrics", timeout=timeout) as resp:  # interim 1xx skipped
             text = resp.read().decode("utf-8", "replace")
     except (OSError, ValueError):
         return None

@@ -3,9 +3,11 @@
 The sampler is a daemon thread in the `vllm-locust run` process (not in a Locust greenlet: the CLI
 process is not gevent-patched). Each scrape is one JSON line of `server_metrics.jsonl`:
 `{"t": epoch_s, "v": {"vllm:num_requests_running": 3.0, "vllm:time_to_first_token_seconds_bucket|0.01": 5.0}}`
-or `{"t": epoch_s, "error": "..."}`. Series are summed over their labels (engines, models) except
-gauges that are fractions (KV usage, GPU utilisation), which are averaged: a sum of percentages is
-meaningless.
+or `{"t": epoch_s, "error": "..."}`. The first line, scraped before `start` returns (so before the master starts:
+after the preflight, before the first load request), also names the `url`: the master scrapes it again after the
+drain, and the counters' increases are the load's (vllm_users.measure.server_counters: server_served).
+Series are summed over their labels (engines, models) except gauges that are fractions (KV usage, GPU
+utilisation), which are averaged: a sum of percentages is meaningless.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from typing import Any
+from typing import IO, Any
 
 from vllm_users.client import stdlib_http
+from vllm_users.measure.server_counters import counter_delta, parse_metrics
 
 # the metric names live below vllm_users (its live view reads them too); importable from here as before
 from vllm_users.measure.server_metric_names import (
@@ -48,28 +51,6 @@ __all__ = [
 SERVER_METRICS_FILE = SERVER_METRICS  # vllm_users.run_dir's name, kept under its old name for callers here
 
 
-def parse_metrics(text: str) -> dict[str, float]:
-    """Flatten Prometheus text into {series: value}, labels summed (or averaged for fraction gauges)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    sums: dict[str, float] = {}
-    counts: dict[str, int] = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            if not s.name.startswith(KEPT_PREFIXES) or s.name.endswith("_created"):
-                continue
-            key = f"{s.name}|{s.labels['le']}" if s.name.endswith("_bucket") and "le" in s.labels else s.name
-            v = float(s.value)
-            if math.isnan(v):
-                continue
-            sums[key] = sums.get(key, 0.0) + v
-            counts[key] = counts.get(key, 0) + 1
-    for key in sums:
-        if key in AVERAGED:
-            sums[key] /= counts[key]
-    return sums
-
-
 class ServerMetricsSampler:
     """A daemon thread scraping URL every `interval` s into `path` (JSONL); never raises into the run."""
 
@@ -85,10 +66,13 @@ class ServerMetricsSampler:
         self.last_error: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._fh: IO[str] | None = None
 
     def start(self) -> None:
-        """Begin sampling in the background (one scrape immediately)."""
+        """Scrape once now (the baseline before the load: the first line, with the URL), then in the background."""
         if self._thread is None:
+            self._fh = open(self.path, "a")
+            self._write({**self.scrape_once(), "url": self.url})
             self._thread = threading.Thread(target=self._run, name="server-metrics", daemon=True)
             self._thread.start()
 
@@ -113,20 +97,24 @@ class ServerMetricsSampler:
         except (OSError, ValueError) as e:  # refused, timeout, unparseable text
             return {"t": t, "error": f"{type(e).__name__}: {e}"[:200]}
 
+    def _write(self, row: dict[str, Any]) -> None:
+        assert self._fh is not None
+        if "error" in row:
+            self.errors += 1
+            self.last_error = row["error"]
+        else:
+            self.samples += 1
+        self._fh.write(json.dumps(row, separators=(",", ":")) + "\n")
+        self._fh.flush()
+
     def _run(self) -> None:
-        with open(self.path, "a") as fh:
-            while True:
-                row = self.scrape_once()
-                if "error" in row:
-                    self.errors += 1
-                    self.last_error = row["error"]
-                else:
-                    self.samples += 1
-                fh.write(json.dumps(row, separators=(",", ":")) + "\n")
-                fh.flush()
-                if self._stop.wait(self.interval):
-                    fh.write(json.dumps(self.scrape_once(), separators=(",", ":")) + "\n")
-                    return
+        try:
+            while not self._stop.wait(self.interval):
+                self._write(self.scrape_once())
+            self._write(self.scrape_once())  # the end state, after the drain
+        finally:
+            assert self._fh is not None
+            self._fh.close()
 
     def status(self) -> str:
         """One line for the console at the end of a run."""
@@ -162,22 +150,15 @@ def _first(v: dict[str, float], names: Sequence[str]) -> str | None:
     return next((n for n in names if n in v), None)
 
 
-def _delta(first: dict[str, float], last: dict[str, float], name: str) -> float | None:
-    if name not in last:
-        return None
-    d = last[name] - first.get(name, 0.0)
-    return d if d >= 0 else last[name]  # a counter reset (server restart): count from zero
-
-
 def histogram_stats(first: dict[str, float], last: dict[str, float], name: str) -> dict[str, float] | None:
     """Mean/p50/p90/p99 in ms of a Prometheus histogram's increase between two samples (linear in buckets)."""
-    count = _delta(first, last, name + "_count")
-    total = _delta(first, last, name + "_sum")
+    count = counter_delta(first, last, name + "_count")
+    total = counter_delta(first, last, name + "_sum")
     if not count or total is None:
         return None
     prefix = name + "_bucket|"
     bounds = sorted(
-        (float(k[len(prefix) :]), (_delta(first, last, k) or 0.0)) for k in last if k.startswith(prefix)
+        (float(k[len(prefix) :]), (counter_delta(first, last, k) or 0.0)) for k in last if k.startswith(prefix)
     )
     out = {"count": count, "mean": total / count * 1000.0}
     for p in (50, 90, 99):
@@ -218,8 +199,8 @@ def summarize(samples: Sequence[dict[str, Any]], client: dict[str, Any] | None =
         out["reason"] = "no vLLM metric names at /metrics"
     hits, queries = _first(last, PREFIX_HITS), _first(last, PREFIX_QUERIES)
     if hits and queries:
-        dq = _delta(first, last, queries)
-        dh = _delta(first, last, hits)
+        dq = counter_delta(first, last, queries)
+        dh = counter_delta(first, last, hits)
         out["prefix_cache_queries"] = dq
         out["prefix_cache_hits"] = dh
         out["prefix_cache_hit_rate"] = (dh / dq) if dq and dh is not None else None
@@ -241,7 +222,7 @@ def summarize(samples: Sequence[dict[str, Any]], client: dict[str, Any] | None =
         out["kv_cache_usage_peak"] = out["kv_cache_usage_max"]
     for key, name in (("generation_tokens", GEN_TOKENS), ("prompt_tokens", PROMPT_TOKENS),
                       ("preemptions", PREEMPTIONS)):  # fmt: skip
-        d = _delta(first, last, name)
+        d = counter_delta(first, last, name)
         if d is not None:
             out[key] = d
     for key, name in HISTOGRAMS.items():

@@ -44,10 +44,23 @@ def format_summary(res: dict[str, Any], run_dir: str | None = None) -> str:
         out.append(_line("Maximum request concurrency:", res.get("max_concurrency")))
     if res.get("request_rate") not in (None, "inf"):
         out.append(_line("Request rate configured (RPS):", res.get("request_rate"), ".2f"))
-    out.append(_line("Benchmark duration (s):", res.get("duration"), ".2f"))
+    if res.get("completed") or res.get("failed") or res.get("interrupted"):  # no request: no span to speak of
+        out.append(_line("Benchmark duration (s):", res.get("duration"), ".2f"))
     out.append(_line("Total input tokens:", res.get("total_input_tokens")))
     out.append(_line("Total generated tokens:", res.get("total_output_tokens")))
-    out.append(_line("Request throughput (req/s):", res.get("request_throughput"), ".2f"))
+    if res.get("completed"):
+        out.extend(_rate_and_latency_lines(res))
+    else:  # vLLM's fields say 0.00 for them; a figure that does not apply is left out, never shown as 0
+        out.append("No request completed: no throughput or latency figures")
+    out.extend(_extras(res))
+    if run_dir:
+        out.append(f"Results: {run_dir}")
+    return "\n".join(out)
+
+
+def _rate_and_latency_lines(res: dict[str, Any]) -> list[str]:
+    """Throughputs and the latency blocks (a run that completed requests)."""
+    out = [_line("Request throughput (req/s):", res.get("request_throughput"), ".2f")]
     if res.get("request_goodput") is not None:
         out.append(_line("Request goodput (req/s):", res.get("request_goodput"), ".2f"))
     out.append(_line("Output token throughput (tok/s):", res.get("output_throughput"), ".2f"))
@@ -61,10 +74,7 @@ def format_summary(res: dict[str, Any], run_dir: str | None = None) -> str:
         ("e2el", " End-to-end Latency "),
     ):
         out.extend(_metric_block(res, metric, title))
-    out.extend(_extras(res))
-    if run_dir:
-        out.append(f"Results: {run_dir}")
-    return "\n".join(out)
+    return out
 
 
 def window_lines(res: dict[str, Any]) -> list[str]:
@@ -129,7 +139,7 @@ def _extras(res: dict[str, Any]) -> list[str]:
         state = "traces written by the server" if prof.get("profiled") else f"not profiled: {prof.get('error')}"
         out.append(_line("Server profile (--profile):", state))
     if res.get("cost"):
-        from orchestration.capacity.cost import format_cost
+        from vllm_users.measure.cost import format_cost
 
         out.append(f"{' Cost ':-^{_W}}")
         out.extend(format_cost(res["cost"]))

@@ -57,6 +57,9 @@ class SimConfig:
     fault_stall_ms: float = 1000.0
     fault_delay_ms: float = 1000.0
     enable_control: bool = False
+    # server quirks seen in the wild (every request): what a client's calibration and run must survive
+    ignore_max_tokens: int = 0
+    constant_prompt_tokens: int = 0
     # tokenizer and its API (to stand in for servers other than vLLM)
     tokenize_api: str = "vllm"
     chars_per_token: int = 0
@@ -98,6 +101,8 @@ _HELP = {
     "fault_stall_ms": "global-rate stall length",
     "fault_delay_ms": "global-rate header delay",
     "enable_control": "serve POST /sim/control (down_for_s, stall_for_s)",
+    "ignore_max_tokens": "quirk: every answer is N tokens whatever max_tokens asks (0: honour max_tokens)",
+    "constant_prompt_tokens": "quirk: usage.prompt_tokens is always N whatever the prompt (0: the real count)",
     "tokenize_api": "POST /tokenize in vLLM's shape (vllm), llama.cpp's ({content} -> {tokens}: llama.cpp), or none (404)",
     "chars_per_token": "0: one token per word; N: a word is ceil(len/N) tokens (a vocabulary that splits rare words)",
     "no_uvloop": "use the stdlib event loop even when uvloop is installed",
@@ -162,6 +167,8 @@ def parse_config(argv: list[str] | None = None, env: Mapping[str, str] | None = 
         problems.append(f"--tokenize-api must be one of {', '.join(TOKENIZE_APIS)}")
     if cfg.chars_per_token < 0:
         problems.append("--chars-per-token must be >= 0")
+    if cfg.ignore_max_tokens < 0 or cfg.constant_prompt_tokens < 0:
+        problems.append("--ignore-max-tokens and --constant-prompt-tokens must be >= 0")
     if problems:
         parser.error("; ".join(problems))
     return cfg

@@ -1,15 +1,20 @@
 """Fault injection: per request through ``X-Sim-Fault: kind[:arg[:arg]]`` or as global rates.
 
 Kinds: ``500``, ``429`` (Retry-After: 1), ``stall:K:MS``, ``close:K``, ``torn:K``, ``inband_error:K``,
-``reset:K``, ``delay_headers:MS``, ``usage_only``, ``zero_tokens``, ``hang:K``.
+``reset:K``, ``delay_headers:MS``, ``usage_only``, ``zero_tokens``, ``hang:K``. Server quirks (every request,
+``apply_quirks``): ``--ignore-max-tokens N``, ``--constant-prompt-tokens N``.
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .config import SimConfig
+
+if TYPE_CHECKING:
+    from .request import SimRequest
 
 HEADER = "x-sim-fault"
 # faults that strike after K tokens of the stream
@@ -76,3 +81,14 @@ def draw_fault(cfg: SimConfig, rates: list[tuple[str, float]], rng: random.Rando
             return Fault(kind, cfg.fault_after_tokens if kind in MID_STREAM else 0)
         x -= rate
     return None
+
+
+def apply_quirks(cfg: SimConfig, req: SimRequest) -> None:
+    """Servers seen in the wild: one that ignores max_tokens (every answer N tokens, finish_reason "length"),
+    one whose usage.prompt_tokens is always N (the prompt is counted, and prefilled, as its first N tokens)."""
+    if cfg.ignore_max_tokens:
+        req.max_tokens, req.min_tokens, req.ignore_eos = cfg.ignore_max_tokens, 0, True
+    n = cfg.constant_prompt_tokens
+    if n and req.prompt_ids:
+        ids = req.prompt_ids
+        req.prompt_ids = (ids * (n // len(ids) + 1))[:n]

@@ -123,3 +123,12 @@ class BlockManager:
         self.free += seq.private
         seq.held = []
         seq.private = 0
+
+    def reset_prefix_cache(self) -> bool:
+        """vLLM's reset: forget every cached block; False (nothing forgotten) while a sequence holds any block."""
+        if self.available() < self.total:
+            return False  # vLLM 0.32 BlockPool.reset_prefix_cache: fails while blocks are not freed
+        self.free += len(self.evictable)
+        self.evictable.clear()
+        self.refs.clear()
+        return True

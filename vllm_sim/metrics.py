@@ -163,6 +163,8 @@ class _Collector:
         yield counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", s.preemptions)
         yield counter("vllm:prompt_tokens", "Number of prefill tokens processed.", s.prompt_tokens)
         yield counter("vllm:generation_tokens", "Number of generation tokens processed.", s.generation_tokens)
+        # vLLM's meaning: a request the engine finished, by finish reason (an in-stream error under "error"); not
+        # one refused before the engine (400, an injected 500/429) nor one the client abandoned (stream.py counts)
         succ = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.",
                                    labels=["engine", "finished_reason", "model_name"])
         for reason in ("stop", "length", "abort", "error", "repetition"):

@@ -1,4 +1,5 @@
-"""Routes of the simulator: the OpenAI/vLLM API, /metrics, /tokenize and the /sim/* test endpoints."""
+"""Routes of the simulator: the OpenAI/vLLM API, /metrics, /tokenize, /reset_prefix_cache and the /sim/* test
+endpoints."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 from . import tokenizer as tok
 from .config import SimConfig
 from .engine import BatchingEngine, FixedEngine, MoeRouter
-from .faults import HEADER, Fault, draw_fault, global_rates, parse_fault
+from .faults import HEADER, Fault, apply_quirks, draw_fault, global_rates, parse_fault
 from .http import Connection, HttpRequest
 from .metrics import SimStats, make_registry, render
 from .request import ApiError, build_plan, error_body, parse_request
@@ -110,6 +111,9 @@ class SimServer:
                 return
             self._generate(conn, req, path == "/v1/chat/completions")
             return
+        if path == "/reset_prefix_cache":  # vLLM's dev-mode endpoint (VLLM_SERVER_DEV_MODE=1): always here
+            self._reset_prefix_cache(conn, m)
+            return
         if m == "GET":
             if path == "/health":
                 self._send(conn, 200, b"", "")
@@ -141,6 +145,14 @@ class SimServer:
                             "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True,
                             "allow_search_indices": False, "allow_view": True, "allow_fine_tuning": False,
                             "organization": "*", "group": None, "is_blocking": False}]}]}
+
+    def _reset_prefix_cache(self, conn: Connection, method: str) -> None:
+        """vLLM's POST /reset_prefix_cache: ``{"success": false}`` while running requests hold cached blocks."""
+        if method != "POST":
+            self._send(conn, 405, _NOT_ALLOWED)
+            return
+        bm = getattr(self.engine, "bm", None)  # the fixed engine caches nothing
+        self._json(conn, {"success": bm.reset_prefix_cache() if bm is not None else True})
 
     def _tokenize(self, conn: Connection, req: HttpRequest) -> None:
         """vLLM's /tokenize: ``{"count", "max_model_len", "tokens"}``."""
@@ -210,6 +222,7 @@ class SimServer:
         except ApiError as e:
             self._send(conn, e.status, e.body())
             return
+        apply_quirks(cfg, sreq)  # --ignore-max-tokens, --constant-prompt-tokens
         if fault is not None and fault.kind in ("500", "429"):
             self.stats.faults[fault.kind] += 1
             if fault.kind == "500":

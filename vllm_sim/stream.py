@@ -156,6 +156,7 @@ class Stream:
         assert self.fault is not None
         kind = self.fault.kind
         self._count_fault()
+        self.stats.success["stop"] += 1  # finished by the engine, with nothing to say
         self.stats.served += 1
         self.stats.by_status[200] += 1
         if self.writer is None:
@@ -192,6 +193,7 @@ class Stream:
                 conn.write_raw(data)
             return Status.HUNG
         if kind == "inband_error":
+            self.stats.success["error"] += 1  # vLLM counts an engine-side error under finished_reason="error"
             self.stats.served += 1
             self.stats.by_status[200] += 1
             if self.writer is None:

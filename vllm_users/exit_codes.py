@@ -10,6 +10,8 @@ SCHEDULE = 4  # open loop: scheduled arrivals were dropped (the offered load was
 CLIENT_BOUND = 5  # the load generator was the bottleneck (CPU or loop lag past thresholds)
 DATA_LOSS = 6  # a worker was lost mid-run: samples may be missing (result says how many)
 ABORTED = 7  # the master or every worker died: partial results only
+GATE_REGRESSED = 8  # `vllm-locust gate`: a rule regressed (the candidate is worse than its limit allows)
+NOTHING_MEASURED = 9  # no request completed, and none failed: nothing was measured (none sent, or all cut off)
 INTERRUPTED = 130  # Ctrl-C / SIGTERM: partial results written
 
 DESCRIPTIONS = {
@@ -21,5 +23,7 @@ DESCRIPTIONS = {
     CLIENT_BOUND: "client-bound: the load generator was the bottleneck",
     DATA_LOSS: "a worker was lost: samples may be missing",
     ABORTED: "run aborted: partial results only",
+    GATE_REGRESSED: "gate: a rule regressed",
+    NOTHING_MEASURED: "no request completed: nothing was measured",
     INTERRUPTED: "interrupted: partial results written",
 }

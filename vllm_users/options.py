@@ -201,13 +201,21 @@ class Options:
     # ----- outputs -----
     output_dir: str = opt("results", T.text, "Parent of the run directory", RUN)
     run_name: str = opt("", T.text, "Run directory name (default: timestamp-scenario)", RUN)
-    output_file: str = opt("", T.text, "Also write the result JSON (vLLM's field names) here", RUN)
+    output_file: str = opt("", T.text, "Also write the result JSON (vLLM's field names) here; with --repeats the "
+                           "repeats summary (repeats.json: every metric's mean and CI), with --sweep, "
+                           "--find-max-rate or sweep-server the sweep.json", RUN)  # fmt: skip
     print_result: bool = opt(False, None, "End with one line 'VLLM_LOCUST_RESULT {json}': the result leaves a pod "
                              "through its log", RUN)  # fmt: skip
     no_report: bool = opt(False, None, "Skip the HTML/Markdown report", RUN)
     server_metrics: str = opt("", T.text, "Prometheus endpoint sampled every 2 s (default HOST/metrics)", RUN,
                               metavar="URL")  # fmt: skip
     no_server_metrics: bool = opt(False, None, "Do not sample the server's /metrics", RUN)
+    prometheus_port: int | None = opt(None, T.pos_int, "Serve live metrics at http://MASTER:PORT/metrics for "
+                                      "Prometheus and Grafana, from the master (docs/prometheus.md)", *BOTH,
+                                      metavar="PORT", web_ui=False)  # fmt: skip
+    reset_prefix_cache: bool = opt(False, None, "POST /reset_prefix_cache in the preflight (before the load): a run "
+                                   "does not hit the prefix cache an earlier run filled with the same prompts (vLLM "
+                                   "serves it with VLLM_SERVER_DEV_MODE=1; a 404 is a warning)", RUN)  # fmt: skip
     sim_args: str = opt("", T.text, "Extra flags for the embedded simulator, e.g. '--fixed --ttft-ms 50'", RUN)
     quiet: bool = opt(False, None, "No progress lines", RUN)
     # ----- set by `vllm-locust run` or the master, for the Locust processes -----
@@ -215,9 +223,11 @@ class Options:
                            web_ui=False)  # fmt: skip
     extra_headers: str = opt("", T.text, "JSON object of extra request headers", LOCUST, web_ui=False, secret=True)
     vllm_worker_count: int = opt(0, T.nonneg_int, "(set by the master)", LOCUST, web_ui=False)
-    vllm_t0: float = opt(0.0, T.nonneg_float, "(set by the master)", LOCUST, web_ui=False)
     vllm_embedded_sim: bool = opt(False, None, "(set by `vllm-locust run`) the host is its embedded simulator: "
                                   "the result cross-checks the requests it served", LOCUST, web_ui=False)  # fmt: skip
+    vllm_lengths: str = opt("", T.text, "(set by `vllm-locust run`'s preflight, or a plain master at test start) the "
+                            "prompt-length calibration as JSON: workers use it and send no probes", LOCUST,
+                            web_ui=False)  # fmt: skip
 
     @property
     def open_loop(self) -> bool:

@@ -2,7 +2,7 @@
 
 Layout: `D/repeat-01 … repeat-NN` (ordinary run directories) and `D/repeats.json`, which `vllm-locust
 report` recognises (orchestration.report.run_sets reads it): a repeated run then compares by Welch's t-test
-over its repeats.
+over its repeats. `--output-file F` gets repeats.json's object too (a step writes none).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from orchestration.capacity.steps import RunOne, parent_dir, shared_host, step_args
+from orchestration.capacity.steps import RunOne, parent_dir, shared_host, step_args, write_output_file
 from orchestration.report.run_sets import aggregate
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
@@ -26,7 +26,8 @@ SUMMARY_METRICS = ("request_throughput", "output_throughput", "request_goodput",
 
 
 def run_repeats(a: Options, run_one: RunOne) -> int:
-    """Run `a` a.repeats times into one directory and write repeats.json; returns the worst exit code."""
+    """Run `a` a.repeats times into one directory and write repeats.json (and --output-file); returns the worst
+    exit code."""
     n = int(a.repeats)
     base = parent_dir(a, "repeats", REPEATS)
     worst, names = 0, []
@@ -48,6 +49,7 @@ def run_repeats(a: Options, run_one: RunOne) -> int:
             print(f"vllm-locust: warning: {d} wrote no result; left out of the repeats", flush=True)
     doc = {"repeats": n, "runs": names, "confidence": 0.95, "metrics": aggregate(results) if results else {}}
     atomic_json(os.path.join(base, REPEATS), doc)
+    write_output_file(a, doc)
     print(format_repeats(doc, base), flush=True)
     if not a.no_report:
         from orchestration.report.generate import report_after_run

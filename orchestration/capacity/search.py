@@ -26,13 +26,13 @@ from typing import Any
 import numpy as np
 
 from orchestration import config as C
-from orchestration.capacity.cost import add_step_costs, format_cost
-from orchestration.capacity.steps import RunOne, parent_dir, shared_host, step_args
+from orchestration.capacity.cost import add_step_costs
+from orchestration.capacity.steps import RunOne, parent_dir, shared_host, step_args, write_output_file
 from orchestration.capacity.sweep import format_sweep, summarize_step
 from orchestration.report.run_sets import search_headline
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
-from vllm_users.measure.cost import cost_at
+from vllm_users.measure.cost import cost_at, format_cost
 from vllm_users.measure.metrics import Slo
 from vllm_users.options import Options
 from vllm_users.run_dir import EARLY_STOP, META, SERVER_METRICS, SWEEP, read_json
@@ -198,7 +198,8 @@ def _step_size(a: Options, rate: float) -> tuple[int, float]:
 
 
 def run_search(a: Options, run_one: RunOne) -> int:
-    """Search the highest rate that holds the SLO; write sweep.json (kind max_rate_search) and the report."""
+    """Search the highest rate that holds the SLO; write sweep.json (kind max_rate_search; --output-file gets it too)
+    and the report."""
     slo = Slo.parse([a.goodput])
     base = parent_dir(a, "search", SWEEP)
     steps: list[dict[str, Any]] = []
@@ -261,6 +262,7 @@ def run_search(a: Options, run_one: RunOne) -> int:
                        if best else None,
                        "at_measured_rate": cost_at(a.gpu_hour_price, a.gpus, probe["output_throughput"], probe["achieved_rate"])}  # fmt: skip
     atomic_json(os.path.join(base, SWEEP), doc)
+    write_output_file(a, doc)
     print(format_sweep(doc, base), flush=True)
     for line in search_headline(doc):
         print(f"vllm-locust: {line}", flush=True)

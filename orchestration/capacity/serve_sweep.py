@@ -19,15 +19,15 @@ import signal
 import subprocess
 import time
 import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestration.capacity.steps import RunOne, parent_dir, step_args
+from orchestration.capacity.steps import RunOne, parent_dir, step_args, write_output_file
 from orchestration.capacity.sweep import format_sweep, summarize_step
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
+from vllm_users.client import stdlib_http
 from vllm_users.options import Options
 from vllm_users.run_dir import SERVER_LOG, SWEEP
 
@@ -81,7 +81,7 @@ class ServerProcess:
             if self.proc.poll() is not None:
                 return False, time.monotonic() - t0, f"the server exited with {self.proc.returncode} before /health answered"
             try:
-                with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=2) as r:
+                with stdlib_http.urlopen(url.rstrip("/") + "/health", timeout=2) as r:  # interim 1xx skipped
                     if r.status == 200:
                         return True, time.monotonic() - t0, ""
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
@@ -141,6 +141,7 @@ def run_server_sweep(own: argparse.Namespace, a: Options, run_one: RunOne) -> in
 
         add_step_costs(steps, a.gpu_hour_price, a.gpus)
     atomic_json(os.path.join(base, SWEEP), doc)
+    write_output_file(a, doc)
     print(format_sweep(doc, base), flush=True)
     for s in steps:
         state = f"startup {s['startup_s']:.1f} s" if s["started"] else f"FAILED START: {s['error']}"

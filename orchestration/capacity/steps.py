@@ -11,11 +11,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from orchestration import config as C
+from vllm_users.atomic import atomic_json
 from vllm_users.measure.run_result import load_result
 from vllm_users.options import Options
 from vllm_users.run_dir import REPEATS, read_json
 
-__all__ = ["RunOne", "parent_dir", "read_step", "shared_host", "step_args"]
+__all__ = ["RunOne", "parent_dir", "read_step", "shared_host", "step_args", "write_output_file"]
 
 RunOne = Callable[..., int]  # commands.run.run: one run of these options (a step's `watch` may stop it early)
 
@@ -66,3 +67,10 @@ def read_step(run_dir: str) -> dict[str, Any]:
         return {}
     written = load_result(run_dir)
     return written.to_json() if written is not None else {}
+
+
+def write_output_file(a: Options, doc: dict[str, Any]) -> None:
+    """--output-file of a multi-run mode: its summary document (repeats.json's or sweep.json's), when asked."""
+    if a.output_file:
+        os.makedirs(os.path.dirname(os.path.abspath(a.output_file)), exist_ok=True)
+        atomic_json(a.output_file, doc)

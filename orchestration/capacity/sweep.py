@@ -5,6 +5,7 @@
   `--sweep concurrency:1,2,4`).
 - `auto` (GuideLLM's sweep): synchronous (1 user), then throughput (every request at once), then N rates
   (default 5) evenly between the two achieved request rates.
+`--output-file F` gets sweep.json's object too (a step writes none).
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ from typing import Any
 
 from orchestration import config as C
 from orchestration.capacity.cost import add_step_costs
-from orchestration.capacity.steps import RunOne, parent_dir, read_step, shared_host, step_args
+from orchestration.capacity.steps import (
+    RunOne,
+    parent_dir,
+    read_step,
+    shared_host,
+    step_args,
+    write_output_file,
+)
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
 from vllm_users.options import Options
@@ -89,7 +97,8 @@ def _rate(a: Options, rate: float) -> dict[str, Any]:
 
 
 def run_sweep(a: Options, run_one: RunOne) -> int:
-    """Run every step of a.sweep, write sweep.json and the combined report; returns the worst exit code."""
+    """Run every step of a.sweep, write sweep.json (and --output-file) and the combined report; returns the worst
+    exit code."""
     plan = parse_sweep(a.sweep)
     if plan.kind == "concurrency" and a.request_rate is not None:
         raise C.UsageError("--sweep concurrency: runs closed loop: leave out --request-rate")
@@ -126,6 +135,7 @@ def run_sweep(a: Options, run_one: RunOne) -> int:
     doc = sweep_doc(plan, steps, a)
     doc["interrupted"] = interrupted
     atomic_json(os.path.join(base, SWEEP), doc)
+    write_output_file(a, doc)
     print(format_sweep(doc, base), flush=True)
     if not a.no_report:
         from orchestration.report.sweep_report import write_sweep_report

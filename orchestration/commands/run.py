@@ -19,17 +19,18 @@ from orchestration import presets
 from orchestration.capacity.flags import validate as capacity_validate
 from orchestration.capacity.run_hooks import multi_run
 from orchestration.commands import reported
-from orchestration.launcher import launch, say
-from orchestration.preflight import PreflightError, check_server
+from orchestration.launcher import header_dict, launch, say
+from orchestration.preflight import PreflightError, calibrate_prompts, check_server, reset_prefix_cache
 from vllm_users import errors
 from vllm_users import run_dir as R
 from vllm_users.measure.run_result import result_path
 from vllm_users.options import RUN, Options, env_api_key
 from vllm_users.scenarios.registry import is_class_ref, locustfile_source, mix_label, parse_mix
+from vllm_users.workload.prompts import LengthModel
 
 __all__ = [
-    "DEFAULT_NUM_PROMPTS", "PROG", "add_run_parser", "check_users", "main", "new_run_parser", "resolve_users", "run",
-    "run_options", "validate",
+    "DEFAULT_NUM_PROMPTS", "PROG", "add_run_parser", "check_users", "lengths_line", "main", "new_run_parser",
+    "resolve_users", "run", "run_options", "validate",
 ]
 
 PROG = "vllm-locust"  # run's errors read `vllm-locust: error: ...` (the plain command's name)
@@ -140,15 +141,31 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
             info = check_server(host, a.model or None, api_key, a.endpoint)
         except PreflightError as e:  # one step of a sweep: its outcome (the sweep records the code and goes on)
             return errors.report(e, PROG)
+        lengths = calibrate_prompts(host, info.model, api_key, a.endpoint, header_dict(a))  # once, for every worker
+        say(a, lengths_line(lengths))
+        if lengths.warning:
+            print(f"{PROG}: warning: {lengths.warning}", file=sys.stderr, flush=True)
         with open(R.path(run_dir, R.PREFLIGHT), "w") as fh:
-            json.dump({"model": info.model, "models": info.models, "stream_attempts": info.attempts}, fh)
+            json.dump({"model": info.model, "models": info.models, "stream_attempts": info.attempts,
+                       "calibration": lengths.summary()}, fh)  # fmt: skip
+        if a.reset_prefix_cache:  # in the preflight: never inside the measured window
+            print(f"vllm-locust: {reset_prefix_cache(host, api_key)}", flush=True)
         locustfile = R.path(run_dir, R.LOCUSTFILE)
         with open(locustfile, "w") as fh:
             fh.write(locustfile_source(mix, files))
-        return launch(a, host, info.model, run_dir, locustfile, api_key, sim, watch)
+        return launch(a, host, info.model, run_dir, locustfile, api_key, sim, watch, lengths)
     finally:
         if sim is not None:
             sim.stop()
+
+
+def lengths_line(lm: LengthModel) -> str:
+    """The preflight's calibration in one line: its source, and what it cost."""
+    p = lm.probes
+    kind = "exact" if lm.exact else f"{lm.tokens_per_word:.3g} tokens/word"
+    cut = f", cut off at {p['cut']}" if p.get("cut") else ""
+    return (f"prompt lengths: {lm.source} ({kind}); calibrated with {p.get('requests', 0)} probes in "
+            f"{p.get('seconds', 0.0):.2f} s{cut}")
 
 
 @reported(PROG)

@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import math
 import os
+import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,18 +25,22 @@ from orchestration.commands import reported
 from orchestration.commands.run import new_run_parser, validate
 from vllm_users.options import DEFAULTS, RUN, Options, table
 
-__all__ = ["CLUSTER_OWNED", "MANIFESTS", "main", "render", "render_parser", "run_config", "write"]
+__all__ = ["CLUSTER_OWNED", "MANIFESTS", "METRICS_PORT", "main", "render", "render_parser", "run_config", "write"]
 
 MANIFESTS = Path(__file__).with_name("manifests")
 # `run` options the cluster layout decides (master.yaml's flags) or that must not land in a ConfigMap: left out
 # of config.yaml (a local options file may hold output_dir or quiet; the pods use their own)
 CLUSTER_OWNED = frozenset({
     "config", "workers", "expect_workers", "master_bind_host", "master_port", "output_dir", "run_name",
-    "web_ui", "web_port", "quiet", "sim_args", "output_file", "print_result", "api_key",
+    "web_ui", "web_port", "quiet", "sim_args", "output_file", "print_result", "api_key", "prometheus_port",
 })  # fmt: skip
 WIRING = frozenset({"expect_workers", "master_bind_host", "master_port"})  # refused: they would break the pods'
 RENDER_ONLY = frozenset({"out", "image", "namespace", "pvc"})
 DEFAULT_WORKERS = 4
+# the master's /metrics port in base/ (its annotations, env VLLM_LOCUST_PROMETHEUS_PORT, container and Service
+# port, NetworkPolicy vllm-locust-master-metrics); --prometheus-port replaces it in those files
+METRICS_PORT = 9409
+METRICS_FILES = ("base/master.yaml", "base/networkpolicy.yaml")
 
 
 def render_parser() -> argparse.ArgumentParser:
@@ -89,6 +94,12 @@ def render(given: Options, a: Options, r: argparse.Namespace) -> dict[str, str]:
     port = parts.port or (443 if parts.scheme == "https" else 80)
     options = run_config(given)
     files = {str(f.relative_to(MANIFESTS)): f.read_text() for f in sorted(MANIFESTS.rglob("*.yaml"))}
+    if a.prometheus_port == 5557 or (a.prometheus_port or 0) > 65535:
+        raise C.UsageError(f"--prometheus-port {a.prometheus_port}: not a port the master pod can serve (5557 is "
+                           "Locust's)")  # fmt: skip
+    if a.prometheus_port and a.prometheus_port != METRICS_PORT:
+        for rel in METRICS_FILES:
+            files[rel] = re.sub(rf"\b{METRICS_PORT}\b", str(a.prometheus_port), files[rel])
     if not r.pvc:
         files = {k: v for k, v in files.items() if not k.startswith("pvc/")}
     header = ("# vllm-locust run options, written by `vllm-locust k8s render`; the same file works locally:\n"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import time
 import urllib.error
-import urllib.request
 from collections.abc import Sequence
 
 from orchestration import config as C
 from orchestration.commands import reported
+from vllm_users.client import stdlib_http
 from vllm_users.errors import PreflightError
 
 __all__ = ["healthy", "main", "target_host"]
@@ -26,7 +26,7 @@ def target_host(host: str | None, config: str | None) -> str:
 def healthy(url: str, timeout: float) -> str:
     """'' when GET url answers 200, else one line saying what came back."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
+        with stdlib_http.urlopen(url, timeout=timeout) as resp:  # interim 1xx skipped
             return "" if resp.status == 200 else f"HTTP {resp.status}"
     except urllib.error.HTTPError as e:
         return f"HTTP {e.code}"

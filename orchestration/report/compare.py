@@ -65,7 +65,7 @@ def _value(res: dict[str, Any], name: str) -> float | None:
 
 def compare(runs: Sequence[RunData]) -> dict[str, Any]:
     """Table rows: metric, values per run, change vs the first run (absolute, %), verdict per run."""
-    from orchestration.capacity.significance import compare_pair  # capacity imports this module
+    from orchestration.report.significance import compare_pair  # capacity imports this module
 
     results = [r.result for r in runs]
     names = metric_names(results)

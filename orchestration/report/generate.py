@@ -82,7 +82,7 @@ def generate(run_dirs: Sequence[str], output_dir: str, formats: Sequence[str], *
 
 def format_significance(comparison: dict[str, Any]) -> str:
     """One line per compared metric and run: the change and whether it is significant, with the test named."""
-    from orchestration.capacity.significance import describe
+    from orchestration.report.significance import describe
 
     lines = []
     base = comparison["baseline"]

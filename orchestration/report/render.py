@@ -112,7 +112,7 @@ def render_html(report: Report, plots: Sequence[Plot]) -> str:
     env = jinja2.Environment(autoescape=True, undefined=jinja2.ChainableUndefined)
     tpl = env.from_string(HTML_TEMPLATE)
     title = ", ".join(r.name for r in report.runs)
-    from orchestration.capacity.significance import describe
+    from orchestration.report.significance import describe
 
     return tpl.render(report=report, plots=plots, fmt=fmt, describe=describe, title=title, server_rows=report.server_rows(),
                       problems=problems(report.findings))  # fmt: skip
@@ -144,7 +144,7 @@ def render_markdown(report: Report) -> str:
             out.append(f"\nWindows of {r.name}: " + ", ".join(parts) + " (warm-up/cool-down left out of the statistics)")
     for r in report.runs:
         if r.result.get("cost"):
-            from orchestration.capacity.cost import format_cost
+            from vllm_users.measure.cost import format_cost
 
             out.append("\n" + f"{r.name}: " + " ".join(x.strip() for x in format_cost(r.result["cost"])))
     out += ["", "### Diagnosis", ""]

@@ -3,7 +3,7 @@ step) and a `--repeats` directory (`repeats.json`, one run directory per repeat)
 
 orchestration.capacity writes these directories and reads them back through this module; the report reads them
 only through it, so the report never imports the code that runs sweeps. From capacity/ it takes only its
-statistics (capacity.stats, which imports nothing of ours).
+statistics (report.stats, which imports nothing of ours).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from orchestration.capacity.stats import mean_ci
 from orchestration.report.compare import _value, metric_names
 from orchestration.report.postprocess import RunData, load_run
+from orchestration.report.stats import mean_ci
 from vllm_users.run_dir import REPEATS, SWEEP, path, read_json
 
 __all__ = ["aggregate", "is_repeats_dir", "is_sweep_dir", "load_repeats", "load_sweep", "repeat_dirs", "search_headline"]

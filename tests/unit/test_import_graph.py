@@ -182,12 +182,11 @@ def test_layers() -> None:
     assert "orchestration.report.postprocess" in graph["orchestration.report.generate"], "the graph was not read"
     assert _layer_breaks(graph, "vllm_sim", "orchestration") == []
     assert _layer_breaks(graph, "vllm_sim", "vllm_users") == []  # the simulator stands alone (its own package)
-    # the report reads sweeps and repeats through orchestration.report.run_sets; of capacity/ it uses only the
-    # statistics and the cost arithmetic (capacity/ runs sweeps and writes their reports: it imports report/)
-    leaves = {"orchestration.capacity.stats", "orchestration.capacity.significance", "orchestration.capacity.cost"}
+    # capacity/ runs sweeps and writes their reports: it imports report/, never the other way (the report reads
+    # sweeps and repeats through orchestration.report.run_sets, its statistics are report.stats/significance)
     assert sorted(f"{m} -> {t}" for m, ts in graph.items() if m.startswith("orchestration.report.")
-                  for t in ts if t.startswith("orchestration.capacity.") and t not in leaves) == []  # fmt: skip
-    # vllm_users (what a user does and measures) never imports orchestration (what runs it). Until the pending fix
-    # of vllm_users/distributed/live.py (it took the server metric names from orchestration.server_metrics) lands,
-    # this is the one line that fails.
+                  for t in ts if t.startswith("orchestration.capacity.")) == []  # fmt: skip
+    # the end-of-run summary is below both (the launcher and the report print it)
+    assert sorted(t for t in graph["orchestration.summary"] if t.startswith("orchestration.")) == []
+    # vllm_users (what a user does and measures) never imports orchestration (what runs it)
     assert _layer_breaks(graph, "vllm_users", "orchestration") == []

@@ -32,13 +32,17 @@ from vllm_users.distributed.run_end import (
 from vllm_users.distributed.server_profile import ServerProfile
 from vllm_users.measure.run_result import RunResult, save_result
 
-__all__ = ["ABANDON_RUN_S", "RATE_CHANGE_LEAD_S", "SILENT_WORKER_S", "MasterPlugin"]
+__all__ = ["ABANDON_RUN_S", "FIRST_REQUEST_WAIT_S", "RATE_CHANGE_LEAD_S", "READY_WAIT_S", "SILENT_WORKER_S",
+           "T0_LEAD_S", "MasterPlugin"]
 
 log = logging.getLogger("vllm_locust")
 
 SILENT_WORKER_S = 3.5  # a worker that sent no batch for this long is reported lost (until it sends again)
+FIRST_REQUEST_WAIT_S = 60.0  # --run-time starts at the first load request, or this long after the start at the latest
 ABANDON_RUN_S = 10.0  # every worker silent this long: the run is stopped (a stall shorter than this is survived)
 RATE_CHANGE_LEAD_S = 0.5  # a live rate change starts this far ahead, so every worker switches at the same point
+T0_LEAD_S = 0.2  # open loop: the agreed t0 lies this far ahead, so every worker has it before the first arrival
+READY_WAIT_S = 90.0  # open loop: a worker not ready this long after the first one is left behind (dead, stuck)
 
 
 class MasterPlugin:
@@ -56,7 +60,7 @@ class MasterPlugin:
         self.exit_code = exit_codes.OK
         runner = env.runner
         if isinstance(runner, MasterRunner):
-            for kind in ("vllm_batch", "vllm_done", "vllm_need"):
+            for kind in ("vllm_batch", "vllm_done", "vllm_need", "vllm_first", "vllm_ready"):
                 runner.register_message(
                     kind, lambda environment, msg, kind=kind: self.handle(kind, msg.data, msg.node_id)
                 )
@@ -66,7 +70,20 @@ class MasterPlugin:
         self.profile: ServerProfile | None = None
         self.timeline: list[dict[str, Any]] = []  # starts, user and rate changes, stop (result.json "timeline")
         self.segments: list[list[float]] = []  # open loop: [offset s, rate] of the global schedule
+        self.t0: float | None = None  # open loop: the schedule's start (wall clock), agreed once every user is set up
+        self.ready: set[str] = set()  # open loop: workers whose users all wait for tickets
         self.headless = bool(env.parsed_options is None or env.parsed_options.headless)
+        self.exporter: Any = None  # --prometheus-port: /metrics from now on (seen before the test starts)
+        if options(env).prometheus_port:  # imported only then: prometheus_client costs ~0.2 s at start-up
+            from vllm_users.distributed import prometheus_export
+
+            self.exporter = prometheus_export.serve(env, options(env), self._target_rate)
+        # --run-time is ours to count, from the first load request: Locust's clock would start at the spawn,
+        # before the workers' start-up (and a plain run's calibration) sent anything
+        self.run_time_s: float | None = locust_option(env, "run_time") or None
+        if self.run_time_s and self.headless and env.parsed_options is not None:
+            env.parsed_options.run_time = None
+        self.clock_started = False
         env.events.test_start.add_listener(self._start)
         env.events.test_stopping.add_listener(lambda **_: self.drain())
         env.events.test_stop.add_listener(self._stopped)
@@ -78,6 +95,9 @@ class MasterPlugin:
         if self.collector is None:
             o = options(self.env)
             self.collector = Collector(self.results_dir)
+            if self.exporter is not None:
+                self.exporter.configure(o)
+                self.exporter.attach(self.collector)
             self.t_start = time.time()
             self.live = LiveView(self.collector, o, self.results_dir, self.timeline)
             if o.request_rate is not None:
@@ -86,16 +106,30 @@ class MasterPlugin:
             self.profile = start_profile(o, self.env.host)  # --profile: around the load
             gevent.spawn(self._watch)
             log.info("vllm-locust: writing records to %s", self.results_dir)
-            run_time = locust_option(self.env, "run_time")
-            if run_time and not self.headless:  # Locust alone ignores --run-time in the web UI
-                log.info("vllm-locust: --run-time %ss counts from this first swarm", run_time)
-                gevent.spawn_later(float(run_time), self._run_time_up)
+            if not self.headless:  # the web UI's first swarm (Locust alone ignores --run-time in the UI)
+                self.run_time_s = locust_option(self.env, "run_time") or None
+            if self.run_time_s:
+                log.info("vllm-locust: --run-time %gs counts from the first load request", self.run_time_s)
+                gevent.spawn_later(FIRST_REQUEST_WAIT_S, self._start_clock, f"no load request within "
+                                   f"{FIRST_REQUEST_WAIT_S:g} s of the start")  # fmt: skip
+
+    def _start_clock(self, why: str = "") -> None:
+        """--run-time starts now: at the run's first load request (a worker said so), or `why` it starts anyway."""
+        if self.clock_started or not self.run_time_s or self.drained:
+            return
+        self.clock_started = True
+        if why:
+            log.warning("vllm-locust: --run-time counts from now: %s", why)
+        gevent.spawn_later(self.run_time_s, self._run_time_up)
 
     def _run_time_up(self) -> None:
         if not self.drained and self.env.runner is not None:
             log.info("vllm-locust: --run-time reached; stopping")
             self.mark("stop", reason="run-time")
-            self.env.runner.stop()
+            if self.headless:  # as Locust's own --run-time: a headless run quits
+                self.env.runner.quit()
+            else:
+                self.env.runner.stop()
 
     def mark(self, kind: str, **detail: Any) -> None:
         """A change on the run's timeline (and the web UI's charts)."""
@@ -116,8 +150,9 @@ class MasterPlugin:
         why = web_ui.parse_rate(rate)
         if why or math.isinf(self.segments[-1][1]):
             return False, why or "an infinite rate (all at once) cannot be changed"
-        t0 = float(o.vllm_t0 or self.t_start)
-        self.segments.append([round(time.time() + RATE_CHANGE_LEAD_S - t0, 6), rate])
+        if self.t0 is None:
+            return False, "the schedule starts once every user is set up; try again then"
+        self.segments.append([round(time.time() + RATE_CHANGE_LEAD_S - self.t0, 6), rate])
         runner = self.env.runner
         if isinstance(runner, MasterRunner):
             runner.send_message("vllm_rate", {"segments": self.segments})
@@ -153,10 +188,47 @@ class MasterPlugin:
             self.collector.on_batch(data, client_id)
         elif kind == "vllm_need":
             self._grant(data, client_id)
+        elif kind == "vllm_first":
+            self._start_clock()
+        elif kind == "vllm_ready":
+            self._worker_ready(data["worker"], client_id)
         elif kind == "vllm_done":
             self.collector.on_done(data["worker"])
             if self._all_done():
                 gevent.spawn(self._finish_run)
+
+    def _worker_ready(self, worker: str, client_id: str) -> None:
+        """Open loop: every user of `worker` waits for a ticket. Once all workers are, t0 is agreed."""
+        if self.t0 is not None:  # a worker that joined late takes the schedule as it runs
+            self._send_t0(client_id)
+            return
+        if not self.ready:
+            gevent.spawn_later(READY_WAIT_S, self._agree_t0, f"not every worker was ready within {READY_WAIT_S:g} s")
+        self.ready.add(worker)
+        runner = self.env.runner
+        expected = runner.worker_count if isinstance(runner, MasterRunner) else 1
+        if len(self.ready) >= max(1, expected):
+            self._agree_t0()
+
+    def _agree_t0(self, why: str = "") -> None:
+        """Start the open-loop schedule on every worker at one t0, a little ahead of now."""
+        if self.t0 is not None or self.drained:
+            return
+        if why:
+            log.warning("vllm-locust: the arrival schedule starts now: %s (%d ready)", why, len(self.ready))
+        self.t0 = time.time() + T0_LEAD_S
+        self.mark("schedule", t0=round(self.t0, 6), workers=len(self.ready))
+        log.info("vllm-locust: every user is set up; the arrival schedule starts")
+        self._send_t0(None)
+
+    def _send_t0(self, client_id: str | None) -> None:
+        runner = self.env.runner
+        if isinstance(runner, MasterRunner):
+            runner.send_message("vllm_t0", {"t0": self.t0}, client_id=client_id)
+        else:
+            ctx = context_or_none(self.env)
+            if ctx is not None and self.t0 is not None:
+                ctx.on_t0(self.t0)
 
     def _grant(self, data: dict[str, Any], client_id: str) -> None:
         """Hand out the next tickets of the run's request budget (closed loop with --num-prompts)."""
@@ -226,6 +298,9 @@ class MasterPlugin:
                 gevent.spawn(self._finish_run)
                 return
 
+    def _target_rate(self) -> float | None:
+        return self.live.target_rate if self.live is not None else None
+
     def _state(self) -> str:
         return str(self.env.runner.state) if self.env.runner is not None else ""
 
@@ -263,6 +338,8 @@ class MasterPlugin:
         self.write()
         if self.env.process_exit_code is None or self.env.process_exit_code == 0:
             self.env.process_exit_code = self.exit_code
+        if self.exporter is not None:  # after the result: a scraper's last visit gets the final figures
+            self.exporter.close()
 
     def write(self) -> RunResult | None:
         """Stop the server's profiler, then write histograms, health and the one result.json (once)."""
@@ -271,10 +348,12 @@ class MasterPlugin:
         self.written = True
         c = self.collector
         c.close()
+        if self.exporter is not None:  # every batch is in: the final figures (before result.json appears)
+            self.exporter.finish()
         c.write_side_files()
         profile = stop_profile(self.profile, self.results_dir)  # the load has ended: before the result is built
         o = options(self.env)
-        meta = run_meta(o, self.env, self.t_start)
+        meta = run_meta(o, self.env, self.t_start, run_time=self.run_time_s)
         meta["prompt_calibration"] = c.calibration
         atomic_json(run_dir.path(self.results_dir, run_dir.META), meta)
         res = final_result(self.results_dir, meta, o, c, timeline=self.timeline, base_code=self.exit_code,

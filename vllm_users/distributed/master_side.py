@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +52,7 @@ class Collector:
     lag_s: list[float] = field(default_factory=list)
     batch_cost_s: list[float] = field(default_factory=list)
     batches: int = 0
+    on_ingest: list[Callable[[dict[str, Any]], None]] = field(default_factory=list)  # each batch, once taken in
 
     def __post_init__(self) -> None:
         os.makedirs(self.results_dir, exist_ok=True)
@@ -96,6 +98,8 @@ class Collector:
             w.final = True
             self._fh.flush()
             self._cols.flush()
+        for hook in self.on_ingest:  # inside the timing: its cost is the ingest's (--prometheus-port's exporter)
+            hook(data)
         self.batches += 1
         self.batch_cost_s.append(time.perf_counter() - t0)
 

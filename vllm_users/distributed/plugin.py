@@ -20,7 +20,7 @@ from locust.env import Environment
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
 from vllm_users import exit_codes
-from vllm_users.distributed import env_state
+from vllm_users.distributed import env_state, lengths
 from vllm_users.distributed.env_state import context_or_none
 from vllm_users.distributed.master_plugin import MasterPlugin
 from vllm_users.distributed.worker_side import WorkerContext
@@ -48,7 +48,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
     if not isinstance(runner, MasterRunner):
         # every user and its prompt source exist once spawning completes: freeze them out of the GC's scans.
         # The event carries only user_count (a listener asking for `environment` raised on every worker: exit 2)
-        environment.events.spawning_complete.add_listener(lambda **_: tune_gc_after_start())
+        environment.events.spawning_complete.add_listener(lambda **_: _on_spawned(environment))
     if isinstance(runner, WorkerRunner):
         # Locust 2.4x rebuilds its whole argument parser once per option of every spawn message
         # (runners.py: `k not in default_args_dict()` in a loop): ~150 builds block the worker's loop for
@@ -58,6 +58,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
         runner.register_message("vllm_stop", _worker_stop_handler, concurrent=True)
         runner.register_message("vllm_grant", _worker_grant_handler)
         runner.register_message("vllm_rate", _worker_rate_handler)
+        runner.register_message("vllm_t0", _worker_t0_handler)
         gevent.spawn(_master_watchdog, environment)
 
 
@@ -91,6 +92,19 @@ def _worker_grant_handler(environment: Environment, msg: Any) -> None:
         ctx.on_grant(int(msg.data["start"]), int(msg.data["count"]))
 
 
+def _on_spawned(environment: Environment) -> None:
+    tune_gc_after_start()
+    ctx = context_or_none(environment)
+    if ctx is not None:  # open loop: the schedule starts once these users are set up
+        ctx.on_spawned()
+
+
+def _worker_t0_handler(environment: Environment, msg: Any) -> None:
+    ctx = context_or_none(environment)
+    if ctx is not None:
+        ctx.on_t0(float(msg.data["t0"]))
+
+
 def _worker_rate_handler(environment: Environment, msg: Any) -> None:
     ctx = context_or_none(environment)
     if ctx is not None:
@@ -106,12 +120,13 @@ def _worker_stop_handler(environment: Environment, msg: Any) -> None:
 @events.test_start.add_listener
 def _on_test_start(environment: Environment, **_: Any) -> None:
     runner = environment.runner
+    if isinstance(runner, MasterRunner | LocalRunner):  # plain locust: the run's one calibration, before any worker starts
+        lengths.calibrate_once(environment)
     if isinstance(runner, MasterRunner):
         # workers receive these through the spawn message's parsed_options (Locust's namespace: the one thing
         # the master writes into; each process then builds its own frozen Options from it)
         ns: Any = environment.parsed_options
         ns.vllm_worker_count = max(1, runner.worker_count)
-        ns.vllm_t0 = time.time() + 1.0  # room for every worker to receive the spawn message and start its users
     # the web UI's form and the spawn message may have changed them: one fresh object per test
     o = env_state.refresh_options(environment)
     if isinstance(runner, MasterRunner):

@@ -1,7 +1,8 @@
 """The master's end of a run: the load has ended; stop the server's profiler, then build the one typed result.
 
 Order: load ends (drain) -> --profile's /stop_profile -> result built (metrics, run health, exit code, the
-embedded simulator's cross-check, --gpu-hour-price's cost) -> result.json written once. Nothing rewrites it.
+server's count of the requests it served, the prefix-cache warning, --gpu-hour-price's cost) -> result.json written
+once. Nothing rewrites it.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import json
 import logging
 import os
 import time
-import urllib.request
 from typing import Any
 
 from locust.env import Environment
@@ -18,6 +18,7 @@ from locust.runners import MasterRunner
 
 from vllm_users import exit_codes, run_dir
 from vllm_users.atomic import atomic_json
+from vllm_users.client import stdlib_http
 from vllm_users.distributed.env_state import locust_option
 from vllm_users.distributed.master_side import Collector
 from vllm_users.distributed.server_profile import ServerProfile, profile_line
@@ -25,6 +26,8 @@ from vllm_users.measure.cost import run_cost
 from vllm_users.measure.health import summarize
 from vllm_users.measure.results import result_from_dir
 from vllm_users.measure.run_result import RunResult
+from vllm_users.measure.server_counters import LoadCounters, around_load, prefix_cache_warning
+from vllm_users.measure.verdict import calibration_warning, no_completed_reason
 from vllm_users.measure.windows import parse_optional
 from vllm_users.options import Options, env_api_key
 
@@ -55,7 +58,7 @@ def stop_profile(profile: ServerProfile | None, results_dir: str) -> dict[str, A
 def sim_served(host: str) -> int | None:
     """Completion requests the embedded simulator answered (its /sim/stats), or None when it does not say."""
     try:
-        with urllib.request.urlopen(host.rstrip("/") + "/sim/stats", timeout=5) as resp:
+        with stdlib_http.urlopen(host.rstrip("/") + "/sim/stats", timeout=5) as resp:
             stats = json.load(resp)
     except (OSError, ValueError):
         return None
@@ -64,12 +67,35 @@ def sim_served(host: str) -> int | None:
 
 
 def preflight_requests(results_dir: str) -> int:
-    """The preflight's requests to the server (RUN/preflight.json's stream attempts; 1 when unknown)."""
+    """The preflight's completion requests to the server (RUN/preflight.json: its stream attempts and the length
+    calibration's usage probes; 1 when unknown)."""
     try:
         with open(run_dir.path(results_dir, run_dir.PREFLIGHT)) as fh:
-            return len(json.load(fh)["stream_attempts"])
-    except (OSError, ValueError, KeyError, TypeError):
+            doc = json.load(fh)
+        by_path = (doc.get("calibration") or {}).get("requests_by_path") or {}
+        probes = sum(int(n) for p, n in by_path.items() if p in ("/v1/chat/completions", "/v1/completions"))
+        return len(doc["stream_attempts"]) + probes
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return 1
+
+
+def with_server_served(res: RunResult, o: Options, results_dir: str, host: str | None,
+                       counters: LoadCounters | None) -> RunResult:  # fmt: skip
+    """server_served and missing_vs_server: the embedded simulator's count of completion requests less the
+    preflight's, else the increase of the server's vllm:request_success_total over the load (its baseline was
+    scraped after the preflight); unchanged (both None) when the server does not say."""
+    embedded = bool(o.vllm_embedded_sim and host)
+    served = sim_served(str(host)) if embedded else counters.served if counters is not None else None
+    if served is None:
+        return res
+    load = served - preflight_requests(results_dir) if embedded else served  # preflight requests are not load
+    return res.replace(server_served=served, missing_vs_server=max(0, load - recorded_all(res)))
+
+
+def recorded_all(res: RunResult) -> int:
+    """Requests sent and recorded in the whole run: the measured window's, plus --warmup's and --cooldown's."""
+    windows = res.metric("windows") or {}
+    return res.recorded + sum(int((windows.get(k) or {}).get("requests") or 0) for k in ("warmup", "cooldown"))
 
 
 def exit_code_of(res: RunResult, o: Options, collector: Collector, base: int) -> int:
@@ -86,7 +112,10 @@ def exit_code_of(res: RunResult, o: Options, collector: Collector, base: int) ->
         code = max(code, exit_codes.DATA_LOSS)
         if collector.workers and all(w.lost_at is not None for w in collector.workers.values()):
             code = max(code, exit_codes.ABORTED)  # nobody finished: partial results only
+    if not res.completed and not res.failed:  # nothing measured (all failed: FAILURES says it already)
+        code = max(code, exit_codes.NOTHING_MEASURED)
     return code
+
 
 
 def final_result(results_dir: str, meta: dict[str, Any], o: Options, collector: Collector, *,
@@ -98,11 +127,18 @@ def final_result(results_dir: str, meta: dict[str, Any], o: Options, collector: 
         client_health=health, data_loss=collector.loss_report(), client_bound=health["client_bound"], timeline=timeline,
     )  # fmt: skip
     res = res.replace(exit_code=exit_code_of(res, o, collector, base_code))
-    if o.vllm_embedded_sim and host:
-        served = sim_served(host)
-        if served is not None:  # preflight requests are not load
-            missing = max(0, served - res.recorded - preflight_requests(results_dir))
-            res = res.replace(server_served=served, missing_vs_server=missing)
+    said = [w for w in (calibration_warning(meta), no_completed_reason(res)) if w and w not in res.warnings]
+    if said:
+        res = res.replace(warnings=(*res.warnings, *said))
+    counters = around_load(results_dir)  # the server's /metrics before the load and now (None: not sampled)
+    res = with_server_served(res, o, results_dir, host, counters)
+    warning = prefix_cache_warning(
+        counters, dict(res.metrics), list(res.per_scenario), bool(o.dataset or (o.prefix_len and o.cache_rate)),
+        (meta.get("prompt_calibration") or {}).get("overhead_tokens"),
+    )  # fmt: skip
+    if warning:
+        log.warning("vllm-locust: %s", warning)
+        res = res.replace(warnings=(*res.warnings, warning))
     if profile is not None:
         res = res.replace(profile=profile)
     if o.gpu_hour_price:
@@ -110,8 +146,9 @@ def final_result(results_dir: str, meta: dict[str, Any], o: Options, collector: 
     return res
 
 
-def run_meta(o: Options, env: Environment, t_start: float) -> dict[str, Any]:
-    """The run's settings, as the result JSON header needs them (never the API key)."""
+def run_meta(o: Options, env: Environment, t_start: float, run_time: float | None = None) -> dict[str, Any]:
+    """The run's settings, as the result JSON header needs them (never the API key); `run_time`: --run-time, which
+    the master counts itself (Locust's option is cleared)."""
     runner = env.runner
     ramp = o.ramp_up_strategy
     return {
@@ -139,7 +176,7 @@ def run_meta(o: Options, env: Environment, t_start: float) -> dict[str, Any]:
         "percentile_metrics": o.percentile_metrics or None,
         "metric_percentiles": o.metric_percentiles or None,
         "users": locust_option(env, "num_users"),
-        "run_time": locust_option(env, "run_time"),
+        "run_time": run_time or locust_option(env, "run_time"),
         "workers": (o.vllm_worker_count or runner.worker_count) if isinstance(runner, MasterRunner) else 1,
         "user_classes": sorted({u.__name__ for u in env.user_classes}),
     }

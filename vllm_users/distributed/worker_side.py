@@ -12,18 +12,17 @@ from collections.abc import Callable
 from typing import Any
 
 import gevent
-import gevent.event
+import gevent.lock
 from gevent.queue import Empty, Queue
 
 from vllm_users import run_dir
+from vllm_users.distributed.open_loop import OpenLoopSchedule
 from vllm_users.measure.columns import pack_records
 from vllm_users.measure.health import HealthSampler
 from vllm_users.measure.histograms import HistogramSet
 from vllm_users.measure.metrics import LATE_THRESHOLD_S, Slo
 from vllm_users.measure.record import RequestRecord, dropped_record, parse_lines
 from vllm_users.options import Options
-from vllm_users.workload.arrivals import worker_piecewise
-from vllm_users.workload.ramp import ramp_worker_iter
 from vllm_users.workload.ticket import Ticket
 
 log = logging.getLogger("vllm_locust")
@@ -32,12 +31,17 @@ BATCH_INTERVAL_S = 1.0  # records and histograms go to the master every second (
 END_CHUNK_RECORDS = 20_000  # --records-at-end: records per message when the local file is sent at the end
 
 
+def _yield() -> None:
+    gevent.sleep(0)
+
+
 class WorkerContext:
     """Everything a worker process shares between its users."""
 
     def __init__(self, options: Options, worker_index: int, worker_count: int, send: Callable[[str, Any], None]):
         self.options = options
         self.calibration: dict[str, Any] | None = None  # how prompt lengths were calibrated (sent to the master)
+        self.first_sent_at: float | None = None  # wall time of this worker's first load request (told the master)
         self.index = worker_index
         self.count = max(1, worker_count)
         self.name = f"{socket.gethostname()}-w{worker_index}"
@@ -50,19 +54,15 @@ class WorkerContext:
         self.totals: dict[str, Any] = {"ok": 0, "failed": 0, "output_tokens": 0, "good": 0, "sent": 0, "late": 0,
                                        "dropped": 0, "errors": {}}  # fmt: skip
         self.slo = Slo.parse([options.goodput]) if options.goodput else None
-        # open loop: the global schedule's rate segments [(offset s, rate)]; changed live from the master
-        self.segments: list[tuple[float, float]] = [(0.0, float(options.request_rate or 0.0))]
-        self._replan = gevent.event.Event()
-        self._last_index = -1
         self.seq = 0
         self.inflight: set[gevent.Greenlet] = set()
         self.open_sessions = 0  # tickets whose flow is running (a multi-request session thinks between requests)
         self.stopping = False
         self.final_sent = False
         self.done_sent = False
-        self._queue: Queue | None = None
-        self._dispatcher: gevent.Greenlet | None = None
+        self.schedule: OpenLoopSchedule | None = None  # open loop: this worker's share of the arrivals
         self._reporter: gevent.Greenlet | None = None
+        self._batch_lock = gevent.lock.Semaphore()
         self._next_index = worker_index
         self._budget = options.num_prompts or 0
         # closed loop with a request budget: tickets come from the master in small grants, so a worker
@@ -80,29 +80,26 @@ class WorkerContext:
     # ----- request budget / schedule -----
     def start(self) -> None:
         """Begin the schedule (open loop), health sampling and periodic reports."""
-        self.health.start()
         if self.options.open_loop:
-            self._queue = Queue()
-            self._dispatcher = gevent.spawn(self._dispatch)
-        elif self._budget:
-            self._grants = Queue()
+            # health sampling starts with the schedule (t0), not with the users' setup
+            self.schedule = OpenLoopSchedule(self.options, self.index, self.count, self.name, self.send,
+                                             lambda: self.users(), self._schedule_started)  # fmt: skip
+            self.schedule.start()
+        else:
+            self.health.start()
+            if self._budget:
+                self._grants = Queue()
         self._reporter = gevent.spawn(self._report_loop)
+
+    def _schedule_started(self, t0: float) -> None:
+        self.health.start(warmup_s=max(0.0, t0 - time.time()))
 
     def next_ticket(self) -> Ticket | None:
         """Block until this worker may send its next request; None when its share is used up or stopping."""
         if self.stopping:
             return None
-        if self._queue is not None:
-            while not self.stopping:
-                try:
-                    t = self._queue.get(timeout=0.5)
-                except Empty:
-                    continue
-                if t is None:
-                    self._queue.put(None)  # let every other user see the end too
-                    return None
-                return t
-            return None
+        if self.schedule is not None:
+            return self.schedule.take()
         if self._grants is not None:
             return self._granted_ticket(self._grants)
         t = Ticket(self._next_index)
@@ -144,45 +141,25 @@ class WorkerContext:
 
     def set_segments(self, segments: list[list[float]]) -> None:
         """The master changed the request rate: re-plan this worker's share of the global schedule."""
-        self.segments = [(float(t), float(r)) for t, r in segments]
-        self._replan.set()
+        if self.schedule is not None:
+            self.schedule.set_segments(segments)
 
-    def _dispatch(self) -> None:
-        o = self.options
-        t0_wall = o.vllm_t0 if o.vllm_t0 and abs(o.vllm_t0 - time.time()) < 30 else time.time()
-        # convert the wall-clock origin to this process's perf_counter once; sleeps then use perf_counter
-        t0_perf = time.perf_counter() + (t0_wall - time.time())
-        assert self._queue is not None
-        try:
-            while not self._plan(t0_wall, t0_perf):  # False: the rate changed, start over from the new plan
-                pass
-        except Exception:
-            log.exception("vllm-locust: arrival schedule failed")
-            raise
-        self._queue.put(None)
+    def on_spawned(self) -> None:
+        """Locust finished spawning the run's users (open loop: the schedule waits for their setup next)."""
+        if self.schedule is not None:
+            self.schedule.on_spawned()
 
-    def _plan(self, t0_wall: float, t0_perf: float) -> bool:
-        """Dispatch this worker's arrivals under the current segments; False when they changed meanwhile."""
-        o, q = self.options, self._queue
-        assert q is not None
-        self._replan.clear()
-        arrivals = (
-            ramp_worker_iter(o.ramp_up_strategy, o.ramp_up_start_rps or 0.0, o.ramp_up_end_rps or 0.0, o.burstiness, o.seed,
-                             o.num_prompts or 0, self.index, self.count)
-            if o.ramp_up_strategy  # a ramp has its own rates: live rate changes do not apply
-            else worker_piecewise(self.segments, o.burstiness, o.seed, o.num_prompts or None, self.index, self.count)
-        )  # fmt: skip
-        for i, off in arrivals:
-            if i <= self._last_index:  # sent under the previous plan (identical before the change)
-                continue
-            delay = t0_perf + off - time.perf_counter()
-            if delay > 0 and self._replan.wait(delay):
-                return False
-            if self.stopping:
-                return True
-            q.put(Ticket(i, t0_wall + off))
-            self._last_index = i
-        return True
+    def on_t0(self, t0: float) -> None:
+        """The master agreed the open-loop schedule's start (wall clock)."""
+        if self.schedule is not None:
+            self.schedule.on_t0(t0)
+
+    def first_request(self) -> None:
+        """A load request is about to go out: the first one is told to the master at once (--run-time counts from
+        the run's first load request, not from the spawn: start-up and calibration are not the window's)."""
+        if self.first_sent_at is None:
+            self.first_sent_at = time.time()
+            self.send("vllm_first", {"worker": self.name, "t": self.first_sent_at})
 
     # ----- records -----
     def next_seq(self) -> int:
@@ -230,33 +207,35 @@ class WorkerContext:
         os.makedirs(d, exist_ok=True)
         return open(os.path.join(d, run_dir.worker_records(self.name, os.getpid())), "a", buffering=1 << 16)
 
-    def take_batch(self, final: bool = False) -> dict[str, Any]:
-        """Records, histograms and health gathered since the last batch."""
-        cols: bytes | None = None
-        if self.pending_recs:
-            try:
-                cols = pack_records(self.pending_recs)
-            except Exception:  # the master converts the JSON lines instead
-                log.exception("vllm-locust: packing record columns failed")
+    def take_batch(self, final: bool = False, pause: Callable[[], None] = lambda: None) -> dict[str, Any]:
+        """Records, histograms and health gathered since the last batch. What it takes is swapped out first;
+        `pause` runs between the steps that cost ~1 ms each (the report loop yields there, issue 20.6)."""
+        recs, lines, hists = self.pending_recs, self.pending, self.hists
+        self.pending, self.pending_recs, self.hists = [], [], HistogramSet()  # submit() fills these meanwhile
         batch = {
             "worker": self.name,
-            "records": "\n".join(self.pending),
-            "n": len(self.pending),
-            "cols": cols,
-            "hists": self.hists.encode(),
+            "n": len(lines),
             "health": self.health.take(),
             "calibration": self.calibration,
             "final": final,
             "total": self.record_count,
             "totals": dict(self.totals, errors=dict(self.totals["errors"]), inflight=len(self.inflight),
-                           backlog=self._queue.qsize() if self._queue is not None else 0),
-            "sent_at": time.time(),
-        }
-        self.pending = []
-        self.pending_recs = []
-        self.hists.reset()
+                           backlog=self.schedule.backlog() if self.schedule is not None else 0),
+        }  # fmt: skip
+        cols: bytes | None = None
+        if recs:
+            pause()
+            try:
+                cols = pack_records(recs)
+            except Exception:  # the master converts the JSON lines instead
+                log.exception("vllm-locust: packing record columns failed")
+        batch["cols"] = cols
+        batch["hists"] = hists.encode(pause)
+        pause()
+        batch["records"] = "\n".join(lines)
         if self._file is not None:
             self._file.flush()
+        batch["sent_at"] = time.time()
         return batch
 
     def send_local_records(self) -> int:
@@ -290,9 +269,12 @@ class WorkerContext:
     def _report_loop(self) -> None:
         while not self.final_sent:
             gevent.sleep(BATCH_INTERVAL_S)
-            if self.final_sent:
-                return
-            self.send("vllm_batch", self.take_batch())
+            with self._batch_lock:  # the final batch (drain) comes after this one, never before
+                if self.final_sent:
+                    return
+                # built in steps with a yield between them: in one piece it held the loop 3-5 ms a second at
+                # 128 streams (chunks read late, TTFT off by as much); each step is ~1 ms
+                self.send("vllm_batch", self.take_batch(pause=_yield))
             if self._share_finished() and not self.done_sent:
                 self.done_sent = True
                 self.send("vllm_done", {"worker": self.name})
@@ -300,8 +282,8 @@ class WorkerContext:
     def _share_finished(self) -> bool:
         if self.inflight or self.open_sessions:
             return False
-        if self._queue is not None:
-            return self._dispatcher is not None and self._dispatcher.dead and self._queue.qsize() <= 1
+        if self.schedule is not None:
+            return self.schedule.finished()
         return self._grants is not None and self._exhausted and self._grants.qsize() <= 1
 
     # ----- stop -----
@@ -310,8 +292,8 @@ class WorkerContext:
         if self.final_sent:
             return
         self.stopping = True
-        if self._dispatcher is not None:
-            self._dispatcher.kill(block=False)
+        if self.schedule is not None:
+            self.schedule.stop()
         self._record_dropped()
         deadline = time.perf_counter() + timeout
         while self.inflight and time.perf_counter() < deadline:
@@ -319,25 +301,21 @@ class WorkerContext:
         for g in list(self.inflight):
             g.kill(block=True, timeout=2)  # the user records the request as interrupted
         self.health.stop()
-        self.final_sent = True
-        if self.records_at_end:
-            n = self.send_local_records()
-            log.info("vllm-locust: sent %d records kept locally (--records-at-end)", n)
-        self.send("vllm_batch", self.take_batch(final=True))
+        with self._batch_lock:
+            if self.final_sent:  # another drain (the master's stop and the watchdog) sent it meanwhile
+                return
+            self.final_sent = True
+            if self.records_at_end:
+                n = self.send_local_records()
+                log.info("vllm-locust: sent %d records kept locally (--records-at-end)", n)
+            self.send("vllm_batch", self.take_batch(final=True))
         if self._file is not None:
             self._file.close()
             self._file = None
 
     def _record_dropped(self) -> None:
         """Open loop: arrivals already due but never sent become `dropped` records."""
-        if self._queue is None:
+        if self.schedule is None:
             return
-        now = time.time()
-        while True:
-            try:
-                t = self._queue.get_nowait()
-            except Empty:
-                break
-            if t is None or t.t_intended is None or t.t_intended > now:
-                continue
-            self.submit(dropped_record(self.name, self.next_seq(), t.t_intended))
+        for t_intended in self.schedule.due_untaken(time.time()):
+            self.submit(dropped_record(self.name, self.next_seq(), t_intended))

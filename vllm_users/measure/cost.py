@@ -26,3 +26,16 @@ def run_cost(metrics: Mapping[str, Any], price: float, gpus: int) -> dict[str, A
     """The result's `cost` block from its overall `metrics`: the inputs and the cost at the measured rate."""
     return {"gpu_hour_price_usd": price, "gpus": gpus,
             "at_measured_rate": cost_at(price, gpus, metrics.get("output_throughput"), metrics.get("request_throughput"))}  # fmt: skip
+
+
+def format_cost(cost: dict[str, Any]) -> list[str]:
+    """Summary lines of a cost block."""
+    out = [f"Cost at ${cost['gpu_hour_price_usd']:g}/GPU-hour x {cost['gpus']} GPU(s):"]
+    for key, label in (("at_measured_rate", "measured rate"), ("at_slo_max_rate", "SLO-max rate")):
+        c = cost.get(key)
+        if c:
+            tok = "n/a" if c["usd_per_million_output_tokens"] is None else f"${c['usd_per_million_output_tokens']:.4g}"
+            req = "n/a" if c["usd_per_request"] is None else f"${c['usd_per_request']:.4g}"
+            rate = "n/a" if c["request_rate"] is None else f"{c['request_rate']:.3g} req/s"
+            out.append(f"  at the {label} ({rate}): {tok} per 1M output tokens, {req} per request")
+    return out

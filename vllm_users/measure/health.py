@@ -66,6 +66,7 @@ class HealthSampler:
         self.gc_count = 0
         self.gc_total_ms = 0.0
         self._gc_t0 = 0.0
+        self._warmup_s = WARMUP_S
         self._g: gevent.Greenlet | None = None
 
     def _on_gc(self, phase: str, _info: dict[str, Any]) -> None:
@@ -78,9 +79,10 @@ class HealthSampler:
         if ms >= GC_PAUSE_KEEP_MS:
             self.gc_ms.append(round(ms, 3))
 
-    def start(self) -> None:
-        """Begin sampling (idempotent)."""
+    def start(self, warmup_s: float = WARMUP_S) -> None:
+        """Begin sampling `warmup_s` from now (idempotent)."""
         if self._g is None:
+            self._warmup_s = warmup_s
             self._g = gevent.spawn(self._run)
             gc.callbacks.append(self._on_gc)
 
@@ -93,10 +95,14 @@ class HealthSampler:
             gc.callbacks.remove(self._on_gc)
 
     def _run(self) -> None:
-        gevent.sleep(WARMUP_S)  # user spawning is not steady state
+        gevent.sleep(self._warmup_s)  # user spawning is not steady state (open loop: sampling starts at t0)
+        loop = gevent.get_hub().loop
         wall0, cpu0 = time.perf_counter(), time.process_time()
         next_cpu = wall0 + self.interval
         while True:
+            # the probe's timer is armed from the loop's cached clock, which lags by whatever ran in this
+            # iteration before us: refreshed first, the sleep is 50 ms from now and its overshoot all lag
+            loop.update_now()
             t = time.perf_counter()
             gevent.sleep(self.lag_probe)
             now = time.perf_counter()

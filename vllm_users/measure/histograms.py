@@ -8,6 +8,7 @@ in Python per value, and a 64-token request has 66 of them (py-spy: 12 % of a wo
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,10 @@ LOWEST_US = 1
 HIGHEST_US = 3_600_000_000  # one hour
 SIGNIFICANT_DIGITS = 3
 HIST_METRICS = ("ttft", "tpot", "itl", "e2el")
+
+
+def _no_pause() -> None:
+    pass
 
 
 def new_histogram() -> HdrHistogram:
@@ -86,9 +91,11 @@ class HistogramSet:
         if t is not None:
             self._tpots.setdefault(r.scenario, []).append(round(t * 1e6))
 
-    def _flush(self) -> None:
-        """Move the pending values into the histograms (one numpy pass per scenario and metric)."""
+    def _flush(self, pause: Callable[[], None] = _no_pause) -> None:
+        """Move the pending values into the histograms (one numpy pass per scenario and metric); `pause`
+        between scenarios (a worker's report loop yields there)."""
         for scenario, lists in self._chunks.items():
+            pause()
             lens = np.fromiter((len(c) for c in lists), dtype=np.int64, count=len(lists))
             flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(lens.sum()))
             ends = np.cumsum(lens)
@@ -104,9 +111,12 @@ class HistogramSet:
         self._chunks.clear()
         self._tpots.clear()
 
-    def encode(self) -> dict[str, str]:
-        """Compressed form for a worker report ("scenario|metric" -> base64 blob)."""
-        return {f"{s}|{m}": h.encode().decode("ascii") for (s, m), h in self.hists.items() if h.get_total_count()}
+    def encode(self, pause: Callable[[], None] = _no_pause) -> dict[str, str]:
+        """Compressed form for a worker report ("scenario|metric" -> base64 blob); `pause` runs between the
+        steps (flushing a scenario, encoding its histograms: each well under a millisecond)."""
+        self._flush(pause)
+        pause()
+        return {f"{s}|{m}": h.encode().decode("ascii") for (s, m), h in self._hists.items() if h.get_total_count()}
 
     def merge_encoded(self, blobs: dict[str, Any]) -> None:
         """Add histograms received from a worker."""

@@ -56,8 +56,8 @@ class RunResult:
     client_bound: bool | None = None
     timeline: list[dict[str, Any]] | None = None
     exit_code: int | None = None
-    server_served: int | None = None  # the embedded simulator's count of completion requests
-    missing_vs_server: int | None = None  # served, less recorded, less the preflight's: requests we lost
+    server_served: int | None = None  # the server's count: the simulator's, or its counter over the load
+    missing_vs_server: int | None = None  # served in the load, less recorded: requests we lost
     profile: Mapping[str, Any] | None = None  # --profile: RUN/profile.json
     cost: Mapping[str, Any] | None = None  # --gpu-hour-price
 

@@ -1,14 +1,14 @@
 """The vLLM server's Prometheus metric names that vllm-locust reads (its /metrics, scraped during a run).
 
-Below both users of them: the master's live view (vllm_users.distributed.live) and the CLI's sampler and
-run summary (orchestration.server_metrics), which scrape and parse the Prometheus text.
+Below every user of them: the master's live view (vllm_users.distributed.live) and its counters around the load
+(vllm_users.measure.server_counters), the CLI's sampler and run summary (orchestration.server_metrics).
 """
 
 from __future__ import annotations
 
 __all__ = [
     "AVERAGED", "GEN_TOKENS", "GPU_UTIL", "HISTOGRAMS", "KEPT_PREFIXES", "KV_USAGE", "PREEMPTIONS",
-    "PREFIX_HITS", "PREFIX_QUERIES", "PROMPT_TOKENS", "RUNNING", "WAITING",
+    "PREFIX_HITS", "PREFIX_QUERIES", "PROMPT_TOKENS", "REQUEST_SUCCESS", "RUNNING", "WAITING",
 ]  # fmt: skip
 
 KEPT_PREFIXES = ("vllm:", "DCGM_")  # families worth keeping; the rest (python_gc_*, process_*) is noise
@@ -21,6 +21,9 @@ PREFIX_QUERIES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_quer
 GEN_TOKENS = "vllm:generation_tokens_total"
 PROMPT_TOKENS = "vllm:prompt_tokens_total"
 PREEMPTIONS = "vllm:num_preemptions_total"
+# requests the engine finished, labelled by finished_reason (stop, length, abort, error, repetition): the same name
+# since vLLM v0; a client's disconnect aborts a request without counting it (vllm_users.measure.server_counters)
+REQUEST_SUCCESS = "vllm:request_success_total"
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 HISTOGRAMS = {
     "ttft": "vllm:time_to_first_token_seconds",

@@ -9,6 +9,7 @@ linked to the others by `session` (the index of the ticket that started it) and 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
@@ -24,11 +25,12 @@ from vllm_users.client.stream import StreamResult, send_and_read
 from vllm_users.distributed import env_state, plugin  # noqa: F401  (plugin: importing it registers the listeners)
 from vllm_users.measure.record import RequestRecord, interrupted_record, record_from_stream
 from vllm_users.options import env_api_key
-from vllm_users.workload.calibration import calibrate_lengths
+from vllm_users.workload.calibration import Budget, calibrate_lengths
 from vllm_users.workload.prompts import LengthModel, RandomPrompts
 from vllm_users.workload.ticket import Ticket
 
 REQUEST_TYPE = "STREAM"  # Locust's "Type" column: one row per scenario, response time = E2EL
+log = logging.getLogger("vllm_locust")
 
 
 @dataclass(slots=True)
@@ -77,7 +79,7 @@ class Reply:
         return self.result.text
 
 
-_shared: dict[str, Any] = {}  # per process: resolved model and length calibration
+_shared: dict[Any, Any] = {}  # per process: resolved model and length calibration (by the table handed in)
 CALIBRATION_CONCURRENCY = 8  # below FastHttpUser's 10 connections per client
 _shared_lock = gevent.lock.BoundedSemaphore()  # hundreds of users start at once: ask the server once
 
@@ -155,24 +157,47 @@ class LLMUser(FastHttpUser):
             return self._length_model()
 
     def _length_model(self) -> LengthModel:
-        lm = _shared.get("lengths")
+        """The run's calibration: handed in (`vllm_lengths`: `vllm-locust run`'s preflight, or a plain master's),
+        else calibrated here once per process, bounded, before this user sends anything (--run-time counts from
+        the first load request, so this time is not the measured window's)."""
+        table = self.options.vllm_lengths
+        key = ("lengths", table)
+        lm = _shared.get(key)
+        if lm is None and table:
+            try:
+                lm = LengthModel.from_table(json.loads(table))
+            except ValueError as e:  # our own JSON: only a hand-set --vllm-lengths gets here
+                log.warning("vllm-locust: --vllm-lengths ignored (%s); calibrating here", e)
         if lm is None:
+            lm = self._calibrate_here()
+        _shared[key] = lm
+        ctx = env_state.context(self.environment)
+        if ctx.calibration is None:  # this test's context tells the master (each test of the web UI has its own)
+            ctx.calibration = lm.summary()
+        return lm
 
-            def post(path: str, body: dict[str, Any]) -> tuple[int, bytes] | None:
-                try:
-                    resp = self._http.request("POST", path, body=json.dumps(body), headers=self.headers)
-                    return resp.status_code, resp.read()
-                except Exception:  # noqa: BLE001 - no such endpoint: the next source is tried
-                    return None
+    def _calibrate_here(self) -> LengthModel:
+        budget = Budget(concurrency=CALIBRATION_CONCURRENCY)
 
-            # the word counts overlap on the client's pooled connections: a remote server's round trips add up
-            pool = gevent.pool.Pool(CALIBRATION_CONCURRENCY)
-            chat = self.options.endpoint == "chat"
-            lm = _shared["lengths"] = calibrate_lengths(post, self.model, chat, pool.imap)
-            env_state.context(self.environment).calibration = {
-                "source": lm.source, "exact": lm.exact, "overhead_tokens": lm.overhead,
-                "tokens_per_word": round(lm.tokens_per_word, 4),
-            }  # fmt: skip
+        def post(path: str, body: dict[str, Any]) -> tuple[int, bytes] | None:
+            timer = gevent.Timeout(budget.timeout())  # a probe past its time is cut off
+            timer.start()
+            try:
+                resp = self._http.request("POST", path, body=json.dumps(body), headers=self.headers)
+                return resp.status_code, resp.read()
+            except gevent.Timeout as t:
+                if t is not timer:
+                    raise
+                return None
+            except Exception:  # noqa: BLE001 - no such endpoint: the next source is tried
+                return None
+            finally:
+                timer.close()
+
+        # the word counts overlap on the client's pooled connections: a remote server's round trips add up
+        pool = gevent.pool.Pool(CALIBRATION_CONCURRENCY)
+        lm = calibrate_lengths(post, self.model, self.options.endpoint == "chat", pool.imap, budget)
+        lm.probes["where"] = "worker"
         return lm
 
     def random_prompts(self) -> RandomPrompts:
@@ -247,6 +272,7 @@ class LLMUser(FastHttpUser):
         path = "/v1/chat/completions" if spec.chat else "/v1/completions"
         body = json.dumps(spec.body, separators=(",", ":")).encode()
         me = gevent.getcurrent()
+        ctx.first_request()  # --run-time counts from the run's first one
         ctx.inflight.add(me)
         try:
             res = send_and_read(

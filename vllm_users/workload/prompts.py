@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -57,6 +58,11 @@ _COMMON = (
 ).split()
 _CALIBRATION_WORDS = tuple(VOCAB[::48]) + tuple(_COMMON)
 _FIRST_WORDS = tuple(_COMMON[:8])
+_PLAIN_WORDS = 400  # the ratio's sample text
+TABLE_PROBES = len(_FIRST_WORDS) + len(_CALIBRATION_WORDS) + 3  # the word table's counts, its three checks included
+# A sane tokenizer gives our random words between these many tokens each (BPE ~1-3, a character-level one ~7):
+# a calibration outside them is rejected, and no model turns a token count into more or fewer words than they allow
+MIN_TOKENS_PER_WORD, MAX_TOKENS_PER_WORD = 0.25, 10.0
 
 
 class LengthModel:
@@ -77,9 +83,12 @@ class LengthModel:
         first: dict[str, int] | None = None,
         after_space: dict[str, int] | None = None,
         source: str = "none",
+        warning: str | None = None,
     ) -> None:
         self.source = source  # how it was calibrated: tokenize:vllm, tokenize:llama.cpp, usage, ... (results)
         self.overhead: int | None = None  # tokens the server adds around a prompt (BOS, template), when known
+        self.warning = warning  # a calibration rejected or cut short: said in the summary and the result
+        self.probes: dict[str, Any] = {}  # what calibrating cost (calibration.Budget.report) and where it ran
         self.tokens_per_word = tokens_per_word
         self.first = first or {}
         self.after_space = after_space or {}
@@ -93,8 +102,10 @@ class LengthModel:
         return bool(self.first) and bool(self._ones)
 
     def words_for(self, tokens: int) -> int:
-        """Words of random text that give about `tokens` tokens (the ratio model)."""
-        return max(1, round(tokens / self.tokens_per_word))
+        """Words of random text that give about `tokens` tokens (the ratio model), within the sane bounds of
+        tokens per word: a ratio from a server that miscounts never makes a 32-token prompt 12,800 words."""
+        ratio = min(max(self.tokens_per_word, MIN_TOKENS_PER_WORD), MAX_TOKENS_PER_WORD)
+        return max(1, round(tokens / ratio))
 
     def text(self, tokens: int, rng: random.Random) -> str:
         """Random text of exactly `tokens` tokens when calibrated exactly (and `tokens` is at least the
@@ -113,6 +124,37 @@ class LengthModel:
             left -= self.after_space[w]
         return " ".join(out)
 
+    def to_table(self) -> dict[str, Any]:
+        """The calibration as JSON-able data (the preflight hands it to the workers): `from_table` reads it."""
+        return {"source": self.source, "tokens_per_word": self.tokens_per_word, "first": self.first,
+                "after_space": self.after_space, "overhead": self.overhead, "warning": self.warning,
+                "probes": self.probes}  # fmt: skip
+
+    @classmethod
+    def from_table(cls, doc: dict[str, Any]) -> LengthModel:
+        """A LengthModel from `to_table`'s data (ValueError when it is not such data)."""
+        try:
+            first = {str(w): int(n) for w, n in (doc.get("first") or {}).items()}
+            after = {str(w): int(n) for w, n in (doc.get("after_space") or {}).items()}
+            ratio = float(doc.get("tokens_per_word", 1.0))
+            overhead = doc.get("overhead")
+            lm = cls(ratio, first, after, str(doc.get("source", "none")), doc.get("warning") or None)
+        except (AttributeError, TypeError, ValueError) as e:
+            raise ValueError(f"not a prompt-length table: {e}") from None
+        if not math.isfinite(ratio) or ratio <= 0 or any(n < 1 for n in (*first.values(), *after.values())):
+            raise ValueError("not a prompt-length table: counts must be positive")
+        lm.overhead = int(overhead) if isinstance(overhead, int) else None
+        lm.probes = dict(doc.get("probes") or {})
+        return lm
+
+    def summary(self) -> dict[str, Any]:
+        """How prompt lengths were calibrated, as the run's metadata keeps it (`prompt_calibration`)."""
+        out: dict[str, Any] = {"source": self.source, "exact": self.exact, "overhead_tokens": self.overhead,
+                               "tokens_per_word": round(self.tokens_per_word, 4), **self.probes}  # fmt: skip
+        if self.warning:
+            out["warning"] = self.warning
+        return out
+
     @classmethod
     def calibrate(
         cls,
@@ -129,16 +171,24 @@ class LengthModel:
         count: Callable[[str], int | None],
         map_: Callable[[Callable[[str], int | None], Iterable[str]], Iterable[int | None]] = map,
         source: str = "tokenize",
+        affords: Callable[[int], bool] | None = None,
     ) -> LengthModel:
         """Learn how the server counts our words from `count(text) -> tokens of the text alone` (a /tokenize
         shape, or usage.prompt_tokens probes less the server's own tokens). The ~170 word counts go through
-        `map_` (the worker passes a gevent pool's ordered imap: round trips overlap)."""
-        rng = random.Random(7)
-        plain = count(random_words(400, rng))
+        `map_` (a pool's ordered map: round trips overlap); `affords(n)` says whether n more counts fit the
+        calibration's bounds (else the ratio is all it learns). A server whose count does not grow with the
+        text is not believed: words then (one token each), with a warning."""
+        firsts = [n for n in map_(count, _FIRST_WORDS) if n is not None and n >= 1]
+        plain = count(random_words(_PLAIN_WORDS, random.Random(7)))
         if not plain:
             return cls()
-        ratio = plain / 400
-        firsts = [n for n in map_(count, _FIRST_WORDS) if n is not None and n >= 1]
+        ratio = plain / _PLAIN_WORDS
+        why = _not_growing(source, plain, firsts[0] if firsts else None)
+        if why is not None:
+            return cls(source=f"words (rejected: {why})", warning=(
+                f"PROMPT-LENGTH CALIBRATION REJECTED: {why}; prompts are sized in words (one token a word)"))
+        if affords is not None and not affords(TABLE_PROBES - len(_FIRST_WORDS)):
+            return cls(tokens_per_word=ratio, source=source + " (ratio)")  # the word table does not fit the bounds
         pairs = [n for n in map_(count, [f"{_FIRST_WORDS[0]} {w}" for w in _CALIBRATION_WORDS]) if n is not None]
         if len(firsts) < len(_FIRST_WORDS) or len(pairs) < len(_CALIBRATION_WORDS) or min(pairs) <= firsts[0]:
             return cls(tokens_per_word=ratio, source=source + " (ratio)")  # a failed count, or a word adding none
@@ -151,6 +201,20 @@ class LengthModel:
             if count(text) != k:
                 return cls(tokens_per_word=ratio, source=source + " (ratio)")
         return model_
+
+
+def _not_growing(source: str, plain: int, one: int | None) -> str | None:
+    """Why a server's count of our sample text is not to be believed (None: it is): a count that does not grow
+    with the text (usage.prompt_tokens always 32: 400 words one token), or a ratio no tokenizer gives."""
+    grew = plain - (one or 0)
+    if one is not None and grew < (_PLAIN_WORDS - 1) * MIN_TOKENS_PER_WORD:
+        return (f"{source}: {_PLAIN_WORDS} words count {plain} token(s), one word {one}: the count does not grow "
+                "with the prompt")  # fmt: skip
+    ratio = plain / _PLAIN_WORDS
+    if not MIN_TOKENS_PER_WORD <= ratio <= MAX_TOKENS_PER_WORD:
+        return (f"{source}: {ratio:.4g} tokens per word, outside the sane {MIN_TOKENS_PER_WORD:g}-"
+                f"{MAX_TOKENS_PER_WORD:g}")  # fmt: skip
+    return None
 
 
 def vllm_tokenize_body(model: str, text: str) -> dict[str, Any]:
@@ -170,12 +234,15 @@ TOKENIZE_SHAPES: tuple[tuple[str, Callable[[str, str], dict[str, Any]]], ...] = 
 )
 
 
-def probe_counter(prompt_tokens: Callable[[str], int | None]) -> tuple[Callable[[str], int | None], int] | None:
+def probe_counter(
+    prompt_tokens: Callable[[str], int | None],
+    map_: Callable[[Callable[[str], int | None], Iterable[str]], Iterable[int | None]] = map,
+) -> tuple[Callable[[str], int | None], int] | None:
     """A text-token counter from usage.prompt_tokens of probe requests (what every OpenAI server returns),
     and the server's own tokens around a prompt (BOS, chat template). Those are found as the least count
     of the first words less one: each of them ("a", "the", "of", ...) is one token in every BPE and
     SentencePiece vocabulary we know. None when the server gives no usage."""
-    counts = [prompt_tokens(w) for w in _FIRST_WORDS[:4]]
+    counts = list(map_(prompt_tokens, _FIRST_WORDS[:4]))
     if any(c is None for c in counts):
         return None
     overhead = min(c for c in counts if c is not None) - 1

@@ -2,18 +2,36 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from vllm_users.errors import TokenizerError  # raised here; importable from here too
-from vllm_users.workload.prefixes import SharedPrefixes, from_options
+from vllm_users.workload.prefixes import PrefixOptions, SharedPrefixes, from_options
 from vllm_users.workload.prompts import LengthModel, Prompt, RandomPrompts, random_words, sample_len
 
-if TYPE_CHECKING:
-    from vllm_users.options import Options
+
+class PromptOptions(PrefixOptions, Protocol):
+    """The options a prompt source reads (vllm_users.options.Options has them: a Protocol keeps workload/
+    below the option table)."""
+
+    @property
+    def endpoint(self) -> str: ...
+    @property
+    def input_len(self) -> int: ...
+    @property
+    def output_len(self) -> int: ...
+    @property
+    def range_ratio(self) -> float: ...
+    @property
+    def dataset(self) -> str: ...
+    @property
+    def dataset_format(self) -> str: ...
+    @property
+    def tokenizer(self) -> str: ...
 
 
 class PromptSource(Protocol):
@@ -24,6 +42,7 @@ class PromptSource(Protocol):
         ...
 
 
+@functools.cache  # once per process: every user builds its source, and a load blocks the loop 10-40 ms
 def load_tokenizer(path: str) -> Callable[[str], int]:
     """A token counter from local tokenizer files (`tokenizers`, else `transformers`); imported lazily."""
     if not os.path.exists(path):
@@ -109,7 +128,7 @@ class PrefixedPrompts:
         return Prompt(None, prefix + "\n" + (p.text or ""), n_in, p.output_len)
 
 
-def prompt_source(o: Options, lengths: LengthModel, chat: bool | None = None, reserve: int = 0) -> PromptSource:
+def prompt_source(o: PromptOptions, lengths: LengthModel, chat: bool | None = None, reserve: int = 0) -> PromptSource:
     """The prompt source of a scenario from --dataset, --tokenizer, --prefix-len (and lengths). `chat`
     overrides --endpoint (json/tools always chat); `reserve` tokens of --input-len are left for the
     scenario's own instruction (random and tokenizer prompts; a dataset's prompts keep their lengths)."""

@@ -112,7 +112,7 @@ def _wheelhouse(t: Timings) -> Path:
     shutil.rmtree(wheels, ignore_errors=True)
     pip = [sys.executable, "-m", "pip", "-q"]
     subprocess.run([*pip, "wheel", "--wheel-dir", str(wheels), str(ROOT)], check=True, capture_output=True, timeout=900)
-    subprocess.run([*pip, "download", "-d", str(wheels), "setuptools>=68", "wheel"], check=True, capture_output=True,
+    subprocess.run([*pip, "download", "-d", str(wheels), "setuptools>=77", "wheel"], check=True, capture_output=True,
                    timeout=300)  # fmt: skip  (the image builds vllm-locust itself: its build backend, offline)
     for own in wheels.glob("vllm_locust-*.whl"):
         own.unlink()  # the image installs the checkout's source, never a cached build of it

@@ -11,6 +11,7 @@ import pytest
 
 from orchestration import server_metrics as sm
 from tests.unit.report.helpers import server_samples
+from vllm_users import run_dir
 
 PROM = """# HELP vllm:num_requests_running running
 # TYPE vllm:num_requests_running gauge
@@ -88,7 +89,7 @@ def test_counter_reset_counts_from_zero() -> None:
 
 
 def test_read_samples_skips_torn_and_error_lines(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    p = tmp_path / sm.SERVER_METRICS_FILE
+    p = tmp_path / run_dir.SERVER_METRICS
     p.write_text(
         '{"t": 2, "v": {"a": 1}}\n{"t": 1, "error": "HTTP 404"}\n{"t": 1, "v": {"a": 0}}\n{"t": 3, "v": {'
     )
@@ -140,7 +141,7 @@ def test_sampler_writes_time_series(tmp_path, metrics_server) -> None:  # type: 
 
 def test_sampler_on_server_without_metrics_warns(tmp_path, metrics_server) -> None:  # type: ignore[no-untyped-def]
     url, _ = metrics_server
-    s = sm.ServerMetricsSampler(url + "/nope", str(tmp_path / sm.SERVER_METRICS_FILE), interval=1.0)
+    s = sm.ServerMetricsSampler(url + "/nope", str(tmp_path / run_dir.SERVER_METRICS), interval=1.0)
     s.start()
     s.stop()
     assert s.samples == 0 and s.errors >= 1

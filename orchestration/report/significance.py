@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestration.capacity.stats import TwoSampleTest, holm, mann_whitney_u, welch_t_test
+from orchestration.report.stats import TwoSampleTest, holm, mann_whitney_u, welch_t_test
 
 ALPHA = 0.01  # family-wise: at most a 1 % chance per comparison that noise is called a change
 MIN_EFFECT = 0.05  # single runs: the medians must differ by at least 5 %

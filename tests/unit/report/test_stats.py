@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from orchestration.capacity import stats as S
-from orchestration.capacity.significance import compare_pair
+from orchestration.report import stats as S
 from orchestration.report.postprocess import RunData
+from orchestration.report.significance import compare_pair
 
 
 @pytest.mark.parametrize(("df", "q"), [(1, 12.7062), (2, 4.3027), (4, 2.7764), (10, 2.2281), (30, 2.0423), (1e6, 1.9600)])

@@ -1,0 +1,149 @@
+"""The server's Prometheus counters around a run's load: its request count (server_served) and prefix-cache hits.
+
+`vllm-locust run`'s sampler (orchestration.server_metrics) scrapes /metrics once before it starts the master, so
+after the preflight and before the first load request, and writes that scrape with its URL as the first line of
+server_metrics.jsonl. After the drain the master scrapes the same URL once more (`around_load`): the counters'
+increases between the two are the load's, the preflight's requests not among them.
+
+- server_served: the increase of `vllm:request_success_total`, summed over its `finished_reason` labels (stop,
+  length, abort, error, repetition). vLLM counts a request there when its engine finishes it, whatever the
+  reason, an engine-side error too; it does not count a request the client abandoned (a disconnect aborts
+  it without stats, vLLM 0.32 OutputProcessor.abort_requests) nor one refused before the engine (HTTP 400).
+  Another client's requests in the same window count too. A server without the counter: None, never 0.
+- prefix-cache hits: `vllm:prefix_cache_hits_total` over `vllm:prefix_cache_queries_total` (tokens).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import math
+import os
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from vllm_users.client import stdlib_http
+from vllm_users.measure.server_metric_names import (
+    AVERAGED,
+    KEPT_PREFIXES,
+    PREFIX_HITS,
+    PREFIX_QUERIES,
+    REQUEST_SUCCESS,
+)
+from vllm_users.run_dir import SERVER_METRICS
+
+__all__ = [
+    "PREFIX_HIT_WARN", "RANDOM_PROMPT_SCENARIOS", "LoadCounters", "around_load", "counter_delta", "parse_metrics",
+    "prefix_cache_warning", "scrape",
+]  # fmt: skip
+
+SCRAPE_TIMEOUT_S = 5.0
+# a random-prompt run whose prompt tokens were cached beyond its chat template's share by more than this
+# fraction resent prompts the server had seen (a previous run with the same --seed)
+PREFIX_HIT_WARN = 0.10
+RANDOM_PROMPT_SCENARIOS = frozenset({"chat", "burst"})  # fresh random text per request (no history, no schema)
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Flatten Prometheus text into {series: value}, labels summed (or averaged for fraction gauges)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if not s.name.startswith(KEPT_PREFIXES) or s.name.endswith("_created"):
+                continue
+            key = f"{s.name}|{s.labels['le']}" if s.name.endswith("_bucket") and "le" in s.labels else s.name
+            v = float(s.value)
+            if math.isnan(v):
+                continue
+            sums[key] = sums.get(key, 0.0) + v
+            counts[key] = counts.get(key, 0) + 1
+    for key in sums:
+        if key in AVERAGED:
+            sums[key] /= counts[key]
+    return sums
+
+
+def scrape(url: str, timeout: float = SCRAPE_TIMEOUT_S) -> dict[str, float] | None:
+    """One scrape of `url` as parse_metrics' dict; None when it fails (refused, HTTP error, not Prometheus)."""
+    try:
+        req = urllib.request.Request(url, headers={"Accept": "text/plain"})
+        with stdlib_http.urlopen(req, timeout=timeout) as resp:  # interim 1xx responses skipped
+            return parse_metrics(resp.read().decode("utf-8", "replace"))
+    except (OSError, ValueError, http.client.HTTPException):
+        return None
+
+
+def counter_delta(first: dict[str, float], last: dict[str, float], name: str) -> float | None:
+    """A counter's increase from `first` to `last`; None when `last` lacks it; a reset (restart) counts from 0."""
+    if name not in last:
+        return None
+    d = last[name] - first.get(name, 0.0)
+    return d if d >= 0 else last[name]
+
+
+@dataclass(frozen=True)
+class LoadCounters:
+    """The server's metrics just before the load and just after the drain."""
+
+    url: str
+    before: dict[str, float]
+    after: dict[str, float]
+
+    def delta(self, names: str | Sequence[str]) -> float | None:
+        """The increase of the first of `names` the server exports; None when it exports none."""
+        for name in (names,) if isinstance(names, str) else names:
+            if name in self.after:
+                return counter_delta(self.before, self.after, name)
+        return None
+
+    @property
+    def served(self) -> int | None:
+        """Requests the server finished during the load (vllm:request_success_total); None without the counter."""
+        d = self.delta(REQUEST_SUCCESS)
+        return None if d is None else int(round(d))
+
+
+def around_load(results_dir: str, timeout: float = SCRAPE_TIMEOUT_S) -> LoadCounters | None:
+    """The sampler's scrape before the load (server_metrics.jsonl's first line) and one scrape of its URL now;
+    None when the run sampled no metrics (--no-server-metrics), that scrape failed, or this one does."""
+    try:
+        with open(os.path.join(results_dir, SERVER_METRICS), "rb") as fh:
+            first = json.loads(fh.readline())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(first, dict) or not isinstance(first.get("v"), dict) or not first.get("url"):
+        return None  # no baseline from before the load: a later sample would undercount
+    after = scrape(str(first["url"]), timeout)
+    return None if after is None else LoadCounters(str(first["url"]), dict(first["v"]), after)
+
+
+def prefix_cache_warning(counters: LoadCounters | None, metrics: dict[str, Any], scenarios: Sequence[str],
+                         shared_prompts: bool, overhead_tokens: int | None) -> str | None:  # fmt: skip
+    """The warning for a random-prompt run (only `chat`/`burst` users, no dataset, no shared prefix:
+    `shared_prompts` False) whose prompts hit the prefix cache beyond the chat template's share: the server had
+    seen them (a previous run with the same --seed); None otherwise. Hits from the server's counters, else from
+    usage's cached_tokens in the records."""
+    if shared_prompts or not scenarios or not set(scenarios) <= RANDOM_PROMPT_SCENARIOS:
+        return None
+    hits = queries = None
+    if counters is not None:
+        hits, queries = counters.delta(PREFIX_HITS), counters.delta(PREFIX_QUERIES)
+    if hits is not None and queries:
+        frac, source = hits / queries, f"{hits:.0f} of {queries:.0f} prompt tokens, the server's prefix-cache counters"
+    elif metrics.get("cached_tokens_reported") and metrics.get("prefix_cache_hit_rate") is not None:
+        frac, source = float(metrics["prefix_cache_hit_rate"]), "usage's cached_tokens"
+    else:
+        return None
+    prompt = metrics.get("input_len_actual_mean") or (metrics.get("total_input_tokens") or 0) / max(
+        1, metrics.get("completed") or 0)  # fmt: skip
+    share = min(1.0, overhead_tokens / prompt) if isinstance(overhead_tokens, int) and prompt else 0.0
+    if frac - share <= PREFIX_HIT_WARN:
+        return None
+    return (f"PREFIX CACHE HITS in a random-prompt run: {frac:.0%} of the prompt tokens were cached ({source}); "
+            "the server had seen these prompts (a previous run with the same --seed), so TTFT is lower than for "
+            "new prompts. Use a fresh --seed, or --reset-prefix-cache")  # fmt: skip
