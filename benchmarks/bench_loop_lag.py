@@ -91,6 +91,8 @@ def figures(run_dir: Path, real_server: bool) -> dict[str, Any]:
         "gc_pause_max_ms": max((w.get("gc_pause_max_ms", 0.0) for w in ws), default=float("nan")),
         "cpu_max": max((w["cpu_mean"] for w in ws), default=float("nan")),
         "client_bound": bool(health.get("client_bound")),
+        # the share of the lag (samples over 5 ms) that the loop's thread spent waiting for a CPU: the machine
+        "lag_runq_share": median([w["lag_runq_share"] for w in ws if w.get("lag_runq_share") is not None]),
     }
     if sched:  # open loop: t_start - t_intended of every arrival sent, from the first one on
         row |= {"sched_lag_p50_ms": pctl(sched, 50), "sched_lag_p99_ms": pctl(sched, 99),
@@ -185,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
                 traces[key] = x["trace"]
                 print(f"  traced {key}: {json.dumps(x['trace'], indent=1)}", flush=True)
     cols = ["lag_p50_ms", "lag_p99_ms", "lag_max_ms", "ttft_err_p50_ms", "ttft_err_p99_ms", "ttft_err_mean_ms",
-            "cpu_max", "gc_pause_max_ms", "output_tok_s"]  # fmt: skip
+            "cpu_max", "gc_pause_max_ms", "lag_runq_share", "output_tok_s"]  # fmt: skip
     if a.request_rate:
         cols += ["sched_lag_p50_ms", "sched_lag_p99_ms", "sched_lag_max_ms", "late_over_10ms"]
     rows = []

@@ -98,6 +98,7 @@ class SoakSampler(threading.Thread):
         s: dict[str, Any] = {
             "t": time.time(),
             "elapsed_s": round(time.time() - self.t0, 1),
+            "load1": os.getloadavg()[0],  # the machine is shared: how busy it was
             "rss_mb": {},
             "cpu_s": {},
         }
@@ -212,7 +213,7 @@ def windows(run_dir: Path, window_s: float) -> tuple[list[dict[str, Any]], dict[
         return [], counts
     t0, t1 = min(x[0] for x in sent), max(x[0] for x in sent)
     n = max(1, round((t1 - t0) / window_s))  # a last piece shorter than half a window joins the one before
-    acc = [{"n": 0, "failed": 0, "tok": 0, "ttft": [], "lag": []} for _ in range(n)]
+    acc: list[dict[str, Any]] = [{"n": 0, "failed": 0, "tok": 0, "ttft": [], "lag": []} for _ in range(n)]
     for t_start, t_int, tok, ttft, failed, t_end in sent:
         w = acc[min(n - 1, int((t_start - t0) // window_s))]
         w["n"] += 1
@@ -330,17 +331,29 @@ def main(argv: list[str] | None = None) -> int:
     pre = preflight_requests(run_dir)
     served_load = int(after["generate_requests"]) - int(before["generate_requests"]) - pre
     sent = counts["records"] - counts["dropped"]
-    count = {"records": counts["records"], "dropped": counts["dropped"], "sent": sent, "failed": counts["failed"],
-             "server_requests_delta": int(after["generate_requests"]) - int(before["generate_requests"]),
-             "preflight_requests": pre, "server_load_requests": served_load, "missing_vs_server": served_load - sent,
-             "result_interrupted": result.get("interrupted"), "result_completed": result.get("completed"),
-             "data_loss_complete": (result.get("data_loss") or {}).get("complete")}  # fmt: skip
+    delta = {k: int(after[k]) - int(before[k]) for k in ("generate_requests", "generation_tokens")}
+    count = {
+        "records": counts["records"],
+        "dropped": counts["dropped"],  # arrivals never sent (recorded, not served)
+        "sent": sent,
+        "failed": counts["failed"],
+        "server_requests_delta": delta["generate_requests"],
+        "preflight_requests": pre,
+        "server_load_requests": served_load,
+        "missing_vs_server": served_load - sent,
+        "records_output_tokens": result.get("total_output_tokens"),
+        "server_tokens_delta": delta["generation_tokens"],  # the preflight's few tokens among them
+        "result_completed": result.get("completed"),
+        "result_interrupted": result.get("interrupted"),
+        "data_loss_complete": (result.get("data_loss") or {}).get("complete"),
+    }
     rss = rss_rows(smp.samples, run_s)
     cpu = cpu_rows(smp.samples, run_s)
     health = result.get("client_health") or {}
     lag = [{"worker": w, **{k: v for k, v in h.items() if k.startswith(("loop_lag", "cpu", "gc_"))}}
            for w, h in (health.get("workers") or {}).items()]  # fmt: skip
     sched = (result.get("arrivals") or {}).get("schedule_lag_ms") or {}
+    loads = [x["load1"] for x in smp.samples]
     print_table(rss, ["process", "rss_start_mb", "rss_mid_mb", "rss_end_mb", "rss_max_mb", "growth_mb_per_h",
                       "steady_from_s", "points"], "RSS (MiB) and growth per hour over the steady part")  # fmt: skip
     print_table(
@@ -351,13 +364,15 @@ def main(argv: list[str] | None = None) -> int:
     print_table(wins, ["window", "start_min", "requests", "failed", "req_s", "output_tok_s", "ttft_p50_ms",
                        "ttft_p99_ms", "sched_lag_p50_ms", "sched_lag_p99_ms", "sched_lag_max_ms"],
                 f"per {window_s / 60:g}-minute window from the first send (records; tok/s by completion)")  # fmt: skip
-    print_table([count], list(count), "records vs the simulator's count of completion requests")
+    print_table([{"count": k, "value": v} for k, v in count.items()], ["count", "value"],
+                "records vs the simulator's count of completion requests")  # fmt: skip
     print_table(lag, ["worker", "cpu_mean", "cpu_max", "loop_lag_p50_ms", "loop_lag_p99_ms", "loop_lag_max_ms",
                       "gc_collections", "gc_pause_max_ms"], "loop lag, whole run (client_health; no per-time samples kept)")  # fmt: skip
     print(f"\nrc {rc}, wall {wall:.0f} s; result: output {result.get('output_throughput')} tok/s, failed "
           f"{result.get('failed')}, client_bound {result.get('client_bound')}; schedule lag (whole run) p50 "
           f"{sched.get('median')} / p99 {sched.get('p99')} / max {sched.get('max')} ms; load average "
-          f"{load0[0]:.2f} at start, {load1[0]:.2f} at end")  # fmt: skip
+          f"{load0[0]:.2f} at start, {load1[0]:.2f} at end, {min(loads, default=0):.2f}-{max(loads, default=0):.2f} "
+          f"over the samples")  # fmt: skip
     path = write_json("soak", {
         "code_at_start": code,
         "minutes": a.minutes, "workers": a.workers, "rate": rate, "rate_from": how, "calibration": calib,

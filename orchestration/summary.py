@@ -20,15 +20,18 @@ def _line(label: str, value: Any, fmt: str = "") -> str:
 def percentile_keys(res: dict[str, Any], metric: str) -> list[tuple[str, str]]:
     """(key, "99.9") of the `p{N}_{metric}_ms` fields in `res`, in its order (the run's --metric-percentiles)."""
     tail = f"_{metric}_ms"
-    return [(k, k[1 : -len(tail)]) for k in res if k.startswith("p") and k.endswith(tail) and k[1:2].isdigit()]
+    # the middle must be a number: p99_tpot_ms is TPOT's, p99_answer_tpot_ms is not
+    return [(k, k[1 : -len(tail)]) for k in res
+            if k.startswith("p") and k.endswith(tail) and k[1 : -len(tail)].replace(".", "", 1).isdigit()]
 
 
 def _metric_block(res: dict[str, Any], metric: str, title: str) -> list[str]:
     lines = [f"{title:-^{_W}}"]
-    lines.append(_line(f"Mean {metric.upper()} (ms):", res.get(f"mean_{metric}_ms"), ".2f"))
-    lines.append(_line(f"Median {metric.upper()} (ms):", res.get(f"median_{metric}_ms"), ".2f"))
+    name = metric.replace("_", " ").upper().replace("REASONING", "Reasoning").replace("ANSWER", "Answer")
+    lines.append(_line(f"Mean {name} (ms):", res.get(f"mean_{metric}_ms"), ".2f"))
+    lines.append(_line(f"Median {name} (ms):", res.get(f"median_{metric}_ms"), ".2f"))
     for key, p in percentile_keys(res, metric):  # like vLLM bench serve: every chosen one, P50 included
-        lines.append(_line(f"P{p} {metric.upper()} (ms):", res[key], ".2f"))
+        lines.append(_line(f"P{p} {name} (ms):", res[key], ".2f"))
     return lines
 
 
@@ -48,6 +51,10 @@ def format_summary(res: dict[str, Any], run_dir: str | None = None) -> str:
         out.append(_line("Benchmark duration (s):", res.get("duration"), ".2f"))
     out.append(_line("Total input tokens:", res.get("total_input_tokens")))
     out.append(_line("Total generated tokens:", res.get("total_output_tokens")))
+    if "total_reasoning_tokens" in res:  # a reasoning model: its output split in thinking and answer
+        est = " (counted from chunks)" if res.get("reasoning_tokens_estimated_requests") else ""
+        out.append(_line("Reasoning tokens:", f"{res['total_reasoning_tokens']}{est}"))
+        out.append(_line("Answer tokens:", res.get("total_answer_tokens")))
     if res.get("completed"):
         out.extend(_rate_and_latency_lines(res))
     else:  # vLLM's fields say 0.00 for them; a figure that does not apply is left out, never shown as 0
@@ -67,13 +74,19 @@ def _rate_and_latency_lines(res: dict[str, Any]) -> list[str]:
     out.append(_line("Peak output token throughput (tok/s):", res.get("max_output_tokens_per_s"), ".2f"))
     out.append(_line("Peak concurrent requests:", res.get("max_concurrent_requests")))
     out.append(_line("Total token throughput (tok/s):", res.get("total_token_throughput"), ".2f"))
+    if "mean_ttft_ms" not in res and res.get("not_streamed_requests"):
+        out.append("Requests not streamed: no TTFT/ITL/TPOT (E2EL only)")
     for metric, title in (
         ("ttft", " Time to First Token "),
+        ("ttfa", " Time to First Answer Token "),
         ("tpot", " Time per Output Token (excl. 1st token) "),
+        ("reasoning_tpot", " TPOT while reasoning "),
+        ("answer_tpot", " TPOT of the answer (excl. 1st) "),
         ("itl", " Inter-token Latency "),
         ("e2el", " End-to-end Latency "),
     ):
-        out.extend(_metric_block(res, metric, title))
+        if f"mean_{metric}_ms" in res:  # a figure that does not apply is left out (reasoning, non-streamed)
+            out.extend(_metric_block(res, metric, title))
     return out
 
 
@@ -130,10 +143,13 @@ def _extras(res: dict[str, Any]) -> list[str]:
     if len(res.get("per_scenario") or {}) > 1:
         out.append(f"{' Per scenario ':-^{_W}}")
         for name, s in res["per_scenario"].items():
-            out.append(
-                f"{name:<14} ok {s['completed']:>6}  failed {s['failed']:>4}  "
-                f"TTFT p50 {s['median_ttft_ms']:8.1f} ms  TPOT p50 {s['median_tpot_ms']:7.2f} ms"
-            )
+            if "median_ttft_ms" in s:
+                lat = f"TTFT p50 {s['median_ttft_ms']:8.1f} ms  TPOT p50 {s['median_tpot_ms']:7.2f} ms"
+                if "median_ttfa_ms" in s:
+                    lat += f"  TTFA p50 {s['median_ttfa_ms']:8.1f} ms"
+            else:
+                lat = f"not streamed: no TTFT/ITL  E2EL p50 {s['median_e2el_ms']:8.1f} ms"
+            out.append(f"{name:<14} ok {s['completed']:>6}  failed {s['failed']:>4}  {lat}")
     prof = res.get("profile")
     if prof:
         state = "traces written by the server" if prof.get("profiled") else f"not profiled: {prof.get('error')}"

@@ -29,6 +29,9 @@ class SimConfig:
     itl_ms: float = 10.0
     tokens_per_chunk: int = 1
     chunks_per_write: int = 1
+    # reasoning model: every chat answer (without tools) thinks first
+    reasoning_tokens: int = 0
+    reasoning_field: str = "reasoning_content"
     # continuous-batching model (defaults: a 7B model on one H100-class GPU)
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
@@ -69,6 +72,7 @@ class SimConfig:
 
 
 TOKENIZE_APIS = ("vllm", "llama.cpp", "none")
+REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 _HELP = {
     "host": "address to listen on",
@@ -84,6 +88,9 @@ _HELP = {
     "itl_ms": "fixed mode: time between SSE events",
     "tokens_per_chunk": "fixed mode: tokens per SSE event (like speculative decoding)",
     "chunks_per_write": "fixed mode: SSE events per TCP write (bursts)",
+    "reasoning_tokens": "reasoning model: chat answers start with N thinking tokens (counted in max_tokens), "
+    "streamed as reasoning deltas; usage.completion_tokens_details.reasoning_tokens says N",
+    "reasoning_field": "the delta/message key of the thinking: reasoning_content or reasoning",
     "max_num_seqs": "most sequences running at once",
     "max_num_batched_tokens": "token budget of one engine step (chunked prefill)",
     "kv_cache_tokens": "KV-cache capacity in tokens",
@@ -167,6 +174,10 @@ def parse_config(argv: list[str] | None = None, env: Mapping[str, str] | None = 
         problems.append(f"--tokenize-api must be one of {', '.join(TOKENIZE_APIS)}")
     if cfg.chars_per_token < 0:
         problems.append("--chars-per-token must be >= 0")
+    if cfg.reasoning_tokens < 0:
+        problems.append("--reasoning-tokens must be >= 0")
+    if cfg.reasoning_field not in REASONING_FIELDS:
+        problems.append(f"--reasoning-field must be one of {', '.join(REASONING_FIELDS)}")
     if cfg.ignore_max_tokens < 0 or cfg.constant_prompt_tokens < 0:
         problems.append("--ignore-max-tokens and --constant-prompt-tokens must be >= 0")
     if problems:

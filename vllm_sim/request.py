@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import secrets
@@ -52,6 +53,8 @@ class Plan:
     finish_reason: str
     tool_name: str | None = None
     tool_id: str | None = None
+    reasoning: int = 0  # the first `reasoning` pieces are thinking (--reasoning-tokens), streamed as reasoning deltas
+    reasoning_key: str = "reasoning_content"
 
     @property
     def n_tokens(self) -> int:
@@ -252,9 +255,26 @@ def _apply_stop(pieces: list[str], stops: list[str]) -> tuple[list[str], bool]:
     return out, True
 
 
-def build_plan(req: SimRequest, server_rng: random.Random, early_stop_prob: float) -> Plan:
-    """Decide the whole output of a request up front (deterministic given ``seed``)."""
+def build_plan(req: SimRequest, server_rng: random.Random, early_stop_prob: float, reasoning_tokens: int = 0,
+               reasoning_key: str = "reasoning_content") -> Plan:  # fmt: skip
+    """Decide the whole output of a request up front (deterministic given ``seed``).
+
+    With ``reasoning_tokens`` (chat, no tool call) the output starts with that many thinking tokens, counted
+    in max_tokens like a reasoning model's; the answer gets what is left."""
     rng = random.Random(req.seed) if req.seed is not None else random.Random(server_rng.getrandbits(64))
+    if reasoning_tokens > 0 and req.chat and not req.tools:  # tool calls: no thinking first (not modelled)
+        r = min(reasoning_tokens, req.max_tokens)
+        thought = tok.sample_words(rng, r)
+        if r >= req.max_tokens:
+            return Plan(thought, "length", reasoning=r, reasoning_key=reasoning_key)
+        rest = dataclasses.replace(req, max_tokens=req.max_tokens - r, min_tokens=max(0, req.min_tokens - r))
+        answer = _answer_plan(rest, rng, early_stop_prob)
+        return Plan(thought + answer.pieces, answer.finish_reason, reasoning=r, reasoning_key=reasoning_key)
+    return _answer_plan(req, rng, early_stop_prob)
+
+
+def _answer_plan(req: SimRequest, rng: random.Random, early_stop_prob: float) -> Plan:
+    """The output without reasoning: a tool call, a JSON document or words."""
     tool = _pick_tool(req, rng)
     if tool is not None:
         params = tool["function"].get("parameters") or {"type": "object", "properties": {}}

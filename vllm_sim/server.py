@@ -231,7 +231,7 @@ class SimServer:
                 self._send(conn, 429, error_body(429, "Simulated rate limit: retry later"),
                            headers=[("retry-after", "1")])
             return
-        plan = build_plan(sreq, self.rng, cfg.early_stop_prob)
+        plan = build_plan(sreq, self.rng, cfg.early_stop_prob, cfg.reasoning_tokens, cfg.reasoning_field)
         if fault is not None and fault.kind == "delay_headers":
             self.stats.faults["delay_headers"] += 1
             self.loop.call_later(fault.ms / 1000.0, self._begin, conn, sreq, plan, None, None)

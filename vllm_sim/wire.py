@@ -99,6 +99,12 @@ class ChunkWriter:
             if plan.tool_name is not None:
                 body = self._choice('{"content":null,"tool_calls":[{"index":0,"function":{"arguments":'
                                     + text + "}}]}", last)
+            elif p0 < plan.reasoning:  # thinking first (--reasoning-tokens); an event across the end has both
+                r = min(p1, plan.reasoning)
+                delta = '{"' + plan.reasoning_key + '":' + _q("".join(plan.pieces[p0:r]))
+                if p1 > r:
+                    delta += ',"content":' + _q("".join(plan.pieces[r:p1]))
+                body = self._choice(delta + "}", last)
             else:
                 body = self._choice('{"content":' + text + "}", last)
         else:
@@ -125,8 +131,10 @@ class ChunkWriter:
 
     def usage(self, completion: int) -> str:
         """The final usage event (``choices: []``), sent only with include_usage."""
-        return (self.head + '],"usage":' + _compact(usage_dict(self.prompt_tokens, completion, self.cached_tokens))
-                + self.fp + "}\n\n")
+        u = usage_dict(self.prompt_tokens, completion, self.cached_tokens)
+        if self.plan.reasoning:
+            u["completion_tokens_details"] = {"reasoning_tokens": min(self.plan.reasoning, completion)}
+        return self.head + '],"usage":' + _compact(u) + self.fp + "}\n\n"
 
 
 def full_response(req: SimRequest, plan: Plan, n_tokens: int, cached: int | None,
@@ -136,7 +144,11 @@ def full_response(req: SimRequest, plan: Plan, n_tokens: int, cached: int | None
     usage = usage_dict(req.prompt_tokens, n_tokens, cached, details_null=True)
     finish = plan.finish_reason if n_tokens >= plan.n_tokens else "length"
     n_pieces = n_tokens - 1 if plan.tool_name else n_tokens
-    text = "".join(plan.pieces[: max(0, n_pieces)])
+    r = min(plan.reasoning, n_pieces)
+    thought = "".join(plan.pieces[:r]) if r else None
+    text = "".join(plan.pieces[r : max(0, n_pieces)])
+    if r:
+        usage["completion_tokens_details"] = {"reasoning_tokens": r}
     fp = fingerprint(req.model)
     if req.chat:
         message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None,
@@ -146,6 +158,8 @@ def full_response(req: SimRequest, plan: Plan, n_tokens: int, cached: int | None
             message["tool_calls"] = [{"id": plan.tool_id, "type": "function",
                                       "function": {"name": plan.tool_name, "arguments": text}}]
         message["reasoning"] = None
+        if thought is not None:
+            message[plan.reasoning_key] = thought
         choice: dict[str, Any] = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish,
                                   "stop_reason": None, "token_ids": None, "routed_experts": None}
         obj = {"id": req.request_id, "object": "chat.completion", "created": created, "model": req.model,

@@ -122,7 +122,7 @@ class Options:
     ignore_eos: bool = opt(False, None, "Send ignore_eos (exact output lengths)", *BOTH)
     temperature: float = opt(0.0, T.nonneg_float, "Sampling temperature", *BOTH)
     seed: int = opt(0, T.nonneg_int, "Seed for prompts, schemas and arrivals", *BOTH)
-    no_stream: bool = opt(False, None, "Non-streamed requests (no TTFT/ITL)", LOCUST)
+    no_stream: bool = opt(False, None, "Non-streamed requests: E2EL and usage tokens, no TTFT/ITL/TPOT", *BOTH)
     header: tuple[str, ...] = opt((), T.header, "Extra request header (repeatable), e.g. for a gateway or the "
                                   "simulator's X-Sim-Fault", RUN, repeat=True, metavar="'NAME: VALUE'",
                                   secret=True)  # fmt: skip
@@ -194,7 +194,7 @@ class Options:
     master_port: int | None = opt(None, T.pos_int, "Master port (run: a free one; worker: 5557)", RUN, WORKER)
     processes: int = opt(1, T.pos_int, "Worker processes on this host", WORKER)
     web_ui: bool = opt(False, None, "Locust's web UI for live ramping instead of headless", RUN)
-    web_port: int = opt(8089, T.pos_int, "Port of the web UI", RUN)
+    web_port: int = opt(8089, T.port, "Port of the web UI", RUN)
     web_host: str = opt("127.0.0.1", T.text, "Interface of the web UI (default: this machine only)", RUN)
     web_login: bool = opt(False, None, "Locust's --web-login: one user, password from VLLM_LOCUST_WEB_PASSWORD "
                           "(docs/web_ui.md)", RUN)  # fmt: skip
@@ -210,7 +210,7 @@ class Options:
     server_metrics: str = opt("", T.text, "Prometheus endpoint sampled every 2 s (default HOST/metrics)", RUN,
                               metavar="URL")  # fmt: skip
     no_server_metrics: bool = opt(False, None, "Do not sample the server's /metrics", RUN)
-    prometheus_port: int | None = opt(None, T.pos_int, "Serve live metrics at http://MASTER:PORT/metrics for "
+    prometheus_port: int | None = opt(None, T.port, "Serve live metrics at http://MASTER:PORT/metrics for "
                                       "Prometheus and Grafana, from the master (docs/prometheus.md)", *BOTH,
                                       metavar="PORT", web_ui=False)  # fmt: skip
     reset_prefix_cache: bool = opt(False, None, "POST /reset_prefix_cache in the preflight (before the load): a run "

@@ -40,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-regression", nargs="+", metavar="METRIC:LIMIT", default=None,
                    help="Rules: METRIC:N%% (relative), METRIC:Npp (points of a rate), METRIC:N or :Nms "
                    "(absolute); any metric of the result, plus error_rate. `defaults` inserts the default set: "
-                   + " ".join(DEFAULT_RULES))  # fmt: skip
+                   + " ".join(DEFAULT_RULES).replace("%", "%%"))  # fmt: skip (argparse formats help with %)
     p.add_argument("--junit", metavar="FILE", help="Write JUnit XML: one test case per rule, a regression fails")
     p.add_argument("--markdown", metavar="FILE", help=f"Write the Markdown summary (also appended to ${STEP_SUMMARY} "
                    "when it is set)")  # fmt: skip

@@ -10,6 +10,10 @@ share the server's batch and queue, so their latencies are correlated; blocks at
 mean concurrency keep that correlation inside each block, and an interval from independent per-request
 resampling would be too narrow. `resample` returns the B resampled values less the value they were drawn
 from, so a caller adds them to a point estimate (a percentile interval of the statistic).
+
+A resample is held as counts, how often it drew each request (a +1/-1 at each block's ends, summed), so a
+percentile is a search in cumulative counts over the values sorted once, and a ratio or a rate a product:
+no index array and no sort per resample.
 """
 
 from __future__ import annotations
@@ -22,33 +26,55 @@ import numpy as np
 
 from orchestration.gate.samples import FAILED, INTERRUPTED, OK, RunSamples
 
-__all__ = ["MIN_SAMPLES", "Statistic", "block_indices", "block_length", "statistic_for"]
+__all__ = ["MIN_SAMPLES", "Statistic", "block_counts", "block_length", "counts_of_blocks", "statistic_for", "weighted"]
 
 MIN_SAMPLES = 20  # fewer samples (or time buckets) on a side: no interval
-MAX_VALUES = 50_000  # values per side a bootstrap draws from; above, a random run of whole blocks (wider interval)
-MAX_GAPS = 400_000  # the same for ITL's pooled gaps
-_CELLS = 4_000_000  # resamples x values computed at once (memory)
+# requests a side's bootstrap draws from; above, random whole blocks of them: the interval is then wider than the
+# run's samples allow (at 10 000 requests a median's is already a fraction of a percent), never narrower
+MAX_UNITS = 10_000
+MAX_VALUES = 100_000  # the same for the values they hold (ITL: every gap of every request)
+_CELLS = 500_000  # resamples x values computed at once: a few arrays of this many stay in the cache (2-3x faster)
 LATENCY = ("ttft", "tpot", "e2el")
 
-Reduce = Callable[[np.ndarray], np.ndarray]  # (B, n) -> (B,)
+
+def _stat_ok(stat: str) -> bool:
+    """`mean`, `median`, `std` and `pN` (0 < N < 100) have a bootstrap; a maximum has none worth the name."""
+    if stat in ("mean", "median", "std"):
+        return True
+    try:
+        return stat.startswith("p") and 0.0 < float(stat[1:]) < 100.0
+    except ValueError:
+        return False
 
 
-def _reducer(stat: str) -> Reduce | None:
-    """The statistic `mean`, `median`, `std` or `pN` along axis 1, in ms of seconds; None for others (max)."""
-    if stat == "mean":
-        return lambda a: a.mean(axis=1)
-    if stat == "median":
-        return lambda a: np.median(a, axis=1)
-    if stat == "std":
-        return lambda a: a.std(axis=1)  # population, as vLLM
-    if stat.startswith("p"):
-        try:
-            q = float(stat[1:])
-        except ValueError:
-            return None
-        if 0.0 < q < 100.0:
-            return lambda a: np.percentile(a, q, axis=1)
-    return None  # max (a bootstrap of a maximum is no estimate of its noise), unknown names
+def weighted(stat: str, values: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """`stat` of each row's multiset: sorted `values` taken w[row, i] times each (numpy's definitions: population
+    std, percentiles by linear interpolation). One pass of counts instead of a sort per resample."""
+    total = w.sum(axis=1).astype(np.float64)
+    empty = total == 0  # a row that drew no value (ITL: only requests without a gap): NaN, left out by the caller
+    if empty.any():
+        return np.where(empty, np.nan, weighted(stat, values, np.where(empty[:, None], 1, w)))
+    if stat in ("mean", "std"):
+        c = values - values.mean()  # centred: the variance loses no digits to the mean
+        m1 = (w @ c) / total
+        if stat == "mean":
+            return m1 + values.mean()
+        return np.sqrt(np.maximum((w @ (c * c)) / total - m1 * m1, 0.0))
+    q = 50.0 if stat == "median" else float(stat[1:])
+    pos = (total - 1.0) * (q / 100.0)
+    lo = np.floor(pos)
+    cum: np.ndarray = np.cumsum(w, axis=1, dtype=np.int32 if w.dtype == np.int32 else np.int64)  # ints: 10x floats
+    rows, m = w.shape
+    step = int(cum[:, -1].max()) + 1  # rows shifted apart: one sorted array, one searchsorted
+    shift = np.arange(rows, dtype=np.int64) * step
+    flat = (cum + shift[:, None]).ravel()
+    first = np.arange(rows) * m
+
+    def kth(k: np.ndarray) -> np.ndarray:  # the value of 0-based rank k in each row
+        return values[np.searchsorted(flat, k.astype(np.int64) + shift, side="right") - first]
+
+    a, b = kth(lo), kth(np.minimum(lo + 1.0, total - 1.0))
+    return a + (b - a) * (pos - lo)
 
 
 def block_length(n: int, concurrency: float = 1.0) -> int:
@@ -57,26 +83,42 @@ def block_length(n: int, concurrency: float = 1.0) -> int:
     return int(max(1, min(max(math.ceil(n ** (1 / 3)), round(concurrency)), n // 10)))
 
 
-def block_indices(n: int, length: int, count: int, rng: np.random.Generator) -> np.ndarray:
-    """`count` circular block-bootstrap resamples of range(n), as a (count, n) index array."""
-    k = -(-n // length)
-    starts = rng.integers(0, n, size=(count, k))
-    idx = (starts[:, :, None] + np.arange(length)) % n
-    return idx.reshape(count, k * length)[:, :n]
+def block_counts(n: int, length: int, count: int, rng: np.random.Generator) -> np.ndarray:
+    """`count` circular block-bootstrap resamples of `n` ordered units, as how often each unit is drawn: a
+    (count, n) int32 array. Blocks start anywhere and wrap around the end; the last block is cut at n draws."""
+    return counts_of_blocks(rng.integers(0, n, size=(count, -(-n // length))), n, length)
+
+
+def counts_of_blocks(starts: np.ndarray, n: int, length: int) -> np.ndarray:
+    """The draws of each unit when block i of each row starts at starts[row, i] (every block `length` long but
+    the last, which ends the resample at n draws): a +1/-1 at each block's ends, summed up. No index per draw."""
+    rows, k = starts.shape
+    lens = np.full(k, length)
+    lens[-1] = n - (k - 1) * length
+    end = starts + lens
+    base = (np.arange(rows) * (n + 1))[:, None]
+    wrap = end > n  # a block past the end goes on at 0
+    size = rows * (n + 1)
+    ups = np.bincount(np.concatenate([(starts + base).ravel(), base.repeat(k, axis=1)[wrap]]), minlength=size)
+    downs = np.bincount(np.concatenate([(np.minimum(end, n) + base).ravel(), (end - n + base)[wrap]]), minlength=size)
+    edges = (ups - downs).astype(np.int32).reshape(rows, n + 1)
+    # integers, contiguous rows: a float or strided cumsum is 4-10x slower; column n (the last block's end) is cut
+    return np.cumsum(edges, axis=1, dtype=np.int32)[:, :n]
 
 
 def _subsample(n: int, length: int, cap: int, rng: np.random.Generator) -> np.ndarray | None:
-    """Indices of random whole blocks holding about `cap` of `n` ordered values (in order); None when n <= cap."""
+    """Indices of random whole blocks holding about `cap` of `n` ordered units (in order); None when n <= cap."""
     if n <= cap:
         return None
     blocks = np.sort(rng.choice(n // length, size=max(1, cap // length), replace=False))
     return (blocks[:, None] * length + np.arange(length)).ravel()
 
 
-def _batched(n: int, length: int, b: int, rng: np.random.Generator, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-    """fn over `b` block resamples of range(n), computed a few at a time."""
-    per = max(1, _CELLS // max(n, 1))
-    return np.concatenate([fn(block_indices(n, length, min(per, b - s), rng)) for s in range(0, b, per)])
+def _draw(n: int, length: int, b: int, rng: np.random.Generator, width: int,
+          fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:  # fmt: skip
+    """fn(counts) over `b` block resamples of `n` units, a few at a time (`width`: cells per resample)."""
+    per = max(1, _CELLS // max(width, n, 1))
+    return np.concatenate([fn(block_counts(n, length, min(per, b - s), rng)) for s in range(0, b, per)])
 
 
 @dataclass(frozen=True)
@@ -93,92 +135,81 @@ class Statistic:
         if self.kind == "ratio":
             num, den = _ratio_parts(self.name, run)
             return float(num.sum() / den.sum()) if den.sum() > 0 else None
-        values = _itl(run)[0] if self.kind == "itl" else _latency(self.name, run)
+        values = _pooled(self.kind, self.name, run)[0]
         if not values.size:
             return None
-        return float(self._reduce(values[None, :])[0] * self._scale)
+        stat = self.name.split("_", 1)[0]
+        if stat in ("mean", "std"):
+            v = float(values.mean() if stat == "mean" else values.std())
+        else:
+            v = float(np.percentile(values, 50.0 if stat == "median" else float(stat[1:])))
+        return v * 1000.0  # ms, as the result
 
     def size(self, run: RunSamples) -> int:
-        """How many samples (requests, or time buckets for a rate) the bootstrap resamples."""
+        """How many units (requests, or time buckets for a rate) the bootstrap resamples."""
         if self.kind == "rate":
             return _buckets(run) if _has_rate(self.name, run) else 0
         if self.kind == "ratio":
             return int(_ratio_parts(self.name, run)[1].size)
-        return int(_itl(run)[1].size if self.kind == "itl" else _latency(self.name, run).size)
+        return int(_pooled(self.kind, self.name, run)[2])
 
     def resample(self, run: RunSamples, b: int, rng: np.random.Generator) -> tuple[np.ndarray, str]:
         """`b` bootstrap values of the statistic less the value they were resampled from, and how (one line)."""
         if self.kind == "rate":
-            return self._resample_rate(run, b, rng)
-        if self.kind == "itl":
-            return self._resample_itl(run, b, rng)
+            sums = _bucket_sums(self.name, run)
+            k, length = sums.size, block_length(sums.size)
+            # a resample's statistic is its total over the run's duration: the buckets tile the duration
+            out = _draw(k, length, b, rng, k, lambda c: c @ sums) / run.duration
+            how = f"{k} time buckets of {run.duration / k:.3g} s, blocks of {length}"
+            return out - sums.sum() / run.duration, how
         if self.kind == "ratio":
             num, den = _ratio_parts(self.name, run)
             n = num.size
             length = block_length(n, run.concurrency)
-            sub = _subsample(num.size, length, MAX_VALUES, rng)
+            sub = _subsample(n, length, MAX_UNITS, rng)
             num, den = (num, den) if sub is None else (num[sub], den[sub])
-            base = num.sum() / den.sum() if den.sum() > 0 else 0.0
 
-            def ratio(ix: np.ndarray) -> np.ndarray:
-                d = den[ix].sum(axis=1)
-                return np.divide(num[ix].sum(axis=1), d, out=np.zeros(d.shape), where=d > 0)
+            def ratio(c: np.ndarray) -> np.ndarray:
+                d = c @ den
+                return np.divide(c @ num, d, out=np.zeros(d.shape), where=d > 0)
 
-            return _batched(num.size, length, b, rng, ratio) - base, _how(n, length, sub, "requests")
-        values = _latency(self.name, run)
-        length = block_length(values.size, run.concurrency)
-        sub = _subsample(values.size, length, MAX_VALUES, rng)
-        v = values if sub is None else values[sub]
-        base = self._reduce(v[None, :])[0]
-        out = _batched(v.size, length, b, rng, lambda ix: self._reduce(v[ix]))
-        return (out - base) * self._scale, _how(values.size, length, sub, "requests")
-
-    # ----------------------------------------------------------------------------------------- helpers
-    @property
-    def _stat(self) -> str:
-        return self.name.split("_", 1)[0]
-
-    @property
-    def _scale(self) -> float:
-        return 1000.0 if self.kind in ("latency", "itl") else 1.0
-
-    def _reduce(self, a: np.ndarray) -> np.ndarray:
-        fn = _reducer(self._stat)
-        assert fn is not None  # statistic_for made only statistics it can reduce
-        return fn(a)
-
-    def _resample_itl(self, run: RunSamples, b: int, rng: np.random.Generator) -> tuple[np.ndarray, str]:
-        gaps, per_req = _itl(run)
-        n = per_req.size
+            base = ratio(np.ones((1, num.size), np.int64))[0]
+            return _draw(num.size, length, b, rng, num.size, ratio) - base, _how(n, length, sub)
+        values, owner, n = _pooled(self.kind, self.name, run)
         length = block_length(n, run.concurrency)
-        mean_gaps = max(1.0, gaps.size / max(n, 1))
-        sub = _subsample(n, length, int(MAX_GAPS / mean_gaps), rng)
-        reqs = np.arange(n) if sub is None else sub
-        first = np.cumsum(per_req) - per_req
-        lens, firsts = per_req[reqs], first[reqs]
-        base_gaps = gaps[np.repeat(firsts - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))]
-        base = self._reduce(base_gaps[None, :])[0]
-        out = np.empty(b)
-        for i, ix in enumerate(block_indices(reqs.size, length, b, rng)):  # one pooled sample per resample
-            ln, fs = lens[ix], firsts[ix]
-            take = np.repeat(fs - (np.cumsum(ln) - ln), ln) + np.arange(int(ln.sum()))
-            out[i] = self._reduce(gaps[take][None, :])[0]
-        return (out - base) * self._scale, _how(n, length, sub, "requests")
+        sub = _subsample(n, length, min(MAX_UNITS, int(MAX_VALUES * n / max(values.size, 1))), rng)
+        if sub is not None:  # keep the values of the drawn requests, renumbered 0..len(sub)-1
+            where = np.full(n, -1)
+            where[sub] = np.arange(sub.size)
+            keep = where[owner] >= 0
+            values, owner = values[keep], where[owner[keep]]
+        order = np.argsort(values, kind="stable")
+        sorted_values, sorted_owner = values[order], owner[order]
+        units = n if sub is None else sub.size
+        stat = self.name.split("_", 1)[0]
 
-    def _resample_rate(self, run: RunSamples, b: int, rng: np.random.Generator) -> tuple[np.ndarray, str]:
-        sums = _bucket_sums(self.name, run)
-        k = sums.size
-        length = block_length(k)
-        # the statistic of a resample is its total over the run's duration: buckets tile the duration
-        out = _batched(k, length, b, rng, lambda ix: sums[ix].sum(axis=1)) / run.duration
-        width = run.duration / k
-        return out - sums.sum() / run.duration, f"{k} time buckets of {width:.3g} s, blocks of {length}"
+        def reduce(c: np.ndarray) -> np.ndarray:  # a request's draws count each of its values
+            return weighted(stat, sorted_values, c[:, sorted_owner])
+
+        base = reduce(np.ones((1, units), np.int32))[0]
+        out = _draw(units, length, b, rng, values.size, reduce)
+        return (out - base) * 1000.0, _how(n, length, sub)
 
 
-def _how(n: int, length: int, sub: np.ndarray | None, what: str) -> str:
+def _how(n: int, length: int, sub: np.ndarray | None) -> str:
     """'200 requests, blocks of 8' (or 'a subsample of 50000 of 1000000 requests, ...')."""
-    drawn = f"{n} {what}" if sub is None else f"a subsample of {sub.size} of {n} {what}"
+    drawn = f"{n} requests" if sub is None else f"a subsample of {sub.size} of {n} requests"
     return f"{drawn}, blocks of {length}"
+
+
+def _pooled(kind: str, name: str, run: RunSamples) -> tuple[np.ndarray, np.ndarray, int]:
+    """The values a latency statistic is taken over (s), the request (0..n-1) each belongs to, and n: one value
+    per success for TTFT/TPOT/E2EL, every gap of every success for ITL."""
+    if kind == "itl":
+        gaps, per_req = _itl(run)
+        return gaps, np.repeat(np.arange(per_req.size), per_req), int(per_req.size)
+    values = _latency(name, run)
+    return values, np.arange(values.size), int(values.size)
 
 
 def statistic_for(name: str) -> Statistic | None:
@@ -189,7 +220,7 @@ def statistic_for(name: str) -> Statistic | None:
         return Statistic(name, "ratio")
     stat, _, rest = name.partition("_")
     metric = rest.removesuffix("_ms")
-    if not rest.endswith("_ms") or _reducer(stat) is None:
+    if not rest.endswith("_ms") or not _stat_ok(stat):
         return None
     if metric == "itl":
         return Statistic(name, "itl")

@@ -40,7 +40,8 @@ from vllm_users import exit_codes
 __all__ = ["CONFIDENCE", "RESAMPLES", "TOOL", "GateReport", "RuleResult", "evaluate", "gate", "level_per_rule"]
 
 CONFIDENCE = 0.95  # family-wise, over every rule of one gate
-RESAMPLES = 4000  # bootstrap resamples per side and rule: each 1 % tail of a 5-rule gate has 40 of them
+RESAMPLES = 2000  # bootstrap resamples per side and rule, at least; more when the tails need them (TAIL_DRAWS)
+TAIL_DRAWS = 20  # resamples beyond each end of an interval: a 5-rule gate's 1 % tails get 20 of 2000
 VERDICTS = ("regressed", "improved", "unchanged", "inconclusive")
 TOOL = "vllm-locust gate"
 
@@ -157,6 +158,7 @@ def _bootstrap(stat: Statistic, base: RunSamples, cand: RunSamples, level: float
     db, how_b = stat.resample(base, resamples, _seed(seed, stat.name, 0))
     dc, how_c = stat.resample(cand, resamples, _seed(seed, stat.name, 1))
     diffs = (c - b) + (dc - db)
+    diffs = diffs[np.isfinite(diffs)]  # a resample with no value at all (every drawn request without a gap)
     lo, hi = np.quantile(diffs, [(1 - level) / 2, (1 + level) / 2])
     how = f"{how_b.replace(',', ' each,', 1)}" if how_b == how_c else f"{how_b} | {how_c}"
     return b, c, float(lo), float(hi), f"block bootstrap: {how}"
@@ -245,6 +247,7 @@ def gate(base: Side, cand: Side, rules: Sequence[Rule], *, confidence: float = C
     """Every rule's verdict for `cand` against `base`; the report's exit code is GATE_REGRESSED when one
     regressed, OK otherwise."""
     level = level_per_rule(confidence, len(rules))
+    resamples = max(resamples, math.ceil(2 * TAIL_DRAWS / (1.0 - level)))
     results = [evaluate(r, base, cand, level=level, resamples=resamples, seed=seed) for r in rules]
     code = exit_codes.GATE_REGRESSED if any(r.verdict == "regressed" for r in results) else exit_codes.OK
     return GateReport(base.describe(), cand.describe(), confidence, level, results, code, allowed or {}, seed,

@@ -30,7 +30,12 @@ SUMMARY_TAIL_ROWS: tuple[tuple[str, str, str], ...] = (
     ("prefix_cache_hit_rate", "Prefix cache hit rate (usage)", ".1%"),
     ("validity_rate", "Valid outputs (json/tools)", ".1%"),
     ("chunk_token_ratio", "Chunks per output token", ".3f"),
+    ("total_reasoning_tokens", "Reasoning tokens", "d"),  # reasoning models only (absent otherwise)
+    ("total_answer_tokens", "Answer tokens", "d"),
+    ("not_streamed_requests", "Requests not streamed (no TTFT/ITL)", "d"),
 )
+# rows of the metrics a run may have or not (reasoning: TTFA and two TPOTs; --no-stream: no TTFT/TPOT/ITL)
+_ROW_METRICS = ("ttft", "ttfa", "tpot", "reasoning_tpot", "answer_tpot", "itl", "e2el")
 
 
 def fmt(value: Any, spec: str) -> str:
@@ -67,8 +72,8 @@ class Report:
     def latency_rows(self) -> list[tuple[str, str, str]]:
         """Mean, median and every percentile field (vLLM's `p99.9_ttft_ms`) that a run has, per metric."""
         out = []
-        for m in LATENCY_METRICS:
-            name = m.upper()
+        for m in _ROW_METRICS:
+            name = m.replace("_", " ").upper()
             out += [(f"mean_{m}_ms", f"Mean {name} (ms)", ".2f"), (f"median_{m}_ms", f"Median {name} (ms)", ".2f")]
             keys: dict[str, str] = {}
             for r in self.runs:

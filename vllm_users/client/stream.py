@@ -31,6 +31,7 @@ USE_REACTOR = HAVE_EPOLL and os.environ.get("VLLM_LOCUST_REACTOR", "1") != "0"
 
 _DONE = b"[DONE]"
 _CONTENT_KEYS = (b'"content":', b'"reasoning_content":', b'"reasoning":')
+_REASONING_KEYS = (b'"reasoning_content":', b'"reasoning":')
 
 
 @dataclass(slots=True)
@@ -50,6 +51,9 @@ class StreamResult:
     text_parts: list[str] | None = None
     tool_calls: dict[int, dict[str, Any]] | None = None  # index -> {"id","name","arguments"}
     body: Any = None  # non-streamed: the decoded JSON answer
+    streamed: bool = True  # False: a non-streamed answer (one JSON body; its only "chunk" is the end)
+    reasoning_chunks: int = 0  # output chunks that carried reasoning only, before the first answer chunk
+    t_answer: float = 0.0  # perf_counter s of the first answer chunk (content or tool call); 0.0 before it
 
     @property
     def text(self) -> str:
@@ -78,6 +82,29 @@ def is_chat_output(payload: bytes) -> bool:
     return False
 
 
+def _has_text(payload: bytes, key: bytes) -> bool:
+    """True when `key` is followed by a non-empty JSON string (not null, not "")."""
+    j = payload.find(key)
+    if j < 0:
+        return False
+    k = j + len(key)
+    while k < len(payload) and payload[k] == 32:
+        k += 1
+    return payload[k : k + 1] == b'"' and payload[k + 1 : k + 2] != b'"'
+
+
+def is_reasoning_only(payload: bytes) -> bool:
+    """True when an output chat chunk carries reasoning (`reasoning_content` or `reasoning`) and no answer.
+
+    Byte search, like is_chat_output; the reader asks only until the first answer chunk (once per request
+    for a model that does not reason)."""
+    if b'"reasoning' not in payload:
+        return False
+    if not (_has_text(payload, _REASONING_KEYS[0]) or _has_text(payload, _REASONING_KEYS[1])):
+        return False
+    return not _has_text(payload, b'"content":') and b'"tool_calls":[{' not in payload and b'"tool_calls": [{' not in payload
+
+
 def is_completion_output(payload: bytes) -> bool:
     """True when a completions chunk has choices (any, like vLLM bench)."""
     return b'"choices":[{' in payload or b'"choices": [{' in payload
@@ -95,7 +122,7 @@ def _finish_reason(payload: bytes) -> str | None:
 class _Events:
     """Dispatch SSE events into a StreamResult (spec: data lines joined, dispatch on blank line)."""
 
-    __slots__ = ("res", "completions", "want_text", "pending", "data", "_is_out", "_after_cr")
+    __slots__ = ("res", "completions", "want_text", "pending", "data", "_is_out", "_after_cr", "_before_answer")
 
     def __init__(self, res: StreamResult, completions: bool, want_text: bool) -> None:
         self.res = res
@@ -105,6 +132,7 @@ class _Events:
         self.data: list[bytes] = []
         self._is_out = is_completion_output if completions else is_chat_output
         self._after_cr = False  # the last read ended in CR: an LF that starts the next one belongs to it
+        self._before_answer = not completions  # chat: no answer chunk yet (reasoning may come first)
 
     def feed(self, data: bytes, now: float) -> None:
         """Process newly received body bytes that arrived at perf_counter time `now`.
@@ -153,6 +181,12 @@ class _Events:
             return
         if self._is_out(payload):
             res.chunk_times.append(now)
+            if self._before_answer:  # one attribute test per chunk once the answer started
+                if is_reasoning_only(payload):
+                    res.reasoning_chunks += 1
+                else:
+                    res.t_answer = now
+                    self._before_answer = False
             if self.want_text:
                 self._collect(payload)
             fr = _finish_reason(payload)  # one search; usually absent
@@ -318,6 +352,7 @@ def _read_whole(resp: Any, res: StreamResult, completions: bool, want_text: bool
         res.error_detail = "response is not JSON"
         return
     res.body = doc
+    res.streamed = False
     res.usage = doc.get("usage") if isinstance(doc, dict) else None
     try:
         choice = doc["choices"][0]

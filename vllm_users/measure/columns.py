@@ -20,6 +20,8 @@ output_len, seq, session (int64, -1 = None), user/turn/status (int32, -1 = None 
 tokens_estimated (bool), scenario/worker/endpoint/finish_reason/error (int32 codes into string tables),
 chunk_lens (int32) and the flat chunk_times_us (int32, int64 when a value needs it). error_detail and
 extra are only in records.jsonl, but for extra's `no_done` flag (bool column no_done; False in older frames).
+Reasoning and non-streaming (issue 23): answer_us and reasoning_tokens (int64, -1 = None), reasoning_estimated
+and not_streamed (bool); frames written before them read as None / False.
 """
 
 from __future__ import annotations
@@ -62,7 +64,10 @@ NUMERIC: dict[str, tuple[np.dtype, Any]] = {
     "user": (_I4, -1),
     "turn": (_I4, -1),
     "status": (_I4, 0),
+    "answer_us": (_I8, -1),  # reasoning streamed: first answer chunk (columns newer than a file: -1 there)
+    "reasoning_tokens": (_I8, -1),
 }
+FLAGS = ("reasoning_estimated", "not_streamed")  # bool record fields, None/absent = False
 STRINGS = ("scenario", "worker", "endpoint", "finish_reason", "error")
 
 
@@ -78,6 +83,8 @@ def pack_records(recs: Sequence[RequestRecord]) -> bytes:
     arrays["tokens_estimated"] = np.fromiter((r.tokens_estimated for r in recs), dtype=np.bool_, count=n)
     no_done = (r.extra is not None and r.extra.get("no_done") is True for r in recs)
     arrays["no_done"] = np.fromiter(no_done, dtype=np.bool_, count=n)
+    for name in FLAGS:
+        arrays[name] = np.fromiter((getattr(r, name) is True for r in recs), dtype=np.bool_, count=n)
     arrays["valid"] = np.fromiter((-1 if r.valid is None else int(r.valid) for r in recs), dtype=_I1, count=n)
     tables: dict[str, list[str | None]] = {}
     for name in STRINGS:
@@ -174,6 +181,9 @@ def _merge(parts: list[tuple[int, dict[str, np.ndarray], dict[str, list[str | No
     a["tokens_estimated"] = np.concatenate([p[1]["tokens_estimated"] for p in parts]) if parts else np.zeros(0, bool)
     no_done = [p[1]["no_done"] if "no_done" in p[1] else np.zeros(p[0], bool) for p in parts]  # older frames: none
     a["no_done"] = np.concatenate(no_done) if parts else np.zeros(0, bool)
+    for name in FLAGS:  # older frames: none
+        flag = [p[1][name] if name in p[1] else np.zeros(p[0], bool) for p in parts]
+        a[name] = np.concatenate(flag) if parts else np.zeros(0, bool)
     a["valid"] = np.concatenate([p[1]["valid"] for p in parts]) if parts else np.zeros(0, _I1)
     tables: dict[str, list[str | None]] = {}
     for name in STRINGS:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import gevent
@@ -19,6 +20,11 @@ CPU_BOUND_FRACTION = 0.90  # mean CPU of one worker process over the run, of one
 LOOP_LAG_P99_MS = 10.0
 WARMUP_S = 2.0  # samples start this long after the test starts
 
+
+# lag samples over this are explained, where the kernel tells (Linux /proc/thread-self/schedstat), by the time the
+# loop's thread waited for a CPU in the same window: a busy machine, not our code (issue 20.6: lag with "idle" CPUs)
+LAG_EXPLAINED_OVER_MS = 5.0
+SCHEDSTAT = "/proc/thread-self/schedstat"  # "on-CPU ns, run-queue wait ns, timeslices" of the calling thread
 
 GC_PAUSE_KEEP_MS = 0.5  # garbage-collector pauses at least this long are kept one by one (the rest: counted)
 # Generation-0 threshold of a worker (Python's default is 700 allocations). Measured (bench_fidelity --gc, 3 reps
@@ -54,14 +60,16 @@ def tune_gc_after_start() -> None:
 
 
 class HealthSampler:
-    """A greenlet that samples CPU fraction every second and loop lag every 50 ms; garbage-collector pauses
-    are timed through gc.callbacks."""
+    """A greenlet that samples CPU fraction every second and loop lag every 50 ms (with, where Linux tells, how
+    long the loop's thread waited for a CPU in each probe's window); garbage-collector pauses are timed through
+    gc.callbacks."""
 
     def __init__(self, interval: float = 1.0, lag_probe: float = 0.05) -> None:
         self.interval = interval
         self.lag_probe = lag_probe
         self.cpu: list[float] = []
         self.lag_ms: list[float] = []
+        self.runq_ms: list[float] = []  # per lag probe: ms the loop's thread was runnable but not on a CPU
         self.gc_ms: list[float] = []  # pauses >= GC_PAUSE_KEEP_MS
         self.gc_count = 0
         self.gc_total_ms = 0.0
@@ -97,8 +105,17 @@ class HealthSampler:
     def _run(self) -> None:
         gevent.sleep(self._warmup_s)  # user spawning is not steady state (open loop: sampling starts at t0)
         loop = gevent.get_hub().loop
+        fd = _open_schedstat()  # here: every greenlet runs on this thread
+        try:
+            self._sample(loop, None if fd is None else functools.partial(_runq_ns, fd))
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def _sample(self, loop: Any, runq: Callable[[], int] | None) -> None:
         wall0, cpu0 = time.perf_counter(), time.process_time()
         next_cpu = wall0 + self.interval
+        waited = runq() if runq is not None else 0
         while True:
             # the probe's timer is armed from the loop's cached clock, which lags by whatever ran in this
             # iteration before us: refreshed first, the sleep is 50 ms from now and its overshoot all lag
@@ -107,6 +124,10 @@ class HealthSampler:
             gevent.sleep(self.lag_probe)
             now = time.perf_counter()
             self.lag_ms.append(max(0.0, (now - t - self.lag_probe) * 1000.0))
+            if runq is not None:
+                w = runq()
+                self.runq_ms.append(round((w - waited) / 1e6, 3))
+                waited = w
             if now >= next_cpu:
                 c = time.process_time()
                 self.cpu.append((c - cpu0) / (now - wall0))
@@ -116,9 +137,39 @@ class HealthSampler:
         """Samples since the last take (for a report to the master)."""
         out = {"cpu": self.cpu, "lag_ms": self.lag_ms, "gc_ms": self.gc_ms,
                "gc_count": [float(self.gc_count)], "gc_total_ms": [round(self.gc_total_ms, 3)]}  # fmt: skip
-        self.cpu, self.lag_ms, self.gc_ms = [], [], []
+        if self.runq_ms:  # in step with lag_ms (absent where the kernel does not tell)
+            out["runq_ms"] = self.runq_ms
+        self.cpu, self.lag_ms, self.gc_ms, self.runq_ms = [], [], [], []
         self.gc_count, self.gc_total_ms = 0, 0.0
         return out
+
+
+def _runq_ns(fd: int) -> int:
+    """The thread's total run-queue wait in ns so far (one pread: ~1 µs)."""
+    return int(os.pread(fd, 128, 0).split()[1])
+
+
+def _open_schedstat() -> int | None:
+    """The calling thread's schedstat, open; None where the kernel has none (not Linux, no schedstats)."""
+    try:
+        fd = os.open(SCHEDSTAT, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        _runq_ns(fd)
+    except (OSError, ValueError, IndexError):
+        os.close(fd)
+        return None
+    return fd
+
+
+def _lag_from_runq(lag: np.ndarray, runq: np.ndarray) -> float | None:
+    """Of the lag in samples over LAG_EXPLAINED_OVER_MS, the share that waiting for a CPU can explain (at most)."""
+    n = min(lag.size, runq.size)
+    big = lag[:n] > LAG_EXPLAINED_OVER_MS
+    if not n or not big.any():
+        return None
+    return float(np.minimum(runq[:n][big], lag[:n][big]).sum() / lag[:n][big].sum())
 
 
 def summarize(samples: dict[str, dict[str, list[float]]]) -> dict[str, Any]:
@@ -141,6 +192,11 @@ def summarize(samples: dict[str, dict[str, list[float]]]) -> dict[str, Any]:
             row["gc_total_ms"] = round(float(sum(s.get("gc_total_ms") or ())), 3)
             row["gc_pause_max_ms"] = float(max(gcs))
             row["gc_pauses_over_1ms"] = sum(1 for x in gcs if x >= 1.0)
+        if s.get("runq_ms"):  # how much of the lag was the machine (no free CPU), not the worker's own code
+            runq = np.asarray(s["runq_ms"])
+            row["runq_wait_p99_ms"] = float(np.percentile(runq, 99))
+            share = _lag_from_runq(lag, runq)
+            row["lag_runq_share"] = None if share is None else round(share, 3)
         row["client_bound"] = row["cpu_mean"] > CPU_BOUND_FRACTION or row["loop_lag_p99_ms"] > LOOP_LAG_P99_MS
         bound = bound or row["client_bound"]
         workers[name] = row

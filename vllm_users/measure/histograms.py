@@ -63,6 +63,7 @@ class HistogramSet:
         # per scenario: chunk-time lists and TPOT values (µs) not yet in the histograms
         self._chunks: dict[str, list[list[int]]] = {}
         self._tpots: dict[str, list[int]] = {}
+        self._single: dict[tuple[str, str], list[int]] = {}  # one value per record: TTFA, non-streamed E2EL
 
     @property
     def hists(self) -> dict[tuple[str, str], HdrHistogram]:
@@ -86,6 +87,11 @@ class HistogramSet:
         """Record a successful request's TTFT, TPOT, ITLs and E2EL (kept as they are until read)."""
         if r.error is not None or not r.chunk_times_us:
             return
+        if r.not_streamed:  # its one "chunk" is the end: an E2EL, no TTFT/ITL/TPOT
+            self._single.setdefault((r.scenario, "e2el"), []).append(r.chunk_times_us[-1])
+            return
+        if r.answer_us is not None:  # a reasoning model's time to first answer token
+            self._single.setdefault((r.scenario, "ttfa"), []).append(r.answer_us)
         self._chunks.setdefault(r.scenario, []).append(r.chunk_times_us)
         t = tpot_s(r)
         if t is not None:
@@ -108,8 +114,11 @@ class HistogramSet:
                 record_many(self._get(scenario, "itl"), gaps[inside])
         for scenario, tpots in self._tpots.items():
             record_many(self._get(scenario, "tpot"), np.array(tpots, dtype=np.int64))
+        for (scenario, metric), values in self._single.items():
+            record_many(self._get(scenario, metric), np.array(values, dtype=np.int64))
         self._chunks.clear()
         self._tpots.clear()
+        self._single.clear()
 
     def encode(self, pause: Callable[[], None] = _no_pause) -> dict[str, str]:
         """Compressed form for a worker report ("scenario|metric" -> base64 blob); `pause` runs between the
@@ -129,6 +138,7 @@ class HistogramSet:
         self._hists.clear()
         self._chunks.clear()
         self._tpots.clear()
+        self._single.clear()
 
     def summary_ms(self, percentiles: tuple[float, ...] = (50, 90, 99)) -> dict[str, dict[str, float]]:
         """Per "scenario|metric": count and pN in ms (for live progress and cross-checks)."""

@@ -127,6 +127,12 @@ def ok_rows(c: Columns, idx: np.ndarray) -> np.ndarray:
     return idx[(c.a["error"][idx] == c.code("error", None)) & (c.lens[idx] > 0)]
 
 
+def streamed_rows(c: Columns, ok: np.ndarray) -> np.ndarray:
+    """The rows of `ok` that were streamed (a non-streamed answer has an E2EL, no TTFT/ITL/TPOT)."""
+    ns = c.a["not_streamed"][ok]
+    return ok[~ns] if ns.any() else ok
+
+
 def or_zero(a: np.ndarray) -> np.ndarray:
     """`value or 0` of a column that stores None as -1."""
     return np.maximum(a, 0)
@@ -180,11 +186,30 @@ def _itl_us(flat: np.ndarray, lens: np.ndarray) -> np.ndarray:
 
 
 def _samples(c: Columns, ok: np.ndarray) -> dict[str, np.ndarray]:
-    """TTFT/TPOT/E2EL samples (s) of the successes `ok`."""
+    """TTFT/TPOT/E2EL samples (s) of the successes `ok` (TTFT and TPOT of the streamed ones only)."""
+    st = streamed_rows(c, ok)
     return {
-        "ttft": c.first_chunk(ok).astype(np.float64) / 1e6,
-        "tpot": tpots(c, ok)[0],
+        "ttft": c.first_chunk(st).astype(np.float64) / 1e6,
+        "tpot": tpots(c, st)[0],
         "e2el": c.last_chunk(ok).astype(np.float64) / 1e6,
+    }
+
+
+def reasoning_samples(c: Columns, ok: np.ndarray) -> dict[str, np.ndarray]:
+    """TTFA, reasoning TPOT and answer TPOT samples (s) of the successes `ok` that streamed reasoning first.
+
+    TTFA = first answer chunk; reasoning TPOT = (TTFA - TTFT) / reasoning_tokens; answer TPOT =
+    (E2EL - TTFA) / (answer_tokens - 1), answer_tokens = output_tokens - reasoning_tokens (docs/metrics.md)."""
+    st = streamed_rows(c, ok)
+    k = st[c.a["answer_us"][st] != -1]
+    ttfa = c.a["answer_us"][k].astype(np.float64)
+    r = c.a["reasoning_tokens"][k]
+    ans = c.a["output_tokens"][k] - r
+    rk, ak = r > 0, ans > 1
+    return {
+        "ttfa": ttfa / 1e6,
+        "reasoning_tpot": (ttfa[rk] - c.first_chunk(k[rk])) / 1e6 / r[rk],
+        "answer_tpot": (c.last_chunk(k[ak]) - ttfa[ak]) / 1e6 / (ans[ak] - 1),
     }
 
 
@@ -192,7 +217,7 @@ def metric_arrays(records: Records, idx: np.ndarray | None = None) -> dict[str, 
     """TTFT/TPOT/ITL/E2EL samples in seconds of the successful requests (the data behind the statistics)."""
     c = as_columns(records)
     ok = ok_rows(c, rows(c, idx))
-    samples = {**_samples(c, ok), "itl": _itl_us(*ok_chunks(c, ok)) / 1e6}
+    samples = {**_samples(c, ok), "itl": _itl_us(*ok_chunks(c, streamed_rows(c, ok))) / 1e6}
     return {m: samples[m] for m in METRICS}
 
 
@@ -200,7 +225,7 @@ def plot_arrays(records: Records, max_sample: int, seed: int = 0) -> dict[str, n
     """metric_arrays for plots: ITL as the very subsample `plots.cdf_points` would draw (no 1 GB float array)."""
     c = as_columns(records)
     ok = ok_rows(c, rows(c))
-    flat, lens = ok_chunks(c, ok)
+    flat, lens = ok_chunks(c, streamed_rows(c, ok))
     n_itl = flat.size - lens.size
     out = _samples(c, ok)
     if n_itl > max_sample:
@@ -305,7 +330,10 @@ def latency_stats(c: Columns, ok: np.ndarray, percentiles: Sequence[float]) -> d
     samples = _samples(c, ok)
     res: dict[str, float] = {}
     for m in METRICS:
-        st = itl_stats(*ok_chunks(c, ok), percentiles) if m == "itl" else stats_ms(samples[m], percentiles)
+        if m == "itl":
+            st = itl_stats(*ok_chunks(c, streamed_rows(c, ok)), percentiles)
+        else:
+            st = stats_ms(samples[m], percentiles)
         for k, v in st.items():
             res[f"{k}_{m}_ms"] = v
     return res

@@ -26,11 +26,13 @@ from vllm_users.measure.metrics import (
     peak_concurrency,
     peak_output_tokens_per_s,
     percentile_name,
+    reasoning_samples,
     request_spans,
     rows,
     sent_rows,
     slo_met,
     stats_ms,
+    streamed_rows,
 )
 from vllm_users.measure.windows import Window, split
 
@@ -90,10 +92,16 @@ def compute_metrics(
         "max_output_tokens_per_s": lat["max_output_tokens_per_s"],
         "max_concurrent_requests": peak_concurrency(c, sent),
     }
+    streamed = streamed_rows(c, ok)
+    # nothing streamed but non-streamed answers: TTFT/ITL/TPOT do not apply and are left out, never 0
+    no_stream = not streamed.size and bool(c.a["not_streamed"][sent].any())
     for m in METRICS:
+        if no_stream and m != "e2el":
+            continue
         chosen = percentiles if m in percentile_metrics else ()
         for k in ("mean", "median", "std", *(percentile_name(p) for p in chosen)):
             res[f"{k}_{m}_ms"] = lat[f"{k}_{m}_ms"]
+    res.update(_reasoning_fields(c, ok, percentiles, percentile_metrics))
     if slo is not None:
         met = slo_met(c, ok, slo)
         good = int(np.logical_and.reduce([*met.values(), np.ones(ok.size, dtype=bool)]).sum())
@@ -107,6 +115,34 @@ def compute_metrics(
     res.update(_extras(c, sent, ok, idx))
     res["interrupted"] = interrupted
     return res
+
+
+def _reasoning_fields(
+    c: Columns, ok: np.ndarray, percentiles: Sequence[float], percentile_metrics: Sequence[str]
+) -> dict[str, Any]:
+    """Reasoning tokens, TTFA and the reasoning/answer TPOTs; nothing for a run without reasoning.
+
+    TTFA's percentiles follow TTFT's choice in --percentile-metrics, the two TPOTs follow TPOT's."""
+    r = c.a["reasoning_tokens"][ok]
+    has = r != -1
+    if not has.any():
+        return {}
+    total_r = int(r[has].sum())
+    out: dict[str, Any] = {
+        "reasoning_requests": int(has.sum()),
+        "reasoning_tokens_estimated_requests": int(c.a["reasoning_estimated"][ok].sum()),
+        "total_reasoning_tokens": total_r,
+        "total_answer_tokens": int(or_zero(c.a["output_tokens"][ok]).sum()) - total_r,
+    }
+    follows = {"ttfa": "ttft", "reasoning_tpot": "tpot", "answer_tpot": "tpot"}
+    for m, values in reasoning_samples(c, ok).items():
+        if not values.size:  # e.g. no request reached its answer: no TTFA at all
+            continue
+        chosen = percentiles if follows[m] in percentile_metrics else ()
+        for k, v in stats_ms(values, chosen).items():
+            if k != "max":
+                out[f"{k}_{m}_ms"] = v
+    return out
 
 
 def _counter(c: Columns, column: str, idx: np.ndarray) -> list[tuple[int, int]]:
@@ -138,6 +174,7 @@ def _extras(c: Columns, sent: np.ndarray, ok: np.ndarray, idx: np.ndarray) -> di
         "chunk_token_ratio": (chunks / out_tokens) if out_tokens else None,
         "tokens_estimated_requests": int(c.a["tokens_estimated"][ok].sum()),
         **({"missing_done_requests": n} if (n := int(c.a["no_done"][ok].sum())) else {}),  # only when any
+        **({"not_streamed_requests": n} if (n := int(c.a["not_streamed"][sent].sum())) else {}),
         "prefix_cache_hit_rate": (cached / prompt) if prompt else None,
         "cached_tokens_reported": bool(has_cached.any()),
     }

@@ -63,6 +63,11 @@ class RequestRecord:
     session: int | None = None  # the session (index of the ticket that started it) the request belongs to
     valid: bool | None = None  # json/tools: validation verdict
     extra: dict[str, Any] | None = None
+    # reasoning models and non-streamed answers (issue 23); None when they do not apply
+    answer_us: int | None = None  # reasoning streamed: the first answer chunk (content/tool call), from start
+    reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens, else reasoning chunks
+    reasoning_estimated: bool | None = None  # reasoning_tokens counted from chunks (the server did not say)
+    not_streamed: bool | None = None  # True: a non-streamed answer (no TTFT/ITL: its one "chunk" is the end)
 
     @property
     def ok(self) -> bool:
@@ -122,6 +127,9 @@ class StreamOutcome(Protocol):
     finish_reason: str | None
     error: str | None
     error_detail: str | None
+    streamed: bool
+    reasoning_chunks: int  # reasoning-only output chunks before the first answer chunk
+    t_answer: float  # perf_counter s of the first answer chunk (0.0: none)
 
 
 def record_from_stream(res: StreamOutcome, *, scenario: str, worker: str, user: int, seq: int, endpoint: str,
@@ -132,7 +140,8 @@ def record_from_stream(res: StreamOutcome, *, scenario: str, worker: str, user: 
     usage = res.usage or {}
     out = usage.get("completion_tokens")
     details = usage.get("prompt_tokens_details") or {}
-    return RequestRecord(
+    reasoning, estimated = _reasoning_tokens(usage, res.reasoning_chunks)
+    rec = RequestRecord(
         scenario=scenario,
         worker=worker,
         user=user,
@@ -155,6 +164,23 @@ def record_from_stream(res: StreamOutcome, *, scenario: str, worker: str, user: 
         turn=turn,
         session=session,
     )
+    if reasoning is not None:
+        rec.reasoning_tokens, rec.reasoning_estimated = reasoning, estimated
+        if res.reasoning_chunks and res.t_answer:  # TTFA only when reasoning was streamed before the answer
+            rec.answer_us = round((res.t_answer - t0) * 1e6)
+    if not res.streamed:
+        rec.not_streamed = True
+    return rec
+
+
+def _reasoning_tokens(usage: dict[str, Any], chunks: int) -> tuple[int | None, bool]:
+    """(reasoning tokens, estimated): the server's count when it gives one above 0, else the reasoning
+    chunks counted; (None, False) when the answer had no reasoning (a server's `reasoning_tokens: 0` too)."""
+    details = usage.get("completion_tokens_details")
+    told = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    if isinstance(told, int) and told > 0:
+        return told, False
+    return (chunks, True) if chunks else (None, False)
 
 
 def interrupted_record(*, scenario: str, worker: str, user: int, seq: int, endpoint: str,

@@ -1,14 +1,17 @@
 """`vllm-locust run --prometheus-port P`: /metrics of the master, scraped during and after a run against the
-embedded simulator, ends with the result's own figures (requests, tokens, goodput, histogram counts and sums)."""
+embedded simulator, ends with the result's own figures (requests, tokens, goodput, histogram counts and sums);
+with --web-ui the master serves before the swarm and keeps the final figures after the test stopped."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -85,3 +88,46 @@ def test_scraped_during_and_after_a_run_the_counters_are_the_results(tmp_path) -
     assert "vllm_locust_ttft_seconds_bucket{le=0.02}" in last  # the SLO is a bucket edge
     assert last["vllm_locust_requests_in_flight"] == 0 and last["vllm_locust_workers"] == 2
     assert not any("SECRET" in x for x in scrapes)
+
+
+def _scrape(port: int) -> dict[str, float] | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            return _values(resp.read().decode())
+    except OSError:
+        return None
+
+
+@pytest.mark.timeout(180)
+def test_web_ui_master_serves_before_the_swarm_and_after_the_test(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    web, prom = free_port(), free_port()
+    cmd = [sys.executable, "-m", "orchestration.cli", "run", "--web-ui", "--web-port", str(web), "--workers", "1",
+           "--users", "4", "--num-prompts", "40", "--output-len", "8", "--prometheus-port", str(prom),
+           "--output-dir", str(tmp_path), "--run-name", "r", "--no-report"]  # fmt: skip
+    p = subprocess.Popen(cmd, stdout=open(tmp_path / "cli.out", "w"), stderr=subprocess.STDOUT)
+    result = tmp_path / "r" / "result.json"
+    try:
+        deadline = time.time() + 90
+        while (before := _scrape(prom)) is None and time.time() < deadline:
+            time.sleep(0.3)
+        assert before is not None, (tmp_path / "cli.out").read_text()[-2000:]
+        assert before.get("vllm_locust_requests_total{outcome=ok}", 0) == 0 and before["vllm_locust_run_finished"] == 0
+        while time.time() < deadline:  # the swarm once the worker is in
+            try:
+                form = urllib.parse.urlencode({"user_count": 4, "spawn_rate": 4}).encode()
+                if json.load(urllib.request.urlopen(f"http://127.0.0.1:{web}/swarm", data=form, timeout=10))["success"]:
+                    break
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.5)
+        while not result.exists() and time.time() < deadline:
+            time.sleep(0.2)
+        assert result.exists(), (tmp_path / "cli.out").read_text()[-2000:]
+        after = _scrape(prom)  # the test stopped; the master (and its figures) stay up
+        assert after is not None and after["vllm_locust_run_finished"] == 1
+        res = json.loads(result.read_text())
+        assert after["vllm_locust_requests_total{outcome=ok}"] == res["completed"] == 40
+        assert after["vllm_locust_ttft_seconds_count"] == 40
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.wait(60)

@@ -17,7 +17,13 @@ from orchestration.commands.gate import main
 from orchestration.gate.output import console, junit, markdown
 from orchestration.gate.rules import DEFAULT_RULES, Rule, parse_rules
 from orchestration.gate.samples import FAILED, OK, RunSamples, Side, load_side, save_baseline
-from orchestration.gate.statistics import block_indices, block_length, statistic_for
+from orchestration.gate.statistics import (
+    block_counts,
+    block_length,
+    counts_of_blocks,
+    statistic_for,
+    weighted,
+)
 from orchestration.gate.verdict import evaluate, gate
 from tests.unit.report.helpers import make_records, write_run
 from vllm_users import errors, exit_codes
@@ -80,9 +86,25 @@ def test_blocks() -> None:
     assert block_length(200, 8.0) == 8  # the concurrency
     assert block_length(8000, 2.0) == 20  # n^(1/3)
     assert block_length(30, 8.0) == 3  # ten blocks at least
-    ix = block_indices(10, 3, 5, np.random.default_rng(0))
-    assert ix.shape == (5, 10) and ix.min() >= 0 and ix.max() < 10
-    assert all(((row[1:3] - row[0:2]) % 10 == 1).all() for row in ix)  # consecutive inside a block, wrapping
+    rng = np.random.default_rng(0)
+    for n, length in ((10, 3), (10, 10), (11, 2), (200, 8), (1, 1)):
+        starts = rng.integers(0, n, (50, -(-n // length)))
+        # the draws one by one: blocks of consecutive units wrapping around the end, cut at n
+        draws = ((starts[:, :, None] + np.arange(length)) % n).reshape(50, -1)[:, :n]
+        by_hand = np.stack([np.bincount(row, minlength=n) for row in draws])
+        assert (counts_of_blocks(starts, n, length) == by_hand).all(), (n, length)
+    assert (block_counts(97, 5, 20, rng).sum(axis=1) == 97).all()
+
+
+def test_weighted_statistics_are_numpys() -> None:
+    rng = np.random.default_rng(1)
+    values = np.sort(rng.lognormal(0, 1, 37))
+    w = rng.integers(0, 4, (30, 37))
+    w[:, 0] += 1  # no empty row
+    pooled = [np.repeat(values, row) for row in w]
+    for stat, ref in (("mean", np.mean), ("std", np.std), ("median", np.median),
+                      ("p99", lambda a: np.percentile(a, 99)), ("p12.5", lambda a: np.percentile(a, 12.5))):  # fmt: skip
+        assert weighted(stat, values, w) == pytest.approx([ref(p) for p in pooled], rel=1e-9), stat
 
 
 # ------------------------------------------------------------------------------------- statistics
@@ -115,7 +137,7 @@ def test_no_shift_is_flagged_at_most_at_the_level() -> None:
     # at the default limits, identical settings are never flagged
     rules = parse_rules(None)
     assert not any(gate(side(synthetic(seed=s)), side(synthetic(seed=500 + s)), rules, resamples=500).regressed
-                   for s in range(20))  # fmt: skip
+                   for s in range(10))  # fmt: skip
 
 
 def test_same_seed_same_verdicts() -> None:
@@ -253,6 +275,12 @@ def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
                  [a, str(tmp_path)]):  # fmt: skip
         assert main(argv) == exit_codes.USAGE, argv
     assert capsys.readouterr().err.count("vllm-locust gate: error: ") == 7
+
+
+def test_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == exit_codes.OK
+    out = capsys.readouterr().out
+    assert "--save-baseline FILE RUN" in out and "p99_ttft_ms:10%" in out
 
 
 def test_exit_code_is_documented() -> None:
