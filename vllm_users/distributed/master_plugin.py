@@ -72,6 +72,7 @@ class MasterPlugin:
         self.segments: list[list[float]] = []  # open loop: [offset s, rate] of the global schedule
         self.t0: float | None = None  # open loop: the schedule's start (wall clock), agreed once every user is set up
         self.ready: set[str] = set()  # open loop: workers whose users all wait for tickets
+        self._t0_round = 0  # which test's t0 is being agreed (a late fallback of an earlier one does nothing)
         self.headless = bool(env.parsed_options is None or env.parsed_options.headless)
         self.exporter: Any = None  # --prometheus-port: /metrics from now on (seen before the test starts)
         if options(env).prometheus_port:  # imported only then: prometheus_client costs ~0.2 s at start-up
@@ -92,6 +93,8 @@ class MasterPlugin:
             web_ui.install(env, self)
 
     def _start(self, **_: Any) -> None:
+        self.t0, self.ready = None, set()  # each test (the web UI starts a new one) agrees its own t0
+        self._t0_round += 1
         if self.collector is None:
             o = options(self.env)
             self.collector = Collector(self.results_dir)
@@ -203,16 +206,17 @@ class MasterPlugin:
             self._send_t0(client_id)
             return
         if not self.ready:
-            gevent.spawn_later(READY_WAIT_S, self._agree_t0, f"not every worker was ready within {READY_WAIT_S:g} s")
+            gevent.spawn_later(READY_WAIT_S, self._agree_t0, f"not every worker was ready within {READY_WAIT_S:g} s",
+                               self._t0_round)  # fmt: skip
         self.ready.add(worker)
         runner = self.env.runner
         expected = runner.worker_count if isinstance(runner, MasterRunner) else 1
         if len(self.ready) >= max(1, expected):
             self._agree_t0()
 
-    def _agree_t0(self, why: str = "") -> None:
+    def _agree_t0(self, why: str = "", round_: int | None = None) -> None:
         """Start the open-loop schedule on every worker at one t0, a little ahead of now."""
-        if self.t0 is not None or self.drained:
+        if self.t0 is not None or (round_ is not None and round_ != self._t0_round):
             return
         if why:
             log.warning("vllm-locust: the arrival schedule starts now: %s (%d ready)", why, len(self.ready))

@@ -73,3 +73,48 @@ def test_prompt_source_picks_dataset_and_prefix() -> None:
     assert src.get(0).messages[0] == src.get(1).messages[0]  # type: ignore[index]
     o = dataclasses.replace(o, dataset="", prefix_len=0)
     assert isinstance(prompt_source(o, LengthModel()), RandomPrompts)
+
+
+def test_exact_prompts_fit_like_a_binary_search_with_fewer_tokenizations(tmp_path) -> None:
+    """The fit steps from an estimate: the same text the binary search over word counts picks, in far fewer
+    tokenizations (each blocks a worker's loop for milliseconds at real prompt lengths)."""
+    import random as _random
+
+    from vllm_users.workload.prompts import random_words
+
+    count = load_tokenizer(_tokenizer_file(tmp_path))
+    calls = [0]
+
+    def counted(text: str) -> int:
+        calls[0] += 1
+        return count(text)
+
+    def binary_fit(tokens: int, rng: _random.Random) -> str:  # the previous implementation, for reference
+        words = random_words(max(4, tokens * 2), rng).split(" ")
+        lo, hi = 1, len(words)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if count(" ".join(words[:mid])) <= tokens:
+                lo = mid
+            else:
+                hi = mid - 1
+        text = " ".join(words[:lo])
+        for _ in range(8):
+            have = count(text)
+            if have >= tokens:
+                break
+            text += " a" * (tokens - have)
+        while count(text) > tokens and " " in text:
+            text = text.rsplit(" ", 1)[0]
+        return text
+
+    src = ExactPrompts(counted, 100, 16, 0.0, 0, False, LengthModel())
+    for tokens in (1, 2, 7, 64, 128, 500, 1024):
+        for seed in range(5):
+            calls[0] = 0
+            got = src.fit(tokens, _random.Random(seed))
+            assert got == binary_fit(tokens, _random.Random(seed)), (tokens, seed)
+            if tokens >= 7:  # below a word's length a cut can leave one multi-token word, as before
+                assert count(got) == tokens
+            if tokens >= 64:
+                assert calls[0] <= 8, (tokens, seed, calls[0])  # the binary search took 11-14
