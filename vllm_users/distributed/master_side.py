@@ -13,7 +13,7 @@ from vllm_users import run_dir
 from vllm_users.atomic import atomic_json
 from vllm_users.distributed.worker_side import BATCH_INTERVAL_S
 from vllm_users.measure.columns import frame, records_to_frames
-from vllm_users.measure.health import summarize
+from vllm_users.measure.health import bound, summarize
 from vllm_users.measure.histograms import HistogramSet
 
 log = logging.getLogger("vllm_locust")
@@ -94,6 +94,7 @@ class Collector:
         h = self.health.setdefault(data["worker"], {"cpu": [], "lag_ms": []})
         for k, v in data["health"].items():
             h.setdefault(k, []).extend(v)
+        bound(h)  # a long run keeps a fair sample of each worker's probes, not every one
         if data.get("final"):
             w.final = True
             self._fh.flush()

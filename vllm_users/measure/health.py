@@ -172,6 +172,26 @@ def _lag_from_runq(lag: np.ndarray, runq: np.ndarray) -> float | None:
     return float(np.minimum(runq[:n][big], lag[:n][big]).sum() / lag[:n][big].sum())
 
 
+KEPT_SAMPLES = 20_000  # per worker and series, on the master: ~17 min of 50-ms lag probes, then thinned
+
+
+def bound(samples: dict[str, list[float]], cap: int = KEPT_SAMPLES) -> None:
+    """Thin one worker's accumulated CPU and loop-lag series (in place) to at most `cap` samples each, keeping
+    every other sample and the largest: a long run's master would otherwise hold every probe (~2.6 MiB/h per
+    worker, the soak benchmark), while summarize's means, percentiles and maxima need only a fair sample.
+    runq_ms is thinned in step with lag_ms (they are paired); GC pauses and counts are kept whole (summed)."""
+    for name, paired in (("lag_ms", "runq_ms"), ("cpu", "")):
+        xs = samples.get(name)
+        if not xs or len(xs) <= cap:
+            continue
+        top = max(range(len(xs)), key=xs.__getitem__)
+        keep = sorted({*range(0, len(xs), 2), top})
+        ys = samples.get(paired) if paired else None
+        if ys is not None and len(ys) == len(xs):
+            samples[paired] = [ys[i] for i in keep]
+        samples[name] = [xs[i] for i in keep]
+
+
 def summarize(samples: dict[str, dict[str, list[float]]]) -> dict[str, Any]:
     """Per-worker and overall client health with the client_bound verdict."""
     workers: dict[str, Any] = {}

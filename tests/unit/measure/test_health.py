@@ -25,3 +25,32 @@ def test_loop_lag_threshold_decides_client_bound() -> None:
     h = summarize({"a": {"cpu": [0.1], "lag_ms": under}, "b": {"cpu": [0.1], "lag_ms": just_over}})
     assert h["workers"]["a"]["client_bound"] is False and h["workers"]["b"]["client_bound"] is True
     assert h["client_bound"] is True and h["thresholds"]["loop_lag_p99_ms"] == LOOP_LAG_P99_MS
+
+
+def test_the_masters_samples_stay_bounded_and_fair() -> None:
+    """A long run's master keeps at most KEPT_SAMPLES lag/CPU probes per worker (the soak benchmark saw the raw
+    lists grow ~2.6 MiB/h per worker); the summary's percentiles stay close, the maxima and GC sums exact."""
+    import random as _random
+
+    from vllm_users.measure.health import KEPT_SAMPLES, bound, summarize
+
+    rng = _random.Random(5)
+    acc: dict[str, list[float]] = {"cpu": [], "lag_ms": []}
+    full: dict[str, list[float]] = {"cpu": [], "lag_ms": [], "runq_ms": [], "gc_ms": [], "gc_count": [],
+                                    "gc_total_ms": []}  # fmt: skip
+    for batch in range(3000):  # 50 minutes of 1-s batches, 20 probes each
+        lag = [rng.expovariate(1.0) for _ in range(20)]
+        if batch == 1777:
+            lag[3] = 400.0  # one stall: the max must survive the thinning
+        part = {"cpu": [rng.random() * 0.5], "lag_ms": lag, "runq_ms": [x * 0.5 for x in lag], "gc_ms": [1.5],
+                "gc_count": [1.0], "gc_total_ms": [1.5]}  # fmt: skip
+        for k, v in part.items():
+            acc.setdefault(k, []).extend(v)
+            full[k].extend(v)
+        bound(acc)
+    assert len(acc["lag_ms"]) <= KEPT_SAMPLES and len(acc["runq_ms"]) == len(acc["lag_ms"])
+    got, want = summarize({"w": acc})["workers"]["w"], summarize({"w": full})["workers"]["w"]
+    assert got["loop_lag_max_ms"] == want["loop_lag_max_ms"] == 400.0
+    assert abs(got["loop_lag_p99_ms"] - want["loop_lag_p99_ms"]) < 0.1 * want["loop_lag_p99_ms"]
+    assert abs(got["cpu_mean"] - want["cpu_mean"]) < 0.02 and got["cpu_max"] <= want["cpu_max"]
+    assert got["gc_collections"] == want["gc_collections"] == 3000 and got["gc_pauses_over_1ms"] == 3000
