@@ -19,7 +19,7 @@ Main = Callable[[Sequence[str]], int]  # a command's entry: argv (after its name
 
 def reported(prog: str) -> Callable[[Main], Main]:
     """Decorate a command's `main`: a VllmLocustError or Ctrl-C it raises becomes `prog: error: <message>` (one
-    line, errors.report) and that error's exit code."""
+    line, errors.report) and that error's exit code; argparse's exit (bad flag, --help) becomes its code."""
 
     def wrap(main: Main) -> Main:
         @functools.wraps(main)
@@ -28,6 +28,8 @@ def reported(prog: str) -> Callable[[Main], Main]:
                 return int(main(argv) or 0)
             except (errors.VllmLocustError, KeyboardInterrupt) as e:
                 return errors.report(e, prog)
+            except SystemExit as e:  # argparse: exit 2 after its one line on a bad flag, 0 after --help
+                return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
 
         return reporting
 

@@ -82,10 +82,7 @@ def _report(a: argparse.Namespace) -> int:
 @reported(PROG)
 def main(argv: Sequence[str]) -> int:
     """Entry point of `vllm-locust report`."""
-    try:
-        a = _parser().parse_args(list(argv))
-    except SystemExit as e:  # argparse exits 2 on bad flags and 0 on --help
-        return int(e.code or 0)
+    a = _parser().parse_args(list(argv))  # a bad flag: argparse's one line, exit 2 (through @reported)
     return _report(a)
 
 
