@@ -126,13 +126,16 @@ class MasterPlugin:
         gevent.spawn_later(self.run_time_s, self._run_time_up)
 
     def _run_time_up(self) -> None:
-        if not self.drained and self.env.runner is not None:
+        runner = self.env.runner
+        if runner is None:
+            return
+        if not self.drained:
             log.info("vllm-locust: --run-time reached; stopping")
             self.mark("stop", reason="run-time")
-            if self.headless:  # as Locust's own --run-time: a headless run quits
-                self.env.runner.quit()
-            else:
-                self.env.runner.stop()
+        if self.headless:  # as Locust's own --run-time: a headless run quits, even one whose test already stopped
+            runner.quit()
+        elif not self.drained:
+            runner.stop()
 
     def mark(self, kind: str, **detail: Any) -> None:
         """A change on the run's timeline (and the web UI's charts)."""
@@ -297,7 +300,9 @@ class MasterPlugin:
                 if w.lost_at is None and not w.final and (node is None or node.state == STATE_MISSING or silent):
                     self.collector.mark_lost(w.client_id or "", now)
             gone = all(now - w.last_batch > ABANDON_RUN_S for w in self.collector.workers.values() if not w.final)
-            if self.collector.workers and not self.collector.live() and gone and not self.drained and not self._all_done():
+            # (drained too: Locust stops the test itself when its last worker goes missing, and a headless run
+            # must still quit; --run-time's clock is ours, so Locust's own timer will not quit it)
+            if self.collector.workers and not self.collector.live() and gone and not self._all_done():
                 log.error("vllm-locust: no live worker left; stopping the run")
                 gevent.spawn(self._finish_run)
                 return
