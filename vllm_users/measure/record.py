@@ -44,7 +44,7 @@ class RequestRecord:
     worker: str
     user: int
     seq: int
-    endpoint: str  # "chat" | "completions"
+    endpoint: str  # "chat" | "completions" | "responses" | "embeddings" | "rerank" ("-": dropped)
     t_start: float  # epoch s, just before the request bytes were sent
     t_intended: float | None = None  # epoch s, open loop: when the schedule said to send
     chunk_times_us: list[int] = field(default_factory=list)  # each output-carrying chunk, from start
@@ -68,6 +68,9 @@ class RequestRecord:
     reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens, else reasoning chunks
     reasoning_estimated: bool | None = None  # reasoning_tokens counted from chunks (the server did not say)
     not_streamed: bool | None = None  # True: a non-streamed answer (no TTFT/ITL: its one "chunk" is the end)
+    # traffic classes and model mixes (issue 22), trace replay (issue 21); None when they do not apply
+    request_class: str | None = None  # the --class (or trace tenant) the request belongs to
+    model: str | None = None  # the model name sent, when it is not the run's one model (a mix, a LoRA adapter)
 
     @property
     def ok(self) -> bool:

@@ -59,6 +59,8 @@ class RequestSpec:
     turn: int | None = None  # None: the request's position in its ticket's session (0, 1, ...)
     session: int | None = None  # None: the ticket's index (a session spanning tickets names its first one)
     context: dict[str, Any] = field(default_factory=dict)
+    endpoint: str | None = None  # None: "chat" or "completions" by `chat`; else responses | embeddings | rerank
+    request_class: str | None = None  # the traffic class the request belongs to (issue 22), kept in its record
 
 
 @dataclass(slots=True)

@@ -1,0 +1,49 @@
+"""A request trace, whatever file it came from: the requests in send order, each at its offset from the first.
+
+The format readers (`trace_formats.py`) build a `Trace`; the open-loop schedule sends each `TraceRequest` at
+`t0 + offset_s / time_scale`; the trace user builds its prompt (exact lengths, mooncake hash blocks, or the
+trace's own text/messages) and, for a session, waits for the earlier turn and the think time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Trace", "TraceRequest"]
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRequest:
+    """One request of a trace: when it is sent (seconds from the trace's first request) and what it asks."""
+
+    offset_s: float  # from the trace's first request (after --trace-start), before --time-scale
+    input_len: int | None = None  # prompt tokens (None: the prompt/messages are given)
+    output_len: int | None = None  # max_tokens (None: --output-len)
+    prompt: str | None = None  # a completions prompt or one user message
+    messages: list[dict[str, Any]] | None = None  # a whole chat history
+    hash_ids: tuple[int, ...] = ()  # mooncake: one id per block of --trace-block-size prompt tokens
+    session_id: str | None = None  # requests of one session run in turn order on one worker
+    turn: int | None = None  # 0-based turn within the session
+    think_ms: float | None = None  # pause after the previous turn completed, before this one
+    model: str | None = None
+    tenant: str | None = None
+    priority: int | None = None
+    scenario: str | None = None  # records: the scenario that sent it (replayed under the same name)
+    line: int = 0  # 1-based line (or CSV row) of the file, for error messages
+
+
+@dataclass(frozen=True)
+class Trace:
+    """The requests of one trace file, sorted by offset, with what the reader skipped and why."""
+
+    path: str
+    format: str  # mooncake | azure | burstgpt | jsonl | records
+    requests: list[TraceRequest] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> rows skipped (burstgpt's failed rows)
+    block_size: int = 512  # mooncake: prompt tokens per hash id
+
+    @property
+    def duration_s(self) -> float:
+        """Seconds from the first to the last request (before --time-scale)."""
+        return self.requests[-1].offset_s - self.requests[0].offset_s if self.requests else 0.0
