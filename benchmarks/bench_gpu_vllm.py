@@ -67,19 +67,23 @@ def run_ours(a: argparse.Namespace, c: int, n: int, seed: int, out: Path, tree: 
     `tree`: another checkout of the project to run instead of this one (a before/after comparison)."""
     name = f"ours-c{c}-s{seed}"
     env = dict(os.environ)
-    if tree:
-        env["PYTHONPATH"] = os.pathsep.join([os.path.abspath(tree), *filter(None, [env.get("PYTHONPATH", "")])])
+    if tree:  # the tree first on the path; it runs in its own folder, so paths given relative to ours are made absolute
+        tree = os.path.abspath(tree)
+        env["PYTHONPATH"] = os.pathsep.join([tree, *filter(None, [env.get("PYTHONPATH", "")])])
+    tokenizer = os.path.abspath(a.tokenizer) if os.path.exists(a.tokenizer) else a.tokenizer
     cmd = [sys.executable, "-m", "orchestration.cli", "run", "--host", a.host, "--model", a.model,
-           "--tokenizer", a.tokenizer, "--users", str(c), "--num-prompts", str(n), "--workers", str(a.workers),
+           "--tokenizer", tokenizer, *([] if "--request-rate" in a.ours_args else ["--users", str(c)]),
+           "--num-prompts", str(n), "--workers", str(a.workers),
            "--input-len", str(a.input_len), "--output-len", str(a.output_len), "--ignore-eos",
            "--seed", str(seed), "--output-dir", str(out), "--run-name", name, "--no-report", "--quiet",
-           "--stop-timeout", "60"]  # fmt: skip
+           "--stop-timeout", "60", *shlex.split(a.ours_args)]  # fmt: skip
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout, env=env, cwd=tree or None)
     path = out / name / "result.json"
     if not path.exists():
         raise RuntimeError(f"ours wrote no result (exit {p.returncode}): {p.stderr[-800:]}")
     res = json.loads(path.read_text())
     workers = (res.get("client_health") or {}).get("workers") or {}
+    first, rest = first_wave(out / name / "records.jsonl", c)
     return {
         "exit": p.returncode, "completed": res["completed"], "failed": res["failed"],
         "mean_ttft_ms": res["mean_ttft_ms"], "median_ttft_ms": res["median_ttft_ms"],
@@ -90,7 +94,24 @@ def run_ours(a: argparse.Namespace, c: int, n: int, seed: int, out: Path, tree: 
         "worker_cpu_max": max((w.get("cpu_mean", 0.0) for w in workers.values()), default=None),
         "client_bound": bool(res.get("client_bound")),
         "server_served": res.get("server_served"), "missing_vs_server": res.get("missing_vs_server"),
+        "ttft_first_wave_ms": first, "ttft_after_first_wave_ms": rest,
     }  # fmt: skip
+
+
+def first_wave(records: Path, c: int) -> tuple[float | None, float | None]:
+    """Mean client TTFT (ms) of the first `c` requests sent (a closed loop's first wave: every stream at once,
+    which queues in the server's front end before its TTFT clock starts) and of the rest; None when absent."""
+    if not records.exists():
+        return None, None
+    ttft = []
+    with open(records) as fh:
+        for line in fh:
+            r = json.loads(line) if line.strip() else {}
+            if r.get("error") is None and r.get("chunk_times_us") and r.get("t_start") is not None:
+                ttft.append((r["t_start"], r["chunk_times_us"][0] / 1000.0))
+    ttft.sort()
+    head, tail = [x for _, x in ttft[:c]], [x for _, x in ttft[c:]]
+    return (statistics.fmean(head) if head else None), (statistics.fmean(tail) if tail else None)
 
 
 def run_bench(a: argparse.Namespace, c: int, n: int, seed: int, out: Path) -> dict[str, Any]:
@@ -152,10 +173,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=int(time.time()) % 100_000, help="first seed; each run adds one")
     p.add_argument("--bench-cmd", default=f"{sys.executable} -m vllm.entrypoints.cli.main bench serve")
     p.add_argument("--timeout", type=float, default=400.0)
+    p.add_argument("--ours-args", default="", help="extra flags for every `vllm-locust run` (ours and ours:TREE), "
+                   "e.g. '--spawn-rate 64': the same staggered start for both trees")  # fmt: skip
     p.add_argument("--name", default="gpu_vllm")
     a = p.parse_args(argv)
-    out = Path(tempfile.mkdtemp(prefix="bench-gpu-", dir=str(RESULTS) if RESULTS.exists() else None))
+    out = Path(tempfile.mkdtemp(prefix="bench-gpu-", dir=str(RESULTS) if RESULTS.exists() else None)).resolve()
     tools = a.tools.split(",")
+    for t in tools:  # a before/after tree that is not there fails here, in one line, not as every one of its runs
+        tree = t.partition(":")[2]
+        if t.startswith("ours:") and not os.path.isfile(os.path.join(tree, "orchestration", "cli.py")):
+            p.error(f"--tools {t}: {tree!r} is not a checkout of the project (no orchestration/cli.py)")
     rows: list[dict[str, Any]] = []
     seed = a.seed
     for c in (int(x) for x in a.concurrency.split(",")):
@@ -168,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"bench_gpu_vllm: {tool} c={c} seed={seed}: {e}", file=sys.stderr)
                 if rows:
                     print_table(rows[-1:], _COLS)
+                # after every run, so a call cut short by its time limit keeps the runs it finished
+                write_json(a.name, {"args": vars(a), "runs": rows, "partial": True})
     print_table(rows, _COLS, "every run (client minus server: mean TTFT)")
     summary = []
     for c in sorted({r["concurrency"] for r in rows}):
@@ -185,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
 
 _COLS = ["tool", "concurrency", "seed", "completed", "mean_ttft_ms", "server_mean_ttft_ms", "ttft_minus_server_ms",
          "median_ttft_ms", "mean_tpot_ms", "output_tok_s", "token_diff", "prefix_hits", "loop_lag_p99_ms",
-         "loop_lag_max_ms", "worker_cpu_max", "missing_vs_server"]  # fmt: skip
+         "loop_lag_max_ms", "worker_cpu_max", "missing_vs_server", "ttft_first_wave_ms",
+         "ttft_after_first_wave_ms"]  # fmt: skip
 _MEDIANS = ["mean_ttft_ms", "server_mean_ttft_ms", "ttft_minus_server_ms", "mean_tpot_ms", "output_tok_s",
             "token_diff", "loop_lag_p99_ms", "loop_lag_max_ms"]  # fmt: skip
 

@@ -15,6 +15,9 @@ Reported per variant (median over the reps):
   (Linux schedstat): near 1, the machine was busy (other processes); near 0, our own code held the loop.
 --trace adds one traced run per variant (benchmarks/loop_trace: every loop iteration over 5 ms, its wall and
 CPU time and the greenlets that ran in it) and prints what held the loop; traced runs are not in the table.
+Its counts per 1,000 completed requests: every greenlet run over BENCH_LOOP_HOLD_MS (0.5) on the loop's thread
+by where it yielded (wall and CPU ms), and the prompt builders' and tokenizer's calls by thread (`[loop]`:
+each held the loop; `[thread]`: built off it, vllm_users/workload/prompt_ahead.py).
 
     python benchmarks/bench_loop_lag.py [--streams 256] [--workers 2] [--seconds 20] [--reps 2]
         [--other OLD_CHECKOUT] [--tokenizer PATH] [--input-len 128] [--output-len 64] [--trace]
@@ -71,7 +74,8 @@ def run_one(code: str, host: str, a: argparse.Namespace, tokenizer: str, name: s
     p = subprocess.run(cmd, cwd=code, env=env, capture_output=True, text=True, timeout=a.seconds + 240)
     if not (run_dir / "result.json").exists():
         raise RuntimeError(f"run {name} failed ({p.returncode}): {p.stderr[-2000:]}{p.stdout[-1000:]}")
-    return figures(run_dir, bool(a.host)) | ({"trace": read_trace(str(run_dir) + ".trace")} if trace else {})
+    row = figures(run_dir, bool(a.host))
+    return row | ({"trace": read_trace(str(run_dir) + ".trace", row["completed"] or 0)} if trace else {})
 
 
 def figures(run_dir: Path, real_server: bool) -> dict[str, Any]:
@@ -79,17 +83,18 @@ def figures(run_dir: Path, real_server: bool) -> dict[str, Any]:
     res = json.loads((run_dir / "result.json").read_text())
     health = json.loads((run_dir / "client_health.json").read_text())
     ws = list(health.get("workers", {}).values())
-    ttft, sched = [], []
+    started: list[tuple[float, float]] = []  # (t_start, TTFT ms) of every answered request
+    sched: list[float] = []
     with open(run_dir / "records.jsonl") as fh:
         for line in fh:
             r = json.loads(line) if line.strip() else {}
             if r.get("t_intended") is not None and r.get("error") != "dropped":
                 sched.append((r["t_start"] - r["t_intended"]) * 1000.0)
             if r.get("error") is None and r.get("chunk_times_us"):
-                ttft.append((r["t_start"], r["chunk_times_us"][0] / 1000.0))
-    first = min((t for t, _ in ttft), default=0.0)
-    steady = [x for t, x in ttft if t >= first + STEADY_AFTER_S]
-    ttft = [x for _, x in ttft]
+                started.append((r["t_start"], r["chunk_times_us"][0] / 1000.0))
+    first = min((t for t, _ in started), default=0.0)
+    steady = [x for t, x in started if t >= first + STEADY_AFTER_S]
+    ttft = [x for _, x in started]
     row: dict[str, Any] = {
         "run_dir": str(run_dir),
         "completed": res.get("completed"),
@@ -121,12 +126,24 @@ def figures(run_dir: Path, real_server: bool) -> dict[str, Any]:
     return row
 
 
-def read_trace(prefix: str) -> dict[str, Any]:
-    """What held the workers' loops: iterations over 5 ms, on CPU (code) or off it (the machine)."""
-    spans = []
+def read_trace(prefix: str, completed: int = 0) -> dict[str, Any]:
+    """What held the workers' loops: iterations over 5 ms, on CPU (code) or off it (the machine); and, summed
+    over the workers per 1,000 completed requests, the greenlet runs that held the loop (by where they yielded)
+    and the prompt builders' and tokenizer's calls by thread (`[loop]` held the loop, `[thread]` did not)."""
+    spans: list[dict[str, Any]] = []
+    holds: dict[str, list[float]] = {}
+    calls: dict[str, list[float]] = {}
     for f in glob.glob(prefix + ".*"):
         with open(f) as fh:
-            spans += [json.loads(x) for x in fh if x.strip()]
+            for x in (json.loads(x) for x in fh if x.strip()):
+                if "holds" not in x:
+                    spans.append(x)
+                    continue
+                for src, dst in ((x["holds"], holds), (x.get("calls") or {}, calls)):
+                    for k, (n, total, mx, *cpu) in src.items():
+                        d = dst.setdefault(k, [0, 0.0, 0.0, 0.0])
+                        d[0], d[1], d[2] = d[0] + n, d[1] + total, max(d[2], mx)
+                        d[3] += cpu[0] if cpu else float("nan")
     on_cpu = [s for s in spans if s["cpu_ms"] >= 0.7 * s["wall_ms"]]
     where: dict[str, list[float]] = {}
     for s in on_cpu:
@@ -140,7 +157,19 @@ def read_trace(prefix: str) -> dict[str, Any]:
         "max_cpu_ms": max((s["cpu_ms"] for s in spans), default=0.0),
         "max_wall_ms": max((s["wall_ms"] for s in spans), default=0.0),
         "top_on_cpu": [{"where": w, "n": len(v), "cpu_ms_sum": round(sum(v), 1), "cpu_ms_max": max(v)} for w, v in top],
+        "completed": completed,
+        "holds_per_1000": per_1000(holds, completed, 8),
+        "calls_per_1000": per_1000(calls, completed, 12),
     }
+
+
+def per_1000(table: dict[str, list[float]], completed: int, top: int) -> list[dict[str, Any]]:
+    """The `top` entries by total time: calls, wall ms and the loop thread's CPU ms (holds; NaN for calls,
+    whose CPU is not taken) per 1,000 completed requests, and the longest one."""
+    k = 1000.0 / completed if completed else float("nan")
+    rows = sorted(table.items(), key=lambda kv: -kv[1][1])[:top]
+    return [{"where": w, "n": round(n * k, 1), "ms": round(total * k, 1), "cpu_ms": round(cpu * k, 1),
+             "max_ms": round(mx, 2)} for w, (n, total, mx, cpu) in rows]  # fmt: skip
 
 
 @contextlib.contextmanager

@@ -23,6 +23,9 @@ COMMANDS: dict[str, tuple[str, str]] = {  # name -> (module with `main`, one-lin
     "sweep-server": ("orchestration.commands.sweep_server",
                      "Restart the server per parameter point, same load each (see --help)"),
     "k8s": ("orchestration.commands.k8s", "Kubernetes manifests for a run (see `vllm-locust k8s render --help`)"),
+    "trace": ("orchestration.commands.trace", "Export a run as a replayable trace, or describe a trace file (--help)"),
+    "calibrate": ("orchestration.commands.calibrate",
+                  "Probe a server (bounded) and write a simulator twin of it: twin.json (see --help)"),
 }  # fmt: skip
 
 

@@ -98,7 +98,22 @@ def load_config(path: str) -> dict[str, Any]:
         return {}
     if not isinstance(doc, dict):
         raise UsageError(f"config file {path} must hold a mapping of option: value")
-    return {str(k).replace("-", "_"): v for k, v in doc.items()}
+    out = {str(k).replace("-", "_"): v for k, v in doc.items()}
+    return _classes_key(out, path)
+
+
+def _classes_key(doc: dict[str, Any], path: str) -> dict[str, Any]:
+    """A config's `classes:` list (mappings or --class texts; also `class:`) as the class_ option (issue 22)."""
+    from vllm_users.workload.classes import from_config
+
+    for key in ("classes", "class"):
+        if key in doc:
+            items = doc.pop(key)
+            try:
+                doc["class_"] = [from_config(x) for x in (items if isinstance(items, list) else [items])]
+            except ValueError as e:
+                raise UsageError(f"config file {path}: {e}") from None
+    return doc
 
 
 LAYERS = ("default", "preset", "file", "env", "cli")

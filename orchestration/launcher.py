@@ -28,6 +28,8 @@ from vllm_users.distributed.server_profile import profile_line
 from vllm_users.measure.run_result import RunResult, load_result, result_path
 from vllm_users.measure.verdict import no_completed_reason
 from vllm_users.options import SPECS, Options, flag, locust_argv
+from vllm_users.workload.classes import classes_json
+from vllm_users.workload.model_mix import model_names
 from vllm_users.workload.prompts import LengthModel
 
 __all__ = ["DEFAULT_OPEN_LOOP_SLOTS", "RESULT_LINE_PREFIX", "header_dict", "launch", "locust_args", "say"]
@@ -57,7 +59,7 @@ def locust_args(a: Options, host: str, model: str, run_dir: str, locustfile: str
                 embedded_sim: bool = False, lengths: LengthModel | None = None) -> list[str]:  # fmt: skip
     """Master command line (`embedded_sim`: the host is our simulator; the result cross-checks its count;
     `lengths`: the preflight's prompt-length calibration, for the workers)."""
-    open_loop = a.request_rate is not None
+    open_loop = a.open_loop  # --request-rate or --trace
     if open_loop:
         users = a.max_concurrency or DEFAULT_OPEN_LOOP_SLOTS
     else:
@@ -80,10 +82,14 @@ def locust_args(a: Options, host: str, model: str, run_dir: str, locustfile: str
     if a.run_time:
         args += ["--run-time", f"{int(math.ceil(a.run_time))}s"]
     set_by_run: dict[str, Any] = {"results_dir": run_dir, "model": model, "vllm_embedded_sim": embedded_sim}
+    if len(model_names(a.model)) > 1:  # a model mix (issue 22): the workers draw from it; `model` is its base
+        set_by_run["model"] = a.model
     if not open_loop:
         set_by_run["max_concurrency"] = None  # closed loop: it only chose the users
     if a.header:
         set_by_run["extra_headers"] = json.dumps(header_dict(a))
+    if a.class_:  # traffic classes (issue 22): --class is run's (repeatable); the workers get them as JSON
+        set_by_run["vllm_classes"] = classes_json(a.class_)
     if lengths is not None:  # the workers take it from the spawn message instead of calibrating
         set_by_run["vllm_lengths"] = json.dumps(lengths.to_table(), separators=(",", ":"))
     return args + locust_argv(a, **set_by_run)

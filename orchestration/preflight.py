@@ -6,13 +6,15 @@ import http.client
 import json
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from vllm_users.client import stdlib_http
-from vllm_users.errors import PreflightError  # raised here; importable from here too
+from vllm_users.errors import PreflightError, UsageError  # raised here; importable from here too
 from vllm_users.workload.calibrate_url import calibrate_url
+from vllm_users.workload.model_mix import model_names
 from vllm_users.workload.prompts import LengthModel
 
 
@@ -61,8 +63,15 @@ def _headers(api_key: str | None) -> dict[str, str]:
     return h
 
 
-def check_server(url: str, model: str | None, api_key: str | None, endpoint: str = "chat") -> ServerInfo:
-    """Raise PreflightError with a one-line reason, or return the model to use."""
+def check_server(url: str, model: str | None, api_key: str | None, endpoint: str = "chat",
+                 also: Sequence[str] = ()) -> ServerInfo:  # fmt: skip
+    """Raise PreflightError with a one-line reason, or return the model to use (a --model mix's base; every name
+    of the mix and `also`, the traffic classes' models, must be served: a missing LoRA adapter stops here)."""
+    try:
+        names = model_names(model or "")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    model = names[0] if names else None
     h = _headers(api_key)
     status, ctype, body = _request(url, "GET", "/v1/models", h)
     if status == 401 or status == 403:
@@ -74,12 +83,13 @@ def check_server(url: str, model: str | None, api_key: str | None, endpoint: str
     except (ValueError, KeyError, TypeError):
         kind = ctype.split(";")[0] or "an unknown content type"
         raise PreflightError(f"{url} is not an OpenAI-compatible server: GET /v1/models returned {kind}") from None
-    if model:
-        if model not in models:
-            raise PreflightError(f"model {model!r} is not served by {url} (it serves: {', '.join(models) or 'none'})")
-    elif len(models) == 1:
+    for name in dict.fromkeys((*names, *also)):
+        if name not in models:
+            what = "model" if name == model else "model (of the mix or a --class)"
+            raise PreflightError(f"{what} {name!r} is not served by {url} (it serves: {', '.join(models) or 'none'})")
+    if not model and len(models) == 1:
         model = models[0]
-    else:
+    elif not model:
         raise PreflightError(f"{url} serves {len(models)} models ({', '.join(models)}); choose one with --model")
     attempts: list[int] = []
     for i in range(RETRIES):
@@ -91,22 +101,38 @@ def check_server(url: str, model: str | None, api_key: str | None, endpoint: str
     return ServerInfo(model=model, models=models, attempts=attempts)
 
 
+# --endpoint -> its probe's path and body (beside "model"); the pooling APIs answer one JSON body, not SSE
+_PROBES: dict[str, tuple[str, dict[str, Any]]] = {
+    "chat": ("/v1/chat/completions", {"messages": [{"role": "user", "content": "preflight"}], "max_tokens": 2,
+                                      "stream": True, "stream_options": {"include_usage": True}}),
+    "completions": ("/v1/completions", {"prompt": "preflight", "max_tokens": 2, "stream": True,
+                                        "stream_options": {"include_usage": True}}),
+    "responses": ("/v1/responses", {"input": "preflight", "max_output_tokens": 2, "stream": True}),
+    "embeddings": ("/v1/embeddings", {"input": "preflight"}),
+    "rerank": ("/v1/rerank", {"query": "preflight", "documents": ["preflight"]}),
+    "score": ("/v1/score", {"text_1": "preflight", "text_2": ["preflight"]}),
+}  # fmt: skip
+
+
 def _check_stream(url: str, model: str, h: dict[str, str], endpoint: str, last: bool = True) -> int:
-    body: dict[str, Any] = {"model": model, "max_tokens": 2, "stream": True, "stream_options": {"include_usage": True}}
-    if endpoint == "chat":
-        path = "/v1/chat/completions"
-        body["messages"] = [{"role": "user", "content": "preflight"}]
-    else:
-        path = "/v1/completions"
-        body["prompt"] = "preflight"
+    path, probe = _PROBES.get(endpoint, _PROBES["completions"])
+    body: dict[str, Any] = {"model": model, **probe}
     status, ctype, raw = _request(url, "POST", path, h, body, timeout=60.0)
     if status in (401, 403):
         raise PreflightError(f"{url} rejected the API key (HTTP {status}); set VLLM_LOCUST_API_KEY or --api-key")
     if status in RETRY_STATUSES and not last:
         return status
+    if status in (404, 405) and endpoint != "chat":  # the server lacks the API (pooling models: no chat)
+        raise PreflightError(f"--endpoint {endpoint}: POST {path} on {url} returned HTTP {status}: the server does "
+                             "not serve it (docs/scenarios.md)")  # fmt: skip
     if status != 200:
         msg = raw[:160].decode("utf-8", "replace").strip().replace("\n", " ")
         raise PreflightError(f"POST {path} on {url} failed with HTTP {status}: {msg}")
+    if not probe.get("stream"):
+        if "json" not in ctype:
+            kind = ctype.split(";")[0] or "no content type"
+            raise PreflightError(f"POST {path} on {url} answered {kind}, not JSON; not an OpenAI-compatible server")
+        return status
     if "text/event-stream" not in ctype or b"data:" not in raw:
         kind = ctype.split(";")[0] or "no content type"
         raise PreflightError(f"POST {path} on {url} did not stream SSE (got {kind}); not an OpenAI-compatible server")
@@ -139,6 +165,6 @@ def calibrate_prompts(url: str, model: str, api_key: str | None, endpoint: str =
     """The run's one prompt-length calibration (bounded: calibration.MAX_PROBES and MAX_SECONDS), handed to every
     worker; `probes` says what it cost, `warning` when it was rejected or cut short. Never raises for the server."""
     h = {**(headers or {}), **_headers(api_key)}
-    lm = calibrate_url(url, model, endpoint == "chat", h)
+    lm = calibrate_url(url, model, endpoint in ("chat", "responses"), h)  # both apply the chat template
     lm.probes["where"] = "preflight"
     return lm

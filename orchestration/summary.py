@@ -50,11 +50,16 @@ def format_summary(res: dict[str, Any], run_dir: str | None = None) -> str:
     if res.get("completed") or res.get("failed") or res.get("interrupted"):  # no request: no span to speak of
         out.append(_line("Benchmark duration (s):", res.get("duration"), ".2f"))
     out.append(_line("Total input tokens:", res.get("total_input_tokens")))
-    out.append(_line("Total generated tokens:", res.get("total_output_tokens")))
+    if not _pooling_only(res):  # embeddings/rerank/score generate nothing: no output figures, not zeros
+        out.append(_line("Total generated tokens:", res.get("total_output_tokens")))
     if "total_reasoning_tokens" in res:  # a reasoning model: its output split in thinking and answer
         est = " (counted from chunks)" if res.get("reasoning_tokens_estimated_requests") else ""
         out.append(_line("Reasoning tokens:", f"{res['total_reasoning_tokens']}{est}"))
         out.append(_line("Answer tokens:", res.get("total_answer_tokens")))
+    if res.get("total_images"):  # images (issue 23.2): only runs that sent them
+        out.append(_line("Images per request:", res.get("mean_images_per_request"), ".2f"))
+        if "mean_image_tokens_per_request" in res:  # prompt_tokens less the text's count (docs/metrics.md)
+            out.append(_line("Image tokens per request (est.):", res["mean_image_tokens_per_request"], ".1f"))
     if res.get("completed"):
         out.extend(_rate_and_latency_lines(res))
     else:  # vLLM's fields say 0.00 for them; a figure that does not apply is left out, never shown as 0
@@ -65,16 +70,30 @@ def format_summary(res: dict[str, Any], run_dir: str | None = None) -> str:
     return "\n".join(out)
 
 
+def _pooling_only(res: dict[str, Any]) -> bool:
+    """Every completed request was a pooling one (its result has no output figures: None, issue 23.3)."""
+    return bool(res.get("pooling_requests")) and res.get("total_output_tokens") is None
+
+
 def _rate_and_latency_lines(res: dict[str, Any]) -> list[str]:
     """Throughputs and the latency blocks (a run that completed requests)."""
     out = [_line("Request throughput (req/s):", res.get("request_throughput"), ".2f")]
     if res.get("request_goodput") is not None:
         out.append(_line("Request goodput (req/s):", res.get("request_goodput"), ".2f"))
-    out.append(_line("Output token throughput (tok/s):", res.get("output_throughput"), ".2f"))
-    out.append(_line("Peak output token throughput (tok/s):", res.get("max_output_tokens_per_s"), ".2f"))
+        if (res.get("goodput") or {}).get("requires_valid"):  # `--goodput ... valid`: the latency-only figure too
+            g = res["goodput"]
+            out.append(_line("  latency only (req/s), invalid:", f"{g['request_goodput_latency_only']:.2f}, "
+                             f"{g['invalid']} invalid"))  # fmt: skip
+    if _pooling_only(res):
+        out.append(_line("Input token throughput (tok/s):", res.get("input_throughput"), ".2f"))
+    else:
+        out.append(_line("Output token throughput (tok/s):", res.get("output_throughput"), ".2f"))
+        out.append(_line("Peak output token throughput (tok/s):", res.get("max_output_tokens_per_s"), ".2f"))
     out.append(_line("Peak concurrent requests:", res.get("max_concurrent_requests")))
     out.append(_line("Total token throughput (tok/s):", res.get("total_token_throughput"), ".2f"))
-    if "mean_ttft_ms" not in res and res.get("not_streamed_requests"):
+    if _pooling_only(res):
+        out.append("Pooling requests (embeddings/rerank/score): no TTFT/ITL/TPOT (E2EL only)")
+    elif "mean_ttft_ms" not in res and res.get("not_streamed_requests"):
         out.append("Requests not streamed: no TTFT/ITL/TPOT (E2EL only)")
     for metric, title in (
         ("ttft", " Time to First Token "),
@@ -117,6 +136,7 @@ def _extras(res: dict[str, Any]) -> list[str]:
         out.append(_line("Schedule lag p99 / max (ms):", lag_text))
         ttft_i = arr.get("ttft_from_intended_ms") or {}
         out.append(_line("TTFT from intended start p99 (ms):", ttft_i.get("p99"), ".2f"))
+    out.extend(replay_lines(res.get("replay")))
     if res.get("errors_by_kind"):
         kinds = ", ".join(f"{k}={v}" for k, v in sorted(res["errors_by_kind"].items()))
         out.append(_line("Failures by kind:", kinds))
@@ -150,6 +170,7 @@ def _extras(res: dict[str, Any]) -> list[str]:
             else:
                 lat = f"not streamed: no TTFT/ITL  E2EL p50 {s['median_e2el_ms']:8.1f} ms"
             out.append(f"{name:<14} ok {s['completed']:>6}  failed {s['failed']:>4}  {lat}")
+    out.extend(class_lines(res.get("classes")))
     prof = res.get("profile")
     if prof:
         state = "traces written by the server" if prof.get("profiled") else f"not profiled: {prof.get('error')}"
@@ -162,4 +183,46 @@ def _extras(res: dict[str, Any]) -> list[str]:
     for w in res.get("warnings") or []:
         out.append(f"WARNING: {w}")
     out.append("=" * _W)
+    return out
+
+
+def replay_lines(rep: dict[str, Any] | None) -> list[str]:
+    """--trace: how faithfully the trace was replayed (nothing for a run without a trace)."""
+    if not rep:
+        return []
+    scale = f" x{rep['time_scale']:g}" if rep.get("time_scale") not in (None, 1, 1.0) else ""
+    out = [f"{' Replay fidelity ':-^{_W}}", _line("Trace:", f"{rep.get('format')}{scale} {rep.get('trace')}")]
+    out.append(_line("Trace requests / sent / not sent:",
+                     f"{rep['trace_requests']} / {rep['sent']} / {rep['not_sent']}"))  # fmt: skip
+    lag = rep.get("lag_ms")
+    out.append(_line("Send lag vs trace p50 / p99 (ms):", None if not lag else f"{lag['p50']:.2f} / {lag['p99']:.2f}"))
+    if rep.get("expected_block_reuse") is not None:
+        hit = rep.get("server_prefix_hit_rate")
+        out.append(_line("Block reuse (trace) / server hits:", f"{rep['expected_block_reuse']:.1%} / "
+                         + ("n/a" if hit is None else f"{hit:.1%}")))  # fmt: skip
+    return out
+
+
+def _ms(v: Any) -> str:
+    return "n/a" if v is None else f"{v:.1f}"
+
+
+def class_lines(block: dict[str, Any] | None) -> list[str]:
+    """Traffic classes (issue 22): per class its weight against the capacity it got, latency, goodput against
+    its own SLO; then Jain's fairness index (nothing for a run without classes)."""
+    if not block:
+        return []
+    out = [f"{' Per class ':-^{_W}}",
+           f"{'class':<12} {'weight':>6} {'got':>5} {'ok':>6} {'fail':>4} {'tok/s':>8} {'TTFT p50/p99 ms':>17} "
+           f"{'TPOT p99':>8} {'E2EL p99':>9} {'goodput':>8} {'good':>5}  SLO"]  # fmt: skip
+    for name, c in block["per_class"].items():
+        slo = " ".join(f"{k}:{v:g}" for k, v in c["slo_ms"].items()) or "-"
+        good = "n/a" if c["good_fraction"] is None else f"{c['good_fraction']:.0%}"
+        ttft = f"{_ms(c.get('median_ttft_ms'))}/{_ms(c.get('p99_ttft_ms'))}"
+        out.append(f"{name:<12} {c['weight_share']:>6.0%} {c['output_token_share']:>5.0%} {c['completed']:>6} "
+                   f"{c['failed']:>4} {c['output_throughput']:>8.1f} {ttft:>17} {_ms(c.get('p99_tpot_ms')):>8} "
+                   f"{_ms(c.get('p99_e2el_ms')):>9} {c['request_goodput']:>8.2f} {good:>5}  {slo}")  # fmt: skip
+    j = block["fairness"]["jain_index"]
+    out.append(_line("Fairness (Jain, goodput/weight):", j, ".3f"))
+    out.append("(weight: share asked; got: share of output tokens; goodput: good req/s against the class's SLO)")
     return out

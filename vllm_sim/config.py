@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
@@ -32,6 +33,8 @@ class SimConfig:
     # reasoning model: every chat answer (without tools) thinks first
     reasoning_tokens: int = 0
     reasoning_field: str = "reasoning_content"
+    # pooling models (issue 23.3): /v1/embeddings' vector length (docs/simulator.md "Pooling and Responses")
+    embed_dim: int = 64
     # continuous-batching model (defaults: a 7B model on one H100-class GPU)
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
@@ -40,6 +43,15 @@ class SimConfig:
     prefill_tokens_per_s: float = 20_000.0
     decode_step_ms: float = 8.0
     decode_per_seq_ms: float = 0.05
+    # twin of a real server (issue 25): a fixed cost per request, its constants from a profile, N engines
+    request_overhead_ms: float = 0.0
+    twin: str = ""
+    replicas: int = 1
+    replica_policy: str = "round-robin"
+    # LoRA adapters and priority scheduling (issue 22: vllm_sim/adapters.py)
+    lora_modules: str = ""
+    slow_adapter: str = ""
+    scheduling_policy: str = "fcfs"
     enable_prefix_caching: bool = True
     enable_prompt_tokens_details: bool = False
     early_stop_prob: float = 0.3
@@ -73,6 +85,7 @@ class SimConfig:
 
 TOKENIZE_APIS = ("vllm", "llama.cpp", "none")
 REASONING_FIELDS = ("reasoning_content", "reasoning")
+REPLICA_POLICIES = ("round-robin", "least-loaded")
 
 _HELP = {
     "host": "address to listen on",
@@ -91,6 +104,8 @@ _HELP = {
     "reasoning_tokens": "reasoning model: chat answers start with N thinking tokens (counted in max_tokens), "
     "streamed as reasoning deltas; usage.completion_tokens_details.reasoning_tokens says N",
     "reasoning_field": "the delta/message key of the thinking: reasoning_content or reasoning",
+    "embed_dim": "length of each /v1/embeddings vector (pooling requests take decode_step_ms + their input "
+    "tokens / prefill_tokens_per_s)",
     "max_num_seqs": "most sequences running at once",
     "max_num_batched_tokens": "token budget of one engine step (chunked prefill)",
     "kv_cache_tokens": "KV-cache capacity in tokens",
@@ -98,6 +113,14 @@ _HELP = {
     "prefill_tokens_per_s": "prefill speed on uncached prompt tokens",
     "decode_step_ms": "fixed cost of one engine step",
     "decode_per_seq_ms": "extra cost of one step per running sequence",
+    "request_overhead_ms": "fixed cost of each request before it is scheduled (HTTP, tokenizing): adds to TTFT",
+    "twin": "twin profile (vllm-locust calibrate -o twin.json): its constants are the defaults; flags still win",
+    "replicas": "N engines behind this one port (each with all the engine flags); /metrics sums them",
+    "replica_policy": "how --replicas spreads requests: round-robin or least-loaded (fewest running + waiting)",
+    "lora_modules": "LoRA adapter names served besides --model (a,b or vLLM's name=path items): in /v1/models "
+    "and accepted as a request's model",
+    "slow_adapter": "ADAPTER:FACTOR[,...]: that adapter's requests take FACTOR x as long per token",
+    "scheduling_policy": "fcfs, or priority: the waiting queue by the body's priority (lower first), as vLLM",
     "enable_prefix_caching": "prefix caching by block hashes (on by default, like vLLM)",
     "enable_prompt_tokens_details": "add usage.prompt_tokens_details.cached_tokens (like vLLM's flag)",
     "early_stop_prob": "without ignore_eos: probability that EOS comes before max_tokens",
@@ -155,6 +178,7 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
 def parse_config(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> SimConfig:
     """Parse argv (and env) into a validated SimConfig."""
     parser = build_parser(env)
+    _apply_twin(parser, argv)
     ns = parser.parse_args(argv)
     cfg = SimConfig(**vars(ns))
     problems = []
@@ -166,6 +190,9 @@ def parse_config(argv: list[str] | None = None, env: Mapping[str, str] | None = 
         problems.append("--tokens-per-chunk and --chunks-per-write must be >= 1")
     if cfg.kv_cache_tokens < cfg.block_size:
         problems.append("--kv-cache-tokens must hold at least one block")
+    if cfg.embed_dim < 1:
+        problems.append("--embed-dim must be >= 1")
+    problems += adapter_problems(cfg)  # --lora-modules, --slow-adapter, --scheduling-policy (issue 22)
     if cfg.prefill_tokens_per_s <= 0:
         problems.append("--prefill-tokens-per-s must be > 0")
     if cfg.max_num_batched_tokens < 1:
@@ -180,6 +207,42 @@ def parse_config(argv: list[str] | None = None, env: Mapping[str, str] | None = 
         problems.append(f"--reasoning-field must be one of {', '.join(REASONING_FIELDS)}")
     if cfg.ignore_max_tokens < 0 or cfg.constant_prompt_tokens < 0:
         problems.append("--ignore-max-tokens and --constant-prompt-tokens must be >= 0")
+    if cfg.replicas < 1:
+        problems.append("--replicas must be >= 1")
+    if cfg.replica_policy not in REPLICA_POLICIES:
+        problems.append(f"--replica-policy must be one of {', '.join(REPLICA_POLICIES)}")
+    if cfg.replicas > 1 and cfg.fixed:
+        problems.append("--replicas is for the batching model, not --fixed")
+    if cfg.request_overhead_ms < 0:
+        problems.append("--request-overhead-ms must be >= 0")
     if problems:
         parser.error("; ".join(problems))
     return cfg
+
+
+def _apply_twin(parser: argparse.ArgumentParser, argv: list[str] | None) -> None:
+    """With --twin FILE, the profile's constants become the defaults (flags given beside it still win); a profile
+    that cannot be used is one line on stderr and exit 2."""
+    from .twin import TwinError, load_twin
+
+    known, _ = parser.parse_known_args(argv)
+    if not known.twin:
+        return
+    try:
+        parser.set_defaults(**load_twin(known.twin))
+    except TwinError as e:
+        sys.stderr.write(f"{parser.prog}: error: {e}\n")
+        raise SystemExit(2) from None
+
+
+def adapter_problems(cfg: SimConfig) -> list[str]:
+    """What is wrong with the LoRA and scheduling flags (issue 22), one line each."""
+    from .adapters import POLICIES, parse_lora_modules, parse_slow
+
+    try:
+        parse_slow(cfg.slow_adapter, parse_lora_modules(cfg.lora_modules))
+    except ValueError as e:
+        return [str(e)]
+    if cfg.scheduling_policy not in POLICIES:
+        return [f"--scheduling-policy must be one of {', '.join(POLICIES)}"]
+    return []

@@ -11,6 +11,7 @@ import heapq
 import random
 from collections import deque
 
+from .adapters import insert_by_priority, parse_lora_modules, parse_slow
 from .config import SimConfig
 from .hrtimer import HrTimer
 from .kvcache import BlockManager, SeqBlocks, block_hashes
@@ -71,6 +72,12 @@ class FixedEngine:
         self.timer_at = 0.0
         self.live = 0
         self.paused_until = 0.0
+        self.slow = parse_slow(cfg.slow_adapter, parse_lora_modules(cfg.lora_modules))  # --slow-adapter (issue 22)
+
+    def _due(self, s: Stream) -> float:
+        """When the stream's next write is due: TTFT + writes x gap, stretched for a --slow-adapter's requests."""
+        t = self.ttft + s.writes * self.write_gap
+        return s.arrival + s.shift + (t * self.slow.get(s.req.model, 1.0) if self.slow else t)
 
     def submit(self, s: Stream) -> None:
         """Start a request (its arrival time is already set); a control stall delays it too."""
@@ -78,7 +85,7 @@ class FixedEngine:
         self.stats.running = self.live
         if self.paused_until > s.arrival:
             s.shift = self.paused_until - s.arrival
-        self._push(s.arrival + s.shift + self.ttft, s)
+        self._push(self._due(s), s)
         self._arm()
 
     def _push(self, when: float, s: Stream) -> None:
@@ -113,11 +120,11 @@ class FixedEngine:
             produced += s.done - before
             if st is Status.CONTINUE:
                 s.writes += 1
-                self._push(s.arrival + s.shift + self.ttft + s.writes * self.write_gap, s)
+                self._push(self._due(s), s)
             elif st is Status.STALLED:
                 s.shift += s.stall_ms / 1000.0
                 s.writes += 1
-                self._push(s.arrival + s.shift + self.ttft + s.writes * self.write_gap, s)
+                self._push(self._due(s), s)
             else:
                 self.live -= 1
         self.stats.running = self.live
@@ -140,7 +147,8 @@ class FixedEngine:
 class _Seq:
     """Scheduler state of one request in the batching engine."""
 
-    __slots__ = ("s", "blocks", "prompt_len", "target", "computed", "chunk", "admitted", "cached_once")
+    __slots__ = ("s", "blocks", "prompt_len", "target", "computed", "chunk", "admitted", "cached_once", "credit",
+                 "slow", "key")
 
     def __init__(self, s: Stream, hashes: list[int]) -> None:
         self.s = s
@@ -151,6 +159,13 @@ class _Seq:
         self.chunk = 0
         self.admitted = False
         self.cached_once = False
+        self.credit = 0.0  # --slow-adapter: tokens owed; one comes out once a whole one has accrued
+        self.slow = 1.0
+        self.key = (s.req.priority, s.arrival)  # --scheduling-policy priority: lower first, then arrival
+
+
+def _key(q: _Seq) -> tuple[int, float]:
+    return q.key
 
 
 class BatchingEngine:
@@ -167,10 +182,24 @@ class BatchingEngine:
         self.running: list[_Seq] = []
         self.stepping = False
         self.paused_until = 0.0
+        self.priority = cfg.scheduling_policy == "priority"  # issue 22: vllm_sim/adapters.py
+        self.slow = parse_slow(cfg.slow_adapter, parse_lora_modules(cfg.lora_modules))
+
+    def _queue(self, q: _Seq, front: bool = False) -> None:
+        """Put `q` in the waiting queue: FCFS at the back (a preempted one at the front), or by priority."""
+        if self.priority:
+            insert_by_priority(self.waiting, q, _key)
+        elif front:
+            self.waiting.appendleft(q)
+        else:
+            self.waiting.append(q)
 
     def submit(self, s: Stream) -> None:
         """Queue a request; start the step loop when idle."""
-        self.waiting.append(_Seq(s, block_hashes(s.req.prompt_ids, self.cfg.block_size)))
+        q = _Seq(s, block_hashes(s.req.prompt_ids, self.cfg.block_size))
+        if self.slow:
+            q.slow = self.slow.get(s.req.model, 1.0)
+        self._queue(q)
         self.stats.waiting = len(self.waiting)
         if not self.stepping:
             self.stepping = True
@@ -216,13 +245,14 @@ class BatchingEngine:
     def _preempt_for(self, q: _Seq) -> bool:
         """Free blocks for ``q`` by preempting (recompute) the latest-admitted others; False if q itself went."""
         while self.bm.available() < 1:
-            victim = self.running[-1]
-            self.running.pop()
+            # vLLM: FCFS preempts the latest admitted; priority scheduling the lowest priority (latest arrival)
+            victim = max(self.running, key=_key) if self.priority else self.running[-1]
+            self.running.remove(victim)
             self.bm.release(victim.blocks)
             victim.target = victim.prompt_len + victim.s.done
             victim.computed = 0
             victim.chunk = 0
-            self.waiting.appendleft(victim)
+            self._queue(victim, front=True)
             self.stats.preemptions += 1
             if victim is q:
                 return False
@@ -306,6 +336,11 @@ class BatchingEngine:
             if q.s.cancelled:
                 done.add(id(q))
                 continue
+            if q.slow > 1.0:  # --slow-adapter: a token every `slow` steps (its prefill and decode take longer)
+                q.credit += 1.0 / q.slow
+                if q.credit < 1.0 - 1e-9:
+                    continue
+                q.credit -= 1.0
             st = q.s.produce(1, now)
             if st is Status.FINISHED or st is Status.HUNG:
                 done.add(id(q))

@@ -9,7 +9,9 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import images
 from . import tokenizer as tok
+from .adapters import priority_of
 from .schema_gen import generate
 
 # error type names of vLLM's ErrorResponse, by status
@@ -81,6 +83,8 @@ class SimRequest:
     tools: list[dict[str, Any]] = field(default_factory=list)
     tool_choice: Any = "auto"
     request_id: str = ""
+    api: str = ""  # "responses": /v1/responses on the chat engine (vllm_sim/responses.py writes it)
+    priority: int = 0  # vLLM's `priority` extension (issue 22): lower first under --scheduling-policy priority
 
     @property
     def prompt_tokens(self) -> int:
@@ -122,8 +126,10 @@ def _schema_of(body: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def parse_request(raw: bytes, chat: bool, served_model: str, max_model_len: int) -> SimRequest:
-    """Parse and validate a request body; raise ApiError with vLLM's status and message."""
+def parse_request(raw: bytes, chat: bool, served_model: str, max_model_len: int,
+                  adapters: tuple[str, ...] = ()) -> SimRequest:
+    """Parse and validate a request body; raise ApiError with vLLM's status and message (`adapters`: the LoRA
+    names served besides the model, issue 22)."""
     try:
         body = json.loads(raw)
     except json.JSONDecodeError as e:
@@ -140,15 +146,22 @@ def parse_request(raw: bytes, chat: bool, served_model: str, max_model_len: int)
         model = served_model
     if not isinstance(model, str):
         raise ApiError(400, "model must be a string", "model")
-    if model != served_model:
+    if model != served_model and model not in adapters:
         raise ApiError(404, f"The model `{model}` does not exist. Valid aliases: {served_model}.", "model")
+    try:
+        priority = priority_of(body)
+    except ValueError as e:
+        raise ApiError(400, str(e), "priority") from None
     if chat:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
             raise _validation_error("missing" if messages is None else "list_type", "body.messages",
                                     "Field required" if messages is None else "Input should be a valid list",
                                     f"<dict of {len(body)} items>")
-        prompt_ids = tok.encode_chat(messages)
+        try:  # image parts add their tokens by resolution (vllm_sim/images.py)
+            prompt_ids = images.encode_chat(messages)
+        except ValueError as e:
+            raise ApiError(400, str(e), "messages") from None
     else:
         prompt = body.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
@@ -227,7 +240,7 @@ def parse_request(raw: bytes, chat: bool, served_model: str, max_model_len: int)
         include_usage=bool(so.get("include_usage")) if isinstance(so, dict) else False,
         continuous_usage=bool(so.get("continuous_usage_stats")) if isinstance(so, dict) else False,
         seed=seed, stop=stops, schema=schema, tools=tools, tool_choice=tool_choice,
-        request_id=("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(8),
+        request_id=("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(8), priority=priority,
     )
 
 

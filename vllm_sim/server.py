@@ -4,6 +4,7 @@ endpoints."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hmac
 import json
 import logging
@@ -11,12 +12,15 @@ import random
 import time
 from typing import Any
 
+from . import pooling, responses
 from . import tokenizer as tok
+from .adapters import adapter_entries, check_priority, parse_lora_modules
 from .config import SimConfig
 from .engine import BatchingEngine, FixedEngine, MoeRouter
 from .faults import HEADER, Fault, apply_quirks, draw_fault, global_rates, parse_fault
 from .http import Connection, HttpRequest
 from .metrics import SimStats, make_registry, render
+from .replicas import ReplicaSet
 from .request import ApiError, build_plan, error_body, parse_request
 from .stream import Stream
 from .wire import VERSION
@@ -36,8 +40,12 @@ class SimServer:
         self.stats = SimStats(cfg.model, cfg.num_experts)
         self.registry = make_registry(self.stats)
         self.router = MoeRouter(cfg, self.stats)
-        self.engine: FixedEngine | BatchingEngine = (
-            FixedEngine(cfg, self.stats, self.router) if cfg.fixed else BatchingEngine(cfg, self.stats, self.router))
+        self.engine: FixedEngine | BatchingEngine | ReplicaSet
+        if cfg.replicas > 1:  # --replicas N: N engines behind this port, their statistics summed (replicas.py)
+            self.engine = ReplicaSet(cfg, self.stats)
+        else:
+            self.engine = (FixedEngine(cfg, self.stats, self.router) if cfg.fixed
+                           else BatchingEngine(cfg, self.stats, self.router))
         self.rng = random.Random(cfg.seed)
         self.fault_rng = random.Random(cfg.seed + 1)
         self.rates = global_rates(cfg)
@@ -45,6 +53,7 @@ class SimServer:
         self.port = cfg.port
         self.created = int(time.time())
         self.conns: set[Connection] = set()
+        self.adapters = parse_lora_modules(cfg.lora_modules)  # issue 22: LoRA names served besides the model
 
     # -- lifecycle -------------------------------------------------------------------------
     def _factory(self) -> Connection:
@@ -111,6 +120,14 @@ class SimServer:
                 return
             self._generate(conn, req, path == "/v1/chat/completions")
             return
+        if path in pooling.PATHS or path == "/v1/responses":  # issue 23: pooling.py, responses.py
+            if m != "POST":
+                self._send(conn, 405, _NOT_ALLOWED)
+            elif path == "/v1/responses":
+                self._responses(conn, req)
+            else:
+                self._pooling(conn, req, pooling.PATHS[path])
+            return
         if path == "/reset_prefix_cache":  # vLLM's dev-mode endpoint (VLLM_SERVER_DEV_MODE=1): always here
             self._reset_prefix_cache(conn, m)
             return
@@ -122,8 +139,10 @@ class SimServer:
             elif path == "/version":
                 self._json(conn, {"version": VERSION})
             elif path == "/metrics":
+                self._sync()
                 self._send(conn, 200, render(self.registry), "text/plain; version=1.0.0; charset=utf-8")
             elif path == "/sim/stats":
+                self._sync()
                 self._json(conn, self.stats.snapshot())
             else:
                 self._send(conn, 404, _NOT_FOUND)
@@ -135,6 +154,11 @@ class SimServer:
         else:
             self._send(conn, 404, _NOT_FOUND)
 
+    def _sync(self) -> None:
+        """With --replicas, sum the replicas' engine statistics into the server's before they are shown."""
+        if isinstance(self.engine, ReplicaSet):
+            self.engine.sync()
+
     def _models(self) -> dict[str, Any]:
         """The /v1/models listing, shaped like vLLM's."""
         mid = self.cfg.model
@@ -144,7 +168,8 @@ class SimServer:
             "permission": [{"id": "modelperm-sim", "object": "model_permission", "created": self.created,
                             "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True,
                             "allow_search_indices": False, "allow_view": True, "allow_fine_tuning": False,
-                            "organization": "*", "group": None, "is_blocking": False}]}]}
+                            "organization": "*", "group": None, "is_blocking": False}]},
+            *adapter_entries(mid, self.adapters, self.created, self.cfg.max_model_len)]}
 
     def _reset_prefix_cache(self, conn: Connection, method: str) -> None:
         """vLLM's POST /reset_prefix_cache: ``{"success": false}`` while running requests hold cached blocks."""
@@ -202,8 +227,37 @@ class SimServer:
         if down > 0:
             self._down_for(down)
 
+    def _pooling(self, conn: Connection, req: HttpRequest, api: str) -> None:
+        """An embeddings, rerank or score answer after its delay (pooling.py; --fixed: exactly --ttft-ms)."""
+        cfg = self.cfg
+        try:
+            body, n = pooling.answer(api, req.body, cfg.model, cfg.max_model_len, cfg.embed_dim)
+        except ApiError as e:
+            self._send(conn, e.status, e.body())
+            return
+        self.stats.prompt_tokens += n
+        if cfg.fixed:
+            delay = cfg.ttft_ms / 1000.0
+        else:
+            delay = pooling.pooling_delay_s(n, cfg.decode_step_ms, cfg.prefill_tokens_per_s)
+        self.loop.call_later(delay, self._pooled, conn, body)
+
+    def _pooled(self, conn: Connection, body: bytes) -> None:
+        if not conn.closed:
+            self.stats.success["stop"] += 1
+            self._send(conn, 200, body)
+
+    def _responses(self, conn: Connection, req: HttpRequest) -> None:
+        """/v1/responses: its body as a chat request, generated by the same engine, written as Responses events."""
+        try:
+            raw = responses.as_chat_body(req.body)
+        except ApiError as e:
+            self._send(conn, e.status, e.body())
+            return
+        self._generate(conn, dataclasses.replace(req, body=raw), True, api="responses")
+
     # -- generation ------------------------------------------------------------------------
-    def _generate(self, conn: Connection, req: HttpRequest, chat: bool) -> None:
+    def _generate(self, conn: Connection, req: HttpRequest, chat: bool, api: str = "") -> None:
         """Validate, apply request-level faults, and hand the stream to the engine."""
         cfg = self.cfg
         self.stats.generate_requests += 1
@@ -218,11 +272,15 @@ class SimServer:
         elif self.rates:
             fault = draw_fault(cfg, self.rates, self.fault_rng)
         try:
-            sreq = parse_request(req.body, chat, cfg.model, cfg.max_model_len)
+            sreq = parse_request(req.body, chat, cfg.model, cfg.max_model_len, self.adapters)
+            refused = check_priority(sreq.priority, cfg.scheduling_policy)  # vLLM's 400 without priority scheduling
+            if refused:
+                raise ApiError(400, refused, "priority")
         except ApiError as e:
             self._send(conn, e.status, e.body())
             return
         apply_quirks(cfg, sreq)  # --ignore-max-tokens, --constant-prompt-tokens
+        sreq.api = api or sreq.api
         if fault is not None and fault.kind in ("500", "429"):
             self.stats.faults[fault.kind] += 1
             if fault.kind == "500":
@@ -250,4 +308,7 @@ class SimServer:
         if self.cfg.fixed:
             self.stats.prompt_tokens += sreq.prompt_tokens
             self.stats.prefix_queries += sreq.prompt_tokens
+        elif self.cfg.request_overhead_ms > 0:  # a twin's fixed cost per request (HTTP, tokenizing) before scheduling
+            self.loop.call_later(self.cfg.request_overhead_ms / 1000.0, self.engine.submit, s)
+            return
         self.engine.submit(s)

@@ -9,6 +9,8 @@ from . import wire
 from .faults import Fault
 from .metrics import SimStats
 from .request import Plan, SimRequest
+from .responses import ResponsesWriter
+from .responses import full_response as responses_full
 
 if TYPE_CHECKING:
     from .http import Connection
@@ -42,7 +44,8 @@ class Stream:
         self.plan = plan
         self.stats = stats
         self.fault = fault
-        self.writer = wire.ChunkWriter(req, plan) if req.stream else None
+        writer = ResponsesWriter if req.api == "responses" else wire.ChunkWriter
+        self.writer: wire.ChunkWriter | ResponsesWriter | None = writer(req, plan) if req.stream else None
         self.total = plan.n_tokens
         self.done = 0
         self.arrival = arrival
@@ -145,11 +148,13 @@ class Stream:
         if self.writer is not None:
             if self.req.include_usage:
                 out.append(self.writer.usage(self.done))
-            out.append("data: [DONE]\n\n")
+            if self.writer.done_event:
+                out.append(self.writer.done_event)
             self.conn.end_stream(_framed(out))
         else:
             cached = self.cached_tokens if self._cached_field else None
-            self.conn.respond(200, wire.full_response(self.req, self.plan, self.done, cached))
+            full = responses_full if self.req.api == "responses" else wire.full_response
+            self.conn.respond(200, full(self.req, self.plan, self.done, cached))
 
     def _special_end(self, now: float) -> Status:
         """usage_only / zero_tokens: a stream without content, then [DONE]."""
@@ -172,7 +177,8 @@ class Stream:
                 parts.append(self.writer.usage(0))
         else:
             parts.append(self.writer.usage(0))
-        parts.append("data: [DONE]\n\n")
+        if self.writer.done_event:
+            parts.append(self.writer.done_event)
         self.conn.end_stream(_framed(parts))
         return Status.FINISHED
 
@@ -199,7 +205,7 @@ class Stream:
             if self.writer is None:
                 conn.respond(500, wire.inband_error()[6:-2].encode())
             else:
-                conn.end_stream(data + _framed([wire.inband_error(), "data: [DONE]\n\n"]))
+                conn.end_stream(data + _framed([wire.inband_error(), *filter(None, [self.writer.done_event])]))
             return Status.FINISHED
         if kind == "torn" and self.writer is not None:
             line = self.writer.head

@@ -51,6 +51,8 @@ def _compact(obj: Any) -> str:
 class ChunkWriter:
     """Renders the SSE events of one streamed request, byte for byte like vLLM 0.32."""
 
+    done_event: str | None = "data: [DONE]\n\n"  # the stream's last event (the Responses API has none)
+
     def __init__(self, req: SimRequest, plan: Plan, created: int | None = None) -> None:
         self.req = req
         self.plan = plan

@@ -13,9 +13,9 @@ from typing import TextIO
 from vllm_users import exit_codes
 
 __all__ = [
-    "DatasetError", "PreflightError", "ReportError", "SchemaError", "TokenizerError", "UsageError",
+    "DatasetError", "PreflightError", "ReportError", "SchemaError", "TokenizerError", "TraceError", "UsageError",
     "UserClassError", "VllmLocustError", "report",
-]
+]  # fmt: skip
 
 
 class VllmLocustError(Exception):
@@ -44,6 +44,10 @@ class TokenizerError(UsageError):
 
 class UserClassError(UsageError):
     """A user class (`--scenario pkg.module:Class`, `-f FILE`) that cannot be loaded or is not an LLMUser."""
+
+
+class TraceError(UsageError):
+    """A trace file (`--trace`, `vllm-locust trace`) that cannot be read: `FILE:LINE: field 'F': ...` names where."""
 
 
 class ReportError(UsageError):

@@ -135,3 +135,22 @@ def percentile(value: str) -> float:
     if not v < 100:
         raise argparse.ArgumentTypeError(f"{value!r} is not a percentile in (0, 100)")
     return v
+
+
+def image_sizes(value: str) -> str:
+    """Validate image size buckets `WxH[:WEIGHT],...` (issue 23.2) now, keep the text."""
+    from vllm_users.workload.images import parse_buckets
+
+    try:
+        parse_buckets(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return value.strip()
+
+
+def url_base(value: str) -> str:
+    """An http(s) URL prefix, or "" for none."""
+    v = value.strip()
+    if v and not v.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"{value!r} is not an http:// or https:// URL")
+    return v

@@ -21,8 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_users import option_types as T
+from vllm_users.client.responses import APIS
 from vllm_users.measure.metrics import DEFAULT_METRIC_PERCENTILES, DEFAULT_PERCENTILE_METRICS
+from vllm_users.workload.classes import class_text
 from vllm_users.workload.datasets import FORMATS
+from vllm_users.workload.images import FORMATS as IMAGE_FORMATS
 from vllm_users.workload.schemas import COMPLEXITIES
 
 # API keys never travel as options (Locust shows options in its UI and ships them to workers):
@@ -89,10 +92,16 @@ class Options:
                              metavar="NAME")  # fmt: skip
     # ----- server -----
     host: str = opt("", T.text, "Server base URL, e.g. http://127.0.0.1:8000 (none: start the simulator)", RUN)
-    model: str = opt("", T.text, "Served model name (none: the only model of /v1/models)", *BOTH)
+    model: str = opt("", T.text, "Served model name (none: the only model of /v1/models); a mix by weight, e.g. "
+                     "base:3,adapter-a:1 (LoRA adapters; docs/classes.md)", *BOTH)  # fmt: skip
     api_key: str = opt("", T.text, "API key (or env VLLM_LOCUST_API_KEY / OPENAI_API_KEY); never written", RUN,
                        secret=True)  # fmt: skip
-    endpoint: str = opt("chat", T.text, "OpenAI API to call", *BOTH, choices=("chat", "completions"))
+    # ----- endpoints: Responses, embeddings, rerank and score (issue 23.3-4; docs/scenarios.md) -----
+    endpoint: str = opt("chat", T.text, "OpenAI API to call (embeddings, rerank, score: the pooling users)", *BOTH,
+                        choices=APIS)  # fmt: skip
+    embed_batch: int = opt(1, T.pos_int, "--endpoint embeddings: inputs per request (a list input when > 1)",
+                           *BOTH)  # fmt: skip
+    rerank_docs: int = opt(4, T.pos_int, "--endpoint rerank/score: documents per query", *BOTH)
     scenario: str = opt("", T.text, "Scenario or weighted mix, e.g. chat or chat:3,json:1; a user class: "
                         "package.module:Class (none: chat, or only -f's users)", RUN, WORKER)  # fmt: skip
     locustfile: str = opt("", T.text, "Your locustfile: its LLMUser subclasses run (beside --scenario, when given)",
@@ -115,6 +124,19 @@ class Options:
                                        *BOTH, choices=("linear", "exponential"))  # fmt: skip
     ramp_up_start_rps: float | None = opt(None, T.pos_float, "Ramp: rate of the first request", *BOTH)
     ramp_up_end_rps: float | None = opt(None, T.pos_float, "Ramp: rate of the last request", *BOTH)
+    # ----- trace replay (issue 21): --trace FILE sends each request of the file at its own timestamp -----
+    trace: str = opt("", T.text, "Replay a trace: each request at its timestamp on the open-loop schedule "
+                     "(docs/traces.md); every worker reads the file from this path", *BOTH, metavar="FILE")  # fmt: skip
+    trace_format: str = opt("auto", T.text, "--trace's format (auto: from the file)", *BOTH,
+                            choices=("auto", "mooncake", "azure", "burstgpt", "jsonl", "records"))  # fmt: skip
+    time_scale: float = opt(1.0, T.pos_float, "--trace: replay speed (2 = twice as fast: offsets halved)", *BOTH,
+                            metavar="X")  # fmt: skip
+    trace_start: float = opt(0.0, T.nonneg_float, "--trace: skip the trace's first S seconds", *BOTH, metavar="S")
+    trace_duration: float | None = opt(None, T.pos_float, "--trace: replay D seconds of it (from --trace-start)",
+                                       *BOTH, metavar="D")  # fmt: skip
+    trace_block_size: int = opt(512, T.pos_int, "--trace mooncake: prompt tokens per hash id", *BOTH)
+    trace_timestamp_unit: str = opt("auto", T.text, "--trace: unit of a mooncake/burstgpt/jsonl `timestamp` (auto: "
+                                    "the format's own)", *BOTH, choices=("auto", "s", "ms", "us"))  # fmt: skip
     # ----- requests -----
     input_len: int = opt(128, T.pos_int, "Prompt tokens per request", *BOTH)
     output_len: int = opt(128, T.pos_int, "max_tokens per request", *BOTH)
@@ -145,8 +167,24 @@ class Options:
     burst_spike: float = opt(5.0, T.pos_float, "burst: seconds the spike lasts", *BOTH)
     burst_recover: float = opt(10.0, T.nonneg_float, "burst: seconds of quiet after the spike", *BOTH)
     burst_cycles: int = opt(1, T.pos_int, "burst: how many quiet/spike/recover cycles", *BOTH)
+    # ----- images (issue 23.2): vision-language load, chat only -----
+    images: int = opt(0, T.nonneg_int, "Images per chat request, as image_url content parts (--scenario vision: "
+                      "at least 1)", *BOTH, metavar="N")  # fmt: skip
+    image_size: str = opt("512x512", T.image_sizes, "Image sizes, each image's drawn by weight (vLLM's random-mm "
+                          "buckets), e.g. 512x512:3,1024x768:1", *BOTH, metavar="WxH[:W],...")  # fmt: skip
+    image_format: str = opt("png", T.text, "Encoding of the images sent as data URLs", *BOTH,
+                            choices=IMAGE_FORMATS)  # fmt: skip
+    image_url_base: str = opt("", T.url_base, "Send image URLs BASE/img_<w>x<h>_<k>.png for the server to fetch "
+                              "instead of data URLs", *BOTH, metavar="URL")  # fmt: skip
+    # ----- traffic classes (issue 22: docs/classes.md) -----
+    class_: tuple[str, ...] = opt((), class_text, "A traffic class (repeatable): NAME:weight=W[,scenario=S][,model=M]"
+                                  "[,priority=P][,ttft=MS][,tpot=MS][,e2el=MS]; per-class goodput and fairness",
+                                  RUN, repeat=True, metavar="NAME:weight=W,...")  # fmt: skip
+    vllm_classes: str = opt("", T.text, "(set by `vllm-locust run` from --class) the traffic classes as JSON", LOCUST,
+                            web_ui=False)  # fmt: skip
     # ----- measurement -----
-    goodput: str = opt("", T.goodput, "SLOs: ttft:MS tpot:MS e2el:MS", *BOTH, many=True)
+    goodput: str = opt("", T.goodput, "SLOs: ttft:MS tpot:MS e2el:MS; add `valid` to count a wrong answer (json, "
+                       "tools, a check hook) as a miss", *BOTH, many=True)  # fmt: skip
     warmup: str = opt("", T.window, "Requests in the first 30 s (or the first 200) are kept in the records but left "
                       "out of the statistics", *BOTH, metavar="30s|200r")  # fmt: skip
     cooldown: str = opt("", T.window, "Requests that end in the last 30 s (or the last 200) are left out of the "
@@ -217,6 +255,9 @@ class Options:
                                    "does not hit the prefix cache an earlier run filled with the same prompts (vLLM "
                                    "serves it with VLLM_SERVER_DEV_MODE=1; a 404 is a warning)", RUN)  # fmt: skip
     sim_args: str = opt("", T.text, "Extra flags for the embedded simulator, e.g. '--fixed --ttft-ms 50'", RUN)
+    # twin of a real server (issue 25: docs/twin.md): the embedded simulator serves with a calibrated profile
+    twin: str = opt("", T.text, "Twin profile (vllm-locust calibrate -o twin.json): without --host the embedded "
+                    "simulator serves with its constants (--sim-args still override)", RUN, metavar="FILE")  # fmt: skip
     quiet: bool = opt(False, None, "No progress lines", RUN)
     # ----- set by `vllm-locust run` or the master, for the Locust processes -----
     results_dir: str = opt("", T.text, "Run directory the master writes records and results into", LOCUST,
@@ -231,8 +272,8 @@ class Options:
 
     @property
     def open_loop(self) -> bool:
-        """True when arrivals follow a schedule (--request-rate given)."""
-        return self.request_rate is not None
+        """True when arrivals follow a schedule (--request-rate or --trace given)."""
+        return self.request_rate is not None or bool(self.trace)
 
 
 def table(scope: str | None = None) -> Iterator[tuple[str, Spec, Any]]:
@@ -249,12 +290,12 @@ DEFAULTS: dict[str, Any] = {name: default for name, _, default in table()}
 
 def flag(name: str) -> str:
     """The command-line flag of option `name`: --input-len."""
-    return "--" + name.replace("_", "-")
+    return "--" + name.rstrip("_").replace("_", "-")  # class_ (a Python keyword otherwise) is --class
 
 
 def env_name(name: str) -> str:
     """The environment variable of option `name`: VLLM_LOCUST_INPUT_LEN."""
-    return ENV_PREFIX + name.upper()
+    return ENV_PREFIX + name.rstrip("_").upper()
 
 
 def coerce(name: str, raw: Any) -> Any:

@@ -7,6 +7,11 @@ wall time than in CPU time was the OS not running the process (a busy machine); 
 that held the loop. Each iteration over BENCH_LOOP_TRACE_MS (default 5) is written at exit with the greenlets
 that ran longest in it, named by where they yielded: BENCH_LOOP_TRACE.<pid>, one JSON object a line.
 It costs a few µs per iteration and per greenlet switch: use it to find what blocks, not for the figures.
+
+Counts over the whole run (the file's last line, {"holds": ..., "calls": ...}): every greenlet run on the loop's
+thread over BENCH_LOOP_HOLD_MS (default 0.5) by where it yielded (n, sum and max ms), and the prompt builders'
+and the local tokenizer's calls (`ExactPrompts.get`, `RandomPrompts.get`, the `load_tokenizer` counter) by thread:
+on the loop's thread each call holds the loop for its whole length; on another thread it does not.
 """
 
 from __future__ import annotations
@@ -22,20 +27,68 @@ from typing import Any
 
 _PREFIX = os.environ.get("BENCH_LOOP_TRACE", "")
 _MIN_S = float(os.environ.get("BENCH_LOOP_TRACE_MS", "5")) / 1000.0
+_HOLD_S = float(os.environ.get("BENCH_LOOP_HOLD_MS", "0.5")) / 1000.0
 
 
-def _where(g: Any) -> str:
+def _where(g: Any, limit: int = 6) -> str:
     f = getattr(g, "gr_frame", None)
     if f is None:
         return type(g).__name__
-    st = traceback.extract_stack(f, limit=6)
+    st = traceback.extract_stack(f, limit=limit)
     return " < ".join(f"{os.path.basename(x.filename)}:{x.lineno}:{x.name}" for x in reversed(st))
+
+
+def _count(table: dict[str, list[float]], key: str, ms: float, cpu_ms: float = float("nan")) -> None:
+    n = table.setdefault(key, [0, 0.0, 0.0, 0.0])
+    n[0] += 1
+    n[1] += ms
+    n[2] = max(n[2], ms)
+    n[3] += cpu_ms  # the loop thread's CPU in it: wall far above it is the GIL or the OS, not this code
+
+
+def _wrap_prompts(calls: dict[str, list[float]], ident: Any, main: int) -> None:
+    """Time the prompt builders and the tokenizer counter, by thread (the loop's or another)."""
+    import functools
+
+    try:
+        from vllm_users.workload import prompts, source
+    except ImportError:
+        return
+
+    def timed(name: str, fn: Any) -> Any:
+        @functools.wraps(fn)
+        def run(*a: Any, **kw: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                where = "loop" if ident() == main else "thread"
+                _count(calls, f"{name} [{where}]", (time.perf_counter() - t0) * 1e3)
+
+        return run
+
+    builders = (
+        (getattr(source, "ExactPrompts", None), "ExactPrompts.get"),
+        (prompts.RandomPrompts, "RandomPrompts.get"),
+    )
+    for cls, name in builders:
+        if cls is not None and "get" in cls.__dict__:
+            setattr(cls, "get", timed(name, cls.__dict__["get"]))  # noqa: B010 - a method replaced on purpose
+    load = getattr(source, "load_tokenizer", None)
+    if load is not None:
+        source.load_tokenizer = functools.cache(lambda path: timed("tokenizer call", load(path)))
 
 
 def _install() -> None:
     import gevent
     import greenlet
+    from gevent import monkey
 
+    ident = monkey.get_original("_thread", "get_ident")  # the OS thread (threading's is a greenlet's when patched)
+    main = ident()
+    holds: dict[str, list[float]] = {}
+    calls: dict[str, list[float]] = {}
+    _wrap_prompts(calls, ident, main)
     spans: list[dict[str, Any]] = []
     st: dict[str, Any] = {"t": time.perf_counter(), "c": time.thread_time(), "it": None, "runs": []}
 
@@ -44,6 +97,8 @@ def _install() -> None:
             return
         origin = args[0]
         now, cpu = time.perf_counter(), time.thread_time()
+        if now - st["t"] >= _HOLD_S and "Hub" not in type(origin).__name__ and ident() == main:
+            _count(holds, _where(origin, 3), (now - st["t"]) * 1e3, (cpu - st["c"]) * 1e3)
         if st["it"] is not None and "Hub" not in type(origin).__name__ and now - st["t"] > 0.001:
             st["runs"].append([round((now - st["t"]) * 1e3, 2), round((cpu - st["c"]) * 1e3, 2), _where(origin)])
         st["t"], st["c"] = now, cpu
@@ -75,6 +130,11 @@ def _install() -> None:
         with open(f"{_PREFIX}.{os.getpid()}", "w") as fh:
             for s in spans:
                 fh.write(json.dumps(s) + "\n")
+
+            def rnd(t: dict[str, list[float]]) -> dict[str, list[float]]:
+                return {k: [v[0], round(v[1], 2), round(v[2], 2), round(v[3], 2)] for k, v in t.items()}
+
+            fh.write(json.dumps({"holds": rnd(holds), "calls": rnd(calls)}) + "\n")
 
     atexit.register(dump)
 

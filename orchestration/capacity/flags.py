@@ -17,8 +17,9 @@ def validate(o: Options) -> Options:
             raise C.UsageError("--concurrency-sweep is --sweep concurrency:...: give one of them")
         o = dataclasses.replace(o, sweep="concurrency:" + o.concurrency_sweep, concurrency_sweep="")
     if o.find_max_rate:
-        if not o.goodput:
-            raise C.UsageError("--find-max-rate needs the SLO: --goodput ttft:MS tpot:MS [e2el:MS]")
+        if not o.goodput and not _class_slos(o.class_):
+            raise C.UsageError("--find-max-rate needs the SLO: --goodput ttft:MS tpot:MS [e2el:MS] (or a --class "
+                               "with ttft=, tpot= or e2el=)")  # fmt: skip
         if o.users is not None or o.request_rate is not None or o.sweep or o.ramp_up_strategy:
             raise C.UsageError("--find-max-rate chooses the rates itself: leave out --users, --request-rate, --sweep "
                                "and --ramp-up-strategy")  # fmt: skip
@@ -40,3 +41,10 @@ def validate(o: Options) -> Options:
     elif o.ramp_up_start_rps is not None or o.ramp_up_end_rps is not None:
         raise C.UsageError("--ramp-up-start-rps/--ramp-up-end-rps need --ramp-up-strategy linear|exponential")
     return o
+
+
+def _class_slos(texts: tuple[str, ...]) -> bool:
+    """True when a --class names an SLO of its own (issue 22: --find-max-rate then judges each class)."""
+    from vllm_users.workload.classes import parse_class
+
+    return any(parse_class(t).slo_ms() for t in texts)

@@ -148,6 +148,10 @@ def judge(run_dir: str, target: float, slo: Slo, percentile: float, max_error_ra
         values[m] = v
         if v is None or v > lim:
             reasons.append(f"{pname} {m.upper()} {v:.1f} ms > {lim:g} ms" if v is not None else f"no {m} samples")
+    from vllm_users.measure.per_class import class_misses
+
+    missed = class_misses(res.get("classes"), pname)  # traffic classes (issue 22): each against its own SLO
+    reasons += [f"class {name}: {why}" for name, why in missed]
     achieved = None
     if ok.size >= 10:
         starts = cols.a["t_start"][ok]
@@ -174,7 +178,8 @@ def judge(run_dir: str, target: float, slo: Slo, percentile: float, max_error_ra
             f"client behind its schedule: {late:.0%} of arrivals sent more than half a gap late: not a measurement"],
             "error_rate": err, "slo_values_ms": values, "percentile": pname, "achieved_completion_rate": achieved}  # fmt: skip
     return {"passed": not reasons, "reasons": reasons, "error_rate": err, "slo_values_ms": values,
-            "percentile": pname, "achieved_completion_rate": achieved}  # fmt: skip
+            "percentile": pname, "achieved_completion_rate": achieved,
+            **({"classes_missed": [n for n, _ in missed]} if missed else {})}  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------- the search
@@ -254,6 +259,10 @@ def run_search(a: Options, run_one: RunOne) -> int:
            "slo_ms": slo.limits_ms, "slo_percentile": a.slo_percentile, "max_error_rate": a.max_error_rate,
            "probe_capacity_rps": capacity, "max_rate": lo, "lowest_failing_rate": hi, "steps": steps,
            "uncertainty": _uncertainty(lo, hi)}  # fmt: skip
+    first_miss = next((s["judgement"].get("classes_missed") for s in steps
+                       if s.get("target") == hi and s.get("judgement", {}).get("classes_missed")), None)  # fmt: skip
+    if first_miss:  # issue 22: the class that missed its SLO first (at the lowest failing rate)
+        doc["limiting_classes"] = first_miss
     add_step_costs(steps, a.gpu_hour_price, a.gpus)
     if a.gpu_hour_price:
         best = next((s for s in steps if s["target"] == lo and s.get("verdict") == "holds"), None)

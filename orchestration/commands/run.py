@@ -25,12 +25,14 @@ from vllm_users import errors
 from vllm_users import run_dir as R
 from vllm_users.measure.run_result import result_path
 from vllm_users.options import RUN, Options, env_api_key
-from vllm_users.scenarios.registry import is_class_ref, locustfile_source, mix_label, parse_mix
+from vllm_users.scenarios.registry import for_endpoint, is_class_ref, locustfile_source, mix_label, parse_mix
+from vllm_users.workload.classes import check_scenarios, class_models
+from vllm_users.workload.images import check_images
 from vllm_users.workload.prompts import LengthModel
 
 __all__ = [
-    "DEFAULT_NUM_PROMPTS", "PROG", "add_run_parser", "check_users", "lengths_line", "main", "new_run_parser",
-    "resolve_users", "run", "run_options", "validate",
+    "DEFAULT_NUM_PROMPTS", "PROG", "add_run_parser", "check_twin", "check_users", "lengths_line", "main",
+    "new_run_parser", "resolve_users", "run", "run_options", "validate",
 ]
 
 PROG = "vllm-locust"  # run's errors read `vllm-locust: error: ...` (the plain command's name)
@@ -92,8 +94,17 @@ def check_users(mix: list[tuple[str, int]], files: list[str]) -> dict[str, Any] 
 def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
     """Cross-option checks (UsageError with one line); the options with the run's choices filled in, the user
     mix and the locustfiles."""
+    if a.trace:  # issue 21: the trace is the schedule and the requests (its user is the `trace` scenario)
+        a = _trace_options(a)
     mix, files = resolve_users(a.scenario, a.locustfile)
+    try:  # --endpoint embeddings/rerank/score run the pooling users; a scenario that cannot use it: exit 2
+        mix = for_endpoint(mix, a.endpoint)
+    except ValueError as e:
+        raise C.UsageError(str(e)) from None
     a = presets.prepare(a, [n for n, _ in mix])  # scenario defaults; dataset, schema and tokenizer checked
+    class_models(a.class_)  # issue 22: the classes checked together (names unique), their scenarios run
+    if not files:  # -f's users name their scenarios when they load
+        check_scenarios(a.class_, [n for n, _ in mix])
     a = capacity_validate(a)
     if a.request_rate is not None and a.users is not None:
         raise C.UsageError("--users is for closed loop and --request-rate for open loop: give one of them")
@@ -103,18 +114,40 @@ def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
         raise C.UsageError("--request-rate inf needs --num-prompts")
     if a.host and not a.host.startswith(("http://", "https://")):
         raise C.UsageError(f"--host {a.host!r}: expected a URL like http://127.0.0.1:8000")
-    if a.num_prompts is None and a.run_time is None:
+    if a.twin:
+        check_twin(a.twin, a.host)
+    if a.num_prompts is None and a.run_time is None and not a.trace:  # a trace ends with its last request
         a = dataclasses.replace(a, num_prompts=DEFAULT_NUM_PROMPTS)
     if a.workers is None:
         a = dataclasses.replace(a, workers=max(1, os.cpu_count() or 1))
+    try:  # images (issue 23.2): chat only, JPEG with Pillow
+        check_images(a, a.endpoint, "vision" in (n for n, _ in mix))
+    except ValueError as e:
+        raise C.UsageError(str(e)) from None
     if a.workers == 0 and not a.expect_workers:
         raise C.UsageError("--workers 0 needs --expect-workers N (remote workers)")
     return a, mix, files
 
 
+def _trace_options(a: Options) -> Options:
+    """--trace: no other schedule or scenario; the file read and checked here, before anything is sent."""
+    for given, name in ((a.request_rate is not None, "--request-rate"), (a.users is not None, "--users"),
+                        (bool(a.ramp_up_strategy), "--ramp-up-strategy"), (bool(a.locustfile), "-f"),
+                        (a.scenario not in ("", "trace"), "--scenario")):  # fmt: skip
+        if given:
+            raise C.UsageError(f"--trace replays the trace's own schedule and requests: leave out {name}")
+    from vllm_users.workload.trace_schedule import check_trace
+
+    say(a, check_trace(a))  # TraceError (exit 2) naming the file, line and field of a bad line
+    return dataclasses.replace(a, scenario="trace")
+
+
 def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None) -> int:
     """Execute `vllm-locust run`; returns the exit code (UsageError on bad options). `watch` (--find-max-rate's
     steps) reads the progress and names a reason to stop the run early."""
+    if a.twin and not a.host:  # the embedded simulator (of one run, or shared by a search's steps) reads it;
+        check_twin(a.twin, a.host)  # first in its flags: --sim-args beside it still win (what-if planning)
+        a = dataclasses.replace(a, twin="", sim_args=f"--twin {a.twin} {a.sim_args}".strip())
     code = multi_run(a, run, lambda o: validate(o)[0])  # --find-max-rate, --sweep, --repeats: several runs
     if code is not None:
         return code
@@ -138,7 +171,7 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
             host = sim.url
             say(a, f"embedded simulator at {host} (pid {sim.pid})")
         try:
-            info = check_server(host, a.model or None, api_key, a.endpoint)
+            info = check_server(host, a.model or None, api_key, a.endpoint, also=class_models(a.class_))
         except PreflightError as e:  # one step of a sweep: its outcome (the sweep records the code and goes on)
             return errors.report(e, PROG)
         lengths = calibrate_prompts(host, info.model, api_key, a.endpoint, header_dict(a))  # once, for every worker
@@ -157,6 +190,18 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
     finally:
         if sim is not None:
             sim.stop()
+
+
+def check_twin(path: str, host: str) -> None:
+    """--twin is for the embedded simulator (no --host), and its profile must be readable: UsageError otherwise."""
+    from vllm_sim.twin import TwinError, read_twin
+
+    if host:
+        raise C.UsageError("--twin starts the embedded simulator with a profile: leave out --host")
+    try:
+        read_twin(path)
+    except TwinError as e:
+        raise C.UsageError(str(e)) from None
 
 
 def lengths_line(lm: LengthModel) -> str:

@@ -199,9 +199,31 @@ def _input_len(run: RunData) -> list[Finding]:
                     "are calibrated.")]  # fmt: skip
 
 
+def _class_slo(run: RunData) -> list[Finding]:
+    """Traffic classes (issue 22): each class below SLO attainment, and the class that took more of the capacity
+    (share of output tokens) than its weight asked, most over first."""
+    per = (run.result.get("classes") or {}).get("per_class") or {}
+    missed = [(n, c) for n, c in per.items() if c.get("slo_ms") and c.get("requests")
+              and (c.get("good_fraction") is None or c["good_fraction"] < SLO_ATTAINMENT_MIN)]  # fmt: skip
+    out = []
+    for name, c in missed:
+        over = {n: o["output_token_share"] - o["weight_share"] for n, o in per.items() if n != name}
+        taker = max(over, key=lambda n: over[n]) if over else None
+        took = (f"; class {taker} took {per[taker]['output_token_share']:.0%} of the output tokens for a weight of "
+                f"{per[taker]['weight_share']:.0%}") if taker is not None and over[taker] > 0 else ""  # fmt: skip
+        frac = "none completed" if c.get("good_fraction") is None else f"{c['good_fraction']:.1%} good"
+        out.append(Finding("class_slo_miss", run.name, "critical" if (c.get("good_fraction") or 0) < 0.9 else "warning",
+                           f"Class {name} misses its SLO", f"class attainment < {SLO_ATTAINMENT_MIN:.0%}",
+                           f"class {name}: {frac} against {c['slo_ms']} (got {c['output_token_share']:.0%} of the "
+                           f"output tokens for a weight of {c['weight_share']:.0%}){took}",
+                           "Give the class a lower `priority` value (with vLLM's --scheduling-policy priority), lower "
+                           "the other classes' load or weight, or add capacity; docs/classes.md."))  # fmt: skip
+    return out
+
+
 RUN_RULES: tuple[Callable[[RunData], list[Finding]], ...] = (
-    _failures, _client_bound, _slo, _ttft_fluctuation, _prefix_cache, _gpu_util, _schedule, _coalesced_chunks,
-    _input_len,
+    _failures, _client_bound, _slo, _class_slo, _ttft_fluctuation, _prefix_cache, _gpu_util, _schedule,
+    _coalesced_chunks, _input_len,
 )  # fmt: skip
 
 

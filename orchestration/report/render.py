@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import jinja2
 from matplotlib.backends.backend_pdf import PdfPages
@@ -77,12 +78,39 @@ source {{ r.source }} ({{ r.run_dir }}){% endfor %}</p>
 <td>{{ fmt(s.median_tpot_ms, ".2f") }}</td><td>{{ fmt(s.median_e2el_ms, ".2f") }}</td>
 <td>{{ fmt(s.output_throughput, ".1f") }}</td></tr>{% endfor %}</table>{% endif %}{% endfor %}
 
+{% for r in report.runs %}{% if r.result.classes %}{% set cl = r.result.classes %}
+<h2 id="classes-{{ r.name }}">Per class: {{ r.name }}</h2><table class="classes-table"><tr><th class="l">Class</th>
+<th>weight</th><th>got (output tokens)</th><th>ok</th><th>failed</th><th>tok/s</th><th>TTFT p50</th><th>TTFT p99</th>
+<th>TPOT p99</th><th>E2EL p99</th><th>SLO (ms)</th><th>good</th><th>goodput (req/s)</th></tr>
+{% for name, c in cl.per_class.items() %}<tr data-class="{{ name }}"><td class="l">{{ name }}</td>
+<td>{{ fmt(100 * c.weight_share, ".0f") }} %</td><td>{{ fmt(100 * c.output_token_share, ".0f") }} %</td>
+<td>{{ c.completed }}</td><td>{{ c.failed }}</td><td>{{ fmt(c.output_throughput, ".1f") }}</td>
+<td>{{ fmt(c.get('median_ttft_ms'), ".1f") }}</td><td>{{ fmt(c.get('p99_ttft_ms'), ".1f") }}</td><td>{{ fmt(c.get('p99_tpot_ms'), ".2f") }}</td>
+<td>{{ fmt(c.get('p99_e2el_ms'), ".1f") }}</td><td>{% for k, v in c.slo_ms.items() %}{{ k }}:{{ v }} {% else %}-{% endfor %}</td>
+<td>{% if c.good_fraction is not none %}{{ fmt(100 * c.good_fraction, ".1f") }} %{% else %}n/a{% endif %}</td>
+<td>{{ fmt(c.request_goodput, ".3g") }}</td></tr>{% endfor %}</table>
+<p class="small">Jain's fairness index of goodput / weight: <b>{{ fmt(cl.fairness.jain_index, ".3f") }}</b>
+(1 = every class got goodput in proportion to its weight; 1/n = one class got all of it).</p>{% endif %}{% endfor %}
+
 {% if report.runs|selectattr("result.cost")|list %}<h2 id="cost">Cost</h2>
 <table id="cost-table"><tr><th class="l">Run</th><th>$/GPU-hour x GPUs</th><th>req/s</th><th>$ per 1M output tokens</th><th>$ per request</th></tr>
 {% for r in report.runs %}{% if r.result.cost %}{% set c = r.result.cost.at_measured_rate %}<tr><td class="l">{{ r.name }}</td>
 <td>{{ r.result.cost.gpu_hour_price_usd }} x {{ r.result.cost.gpus }}</td><td>{{ fmt(c.request_rate, ".3g") }}</td>
 <td>{{ fmt(c.usd_per_million_output_tokens, ".4g") }}</td><td>{{ fmt(c.usd_per_request, ".4g") }}</td></tr>{% endif %}{% endfor %}</table>
 <p class="small">At the measured rate: the deployment is paid by the hour, busy or not.</p>{% endif %}
+
+{% if report.runs|selectattr("result.replay")|list %}<h2 id="replay">Replay fidelity</h2>
+<table id="replay-table"><tr><th class="l">Run</th><th class="l">trace</th><th>time scale</th><th>trace requests</th><th>sent</th><th>not sent</th>
+<th>lag p50 (ms)</th><th>lag p99 (ms)</th><th>lag max (ms)</th><th>block reuse (trace)</th><th>server prefix hits</th></tr>
+{% for r in report.runs %}{% if r.result.replay %}{% set p = r.result.replay %}<tr><td class="l">{{ r.name }}</td>
+<td class="l">{{ p.format }}: {{ p.trace }}</td><td>{{ fmt(p.time_scale, "g") }}</td><td>{{ p.trace_requests }}</td><td>{{ p.sent }}</td>
+<td{% if p.not_sent %} class="warn"{% endif %}>{{ p.not_sent }}</td>
+{% for k in ("p50", "p99", "max") %}<td>{% if p.lag_ms %}{{ fmt(p.lag_ms[k], ".2f") }}{% else %}n/a{% endif %}</td>{% endfor %}
+<td>{% if p.expected_block_reuse is not none %}{{ fmt(100 * p.expected_block_reuse, ".1f") }} %{% else %}n/a{% endif %}</td>
+<td>{% if p.server_prefix_hit_rate is not none %}{{ fmt(100 * p.server_prefix_hit_rate, ".1f") }} %{% else %}n/a{% endif %}</td></tr>{% endif %}{% endfor %}</table>
+<p class="small">Lag: send time less the trace's time (t0 + offset / time scale) of each request on the schedule (a session's
+later turns follow their previous turn instead). Block reuse: the prefix-cache hit rate the trace's hash ids imply for
+an unbounded cache (docs/traces.md).</p>{% endif %}
 
 {% for r in report.runs %}{% if r.result.repeats %}<h2 id="repeats-{{ r.name }}">Repeats: {{ r.name }} ({{ r.result.repeats.n }} runs, mean and 95 % CI, t-distribution)</h2>
 <table class="repeats-table"><tr><th class="l">Metric</th><th>mean</th><th>95 % CI</th><th>std</th><th>values</th></tr>
@@ -143,6 +171,14 @@ def render_markdown(report: Report) -> str:
                      for k in ("warmup", "measured", "cooldown") if k in w]  # fmt: skip
             out.append(f"\nWindows of {r.name}: " + ", ".join(parts) + " (warm-up/cool-down left out of the statistics)")
     for r in report.runs:
+        out += _class_markdown(r.name, r.result.get("classes"))
+    for r in report.runs:
+        if r.result.get("replay"):  # --trace (issue 21): the summary's lines of it
+            from orchestration.summary import replay_lines
+
+            out.append("\n" + f"Replay fidelity of {r.name}: " + "; ".join(
+                " ".join(x.split()) for x in replay_lines(r.result["replay"])[1:]))  # fmt: skip
+    for r in report.runs:
         if r.result.get("cost"):
             from vllm_users.measure.cost import format_cost
 
@@ -162,6 +198,22 @@ def render_markdown(report: Report) -> str:
     for failed in report.failed_inputs:
         out.append(f"- not reported: {failed}")
     return "\n".join(out) + "\n"
+
+
+def _class_markdown(name: str, block: dict[str, Any] | None) -> list[str]:
+    """Traffic classes (issue 22): one row per class, then Jain's index (nothing without classes)."""
+    if not block:
+        return []
+    out = ["", f"### Per class: {name}", "", "| class | weight | got | ok | failed | TTFT p99 ms | E2EL p99 ms | SLO | good |",
+           "|---|---:|---:|---:|---:|---:|---:|---|---:|"]  # fmt: skip
+    for cname, c in block["per_class"].items():
+        slo = " ".join(f"{k}:{v:g}" for k, v in c["slo_ms"].items()) or "-"
+        good = "n/a" if c["good_fraction"] is None else f"{c['good_fraction']:.1%}"
+        out.append(f"| {cname} | {c['weight_share']:.0%} | {c['output_token_share']:.0%} | {c['completed']} | "
+                   f"{c['failed']} | {fmt(c.get('p99_ttft_ms'), '.1f')} | {fmt(c.get('p99_e2el_ms'), '.1f')} | {slo} | "
+                   f"{good} |")  # fmt: skip
+    out.append(f"\nJain's fairness index (goodput / weight): {fmt(block['fairness']['jain_index'], '.3f')}")
+    return out
 
 
 def _sig_word(change: dict[str, object]) -> str:

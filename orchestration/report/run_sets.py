@@ -34,16 +34,19 @@ def load_sweep(run_set: str) -> dict[str, Any]:
 
 def search_headline(doc: dict[str, Any]) -> list[str]:
     """The answer of an SLO search (sweep.json of kind max_rate_search) in one or two sentences."""
-    slo = " ".join(f"{k}:{v:g}ms" for k, v in doc["slo_ms"].items())
+    slo = " ".join(f"{k}:{v:g}ms" for k, v in doc["slo_ms"].items()) or "each class's own"  # --class SLOs only
     pct = doc["slo_percentile"]
     lo, hi = doc.get("max_rate"), doc.get("lowest_failing_rate")
     n = len(doc["steps"])
     if lo is None:
-        return [f"No tried rate held the SLO ({slo} at p{pct:g}); the lowest tried was {hi:g} req/s ({n} steps)."]
+        who = [f"First class to miss its SLO: {', '.join(doc['limiting_classes'])}."] if doc.get("limiting_classes") else []
+        return [f"No tried rate held the SLO ({slo} at p{pct:g}); the lowest tried was {hi:g} req/s ({n} steps).", *who]
     if hi is None:
         return [f"Max rate >= {lo:g} req/s: every tried rate held the SLO ({slo} at p{pct:g}; {n} steps)."]
     lines = [f"Max rate within the SLO ({slo} at p{pct:g}, failures <= {doc['max_error_rate']:.1%}): {lo:g} req/s "
             f"(held at {lo:g}, failed at {hi:g}: the maximum lies in [{lo:g}, {hi:g}), +{(hi - lo) / lo:.1%}; {n} steps)."]
+    if doc.get("limiting_classes"):  # traffic classes (issue 22): who missed first
+        lines.append(f"First class to miss its SLO (at {hi:g} req/s): {', '.join(doc['limiting_classes'])}.")
     c = (doc.get("cost") or {}).get("at_slo_max_rate")
     if c and c.get("usd_per_million_output_tokens") is not None:
         lines.append(f"At that rate: ${c['usd_per_million_output_tokens']:.4g} per million output tokens, "

@@ -33,16 +33,19 @@ from vllm_users.options import (
     locust_argv,
     table,
 )
+from vllm_users.workload.classes import class_text
 
 ROOT = Path(__file__).resolve().parents[2]
 # a valid value that differs from the default, and an invalid one, per parser
 GOOD = {T.pos_int: "7", T.nonneg_int: "7", T.pos_float: "0.5", T.nonneg_float: "0.5", T.rate: "2.5",
         T.ratio: "0.25", T.fraction: "0.25", T.duration: "90s", T.goodput: "ttft:500 tpot:50",
         T.header: "X-A: b", T.window: "30s", T.text: "x", T.percentile_metrics: "e2el",
-        T.metric_percentiles: "50,90", T.percentile: "95", T.port: "8080"}  # fmt: skip
+        T.metric_percentiles: "50,90", T.percentile: "95", T.port: "8080", class_text: "a:weight=2",
+        T.image_sizes: "64x32:2,16x16", T.url_base: "http://img.example"}  # fmt: skip
 BAD = {T.pos_int: "-5", T.nonneg_int: "-1", T.pos_float: "-0.5", T.nonneg_float: "-1", T.rate: "-3",
        T.ratio: "1.5", T.fraction: "2", T.duration: "5x", T.goodput: "ttft:abc", T.header: "no colon",
-       T.window: "abc", T.percentile_metrics: "ttft,latency", T.metric_percentiles: "p99", T.percentile: "100"}  # fmt: skip
+       T.window: "abc", T.percentile_metrics: "ttft,latency", T.metric_percentiles: "p99", T.percentile: "100",
+       class_text: "a:weight=x", T.image_sizes: "0x10", T.url_base: "ftp://x"}  # fmt: skip
 
 
 def good_text(spec: Spec, default: Any = None) -> str:

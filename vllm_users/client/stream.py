@@ -15,6 +15,7 @@ from typing import Any
 
 import gevent
 
+from vllm_users.client import responses as R
 from vllm_users.client.ghc_adapter import (
     HTTPClient,
     HTTPConnectionClosed,
@@ -122,11 +123,14 @@ def _finish_reason(payload: bytes) -> str | None:
 class _Events:
     """Dispatch SSE events into a StreamResult (spec: data lines joined, dispatch on blank line)."""
 
-    __slots__ = ("res", "completions", "want_text", "pending", "data", "_is_out", "_after_cr", "_before_answer")
+    __slots__ = (
+        "res", "completions", "want_text", "pending", "data", "_is_out", "_after_cr", "_before_answer", "_responses",
+    )  # fmt: skip
 
-    def __init__(self, res: StreamResult, completions: bool, want_text: bool) -> None:
+    def __init__(self, res: StreamResult, completions: bool, want_text: bool, api: str | None = None) -> None:
         self.res = res
         self.completions = completions
+        self._responses = api == "responses"  # /v1/responses: typed events (client/responses.py), no [DONE]
         self.want_text = want_text
         self.pending = b""
         self.data: list[bytes] = []
@@ -176,6 +180,9 @@ class _Events:
 
     def _dispatch(self, payload: bytes, now: float) -> None:
         res = self.res
+        if self._responses:
+            self._dispatch_responses(payload, now)
+            return
         if payload[:6] == _DONE:
             res.done = True
             return
@@ -211,6 +218,10 @@ class _Events:
         fr = _finish_reason(payload)
         if fr:
             res.finish_reason = fr
+
+    def _dispatch_responses(self, payload: bytes, now: float) -> None:
+        """One Responses event (client/responses.py: `dispatch`)."""
+        self._before_answer = R.dispatch(self.res, payload, now, self._before_answer, self.want_text)
 
     def _usage(self, payload: bytes) -> None:
         try:
@@ -264,14 +275,19 @@ def send_and_read(
     body: bytes,
     headers: dict[str, str],
     *,
-    completions: bool,
+    completions: bool = False,
     stream: bool = True,
     want_text: bool = False,
+    api: str | None = None,
 ) -> StreamResult:
-    """POST `body` and read the answer; never raises for server or network faults (they become errors)."""
+    """POST `body` and read the answer; never raises for server or network faults (they become errors).
+
+    `api` (client/responses.py's APIS) says how to read it; None: completions or chat by `completions`."""
     resp = None
     res = StreamResult(t0=perf_counter())
-    events = _Events(res, completions, want_text)
+    api = api or ("completions" if completions else "chat")
+    completions = api == "completions"
+    events = _Events(res, completions, want_text, api)
     try:
         res.t0, resp = post(client, path, body, headers)
         now = resp.stamp
@@ -281,7 +297,7 @@ def send_and_read(
             res.error_detail = f"HTTP {res.status}: {_error_message(resp.read(65536))}"
             return res
         if not stream:
-            _read_whole(resp, res, completions, want_text)
+            _read_whole(resp, res, completions, want_text, api)
             return res
         ctype = str(resp.get("content-type") or "")
         if "text/event-stream" not in ctype:
@@ -318,7 +334,8 @@ def send_and_read(
         # (vLLM bench's rule too); `done` stays False and the record says so (docs/failure_kinds.md)
         if not res.done and res.finish_reason is None:
             res.error = "truncated"
-            res.error_detail = "stream ended without [DONE]"
+            end = "response.completed" if api == "responses" else "[DONE]"
+            res.error_detail = f"stream ended without {end}"
         elif not res.chunk_times:
             only_usage = res.usage is not None and not res.choice_events
             res.error = "usage_only" if only_usage else "no_output"
@@ -342,7 +359,7 @@ def _read_stream(resp: StampedResponse, events: _Events, now: float) -> None:
     events.finish(now)
 
 
-def _read_whole(resp: Any, res: StreamResult, completions: bool, want_text: bool) -> None:
+def _read_whole(resp: Any, res: StreamResult, completions: bool, want_text: bool, api: str = "") -> None:
     raw = resp.read()
     res.t_end = perf_counter()
     try:
@@ -353,6 +370,9 @@ def _read_whole(resp: Any, res: StreamResult, completions: bool, want_text: bool
         return
     res.body = doc
     res.streamed = False
+    if api in R.POOLING or api == "responses":
+        R.read_whole(doc, res, api, want_text)
+        return
     res.usage = doc.get("usage") if isinstance(doc, dict) else None
     try:
         choice = doc["choices"][0]
@@ -372,3 +392,4 @@ def _read_whole(resp: Any, res: StreamResult, completions: bool, want_text: bool
                 i: {"id": c.get("id"), "name": c["function"]["name"], "arguments": c["function"]["arguments"]}
                 for i, c in enumerate(calls)
             }
+

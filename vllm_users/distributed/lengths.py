@@ -14,6 +14,7 @@ from locust.env import Environment
 from vllm_users.distributed import env_state
 from vllm_users.options import env_api_key
 from vllm_users.workload.calibrate_url import calibrate_url, resolve_model
+from vllm_users.workload.model_mix import model_names
 
 __all__ = ["calibrate_once"]
 
@@ -33,10 +34,11 @@ def calibrate_once(env: Environment) -> None:
     key = env_api_key()
     if key:
         headers["Authorization"] = f"Bearer {key}"
-    model = o.model or resolve_model(env.host, headers)
+    model = model_names(o.model)[0] if o.model else resolve_model(env.host, headers)  # a mix: its base (issue 22)
     if model is None:  # the users report it (they resolve the model themselves)
         return
-    lm = calibrate_url(env.host, model, o.endpoint == "chat", headers)
+    templated = o.endpoint in ("chat", "responses")  # both apply the chat template
+    lm = calibrate_url(env.host, model, templated, headers)
     lm.probes["where"] = "master"
     p = lm.probes
     log.info("vllm-locust: prompt lengths: %s, calibrated with %s probes in %.2f s", lm.source, p.get("requests"),

@@ -123,7 +123,8 @@ class LiveView:
             "results_dir": self.results_dir,
             "totals": tot,
             "rates": {k: round(v, 2) for k, v in rates.items()},
-            "latency": latency_table(c),
+            "latency": (lat := latency_table(c)),
+            "ttfa": ttfa_rows(lat) or None,  # reasoning runs only (issue 23): time to the first answer token
             "goodput": self._goodput(tot),
             "errors": tot.pop("errors"),
             "workers": workers(c, now),
@@ -194,6 +195,19 @@ def table_rows(latency: dict[str, dict[str, dict[str, float]]]) -> list[dict[str
                 v = metrics.get(m, {}).get(p)
                 row[f"{m}_{p}"] = "" if v is None else f"{v:.2f}"
         rows.append(row)
+    return rows
+
+
+def ttfa_rows(latency: dict[str, dict[str, dict[str, float]]]) -> list[dict[str, Any]]:
+    """The LLM tab's TTFA rows: per scenario (then all) whose requests streamed reasoning before the answer,
+    TTFT p50 beside TTFA's p50/p90/p99 (ms) and how many answers came; [] when none did."""
+    rows = []
+    for scen, metrics in latency.items():
+        a = metrics.get("ttfa")
+        if a:
+            ttft = metrics.get("ttft", {}).get("p50")
+            rows.append({"name": scen, "answers": int(a.get("count", 0)), "ttft_p50": ttft,
+                         **{f"ttfa_{p}": a.get(p) for p in ("p50", "p90", "p99")}})  # fmt: skip
     return rows
 
 

@@ -153,6 +153,8 @@ class MasterPlugin:
             return False, "the request rate changes an open-loop run (--request-rate) that is running"
         if self.drained:
             return False, "the run is stopping"
+        if o.trace:  # issue 21: no rate segments; the trace's times are the schedule
+            return False, "a --trace run sends each request at the trace's own time (--time-scale sets the speed)"
         why = web_ui.parse_rate(rate)
         if why or math.isinf(self.segments[-1][1]):
             return False, why or "an infinite rate (all at once) cannot be changed"

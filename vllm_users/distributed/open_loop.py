@@ -21,6 +21,7 @@ from vllm_users.options import Options
 from vllm_users.workload.arrivals import worker_piecewise
 from vllm_users.workload.ramp import ramp_worker_iter
 from vllm_users.workload.ticket import Ticket
+from vllm_users.workload.trace_schedule import plan_of, worker_trace_iter
 
 __all__ = ["READY_POLL_S", "T0_WAIT_S", "USERS_READY_WAIT_S", "OpenLoopSchedule"]
 
@@ -127,7 +128,9 @@ class OpenLoopSchedule:
         o, q = self.options, self.queue
         self._replan.clear()
         arrivals = (
-            ramp_worker_iter(o.ramp_up_strategy, o.ramp_up_start_rps or 0.0, o.ramp_up_end_rps or 0.0, o.burstiness, o.seed,
+            worker_trace_iter(plan_of(o), o.time_scale, self.index, self.count)
+            if o.trace  # --trace: each request at its own offset (live rate changes do not apply)
+            else ramp_worker_iter(o.ramp_up_strategy, o.ramp_up_start_rps or 0.0, o.ramp_up_end_rps or 0.0, o.burstiness, o.seed,
                              o.num_prompts or 0, self.index, self.count)
             if o.ramp_up_strategy  # a ramp has its own rates: live rate changes do not apply
             else worker_piecewise(self.segments, o.burstiness, o.seed, o.num_prompts or None, self.index, self.count)

@@ -139,11 +139,32 @@ def final_result(results_dir: str, meta: dict[str, Any], o: Options, collector: 
     if warning:
         log.warning("vllm-locust: %s", warning)
         res = res.replace(warnings=(*res.warnings, warning))
+    if o.trace:  # issue 21: how faithfully the trace was replayed
+        res = res.replace(replay=trace_replay(results_dir, o, counters))
     if profile is not None:
         res = res.replace(profile=profile)
     if o.gpu_hour_price:
         res = res.replace(cost=run_cost(res.metrics, o.gpu_hour_price, o.gpus))
     return res
+
+
+def trace_replay(results_dir: str, o: Options, counters: LoadCounters | None) -> dict[str, Any]:
+    """result.json's `replay` of a --trace run: its records against the trace (read again here, once)."""
+    from vllm_users.measure.columns import load_columns
+    from vllm_users.measure.replay_fidelity import replay_fidelity, server_hit_rate
+    from vllm_users.workload.trace_formats import trace_block_reuse
+    from vllm_users.workload.trace_schedule import plan_of
+
+    plan = plan_of(o)
+    trace = plan.trace
+    mooncake = any(r.hash_ids for r in trace.requests)
+    about = {"trace": o.trace, "format": trace.format, "time_scale": o.time_scale,
+             "window": {"start_s": o.trace_start, "duration_s": o.trace_duration, "limit": o.num_prompts},
+             "trace_duration_s": trace.duration_s, "block_size": trace.block_size if mooncake else None,
+             "skipped": dict(trace.skipped)}  # fmt: skip
+    return replay_fidelity(load_columns(results_dir), trace=about, trace_requests=len(trace.requests),
+                           scheduled=len(plan.entries), expected_reuse=trace_block_reuse(trace) if mooncake else None,
+                           hit_rate=server_hit_rate(counters) if mooncake else None)  # fmt: skip
 
 
 def run_meta(o: Options, env: Environment, t_start: float, run_time: float | None = None) -> dict[str, Any]:
@@ -168,6 +189,7 @@ def run_meta(o: Options, env: Environment, t_start: float, run_time: float | Non
         "range_ratio": o.range_ratio,
         "seed": o.seed,
         "goodput": o.goodput or None,
+        "classes": json.loads(o.vllm_classes) if o.vllm_classes else None,  # issue 22: the --class table
         "ramp_up_strategy": ramp or None,
         "ramp_up_start_rps": o.ramp_up_start_rps if ramp else None,
         "ramp_up_end_rps": o.ramp_up_end_rps if ramp else None,

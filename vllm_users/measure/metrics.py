@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from vllm_users.measure.columns import Columns, Records, as_columns
-from vllm_users.measure.record import RequestRecord
+from vllm_users.measure.record import POOLING_ENDPOINTS, RequestRecord
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (50, 90, 95, 99)  # our own distributions (arrivals, histograms)
 METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -36,19 +36,25 @@ _MAX_COUNT_BINS = 1 << 27  # gaps up to ~134 s use counts; larger gaps fall back
 
 @dataclass(frozen=True)
 class Slo:
-    """A goodput objective: every named metric must be <= its limit in ms."""
+    """A goodput objective: every named metric must be <= its limit in ms; with `require_valid` (the word `valid`,
+    issue 22) the answer must also not be marked invalid (rec.valid False: json/tools scenarios, a `check` hook)."""
 
     limits_ms: dict[str, float]
+    require_valid: bool = False
 
     @classmethod
     def parse(cls, items: Sequence[str]) -> Slo:
-        """Parse vLLM-style `ttft:MS tpot:MS e2el:MS` items; raises ValueError naming the bad item."""
+        """Parse vLLM-style `ttft:MS tpot:MS e2el:MS [valid]` items; raises ValueError naming the bad item."""
         limits: dict[str, float] = {}
+        valid = False
         for item in items:
             for part in item.split():
+                if part == "valid":
+                    valid = True
+                    continue
                 name, sep, value = part.partition(":")
                 if not sep or name not in GOODPUT_METRICS:
-                    raise ValueError(f"invalid goodput item {part!r}: expected one of ttft:MS tpot:MS e2el:MS")
+                    raise ValueError(f"invalid goodput item {part!r}: expected one of ttft:MS tpot:MS e2el:MS valid")
                 try:
                     ms = float(value)
                 except ValueError:
@@ -56,11 +62,11 @@ class Slo:
                 if not ms > 0:
                     raise ValueError(f"invalid goodput value in {part!r}: must be > 0")
                 limits[name] = ms
-        return cls(limits)
+        return cls(limits, valid)
 
     def met_by(self, r: RequestRecord) -> bool:
         """One successful record meets every objective (as slo_met: an undefined TPOT counts as 0)."""
-        if r.error is not None or not r.chunk_times_us:
+        if r.error is not None or not r.chunk_times_us or (self.require_valid and r.valid is False):
             return False
         values = {"ttft": r.chunk_times_us[0] / 1e3, "tpot": (tpot_s(r) or 0.0) * 1e3, "e2el": r.chunk_times_us[-1] / 1e3}
         return all(values[k] <= lim for k, lim in self.limits_ms.items())
@@ -371,6 +377,9 @@ def peak_output_tokens_per_s(records: Records, idx: np.ndarray | None = None, bl
     lens = c.lens[ok]
     tok = c.a["output_tokens"][ok]
     w = np.where(tok > 0, tok, lens).astype(np.float64) / lens.astype(np.float64)
+    pooled = np.isin(c.a["endpoint"][ok], [c.code("endpoint", e) for e in POOLING_ENDPOINTS])
+    if pooled.any():  # a pooling answer (issue 23.3) generates nothing: its one "chunk" (its end) weighs 0
+        w[pooled] = 0.0
     flat, _ = ok_chunks(c, ok)
     ends = np.cumsum(lens)
     total: Any = np.zeros(0)

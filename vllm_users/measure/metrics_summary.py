@@ -34,6 +34,7 @@ from vllm_users.measure.metrics import (
     stats_ms,
     streamed_rows,
 )
+from vllm_users.measure.record import POOLING_ENDPOINTS
 from vllm_users.measure.windows import Window, split
 
 
@@ -92,9 +93,16 @@ def compute_metrics(
         "max_output_tokens_per_s": lat["max_output_tokens_per_s"],
         "max_concurrent_requests": peak_concurrency(c, sent),
     }
+    if _pooling(c, sent):  # embeddings/rerank/score (issue 23.3): their throughput is input tokens/s
+        res["input_throughput"] = total_in / dur
+        if ok.size and not (c.a["output_tokens"][ok] != -1).any():  # only pooling answers: no output figures
+            for k in ("total_output_tokens", "output_throughput", "max_output_tokens_per_s"):
+                res[k] = None
     streamed = streamed_rows(c, ok)
     # nothing streamed but non-streamed answers: TTFT/ITL/TPOT do not apply and are left out, never 0
     no_stream = not streamed.size and bool(c.a["not_streamed"][sent].any())
+    if no_stream and "e2el" not in percentile_metrics:  # E2EL is all there is: its percentiles, as vllm bench
+        percentile_metrics = (*percentile_metrics, "e2el")  # serve's pooling default (--percentile-metrics e2el)
     for m in METRICS:
         if no_stream and m != "e2el":
             continue
@@ -102,9 +110,12 @@ def compute_metrics(
         for k in ("mean", "median", "std", *(percentile_name(p) for p in chosen)):
             res[f"{k}_{m}_ms"] = lat[f"{k}_{m}_ms"]
     res.update(_reasoning_fields(c, ok, percentiles, percentile_metrics))
+    res.update(_image_fields(c, ok))
     if slo is not None:
         met = slo_met(c, ok, slo)
-        good = int(np.logical_and.reduce([*met.values(), np.ones(ok.size, dtype=bool)]).sum())
+        in_time = np.logical_and.reduce([*met.values(), np.ones(ok.size, dtype=bool)])
+        valid = c.a["valid"][ok] != 0  # rec.valid False: a wrong answer (json, tools, a check hook)
+        good = int((in_time & valid).sum()) if slo.require_valid else int(in_time.sum())
         res["request_goodput"] = good / dur
         res["goodput"] = {
             "slo_ms": dict(slo.limits_ms),
@@ -112,6 +123,10 @@ def compute_metrics(
             "good_fraction": good / ok.size if ok.size else 0.0,
             "per_metric_met_fraction": {k: (int(m_.sum()) / ok.size if ok.size else 0.0) for k, m_ in met.items()},
         }
+        if slo.require_valid:  # `valid` named: good = in time and valid; the latency-only figures beside it
+            res["goodput"].update(requires_valid=True, good_latency_only=int(in_time.sum()),
+                                  request_goodput_latency_only=int(in_time.sum()) / dur,
+                                  invalid=int((~valid).sum()))  # fmt: skip
     res.update(_extras(c, sent, ok, idx))
     res["interrupted"] = interrupted
     return res
@@ -145,12 +160,40 @@ def _reasoning_fields(
     return out
 
 
+def _image_fields(c: Columns, ok: np.ndarray) -> dict[str, Any]:
+    """Images sent per request and their prompt tokens where known (issue 23.2); nothing for a run without.
+
+    Image tokens are estimated: usage.prompt_tokens less the text's exact token count (record.add_images),
+    over the requests where that count was exact; absent when it never was."""
+    n = c.a["images"][ok]
+    has = n != -1
+    if not has.any():
+        return {}
+    out: dict[str, Any] = {
+        "image_requests": int(has.sum()),
+        "total_images": int(n[has].sum()),
+        "mean_images_per_request": float(n[has].mean()),
+    }
+    t = c.a["image_tokens"][ok]
+    known = t != -1
+    if known.any():
+        out["mean_image_tokens_per_request"] = float(t[known].mean())
+        out["image_tokens_estimated_requests"] = int(known.sum())
+    return out
+
+
 def _counter(c: Columns, column: str, idx: np.ndarray) -> list[tuple[int, int]]:
     """(code, count) of a column over idx, in order of first occurrence (like collections.Counter)."""
     if not idx.size:
         return []
     uniq, first, counts = np.unique(c.a[column][idx], return_index=True, return_counts=True)
     return [(int(uniq[i]), int(counts[i])) for i in np.argsort(first)]
+
+
+def _pooling(c: Columns, idx: np.ndarray) -> int:
+    """How many of `idx` went to a pooling endpoint (record.POOLING_ENDPOINTS; each has one "chunk")."""
+    codes = [c.code("endpoint", e) for e in POOLING_ENDPOINTS]
+    return int(np.isin(c.a["endpoint"][idx], codes).sum()) if idx.size else 0
 
 
 def _extras(c: Columns, sent: np.ndarray, ok: np.ndarray, idx: np.ndarray) -> dict[str, Any]:
@@ -160,7 +203,7 @@ def _extras(c: Columns, sent: np.ndarray, ok: np.ndarray, idx: np.ndarray) -> di
     errors = {c.tables["error"][k]: n for k, n in _counter(c, "error", failed_rows)}
     http_rows = sent[e_sent == c.code("error", "http")]
     statuses = {str(k): n for k, n in _counter(c, "status", http_rows)}
-    chunks = int(c.lens[ok].sum())
+    chunks = int(c.lens[ok].sum()) - _pooling(c, ok)  # a pooling answer's one "chunk" is its end, not output
     out_tokens = int(or_zero(c.a["output_tokens"][ok]).sum())
     cached_col = c.a["cached_tokens"][ok]
     has_cached = cached_col != -1
@@ -175,13 +218,15 @@ def _extras(c: Columns, sent: np.ndarray, ok: np.ndarray, idx: np.ndarray) -> di
         "tokens_estimated_requests": int(c.a["tokens_estimated"][ok].sum()),
         **({"missing_done_requests": n} if (n := int(c.a["no_done"][ok].sum())) else {}),  # only when any
         **({"not_streamed_requests": n} if (n := int(c.a["not_streamed"][sent].sum())) else {}),
+        **({"pooling_requests": n} if (n := _pooling(c, sent)) else {}),  # embeddings/rerank/score: no output
         "prefix_cache_hit_rate": (cached / prompt) if prompt else None,
         "cached_tokens_reported": bool(has_cached.any()),
     }
     valid = c.a["valid"][sent]
     validated = valid != -1
     extras["validity_rate"] = (int((valid[validated] == 1).sum()) / int(validated.sum())) if validated.any() else None
-    req = ok[(c.a["input_len"][ok] != -1) & (c.a["prompt_tokens"][ok] != -1)]
+    # prompt_tokens of a request with images hold their tokens too: left out of the text-length check
+    req = ok[(c.a["input_len"][ok] != -1) & (c.a["prompt_tokens"][ok] != -1) & (c.a["images"][ok] == -1)]
     if req.size:
         extras["input_len_requested_mean"] = float(np.mean(c.a["input_len"][req]))
         extras["input_len_actual_mean"] = float(np.mean(c.a["prompt_tokens"][req]))

@@ -15,9 +15,12 @@ from time import perf_counter
 from typing import Any, Protocol
 
 __all__ = [
-    "ERROR_KINDS", "RequestRecord", "StreamOutcome", "dropped_record", "epoch", "interrupted_record",
-    "parse_lines", "read_records", "record_from_stream",
+    "ERROR_KINDS", "POOLING_ENDPOINTS", "RequestRecord", "StreamOutcome", "add_images", "dropped_record", "epoch",
+    "interrupted_record", "parse_lines", "read_records", "record_from_stream",
 ]  # fmt: skip
+
+# endpoints whose answer is one JSON body with no output tokens (embeddings, rerank, score: issue 23.3)
+POOLING_ENDPOINTS = ("embeddings", "rerank", "score")
 
 # Error kinds, written down in one place (docs/failure_kinds.md explains each).
 ERROR_KINDS = (
@@ -44,7 +47,7 @@ class RequestRecord:
     worker: str
     user: int
     seq: int
-    endpoint: str  # "chat" | "completions" | "responses" | "embeddings" | "rerank" ("-": dropped)
+    endpoint: str  # "chat" | "completions" | "responses" | "embeddings" | "rerank" | "score" ("-": dropped)
     t_start: float  # epoch s, just before the request bytes were sent
     t_intended: float | None = None  # epoch s, open loop: when the schedule said to send
     chunk_times_us: list[int] = field(default_factory=list)  # each output-carrying chunk, from start
@@ -71,6 +74,9 @@ class RequestRecord:
     # traffic classes and model mixes (issue 22), trace replay (issue 21); None when they do not apply
     request_class: str | None = None  # the --class (or trace tenant) the request belongs to
     model: str | None = None  # the model name sent, when it is not the run's one model (a mix, a LoRA adapter)
+    # images (issue 23.2); None when the request sent none
+    images: int | None = None  # image_url parts sent
+    image_tokens: int | None = None  # prompt_tokens less the text's exact token count (absent when not exact)
 
     @property
     def ok(self) -> bool:
@@ -144,6 +150,7 @@ def record_from_stream(res: StreamOutcome, *, scenario: str, worker: str, user: 
     out = usage.get("completion_tokens")
     details = usage.get("prompt_tokens_details") or {}
     reasoning, estimated = _reasoning_tokens(usage, res.reasoning_chunks)
+    generates = endpoint not in POOLING_ENDPOINTS  # a pooling answer has no output tokens (None, never 0)
     rec = RequestRecord(
         scenario=scenario,
         worker=worker,
@@ -155,9 +162,9 @@ def record_from_stream(res: StreamOutcome, *, scenario: str, worker: str, user: 
         chunk_times_us=[round((t - t0) * 1e6) for t in res.chunk_times],
         end_us=round((res.t_end - t0) * 1e6),
         prompt_tokens=usage.get("prompt_tokens"),
-        output_tokens=out if isinstance(out, int) else (len(res.chunk_times) or None),
+        output_tokens=out if isinstance(out, int) else (len(res.chunk_times) or None) if generates else None,
         cached_tokens=details.get("cached_tokens") if isinstance(details, dict) else None,
-        tokens_estimated=not isinstance(out, int),
+        tokens_estimated=not isinstance(out, int) and generates,
         finish_reason=res.finish_reason,
         status=res.status,
         error=res.error,
@@ -184,6 +191,18 @@ def _reasoning_tokens(usage: dict[str, Any], chunks: int) -> tuple[int | None, b
     if isinstance(told, int) and told > 0:
         return told, False
     return (chunks, True) if chunks else (None, False)
+
+
+def add_images(rec: RequestRecord, images: int, text_tokens: int | None) -> RequestRecord:
+    """The record's image fields (after record_from_stream): `images` parts sent; image tokens = usage's
+    prompt_tokens less `text_tokens` (the text's exact count, template included), None when that is unknown
+    or the server's count is below it (vLLM reports no image tokens of its own: docs/metrics.md)."""
+    if images > 0:
+        rec.images = images
+        p = rec.prompt_tokens
+        if text_tokens is not None and p is not None and p >= text_tokens:
+            rec.image_tokens = p - text_tokens
+    return rec
 
 
 def interrupted_record(*, scenario: str, worker: str, user: int, seq: int, endpoint: str,

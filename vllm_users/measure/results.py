@@ -8,12 +8,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from vllm_users.measure.columns import Records, load_columns
-from vllm_users.measure.metrics import PercentileChoice, Slo
+from vllm_users.measure.columns import Records, as_columns, load_columns
+from vllm_users.measure.metrics import PercentileChoice, Slo, rows
 from vllm_users.measure.metrics_summary import build_metrics
+from vllm_users.measure.per_class import class_table, per_class
 from vllm_users.measure.record import read_records
 from vllm_users.measure.run_result import RAMP_FIELDS, RunResult, save_result
-from vllm_users.measure.windows import parse_optional
+from vllm_users.measure.windows import parse_optional, split
 from vllm_users.run_dir import COLS, RECORDS
 
 
@@ -32,6 +33,7 @@ def build_run_result(
     the record reader's, after the result's own.
     """
     pc = percentiles or PercentileChoice.from_meta(meta)
+    records = as_columns(records)  # packed once: the metrics and the classes read the same columns
     overall, scenarios, turns, n_sent = build_metrics(
         records, slo=slo, percentiles=pc.percentiles, percentile_metrics=pc.metrics,
         warmup=parse_optional(meta.get("warmup")), cooldown=parse_optional(meta.get("cooldown")),
@@ -56,6 +58,8 @@ def build_run_result(
         said.append(check["message"])
     if (overall.get("windows") or {}).get("warning"):
         said.append(overall["windows"]["warning"])
+    measured, _ = split(records, rows(records), parse_optional(meta.get("warmup")), parse_optional(meta.get("cooldown")))
+    classes = per_class(records, measured, class_table(meta), slo=slo, percentiles=pc.percentiles)  # issue 22
     named = {*header, "input_len_check", "warnings", "per_scenario", "ttft_by_turn", "tool"}
     return RunResult(
         **header,
@@ -63,6 +67,7 @@ def build_run_result(
         input_len_check=check,
         warnings=(*said, *warnings),
         per_scenario=scenarios,
+        classes=classes,
         ttft_by_turn=turns or None,
         meta={k: v for k, v in meta.items() if k not in named and k not in overall},
     )

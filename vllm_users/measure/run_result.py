@@ -24,7 +24,7 @@ TOOL = "vllm-locust"
 # what the master adds after the metrics (run health, exit code, server cross-check, --profile, --gpu-hour-price):
 # written when set, in this order
 RUN_FIELDS = ("client_health", "data_loss", "client_bound", "timeline", "exit_code", "server_served",
-              "missing_vs_server", "profile", "cost")  # fmt: skip
+              "missing_vs_server", "profile", "cost", "replay")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,7 @@ class RunResult:
     input_len_check: Mapping[str, Any] | None = None
     warnings: tuple[str, ...] = ()
     per_scenario: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    classes: Mapping[str, Any] | None = None  # traffic classes (issue 22): vllm_users.measure.per_class
     ttft_by_turn: Mapping[str, Any] | None = None
     tool: str = TOOL
     meta: Mapping[str, Any] = field(default_factory=dict)
@@ -60,6 +61,7 @@ class RunResult:
     missing_vs_server: int | None = None  # served in the load, less recorded: requests we lost
     profile: Mapping[str, Any] | None = None  # --profile: RUN/profile.json
     cost: Mapping[str, Any] | None = None  # --gpu-hour-price
+    replay: Mapping[str, Any] | None = None  # --trace: the replay's fidelity (measure/replay_fidelity.py)
 
     def metric(self, name: str, default: Any = None) -> Any:
         """One overall metric by its result.json name (e.g. "output_throughput")."""
@@ -100,6 +102,8 @@ class RunResult:
         if self.warnings:
             out["warnings"] = list(self.warnings)
         out["per_scenario"] = dict(self.per_scenario)
+        if self.classes is not None:
+            out["classes"] = dict(self.classes)
         if self.ttft_by_turn:
             out["ttft_by_turn"] = dict(self.ttft_by_turn)
         out["tool"] = self.tool
@@ -114,9 +118,10 @@ class RunResult:
     def from_json(cls, doc: Mapping[str, Any]) -> RunResult:
         """A result read back from result.json's object; keys it does not name are metrics (kept in order)."""
         named = {*HEADER_FIELDS, *RAMP_FIELDS, *RUN_FIELDS, "input_len_check", "warnings", "per_scenario",
-                 "ttft_by_turn", "tool", "meta"}  # fmt: skip
+                 "classes", "ttft_by_turn", "tool", "meta"}  # fmt: skip
         kw: dict[str, Any] = {k: doc.get(k) for k in HEADER_FIELDS}
-        kw.update({k: doc[k] for k in (*RAMP_FIELDS, *RUN_FIELDS, "input_len_check", "ttft_by_turn") if k in doc})
+        kw.update({k: doc[k] for k in (*RAMP_FIELDS, *RUN_FIELDS, "input_len_check", "ttft_by_turn", "classes")
+                   if k in doc})  # fmt: skip
         return cls(
             **kw,
             metrics={k: v for k, v in doc.items() if k not in named},

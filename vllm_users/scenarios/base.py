@@ -21,14 +21,19 @@ from locust import constant, task
 from locust.contrib.fasthttp import FastHttpUser
 
 from vllm_users.client.ghc_adapter import client_for, connection_pool, set_read_timeout
+from vllm_users.client.responses import path_of
 from vllm_users.client.stream import StreamResult, send_and_read
 from vllm_users.distributed import env_state, plugin  # noqa: F401  (plugin: importing it registers the listeners)
-from vllm_users.measure.record import RequestRecord, interrupted_record, record_from_stream
+from vllm_users.measure.record import RequestRecord, add_images, interrupted_record, record_from_stream
 from vllm_users.options import env_api_key
 from vllm_users.workload.calibration import Budget, calibrate_lengths
+from vllm_users.workload.classes import plan_from
+from vllm_users.workload.images import encode_body, image_set, request_images
+from vllm_users.workload.model_mix import parse_mix
 from vllm_users.workload.prompts import LengthModel, RandomPrompts
 from vllm_users.workload.ticket import Ticket
 
+CHAT_TEMPLATED = ("chat", "responses")  # endpoints whose prompt goes through the chat template
 REQUEST_TYPE = "STREAM"  # Locust's "Type" column: one row per scenario, response time = E2EL
 log = logging.getLogger("vllm_locust")
 
@@ -59,8 +64,19 @@ class RequestSpec:
     turn: int | None = None  # None: the request's position in its ticket's session (0, 1, ...)
     session: int | None = None  # None: the ticket's index (a session spanning tickets names its first one)
     context: dict[str, Any] = field(default_factory=dict)
-    endpoint: str | None = None  # None: "chat" or "completions" by `chat`; else responses | embeddings | rerank
+    endpoint: str | None = None  # None: chat or completions by `chat`; else responses|embeddings|rerank|score
     request_class: str | None = None  # the traffic class the request belongs to (issue 22), kept in its record
+
+
+def responses_body(body: dict[str, Any]) -> dict[str, Any]:
+    """A chat or completions body (sampling_params + messages or prompt) as a `/v1/responses` one: `input` (the
+    messages, or the prompt text), `max_output_tokens`; no stream_options (the Responses API always ends with
+    usage, in `response.completed`)."""
+    out = {k: v for k, v in body.items() if k not in ("messages", "prompt", "max_tokens", "stream_options")}
+    out["input"] = body["messages"] if "messages" in body else body.get("prompt", "")
+    if "max_tokens" in body:
+        out["max_output_tokens"] = body["max_tokens"]
+    return out
 
 
 @dataclass(slots=True)
@@ -86,11 +102,18 @@ CALIBRATION_CONCURRENCY = 8  # below FastHttpUser's 10 connections per client
 _shared_lock = gevent.lock.BoundedSemaphore()  # hundreds of users start at once: ask the server once
 
 
+def _base_model(text: str) -> str:
+    """--model's one name, or a mix's base (issue 22); "" when none is given."""
+    mix = parse_mix(text)
+    return mix.base if mix is not None else ""
+
+
 class LLMUser(FastHttpUser):
     """Base class of every scenario user (abstract)."""
 
     abstract = True
     scenario = "base"
+    min_images = 0  # images (issue 23.2): image parts per chat request at least (the vision scenario: 1)
     wait_time = constant(0)
     network_timeout = 120.0
     connection_timeout = 10.0
@@ -118,10 +141,14 @@ class LLMUser(FastHttpUser):
         if key:
             self.headers["Authorization"] = f"Bearer {key}"
         with _shared_lock:
-            self.model = o.model or _shared.get("model") or self._resolve_model()
+            self.model = _base_model(o.model) or _shared.get("model") or self._resolve_model()
             _shared["model"] = self.model
+            pk = ("plan", o.vllm_classes, o.model, o.seed)  # issue 22: the class / model-mix draw, once per process
+            self._plan = _shared.get(pk) or _shared.setdefault(pk, plan_from(o.vllm_classes, o.model, o.seed))
         self.user_id = id(self) & 0xFFFFFF
         self._preconnect()
+        if o.images or self.min_images:  # images (issue 23.2): the pool is encoded now, off the hot path
+            image_set(o)
         self.setup_scenario()
 
     def _preconnect(self) -> None:
@@ -198,7 +225,7 @@ class LLMUser(FastHttpUser):
 
         # the word counts overlap on the client's pooled connections: a remote server's round trips add up
         pool = gevent.pool.Pool(CALIBRATION_CONCURRENCY)
-        lm = calibrate_lengths(post, self.model, self.options.endpoint == "chat", pool.imap, budget)
+        lm = calibrate_lengths(post, self.model, self.options.endpoint in CHAT_TEMPLATED, pool.imap, budget)
         lm.probes["where"] = "worker"
         return lm
 
@@ -271,8 +298,15 @@ class LLMUser(FastHttpUser):
                      ticket.index if spec.session is None else spec.session,
                      ticket.sent if spec.turn is None else spec.turn)  # fmt: skip
         ticket.sent += 1
-        path = "/v1/chat/completions" if spec.chat else "/v1/completions"
-        body = json.dumps(spec.body, separators=(",", ":")).encode()
+        if self._plan.active:  # traffic classes / model mix (issue 22): class, model and priority by the session
+            spec.request_class = self._plan.apply(spec.body, link.session, link.scenario, spec.request_class)
+        api = spec.endpoint or ("chat" if spec.chat else "completions")
+        n_images = 0  # images (issue 23.2): --images N (or the request's own count) on any chat request
+        if api == "chat":
+            n_images = request_images(spec.body, self.options, link.session, link.turn, self.min_images,
+                                      spec.context.get("images"))  # fmt: skip
+        path = path_of(api)
+        body = encode_body(spec.body)  # json.dumps, image data spliced in (not re-scanned: issue 23.2)
         me = gevent.getcurrent()
         ctx.first_request()  # --run-time counts from the run's first one
         ctx.inflight.add(me)
@@ -282,14 +316,14 @@ class LLMUser(FastHttpUser):
                 path,
                 body,
                 self.headers,
-                completions=not spec.chat,
                 stream=bool(spec.body.get("stream")),
                 want_text=spec.want_text,
+                api=api,
             )
         except gevent.GreenletExit:
             ctx.submit(interrupted_record(
                 scenario=link.scenario, worker=ctx.name, user=self.user_id, seq=ctx.next_seq(),
-                endpoint="chat" if spec.chat else "completions", t_intended=link.t_intended,
+                endpoint=api, t_intended=link.t_intended,
                 input_len=spec.input_len, output_len=spec.output_len, turn=link.turn, session=link.session,
             ))  # fmt: skip
             raise
@@ -297,9 +331,13 @@ class LLMUser(FastHttpUser):
             ctx.inflight.discard(me)
         rec = record_from_stream(
             res, scenario=link.scenario, worker=ctx.name, user=self.user_id, seq=ctx.next_seq(),
-            endpoint="chat" if spec.chat else "completions", t_intended=link.t_intended,
+            endpoint=api, t_intended=link.t_intended,
             input_len=spec.input_len, output_len=spec.output_len, turn=link.turn, session=link.session,
         )  # fmt: skip
+        rec.request_class = spec.request_class  # issue 22: the class, and the model when it is not the run's one
+        rec.model = m if (m := spec.body.get("model")) != self.model else None
+        if n_images:  # images (issue 23.2): the parts sent and, where the text's count is exact, their tokens
+            add_images(rec, n_images, spec.context.get("text_tokens"))
         if rec.error is None:
             self.check(spec, res, rec)
         if not res.done and res.error is None:  # complete, but without `data: [DONE]` (docs/failure_kinds.md)

@@ -1,8 +1,10 @@
-"""The chat scenario: vLLM-bench-style random prompts (or a dataset) to /v1/chat/completions or /v1/completions."""
+"""The chat scenario: vLLM-bench-style random prompts (or a dataset) to /v1/chat/completions, /v1/completions or
+/v1/responses (--endpoint)."""
 
 from __future__ import annotations
 
-from vllm_users.scenarios.base import LLMUser, RequestSpec
+from vllm_users.measure.record import POOLING_ENDPOINTS
+from vllm_users.scenarios.base import LLMUser, RequestSpec, responses_body
 from vllm_users.workload.source import PromptSource, prompt_source
 from vllm_users.workload.ticket import Ticket
 
@@ -14,7 +16,12 @@ class ChatUser(LLMUser):
 
     def setup_scenario(self) -> None:
         """Build the prompt source from the run's options (random text, --dataset, --tokenizer, --prefix-len)."""
-        self.prompts: PromptSource = prompt_source(self.options, self.length_model())
+        # the Responses API takes chat messages as its `input` (the server applies the chat template)
+        if self.options.endpoint in POOLING_ENDPOINTS:  # plain `locust -f chat.py`; `vllm-locust run` swaps users
+            raise RuntimeError(f"--endpoint {self.options.endpoint} is sent by the pooling users "
+                               "(locustfiles/embeddings.py, locustfiles/rerank.py), not ChatUser")  # fmt: skip
+        chat = True if self.options.endpoint == "responses" else None
+        self.prompts: PromptSource = prompt_source(self.options, self.length_model(), chat=chat)
 
     def build_request(self, ticket: Ticket) -> RequestSpec:
         """Prompt `ticket.index` of the seeded random dataset."""
@@ -24,4 +31,7 @@ class ChatUser(LLMUser):
             body["messages"] = p.messages
         else:
             body["prompt"] = p.text
+        if self.options.endpoint == "responses":
+            return RequestSpec(body=responses_body(body), endpoint="responses", input_len=p.input_len,
+                               output_len=p.output_len)  # fmt: skip
         return RequestSpec(body=body, chat=p.messages is not None, input_len=p.input_len, output_len=p.output_len)

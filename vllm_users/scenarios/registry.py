@@ -10,10 +10,42 @@ SCENARIOS: dict[str, str] = {
     "tools": "vllm_users.scenarios.tools_user:ToolsUser",
     "multi-turn": "vllm_users.scenarios.multiturn:MultiTurnUser",
     "burst": "vllm_users.scenarios.burst:BurstUser",
+    "vision": "vllm_users.scenarios.vision:VisionUser",  # images (issue 23.2)
+    "trace": "vllm_users.scenarios.trace_user:TraceUser",  # --trace FILE (run picks it; docs/traces.md)
+    # the pooling users (issue 23.3): --endpoint embeddings / rerank / score run them in place of `chat`
+    "embeddings": "vllm_users.scenarios.pooling:EmbeddingsUser",
+    "rerank": "vllm_users.scenarios.pooling:RerankUser",  # /v1/rerank or /v1/score, by --endpoint
 }
 ALIASES: dict[str, str] = {"multiturn": "multi-turn", "multi_turn": "multi-turn", "structured": "json"}
 # scenarios that bring a LoadTestShape (at most one shape per run: the first one wins)
 SHAPES: dict[str, str] = {"burst": "vllm_users.scenarios.burst:BurstShape"}
+
+
+# --endpoint -> the built-in scenarios that can use it (`chat` stands for the pooling user where there is one);
+# the pooling users pick their own API, so they mix with any endpoint (rerank: /v1/score with --endpoint score).
+# A user class or -f file is not checked (it sends what it sends). docs/scenarios.md "Scenarios and endpoints".
+POOLING_USER = {"embeddings": "embeddings", "rerank": "rerank", "score": "rerank"}
+_POOLING = ("embeddings", "rerank")
+_TEXT = ("chat", "json", "tools", "multi-turn", "burst", "trace", *_POOLING)
+ENDPOINT_SCENARIOS: dict[str, tuple[str, ...]] = {
+    "chat": (*_TEXT, "vision"), "completions": _TEXT, "responses": ("chat", "burst", "trace", *_POOLING),
+    "embeddings": ("chat", *_POOLING), "rerank": ("chat", *_POOLING), "score": ("chat", *_POOLING),
+}  # fmt: skip
+
+
+def for_endpoint(mix: list[tuple[str, int]], endpoint: str) -> list[tuple[str, int]]:
+    """The mix an --endpoint runs: `chat` becomes the pooling user of a pooling endpoint; ValueError naming a
+    scenario that cannot use it (`--endpoint embeddings --scenario tools`)."""
+    allowed = ENDPOINT_SCENARIOS.get(endpoint, _TEXT)
+    out: dict[str, int] = {}
+    for name, weight in mix:
+        if name in SCENARIOS and name not in allowed:
+            needs = "|".join(e for e, names in ENDPOINT_SCENARIOS.items() if name in names)
+            raise ValueError(f"scenario {name!r} cannot use --endpoint {endpoint}: it runs with --endpoint {needs}")  # fmt: skip
+        if name == "chat" and endpoint in POOLING_USER:
+            name = POOLING_USER[endpoint]
+        out[name] = out.get(name, 0) + weight  # `chat:1,embeddings:2` with --endpoint embeddings: one user, 3
+    return list(out.items())
 
 
 def is_class_ref(name: str) -> bool:

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from vllm_users.errors import TokenizerError  # raised here; importable from here too
 from vllm_users.workload.prefixes import PrefixOptions, SharedPrefixes, from_options
+from vllm_users.workload.prompt_ahead import ahead
 from vllm_users.workload.prompts import LengthModel, Prompt, RandomPrompts, random_words, sample_len
 
 
@@ -42,8 +43,27 @@ class PromptSource(Protocol):
         ...
 
 
+class TokenCounter:
+    """A text's token count (`count(text) -> int`); `releases_gil`: whether a call leaves the GIL to other
+    threads (HF `tokenizers`' batch call does, its single `encode` does not), so a prompt can be built on a
+    thread without holding a worker's event loop (vllm_users/workload/prompt_ahead.py)."""
+
+    def __init__(self, fn: Callable[[str], int], releases_gil: bool) -> None:
+        self._fn = fn
+        self.releases_gil = releases_gil
+
+    def __call__(self, text: str) -> int:
+        """The token count of `text` (no special tokens)."""
+        return self._fn(text)
+
+
+def _rust_counter(tk: Any) -> TokenCounter:
+    # encode_batch gives the same ids as encode, and leaves the GIL while it tokenizes (encode holds it)
+    return TokenCounter(lambda text: len(tk.encode_batch([text], add_special_tokens=False)[0].ids), True)
+
+
 @functools.cache  # once per process: every user builds its source, and a load blocks the loop 10-40 ms
-def load_tokenizer(path: str) -> Callable[[str], int]:
+def load_tokenizer(path: str) -> TokenCounter:
     """A token counter from local tokenizer files (`tokenizers`, else `transformers`); imported lazily."""
     if not os.path.exists(path):
         raise TokenizerError(f"--tokenizer {path}: no such file or directory")
@@ -58,7 +78,7 @@ def load_tokenizer(path: str) -> Callable[[str], int]:
             tk = tokenizers.Tokenizer.from_file(file)
         except Exception as e:  # noqa: BLE001 - any load failure is the same user mistake
             raise TokenizerError(f"--tokenizer {file}: cannot load: {str(e).splitlines()[0][:160]}") from None
-        return lambda text: len(tk.encode(text, add_special_tokens=False).ids)
+        return _rust_counter(tk)
     try:
         from transformers import AutoTokenizer
     except ImportError:
@@ -70,7 +90,10 @@ def load_tokenizer(path: str) -> Callable[[str], int]:
         hf = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except Exception as e:  # noqa: BLE001
         raise TokenizerError(f"--tokenizer {path}: cannot load: {str(e).splitlines()[0][:160]}") from None
-    return lambda text: len(hf.encode(text, add_special_tokens=False))
+    backend = getattr(hf, "backend_tokenizer", None)  # a fast tokenizer is a `tokenizers` one underneath
+    if backend is not None and hasattr(backend, "encode_batch"):
+        return _rust_counter(backend)
+    return TokenCounter(lambda text: len(hf.encode(text, add_special_tokens=False)), False)
 
 
 class ExactPrompts(RandomPrompts):
@@ -141,6 +164,11 @@ class ExactPrompts(RandomPrompts):
         return Prompt(None, text, n_in, n_out)
 
 
+# exact-prompt sources by their options; the counter and LengthModel of the key's ids are held (ExactPrompts
+# and the tuple), so neither id can be another object's
+_AHEAD: dict[tuple[Any, ...], tuple[LengthModel, PromptSource]] = {}
+
+
 class PrefixedPrompts:
     """Puts a shared or unique system prompt (SharedPrefixes, keyed by request index) before each prompt."""
 
@@ -171,9 +199,12 @@ def prompt_source(o: PromptOptions, lengths: LengthModel, chat: bool | None = No
         entries = load_dataset_cached(o.dataset, o.dataset_format)
         base = DatasetPrompts(entries, o.output_len, o.seed, chat, lengths)
     elif o.tokenizer:
-        base = ExactPrompts(
-            load_tokenizer(o.tokenizer), input_len, o.output_len, o.range_ratio, o.seed, chat, lengths
-        )
+        count = load_tokenizer(o.tokenizer)
+        key = (id(count), input_len, o.output_len, o.range_ratio, o.seed, chat, id(lengths))
+        if key not in _AHEAD:  # one per process: its builds ahead follow the worker's tickets, not one user's
+            exact = ExactPrompts(count, input_len, o.output_len, o.range_ratio, o.seed, chat, lengths)
+            _AHEAD[key] = (lengths, ahead(exact, getattr(count, "releases_gil", False)))
+        base = _AHEAD[key][1]
     else:
         base = RandomPrompts(input_len, o.output_len, o.range_ratio, o.seed, chat, lengths)
     prefixes = from_options(o, lengths)

@@ -101,7 +101,9 @@ def test_llm_tab_tells_the_truth_in_chromium(tmp_path) -> None:  # type: ignore[
     tmp = str(tmp_path)
     port = free_port()
     # server time dominates (E2EL ~0.8 s): the offered rate is steady even on a busy machine
-    with start_simulator(["--fixed", "--ttft-ms", "40", "--itl-ms", "25", "--api-key", SECRET]) as sim:
+    # 4 reasoning tokens first (issue 23): the tab's TTFA table must show TTFT + 4 ITL = 140 ms
+    with start_simulator(["--fixed", "--ttft-ms", "40", "--itl-ms", "25", "--reasoning-tokens", "4",
+                          "--api-key", SECRET]) as sim:  # fmt: skip
         counter = SimCounter(sim.url)
         counter.start()
         p = _start_ui_run(tmp, sim.url, port, ["--users", "10", "--num-prompts", "400", "--output-len", "32",
@@ -136,6 +138,8 @@ def test_llm_tab_tells_the_truth_in_chromium(tmp_path) -> None:  # type: ignore[
                 table = b.js(TABLE)
                 panel = {k: b.js(f"document.querySelector('#llm-panel [data-llm={k}]').innerText")
                          for k in ("completed", "failed", "output_tokens", "good_fraction")}
+                ttfa = b.js("[...document.querySelectorAll('#llm-panel [data-llm=ttfa] tr')].map("
+                            "r => [...r.children].map(c => c.innerText))")  # fmt: skip
                 pages = b.js("Promise.all(['./', './stats/requests', './llm/stats', './llm/report', "
                              "'./stats/requests/csv'].map(u => fetch(u).then(r => r.text())))", timeout=120)
                 dom = b.js("document.documentElement.outerHTML")
@@ -160,6 +164,12 @@ def test_llm_tab_tells_the_truth_in_chromium(tmp_path) -> None:  # type: ignore[
             shown = float(rows["all"][head.index(f"{metric.upper()} p{p} (ms)")])
             truth = float(np.percentile(arrays[metric], p)) * 1000  # vLLM's linear interpolation, from records
             assert shown == pytest.approx(truth, rel=0.03, abs=0.3), (metric, p)
+    # the TTFA table (reasoning runs only): the answers' percentiles, as the result has them
+    ttfa_rows = {r[0]: r for r in ttfa[1:]}
+    assert ttfa[0][:4] == ["scenario", "answers", "TTFT p50 ms", "TTFA p50 ms"] and "all" in ttfa_rows
+    assert _num(ttfa_rows["all"][1]) == res["completed"]
+    assert _num(ttfa_rows["all"][3]) == pytest.approx(res["median_ttfa_ms"], rel=0.03, abs=0.3)
+    assert res["median_ttfa_ms"] >= 140 - 1  # TTFT + 4 ITL in the simulator's fixed mode, at least
     # the API key is nowhere: page, JSON routes, downloads
     for text in [*pages, dom]:
         assert SECRET not in text

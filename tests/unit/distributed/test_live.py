@@ -63,3 +63,29 @@ def test_server_tail_reads_appended_samples(tmp_path) -> None:  # type: ignore[n
     assert s is not None
     assert (s["running"], s["waiting"], s["kv_cache_usage"]) == (6.0, 2.0, 0.25)
     assert s["prefix_cache_hit_rate"] == pytest.approx(0.5)  # (60-10)/(200-100) since the first sample
+
+
+def test_ttfa_rows_only_for_reasoning_runs(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The LLM tab's TTFA table (issue 23): the answers' percentiles beside TTFT, absent without reasoning."""
+    c = Collector(str(tmp_path))
+    c.started = time.time() - 10
+    h = HistogramSet()
+    for k in range(100):  # first (reasoning) chunk at 10 ms, the first answer chunk at 20-119 ms
+        h.add_record(RequestRecord(scenario="chat", worker="w0", user=1, seq=k, endpoint="chat", t_start=0.0,
+                                   chunk_times_us=[10_000, 20_000 + 1000 * k, 200_000], end_us=200_000,
+                                   output_tokens=3, answer_us=20_000 + 1000 * k, reasoning_tokens=1))  # fmt: skip
+    tot = {"ok": 100, "failed": 0, "output_tokens": 300, "inflight": 0}
+    c.on_batch({"worker": "w0", "records": "", "n": 0, "hists": h.encode(), "final": False, "totals": tot,
+                "health": {"cpu": [0.1], "lag_ms": [1.0]}}, "c0")  # fmt: skip
+    c.on_batch(_batch("w1", "json", [5000] * 10, tot), "c1")
+    snap = LiveView(c, Options(), str(tmp_path), []).update("running")
+    rows = {r["name"]: r for r in snap["ttfa"]}
+    assert set(rows) == {"chat", "all"}  # json streamed no reasoning: no row of its own
+    assert rows["chat"]["answers"] == 100 and rows["chat"]["ttft_p50"] == pytest.approx(10.0, rel=0.002)
+    assert rows["chat"]["ttfa_p50"] == pytest.approx(69.0, rel=0.02) and rows["chat"]["ttfa_p99"] > 110
+    c.close()
+    plain = Collector(str(tmp_path / "plain"))
+    plain.started = time.time() - 10
+    plain.on_batch(_batch("w0", "chat", [5000] * 10, tot), "c0")
+    assert LiveView(plain, Options(), str(tmp_path), []).update("running")["ttfa"] is None
+    plain.close()

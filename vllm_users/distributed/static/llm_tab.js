@@ -140,6 +140,12 @@
           fmt(a.backlog, 0)]], "arrivals"));
       side.push(rateControl(a.target_rate));
     }
+    if (s.ttfa) {  // reasoning runs (issue 23): the user waits for the first answer token, not the first token
+      side.push(el("h3", {}, "Time to first answer token (reasoning)"));
+      side.push(table(["scenario", "answers", "TTFT p50 ms", "TTFA p50 ms", "TTFA p90 ms", "TTFA p99 ms"],
+        s.ttfa.map((r) => [r.name, fmt(r.answers, 0), fmt(r.ttft_p50, 2), fmt(r.ttfa_p50, 2), fmt(r.ttfa_p90, 2),
+          fmt(r.ttfa_p99, 2)]), "ttfa"));
+    }
     const errs = Object.entries(s.errors || {});
     side.push(el("h3", {}, "Errors by kind"));
     side.push(errs.length ? table(["kind", "count"], errs.map(([k, n]) => [k, fmt(n, 0)]), "errors")

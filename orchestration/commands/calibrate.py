@@ -1,0 +1,117 @@
+"""`vllm-locust calibrate`: probe a real server within a budget, fit the simulator's constants to it, write the
+twin profile (`-o twin.json`) and print the fit table. `vllm-locust sim --twin` and `run --twin` serve with it."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from orchestration import config as C
+from orchestration.commands import reported
+from orchestration.preflight import check_server
+from orchestration.twin.phases import ProbePlan, new_raw, path_latency, run_phases
+from orchestration.twin.probe import Budget, Probe
+from orchestration.twin.profile import build_profile, fit_table, write_profile
+from vllm_users import errors, exit_codes
+from vllm_users.options import env_api_key
+
+__all__ = ["main", "parse_budget"]
+
+PROG = "vllm-locust calibrate"
+
+
+def parse_budget(text: str) -> float:
+    """'180', '180s', '3m' -> seconds (> 0); UsageError otherwise."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|min)?\s*", text)
+    if not m or float(m.group(1)) <= 0:
+        raise errors.UsageError(f"--budget {text!r}: expected a duration like 180s or 3m")
+    return float(m.group(1)) * (60.0 if m.group(2) in ("m", "min") else 1.0)
+
+
+def _parser() -> C.OneLineParser:
+    p = C.OneLineParser(prog=PROG, description="Probe a server (bounded) and fit a simulator twin of it")
+    p.add_argument("--host", required=True, help="the server to probe, e.g. http://127.0.0.1:8000")
+    p.add_argument("--model", default=None, help="served model (needed when the server serves several)")
+    p.add_argument("--api-key", default=None, help="API key (default: $VLLM_LOCUST_API_KEY)")
+    p.add_argument("--budget", default="180s", help="hard bound on the probe's time (default 180s)")
+    p.add_argument(
+        "-o", "--output", default="twin.json", help="the twin profile to write (default twin.json)"
+    )
+    p.add_argument(
+        "--max-concurrency", type=int, default=16, help="largest batch the decode probe starts (16)"
+    )
+    p.add_argument(
+        "--saturation-requests",
+        type=int,
+        default=64,
+        help="streams started at once to find the server's limits (64)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the probe's prompts")
+    return p
+
+
+def _server_info(host: str, model: str, probe: Probe) -> dict[str, Any]:
+    """The served model's max_model_len (/v1/models) and the server's version (/version), where shown."""
+    out: dict[str, Any] = {"host": host, "model": model, "max_model_len": None, "version": None}
+    status, body = probe.get("/v1/models")
+    if status == 200:
+        try:
+            for m in json.loads(body).get("data") or []:
+                if m.get("id") == model and isinstance(m.get("max_model_len"), int):
+                    out["max_model_len"] = m["max_model_len"]
+        except (ValueError, AttributeError):
+            pass
+    status, body = probe.get("/version")
+    if status == 200:
+        try:
+            out["version"] = json.loads(body).get("version")
+        except (ValueError, AttributeError):
+            pass
+    return out
+
+
+@reported(PROG)
+def main(argv: Sequence[str]) -> int:
+    """`vllm-locust calibrate --host URL [-o twin.json]`: probe, fit, write, print the fit table."""
+    a = _parser().parse_args(list(argv))
+    seconds = parse_budget(a.budget)
+    if a.max_concurrency < 1 or a.saturation_requests < 2:
+        raise errors.UsageError("--max-concurrency must be >= 1 and --saturation-requests >= 2")
+    if not a.host.startswith(("http://", "https://")):
+        raise errors.UsageError(f"--host {a.host!r}: expected a URL like http://127.0.0.1:8000")
+    api_key = a.api_key or env_api_key()
+    budget = Budget(seconds)
+    info = check_server(a.host, a.model, api_key, "completions")  # PreflightError: exit 3, nothing probed
+    probe = Probe(a.host, info.model, budget, api_key, a.seed)
+    server = _server_info(a.host, info.model, probe)
+    plan = ProbePlan(
+        concurrencies=tuple(c for c in (1, 2, 4, 8, 16, 32, 64) if c <= a.max_concurrency),
+        saturation_requests=a.saturation_requests,
+    ).capped(server["max_model_len"])
+    raw = new_raw()
+    stopped = None
+    try:
+        raw["path_latency"] = path_latency(budget.left())
+        run_phases(probe, plan, raw)
+    except KeyboardInterrupt:
+        stopped = "interrupted"
+    if stopped is None and budget.left() <= 0 and len(raw["phases_done"]) < 5:
+        stopped = "budget spent"
+    if not raw["ttft"] and not raw["tpot"]:
+        if stopped == "interrupted":
+            print(f"{PROG}: interrupted before any point was measured: nothing written", file=sys.stderr)
+            return exit_codes.INTERRUPTED
+        why = raw.get("first_error") or stopped or "no request completed"
+        raise errors.PreflightError(f"{a.host} failed the probe: {why}")
+    meta = {"budget_s": seconds, "elapsed_s": round(budget.elapsed(), 3), "requests": probe.requests,
+            "cut": probe.cut, "partial": stopped is not None, "stopped": stopped, "errors": raw["errors"],
+            "phases": raw["phases_done"], "rounds": raw.get("rounds", 0)}  # fmt: skip
+    doc = build_profile(raw, server, meta, plan)
+    write_profile(a.output, doc)
+    print(fit_table(doc), flush=True)
+    print(f"wrote {a.output}: serve it with `vllm-locust sim --twin {a.output}` or `vllm-locust run --twin "
+          f"{a.output} ...`", flush=True)  # fmt: skip
+    return exit_codes.INTERRUPTED if stopped == "interrupted" else exit_codes.OK

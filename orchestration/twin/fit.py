@@ -1,0 +1,238 @@
+"""Fit the simulator's constants to a probe's raw points, with an uncertainty for each and the error per point.
+
+The model is the simulator's own (docs/simulator.md, "Latency model"): at concurrency 1 a prompt of P uncached
+tokens gets its first token after one step, `request_overhead + decode_step + decode_per_seq + P / prefill_rate`,
+and a batch of b decoding sequences takes `decode_step + decode_per_seq * b` per token. Both are straight lines,
+fitted by least squares. An uncertainty is 3 standard errors of the fit (about 99.7 % for normal noise), but never
+below what a 0.5 ms timing resolution allows: a server that answers with no visible noise (the simulator) still
+has its points on a clock.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from orchestration.twin.phases import tpot_excess
+from vllm_sim.config import SimConfig
+
+__all__ = [
+    "RESOLUTION_MS",
+    "SIGMAS",
+    "Line",
+    "fit_constants",
+    "linfit",
+    "point_errors",
+    "predict_tpot_ms",
+    "predict_ttft_ms",
+]
+
+SIGMAS = 3.0
+RESOLUTION_MS = 0.5
+_DEFAULTS = SimConfig()
+
+
+@dataclass(frozen=True)
+class Line:
+    """y = a + b·x by least squares, with the uncertainties of a and b (SIGMAS standard errors, floored)."""
+
+    a: float
+    b: float
+    ua: float
+    ub: float
+    n: int
+    resid_sd: float
+
+
+def linfit(xs: list[float], ys: list[float]) -> Line:
+    """Least-squares line through (xs, ys); ValueError with fewer than 2 distinct x."""
+    n = len(xs)
+    if n < 2 or len(set(xs)) < 2:
+        raise ValueError("a line needs points at two different x at least")
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    a = my - b * mx
+    resid = [y - (a + b * x) for x, y in zip(xs, ys, strict=True)]
+    dof = n - 2
+    s2 = sum(r * r for r in resid) / dof if dof > 0 else 0.0
+    se_b = math.sqrt(s2 / sxx)
+    se_a = math.sqrt(s2 * (1.0 / n + mx * mx / sxx))
+    span = max(xs) - min(xs)
+    return Line(
+        a, b, max(SIGMAS * se_a, RESOLUTION_MS), max(SIGMAS * se_b, RESOLUTION_MS / span), n, math.sqrt(s2)
+    )
+
+
+def _const(value: Any, unc: float | None, unit: str, source: str, note: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"value": value, "uncertainty": unc, "unit": unit, "source": source}
+    if note:
+        out["note"] = note
+    return out
+
+
+def predict_ttft_ms(c: dict[str, Any], prompt_tokens: float) -> float:
+    """The twin's TTFT of one request alone on the server (chunked prefill: one step per token budget)."""
+    steps = max(1, math.ceil(prompt_tokens / _DEFAULTS.max_num_batched_tokens))
+    step = c["decode_step_ms"]["value"] + c["decode_per_seq_ms"]["value"]
+    return float(c["request_overhead_ms"]["value"] + steps * step
+                 + 1000.0 * prompt_tokens / c["prefill_tokens_per_s"]["value"])  # fmt: skip
+
+
+def predict_tpot_ms(c: dict[str, Any], batch: float) -> float:
+    """The twin's time per output token in a batch of `batch` decoding sequences."""
+    return float(c["decode_step_ms"]["value"] + c["decode_per_seq_ms"]["value"] * batch)
+
+
+def _decode(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    pts = raw.get("tpot") or []
+    path = raw.get("path_latency")
+    # the twin's own TPOT excess at each batch comes back when it serves: fit what is left
+    xs = [float(p["batch"]) for p in pts]
+    ys = [float(p["tpot_ms"]) - tpot_excess(path, float(p["batch"])) for p in pts]
+    try:
+        line = linfit(xs, ys)
+    except ValueError:
+        per = _DEFAULTS.decode_per_seq_ms
+        if not ys:
+            return (
+                _const(_DEFAULTS.decode_step_ms, None, "ms", "default"),
+                _const(per, None, "ms", "default"),
+            )
+        step = statistics.mean(y - per * x for x, y in zip(xs, ys, strict=True))
+        return (
+            _const(step, None, "ms", "fit", "one batch size only: decode_per_seq_ms is the default"),
+            _const(per, None, "ms", "default"),
+        )
+    # the correction is measured at another moment than the points, on a machine whose load comes and goes: it is
+    # known only to about its own size, which joins the uncertainty
+    lo, hi = tpot_excess(path, 1.0), tpot_excess(path, max(xs))
+    ua = math.hypot(line.ua, lo)
+    ub = math.hypot(line.ub, abs(hi - lo) / (max(xs) - 1.0) if max(xs) > 1 else 0.0)
+    return (_const(max(line.a, 0.0), ua, "ms", "fit"), _const(max(line.b, 0.0), ub, "ms", "fit"))
+
+
+def _prefill(raw: dict[str, Any], c: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], Line | None]:
+    pts = raw.get("ttft") or []
+    path = (raw.get("path_latency") or {}).get("ttft") or {}
+    per_token = float(
+        path.get("per_token_ms") or 0.0
+    )  # the twin's own cost per prompt token: it adds it back
+    xs = [float(p["prompt_tokens"]) for p in pts]
+    ys = [
+        float(p["ttft_ms"]) - per_token * (float(p["prompt_tokens"]) - float(path.get("at_tokens") or 0))
+        for p in pts
+    ]
+    try:
+        line = linfit(xs, ys)
+    except ValueError:
+        return (_const(_DEFAULTS.prefill_tokens_per_s, None, "tok/s", "default"),
+                _const(0.0, None, "ms", "default"), None)  # fmt: skip
+    if line.b <= 0:
+        rate = _const(
+            _DEFAULTS.prefill_tokens_per_s,
+            None,
+            "tok/s",
+            "default",
+            "TTFT did not grow with the prompt: prefill too fast to see at these lengths",
+        )
+    else:
+        ub = math.hypot(line.ub, per_token)  # the correction is known to about its own size
+        rate = _const(1000.0 / line.b, 1000.0 * ub / line.b**2, "tok/s", "fit")
+    step = c["decode_step_ms"]["value"] + c["decode_per_seq_ms"]["value"]
+    u_step = math.hypot(
+        c["decode_step_ms"]["uncertainty"] or 0.0, c["decode_per_seq_ms"]["uncertainty"] or 0.0
+    )
+    excess = float(path.get("excess_ms") or 0.0)
+    overhead = line.a - step - excess  # the twin's own path adds that back when it serves
+    u_step = math.hypot(u_step, excess)  # known to about its own size (as the TPOT correction, above)
+    note = None if overhead >= 0 else f"the fit said {overhead:.2f} ms (below 0): 0"
+    return rate, _const(max(overhead, 0.0), math.hypot(line.ua, u_step), "ms", "fit", note), line
+
+
+def _limits(raw: dict[str, Any], server: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    sat = raw.get("saturation") or {}
+    out: dict[str, dict[str, Any]] = {}
+    seats = sat.get("max_running_while_waiting")
+    if seats:
+        out["max_num_seqs"] = _const(
+            int(seats), 0.0, "sequences", "measured", "most requests running while others waited (/metrics)"
+        )
+    elif sat.get("max_running"):
+        out["max_num_seqs"] = _const(max(int(sat["max_running"]), _DEFAULTS.max_num_seqs), None, "sequences",
+                                     "lower_bound", f"{int(sat['max_running'])} ran at once and none waited: "
+                                     "the limit is higher; the value is vLLM's default or what ran")  # fmt: skip
+    else:
+        out["max_num_seqs"] = _const(_DEFAULTS.max_num_seqs, None, "sequences", "default")
+    cc = sat.get("cache_config")
+    block = int(cc["block_size"]) if cc else _DEFAULTS.block_size
+    out["block_size"] = _const(block, 0.0, "tokens", "metrics" if cc else "default")
+    samples = [s for s in sat.get("kv_samples") or [] if s["usage"] >= 0.02]
+    if cc:
+        out["kv_cache_tokens"] = _const(
+            int(cc["num_gpu_blocks"]) * block,
+            0.0,
+            "tokens",
+            "metrics",
+            "vllm:cache_config_info num_gpu_blocks x block_size",
+        )
+    elif samples:
+        est = [s["held_tokens"] / s["usage"] for s in samples]
+        # each running stream may hold one block more or less than counted (a token in flight)
+        rounding = max(s["running"] * block / s["usage"] for s in samples)
+        sem = statistics.stdev(est) / math.sqrt(len(est)) if len(est) > 1 else 0.0
+        out["kv_cache_tokens"] = _const(
+            int(statistics.median(est)),
+            max(SIGMAS * sem, rounding),
+            "tokens",
+            "fit",
+            "tokens held by the running streams / vllm:kv_cache_usage_perc",
+        )
+    else:
+        out["kv_cache_tokens"] = _const(_DEFAULTS.kv_cache_tokens, None, "tokens", "default")
+    mml = server.get("max_model_len")
+    out["max_model_len"] = (_const(int(mml), 0.0, "tokens", "server", "/v1/models") if mml
+                            else _const(_DEFAULTS.max_model_len, None, "tokens", "default"))  # fmt: skip
+    return out
+
+
+def _prefix(raw: dict[str, Any], line: Line | None) -> dict[str, Any]:
+    pts = raw.get("prefix") or []
+    if not pts or line is None:
+        return _const(True, None, "", "default")
+    hits = 0
+    for p in pts:
+        prefill_part = p["cold_ms"] - line.a
+        hits += prefill_part > 0 and (p["cold_ms"] - p["warm_ms"]) > 0.5 * prefill_part
+    benefit = statistics.median(1.0 - p["warm_ms"] / p["cold_ms"] for p in pts)
+    return _const(
+        hits * 2 > len(pts),
+        None,
+        "",
+        "measured",
+        f"the same prompt again: TTFT {100 * benefit:.0f} % lower ({hits} of {len(pts)} pairs a hit)",
+    )
+
+
+def fit_constants(raw: dict[str, Any], server: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every constant of the twin (vllm_sim.twin.CONSTANTS): value, uncertainty, unit and where it came from."""
+    c: dict[str, dict[str, Any]] = {}
+    c["decode_step_ms"], c["decode_per_seq_ms"] = _decode(raw)
+    c["prefill_tokens_per_s"], c["request_overhead_ms"], line = _prefill(raw, c)
+    c.update(_limits(raw, server))
+    c["enable_prefix_caching"] = _prefix(raw, line)
+    return c
+
+
+def point_errors(raw: dict[str, Any], c: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Each raw point with the twin's prediction and its error (ms and % of the measured value)."""
+
+    def err(measured: float, predicted: float) -> dict[str, float]:
+        return {"predicted_ms": round(predicted, 3), "error_ms": round(predicted - measured, 3),
+                "error_pct": round(100.0 * (predicted - measured) / measured, 2) if measured else 0.0}  # fmt: skip
+
+    ttft = [{**p, **err(p["ttft_ms"], predict_ttft_ms(c, p["prompt_tokens"]))} for p in raw.get("ttft") or []]
+    tpot = [{**p, **err(p["tpot_ms"], predict_tpot_ms(c, p["batch"]))} for p in raw.get("tpot") or []]
+    return {"ttft": ttft, "tpot": tpot}

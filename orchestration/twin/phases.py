@@ -1,0 +1,267 @@
+"""The probe's phases, in the order of what the twin needs most: prefill (TTFT by prompt length), decode (TPOT by
+batch size), the limits at saturation (running requests, KV-cache usage), prefix-cache benefit.
+
+Every phase appends its raw points to one dict as they are measured, so a Ctrl-C or a spent budget leaves what
+was measured in it (calibrate fits and writes that).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from orchestration.twin.probe import Budget, Probe, Shot, scrape
+
+__all__ = ["ProbePlan", "new_raw", "path_latency", "run_phases", "tpot_excess"]
+
+
+@dataclass(frozen=True)
+class ProbePlan:
+    """What the probe sends (sized to stay inside its budget on a slow server)."""
+
+    lengths: tuple[int, ...] = (32, 256, 768, 1536)
+    repeats: int = 3
+    concurrencies: tuple[int, ...] = (1, 2, 4, 8, 16)
+    decode_tokens: int = 48
+    saturation_requests: int = 64
+    saturation_prompt: int = 128
+    saturation_tokens: int = 64
+    block_size: int = 16  # vLLM's default, for the KV estimate when /metrics does not show cache_config_info
+    # a fast server leaves most of the budget: more rounds of the TTFT and TPOT points (less noise in the fit),
+    # while the probe is under this share of its budget, up to this many rounds
+    fill: float = 0.5
+    max_rounds: int = 5
+
+    def capped(self, max_model_len: int | None) -> ProbePlan:
+        """The plan with prompt lengths that fit the server's context (prompt + output below max_model_len)."""
+        if not max_model_len:
+            return self
+        room = int((max_model_len - self.decode_tokens - 16) * 0.9)
+        lengths = tuple(sorted({min(n, room) for n in self.lengths if min(n, room) > 0}))
+        return dataclasses.replace(
+            self, lengths=lengths, saturation_prompt=min(self.saturation_prompt, max(8, room // 2))
+        )
+
+
+def _ok(shots: list[Shot]) -> list[Shot]:
+    return [s for s in shots if s.error is None and s.ttft_s is not None]
+
+
+def _errors(raw: dict[str, Any], shots: list[Shot]) -> None:
+    """Count failed shots by their reason (the budget's cut-offs among them)."""
+    for s in shots:
+        if s.error is not None:
+            key = "budget" if s.error == "budget" else s.error.split(":")[0]
+            raw["errors"][key] = raw["errors"].get(key, 0) + 1
+            raw.setdefault("first_error", s.error)
+
+
+def warmup(probe: Probe, raw: dict[str, Any]) -> None:
+    """Two short requests: the server's first-request costs go here, and the prompt's tokens per word."""
+    for _ in range(2):
+        text, words = probe.prompt(64)
+        s = probe.shot(text, 2, words)
+        _errors(raw, [s])
+        if s.error is None and s.prompt_tokens:
+            probe.tokens_per_word = s.prompt_tokens / words
+    raw["tokens_per_word"] = probe.tokens_per_word
+
+
+def ttft_phase(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
+    """TTFT at concurrency 1 over the plan's prompt lengths, interleaved so drift spreads over every length."""
+    for _ in range(plan.repeats):
+        for n in plan.lengths:
+            if probe.budget.left() <= 0:
+                return
+            text, words = probe.prompt(n)
+            s = probe.shot(text, 2, words)
+            _errors(raw, [s])
+            if s.error is None and s.ttft_s is not None:
+                if (
+                    not s.prompt_tokens
+                ):  # a server without usage: the words' estimate, and the profile says so
+                    raw["prompt_tokens_estimated"] = True
+                n_tokens = s.prompt_tokens or round(words * probe.tokens_per_word)
+                raw["ttft"].append({"prompt_tokens": n_tokens, "ttft_ms": s.ttft_s * 1000.0})
+
+
+def _watch(probe: Probe, samples: list[dict[str, Any]], every: float = 0.05) -> Any:
+    """A `during` callback: scrape /metrics every `every` s while the burst runs, with each stream's progress."""
+
+    def during(shots: list[Shot]) -> None:
+        while not all(s.done for s in shots) and probe.budget.left() > 0:
+            m = scrape(probe)
+            if m is not None:
+                m["progress"] = [
+                    (i, s.tokens_seen) for i, s in enumerate(shots) if s.tokens_seen and not s.done
+                ]
+                samples.append(m)
+            time.sleep(every)
+
+    return during
+
+
+def tpot_phase(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
+    """TPOT of c streams started together: every one decodes in a batch of c once their prefills are done."""
+    for c in plan.concurrencies:
+        # the intercept rests on c = 1: measure it thrice, the others twice
+        for _ in range(3 if c == 1 else 2):
+            if probe.budget.left() <= 0:
+                return
+            specs = [(*probe.prompt(32), plan.decode_tokens) for _ in range(c)]
+            samples: list[dict[str, Any]] = []
+            shots = probe.burst([(p, mt, w) for p, w, mt in specs], _watch(probe, samples, 0.1))
+            _errors(raw, shots)
+            ok = [s for s in _ok(shots) if s.tpot_s is not None]
+            if len(ok) < len(shots):
+                continue  # a cut or failed stream changes the batch the others decoded in: no point
+            seen = [m["running"] for m in samples if m.get("running") is not None]
+            batch = max(1, min(c, int(max(seen)))) if seen else c
+            # with fewer seats than streams, the first `batch` to start decoding decoded together
+            first = sorted(ok, key=lambda s: s.started + (s.ttft_s or 0.0))[:batch]
+            raw["tpot"].append({"concurrency": c, "batch": batch,
+                                "tpot_ms": statistics.median(s.tpot_s * 1000.0 for s in first if s.tpot_s),
+                                "tpot_spread_ms": _spread([s.tpot_s * 1000.0 for s in first if s.tpot_s])})  # fmt: skip
+
+
+def _spread(xs: list[float]) -> float:
+    return statistics.stdev(xs) if len(xs) > 1 else 0.0
+
+
+def saturation_phase(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
+    """More streams than the server runs at once: the most running (while some wait) is its max-num-seqs, and
+    KV-cache usage against the tokens the running streams hold is its KV capacity."""
+    if probe.budget.left() <= 0:
+        return
+    k = plan.saturation_requests
+    specs = [(*probe.prompt(plan.saturation_prompt), plan.saturation_tokens) for _ in range(k)]
+    samples: list[dict[str, Any]] = []
+    shots = probe.burst([(p, mt, w) for p, w, mt in specs], _watch(probe, samples))
+    _errors(raw, shots)
+    running = [m["running"] for m in samples if m.get("running") is not None]
+    saturated = [
+        m["running"] for m in samples if m.get("running") is not None and (m.get("waiting") or 0) > 0
+    ]
+    sat: dict[str, Any] = {"requests": k, "scrapes": len(samples), "max_running": max(running) if running else None,
+                           "max_running_while_waiting": max(saturated) if saturated else None,
+                           "kv_samples": []}  # fmt: skip
+    for m in samples:
+        if m.get("num_gpu_blocks") and m.get("block_size"):
+            sat["cache_config"] = {"num_gpu_blocks": int(float(m["num_gpu_blocks"])),
+                                   "block_size": int(float(m["block_size"]))}  # fmt: skip
+        u = m.get("kv_usage")
+        prog = m.get("progress") or []
+        # only where every running stream is one we saw decoding: then we know what each one holds
+        if not u or m.get("running") is None or int(m["running"]) != len(prog) or not prog:
+            continue
+        held = 0
+        for i, seen in prog:
+            p = shots[i].prompt_tokens or round(shots[i].words * probe.tokens_per_word)
+            held += math.ceil((p + seen + 1) / plan.block_size) * plan.block_size
+        sat["kv_samples"].append({"usage": u, "held_tokens": held, "running": len(prog)})
+    raw["saturation"] = sat
+
+
+def prefix_phase(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
+    """The same prompt twice, one after the other: the second TTFT shows what a prefix-cache hit saves."""
+    n = max(plan.lengths)
+    for _ in range(2):
+        if probe.budget.left() <= 0:
+            return
+        text, words = probe.prompt(n)
+        cold = probe.shot(text, 2, words)
+        warm = probe.shot(text, 2, words)
+        _errors(raw, [cold, warm])
+        if cold.ttft_s is not None and warm.ttft_s is not None and cold.error is None and warm.error is None:
+            raw["prefix"].append({"prompt_tokens": cold.prompt_tokens, "cold_ms": cold.ttft_s * 1000.0,
+                                  "warm_ms": warm.ttft_s * 1000.0})  # fmt: skip
+
+
+def path_latency(budget_s: float, batches: tuple[int, ...] = (1, 16), n: int = 12) -> dict[str, Any] | None:
+    """What the simulator's own path adds on this machine (HTTP, event-loop timers, this client), measured on a
+    simulator with known constants: the TTFT excess over its model, and the TPOT excess at a few batch sizes (a
+    step that ends late by more than 1 ms pushes the next one: more streams, more work per step, more drift). The
+    twin adds the same again when it serves, so the fit takes it out of the real server's points. None when the
+    simulator cannot start."""
+    from vllm_sim.launch import start_simulator  # the twin itself: the only simulator the probe starts
+
+    step_ms, ttft_ms, tokens = 10.0, 15.0, 32  # 5 ms overhead + one 10 ms step; prefill too fast to count
+    try:
+        sim = start_simulator(["--request-overhead-ms", "5", "--decode-step-ms", str(step_ms),
+                               "--decode-per-seq-ms", "0", "--prefill-tokens-per-s", "1e12"],
+                              timeout=max(1.0, min(20.0, budget_s)))  # fmt: skip
+    except (RuntimeError, OSError):
+        return None
+    out: dict[str, Any] = {"ttft": None, "tpot": []}
+    try:
+        probe = Probe(sim.url, "sim-model", Budget(min(20.0, budget_s)))
+        # at a short and a long prompt: parsing, tokenizing and hashing a prompt cost time by its length too
+        by_len: dict[int, list[float]] = {32: [], 1536: []}
+        for i in range(n + 3):
+            for length, got in by_len.items():
+                s = probe.shot(*probe.prompt(length)[:1], 2)
+                if (
+                    s.ttft_s is not None and s.error is None and i >= 3
+                ):  # the first requests warm the server up
+                    got.append(s.ttft_s * 1000.0 - ttft_ms)
+        if all(len(v) >= 3 for v in by_len.values()):
+            short, long = by_len[32], by_len[1536]
+            out["ttft"] = {"excess_ms": statistics.median(short), "spread_ms": statistics.stdev(short),
+                           "n": len(short), "per_token_ms": (statistics.median(long) - statistics.median(short))
+                           / (1536 - 32), "at_tokens": 32}  # fmt: skip
+        for b in batches:
+            medians = []
+            for _ in range(3):  # the machine's load comes and goes: the median of three bursts
+                shots = probe.burst([(probe.prompt(32)[0], tokens, 0) for _ in range(b)])
+                tpots = [s.tpot_s * 1000.0 for s in shots if s.error is None and s.tpot_s is not None]
+                if len(tpots) == b:
+                    medians.append(statistics.median(tpots))
+            if medians:
+                out["tpot"].append({"batch": b, "excess_ms": statistics.median(medians) - step_ms,
+                                    "bursts": len(medians)})  # fmt: skip
+    finally:
+        sim.stop()
+    return out
+
+
+def tpot_excess(path: dict[str, Any] | None, batch: float) -> float:
+    """The simulator's own TPOT excess at `batch`, interpolated (flat beyond what was measured); 0 unknown."""
+    pts = sorted((p["batch"], p["excess_ms"]) for p in ((path or {}).get("tpot") or []))
+    if not pts:
+        return 0.0
+    if batch <= pts[0][0] or len(pts) == 1:
+        return float(pts[0][1])
+    for (b0, e0), (b1, e1) in zip(pts, pts[1:], strict=False):
+        if batch <= b1:
+            return float(e0 + (e1 - e0) * (batch - b0) / (b1 - b0))
+    return float(pts[-1][1])
+
+
+def new_raw() -> dict[str, Any]:
+    """The empty record of a probe's raw points."""
+    return {"ttft": [], "tpot": [], "saturation": None, "prefix": [], "errors": {}, "phases_done": []}
+
+
+def run_phases(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
+    """Run every phase into `raw` while the budget lasts (a KeyboardInterrupt leaves what was measured)."""
+    if probe.budget.left() <= 0:
+        return
+    warmup(probe, raw)
+    raw["phases_done"].append("warmup")
+    for name, phase in (("ttft", ttft_phase), ("tpot", tpot_phase), ("saturation", saturation_phase),
+                        ("prefix", prefix_phase)):  # fmt: skip
+        if probe.budget.left() <= 0:
+            break
+        phase(probe, plan, raw)
+        raw["phases_done"].append(name)
+    rounds = 1
+    total = probe.budget.deadline - probe.budget.start
+    while rounds < plan.max_rounds and probe.budget.elapsed() < plan.fill * total:
+        ttft_phase(probe, plan, raw)
+        tpot_phase(probe, plan, raw)
+        rounds += 1
+    raw["rounds"] = rounds

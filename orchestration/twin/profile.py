@@ -1,0 +1,95 @@
+"""The twin profile (`twin.json`): built from a probe and its fit, written atomically, printed as a fit table.
+
+Its schema and version belong to the reader, vllm_sim.twin (`KIND`, `VERSION`, `CONSTANTS`, `validate_twin`):
+a profile is validated by that same reader before it is written, so what calibrate writes the simulator reads.
+
+    {"kind": "vllm-locust-twin", "version": 1, "created": ISO time,
+     "server": {"host", "model", "max_model_len", "version"},
+     "probe": {"budget_s", "elapsed_s", "requests", "cut", "partial", "stopped", "errors", "phases", "plan"},
+     "constants": {NAME: {"value", "uncertainty", "unit", "source", "note"?}},   # every vllm_sim.twin.CONSTANTS
+     "uncertainty": what an uncertainty means,
+     "points": {"ttft": [...], "tpot": [...], "saturation": {...}, "prefix": [...]},  # raw, with errors
+     "fit": {"ttft": {...}, "tpot": {...}}}                                         # error summaries
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+from orchestration.twin.fit import RESOLUTION_MS, SIGMAS, fit_constants, point_errors
+from orchestration.twin.phases import ProbePlan
+from vllm_sim.twin import KIND, VERSION, validate_twin
+from vllm_users.atomic import atomic_json
+
+__all__ = ["build_profile", "fit_table", "write_profile"]
+
+
+def _summary(points: list[dict[str, Any]]) -> dict[str, Any]:
+    if not points:
+        return {"points": 0}
+    errs = [abs(p["error_pct"]) for p in points]
+    return {"points": len(points), "mean_abs_error_pct": round(sum(errs) / len(errs), 2),
+            "max_abs_error_pct": round(max(errs), 2),
+            "max_abs_error_ms": round(max(abs(p["error_ms"]) for p in points), 3)}  # fmt: skip
+
+
+def build_profile(
+    raw: dict[str, Any], server: dict[str, Any], probe: dict[str, Any], plan: ProbePlan
+) -> dict[str, Any]:
+    """The whole profile of one probe (validated: a profile this returns, vllm_sim.twin reads)."""
+    constants = fit_constants(raw, server)
+    errors = point_errors(raw, constants)
+    doc = {
+        "kind": KIND, "version": VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "server": server, "probe": {**probe, "plan": dataclasses.asdict(plan)}, "constants": constants,
+        "uncertainty": f"{SIGMAS:g} standard errors of the least-squares fit, at least what a {RESOLUTION_MS} ms "
+                       "timing resolution allows; 0 for a limit the server shows; null where nothing was measured",
+        "points": {"ttft": errors["ttft"], "tpot": errors["tpot"], "saturation": raw.get("saturation"),
+                   "prefix": raw.get("prefix") or [], "tokens_per_word": raw.get("tokens_per_word"),
+            "prompt_tokens_estimated": bool(raw.get("prompt_tokens_estimated")),
+                   "path_latency": raw.get("path_latency")},
+        "fit": {"ttft": _summary(errors["ttft"]), "tpot": _summary(errors["tpot"])},
+    }  # fmt: skip
+    validate_twin(doc, "the profile being written")
+    return doc
+
+
+def write_profile(path: str, doc: dict[str, Any]) -> None:
+    """Write the profile atomically (a reader never sees half of it)."""
+    atomic_json(path, doc)
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def fit_table(doc: dict[str, Any]) -> str:
+    """The constants (value ± uncertainty, source) and every point's measured, predicted and error, as text."""
+    lines = [f"twin of {doc['server'].get('host')} ({doc['server'].get('model')}): "
+             f"{doc['probe'].get('requests', 0)} requests in {doc['probe'].get('elapsed_s', 0):.1f} s"
+             + (" (partial: " + str(doc["probe"].get("stopped")) + ")" if doc["probe"].get("partial") else ""),
+             f"{'constant':<22} {'value':>12} {'± uncertainty':>14}  source", "-" * 64]  # fmt: skip
+    for name, c in doc["constants"].items():
+        unc = "" if c.get("uncertainty") is None else _fmt(c["uncertainty"])
+        note = f"  ({c['note']})" if c.get("note") else ""
+        lines.append(f"{name:<22} {_fmt(c['value']):>12} {unc:>14}  {c['source']} {c['unit']}{note}")
+    for kind, x, xname in (("ttft", "prompt_tokens", "prompt"), ("tpot", "batch", "batch")):
+        pts = doc["points"][kind]
+        if not pts:
+            lines.append(f"{kind.upper()}: no points")
+            continue
+        lines.append(f"{kind.upper()} points: {xname:>7} {'measured':>10} {'twin':>10} {'error':>9}")
+        for p in pts:
+            lines.append(f"{'':<12} {p[x]:>7} {p[kind + '_ms']:>8.2f}ms {p['predicted_ms']:>8.2f}ms "
+                         f"{p['error_pct']:>+8.1f}%")  # fmt: skip
+        s = doc["fit"][kind]
+        lines.append(
+            f"{'':<12} mean |error| {s['mean_abs_error_pct']:.1f} %, max {s['max_abs_error_pct']:.1f} %"
+        )
+    return "\n".join(lines)

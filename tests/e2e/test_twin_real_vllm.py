@@ -1,0 +1,83 @@
+"""The twin against real vLLM for CPU (tiny model): calibrate with a small budget, then send three loads the probe
+did not use (a closed-loop concurrency, an open-loop rate, a prompt longer than the probe's longest, which the
+2048-token context caps near 1400) to vLLM and to the twin; median TTFT, median TPOT and output tok/s must agree
+within a tolerance derived from the probe's own noise plus the server's own drift between two runs of the load.
+The figures are printed (docs/twin.md has them, with the command)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestration.twin.check import Load, compare, run_load
+from tests.e2e.vllm_env import VllmServer, client_preexec
+from vllm_sim.launch import start_simulator
+
+ROOT = Path(__file__).resolve().parents[2]
+BUDGET_S = 120
+LOADS = [Load("closed-4", 12, 128, 32, concurrency=4), Load("poisson-1/s", 10, 64, 24, rate=1.0),
+         Load("long-prompt", 3, 1700, 8)]  # fmt: skip
+
+
+def _tolerance(doc: dict[str, Any]) -> float:
+    """3× the larger mean |error| of the probe's points against its fit, plus 5 % for run-to-run drift."""
+    noise = max(doc["fit"]["ttft"]["mean_abs_error_pct"], doc["fit"]["tpot"]["mean_abs_error_pct"]) / 100.0
+    return 3.0 * noise + 0.05
+
+
+@pytest.mark.timeout(1200)
+def test_the_twin_predicts_vllm_for_cpu(vllm_server: VllmServer, tmp_path: Path) -> None:
+    out = tmp_path / "twin.json"
+    cmd = [sys.executable, "-m", "orchestration.cli", "calibrate", "--host", vllm_server.url,
+           "--model", vllm_server.model_name, "--budget", f"{BUDGET_S}s", "--max-concurrency", "8",
+           "--saturation-requests", "32", "-o", str(out)]  # fmt: skip
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=BUDGET_S + 120, cwd=ROOT,
+                       preexec_fn=client_preexec())  # fmt: skip
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    print(p.stdout)
+    doc = json.loads(out.read_text())
+    assert doc["probe"]["elapsed_s"] <= BUDGET_S + 5
+    assert doc["constants"]["max_model_len"]["source"] == "server"
+    assert doc["constants"]["prefill_tokens_per_s"]["source"] == "fit"
+    assert doc["constants"]["decode_step_ms"]["source"] == "fit"
+    tpw = doc["points"]["tokens_per_word"] or 1.0
+    tol = _tolerance(doc)
+    rows = []
+    with start_simulator(["--twin", str(out)]) as twin:
+        for load in LOADS:
+            # vLLM before and after the twin: its own drift between two runs of one load joins the tolerance (on a
+            # shared machine the server's speed moves by more than the probe's noise says)
+            real1 = run_load(
+                vllm_server.url, vllm_server.model_name, load, timeout_s=300, tokens_per_word=tpw
+            )
+            tw = run_load(twin.url, vllm_server.model_name, load, timeout_s=300)
+            again = dataclasses.replace(
+                load, seed=load.seed + 1000
+            )  # new prompts: no prefix-cache hit on vLLM
+            real2 = run_load(
+                vllm_server.url, vllm_server.model_name, again, timeout_s=300, tokens_per_word=tpw
+            )
+            assert real1["failed"] == 0 and real2["failed"] == 0 and tw["failed"] == 0, (real1, real2, tw)
+            real = {
+                k: (real1[k] + real2[k]) / 2 for k in ("ttft_ms_median", "tpot_ms_median", "output_tok_s")
+            }
+            drift = {k: abs(v) for k, v in compare(real1, real2).items() if v is not None}
+            rows.append((load.name, real1, real2, tw, compare(real, tw), drift))
+    print(f"tolerance {tol:.1%} + the server's own drift per load")
+    for name, r1, r2, tw, e, drift in rows:
+        print(
+            json.dumps({"load": name, "vllm": r1, "vllm_again": r2, "twin": tw, "error": e, "drift": drift})
+        )
+    bad = [
+        f"{name} {k} {v:+.1%} (tolerance {tol + drift.get(k, 0.0):.1%})"
+        for name, _r1, _r2, _t, e, drift in rows
+        for k, v in e.items()
+        if v is None or abs(v) > tol + drift.get(k, 0.0)
+    ]
+    assert not bad, f"the twin is off by more than the tolerance: {bad}"

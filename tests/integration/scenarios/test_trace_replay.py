@@ -1,0 +1,176 @@
+"""`vllm-locust run --trace` against the embedded simulator with 2 workers (issue 21): each request at t0 +
+offset / --time-scale on the one global schedule, entry i on worker i mod 2; a mooncake trace's block reuse
+reaching the server's prefix cache; sessions closed within (think time after the previous turn completed, the
+real answers carried), open across; a run replayed from its records; a bad line refused before any load."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.scenarios.runner import vllm_locust
+from vllm_users.exit_codes import CLIENT_BOUND, OK, USAGE
+from vllm_users.workload.trace_formats import load_trace, trace_block_reuse
+
+BLOCK = 128  # --trace-block-size: small prompts, many blocks
+SIM_BLOCK = 16  # the simulator's KV block (vllm_sim/config.py)
+CHAT_TEMPLATE_TOKENS = 7  # the simulator's template around one user message (vllm_sim/tokenizer.py)
+GAP_MS = 150  # between requests: each prefill is over before the next request that shares its blocks
+
+
+def _mooncake(path: Path, n: int = 40, seed: int = 5) -> None:
+    """Four prefix chains that most requests extend, each request with 1-2 blocks of its own."""
+    rng = random.Random(seed)
+    rows, unique = [], 10_000
+    for i in range(n):
+        chain = [100 * (i % 4) + k for k in range(rng.randint(2, 6))]
+        own = list(range(unique, unique + rng.randint(1, 2)))
+        unique += len(own)
+        ids = chain + own
+        rows.append({"timestamp": i * GAP_MS, "input_length": len(ids) * BLOCK - rng.randint(0, BLOCK - 1),
+                     "output_length": 4, "hash_ids": ids})  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _ok(run: Any) -> dict[str, Any]:
+    assert run.rc in (OK, CLIENT_BOUND), run.logs()[-3000:]
+    res: dict[str, Any] = run.result
+    assert res["failed"] == 0
+    return res
+
+
+@pytest.fixture(scope="module")
+def mooncake_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
+    tmp = tmp_path_factory.mktemp("trace")
+    trace = tmp / "mooncake.jsonl"
+    _mooncake(trace)
+    run = vllm_locust(tmp, "--trace", str(trace), "--time-scale", "1.5", "--trace-block-size", str(BLOCK),
+                      "--ignore-eos", workers=2, name="mooncake")  # fmt: skip
+    return run, trace
+
+
+@pytest.mark.timeout(300)
+def test_each_request_is_sent_at_its_trace_time_by_its_worker(mooncake_run: tuple[Any, Path]) -> None:
+    run, path = mooncake_run
+    res = _ok(run)
+    trace = load_trace(str(path), block_size=BLOCK)
+    recs = run.records()
+    rep = res["replay"]
+    assert (rep["trace_requests"], rep["sent"], rep["not_sent"], rep["all_sent"]) == (40, 40, 0, True)
+    by_index = {r["session"]: r for r in recs}
+    assert sorted(by_index) == list(range(40))
+    t0 = by_index[0]["t_intended"]
+    for i, req in enumerate(trace.requests):
+        r = by_index[i]
+        assert r["t_intended"] - t0 == pytest.approx(req.offset_s / 1.5, abs=1e-6)  # the trace's time, scaled
+        assert r["worker"].endswith(f"-w{i % 2}")  # entry i on worker i mod 2
+        assert r["input_len"] == req.input_len and r["output_len"] == 4 == r["output_tokens"]
+        assert r["prompt_tokens"] == (req.input_len or 0) + CHAT_TEMPLATE_TOKENS  # exact through /tokenize
+    lags = sorted(r["t_start"] - r["t_intended"] for r in recs)
+    assert rep["lag_ms"]["max"] == pytest.approx(lags[-1] * 1000, abs=1e-3)
+    assert lags[0] >= -0.001  # nothing before its time
+    assert "Replay fidelity" in run.out and "40 / 40 / 0" in run.out
+
+
+@pytest.mark.timeout(300)
+def test_mooncake_block_reuse_reaches_the_servers_prefix_cache(mooncake_run: tuple[Any, Path]) -> None:
+    run, path = mooncake_run
+    rep = _ok(run)["replay"]
+    trace = load_trace(str(path), block_size=BLOCK)
+    reuse = trace_block_reuse(trace)
+    assert reuse is not None and reuse > 0.4 and rep["expected_block_reuse"] == pytest.approx(reuse)
+    # what the server may differ by, per request: a partly reused simulator block (< 16 tokens), the cut word at
+    # the end of a partial block (1 token in the simulator), the template's tokens counted in its queries (7)
+    queries = sum(r.input_len or 0 for r in trace.requests) + CHAT_TEMPLATE_TOKENS * len(trace.requests)
+    tolerance = len(trace.requests) * (SIM_BLOCK + 1 + CHAT_TEMPLATE_TOKENS) / queries
+    assert rep["server_prefix_hit_rate"] == pytest.approx(reuse, abs=tolerance), (rep, tolerance)
+    assert abs(rep["reuse_gap_points"]) <= tolerance * 100
+
+
+@pytest.mark.timeout(300)
+def test_a_run_replayed_from_its_records_keeps_its_schedule(
+    mooncake_run: tuple[Any, Path], tmp_path: Path
+) -> None:
+    first, _ = mooncake_run
+    again = vllm_locust(tmp_path, "--trace", first.run_dir, "--trace-format", "records", "--ignore-eos",
+                        workers=2, name="again")  # fmt: skip
+    res = _ok(again)
+    assert res["replay"]["format"] == "records" and res["replay"]["all_sent"]
+    want = sorted(r["t_intended"] for r in first.records())
+    got = sorted(r["t_intended"] for r in again.records())
+    assert len(got) == len(want)
+    for a, b in zip(want, got, strict=True):
+        assert b - got[0] == pytest.approx(a - want[0], abs=1e-5)  # the same intended offsets
+    assert sorted(r["input_len"] for r in again.records()) == sorted(r["input_len"] for r in first.records())
+
+
+SESSIONS = [
+    {"timestamp": 0.0, "session_id": "a", "turn": 0, "input_len": 40, "output_len": 6},
+    {
+        "timestamp": 0.1,
+        "session_id": "b",
+        "turn": 0,
+        "prompt": "hello there",
+        "output_len": 6,
+        "tenant": "api",
+    },
+    {"timestamp": 0.2, "input_len": 30, "output_len": 6},
+    {"timestamp": 0.3, "session_id": "c", "turn": 0, "input_len": 20, "output_len": 6},
+    {"timestamp": 1.0, "session_id": "a", "turn": 1, "think_ms": 700, "input_len": 10, "output_len": 6},
+    {
+        "timestamp": 1.1,
+        "session_id": "b",
+        "turn": 1,
+        "think_ms": 300,
+        "prompt": "and then?",
+        "output_len": 6,
+        "tenant": "api",
+    },
+    {"timestamp": 1.9, "session_id": "a", "turn": 2, "think_ms": 400, "input_len": 10, "output_len": 6},
+    {"timestamp": 2.0, "input_len": 25, "output_len": 6},
+]
+
+
+@pytest.mark.timeout(300)
+def test_sessions_stay_on_one_worker_and_wait_for_the_previous_turn(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in SESSIONS))
+    run = vllm_locust(tmp_path, "--trace", str(path), "--ignore-eos", workers=2, name="sessions")
+    res = _ok(run)
+    recs = run.records()
+    assert len(recs) == len(SESSIONS) and res["replay"]["all_sent"]
+    by_session: dict[int, list[dict[str, Any]]] = {}
+    for r in recs:
+        by_session.setdefault(r["session"], []).append(r)
+    turns = {s: sorted(rs, key=lambda r: r["turn"]) for s, rs in by_session.items()}
+    assert {s: len(t) for s, t in turns.items()} == {0: 3, 1: 2, 2: 1, 3: 1, 7: 1}
+    for s, ts in turns.items():
+        assert {r["worker"] for r in ts} == {ts[0]["worker"]} and ts[0]["worker"].endswith(f"-w{s % 2}")
+        assert ts[0]["t_intended"] is not None and all(r["t_intended"] is None for r in ts[1:])
+    think = {(0, 1): 0.7, (0, 2): 0.4, (1, 1): 0.3}
+    for (s, k), pause in think.items():
+        before, this = turns[s][k - 1], turns[s][k]
+        done = before["t_start"] + before["end_us"] / 1e6
+        assert this["t_start"] >= done + pause - 0.005  # think_ms after the previous turn completed
+        # the history: the earlier prompt and its real answer are in this prompt
+        assert this["prompt_tokens"] >= before["prompt_tokens"] + before["output_tokens"]
+    assert [r["request_class"] for r in turns[1]] == ["api", "api"]
+    assert {"0", "1"} <= set(res["ttft_by_turn"])
+    assert os.path.exists(os.path.join(run.run_dir, "result.json"))
+
+
+@pytest.mark.timeout(120)
+def test_a_bad_line_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
+    bad = Path(__file__).resolve().parents[2] / "data" / "traces" / "bad_field.jsonl"
+    run = vllm_locust(tmp_path, "--trace", str(bad), workers=2, name="bad")
+    assert run.rc == USAGE
+    lines = [ln for ln in run.err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "bad_field.jsonl:4" in lines[0] and "input_length" in lines[0], run.err
+    assert not os.path.exists(run.run_dir)  # refused before the run directory, the simulator or any request
+    clash = vllm_locust(tmp_path, "--trace", str(bad), "--request-rate", "3", name="clash")
+    assert clash.rc == USAGE and "--request-rate" in clash.err

@@ -1,0 +1,149 @@
+"""Calibrate against the simulator itself: a simulator started with known, non-default constants is "the real
+server"; the fit must recover its constants within the fit's own stated uncertainty, the twin must predict three
+loads the probe never sent, and the probe must keep its budget and write what it has on Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestration.twin.check import Load, compare, run_load
+from vllm_sim.launch import SimProcess, start_simulator
+
+pytestmark = pytest.mark.timeout(400)
+
+TRUE = {"prefill_tokens_per_s": 5000.0, "decode_step_ms": 20.0, "decode_per_seq_ms": 1.0,
+        "request_overhead_ms": 10.0, "max_num_seqs": 12, "kv_cache_tokens": 20000, "max_model_len": 6000}  # fmt: skip
+REAL_ARGS = [a for k, v in TRUE.items() for a in (f"--{k.replace('_', '-')}", str(v))]
+# loads the probe did not send: a closed-loop concurrency (with prefills inside decode steps), an open-loop rate,
+# and a prompt longer than any of the probe's
+LOADS = [Load("closed-6", 18, 200, 40, concurrency=6), Load("poisson-4/s", 16, 100, 30, rate=4.0),
+         Load("long-prompt", 3, 3000, 8)]  # fmt: skip
+
+
+def calibrate(host: str, out: Path, budget: str, **kw: Any) -> subprocess.Popen[str]:
+    """Start `vllm-locust calibrate` as a user would."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "orchestration.cli",
+        "calibrate",
+        "--host",
+        host,
+        "--budget",
+        budget,
+        "-o",
+        str(out),
+    ]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+@pytest.fixture(scope="module")
+def real() -> Iterator[SimProcess]:
+    with start_simulator(REAL_ARGS) as sim:
+        yield sim
+
+
+@pytest.fixture(scope="module")
+def twin(real: SimProcess, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("twin") / "twin.json"
+    t0 = time.monotonic()
+    proc = calibrate(real.url, out, "120s")
+    stdout, stderr = proc.communicate(timeout=200)
+    assert proc.returncode == 0, stderr
+    doc: dict[str, Any] = json.loads(out.read_text())
+    doc["_wall_s"] = time.monotonic() - t0
+    doc["_path"] = str(out)
+    doc["_stdout"] = stdout
+    return doc
+
+
+def test_the_fit_recovers_the_constants_within_its_uncertainty(twin: dict[str, Any]) -> None:
+    c = twin["constants"]
+    for name in ("prefill_tokens_per_s", "decode_step_ms", "decode_per_seq_ms", "request_overhead_ms",
+                 "kv_cache_tokens"):  # fmt: skip
+        assert c[name]["source"] == "fit", name
+        err = abs(c[name]["value"] - TRUE[name])
+        assert err <= c[name]["uncertainty"], f"{name}: {c[name]} vs true {TRUE[name]}; {twin['_stdout']}"
+    # and the uncertainties say something: well below the values (the overhead: below the smallest TTFT it is in)
+    for name in ("prefill_tokens_per_s", "decode_step_ms", "decode_per_seq_ms", "kv_cache_tokens"):
+        assert c[name]["uncertainty"] < 0.5 * TRUE[name], name
+    assert c["request_overhead_ms"]["uncertainty"] < 0.5 * min(p["ttft_ms"] for p in twin["points"]["ttft"])
+    assert c["max_num_seqs"]["value"] == TRUE["max_num_seqs"] and c["max_num_seqs"]["source"] == "measured"
+    assert c["max_model_len"]["value"] == TRUE["max_model_len"]
+    assert c["enable_prefix_caching"]["value"] is True
+    assert "TTFT points" in twin["_stdout"] and "prefill_tokens_per_s" in twin["_stdout"]
+    assert twin["probe"]["partial"] is False and twin["_wall_s"] < 120 + 15
+
+
+def _tolerance(twin: dict[str, Any]) -> float:
+    """From the probe's own noise: 3× the larger mean |error| of its points against the fit, plus 5 % for the
+    load that other processes put on this machine between the two runs."""
+    noise = max(twin["fit"]["ttft"]["mean_abs_error_pct"], twin["fit"]["tpot"]["mean_abs_error_pct"]) / 100.0
+    return 3.0 * noise + 0.05
+
+
+def test_the_twin_predicts_loads_the_probe_did_not_use(real: SimProcess, twin: dict[str, Any]) -> None:
+    tol = _tolerance(twin)
+    rows = []
+    with start_simulator(["--twin", twin["_path"]]) as tw:
+        for load in LOADS:
+            r, t = run_load(real.url, "sim-model", load), run_load(tw.url, "sim-model", load)
+            assert r["failed"] == 0 and t["failed"] == 0, (r, t)
+            rows.append((load.name, r, t, compare(r, t)))
+    print(f"tolerance {tol:.1%}")
+    for name, r, t, e in rows:
+        print(name, r, t, {k: f"{v:+.1%}" for k, v in e.items() if v is not None})
+    for name, _r, _t, e in rows:
+        for k, v in e.items():
+            assert v is not None and abs(v) <= tol, f"{name} {k}: twin off by {v:+.1%} (tolerance {tol:.1%})"
+
+
+def test_a_wrong_constant_is_caught_by_the_same_comparison(real: SimProcess, twin: dict[str, Any]) -> None:
+    """The comparison can fail: a twin with half the prefill speed is outside the tolerance on the long prompt."""
+    tol = _tolerance(twin)
+    with start_simulator(["--twin", twin["_path"], "--prefill-tokens-per-s", "2500"]) as tw:
+        load = LOADS[2]
+        e = compare(run_load(real.url, "sim-model", load), run_load(tw.url, "sim-model", load))
+    assert e["ttft_ms_median"] is not None and e["ttft_ms_median"] > tol
+
+
+def test_the_budget_is_a_hard_bound(real: SimProcess, tmp_path: Path) -> None:
+    out = tmp_path / "t.json"
+    t0 = time.monotonic()
+    proc = calibrate(real.url, out, "10s")
+    _, stderr = proc.communicate(timeout=60)
+    wall = time.monotonic() - t0
+    assert proc.returncode == 0, stderr
+    doc = json.loads(out.read_text())
+    assert doc["probe"]["partial"] is True and doc["probe"]["stopped"] == "budget spent"
+    assert doc["probe"]["elapsed_s"] <= 10 + 2.0 and wall < 10 + 10  # the interpreter's start is outside
+
+
+def test_ctrl_c_writes_what_was_measured(real: SimProcess, tmp_path: Path) -> None:
+    out = tmp_path / "c.json"
+    proc = calibrate(real.url, out, "120s")
+    time.sleep(12)  # past the TTFT phase on this server
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    doc = json.loads(out.read_text())
+    assert doc["probe"]["partial"] is True and doc["probe"]["stopped"] == "interrupted"
+    assert doc["points"]["ttft"], "the points measured before Ctrl-C are in the file"
+
+
+def test_a_server_that_fails_the_probe_is_exit_3(tmp_path: Path) -> None:
+    with start_simulator(["--fault-rate-500", "1"]) as bad:
+        proc = calibrate(bad.url, tmp_path / "x.json", "20s")
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 3
+    assert len(stderr.strip().splitlines()) == 1 and "error" in stderr
+    assert not (tmp_path / "x.json").exists()

@@ -1,0 +1,67 @@
+"""The simulator's pooling APIs and the Responses API (issue 23.3-4): token counts, shapes, errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vllm_sim import tokenizer as tok
+from vllm_sim.pooling import answer, pooling_delay_s
+from vllm_sim.request import ApiError
+from vllm_sim.responses import as_chat_body
+
+
+def test_embeddings_count_every_input_and_give_one_vector_each() -> None:
+    body, n = answer("embeddings", json.dumps({"input": ["a b c", "d e"]}).encode(), "m", 100, 8)
+    doc = json.loads(body)
+    assert n == 5 and doc["usage"]["prompt_tokens"] == 5
+    assert [len(d["embedding"]) for d in doc["data"]] == [8, 8] and [d["index"] for d in doc["data"]] == [
+        0,
+        1,
+    ]
+    again, _ = answer("embeddings", json.dumps({"input": "a b c"}).encode(), "m", 100, 8)
+    assert json.loads(again)["data"][0]["embedding"] == doc["data"][0]["embedding"]  # seeded by the text
+
+
+def test_rerank_and_score_count_query_plus_document_per_pair() -> None:
+    raw = json.dumps({"query": "a b", "documents": ["c d e", "f"]}).encode()
+    doc, n = answer("rerank", raw, "m", 100, 8)
+    r = json.loads(doc)
+    assert n == 8 and r["usage"] == {"total_tokens": 8}  # (2 + 3) + (2 + 1), vLLM's rerank usage shape
+    assert sorted(x["index"] for x in r["results"]) == [0, 1]
+    s, n2 = answer("score", json.dumps({"text_1": "a b", "text_2": ["c d e", "f"]}).encode(), "m", 100, 8)
+    assert n2 == 8 and [d["score"] for d in json.loads(s)["data"]] == [
+        x["relevance_score"] for x in sorted(r["results"], key=lambda x: x["index"])
+    ]
+
+
+@pytest.mark.parametrize(("api", "body", "status"), [
+    ("embeddings", {"model": "other", "input": "x"}, 404),
+    ("embeddings", {}, 400),
+    ("embeddings", {"input": " ".join(["w"] * 20)}, 400),  # above max_model_len
+    ("rerank", {"query": "q", "documents": []}, 400),
+    ("score", {"text_1": 3, "text_2": ["x"]}, 400),
+])  # fmt: skip
+def test_bad_pooling_requests(api: str, body: dict, status: int) -> None:
+    with pytest.raises(ApiError) as e:
+        answer(api, json.dumps(body).encode(), "m", 10, 8)
+    assert e.value.status == status
+
+
+def test_pooling_delay_is_a_step_plus_prefill() -> None:
+    assert pooling_delay_s(2000, 8.0, 20_000.0) == pytest.approx(0.108)
+
+
+def test_responses_input_becomes_the_chat_prompt() -> None:
+    chat = json.loads(as_chat_body(json.dumps({"input": "hi there", "instructions": "be brief", "max_output_tokens": 4,
+                                               "stream": True}).encode()))  # fmt: skip
+    assert chat["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "hi there"},
+    ]
+    assert chat["max_tokens"] == 4 and chat["stream_options"] == {"include_usage": True}
+    same = json.loads(as_chat_body(json.dumps({"input": [{"role": "user", "content": "hi there"}]}).encode()))
+    assert tok.encode_chat(same["messages"]) == tok.encode_chat([{"role": "user", "content": "hi there"}])
+    with pytest.raises(ApiError):
+        as_chat_body(b'{"input": 5}')

@@ -1,0 +1,45 @@
+"""The simulator with a twin profile (--twin) and the twin's fixed cost per request (--request-overhead-ms)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from vllm_sim import probe
+from vllm_sim.launch import start_simulator
+from vllm_sim.twin import CONSTANTS, KIND, VERSION
+
+PROFILE: dict[str, Any] = {"kind": KIND, "version": VERSION, "server": {"model": "twin-of-m"},
+           "constants": {"prefill_tokens_per_s": {"value": 1e9}, "request_overhead_ms": {"value": 80.0},
+                         "decode_step_ms": {"value": 2.0}, "decode_per_seq_ms": {"value": 0.0},
+                         "max_num_seqs": {"value": 3}, "kv_cache_tokens": {"value": 40000},
+                         "block_size": {"value": 16}, "max_model_len": {"value": 1000},
+                         "enable_prefix_caching": {"value": True}}}  # fmt: skip
+
+
+def _ttft_s(url: str, model: str) -> float:
+    r = probe.request(url, "/v1/completions", {"model": model, "prompt": "a b c", "max_tokens": 2,
+                                               "ignore_eos": True, "stream": True})  # fmt: skip
+    assert r.status == 200, r.body
+    return r.events[0][0] - r.start
+
+
+def test_a_twin_serves_with_its_constants(tmp_path: Path) -> None:
+    assert set(PROFILE["constants"]) == set(CONSTANTS)
+    path = tmp_path / "twin.json"
+    path.write_text(json.dumps(PROFILE))
+    with start_simulator(["--twin", str(path)]) as sim:
+        models = probe.request(sim.url, "/v1/models").json()["data"][0]
+        assert models["id"] == "twin-of-m" and models["max_model_len"] == 1000
+        # the 80 ms overhead is in every TTFT (a lower bound: never flaky on a busy machine)
+        assert min(_ttft_s(sim.url, "twin-of-m") for _ in range(3)) >= 0.080
+        assert "twin" not in sim.stderr_text().lower()
+
+
+def test_without_overhead_the_ttft_is_far_below_it(tmp_path: Path) -> None:
+    path = tmp_path / "twin.json"
+    path.write_text(json.dumps(PROFILE))
+    # --sim-args style override beside --twin: the overhead off
+    with start_simulator(["--twin", str(path), "--request-overhead-ms", "0"]) as sim:
+        assert min(_ttft_s(sim.url, "twin-of-m") for _ in range(3)) < 0.080

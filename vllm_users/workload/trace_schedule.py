@@ -1,0 +1,151 @@
+"""The open-loop schedule of a trace replay: which request of the trace is sent when, and by which worker.
+
+The schedule's entries are the trace's requests that start something: a request outside any session, and the
+first turn of each session. Entry i (its position in `Trace.requests`) is due at `t0 + offset_s / time_scale`
+and goes to worker `i mod count`, so the workers together keep the trace's one global schedule. A session's
+later turns are not on it: the worker that sent the first turn sends each next one `think_ms` after the turn
+before it completed (closed within a session, open across sessions), so a session stays on one worker.
+
+Every process (the master and each worker) reads the trace itself, from its path, once (`trace_of`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from vllm_users.errors import TraceError
+from vllm_users.workload.trace import Trace, TraceRequest
+
+__all__ = [
+    "TraceOptions",
+    "TracePlan",
+    "build_plan",
+    "check_trace",
+    "load_for",
+    "plan_of",
+    "trace_of",
+    "worker_trace_iter",
+]
+
+
+class TraceOptions(Protocol):
+    """The options a trace replay reads (vllm_users.options.Options has them; a Protocol keeps workload/ below
+    the option table)."""
+
+    @property
+    def trace(self) -> str: ...
+    @property
+    def trace_format(self) -> str: ...
+    @property
+    def trace_start(self) -> float: ...
+    @property
+    def trace_duration(self) -> float | None: ...
+    @property
+    def trace_block_size(self) -> int: ...
+    @property
+    def num_prompts(self) -> int | None: ...
+    @property
+    def time_scale(self) -> float: ...
+    @property
+    def trace_timestamp_unit(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class TracePlan:
+    """A trace as a schedule: its entries (global index, offset s) in time order, and each session's turns
+    keyed by the index of its first turn."""
+
+    trace: Trace
+    entries: list[tuple[int, float]] = field(default_factory=list)
+    sessions: dict[int, list[TraceRequest]] = field(default_factory=dict)
+
+    def requests_of(self, index: int) -> list[TraceRequest]:
+        """What entry `index` sends: its session's turns in order, or the one request."""
+        return self.sessions.get(index) or [self.trace.requests[index]]
+
+
+def load_for(o: TraceOptions) -> Trace:
+    """Read `o.trace` with the run's window, cap and block size (a UsageError subclass on a bad file)."""
+    return _load(o.trace, o.trace_format, float(o.trace_start or 0.0), o.trace_duration, o.num_prompts or None,
+                 int(o.trace_block_size), o.trace_timestamp_unit)  # fmt: skip
+
+
+@functools.cache  # once per process: every user of a worker replays the same trace
+def _load(path: str, fmt: str, start_s: float, duration_s: float | None, limit: int | None, block_size: int,
+          unit: str) -> Trace:  # fmt: skip
+    from vllm_users.workload.trace_formats import load_trace  # the readers are only needed by trace runs
+
+    return load_trace(path, fmt, start_s=start_s, duration_s=duration_s, limit=limit, block_size=block_size,
+                      timestamp_unit=unit)  # fmt: skip
+
+
+def trace_of(o: TraceOptions) -> Trace:
+    """The run's trace, read once per process."""
+    return load_for(o)
+
+
+def plan_of(o: TraceOptions) -> TracePlan:
+    """The run's trace as a schedule, built once per process (per trace read)."""
+    trace = load_for(o)
+    plan = _plans.get(id(trace))
+    if plan is None or plan.trace is not trace:
+        plan = _plans[id(trace)] = build_plan(trace)
+    return plan
+
+
+_plans: dict[int, TracePlan] = {}  # id of a cached Trace (a Trace holds a list: not hashable) -> its plan
+
+
+def build_plan(trace: Trace) -> TracePlan:
+    """Entries and sessions of `trace`: a session's first turn is its lowest turn (ties: the earlier line)."""
+    by_session: dict[str, list[int]] = {}
+    for i, r in enumerate(trace.requests):
+        if r.session_id is not None:
+            by_session.setdefault(r.session_id, []).append(i)
+    sessions: dict[int, list[TraceRequest]] = {}
+    later: set[int] = set()
+    for idxs in by_session.values():
+        # turn order: the trace's turn numbers where given, else the order of the lines' timestamps
+        idxs.sort(key=lambda i: (trace.requests[i].turn if trace.requests[i].turn is not None else i, i))
+        first = min(idxs)  # the session starts at its earliest request: that is the schedule's entry
+        sessions[first] = [trace.requests[i] for i in idxs]
+        later.update(i for i in idxs if i != first)
+    entries = [(i, r.offset_s) for i, r in enumerate(trace.requests) if i not in later]
+    return TracePlan(trace, entries, sessions)
+
+
+def check_trace(o: TraceOptions) -> str:
+    """Read and check the run's trace before anything is sent (TraceError, exit 2); one line saying what it
+    replays."""
+    trace = load_for(o)
+    if not trace.requests:
+        window = f" in the window --trace-start {o.trace_start:g}" + (
+            f" --trace-duration {o.trace_duration:g}" if o.trace_duration else ""
+        )
+        raise TraceError(f"--trace {o.trace}: no requests{window}")
+    plan = plan_of(o)
+    skipped = ", ".join(f"{n} {why}" for why, n in sorted(trace.skipped.items()))
+    scale = (
+        f" at --time-scale {o.time_scale:g} ({trace.duration_s / o.time_scale:.1f} s)"
+        if o.time_scale != 1
+        else ""
+    )
+    return (
+        f"trace {o.trace} ({trace.format}): {len(trace.requests)} requests, {len(plan.sessions)} sessions, over "
+        f"{trace.duration_s:.1f} s{scale}" + (f"; skipped: {skipped}" if skipped else "")
+    )
+
+
+def worker_trace_iter(plan: TracePlan, time_scale: float, worker_index: int, worker_count: int
+                      ) -> Iterator[tuple[int, float]]:  # fmt: skip
+    """This worker's entries (global index, offset s from t0 after --time-scale): every count-th by index."""
+    if worker_count < 1 or not 0 <= worker_index < worker_count:
+        raise ValueError(f"bad worker split {worker_index}/{worker_count}")
+    if not time_scale > 0:
+        raise ValueError(f"time scale must be > 0, got {time_scale}")
+    for i, off in plan.entries:
+        if i % worker_count == worker_index:
+            yield i, off / time_scale
