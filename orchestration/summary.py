@@ -220,7 +220,7 @@ def class_lines(block: dict[str, Any] | None) -> list[str]:
         good = "n/a" if c["good_fraction"] is None else f"{c['good_fraction']:.0%}"
         ttft = f"{_ms(c.get('median_ttft_ms'))}/{_ms(c.get('p99_ttft_ms'))}"
         out.append(f"{name:<12} {c['weight_share']:>6.0%} {c['output_token_share']:>5.0%} {c['completed']:>6} "
-                   f"{c['failed']:>4} {c['output_throughput']:>8.1f} {ttft:>17} {_ms(c.get('p99_tpot_ms')):>8} "
+                   f"{c['failed']:>4} {_ms(c.get('output_throughput')):>8} {ttft:>17} {_ms(c.get('p99_tpot_ms')):>8} "
                    f"{_ms(c.get('p99_e2el_ms')):>9} {c['request_goodput']:>8.2f} {good:>5}  {slo}")  # fmt: skip
     j = block["fairness"]["jain_index"]
     out.append(_line("Fairness (Jain, goodput/weight):", j, ".3f"))

@@ -43,6 +43,7 @@ class SimConfig:
     prefill_tokens_per_s: float = 20_000.0
     decode_step_ms: float = 8.0
     decode_per_seq_ms: float = 0.05
+    decode_per_ctx_token_us: float = 0.0  # issue 25: decode cost per context token of the decoding sequences
     # twin of a real server (issue 25): a fixed cost per request, its constants from a profile, N engines
     request_overhead_ms: float = 0.0
     twin: str = ""
@@ -113,6 +114,8 @@ _HELP = {
     "prefill_tokens_per_s": "prefill speed on uncached prompt tokens",
     "decode_step_ms": "fixed cost of one engine step",
     "decode_per_seq_ms": "extra cost of one step per running sequence",
+    "decode_per_ctx_token_us": "extra cost of one step per context token (prompt + output so far) of its decoding "
+    "sequences, in microseconds: attention over the KV cache (0: none)",
     "request_overhead_ms": "fixed cost of each request before it is scheduled (HTTP, tokenizing): adds to TTFT",
     "twin": "twin profile (vllm-locust calibrate -o twin.json): its constants are the defaults; flags still win",
     "replicas": "N engines behind this one port (each with all the engine flags); /metrics sums them",
@@ -215,6 +218,8 @@ def parse_config(argv: list[str] | None = None, env: Mapping[str, str] | None = 
         problems.append("--replicas is for the batching model, not --fixed")
     if cfg.request_overhead_ms < 0:
         problems.append("--request-overhead-ms must be >= 0")
+    if cfg.decode_per_ctx_token_us < 0:
+        problems.append("--decode-per-ctx-token-us must be >= 0")
     if problems:
         parser.error("; ".join(problems))
     return cfg

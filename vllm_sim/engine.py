@@ -164,6 +164,13 @@ class _Seq:
         self.key = (s.req.priority, s.arrival)  # --scheduling-policy priority: lower first, then arrival
 
 
+def step_seconds(cfg: SimConfig, seqs: int, context_tokens: int, prefill_tokens: int) -> float:
+    """One engine step's duration: a fixed cost, a cost per sequence, per context token of the decoding
+    sequences (attention over their KV cache), and per prefilled token."""
+    return (cfg.decode_step_ms + cfg.decode_per_seq_ms * seqs + cfg.decode_per_ctx_token_us * context_tokens
+            / 1000.0) / 1000.0 + prefill_tokens / cfg.prefill_tokens_per_s  # fmt: skip
+
+
 def _key(q: _Seq) -> tuple[int, float]:
     return q.key
 
@@ -313,8 +320,9 @@ class BatchingEngine:
             else:
                 self.stepping = False
             return
-        dur = (cfg.decode_step_ms + cfg.decode_per_seq_ms * (len(decoders) + len(prefillers))) / 1000.0 \
-            + prefill_tokens / cfg.prefill_tokens_per_s
+        # a decoding sequence attends over its whole context (prompt + tokens so far): --decode-per-ctx-token-us
+        ctx = sum(q.prompt_len + q.s.done for q in decoders) if cfg.decode_per_ctx_token_us else 0
+        dur = step_seconds(cfg, len(decoders) + len(prefillers), ctx, prefill_tokens)
         t_end = max(t0, now - 0.001) + dur  # a late start is absorbed, never accumulated beyond 1 ms
         self.loop.call_at(t_end - EARLY_S, self._end, t_end, decoders, prefillers, prefill_tokens)
 

@@ -16,7 +16,7 @@ import zlib
 from typing import Any
 
 from . import tokenizer as tok
-from .request import ApiError
+from .request import ApiError, json_object
 
 __all__ = ["PATHS", "answer", "pooling_delay_s"]
 
@@ -53,12 +53,7 @@ def _usage(n: int) -> dict[str, Any]:
 
 def answer(api: str, raw: bytes, model: str, max_model_len: int, embed_dim: int) -> tuple[bytes, int]:
     """(JSON body, prompt tokens) of a pooling request; ApiError (vLLM's status and message) on bad input."""
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ApiError(400, f"Invalid JSON body: {e}") from None
-    if not isinstance(body, dict):
-        raise ApiError(400, "Request body must be a JSON object")
+    body = json_object(raw)
     name = body.get("model") or model
     if name != model:
         raise ApiError(404, f"The model `{name}` does not exist.", "model")

@@ -34,6 +34,17 @@ class ApiError(Exception):
         return error_body(self.status, self.message, self.param, self.kind)
 
 
+def json_object(raw: bytes) -> dict[str, Any]:
+    """A request body that must be one JSON object (the pooling, Responses and tokenize routes); ApiError 400."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ApiError(400, f"Invalid JSON body: {e}") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "Request body must be a JSON object")
+    return body
+
+
 def error_body(status: int, message: str, param: str | None = None, kind: str | None = None) -> bytes:
     """vLLM's error JSON: ``{"error": {"message", "type", "param", "code"}}``."""
     return json.dumps({"error": {"message": message, "type": kind or ERROR_TYPES.get(status, "BadRequestError"),

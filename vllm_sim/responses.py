@@ -14,7 +14,7 @@ import json
 import time
 from typing import Any
 
-from .request import ApiError, Plan, SimRequest
+from .request import ApiError, Plan, SimRequest, json_object
 
 __all__ = ["ResponsesWriter", "as_chat_body", "full_response"]
 
@@ -22,12 +22,7 @@ __all__ = ["ResponsesWriter", "as_chat_body", "full_response"]
 def as_chat_body(raw: bytes) -> bytes:
     """A Responses request body as the chat body the engine reads: `input` (text or messages) and `instructions`
     as messages, `max_output_tokens` as max_tokens, usage always (it ends the stream)."""
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ApiError(400, f"Invalid JSON body: {e}") from None
-    if not isinstance(body, dict):
-        raise ApiError(400, "Request body must be a JSON object")
+    body = json_object(raw)
     inp = body.get("input")
     if isinstance(inp, str):
         messages: list[Any] = [{"role": "user", "content": inp}]

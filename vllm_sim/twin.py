@@ -13,6 +13,7 @@ from typing import Any
 __all__ = [
     "CONSTANTS",
     "KIND",
+    "OPTIONAL",
     "VERSION",
     "TwinError",
     "load_twin",
@@ -35,6 +36,11 @@ CONSTANTS: dict[str, type] = {
     "block_size": int,
     "max_model_len": int,
     "enable_prefix_caching": bool,
+}
+# constants added after version 1 shipped, with the value that means "not in the model": a profile without one was
+# fitted by a model without it, so it reads as that model (no version bump, no new error for older files)
+OPTIONAL: dict[str, tuple[type, float]] = {
+    "decode_per_ctx_token_us": (float, 0.0),
 }
 
 
@@ -66,7 +72,8 @@ def validate_twin(doc: Any, where: str = "twin") -> None:
     consts = doc.get("constants")
     if not isinstance(consts, dict):
         raise TwinError(f'{where}: missing field "constants"')
-    for name, kind in CONSTANTS.items():
+    optional = {name: kind for name, (kind, _) in OPTIONAL.items() if name in consts}
+    for name, kind in {**CONSTANTS, **optional}.items():
         entry = consts.get(name)
         if not isinstance(entry, dict) or "value" not in entry:
             raise TwinError(f"{where}: missing field constants.{name}.value")
@@ -85,6 +92,8 @@ def twin_overrides(doc: dict[str, Any]) -> dict[str, Any]:
     """SimConfig field -> value for a validated profile (the served model name included, when it has one)."""
     consts = doc["constants"]
     out: dict[str, Any] = {name: kind(consts[name]["value"]) for name, kind in CONSTANTS.items()}
+    for name, (kind, default) in OPTIONAL.items():
+        out[name] = kind(consts[name]["value"]) if name in consts else kind(default)
     model = (doc.get("server") or {}).get("model")
     if isinstance(model, str) and model:
         out["model"] = model

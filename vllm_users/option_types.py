@@ -137,15 +137,20 @@ def percentile(value: str) -> float:
     return v
 
 
+def checked_text(parse: Callable[[str], Any], value: str) -> str:
+    """`value` stripped, once `parse` accepted it (its ValueError becomes the option's one-line error)."""
+    try:
+        parse(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return value.strip()
+
+
 def image_sizes(value: str) -> str:
     """Validate image size buckets `WxH[:WEIGHT],...` (issue 23.2) now, keep the text."""
     from vllm_users.workload.images import parse_buckets
 
-    try:
-        parse_buckets(value)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    return value.strip()
+    return checked_text(parse_buckets, value)
 
 
 def url_base(value: str) -> str:

@@ -2,8 +2,8 @@
 
 The model is the simulator's own (docs/simulator.md, "Latency model"): at concurrency 1 a prompt of P uncached
 tokens gets its first token after one step, `request_overhead + decode_step + decode_per_seq + P / prefill_rate`,
-and a batch of b decoding sequences takes `decode_step + decode_per_seq * b` per token. Both are straight lines,
-fitted by least squares. An uncertainty is 3 standard errors of the fit (about 99.7 % for normal noise), but never
+and a batch of b decoding sequences over C context tokens in all takes `decode_step + decode_per_seq * b +
+decode_per_ctx_token * C` per token. The first is a straight line, the second a plane, fitted by least squares. An uncertainty is 3 standard errors of the fit (about 99.7 % for normal noise), but never
 below what a 0.5 ms timing resolution allows: a server that answers with no visible noise (the simulator) still
 has its points on a clock.
 """
@@ -24,6 +24,7 @@ __all__ = [
     "Line",
     "fit_constants",
     "linfit",
+    "planefit",
     "point_errors",
     "predict_tpot_ms",
     "predict_ttft_ms",
@@ -66,6 +67,30 @@ def linfit(xs: list[float], ys: list[float]) -> Line:
     )
 
 
+def planefit(rows: list[tuple[float, float]], ys: list[float]) -> tuple[list[float], list[float], float]:
+    """y = a + b·x1 + k·x2 by least squares: the coefficients, their standard errors, the residuals' SD.
+    ValueError when the points do not fix a plane (fewer than 4, or x1 and x2 collinear)."""
+    n = len(rows)
+    if n < 4:
+        raise ValueError("a plane needs 4 points at least")
+    # centred, so that the normal equations are 2x2 and well conditioned whatever the scale of x2 (tokens)
+    m1, m2, my = sum(r[0] for r in rows) / n, sum(r[1] for r in rows) / n, sum(ys) / n
+    s11 = sum((r[0] - m1) ** 2 for r in rows)
+    s22 = sum((r[1] - m2) ** 2 for r in rows)
+    s12 = sum((r[0] - m1) * (r[1] - m2) for r in rows)
+    sy1 = sum((r[0] - m1) * (y - my) for r, y in zip(rows, ys, strict=True))
+    sy2 = sum((r[1] - m2) * (y - my) for r, y in zip(rows, ys, strict=True))
+    det = s11 * s22 - s12 * s12
+    if det <= 1e-9 * s11 * s22 or det <= 0:
+        raise ValueError("the points do not fix a plane (collinear)")
+    b, k = (s22 * sy1 - s12 * sy2) / det, (s11 * sy2 - s12 * sy1) / det
+    a = my - b * m1 - k * m2
+    resid = [y - (a + b * x1 + k * x2) for (x1, x2), y in zip(rows, ys, strict=True)]
+    s2 = sum(r * r for r in resid) / (n - 3)
+    var_a = s2 * (1.0 / n + (s22 * m1 * m1 - 2 * s12 * m1 * m2 + s11 * m2 * m2) / det)
+    return [a, b, k], [math.sqrt(var_a), math.sqrt(s2 * s22 / det), math.sqrt(s2 * s11 / det)], math.sqrt(s2)
+
+
 def _const(value: Any, unc: float | None, unit: str, source: str, note: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"value": value, "uncertainty": unc, "unit": unit, "source": source}
     if note:
@@ -81,17 +106,54 @@ def predict_ttft_ms(c: dict[str, Any], prompt_tokens: float) -> float:
                  + 1000.0 * prompt_tokens / c["prefill_tokens_per_s"]["value"])  # fmt: skip
 
 
-def predict_tpot_ms(c: dict[str, Any], batch: float) -> float:
-    """The twin's time per output token in a batch of `batch` decoding sequences."""
-    return float(c["decode_step_ms"]["value"] + c["decode_per_seq_ms"]["value"] * batch)
+def predict_tpot_ms(c: dict[str, Any], batch: float, context_tokens: float = 0.0) -> float:
+    """The twin's time per output token in a batch of `batch` decoding sequences holding `context_tokens` in all."""
+    per_ctx_us = (c.get("decode_per_ctx_token_us") or {}).get("value") or 0.0
+    return float(c["decode_step_ms"]["value"] + c["decode_per_seq_ms"]["value"] * batch
+                 + per_ctx_us * context_tokens / 1000.0)  # fmt: skip
 
 
-def _decode(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+_NO_CTX = "not measured (no TPOT points at two context lengths): decode time does not grow with the context"
+
+
+def _decode(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """decode_step_ms, decode_per_seq_ms and decode_per_ctx_token_us: a plane in (batch, context) where the
+    points have two context lengths per sequence, else a line in the batch (and no context term)."""
     pts = raw.get("tpot") or []
     path = raw.get("path_latency")
     # the twin's own TPOT excess at each batch comes back when it serves: fit what is left
     xs = [float(p["batch"]) for p in pts]
     ys = [float(p["tpot_ms"]) - tpot_excess(path, float(p["batch"])) for p in pts]
+    ctx = [float(p.get("context_tokens") or 0.0) for p in pts]
+    per_seq_ctx = {round(cx / x) for x, cx in zip(xs, ctx, strict=True) if cx > 0}
+    if len(ctx) >= 4 and all(ctx) and max(per_seq_ctx) >= 2 * min(per_seq_ctx) and len(set(xs)) >= 2:
+        try:
+            coef, se, _ = planefit(list(zip(xs, ctx, strict=True)), ys)
+        except ValueError:
+            pass
+        else:
+            return _decode_plane(xs, ctx, coef, se, path)
+    step, per = _decode_line(xs, ys, path)
+    return step, per, _const(0.0, None, "µs", "default", _NO_CTX)
+
+
+def _decode_plane(xs: list[float], ctx: list[float], coef: list[float], se: list[float],
+                  path: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:  # fmt: skip
+    """The plane's constants, each with SIGMAS standard errors (floored at the timing resolution over the span
+    of its x) and the own-path correction's size (as for the line)."""
+    lo, hi = tpot_excess(path, 1.0), tpot_excess(path, max(xs))
+    ua = math.hypot(max(SIGMAS * se[0], RESOLUTION_MS), lo)
+    ub = math.hypot(max(SIGMAS * se[1], RESOLUTION_MS / (max(xs) - min(xs))),
+                    abs(hi - lo) / (max(xs) - 1.0) if max(xs) > 1 else 0.0)  # fmt: skip
+    uk = max(SIGMAS * se[2], RESOLUTION_MS / (max(ctx) - min(ctx)))
+    note = None if coef[2] >= 0 else f"the fit said {1000 * coef[2]:.3g} µs (below 0): 0"
+    return (_const(max(coef[0], 0.0), ua, "ms", "fit"), _const(max(coef[1], 0.0), ub, "ms", "fit"),
+            _const(max(1000.0 * coef[2], 0.0), 1000.0 * uk, "µs", "fit", note))  # fmt: skip
+
+
+def _decode_line(
+    xs: list[float], ys: list[float], path: dict[str, Any] | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     try:
         line = linfit(xs, ys)
     except ValueError:
@@ -219,7 +281,7 @@ def _prefix(raw: dict[str, Any], line: Line | None) -> dict[str, Any]:
 def fit_constants(raw: dict[str, Any], server: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Every constant of the twin (vllm_sim.twin.CONSTANTS): value, uncertainty, unit and where it came from."""
     c: dict[str, dict[str, Any]] = {}
-    c["decode_step_ms"], c["decode_per_seq_ms"] = _decode(raw)
+    c["decode_step_ms"], c["decode_per_seq_ms"], c["decode_per_ctx_token_us"] = _decode(raw)
     c["prefill_tokens_per_s"], c["request_overhead_ms"], line = _prefill(raw, c)
     c.update(_limits(raw, server))
     c["enable_prefix_caching"] = _prefix(raw, line)
@@ -234,5 +296,8 @@ def point_errors(raw: dict[str, Any], c: dict[str, Any]) -> dict[str, list[dict[
                 "error_pct": round(100.0 * (predicted - measured) / measured, 2) if measured else 0.0}  # fmt: skip
 
     ttft = [{**p, **err(p["ttft_ms"], predict_ttft_ms(c, p["prompt_tokens"]))} for p in raw.get("ttft") or []]
-    tpot = [{**p, **err(p["tpot_ms"], predict_tpot_ms(c, p["batch"]))} for p in raw.get("tpot") or []]
+    tpot = [
+        {**p, **err(p["tpot_ms"], predict_tpot_ms(c, p["batch"], p.get("context_tokens") or 0.0))}
+        for p in raw.get("tpot") or []
+    ]
     return {"ttft": ttft, "tpot": tpot}

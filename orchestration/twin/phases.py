@@ -16,7 +16,7 @@ from typing import Any
 
 from orchestration.twin.probe import Budget, Probe, Shot, scrape
 
-__all__ = ["ProbePlan", "new_raw", "path_latency", "run_phases", "tpot_excess"]
+__all__ = ["ProbePlan", "context_phase", "new_raw", "path_latency", "run_phases", "tpot_excess"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,11 @@ class ProbePlan:
     repeats: int = 3
     concurrencies: tuple[int, ...] = (1, 2, 4, 8, 16)
     decode_tokens: int = 48
+    # decode time by context: TPOT of one stream after the plan's two longest prompts (with the decode phase's
+    # 32-token prompts, three context lengths). One, not more: streams whose long prefills land in different
+    # steps put a whole prefill step inside the other's TPOT, which is not a decode cost
+    context_concurrency: int = 1
+    context_repeats: int = 2
     saturation_requests: int = 64
     saturation_prompt: int = 128
     saturation_tokens: int = 64
@@ -105,6 +110,31 @@ def _watch(probe: Probe, samples: list[dict[str, Any]], every: float = 0.05) -> 
     return during
 
 
+def _tpot_point(probe: Probe, plan: ProbePlan, raw: dict[str, Any], c: int, length: int) -> None:
+    """One TPOT point: c streams of `length`-token prompts started together, decoding as one batch."""
+    specs = [(*probe.prompt(length), plan.decode_tokens) for _ in range(c)]
+    samples: list[dict[str, Any]] = []
+    shots = probe.burst([(p, mt, w) for p, w, mt in specs], _watch(probe, samples, 0.1))
+    _errors(raw, shots)
+    ok = [s for s in _ok(shots) if s.tpot_s is not None]
+    if len(ok) < len(shots):
+        return  # a cut or failed stream changes the batch the others decoded in: no point
+    seen = [m["running"] for m in samples if m.get("running") is not None]
+    batch = max(1, min(c, int(max(seen)))) if seen else c
+    # with fewer seats than streams, the first `batch` to start decoding decoded together
+    first = sorted(ok, key=lambda s: s.started + (s.ttft_s or 0.0))[:batch]
+    prompt = statistics.mean(
+        s.prompt_tokens or round(s.words * probe.tokens_per_word) or length for s in first
+    )
+    out = {s.output_tokens for s in first}
+    n = out.pop() if len(out) == 1 else plan.decode_tokens
+    # the context each one attends over, averaged over the steps TPOT spans (outputs 1 .. n-1 already there)
+    raw["tpot"].append({"concurrency": c, "batch": batch, "prompt_tokens": round(prompt, 1),
+                        "context_tokens": round(batch * (prompt + n / 2.0), 1),
+                        "tpot_ms": statistics.median(s.tpot_s * 1000.0 for s in first if s.tpot_s),
+                        "tpot_spread_ms": _spread([s.tpot_s * 1000.0 for s in first if s.tpot_s])})  # fmt: skip
+
+
 def tpot_phase(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
     """TPOT of c streams started together: every one decodes in a batch of c once their prefills are done."""
     for c in plan.concurrencies:
@@ -112,20 +142,18 @@ def tpot_phase(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
         for _ in range(3 if c == 1 else 2):
             if probe.budget.left() <= 0:
                 return
-            specs = [(*probe.prompt(32), plan.decode_tokens) for _ in range(c)]
-            samples: list[dict[str, Any]] = []
-            shots = probe.burst([(p, mt, w) for p, w, mt in specs], _watch(probe, samples, 0.1))
-            _errors(raw, shots)
-            ok = [s for s in _ok(shots) if s.tpot_s is not None]
-            if len(ok) < len(shots):
-                continue  # a cut or failed stream changes the batch the others decoded in: no point
-            seen = [m["running"] for m in samples if m.get("running") is not None]
-            batch = max(1, min(c, int(max(seen)))) if seen else c
-            # with fewer seats than streams, the first `batch` to start decoding decoded together
-            first = sorted(ok, key=lambda s: s.started + (s.ttft_s or 0.0))[:batch]
-            raw["tpot"].append({"concurrency": c, "batch": batch,
-                                "tpot_ms": statistics.median(s.tpot_s * 1000.0 for s in first if s.tpot_s),
-                                "tpot_spread_ms": _spread([s.tpot_s * 1000.0 for s in first if s.tpot_s])})  # fmt: skip
+            _tpot_point(probe, plan, raw, c, 32)
+
+
+def context_phase(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
+    """TPOT of a small fixed batch (one stream) after long prompts: how a decode step's time grows with the
+    context."""
+    lengths = sorted(n for n in plan.lengths if n > 32)[-2:]
+    for _ in range(plan.context_repeats):
+        for n in lengths:
+            if probe.budget.left() <= 0:
+                return
+            _tpot_point(probe, plan, raw, plan.context_concurrency, n)
 
 
 def _spread(xs: list[float]) -> float:
@@ -252,8 +280,8 @@ def run_phases(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
         return
     warmup(probe, raw)
     raw["phases_done"].append("warmup")
-    for name, phase in (("ttft", ttft_phase), ("tpot", tpot_phase), ("saturation", saturation_phase),
-                        ("prefix", prefix_phase)):  # fmt: skip
+    for name, phase in (("ttft", ttft_phase), ("tpot", tpot_phase), ("context", context_phase),
+                        ("saturation", saturation_phase), ("prefix", prefix_phase)):  # fmt: skip
         if probe.budget.left() <= 0:
             break
         phase(probe, plan, raw)
@@ -263,5 +291,6 @@ def run_phases(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
     while rounds < plan.max_rounds and probe.budget.elapsed() < plan.fill * total:
         ttft_phase(probe, plan, raw)
         tpot_phase(probe, plan, raw)
+        context_phase(probe, plan, raw)
         rounds += 1
     raw["rounds"] = rounds

@@ -7,6 +7,7 @@ a profile is validated by that same reader before it is written, so what calibra
      "server": {"host", "model", "max_model_len", "version"},
      "probe": {"budget_s", "elapsed_s", "requests", "cut", "partial", "stopped", "errors", "phases", "plan"},
      "constants": {NAME: {"value", "uncertainty", "unit", "source", "note"?}},   # every vllm_sim.twin.CONSTANTS
+                                                                               # and OPTIONAL
      "uncertainty": what an uncertainty means,
      "points": {"ttft": [...], "tpot": [...], "saturation": {...}, "prefix": [...]},  # raw, with errors
      "fit": {"ttft": {...}, "tpot": {...}}}                                         # error summaries
@@ -84,10 +85,13 @@ def fit_table(doc: dict[str, Any]) -> str:
         if not pts:
             lines.append(f"{kind.upper()}: no points")
             continue
-        lines.append(f"{kind.upper()} points: {xname:>7} {'measured':>10} {'twin':>10} {'error':>9}")
+        # the decode points' context (tokens in all)
+        ctx = kind == "tpot" and any(p.get("context_tokens") for p in pts)
+        lines.append(f"{kind.upper()} points: {xname:>7} {'measured':>10} {'twin':>10} {'error':>9}"
+                     + ("  context" if ctx else ""))  # fmt: skip
         for p in pts:
             lines.append(f"{'':<12} {p[x]:>7} {p[kind + '_ms']:>8.2f}ms {p['predicted_ms']:>8.2f}ms "
-                         f"{p['error_pct']:>+8.1f}%")  # fmt: skip
+                         f"{p['error_pct']:>+8.1f}%" + (f"  {p.get('context_tokens') or 0:>7.0f}" if ctx else ""))  # fmt: skip
         s = doc["fit"][kind]
         lines.append(
             f"{'':<12} mean |error| {s['mean_abs_error_pct']:.1f} %, max {s['max_abs_error_pct']:.1f} %"

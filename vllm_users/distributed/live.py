@@ -2,7 +2,9 @@
 
 Everything comes from what the master already has: the workers' live totals, the merged HdrHistograms
 (exact to 3 significant digits, not Locust's rounded response times), the workers' health samples, and
-the tail of server_metrics.jsonl when the run scrapes the server.
+the tail of server_metrics.jsonl when the run scrapes the server. A run with traffic classes (issue 22) also
+gets per-class rows (`classes`): the workers' per-class counts and histograms, judged as per_class.py judges
+the result (each class against its own SLO, Jain's index of goodput / weight over the classes).
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import numpy as np
 from vllm_users import run_dir
 from vllm_users.distributed.master_side import Collector
 from vllm_users.measure.health import summarize
-from vllm_users.measure.histograms import HIST_METRICS, percentiles_ms
+from vllm_users.measure.histograms import HIST_METRICS, HistogramSet, percentiles_ms
+from vllm_users.measure.metrics import Slo, percentile_name
+from vllm_users.measure.per_class import CLASS_METRICS, CLASS_PERCENTILES, class_slo, jain_index
 from vllm_users.measure.server_metric_names import KV_USAGE, PREFIX_HITS, PREFIX_QUERIES, RUNNING, WAITING
 from vllm_users.options import Options
 
@@ -81,7 +85,9 @@ class ServerTail:
 class LiveView:
     """Snapshots of a running test for the web UI, their history (charts) and the run's timeline."""
 
-    def __init__(self, collector: Collector, options: Options, results_dir: str, timeline: list[dict[str, Any]]) -> None:
+    def __init__(
+        self, collector: Collector, options: Options, results_dir: str, timeline: list[dict[str, Any]]
+    ) -> None:
         self.collector = collector
         self.options = options
         self.results_dir = results_dir
@@ -92,6 +98,9 @@ class LiveView:
         self.target_rate: float | None = options.request_rate
         self.server = ServerTail(run_dir.path(results_dir, run_dir.SERVER_METRICS))
         self._prev: tuple[float, float, float, float, float] | None = None
+        self.class_table: list[dict[str, Any]] = json.loads(options.vllm_classes) if options.vllm_classes else []
+        self.slo = Slo.parse([options.goodput]) if options.goodput else None
+        self._class_tokens: dict[str, int] = {}  # per class: output tokens at the last snapshot (its tok/s)
 
     def update(self, state: str = "", finished: bool = False) -> dict[str, Any]:
         """Take a snapshot now (the master calls this every ~2 s) and extend the chart series."""
@@ -100,6 +109,7 @@ class LiveView:
         tot = _totals(c)
         prev = self._prev or (c.started, 0.0, 0.0, 0.0, 0.0)
         dt = max(now - prev[0], 1e-6)
+        span = max(now - c.started, 1e-6)
         rates = {
             "req_s": (tot["ok"] - prev[1]) / dt,
             "failed_s": (tot["failed"] - prev[2]) / dt,
@@ -107,7 +117,6 @@ class LiveView:
             "sent_s": (tot["sent"] - prev[4]) / dt,
         }
         if finished:  # the final numbers: means over the whole run, not the last 2 s
-            span = max(now - c.started, 1e-6)
             rates = {"req_s": tot["ok"] / span, "failed_s": tot["failed"] / span,
                      "output_tok_s": tot["output_tokens"] / span, "sent_s": tot["sent"] / span}  # fmt: skip
         self._prev = (now, tot["ok"], tot["failed"], tot["output_tokens"], tot["sent"])
@@ -127,6 +136,7 @@ class LiveView:
             "ttfa": ttfa_rows(lat) or None,  # reasoning runs only (issue 23): time to the first answer token
             "goodput": self._goodput(tot),
             "errors": tot.pop("errors"),
+            "classes": self._classes(tot.pop("classes"), span if finished else dt, span, finished),
             "workers": workers(c, now),
             "arrivals": self._arrivals(tot, rates) if self.open_loop else None,
             "server": server,
@@ -153,6 +163,15 @@ class LiveView:
         return {"slo": slo, "good": tot["good"], "good_fraction": tot["good"] / done if done else None,
                 "good_req_s": round(tot["good"] / elapsed, 2)}  # fmt: skip
 
+    def _classes(
+        self, counts: dict[str, dict[str, int]], dt: float, span: float, finished: bool
+    ) -> dict[str, Any] | None:
+        """The per-class rows (None: the run has no classes); tok/s per 2 s, or over the run once finished."""
+        prev = {} if finished else self._class_tokens
+        tok_s = {n: (v.get("output_tokens", 0) - prev.get(n, 0)) / dt for n, v in counts.items()}
+        self._class_tokens = {n: v.get("output_tokens", 0) for n, v in counts.items()}
+        return class_block(self.class_table, counts, self.collector.class_hists, span, tok_s, self.slo)
+
     def _arrivals(self, tot: dict[str, Any], rates: dict[str, float]) -> dict[str, Any]:
         return {"target_rate": self.target_rate, "achieved_rate": round(rates["sent_s"], 2), "sent": tot["sent"],
                 "late": tot["late"], "dropped": tot["dropped"], "backlog": tot["backlog"]}  # fmt: skip
@@ -163,13 +182,68 @@ def _totals(c: Collector) -> dict[str, Any]:
     tot: dict[str, Any] = {k: 0 for k in ("ok", "failed", "output_tokens", "inflight", "good", "sent", "late",
                                           "dropped", "backlog")}  # fmt: skip
     errors: dict[str, int] = {}
+    classes: dict[str, dict[str, int]] = {}
     for w in c.workers.values():
         for k in tot:
             tot[k] += w.totals.get(k, 0)
         for kind, n in (w.totals.get("errors") or {}).items():
             errors[kind] = errors.get(kind, 0) + n
+        for name, counts in (w.totals.get("classes") or {}).items():  # runs with traffic classes only
+            mine = classes.setdefault(name, {})
+            for k, n in counts.items():
+                mine[k] = mine.get(k, 0) + n
     tot["errors"] = dict(sorted(errors.items(), key=lambda kv: -kv[1]))
+    tot["classes"] = classes
     return tot
+
+
+COUNTS = ("requests", "completed", "failed", "output_tokens", "good")
+
+
+def class_block(
+    table: list[dict[str, Any]],
+    counts: dict[str, dict[str, int]],
+    hists: HistogramSet,
+    elapsed: float,
+    tok_s: dict[str, float],
+    slo: Slo | None,
+) -> dict[str, Any] | None:
+    """Per class (the --class table's order, then classes seen only in records, e.g. a trace's tenants): counts,
+    tok/s, TTFT/TPOT/E2EL p50/p90/p99 (absent without successes), goodput against the class's own SLO, token
+    share against weight share; and Jain's index of goodput / weight, as per_class.py reports them at the end.
+    None when the run has no classes."""
+    specs = {str(t["name"]): t for t in table}
+    for name in sorted(n for n in counts if n not in specs):
+        specs[name] = {"name": name, "weight": None}
+    if not specs:
+        return None
+    weights = {n: float(s.get("weight") or 1.0) for n, s in specs.items()}
+    wsum = sum(weights.values())
+    total_out = max(sum(v.get("output_tokens", 0) for v in counts.values()), 1)
+    merged = hists.hists
+    out: dict[str, Any] = {}
+    for name, spec in specs.items():
+        n = {k: int((counts.get(name) or {}).get(k, 0)) for k in COUNTS}
+        cslo = class_slo(spec, slo)
+        entry: dict[str, Any] = {
+            "weight": spec.get("weight"),
+            "weight_share": weights[name] / wsum,
+            **n,
+            "output_throughput": round(tok_s.get(name, 0.0), 2),
+            "output_token_share": n["output_tokens"] / total_out,
+            "slo_ms": dict(cslo.limits_ms) if cslo is not None else {},
+            "good_fraction": n["good"] / n["completed"] if n["completed"] else None,
+            "request_goodput": n["good"] / elapsed,
+        }
+        for m in CLASS_METRICS if n["completed"] else ():  # latency only where the class has successes
+            h = merged.get((name, m))
+            if h is not None and h.get_total_count():
+                pct = percentiles_ms(h, CLASS_PERCENTILES)
+                entry.update({f"{percentile_name(p)}_{m}_ms": pct[f"p{int(p)}"] for p in CLASS_PERCENTILES})
+        out[name] = entry
+    x = [out[n]["request_goodput"] / weights[n] for n in out]
+    fairness = {"jain_index": jain_index(x), "of": "request_goodput / weight", "values": dict(zip(out, x, strict=True))}
+    return {"per_class": out, "order": list(out), "fairness": fairness}  # order: JSON objects come sorted by key
 
 
 def latency_table(c: Collector) -> dict[str, dict[str, dict[str, float]]]:

@@ -41,6 +41,7 @@ class Collector:
     results_dir: str
     hists: HistogramSet = field(default_factory=HistogramSet)
     window: HistogramSet = field(default_factory=HistogramSet)  # since the last live snapshot (web UI charts)
+    class_hists: HistogramSet = field(default_factory=HistogramSet)  # keyed by traffic class (runs with classes)
     workers: dict[str, WorkerState] = field(default_factory=dict)
     health: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     calibration: dict[str, Any] | None = None  # how the workers calibrated prompt lengths (run_meta.json)
@@ -89,6 +90,8 @@ class Collector:
             w.records += data["n"]
         self.hists.merge_encoded(data["hists"])
         self.window.merge_encoded(data["hists"])
+        if data.get("class_hists"):
+            self.class_hists.merge_encoded(data["class_hists"])
         if data.get("calibration") and self.calibration is None:  # every worker calibrates alike: keep the first
             self.calibration = data["calibration"]
         h = self.health.setdefault(data["worker"], {"cpu": [], "lag_ms": []})

@@ -190,7 +190,8 @@ def _report_so_far(plugin: MasterView) -> tuple[str | None, str]:
     # a process of its own, not a call: rendering the report's matplotlib plots takes seconds of CPU, which in
     # the master would stall its gevent loop (worker heartbeats, batches, the live stats this UI polls); the
     # report lives in orchestration/, above vllm_users, so it is named by module, not imported
-    cmd = [sys.executable, "-m", "orchestration.commands.report", plugin.results_dir, "-o", out, "--format", "html", "--quiet"]
+    cmd = [sys.executable, "-m", "orchestration.commands.report", plugin.results_dir]
+    cmd += ["-o", out, "--format", "html", "--quiet"]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     except subprocess.TimeoutExpired:

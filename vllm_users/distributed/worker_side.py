@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import os
 import socket
@@ -21,6 +22,7 @@ from vllm_users.measure.columns import pack_records
 from vllm_users.measure.health import HealthSampler
 from vllm_users.measure.histograms import HistogramSet
 from vllm_users.measure.metrics import LATE_THRESHOLD_S, Slo
+from vllm_users.measure.per_class import class_slo
 from vllm_users.measure.record import RequestRecord, dropped_record, parse_lines
 from vllm_users.options import Options
 from vllm_users.workload.ticket import Ticket
@@ -54,6 +56,12 @@ class WorkerContext:
         self.totals: dict[str, Any] = {"ok": 0, "failed": 0, "output_tokens": 0, "good": 0, "sent": 0, "late": 0,
                                        "dropped": 0, "errors": {}}  # fmt: skip
         self.slo = Slo.parse([options.goodput]) if options.goodput else None
+        # traffic classes (issue 22): per-class histograms and counts for the web UI's LLM tab, filled only by
+        # records that carry a class (none: no cost); each class judged by its own SLO, as per_class.py does
+        self.class_hists = HistogramSet()
+        self.class_totals: dict[str, dict[str, int]] = {}
+        table = json.loads(options.vllm_classes) if options.vllm_classes else []
+        self.class_slos = {str(t["name"]): class_slo(t, self.slo) for t in table}
         self.seq = 0
         self.inflight: set[gevent.Greenlet] = set()
         self.open_sessions = 0  # tickets whose flow is running (a multi-request session thinks between requests)
@@ -171,6 +179,8 @@ class WorkerContext:
         """Keep a finished record: histograms, local file, and the batch for the master."""
         self.hists.add_record(rec)
         self._count(rec)
+        if rec.request_class is not None:
+            self._count_class(rec, rec.request_class)
         line = rec.to_json()
         if not self.records_at_end:  # --records-at-end: kept in the local file only, sent at the drain
             self.pending.append(line)
@@ -196,6 +206,31 @@ class WorkerContext:
             t["failed"] += 1
             t["errors"][rec.error] = t["errors"].get(rec.error, 0) + 1
 
+    def _count_class(self, rec: RequestRecord, name: str) -> None:
+        """A class's live counts, as per_class.py counts them: sent, completed (ok_rows), failed (neither
+        completed nor interrupted), output tokens of the completed, good against the class's own SLO."""
+        if rec.error == "dropped":
+            return
+        t = self.class_totals.get(name)
+        if t is None:
+            t = self.class_totals[name] = dict.fromkeys(("requests", "completed", "failed", "output_tokens", "good"), 0)
+        t["requests"] += 1
+        if rec.error is None and rec.chunk_times_us:
+            t["completed"] += 1
+            t["output_tokens"] += rec.output_tokens or 0
+            slo = self.class_slos.get(name, self.slo)  # a class not in the table (a trace's tenant): the run's SLO
+            t["good"] += slo is None or slo.met_by(rec)  # no SLO at all: every success is good
+            self.class_hists.add_record(rec, name)
+        elif rec.error != "interrupted":
+            t["failed"] += 1
+
+    def _totals_now(self) -> dict[str, Any]:
+        totals = dict(self.totals, errors=dict(self.totals["errors"]), inflight=len(self.inflight),
+                      backlog=self.schedule.backlog() if self.schedule is not None else 0)  # fmt: skip
+        if self.class_totals:
+            totals["classes"] = {k: dict(v) for k, v in self.class_totals.items()}
+        return totals
+
     def _open_local_file(self) -> Any:
         d = os.environ.get("VLLM_LOCUST_WORKER_DIR") or (
             run_dir.path(self.options.results_dir, run_dir.WORKERS_DIR) if self.options.results_dir else ""
@@ -210,8 +245,9 @@ class WorkerContext:
     def take_batch(self, final: bool = False, pause: Callable[[], None] = lambda: None) -> dict[str, Any]:
         """Records, histograms and health gathered since the last batch. What it takes is swapped out first;
         `pause` runs between the steps that cost ~1 ms each (the report loop yields there, issue 20.6)."""
-        recs, lines, hists = self.pending_recs, self.pending, self.hists
+        recs, lines, hists, class_hists = self.pending_recs, self.pending, self.hists, self.class_hists
         self.pending, self.pending_recs, self.hists = [], [], HistogramSet()  # submit() fills these meanwhile
+        self.class_hists = HistogramSet()
         batch = {
             "worker": self.name,
             "n": len(lines),
@@ -219,9 +255,8 @@ class WorkerContext:
             "calibration": self.calibration,
             "final": final,
             "total": self.record_count,
-            "totals": dict(self.totals, errors=dict(self.totals["errors"]), inflight=len(self.inflight),
-                           backlog=self.schedule.backlog() if self.schedule is not None else 0),
-        }  # fmt: skip
+            "totals": self._totals_now(),
+        }
         cols: bytes | None = None
         if recs:
             pause()
@@ -231,6 +266,8 @@ class WorkerContext:
                 log.exception("vllm-locust: packing record columns failed")
         batch["cols"] = cols
         batch["hists"] = hists.encode(pause)
+        if self.class_totals:  # runs with classes only
+            batch["class_hists"] = class_hists.encode(pause)
         pause()
         batch["records"] = "\n".join(lines)
         if self._file is not None:
@@ -260,7 +297,7 @@ class WorkerContext:
                 self.send("vllm_batch", {
                     "worker": self.name, "records": "\n".join(lines), "n": len(lines), "cols": cols,
                     "hists": {}, "health": {}, "final": False, "total": self.record_count,
-                    "totals": dict(self.totals, inflight=len(self.inflight)), "sent_at": time.time(),
+                    "totals": self._totals_now(), "sent_at": time.time(),
                 })  # fmt: skip
                 sent += len(lines)
                 gevent.sleep(0)  # let heartbeats through between chunks

@@ -56,7 +56,7 @@ def record_many(h: HdrHistogram, values: np.ndarray) -> None:
 
 
 class HistogramSet:
-    """Histograms keyed by (scenario, metric); successes only."""
+    """Histograms keyed by (scenario, metric), or (class, metric) for a per-class set; successes only."""
 
     def __init__(self) -> None:
         self._hists: dict[tuple[str, str], HdrHistogram] = {}
@@ -83,19 +83,21 @@ class HistogramSet:
             h = self._hists[key] = new_histogram()
         return h
 
-    def add_record(self, r: RequestRecord) -> None:
-        """Record a successful request's TTFT, TPOT, ITLs and E2EL (kept as they are until read)."""
+    def add_record(self, r: RequestRecord, key: str | None = None) -> None:
+        """Record a successful request's TTFT, TPOT, ITLs and E2EL (kept as they are until read), under its
+        scenario or `key` (a set keyed by traffic class: the live per-class rows, issue 22)."""
         if r.error is not None or not r.chunk_times_us:
             return
+        k = r.scenario if key is None else key
         if r.not_streamed:  # its one "chunk" is the end: an E2EL, no TTFT/ITL/TPOT
-            self._single.setdefault((r.scenario, "e2el"), []).append(r.chunk_times_us[-1])
+            self._single.setdefault((k, "e2el"), []).append(r.chunk_times_us[-1])
             return
         if r.answer_us is not None:  # a reasoning model's time to first answer token
-            self._single.setdefault((r.scenario, "ttfa"), []).append(r.answer_us)
-        self._chunks.setdefault(r.scenario, []).append(r.chunk_times_us)
+            self._single.setdefault((k, "ttfa"), []).append(r.answer_us)
+        self._chunks.setdefault(k, []).append(r.chunk_times_us)
         t = tpot_s(r)
         if t is not None:
-            self._tpots.setdefault(r.scenario, []).append(round(t * 1e6))
+            self._tpots.setdefault(k, []).append(round(t * 1e6))
 
     def _flush(self, pause: Callable[[], None] = _no_pause) -> None:
         """Move the pending values into the histograms (one numpy pass per scenario and metric); `pause`

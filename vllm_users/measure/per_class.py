@@ -19,7 +19,7 @@ from vllm_users.measure.columns import Records, as_columns
 from vllm_users.measure.metrics import Slo, duration_s, ok_rows, or_zero, rows, sent_rows
 from vllm_users.measure.metrics_summary import compute_metrics
 
-__all__ = ["CLASS_PERCENTILES", "class_misses", "class_table", "jain_index", "per_class"]
+__all__ = ["CLASS_METRICS", "CLASS_PERCENTILES", "class_misses", "class_slo", "class_table", "jain_index", "per_class"]
 
 CLASS_PERCENTILES = (50.0, 90.0, 99.0)  # always in a class's figures, beside the run's --metric-percentiles
 CLASS_METRICS = ("ttft", "tpot", "e2el")
@@ -35,7 +35,8 @@ def jain_index(values: Sequence[float]) -> float | None:
     return float(x.sum() ** 2 / (x.size * sq))
 
 
-def _class_slo(spec: Mapping[str, Any], run_slo: Slo | None) -> Slo | None:
+def class_slo(spec: Mapping[str, Any], run_slo: Slo | None) -> Slo | None:
+    """The SLO a class is judged by: its own limits (ttft/tpot/e2el), else the run's --goodput; None: no SLO."""
     own = {k: float(spec[k]) for k in CLASS_METRICS if spec.get(k) is not None}
     valid = run_slo.require_valid if run_slo is not None else False
     if own:
@@ -74,7 +75,7 @@ def per_class(
     for name, spec in specs.items():
         k = c.code("request_class", name)
         mine = idx[codes == k] if k >= 0 else idx[:0]
-        cslo = _class_slo(spec, slo)
+        cslo = class_slo(spec, slo)
         m = compute_metrics(
             c, mine, slo=cslo, percentiles=pcs, percentile_metrics=CLASS_METRICS, duration=dur
         )

@@ -16,7 +16,7 @@ from vllm_users.scenarios.base import LLMUser, RequestSpec
 from vllm_users.workload.source import PromptSource, prompt_source
 from vllm_users.workload.ticket import Ticket
 
-__all__ = ["EmbeddingsUser", "RerankUser", "answered_items"]
+__all__ = ["EmbeddingsUser", "RerankUser", "answered_items", "embeddings_body", "rerank_body"]
 
 
 def answered_items(api: str, body: Any) -> int | None:
@@ -24,6 +24,18 @@ def answered_items(api: str, body: Any) -> int | None:
     list)."""
     items = body.get("results" if api == "rerank" else "data") if isinstance(body, dict) else None
     return len(items) if isinstance(items, list) else None
+
+
+def embeddings_body(texts: list[str]) -> dict[str, Any]:
+    """An `/v1/embeddings` body (without model): one input, or a list input when more than one."""
+    return {"input": texts if len(texts) > 1 else texts[0], "encoding_format": "float"}
+
+
+def rerank_body(endpoint: str, query: str, docs: list[str]) -> dict[str, Any]:
+    """A `/v1/rerank` (query + documents) or `/v1/score` (text_1 + text_2 list) body, without model."""
+    if endpoint == "score":
+        return {"text_1": query, "text_2": docs}
+    return {"query": query, "documents": docs}
 
 
 class _PoolingUser(LLMUser):
@@ -65,8 +77,7 @@ class EmbeddingsUser(_PoolingUser):
         """Inputs `ticket.index * N` .. of the seeded prompts (N = --embed-batch: every input differs)."""
         n = self.options.embed_batch
         texts, tokens = self.texts(ticket.index * n, n)
-        body: dict[str, Any] = {"input": texts if n > 1 else texts[0], "encoding_format": "float"}
-        return self.spec("embeddings", body, tokens, n)
+        return self.spec("embeddings", embeddings_body(texts), tokens, n)
 
 
 class RerankUser(_PoolingUser):
@@ -79,7 +90,5 @@ class RerankUser(_PoolingUser):
         """Query and documents from prompts `ticket.index * (N + 1)` .. (N = --rerank-docs)."""
         n = self.options.rerank_docs
         texts, tokens = self.texts(ticket.index * (n + 1), n + 1)
-        query, docs = texts[0], texts[1:]
-        if self.options.endpoint == "score":
-            return self.spec("score", {"text_1": query, "text_2": docs}, tokens, n)
-        return self.spec("rerank", {"query": query, "documents": docs}, tokens, n)
+        api = "score" if self.options.endpoint == "score" else "rerank"
+        return self.spec(api, rerank_body(api, texts[0], texts[1:]), tokens, n)

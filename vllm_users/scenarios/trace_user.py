@@ -6,7 +6,9 @@ length (mooncake: its hash blocks, `workload/trace_prompts.py`), `output_len` as
 and `priority` in the body and its `tenant` as the record's request_class. A session's entry is its first turn;
 the user then sends each later turn `think_ms` after the one before completed, with the real earlier answers in
 the messages, and ends the session early when a turn fails or the run stops. Records are kept under the line's
-scenario (a `records` trace replays a run's scenario mix), else "trace".
+scenario (a `records` trace replays a run's scenario mix), else "trace". A line's `endpoint` sends it to that API
+(else --endpoint; pooling bodies as `scenarios/pooling.py` builds them) and its `images` attaches exactly that many
+images to a chat request (else --images).
 """
 
 from __future__ import annotations
@@ -15,8 +17,11 @@ from typing import Any
 
 import gevent.lock
 
+from vllm_users.client.stream import StreamResult
 from vllm_users.distributed import env_state
-from vllm_users.scenarios.base import LLMUser, RequestSpec
+from vllm_users.measure.record import POOLING_ENDPOINTS, RequestRecord
+from vllm_users.scenarios.base import LLMUser, RequestSpec, responses_body
+from vllm_users.scenarios.pooling import answered_items, embeddings_body, rerank_body
 from vllm_users.workload.prompts import LengthModel
 from vllm_users.workload.ticket import Ticket
 from vllm_users.workload.trace import TraceRequest
@@ -87,22 +92,56 @@ class TraceUser(LLMUser):
     def spec_for(
         self, req: TraceRequest, index: int, turn: int, history: list[dict[str, Any]] | None
     ) -> RequestSpec:
-        """The request of one trace line (`history`: a session's messages so far, None outside a session)."""
+        """The request of one trace line (`history`: a session's messages so far, None outside a session), to the
+        line's endpoint (else --endpoint) with the line's image count (else --images)."""
         o = self.options
+        api = req.endpoint or o.endpoint
+        if api in POOLING_ENDPOINTS:
+            return self._pooling_spec(req, index, api)
         out = req.output_len or o.output_len
         body = self.sampling_params(out)
         if req.model:
             body["model"] = req.model
         if req.priority is not None:
             body["priority"] = req.priority  # vLLM's scheduling priority (--scheduling-policy priority)
-        chat = o.endpoint == "chat" or history is not None or req.messages is not None
+        chat = api in ("chat", "responses") or history is not None or req.messages is not None
         context: dict[str, Any] = {}
+        if req.images is not None:
+            context["images"] = req.images  # exactly this many (LLMUser.send attaches them on chat only)
         if chat:
             messages = self.prompts.messages(req, index, history)
             body["messages"] = messages
             context["messages"] = messages
         else:
             body["prompt"] = self.prompts.user_content(req, index)
-        return RequestSpec(body=body, chat=chat, want_text=history is not None, input_len=req.input_len,
-                           output_len=out, turn=turn, session=index, context=context,
-                           request_class=req.tenant)  # fmt: skip
+        responses = api == "responses"
+        return RequestSpec(body=responses_body(body) if responses else body, chat=chat, want_text=history is not None,
+                           input_len=req.input_len, output_len=out, turn=turn, session=index, context=context,
+                           request_class=req.tenant, endpoint="responses" if responses else None)  # fmt: skip
+
+    def _pooling_spec(self, req: TraceRequest, index: int, api: str) -> RequestSpec:
+        """An embeddings line: its prompt as the one input; a rerank or score line: its prompt as the query and
+        --rerank-docs documents of the same length (seeded by the line's index), bodies as the pooling users'."""
+        query = self.prompts.user_content(req, index)
+        if api == "embeddings":
+            return self._pooled(req, api, embeddings_body([query]), 1, req.input_len, index)
+        n, length = self.options.rerank_docs, req.input_len
+        docs = [query] * n if length is None else [
+            self.prompts.text(TraceRequest(0.0, input_len=length), -1 - index * n - d) for d in range(n)
+        ]  # negative indices: other texts than any line's own  # fmt: skip
+        tokens = None if length is None else length * (n + 1)
+        return self._pooled(req, api, rerank_body(api, query, docs), n, tokens, index)
+
+    def _pooled(self, req: TraceRequest, api: str, body: dict[str, Any], items: int, tokens: int | None,
+                index: int) -> RequestSpec:  # fmt: skip
+        """A non-streamed pooling request of a trace line that must answer `items` inputs."""
+        body = {"model": req.model or self.model, **body}
+        return RequestSpec(body=body, chat=False, endpoint=api, input_len=tokens, session=index,
+                           context={"items": items}, request_class=req.tenant)  # fmt: skip
+
+    def check(self, spec: RequestSpec, res: StreamResult, rec: RequestRecord) -> None:
+        """A pooling answer must answer every input (as the pooling users check)."""
+        want = spec.context.get("items")
+        if want is not None and (got := answered_items(rec.endpoint, res.body)) != want:
+            rec.error = "bad_response"
+            rec.error_detail = f"{rec.endpoint} answer has {got} items for {want} inputs"

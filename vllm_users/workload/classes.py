@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from itertools import accumulate
 from typing import Any
 
+from vllm_users.option_types import checked_text
 from vllm_users.workload.model_mix import ModelMix, draw_unit, parse_mix
 
 __all__ = [
@@ -102,13 +103,7 @@ def parse_class(text: str) -> TrafficClass:
 
 def class_text(text: str) -> str:
     """The option table's parser of one --class: validated, kept as text."""
-    import argparse
-
-    try:
-        parse_class(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    return text.strip()
+    return checked_text(parse_class, text)
 
 
 def parse_classes(texts: Iterable[str]) -> tuple[TrafficClass, ...]:

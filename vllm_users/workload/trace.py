@@ -33,6 +33,8 @@ class TraceRequest:
     tenant: str | None = None
     priority: int | None = None
     scenario: str | None = None  # records: the scenario that sent it (replayed under the same name)
+    endpoint: str | None = None  # chat|completions|responses|embeddings|rerank|score (None: --endpoint)
+    images: int | None = None  # image parts on this chat request (None: --images)
     line: int = 0  # 1-based line (or CSV row) of the file, for error messages
 
 

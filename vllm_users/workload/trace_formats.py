@@ -195,7 +195,7 @@ def trace_block_reuse(trace: Trace) -> float | None:
 
 
 _KEYS = ("input_len", "output_len", "prompt", "messages", "session_id", "turn", "think_ms", "scenario", "tenant",
-         "model", "priority")  # fmt: skip
+         "model", "priority", "endpoint", "images")  # fmt: skip
 _get = attrgetter(*_KEYS)
 
 

@@ -19,8 +19,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from vllm_users import run_dir
+from vllm_users.client.responses import APIS
 from vllm_users.errors import TraceError
-from vllm_users.measure.record import read_records
+from vllm_users.measure.record import RequestRecord, read_records
 from vllm_users.workload.trace import TraceRequest
 
 __all__ = ["read_azure", "read_burstgpt", "read_jsonl", "read_mooncake", "read_records_trace"]
@@ -144,10 +145,22 @@ def _messages(d: dict[str, Any], path: str, n: int) -> list[dict[str, Any]] | No
     raise bad(path, n, "messages", 'a non-empty list of {"role": ..., "content": ...} objects', v)
 
 
+def _endpoint_images(d: dict[str, Any], path: str, n: int) -> tuple[str | None, int | None]:
+    """A line's `endpoint` (one of the APIs) and `images` (an int >= 0, only on a chat line: issue 23.6)."""
+    ep = d.get("endpoint")
+    if ep is not None and ep not in APIS:
+        raise bad(path, n, "endpoint", "one of " + "|".join(APIS), ep)
+    images = _int(d, "images", path, n, least=0, required=False)
+    if images and ep is not None and ep != "chat":
+        raise TraceError(f"{path}:{n}: field 'images': only a chat request carries images (this line's "
+                         f"endpoint is {ep})")  # fmt: skip
+    return ep, images
+
+
 def read_jsonl(path: str, unit_s: float) -> Rows:
     """Our generic format (docs/traces.md): `timestamp` (s, or `unit_s`) or `timestamp_ms`; `prompt`,
     `messages` or `input_len`; optional `output_len`, `session_id`, `turn`, `think_ms`, `model`, `tenant`,
-    `priority`, `scenario`."""
+    `priority`, `scenario`, `endpoint`, `images`."""
     out: list[TraceRequest] = []
     for n, d in _json_lines(path):
         if "timestamp" in d:
@@ -183,11 +196,12 @@ def read_jsonl(path: str, unit_s: float) -> Rows:
         prio = d.get("priority")
         if prio is not None and type(prio) is not int:
             raise bad(path, n, "priority", "an integer", prio)
+        ep, images = _endpoint_images(d, path, n)
         out.append(TraceRequest(
             t, input_len=inp, output_len=_int(d, "output_len", path, n, least=1, required=False), prompt=prompt,
             messages=messages, session_id=None if sid is None else str(sid), turn=turn, think_ms=think,
             model=_text(d, "model", path, n), tenant=_text(d, "tenant", path, n), priority=prio,
-            scenario=_text(d, "scenario", path, n), line=n,
+            scenario=_text(d, "scenario", path, n), endpoint=ep, images=images, line=n,
         ))  # fmt: skip
     return out, Counter()
 
@@ -285,7 +299,8 @@ def read_burstgpt(path: str, unit_s: float) -> Rows:
 def read_records_trace(path: str) -> Rows:
     """A run directory (or its records file): one request per sent record (dropped arrivals were never sent),
     at its intended start (open loop) else its start; sessions of 2+ requests keep their turns, with
-    think_ms = the gap from the previous turn's end to this turn's start."""
+    think_ms = the gap from the previous turn's end to this turn's start, and a later turn's length its new
+    message's (`_new_input`); each keeps its endpoint and image count."""
     file = run_dir.path(path, run_dir.RECORDS) if os.path.isdir(path) else path
     if not os.path.isfile(file):
         raise TraceError(f"{path}: a directory without {run_dir.RECORDS} (not a run directory)")
@@ -308,6 +323,7 @@ def read_records_trace(path: str) -> Rows:
             by_session.setdefault((r.worker, r.session), []).append(k)
     Link = tuple[str | None, int | None, float | None]  # (session id, turn, think_ms)
     link: dict[int, Link] = {}  # index in `sent` -> its place in a session
+    previous: dict[int, RequestRecord] = {}  # index in `sent` of a later turn -> the session's previous turn
     for (worker, session), ks in by_session.items():
         if len(ks) < 2:
             continue  # a session of one request is a plain request
@@ -315,8 +331,8 @@ def read_records_trace(path: str) -> Rows:
         for pos, k in enumerate(ks):
             think = None
             if pos:
-                prev = sent[ks[pos - 1]][2]
-                gap = sent[k][2].t_start - (prev.t_start + prev.end_us / 1e6)
+                before = previous[k] = sent[ks[pos - 1]][2]
+                gap = sent[k][2].t_start - (before.t_start + before.end_us / 1e6)
                 think = round(max(0.0, gap) * 1e3, 3)
             link[k] = (f"{worker}/{session}", pos, think)
     out = []
@@ -324,9 +340,28 @@ def read_records_trace(path: str) -> Rows:
     for k, (t, i, r) in enumerate(sent):
         sid, turn, think = link.get(k, none)
         out.append(TraceRequest(
-            t, input_len=r.input_len if r.input_len is not None else r.prompt_tokens,
+            t, input_len=_new_input(r, previous.get(k)),
             output_len=r.output_len if r.output_len is not None else (r.output_tokens or None),
             session_id=sid, turn=turn, think_ms=think, model=r.model, tenant=r.request_class,
-            scenario=r.scenario, line=i + 1,
+            scenario=r.scenario, endpoint=r.endpoint, images=_new_images(r, previous.get(k)), line=i + 1,
         ))  # fmt: skip
     return out, skipped
+
+
+def _new_input(r: RequestRecord, before: RequestRecord | None) -> int | None:
+    """The prompt length a replay asks of a record: its requested `input_len`; else its served prompt_tokens,
+    less, on a later turn of a session (`before`: the previous turn), the history the replay sends anyway (the
+    previous turn's prompt and answer), at least 1. Without that, a later turn would count its history twice."""
+    if r.input_len is not None:
+        return r.input_len
+    if before is None or r.prompt_tokens is None or before.prompt_tokens is None:
+        return r.prompt_tokens
+    return max(1, r.prompt_tokens - before.prompt_tokens - (before.output_tokens or 0))
+
+
+def _new_images(r: RequestRecord, before: RequestRecord | None) -> int | None:
+    """The images a replay attaches for a record: its `images` (every part its body held, history included)
+    less, on a later turn, the previous turn's (the history's, sent again by the replay); None: none."""
+    if r.images is None or before is None:
+        return r.images
+    return max(0, r.images - (before.images or 0)) or None

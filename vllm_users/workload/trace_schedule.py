@@ -51,6 +51,8 @@ class TraceOptions(Protocol):
     def time_scale(self) -> float: ...
     @property
     def trace_timestamp_unit(self) -> str: ...
+    @property
+    def endpoint(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,7 @@ def check_trace(o: TraceOptions) -> str:
             f" --trace-duration {o.trace_duration:g}" if o.trace_duration else ""
         )
         raise TraceError(f"--trace {o.trace}: no requests{window}")
+    _check_endpoints(trace, o.endpoint)
     plan = plan_of(o)
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(trace.skipped.items()))
     scale = (
@@ -137,6 +140,20 @@ def check_trace(o: TraceOptions) -> str:
         f"trace {o.trace} ({trace.format}): {len(trace.requests)} requests, {len(plan.sessions)} sessions, over "
         f"{trace.duration_s:.1f} s{scale}" + (f"; skipped: {skipped}" if skipped else "")
     )
+
+
+def _check_endpoints(trace: Trace, default: str) -> None:
+    """Images only on chat requests, and a session's turns on a generating API: a line without `endpoint` is
+    sent to --endpoint (the jsonl reader checked each line's own fields already)."""
+    for r in trace.requests:
+        ep = r.endpoint or default
+        if r.images and ep != "chat":
+            raise TraceError(f"{trace.path}:{r.line}: field 'images': only a chat request carries images (this "
+                             f"line goes to --endpoint {ep})")  # fmt: skip
+        if r.session_id is not None and ep in ("embeddings", "rerank", "score"):
+            field_ = "endpoint" if r.endpoint else "session_id"
+            raise TraceError(f"{trace.path}:{r.line}: field '{field_}': a session's turns are chat, completions or "
+                             f"responses requests, not {ep}")  # fmt: skip
 
 
 def worker_trace_iter(plan: TracePlan, time_scale: float, worker_index: int, worker_count: int

@@ -37,7 +37,7 @@ def _one_line_error(p, code: int, needle: str) -> None:
         ("--num-prompts", "1.5", "--num-prompts"),
         ("--run-time", "5x", "--run-time"),
         ("--range-ratio", "1.5", "--range-ratio"),
-        ("--endpoint", "embeddings", "--endpoint"),
+        ("--endpoint", "generate", "--endpoint"),
         ("--goodput", "ttft:abc", "goodput"),
         ("--scenario", "nope", "unknown scenario"),
         ("--max-concurrency", "0", "--max-concurrency"),

@@ -174,3 +174,44 @@ def test_a_bad_line_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
     assert not os.path.exists(run.run_dir)  # refused before the run directory, the simulator or any request
     clash = vllm_locust(tmp_path, "--trace", str(bad), "--request-rate", "3", name="clash")
     assert clash.rc == USAGE and "--request-rate" in clash.err
+
+
+MIXED: list[dict[str, Any]] = [  # issue 23.6: a line's endpoint and image count
+    {"timestamp": 0.0, "input_len": 30, "output_len": 4, "images": 2},
+    {"timestamp": 0.1, "input_len": 20, "endpoint": "embeddings"},
+    {"timestamp": 0.2, "input_len": 25, "output_len": 5, "endpoint": "responses"},
+    {"timestamp": 0.3, "input_len": 30, "output_len": 4, "endpoint": "chat", "images": 1},
+    {"timestamp": 0.4, "input_len": 15, "endpoint": "embeddings", "tenant": "search"},
+    {"timestamp": 0.5, "input_len": 20, "output_len": 3},
+]
+
+
+@pytest.mark.timeout(300)
+def test_each_line_goes_to_its_endpoint_with_its_images(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in MIXED))
+    run = vllm_locust(tmp_path, "--trace", str(path), "--ignore-eos", workers=1, name="mixed")
+    res = _ok(run)
+    recs = sorted(run.records(), key=lambda r: r["session"])
+    assert len(recs) == len(MIXED)
+    for line, r in zip(MIXED, recs, strict=True):
+        assert r["error"] is None, r
+        assert r["endpoint"] == line.get("endpoint", "chat")
+        assert r.get("images") == line.get("images")  # exactly the line's count; none where it gives none
+        if r["endpoint"] == "embeddings":
+            assert len(r["chunk_times_us"]) == 1 and r["output_tokens"] is None  # the body's end (E2EL) only
+            assert r["prompt_tokens"] == line["input_len"]  # no chat template on an embedding input
+        else:
+            assert r["chunk_times_us"] and r["output_tokens"] == line["output_len"]
+    assert recs[4]["request_class"] == "search"
+    ttfts = [r["chunk_times_us"][0] / 1000 for r in recs if r["endpoint"] != "embeddings"]
+    assert res["mean_ttft_ms"] == pytest.approx(
+        sum(ttfts) / len(ttfts), abs=1e-3
+    )  # the embeddings' not in it
+    search = res["classes"]["per_class"]["search"]  # the embeddings line's tenant: E2EL, no TTFT (absent)
+    assert search["p99_e2el_ms"] > 0 and not any("ttft" in k or "tpot" in k for k in search)
+    assert search["output_throughput"] is None and "search" in run.out  # the summary prints it (n/a)
+    # `trace export` of the run writes each line's endpoint and images back: a replay sends the same
+    back = load_trace(run.run_dir)
+    assert [(q.endpoint, q.images) for q in back.requests] == [
+        (line.get("endpoint", "chat"), line.get("images")) for line in MIXED]  # fmt: skip

@@ -1,9 +1,11 @@
 """Calibrate against the simulator itself: a simulator started with known, non-default constants is "the real
-server"; the fit must recover its constants within the fit's own stated uncertainty, the twin must predict three
+server" (its decode step slows with the context: --decode-per-ctx-token-us); the fit must recover its constants
+within the fit's own stated uncertainty, the twin must predict three
 loads the probe never sent, and the probe must keep its budget and write what it has on Ctrl-C."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import subprocess
@@ -21,11 +23,11 @@ from vllm_sim.launch import SimProcess, start_simulator
 pytestmark = pytest.mark.timeout(400)
 
 TRUE = {"prefill_tokens_per_s": 5000.0, "decode_step_ms": 20.0, "decode_per_seq_ms": 1.0,
-        "request_overhead_ms": 10.0, "max_num_seqs": 12, "kv_cache_tokens": 20000, "max_model_len": 6000}  # fmt: skip
+        "decode_per_ctx_token_us": 4.0, "request_overhead_ms": 10.0, "max_num_seqs": 12, "kv_cache_tokens": 20000, "max_model_len": 6000}  # fmt: skip
 REAL_ARGS = [a for k, v in TRUE.items() for a in (f"--{k.replace('_', '-')}", str(v))]
 # loads the probe did not send: a closed-loop concurrency (with prefills inside decode steps), an open-loop rate,
 # and a prompt longer than any of the probe's
-LOADS = [Load("closed-6", 18, 200, 40, concurrency=6), Load("poisson-4/s", 16, 100, 30, rate=4.0),
+LOADS = [Load("closed-6", 40, 200, 40, concurrency=6, output_spread=0.5), Load("poisson-4/s", 40, 100, 30, rate=4.0),
          Load("long-prompt", 3, 3000, 8)]  # fmt: skip
 
 
@@ -67,14 +69,16 @@ def twin(real: SimProcess, tmp_path_factory: pytest.TempPathFactory) -> dict[str
 
 
 def test_the_fit_recovers_the_constants_within_its_uncertainty(twin: dict[str, Any]) -> None:
+    print(twin["_stdout"])  # the fit table (docs/twin.md shows one)
     c = twin["constants"]
-    for name in ("prefill_tokens_per_s", "decode_step_ms", "decode_per_seq_ms", "request_overhead_ms",
-                 "kv_cache_tokens"):  # fmt: skip
+    for name in ("prefill_tokens_per_s", "decode_step_ms", "decode_per_seq_ms", "decode_per_ctx_token_us",
+                 "request_overhead_ms", "kv_cache_tokens"):  # fmt: skip
         assert c[name]["source"] == "fit", name
         err = abs(c[name]["value"] - TRUE[name])
         assert err <= c[name]["uncertainty"], f"{name}: {c[name]} vs true {TRUE[name]}; {twin['_stdout']}"
     # and the uncertainties say something: well below the values (the overhead: below the smallest TTFT it is in)
-    for name in ("prefill_tokens_per_s", "decode_step_ms", "decode_per_seq_ms", "kv_cache_tokens"):
+    for name in ("prefill_tokens_per_s", "decode_step_ms", "decode_per_seq_ms", "decode_per_ctx_token_us",
+                 "kv_cache_tokens"):  # fmt: skip
         assert c[name]["uncertainty"] < 0.5 * TRUE[name], name
     assert c["request_overhead_ms"]["uncertainty"] < 0.5 * min(p["ttft_ms"] for p in twin["points"]["ttft"])
     assert c["max_num_seqs"]["value"] == TRUE["max_num_seqs"] and c["max_num_seqs"]["source"] == "measured"
@@ -92,19 +96,27 @@ def _tolerance(twin: dict[str, Any]) -> float:
 
 
 def test_the_twin_predicts_loads_the_probe_did_not_use(real: SimProcess, twin: dict[str, Any]) -> None:
+    """Each load goes to the server twice (the second time seeded anew: other prompts, other lengths, other
+    arrivals) and to the twin once; the spread of the server's own two runs joins the tolerance (a closed loop's
+    median TTFT moved 100 -> 119 ms between two runs of the same simulator on this machine)."""
     tol = _tolerance(twin)
     rows = []
     with start_simulator(["--twin", twin["_path"]]) as tw:
         for load in LOADS:
-            r, t = run_load(real.url, "sim-model", load), run_load(tw.url, "sim-model", load)
-            assert r["failed"] == 0 and t["failed"] == 0, (r, t)
-            rows.append((load.name, r, t, compare(r, t)))
-    print(f"tolerance {tol:.1%}")
-    for name, r, t, e in rows:
-        print(name, r, t, {k: f"{v:+.1%}" for k, v in e.items() if v is not None})
-    for name, _r, _t, e in rows:
+            r1, t = run_load(real.url, "sim-model", load), run_load(tw.url, "sim-model", load)
+            r2 = run_load(real.url, "sim-model", dataclasses.replace(load, seed=load.seed + 1000))
+            assert r1["failed"] == 0 and r2["failed"] == 0 and t["failed"] == 0, (r1, r2, t)
+            r = {k: (r1[k] + r2[k]) / 2 for k in ("ttft_ms_median", "tpot_ms_median", "output_tok_s")}
+            drift = {k: abs(v) for k, v in compare(r1, r2).items() if v is not None}
+            rows.append((load.name, r1, r2, t, compare(r, t), drift))
+    print(f"tolerance {tol:.1%} + the server's own spread per load")
+    for name, r1, r2, t, e, drift in rows:
+        print(name, r1, r2, t, {k: f"{v:+.1%}" for k, v in e.items() if v is not None},
+              {k: f"{v:.1%}" for k, v in drift.items()})  # fmt: skip
+    for name, _r1, _r2, _t, e, drift in rows:
         for k, v in e.items():
-            assert v is not None and abs(v) <= tol, f"{name} {k}: twin off by {v:+.1%} (tolerance {tol:.1%})"
+            lim = tol + drift.get(k, 0.0)
+            assert v is not None and abs(v) <= lim, f"{name} {k}: twin off by {v:+.1%} (tolerance {lim:.1%})"
 
 
 def test_a_wrong_constant_is_caught_by_the_same_comparison(real: SimProcess, twin: dict[str, Any]) -> None:

@@ -49,7 +49,8 @@ class SimCounter(threading.Thread):
 
     def __init__(self, url: str) -> None:
         super().__init__(daemon=True)
-        self.url, self.samples, self.stop = url, [], threading.Event()
+        self.url, self.stop = url, threading.Event()
+        self.samples: list[tuple[float, int]] = []
 
     def run(self) -> None:
         while not self.stop.wait(0.25):
@@ -106,8 +107,10 @@ def test_llm_tab_tells_the_truth_in_chromium(tmp_path) -> None:  # type: ignore[
                           "--api-key", SECRET]) as sim:  # fmt: skip
         counter = SimCounter(sim.url)
         counter.start()
+        # two traffic classes (issue 22): the tab's per-class rows against result.json's `classes` block
         p = _start_ui_run(tmp, sim.url, port, ["--users", "10", "--num-prompts", "400", "--output-len", "32",
-                                               "--ignore-eos", "--goodput", "ttft:100", "tpot:27"])  # fmt: skip
+                                               "--ignore-eos", "--goodput", "ttft:100", "tpot:27",
+                                               "--class", "a:weight=3", "--class", "b:weight=1,e2el=1500"])  # fmt: skip
         run_dir = os.path.join(tmp, "ui")
         try:
             with Browser(shot_on_error=str(tmp_path / "failure.png")) as b:
@@ -138,6 +141,9 @@ def test_llm_tab_tells_the_truth_in_chromium(tmp_path) -> None:  # type: ignore[
                 table = b.js(TABLE)
                 panel = {k: b.js(f"document.querySelector('#llm-panel [data-llm={k}]').innerText")
                          for k in ("completed", "failed", "output_tokens", "good_fraction")}
+                classes = b.js("[...document.querySelectorAll('#llm-panel [data-llm=classes] tr')].map("
+                               "r => [...r.children].map(c => c.innerText))")  # fmt: skip
+                fairness = b.js("document.querySelector('#llm-panel [data-llm=fairness]').innerText")
                 ttfa = b.js("[...document.querySelectorAll('#llm-panel [data-llm=ttfa] tr')].map("
                             "r => [...r.children].map(c => c.innerText))")  # fmt: skip
                 pages = b.js("Promise.all(['./', './stats/requests', './llm/stats', './llm/report', "
@@ -160,16 +166,27 @@ def test_llm_tab_tells_the_truth_in_chromium(tmp_path) -> None:  # type: ignore[
     for metric in ("ttft", "tpot", "itl", "e2el"):
         assert float(rows["all"][head.index(f"{metric.upper()} p50 (ms)")]) == pytest.approx(
             res[f"median_{metric}_ms"], rel=0.03, abs=0.3)
-        for p in (50, 90, 99):
-            shown = float(rows["all"][head.index(f"{metric.upper()} p{p} (ms)")])
-            truth = float(np.percentile(arrays[metric], p)) * 1000  # vLLM's linear interpolation, from records
-            assert shown == pytest.approx(truth, rel=0.03, abs=0.3), (metric, p)
+        for q in (50, 90, 99):
+            shown = float(rows["all"][head.index(f"{metric.upper()} p{q} (ms)")])
+            truth = float(np.percentile(arrays[metric], q)) * 1000  # vLLM's linear interpolation, from records
+            assert shown == pytest.approx(truth, rel=0.03, abs=0.3), (metric, q)
     # the TTFA table (reasoning runs only): the answers' percentiles, as the result has them
     ttfa_rows = {r[0]: r for r in ttfa[1:]}
     assert ttfa[0][:4] == ["scenario", "answers", "TTFT p50 ms", "TTFA p50 ms"] and "all" in ttfa_rows
     assert _num(ttfa_rows["all"][1]) == res["completed"]
     assert _num(ttfa_rows["all"][3]) == pytest.approx(res["median_ttfa_ms"], rel=0.03, abs=0.3)
     assert res["median_ttfa_ms"] >= 140 - 1  # TTFT + 4 ITL in the simulator's fixed mode, at least
+    # per class: the counts equal, goodput against each class's own SLO, Jain's index as the result has them
+    head, per = classes[0], {r[0]: r for r in classes[1:]}
+    assert list(per) == ["a", "b"]
+    for name, want in res["classes"]["per_class"].items():
+        for col, key in (("requests", "requests"), ("failed", "failed"), ("good", "good")):
+            assert _num(per[name][head.index(col)]) == want[key], (name, col)
+        assert _num(per[name][head.index("good %")]) == pytest.approx(100 * want["good_fraction"], abs=0.06)
+        assert _num(per[name][head.index("TTFT p50 ms")]) == pytest.approx(want["p50_ttft_ms"], rel=0.03, abs=0.3)
+    assert sum(_num(r[head.index("requests")]) for r in per.values()) == 400
+    shown_jain = _num(fairness.split(":")[1].split("(")[0])
+    assert shown_jain == pytest.approx(res["classes"]["fairness"]["jain_index"], abs=0.0006)
     # the API key is nowhere: page, JSON routes, downloads
     for text in [*pages, dom]:
         assert SECRET not in text

@@ -147,3 +147,20 @@ def test_summary_and_diagnosis_name_the_class() -> None:
     assert [f.title for f in found] == ["Class chat misses its SLO"]
     # batch got 62 % of the output tokens for a weight of 25 %: it took chat's capacity
     assert "class batch took 62% of the output tokens for a weight of 25%" in found[0].evidence
+
+
+def test_a_pooling_class_prints_without_output_figures() -> None:
+    """An embeddings class (issue 23.6): no output tokens, TTFT or TPOT (absent in the block, n/a in the summary),
+    its E2EL and goodput printed; the summary used to raise on its output_throughput of None."""
+    from orchestration.summary import class_lines
+
+    recs = two_classes()
+    for i in range(2):
+        r = rec(T0 + i, [12.0], None, request_class="emb")
+        r.endpoint, r.not_streamed = "embeddings", True  # as record_from_stream makes a pooling answer
+        recs.append(r)
+    doc = build_run_result(recs, {"classes": [*TABLE, {"name": "emb", "weight": 1.0}]}).to_json()
+    emb = doc["classes"]["per_class"]["emb"]
+    assert emb["output_throughput"] is None and not any("ttft" in k or "tpot" in k for k in emb)
+    row = next(line for line in class_lines(doc["classes"]) if line.startswith("emb"))
+    assert row.split()[3:8] == ["2", "0", "n/a", "n/a/n/a", "n/a"]

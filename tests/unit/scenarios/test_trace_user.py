@@ -24,9 +24,9 @@ LINES = [
 ]
 
 
-def _user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **kw: Any) -> Any:
+def _user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lines: list[str] = LINES, **kw: Any) -> Any:
     path = tmp_path / "t.jsonl"
-    path.write_text("\n".join(LINES) + "\n")
+    path.write_text("\n".join(lines) + "\n")
     user = object.__new__(TraceUser)  # no Locust runtime: the request path only
     user.options = Options(trace=str(path), output_len=99, **kw)
     user.model = "base"
@@ -97,3 +97,42 @@ def test_the_line_s_scenario_names_the_record(tmp_path: Path, monkeypatch: pytes
     sent = _replies(user, monkeypatch)
     user.flow(Ticket(0))
     assert sent[0][1] == "trace" and not sent[0][0].want_text
+
+
+ENDPOINT_LINES = [
+    '{"timestamp": 0.0, "input_len": 20, "output_len": 3, "images": 2}',
+    '{"timestamp": 0.1, "input_len": 15, "endpoint": "embeddings", "model": "emb", "tenant": "search"}',
+    '{"timestamp": 0.2, "input_len": 10, "output_len": 4, "endpoint": "responses"}',
+    '{"timestamp": 0.3, "input_len": 8, "endpoint": "rerank"}',
+    '{"timestamp": 0.4, "prompt": "which one", "endpoint": "score"}',
+    '{"timestamp": 0.5, "input_len": 9, "output_len": 2, "endpoint": "completions", "images": 0}',
+]
+
+
+def test_a_line_s_endpoint_and_images(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    user = _user(tmp_path, monkeypatch, ENDPOINT_LINES, rerank_docs=3)
+    chat, emb, resp, rerank, score, comp = (user.build_request(Ticket(i)) for i in range(6))
+    assert (
+        chat.endpoint is None and chat.chat and chat.context["images"] == 2
+    )  # LLMUser.send attaches exactly 2
+    assert emb.endpoint == "embeddings" and not emb.chat and emb.request_class == "search"
+    assert set(emb.body) == {"model", "input", "encoding_format"} and emb.body["model"] == "emb"
+    assert len(emb.body["input"].split()) == 15 == emb.input_len and "stream" not in emb.body
+    assert emb.context == {"items": 1}
+    assert (
+        resp.endpoint == "responses" and "messages" not in resp.body and resp.body["max_output_tokens"] == 4
+    )
+    assert len(resp.body["input"][-1]["content"].split()) == 10 and "images" not in resp.context
+    assert rerank.endpoint == "rerank" and rerank.context == {"items": 3} and rerank.body["model"] == "base"
+    docs = rerank.body["documents"]
+    assert len(docs) == 3 == len(set(docs)) and all(len(d.split()) == 8 for d in docs)
+    assert len(rerank.body["query"].split()) == 8 and rerank.input_len == 8 * 4
+    assert score.body["text_1"] == "which one" == score.body["text_2"][0] and score.input_len is None
+    assert comp.endpoint is None and not comp.chat and comp.context["images"] == 0  # 0: none, not --images
+    # a pooling answer must answer each input, as the pooling users check
+    rec = SimpleNamespace(endpoint="rerank", error=None, error_detail=None)
+    user.check(rerank, SimpleNamespace(body={"results": [{}, {}]}), rec)
+    assert rec.error == "bad_response" and "2 items for 3 inputs" in rec.error_detail
+    ok = SimpleNamespace(endpoint="embeddings", error=None, error_detail=None)
+    user.check(emb, SimpleNamespace(body={"data": [{}]}), ok)
+    assert ok.error is None

@@ -110,3 +110,55 @@ def test_chunked_prefill_adds_a_step_per_token_budget() -> None:
 def test_a_plan_is_capped_to_the_context() -> None:
     plan = ProbePlan().capped(512)
     assert max(plan.lengths) + plan.decode_tokens < 512 and plan.saturation_prompt <= 512
+
+
+def _ctx_raw(per_ctx_us: float, noise: float = 0.0, seed: int = 5) -> dict:
+    """The decode phase (32-token prompts, batches 1..12) and the context phase (batch 2 after long prompts),
+    from the simulator's step model with a context term: TPOT = step + per_seq·b + per_ctx·C."""
+    rng = random.Random(seed)
+    raw = _raw()
+    raw["tpot"] = []
+    for b, prompt in [(b, 32) for b in (1, 1, 2, 4, 8, 12)] + [(2, 768), (2, 1536)] * 2:
+        ctx = b * (prompt + 24.0)
+        tpot = 20.0 + 1.0 * b + per_ctx_us * ctx / 1000.0 + rng.gauss(0.0, noise)
+        raw["tpot"].append({"concurrency": b, "batch": b, "prompt_tokens": prompt, "context_tokens": ctx,
+                            "tpot_ms": tpot})  # fmt: skip
+    return raw
+
+
+def test_the_decode_plane_recovers_a_context_term() -> None:
+    raw = _ctx_raw(4.0)
+    c = fit_constants(raw, {})
+    assert (
+        c["decode_per_ctx_token_us"]["value"] == pytest.approx(4.0)
+        and c["decode_per_ctx_token_us"]["source"] == "fit"
+    )
+    assert c["decode_step_ms"]["value"] == pytest.approx(20.0) and c["decode_per_seq_ms"][
+        "value"
+    ] == pytest.approx(1.0)
+    errs = point_errors(raw, c)
+    assert all(abs(p["error_ms"]) < 1e-6 for p in errs["tpot"])
+    # the line fit alone (no context term) could not explain these points: its error is the gap this closes
+    c["decode_per_ctx_token_us"]["value"] = 0.0
+    assert max(abs(p["error_ms"]) for p in point_errors(raw, c)["tpot"]) > 5.0
+
+
+def test_a_noisy_context_term_is_recovered_within_its_uncertainty() -> None:
+    for seed in range(5):
+        c = fit_constants(_ctx_raw(4.0, noise=1.0, seed=seed), {})
+        k = c["decode_per_ctx_token_us"]
+        assert abs(k["value"] - 4.0) <= k["uncertainty"] < 4.0, (seed, k)
+        for name, true in (("decode_step_ms", 20.0), ("decode_per_seq_ms", 1.0)):
+            assert abs(c[name]["value"] - true) <= c[name]["uncertainty"], (seed, name, c[name])
+
+
+def test_without_two_context_lengths_the_context_term_is_not_fitted() -> None:
+    c = fit_constants(_raw(), {})  # old probe points: no context_tokens
+    assert (
+        c["decode_per_ctx_token_us"]["value"] == 0.0 and c["decode_per_ctx_token_us"]["source"] == "default"
+    )
+    raw = _ctx_raw(4.0)
+    raw["tpot"] = [p for p in raw["tpot"] if p["prompt_tokens"] == 32]  # context grows only with the batch
+    c = fit_constants(raw, {})
+    assert c["decode_per_ctx_token_us"]["source"] == "default"
+    assert c["decode_per_seq_ms"]["value"] == pytest.approx(1.0 + 4.0 * 56 / 1000.0)  # absorbed per sequence

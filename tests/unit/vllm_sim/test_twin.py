@@ -43,3 +43,22 @@ def test_without_overhead_the_ttft_is_far_below_it(tmp_path: Path) -> None:
     # --sim-args style override beside --twin: the overhead off
     with start_simulator(["--twin", str(path), "--request-overhead-ms", "0"]) as sim:
         assert min(_ttft_s(sim.url, "twin-of-m") for _ in range(3)) < 0.080
+
+
+def test_the_context_term_is_optional_in_a_profile(tmp_path: Path) -> None:
+    """A version-1 profile from before the context term reads as a twin without it; one with it serves it."""
+    from vllm_sim.twin import OPTIONAL, TwinError, twin_overrides, validate_twin
+
+    assert "decode_per_ctx_token_us" in OPTIONAL and "decode_per_ctx_token_us" not in CONSTANTS
+    validate_twin(PROFILE)
+    assert twin_overrides(PROFILE)["decode_per_ctx_token_us"] == 0.0
+    doc = json.loads(json.dumps(PROFILE))
+    doc["constants"]["decode_per_ctx_token_us"] = {"value": 2.5}
+    assert twin_overrides(doc)["decode_per_ctx_token_us"] == 2.5
+    doc["constants"]["decode_per_ctx_token_us"] = {"value": -1.0}
+    try:
+        validate_twin(doc, "t.json")
+    except TwinError as e:
+        assert str(e) == "t.json: constants.decode_per_ctx_token_us.value must be >= 0, got -1.0"
+    else:
+        raise AssertionError("a negative context term was accepted")

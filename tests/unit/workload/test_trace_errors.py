@@ -79,6 +79,20 @@ CASES = [  # (file name, content, format, the message after "FILE")
     ("j.jsonl", '{"timestamp": 1, "input_len": 5, "session_id": "a", "turn": 0}\n'
                 '{"timestamp": 2, "input_len": 5, "session_id": "a"}\n', "jsonl",
      ":2: field 'turn': missing (other requests of session 'a' have one)"),
+    ("j.jsonl", J + '{"timestamp": 1, "input_len": 5, "endpoint": "embedding"}\n', "jsonl",
+     ":2: field 'endpoint': expected one of chat|completions|responses|embeddings|rerank|score, got \"embedding\""),
+    ("j.jsonl", J + '{"timestamp": 1, "input_len": 5, "endpoint": 1}\n', "jsonl",
+     ":2: field 'endpoint': expected one of chat|completions"),
+    ("j.jsonl", J + '{"timestamp": 1, "input_len": 5, "images": -1}\n', "jsonl",
+     ":2: field 'images': expected an integer >= 0, got -1"),
+    ("j.jsonl", J + '{"timestamp": 1, "input_len": 5, "images": 1.5}\n', "jsonl",
+     ":2: field 'images': expected an integer >= 0, got 1.5"),
+    ("j.jsonl", J + '{"timestamp": 1, "input_len": 5, "images": true}\n', "jsonl",
+     ":2: field 'images': expected an integer >= 0, got true"),
+    ("j.jsonl", J + '{"timestamp": 1, "input_len": 5, "images": 2, "endpoint": "embeddings"}\n', "jsonl",
+     ":2: field 'images': only a chat request carries images (this line's endpoint is embeddings)"),
+    ("j.jsonl", J + '{"timestamp": 1, "input_len": 5, "images": 1, "endpoint": "responses"}\n', "jsonl",
+     ":2: field 'images': only a chat request carries images (this line's endpoint is responses)"),
     ("a.csv", AZ + "2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:47,12x,44\n", "azure",
      ":3: field 'ContextTokens': expected an integer >= 0, got \"12x\""),
     ("a.csv", AZ + "2023-11-16 18:15:46.6805900,374,44\nyesterday,12,44\n", "azure",
@@ -162,3 +176,28 @@ def test_cli_says_it_on_one_line_and_exits_2(capsys: pytest.CaptureFixture[str])
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("vllm-locust trace: error: ")
     assert "bad_field.jsonl:4: field 'input_length'" in err
+
+
+@pytest.mark.parametrize(("endpoint", "line", "message"), [
+    ("embeddings", '{"timestamp": 1, "input_len": 5, "images": 1}',
+     ":2: field 'images': only a chat request carries images (this line goes to --endpoint embeddings)"),
+    ("completions", '{"timestamp": 1, "input_len": 5, "images": 3}',
+     ":2: field 'images': only a chat request carries images (this line goes to --endpoint completions)"),
+    ("chat", '{"timestamp": 1, "input_len": 5, "session_id": "s", "endpoint": "rerank"}',
+     ":2: field 'endpoint': a session's turns are chat, completions or responses requests, not rerank"),
+    ("embeddings", '{"timestamp": 1, "input_len": 5, "session_id": "s"}',
+     ":2: field 'session_id': a session's turns are chat, completions or responses requests, not embeddings"),
+])  # fmt: skip
+def test_a_line_s_images_and_endpoint_against_the_run_s_endpoint(tmp_path: Path, endpoint: str, line: str,
+                                                                  message: str) -> None:  # fmt: skip
+    from vllm_users.options import Options
+    from vllm_users.workload.trace_schedule import check_trace
+
+    f = tmp_path / "j.jsonl"
+    f.write_text(J + line + "\n")
+    with pytest.raises(TraceError) as e:
+        check_trace(Options(trace=str(f), endpoint=endpoint))
+    assert str(e.value) == str(f) + message
+    ok = tmp_path / "ok.jsonl"  # the same lines are fine where they go to chat / carry no session
+    ok.write_text(J + '{"timestamp": 1, "input_len": 5, "images": 1}\n')
+    assert "2 requests" in check_trace(Options(trace=str(ok), endpoint="chat"))

@@ -16,6 +16,7 @@ from orchestration.cli import main as cli_main
 from vllm_users import run_dir
 from vllm_users.measure.record import (
     RequestRecord,
+    add_images,
     dropped_record,
     epoch,
     interrupted_record,
@@ -208,3 +209,59 @@ def test_info_text(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "reuse      51.3% of prompt tokens in blocks of 512" in out
     assert "duration   7.277 s, mean rate 3.985 req/s" in out  # 29 gaps over 7.277 s
+
+
+def _api(endpoint: str, seq: int, t0: float, *, images: int = 0, usage: dict[str, Any] | None = None,
+         session: int | None = None, turn: int = 0, input_len: int | None = 50) -> RequestRecord:  # fmt: skip
+    out = _Outcome(
+        t0=t0, t_end=t0 + 0.1, chunk_times=[] if endpoint == "embeddings" else [t0 + 0.05], usage=usage
+    )
+    rec = record_from_stream(out, scenario="trace", worker="w1", user=0, seq=seq, endpoint=endpoint,
+                             t_intended=None, input_len=input_len, output_len=None, turn=turn,
+                             session=seq if session is None else session)  # fmt: skip
+    return add_images(rec, images, None)
+
+
+def _write(tmp_path: Path, recs: list[RequestRecord]) -> str:
+    d = tmp_path / "run"
+    d.mkdir()
+    Path(run_dir.path(str(d), run_dir.RECORDS)).write_text("".join(r.to_json() + "\n" for r in recs))
+    return str(d)
+
+
+def test_export_keeps_each_request_s_endpoint_and_images(tmp_path: Path) -> None:
+    p = perf_counter()
+    recs = [_api("chat", 0, p, images=3), _api("embeddings", 1, p + 0.2, usage={"prompt_tokens": 50}),
+            _api("responses", 2, p + 0.4), _api("rerank", 3, p + 0.6), _api("chat", 4, p + 0.8)]  # fmt: skip
+    run = _write(tmp_path, recs)
+    out = tmp_path / "trace.jsonl"
+    assert cli_main(["trace", "export", run, "-o", str(out)]) == 0
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(d["endpoint"], d.get("images")) for d in lines] == [
+        ("chat", 3), ("embeddings", None), ("responses", None), ("rerank", None), ("chat", None)]  # fmt: skip
+    back = load_trace(str(out))  # what a replay sends: the same endpoints and image counts
+    assert [(r.endpoint, r.images) for r in back.requests] == [
+        (d["endpoint"], d.get("images")) for d in lines
+    ]
+    assert [(r.endpoint, r.images) for r in load_trace(run).requests] == [
+        (r.endpoint, r.images) for r in back.requests]  # fmt: skip
+
+
+def test_a_later_turn_replays_its_new_message_not_its_history(tmp_path: Path) -> None:
+    """No length was asked (a --dataset run): turn k's served prompt_tokens hold turns < k and their answers; the
+    replay sends that history itself, so the reader asks only for the new message's tokens (at least 1)."""
+    p = perf_counter()
+    u = [{"prompt_tokens": 40, "completion_tokens": 9}, {"prompt_tokens": 40 + 9 + 25, "completion_tokens": 6},
+         {"prompt_tokens": 74 + 6 + 0, "completion_tokens": 3}]  # fmt: skip
+    recs = [_api("chat", k, p + k, usage=u[k], session=7, turn=k, input_len=None, images=(2, 2, 3)[k])
+            for k in range(3)]  # fmt: skip
+    recs.append(_api("chat", 3, p + 5, usage={"prompt_tokens": 30, "completion_tokens": 2}, session=8, turn=0,
+                     input_len=None))  # fmt: skip
+    given = _api("chat", 4, p + 6, usage={"prompt_tokens": 90, "completion_tokens": 2}, session=8, turn=1,
+                 input_len=12)  # a requested length is the new message's own: kept  # fmt: skip
+    recs.append(given)
+    trace = load_trace(_write(tmp_path, recs))
+    s7 = [r for r in trace.requests if r.session_id == "w1/7"]
+    assert [r.input_len for r in s7] == [40, 25, 1]  # 80 - 74 - 6 = 0 new tokens: floored at 1
+    assert [r.images for r in s7] == [2, None, 1]  # the history's images are the history's
+    assert [r.input_len for r in trace.requests if r.session_id == "w1/8"] == [30, 12]

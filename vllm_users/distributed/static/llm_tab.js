@@ -132,6 +132,7 @@
         { name: "server running+waiting", values: series.server_queue }], markers),
     ]));
     const side = [];
+    if (s.classes) side.push(...classesTable(s.classes));
     if (s.arrivals) {
       const a = s.arrivals;
       side.push(el("h3", {}, "Open-loop arrivals"));
@@ -164,6 +165,34 @@
                                  "Download the HTML report of the run so far")]));
     parts.push(el("div", { class: "llm-side" }, side));
     panel.replaceChildren(...parts);
+  }
+
+  function pct(v) {
+    return v === null || v === undefined ? "–" : `${fmt(100 * v, 1)} %`;
+  }
+
+  function sloText(slo) {
+    const parts = Object.entries(slo || {}).map(([m, ms]) => `${m}≤${fmt(ms, 0)}`);
+    return parts.length ? parts.join(" ") : "none";
+  }
+
+  // Traffic classes (issue 22): each judged by its own SLO; fairness is Jain's index of goodput / weight.
+  function classesTable(cl) {
+    const per = cl.per_class || {};
+    const rows = (cl.order || Object.keys(per)).map((name) => [name, per[name]]).map(([name, c]) => [name, pct(c.weight_share),
+      fmt(c.requests, 0), fmt(c.failed, 0), fmt(c.output_throughput), pct(c.output_token_share),
+      fmt(c.p50_ttft_ms, 2), fmt(c.p99_ttft_ms, 2), fmt(c.p50_tpot_ms, 2), fmt(c.p99_tpot_ms, 2),
+      fmt(c.p50_e2el_ms, 2), fmt(c.p99_e2el_ms, 2), sloText(c.slo_ms), fmt(c.good, 0), fmt(c.request_goodput, 2),
+      pct(c.good_fraction)]);
+    const jain = (cl.fairness || {}).jain_index;
+    return [
+      el("h3", {}, "Traffic classes"),
+      table(["class", "weight share", "requests", "failed", "tok/s", "token share", "TTFT p50 ms", "TTFT p99 ms",
+        "TPOT p50 ms", "TPOT p99 ms", "E2EL p50 ms", "E2EL p99 ms", "SLO (ms)", "good", "goodput req/s",
+        "good %"], rows, "classes"),
+      el("div", { class: "llm-muted", "data-llm": "fairness" },
+        `Jain's fairness index of goodput / weight: ${fmt(jain, 3)} (1 = every class got its weight's share)`),
+    ];
   }
 
   // The rate control lives across re-renders (a value being typed must survive the 2-s refresh).
@@ -242,6 +271,7 @@
   .llm-table { border-collapse: collapse; }
   .llm-table th, .llm-table td { border-bottom: 1px solid #ddd; padding: 3px 10px; text-align: right; }
   .llm-table th:first-child, .llm-table td:first-child { text-align: left; }
+  .llm-table td { white-space: nowrap; }
   .llm-row { display: flex; gap: 8px; align-items: center; margin-top: 6px; }
   @media (prefers-color-scheme: dark) { #llm-panel { color: #eee; } }
   `;
