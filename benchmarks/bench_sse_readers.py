@@ -54,7 +54,7 @@ def _client(kind: str, url: str, streams: int, seconds: float) -> dict[str, Any]
             client = HTTPClient(host, int(port), concurrency=1, network_timeout=30)
             headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
             while time.perf_counter() < deadline:
-                res = send_and_read(client, "/v1/chat/completions", raw, headers, completions=False)
+                res = send_and_read(client, "/v1/chat/completions", raw, headers, )
                 if res.error is None and res.chunk_times:
                     c = res.chunk_times
                     ttft.append(c[0] - res.t0)

@@ -127,9 +127,9 @@ class _Events:
         "res", "completions", "want_text", "pending", "data", "_is_out", "_after_cr", "_before_answer", "_responses",
     )  # fmt: skip
 
-    def __init__(self, res: StreamResult, completions: bool, want_text: bool, api: str | None = None) -> None:
+    def __init__(self, res: StreamResult, api: str, want_text: bool) -> None:
         self.res = res
-        self.completions = completions
+        self.completions = completions = api == "completions"
         self._responses = api == "responses"  # /v1/responses: typed events (client/responses.py), no [DONE]
         self.want_text = want_text
         self.pending = b""
@@ -275,19 +275,16 @@ def send_and_read(
     body: bytes,
     headers: dict[str, str],
     *,
-    completions: bool = False,
+    api: str = "chat",
     stream: bool = True,
     want_text: bool = False,
-    api: str | None = None,
 ) -> StreamResult:
     """POST `body` and read the answer; never raises for server or network faults (they become errors).
 
-    `api` (client/responses.py's APIS) says how to read it; None: completions or chat by `completions`."""
+    `api` (chat, completions, responses, embeddings, rerank, score: client/responses.py) says how to read it."""
     resp = None
     res = StreamResult(t0=perf_counter())
-    api = api or ("completions" if completions else "chat")
-    completions = api == "completions"
-    events = _Events(res, completions, want_text, api)
+    events = _Events(res, api, want_text)
     try:
         res.t0, resp = post(client, path, body, headers)
         now = resp.stamp
@@ -297,7 +294,7 @@ def send_and_read(
             res.error_detail = f"HTTP {res.status}: {_error_message(resp.read(65536))}"
             return res
         if not stream:
-            _read_whole(resp, res, completions, want_text, api)
+            _read_whole(resp, res, api, want_text)
             return res
         ctype = str(resp.get("content-type") or "")
         if "text/event-stream" not in ctype:
@@ -359,7 +356,7 @@ def _read_stream(resp: StampedResponse, events: _Events, now: float) -> None:
     events.finish(now)
 
 
-def _read_whole(resp: Any, res: StreamResult, completions: bool, want_text: bool, api: str = "") -> None:
+def _read_whole(resp: Any, res: StreamResult, api: str, want_text: bool) -> None:
     raw = resp.read()
     res.t_end = perf_counter()
     try:
@@ -373,6 +370,7 @@ def _read_whole(resp: Any, res: StreamResult, completions: bool, want_text: bool
     if api in R.POOLING or api == "responses":
         R.read_whole(doc, res, api, want_text)
         return
+    completions = api == "completions"
     res.usage = doc.get("usage") if isinstance(doc, dict) else None
     try:
         choice = doc["choices"][0]
@@ -392,4 +390,3 @@ def _read_whole(resp: Any, res: StreamResult, completions: bool, want_text: bool
                 i: {"id": c.get("id"), "name": c["function"]["name"], "arguments": c["function"]["arguments"]}
                 for i, c in enumerate(calls)
             }
-

@@ -65,7 +65,7 @@ def test_werkzeug_streams_are_read_and_timed(werkzeug_server, monkeypatch, use_r
     try:
         for _ in range(3):  # several requests on one client: Werkzeug closes each connection, the next opens one
             res = stream.send_and_read(client, "/v1/chat/completions", json.dumps({"stream": True}).encode(),
-                                       {"Content-Type": "application/json"}, completions=False)  # fmt: skip
+                                       {"Content-Type": "application/json"})  # fmt: skip
             assert res.error is None and res.done, (mode, res.error, res.error_detail)
             assert len(res.chunk_times) == N_OUT and res.usage == {"prompt_tokens": 2, "completion_tokens": N_OUT}
             gaps = [b - a for a, b in zip(res.chunk_times, res.chunk_times[1:], strict=False)]

@@ -102,7 +102,7 @@ def _read_many(srv: Server, scripts: list[Script]) -> list[stream.StreamResult]:
     """Send one request per script, in order, over one client (one pooled connection at most)."""
     client = HTTPClient("127.0.0.1", srv.port, network_timeout=10, concurrency=1)  # type: ignore[attr-defined]
     try:
-        return [stream.send_and_read(client, srv.add(s), b"{}", {"Content-Type": "application/json"}, completions=False)
+        return [stream.send_and_read(client, srv.add(s), b"{}", {"Content-Type": "application/json"})
                 for s in scripts]  # fmt: skip
     finally:
         client.close()

@@ -54,8 +54,7 @@ def _read(server, n: int, mode: str = "ok", timeout: float = 10.0) -> stream.Str
     client = HTTPClient("127.0.0.1", server.server_port, network_timeout=timeout, concurrency=1)
     try:
         body = json.dumps({"n": n, "mode": mode}).encode()
-        return stream.send_and_read(client, "/v1/chat/completions", body, {"Content-Type": "application/json"},
-                                    completions=False)  # fmt: skip
+        return stream.send_and_read(client, "/v1/chat/completions", body, {"Content-Type": "application/json"})  # fmt: skip
     finally:
         client.close()
 

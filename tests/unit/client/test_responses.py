@@ -29,7 +29,7 @@ def sim_events(n: int, reasoning: int = 0, finish: str = "length") -> list[bytes
 def read(events: list[bytes], want_text: bool = False) -> StreamResult:
     """Event i arrives at 0.01·(i + 1) s."""
     res = StreamResult(t0=0.0, status=200)
-    ev = _Events(res, False, want_text, "responses")
+    ev = _Events(res, "responses", want_text)
     for i, e in enumerate(events):
         ev.feed(e, 0.01 * (i + 1))
     ev.finish(1.0)
@@ -65,7 +65,7 @@ def test_reasoning_deltas_count_as_reasoning_and_ttfa_is_the_first_answer_delta(
 def test_a_stream_cut_before_completed_is_truncated_and_error_events_are_inband_errors() -> None:
     ev = sim_events(3)[:-1]
     res = StreamResult(t0=0.0, status=200)
-    e = _Events(res, False, False, "responses")
+    e = _Events(res, "responses", False)
     for x in ev:
         e.feed(x, 0.1)
     e.finish(0.2)
@@ -99,7 +99,7 @@ def test_non_streamed_response_and_pooling_answers() -> None:
     )
     doc = json.loads(full_response(req, Plan([" a", " b", " c"], "length", reasoning=1), 3, None))
     res = StreamResult(t0=0.0, status=200)
-    _read_whole(_Body(doc), res, False, True, "responses")
+    _read_whole(_Body(doc), res, "responses", True)
     assert res.error is None and res.text == " b c" and res.usage is not None
     rec = record_from_stream(res, endpoint="responses", **WHERE)  # type: ignore[arg-type]
     assert (rec.prompt_tokens, rec.output_tokens, rec.reasoning_tokens, rec.not_streamed) == (7, 3, 1, True)
@@ -108,13 +108,13 @@ def test_non_streamed_response_and_pooling_answers() -> None:
                       ("rerank", {"results": [{"index": 0, "relevance_score": 0.5}], "usage": {"total_tokens": 11}}),
                       ("score", {"data": [{"score": 0.5}], "usage": {"prompt_tokens": 13, "total_tokens": 13}})):  # fmt: skip
         res = StreamResult(t0=0.0, status=200)
-        _read_whole(_Body(body), res, False, False, api)
+        _read_whole(_Body(body), res, api, False)
         rec = record_from_stream(res, endpoint=api, **WHERE)  # type: ignore[arg-type]
         assert rec.error is None and rec.not_streamed and len(rec.chunk_times_us) == 1
         assert rec.output_tokens is None and not rec.tokens_estimated  # absent, never 0 or a chunk count
         assert rec.prompt_tokens == {"embeddings": 9, "rerank": 11, "score": 13}[api]
     res = StreamResult(t0=0.0, status=200)
-    _read_whole(_Body({"object": "list"}), res, False, False, "rerank")
+    _read_whole(_Body({"object": "list"}), res, "rerank", False)
     assert (res.error, res.error_detail) == ("bad_response", "rerank answer has no results list")
 
 

@@ -20,7 +20,7 @@ def usage(p: int, c: int) -> bytes:
 
 def feed_all(pieces: list[tuple[bytes, float]], completions: bool = False, want_text: bool = False) -> StreamResult:
     res = StreamResult(t0=0.0)
-    ev = _Events(res, completions, want_text)
+    ev = _Events(res, "completions" if completions else "chat", want_text)
     for data, t in pieces:
         ev.feed(data, t)
     ev.finish(pieces[-1][1] if pieces else 0.0)

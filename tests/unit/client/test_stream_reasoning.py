@@ -27,7 +27,7 @@ def usage(completion: int, reasoning: int | None = None) -> bytes:
 def read(events: list[bytes], want_text: bool = False) -> StreamResult:
     """Each event arrives 10 ms after the one before it (the role chunk at 0.01 s)."""
     res = StreamResult(t0=0.0, status=200)
-    ev = _Events(res, False, want_text)
+    ev = _Events(res, "chat", want_text)
     for i, e in enumerate([event({"role": "assistant", "content": ""}), *events, b"data: [DONE]\n\n"]):
         ev.feed(e, 0.01 * (i + 1))
     ev.finish(1.0)
@@ -92,7 +92,7 @@ def test_non_streamed_answer_is_marked_and_reasoning_comes_from_usage() -> None:
     doc = {"choices": [{"message": {"content": "{\"a\": 1}", "reasoning": "hmm"}, "finish_reason": "stop"}],
            "usage": {"prompt_tokens": 4, "completion_tokens": 9, "completion_tokens_details": {"reasoning_tokens": 5}}}
     res = StreamResult(t0=0.0, status=200)
-    _read_whole(_Body(doc), res, False, True)
+    _read_whole(_Body(doc), res, "chat", True)
     assert res.streamed is False and res.text == '{"a": 1}' and res.error is None
     rec = record_from_stream(res, **WHERE)
     assert rec.not_streamed is True and rec.output_tokens == 9 and rec.answer_us is None

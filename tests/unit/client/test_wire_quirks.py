@@ -63,7 +63,7 @@ def _read(srv: QuirkServer, n: int = 1, path: str = "/v1/chat/completions") -> l
     body = json.dumps({"model": MODEL, "stream": True}).encode()
     try:
         return [stream.send_and_read(client, path, body, {"Content-Type": "application/json"},
-                                     completions=path == "/v1/completions") for _ in range(n)]  # fmt: skip
+                                     api="completions" if path == "/v1/completions" else "chat") for _ in range(n)]  # fmt: skip
     finally:
         client.close()
 
