@@ -6,7 +6,7 @@ and goes to worker `i mod count`, so the workers together keep the trace's one g
 later turns are not on it: the worker that sent the first turn sends each next one `think_ms` after the turn
 before it completed (closed within a session, open across sessions), so a session stays on one worker.
 
-Every process (the master and each worker) reads the trace itself, from its path, once (`trace_of`).
+Every process (the master and each worker) reads the trace itself, from its path, once (`load_for`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ __all__ = [
     "check_trace",
     "load_for",
     "plan_of",
-    "trace_of",
     "worker_trace_iter",
 ]
 
@@ -82,11 +81,6 @@ def _load(path: str, fmt: str, start_s: float, duration_s: float | None, limit: 
 
     return load_trace(path, fmt, start_s=start_s, duration_s=duration_s, limit=limit, block_size=block_size,
                       timestamp_unit=unit)  # fmt: skip
-
-
-def trace_of(o: TraceOptions) -> Trace:
-    """The run's trace, read once per process."""
-    return load_for(o)
 
 
 def plan_of(o: TraceOptions) -> TracePlan:
