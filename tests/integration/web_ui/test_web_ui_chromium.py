@@ -70,17 +70,22 @@ def _start_ui_run(tmp: str, host: str, port: int, extra: list[str]) -> subproces
     return subprocess.Popen(cmd, stdout=open(os.path.join(tmp, "cli.out"), "w"), stderr=subprocess.STDOUT, text=True)
 
 
-def _open_ui(b: Browser, port: int) -> None:
+def _open_ui(b: Browser, port: int, workers: int = 2) -> None:
+    """Load the UI and wait until `workers` workers are connected and the form's Start is enabled: Locust
+    disables the form until a worker connects, and a click on it before then does nothing (on a busy machine the
+    workers take seconds to start; CI once clicked too early and waited for the LLM tab in vain)."""
     deadline = time.time() + 90
     while True:
         try:
             b.goto(f"http://127.0.0.1:{port}/")
             b.wait_for("!!document.querySelector('form button[type=submit]')", timeout=5)
-            return
+            break
         except (OSError, RuntimeError, TimeoutError):
             if time.time() > deadline:
                 raise
             time.sleep(1)
+    b.wait_for(f"({header('Workers')} || '').trim() === '{workers}'", timeout=max(5.0, deadline - time.time()))
+    b.wait_for("!document.querySelector('form button[type=submit]').disabled", timeout=15)
 
 
 def _num(text: str) -> float:
