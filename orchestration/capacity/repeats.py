@@ -10,7 +10,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from orchestration.capacity.steps import RunOne, parent_dir, shared_host, step_args, write_output_file
+from orchestration.capacity.steps import (
+    REPEAT_STRIDE,
+    RunOne,
+    parent_dir,
+    shared_host,
+    step_args,
+    step_seed,
+    write_output_file,
+)
 from orchestration.report.run_sets import aggregate
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
@@ -33,7 +41,7 @@ def run_repeats(a: Options, run_one: RunOne) -> int:
     worst, names = 0, []
     with shared_host(a) as host:  # one server for every repeat: the repeats differ only by chance
         for i in range(1, n + 1):
-            b = step_args(a, host, base, f"repeat-{i:02d}", repeats=1)
+            b = step_args(a, host, base, f"repeat-{i:02d}", repeats=1, seed=step_seed(a, i - 1, REPEAT_STRIDE))
             print(f"vllm-locust: repeat {i}/{n}", flush=True)
             code = run_one(b)
             worst = max(worst, code)

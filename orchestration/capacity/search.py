@@ -3,7 +3,8 @@
 
 A step is one bounded open-loop run at a rate. It holds when: the failure rate is at most --max-error-rate,
 the --slo-percentile of every SLO metric is within its limit (measured window), and the server kept up:
-- the achieved rate (completions in the arrival window, shifted by the median latency) >= 90 % of the target;
+- the achieved rate (completions in the arrival window, shifted by the median latency) >= 90 % of the rate the
+  step's arrivals offered (their intended starts: a short Poisson step's own rate is +-18 % off the target);
 - the TTFT does not trend up (median of the last third of the requests <= 1.5 x the first third's + 5 ms);
 - the server queue (vllm:num_requests_waiting) does not grow over the step;
 - the step was not stopped early: while it runs, in-flight requests doubling over 4 s (and by at least 4), or
@@ -27,7 +28,14 @@ import numpy as np
 
 from orchestration import config as C
 from orchestration.capacity.cost import add_step_costs
-from orchestration.capacity.steps import RunOne, parent_dir, shared_host, step_args, write_output_file
+from orchestration.capacity.steps import (
+    RunOne,
+    parent_dir,
+    shared_host,
+    step_args,
+    step_seed,
+    write_output_file,
+)
 from orchestration.capacity.sweep import format_sweep, summarize_step
 from orchestration.report.run_sets import search_headline
 from vllm_users import exit_codes
@@ -124,6 +132,19 @@ def _late_fraction(cols: Any, target: float) -> float:
     return float(np.mean(lag > max(LATE_THRESHOLD_S, 0.5 / target)))
 
 
+def _offered_rate(intended: np.ndarray, starts: np.ndarray, target: float) -> float:
+    """The rate the step's own schedule offered (its intended starts), else `target`.
+
+    Against the target, a short Poisson step fails "achieved >= 90 %" by chance: 30 arrivals put the realized
+    rate within about +-18 % of the target (1 / sqrt(30)), so a server that kept up with every request failed
+    about one step in four. Against the arrivals the step really had, only the server's lag counts."""
+    t = intended[~np.isnan(intended)] if intended.size else intended
+    if t.size < 10:
+        t = starts
+    span = float(t.max() - t.min()) if t.size else 0.0
+    return (t.size - 1) / span if span > 0 else target
+
+
 def judge(run_dir: str, target: float, slo: Slo, percentile: float, max_error_rate: float) -> dict[str, Any]:
     """Whether the step at `target` req/s held the SLO, with every reason it did not."""
     reasons: list[str] = []
@@ -152,17 +173,19 @@ def judge(run_dir: str, target: float, slo: Slo, percentile: float, max_error_ra
 
     missed = class_misses(res.get("classes"), pname)  # traffic classes (issue 22): each against its own SLO
     reasons += [f"class {name}: {why}" for name, why in missed]
-    achieved = None
+    achieved = offered = None
     if ok.size >= 10:
         starts = cols.a["t_start"][ok]
         e2el = cols.last_chunk(ok) / 1e6
         ends = starts + cols.a["end_us"][ok] / 1e6
         lag = float(np.median(e2el))
         lo, hi = float(starts.min()) + lag, float(starts.max()) + lag
+        offered = _offered_rate(cols.a["t_intended"][ok], starts, target)
         if hi > lo:
             achieved = float(((ends >= lo) & (ends <= hi)).sum() - 1) / (hi - lo)
-            if achieved < ACHIEVED_MIN * target:
-                reasons.append(f"achieved {achieved:.2f} req/s < {ACHIEVED_MIN:.0%} of the target {target:g}")
+            if achieved < ACHIEVED_MIN * offered:
+                reasons.append(f"achieved {achieved:.2f} req/s < {ACHIEVED_MIN:.0%} of the offered {offered:.2f} "
+                               f"(target {target:g})")  # fmt: skip
         order = np.argsort(starts)
         ttft = cols.first_chunk(ok)[order] / 1e3
         third = ttft.size // 3
@@ -178,7 +201,7 @@ def judge(run_dir: str, target: float, slo: Slo, percentile: float, max_error_ra
             f"client behind its schedule: {late:.0%} of arrivals sent more than half a gap late: not a measurement"],
             "error_rate": err, "slo_values_ms": values, "percentile": pname, "achieved_completion_rate": achieved}  # fmt: skip
     return {"passed": not reasons, "reasons": reasons, "error_rate": err, "slo_values_ms": values,
-            "percentile": pname, "achieved_completion_rate": achieved,
+            "percentile": pname, "achieved_completion_rate": achieved, "offered_rate": offered,
             **({"classes_missed": [n for n, _ in missed]} if missed else {})}  # fmt: skip
 
 
@@ -214,7 +237,8 @@ def run_search(a: Options, run_one: RunOne) -> int:
     retried = False
     with shared_host(a) as host:
         n = a.num_prompts or PROBE_REQUESTS
-        b = step_args(a, host, base, "step-01-probe", users=None, request_rate=math.inf, num_prompts=n, run_time=None)
+        b = step_args(a, host, base, "step-01-probe", users=None, request_rate=math.inf, num_prompts=n, run_time=None,
+                      seed=step_seed(a, 0))  # fmt: skip
         print("vllm-locust: search step 1: throughput probe (every request at once)", flush=True)
         code = run_one(b)
         if code == exit_codes.INTERRUPTED:
@@ -229,7 +253,8 @@ def run_search(a: Options, run_one: RunOne) -> int:
         while len(steps) < a.search_steps:
             name = f"step-{len(steps) + 1:02d}-rate-{rate:g}"
             count, limit = _step_size(a, rate)
-            b = step_args(a, host, base, name, users=None, request_rate=rate, num_prompts=count, run_time=limit)
+            b = step_args(a, host, base, name, users=None, request_rate=rate, num_prompts=count, run_time=limit,
+                          seed=step_seed(a, len(steps)))  # fmt: skip
             print(f"vllm-locust: search step {len(steps) + 1}: {rate:g} req/s ({count} requests)", flush=True)
             code = run_one(b, watch=SaturationWatch(slo))
             s = summarize_step(name, "rate", rate, os.path.join(base, name), code)

@@ -25,6 +25,7 @@ from orchestration.capacity.steps import (
     read_step,
     shared_host,
     step_args,
+    step_seed,
     write_output_file,
 )
 from vllm_users import exit_codes
@@ -110,7 +111,7 @@ def run_sweep(a: Options, run_one: RunOne) -> int:
         nonlocal worst
         from orchestration.presets import expert_balance, expert_counters
 
-        b = step_args(a, host, base, name, **over)
+        b = step_args(a, host, base, name, seed=step_seed(a, len(steps)), **over)
         print(f"vllm-locust: sweep step {len(steps) + 1}: {kind} {'' if target is None else format(target, 'g')}",
               flush=True)  # fmt: skip
         before = expert_counters(host)

@@ -45,6 +45,13 @@ def test_repeats_and_significance(tmp_path) -> None:
     assert len(tpot["values"]) == 3 and tpot["ci_low"] <= tpot["mean"] <= tpot["ci_high"]
     assert tpot["mean"] == pytest.approx(10.0, rel=0.15)
     assert "Over 3 repeats (mean ± 95 % CI)" in r.out
+    # each repeat draws its own prompts: the simulator's prefix cache (on) must not answer repeats 2 and 3 from
+    # repeat 1's (with one seed for all, repeat 2 hit 95 % of its prompt tokens)
+    from orchestration.server_metrics import summarize_file
+
+    for name in rep["runs"]:
+        served = summarize_file(os.path.join(runs["a"], name)) or {}
+        assert served.get("prefix_cache_queries") and served["prefix_cache_hit_rate"] < 0.1, (name, served)
 
     out, same = _report(tmp, runs["a"], runs["b"])
     assert "b vs a: 0 of" in out, out
