@@ -7,7 +7,8 @@ the --slo-percentile of every SLO metric is within its limit (measured window), 
   step's arrivals offered (their intended starts: a short Poisson step's own rate is +-18 % off the target);
 - the TTFT does not trend up (median of the last third of the requests <= 1.5 x the first third's + 5 ms);
 - the server queue (vllm:num_requests_waiting) does not grow over the step;
-- the step was not stopped early: while it runs, in-flight requests doubling over 4 s (and by at least 4), or
+- the step was not stopped early: while it runs, in-flight requests doubling over 4 s (and by at least 4; from a
+  moment past the step's ramp, when at least half as many had completed as were in flight), or
   a live TTFT median above 3 x its SLO after 50 requests, end it at once (over-saturated or already failed).
 A step whose load generator fell behind its schedule (> 5 % of arrivals sent more than half a mean gap late)
 measured the client, not the server: it is "invalid" and run once more.
@@ -65,18 +66,22 @@ class SaturationWatch:
 
     def __init__(self, slo: Slo) -> None:
         self.slo = slo
-        self.samples: list[tuple[float, float]] = []  # (elapsed s, in-flight)
+        self.samples: list[tuple[float, float, bool]] = []  # (elapsed s, in-flight, a baseline?)
 
     def __call__(self, p: dict[str, Any]) -> str | None:
         """A reason to stop now, or None."""
-        t, inflight = float(p.get("elapsed_s", 0.0)), float(p.get("inflight", 0.0))
-        self.samples.append((t, inflight))
-        then = [x for x in self.samples if x[0] <= t - WATCH_WINDOW_S]
+        t, inflight, ok = float(p.get("elapsed_s", 0.0)), float(p.get("inflight", 0.0)), float(p.get("ok", 0.0))
+        # a baseline only once the step is past its ramp: until requests complete at the rate they arrive, the
+        # in-flight count grows at any rate (Little's law: it climbs to rate x latency over one latency). Past
+        # the ramp as many have completed as are in flight; over-saturated, completions keep up with half of
+        # the in-flight at least once the server's seats are full (at 2x capacity: ok = C t, in flight C t +
+        # seats). Before this, requests of 5 s (256 tokens at 20 ms) had every step stopped "over-saturated".
+        self.samples.append((t, inflight, inflight >= 1 and ok >= max(1.0, inflight / 2)))
+        then = [x for x in self.samples if x[0] <= t - WATCH_WINDOW_S and x[2]]
         if then:
-            t0, f0 = then[-1]
-            mid = [f for tt, f in self.samples if t0 < tt < t]
-            # f0 >= 1: the first samples, before the first request went out, are no baseline
-            if f0 >= 1 and inflight >= 2 * f0 and inflight - f0 >= WATCH_MIN_GROWTH and mid and min(mid) >= f0:
+            t0, f0, _ = then[-1]
+            mid = [f for tt, f, _ in self.samples if t0 < tt < t]
+            if inflight >= 2 * f0 and inflight - f0 >= WATCH_MIN_GROWTH and mid and min(mid) >= f0:
                 return f"in-flight requests grew from {f0:.0f} to {inflight:.0f} in {t - t0:.1f} s: over-saturated"
         lim = self.slo.limits_ms.get("ttft")
         if lim and p.get("ok", 0) >= LIVE_SLO_MIN_OK:

@@ -60,3 +60,16 @@ def test_finds_the_true_maximum(tmp_path) -> None:
 def test_find_max_rate_needs_an_slo(tmp_path) -> None:
     r = cli(["--find-max-rate"], str(tmp_path))
     assert r.rc == 2 and "--find-max-rate needs the SLO" in r.err
+
+
+@pytest.mark.timeout(300)
+def test_long_requests_are_not_stopped_in_their_ramp(tmp_path) -> None:
+    # a server of unbounded capacity (--fixed: every request 50 ms + 256 x 20 ms = 5.2 s, whatever the load): at
+    # the probe's rate the in-flight count climbs for 5 s before the first request completes (Little's law), which
+    # the saturation watch took for over-saturation ("grew from 70 to 202 in 4.0 s") and failed the step
+    r = cli(["--find-max-rate", "--goodput", "ttft:500", "--search-steps", "2", "--output-len", "256", "--ignore-eos",
+             "--workers", "1", "--sim-args", "--fixed --ttft-ms 50 --itl-ms 20"], str(tmp_path), timeout=280)  # fmt: skip
+    assert r.rc == 0, r.logs()[-4000:]
+    with open(os.path.join(r.run_dir, "sweep.json")) as fh:
+        step = json.load(fh)["steps"][1]
+    assert step["verdict"] == "holds", step["judgement"]["reasons"]
