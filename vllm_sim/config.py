@@ -44,6 +44,7 @@ class SimConfig:
     decode_step_ms: float = 8.0
     decode_per_seq_ms: float = 0.05
     decode_per_ctx_token_us: float = 0.0  # issue 25: decode cost per context token of the decoding sequences
+    prefill_per_ctx_token_ns: float = 0.0  # issue 25: prefill cost per prefilled token per token before it
     # twin of a real server (issue 25): a fixed cost per request, its constants from a profile, N engines
     request_overhead_ms: float = 0.0
     twin: str = ""
@@ -105,8 +106,8 @@ _HELP = {
     "reasoning_tokens": "reasoning model: chat answers start with N thinking tokens (counted in max_tokens), "
     "streamed as reasoning deltas; usage.completion_tokens_details.reasoning_tokens says N",
     "reasoning_field": "the delta/message key of the thinking: reasoning_content or reasoning",
-    "embed_dim": "length of each /v1/embeddings vector (pooling requests take decode_step_ms + their input "
-    "tokens / prefill_tokens_per_s)",
+    "embed_dim": "length of each /v1/embeddings vector (pooling requests take decode_step_ms + the prefill "
+    "of each input: its tokens / prefill_tokens_per_s and the --prefill-per-ctx-token-ns term)",
     "max_num_seqs": "most sequences running at once",
     "max_num_batched_tokens": "token budget of one engine step (chunked prefill)",
     "kv_cache_tokens": "KV-cache capacity in tokens",
@@ -116,6 +117,8 @@ _HELP = {
     "decode_per_seq_ms": "extra cost of one step per running sequence",
     "decode_per_ctx_token_us": "extra cost of one step per context token (prompt + output so far) of its decoding "
     "sequences, in microseconds: attention over the KV cache (0: none)",
+    "prefill_per_ctx_token_ns": "extra cost of each prefilled token per token before it in its sequence (cached "
+    "prefix included), in nanoseconds: prefill attention, quadratic in the prompt (0: none)",
     "request_overhead_ms": "fixed cost of each request before it is scheduled (HTTP, tokenizing): adds to TTFT",
     "twin": "twin profile (vllm-locust calibrate -o twin.json): its constants are the defaults; flags still win",
     "replicas": "N engines behind this one port (each with all the engine flags); /metrics sums them",
@@ -220,6 +223,8 @@ def parse_config(argv: list[str] | None = None, env: Mapping[str, str] | None = 
         problems.append("--request-overhead-ms must be >= 0")
     if cfg.decode_per_ctx_token_us < 0:
         problems.append("--decode-per-ctx-token-us must be >= 0")
+    if cfg.prefill_per_ctx_token_ns < 0:
+        problems.append("--prefill-per-ctx-token-ns must be >= 0")
     if problems:
         parser.error("; ".join(problems))
     return cfg

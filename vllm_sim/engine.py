@@ -164,11 +164,21 @@ class _Seq:
         self.key = (s.req.priority, s.arrival)  # --scheduling-policy priority: lower first, then arrival
 
 
-def step_seconds(cfg: SimConfig, seqs: int, context_tokens: int, prefill_tokens: int) -> float:
+def prefill_pairs(start: int, n: int) -> int:
+    """Token pairs a prefill chunk of ``n`` tokens from position ``start`` attends over (each token over those
+    before it in its sequence, cached ones included): n·start + n(n-1)/2, so chunks sum to the whole prompt's."""
+    return n * start + n * (n - 1) // 2
+
+
+def step_seconds(
+    cfg: SimConfig, seqs: int, context_tokens: int, prefill_tokens: int, pairs: int = 0
+) -> float:
     """One engine step's duration: a fixed cost, a cost per sequence, per context token of the decoding
-    sequences (attention over their KV cache), and per prefilled token."""
-    return (cfg.decode_step_ms + cfg.decode_per_seq_ms * seqs + cfg.decode_per_ctx_token_us * context_tokens
-            / 1000.0) / 1000.0 + prefill_tokens / cfg.prefill_tokens_per_s  # fmt: skip
+    sequences (attention over their KV cache), per prefilled token, and per prefill token pair (``pairs``:
+    prefill attention, quadratic in the prompt)."""
+    return ((cfg.decode_step_ms + cfg.decode_per_seq_ms * seqs + cfg.decode_per_ctx_token_us * context_tokens
+             / 1000.0) / 1000.0 + prefill_tokens / cfg.prefill_tokens_per_s
+            + cfg.prefill_per_ctx_token_ns * pairs / 1e9)  # fmt: skip
 
 
 def _key(q: _Seq) -> tuple[int, float]:
@@ -304,12 +314,16 @@ class BatchingEngine:
             decoders = [q for q in decoders if id(q) in live]
         budget -= len(decoders)
         prefill_tokens = 0
+        pairs = 0
+        per_pair = cfg.prefill_per_ctx_token_ns  # --prefill-per-ctx-token-ns: 0 unless set (hot path)
         prefillers: list[_Seq] = []
         for q in self.running:
             if q.computed < q.target and budget > 0:
                 q.chunk = min(q.target - q.computed, budget)
                 budget -= q.chunk
                 prefill_tokens += q.chunk
+                if per_pair:
+                    pairs += prefill_pairs(q.computed, q.chunk)  # from its position: the cached prefix counts
                 prefillers.append(q)
         self.stats.running = len(self.running)
         self.stats.waiting = len(self.waiting)
@@ -322,7 +336,7 @@ class BatchingEngine:
             return
         # a decoding sequence attends over its whole context (prompt + tokens so far): --decode-per-ctx-token-us
         ctx = sum(q.prompt_len + q.s.done for q in decoders) if cfg.decode_per_ctx_token_us else 0
-        dur = step_seconds(cfg, len(decoders) + len(prefillers), ctx, prefill_tokens)
+        dur = step_seconds(cfg, len(decoders) + len(prefillers), ctx, prefill_tokens, pairs)
         t_end = max(t0, now - 0.001) + dur  # a late start is absorbed, never accumulated beyond 1 ms
         self.loop.call_at(t_end - EARLY_S, self._end, t_end, decoders, prefillers, prefill_tokens)
 

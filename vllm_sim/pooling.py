@@ -3,7 +3,8 @@
 Token counts: an embedding input is its text's tokens (the simulator's tokenizer adds no BOS); a rerank or score
 pair is the query's tokens plus the document's. Vectors (`--embed-dim` floats) and relevance scores in [0, 1) are
 seeded by the texts, so the same input gets the same answer. How long one takes is the server's business
-(`pooling_delay_s`; --fixed: exactly --ttft-ms), documented in docs/simulator.md.
+(`pooling_delay_s`: one step and the prefill of each input; --fixed: exactly --ttft-ms), documented in
+docs/simulator.md.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import zlib
 from typing import Any
 
 from . import tokenizer as tok
+from .config import SimConfig
+from .engine import prefill_pairs, step_seconds
 from .request import ApiError, json_object
 
 __all__ = ["PATHS", "answer", "pooling_delay_s"]
@@ -51,8 +54,9 @@ def _usage(n: int) -> dict[str, Any]:
     return {"prompt_tokens": n, "total_tokens": n, "completion_tokens": 0, "prompt_tokens_details": None}
 
 
-def answer(api: str, raw: bytes, model: str, max_model_len: int, embed_dim: int) -> tuple[bytes, int]:
-    """(JSON body, prompt tokens) of a pooling request; ApiError (vLLM's status and message) on bad input."""
+def answer(api: str, raw: bytes, model: str, max_model_len: int, embed_dim: int) -> tuple[bytes, list[int]]:
+    """(JSON body, the prompt tokens of each input or pair) of a pooling request; ApiError (vLLM's status and
+    message) on bad input."""
     body = json_object(raw)
     name = body.get("model") or model
     if name != model:
@@ -72,10 +76,10 @@ def answer(api: str, raw: bytes, model: str, max_model_len: int, embed_dim: int)
                     "embedding": [rng.uniform(-1, 1) for _ in range(embed_dim)],
                 }
             )
-        n = sum(len(t) for t in ids)
+        lens = [len(t) for t in ids]
         obj: dict[str, Any] = {"id": "embd-" + secrets.token_hex(8), "object": "list", "created": created,
-                               "model": model, "data": data, "usage": _usage(n)}  # fmt: skip
-        return json.dumps(obj, separators=(",", ":")).encode(), n
+                               "model": model, "data": data, "usage": _usage(sum(lens))}  # fmt: skip
+        return json.dumps(obj, separators=(",", ":")).encode(), lens
     q_field, d_field = ("query", "documents") if api == "rerank" else ("text_1", "text_2")
     query = body.get(q_field)
     docs = _texts(body, d_field, True)
@@ -99,7 +103,7 @@ def answer(api: str, raw: bytes, model: str, max_model_len: int, embed_dim: int)
             "data": [{"index": i, "object": "score", "score": s} for i, s in enumerate(scores)],
             "usage": _usage(n),
         }
-        return json.dumps(obj, separators=(",", ":")).encode(), n
+        return json.dumps(obj, separators=(",", ":")).encode(), pairs
     order = sorted(range(len(docs)), key=lambda i: -scores[i])
     top_n = body.get("top_n")
     if isinstance(top_n, int) and not isinstance(top_n, bool) and top_n > 0:
@@ -111,7 +115,7 @@ def answer(api: str, raw: bytes, model: str, max_model_len: int, embed_dim: int)
         "usage": {"total_tokens": n},
         "results": results,
     }
-    return json.dumps(obj, separators=(",", ":")).encode(), n
+    return json.dumps(obj, separators=(",", ":")).encode(), pairs
 
 
 def _check_len(ids: list[list[int]], max_model_len: int) -> None:
@@ -122,7 +126,9 @@ def _check_len(ids: list[list[int]], max_model_len: int) -> None:
                                 "the length of the input.", "input_tokens")  # fmt: skip
 
 
-def pooling_delay_s(prompt_tokens: int, decode_step_ms: float, prefill_tokens_per_s: float) -> float:
-    """How long a pooling request takes: one engine step plus its input tokens at the prefill speed (each on
-    its own: pooling requests are not batched with generation in the simulator)."""
-    return decode_step_ms / 1000.0 + prompt_tokens / prefill_tokens_per_s
+def pooling_delay_s(lengths: list[int], cfg: SimConfig) -> float:
+    """How long a pooling request takes: one engine step with the prefill of each input (`lengths`: each one its
+    own sequence, attending only over its own tokens), on its own: pooling requests are not batched with
+    generation in the simulator."""
+    token_pairs = sum(prefill_pairs(0, n) for n in lengths) if cfg.prefill_per_ctx_token_ns else 0
+    return step_seconds(cfg, 0, 0, sum(lengths), token_pairs)

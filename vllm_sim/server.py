@@ -231,15 +231,12 @@ class SimServer:
         """An embeddings, rerank or score answer after its delay (pooling.py; --fixed: exactly --ttft-ms)."""
         cfg = self.cfg
         try:
-            body, n = pooling.answer(api, req.body, cfg.model, cfg.max_model_len, cfg.embed_dim)
+            body, lengths = pooling.answer(api, req.body, cfg.model, cfg.max_model_len, cfg.embed_dim)
         except ApiError as e:
             self._send(conn, e.status, e.body())
             return
-        self.stats.prompt_tokens += n
-        if cfg.fixed:
-            delay = cfg.ttft_ms / 1000.0
-        else:
-            delay = pooling.pooling_delay_s(n, cfg.decode_step_ms, cfg.prefill_tokens_per_s)
+        self.stats.prompt_tokens += sum(lengths)
+        delay = cfg.ttft_ms / 1000.0 if cfg.fixed else pooling.pooling_delay_s(lengths, cfg)
         self.loop.call_later(delay, self._pooled, conn, body)
 
     def _pooled(self, conn: Connection, body: bytes) -> None:

@@ -41,6 +41,7 @@ CONSTANTS: dict[str, type] = {
 # fitted by a model without it, so it reads as that model (no version bump, no new error for older files)
 OPTIONAL: dict[str, tuple[type, float]] = {
     "decode_per_ctx_token_us": (float, 0.0),
+    "prefill_per_ctx_token_ns": (float, 0.0),
 }
 
 

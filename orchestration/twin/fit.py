@@ -1,9 +1,11 @@
 """Fit the simulator's constants to a probe's raw points, with an uncertainty for each and the error per point.
 
 The model is the simulator's own (docs/simulator.md, "Latency model"): at concurrency 1 a prompt of P uncached
-tokens gets its first token after one step, `request_overhead + decode_step + decode_per_seq + P / prefill_rate`,
-and a batch of b decoding sequences over C context tokens in all takes `decode_step + decode_per_seq * b +
-decode_per_ctx_token * C` per token. The first is a straight line, the second a plane, fitted by least squares. An uncertainty is 3 standard errors of the fit (about 99.7 % for normal noise), but never
+tokens gets its first token after one step, `request_overhead + decode_step + decode_per_seq + P / prefill_rate +
+prefill_per_ctx_token * P(P-1)/2`, and a batch of b decoding sequences over C context tokens in all takes
+`decode_step + decode_per_seq * b + decode_per_ctx_token * C` per token. Both are fitted by least squares: the
+first as a curve in P (a straight line unless its quadratic part is distinguishable from 0), the second as a
+plane. An uncertainty is 3 standard errors of the fit (about 99.7 % for normal noise), but never
 below what a 0.5 ms timing resolution allows: a server that answers with no visible noise (the simulator) still
 has its points on a clock.
 """
@@ -33,6 +35,9 @@ __all__ = [
 SIGMAS = 3.0
 RESOLUTION_MS = 0.5
 _DEFAULTS = SimConfig()
+PAIR_UNIT = "ns/token²"  # prefill_per_ctx_token_ns: per prefilled token, per token before it
+# tok/s where TTFT shows no cost per token beside its quadratic part: too fast to see (as phases.path_latency's)
+UNSEEN_RATE = 1e12
 
 
 @dataclass(frozen=True)
@@ -98,17 +103,25 @@ def _const(value: Any, unc: float | None, unit: str, source: str, note: str | No
     return out
 
 
+def _optional(c: dict[str, Any], name: str) -> float:
+    """An optional constant's value (vllm_sim.twin.OPTIONAL): 0, the model without it, when absent."""
+    return float((c.get(name) or {}).get("value") or 0.0)
+
+
 def predict_ttft_ms(c: dict[str, Any], prompt_tokens: float) -> float:
-    """The twin's TTFT of one request alone on the server (chunked prefill: one step per token budget)."""
+    """The twin's TTFT of one request alone on the server (chunked prefill: one step per token budget; the
+    chunks' token pairs sum to the whole prompt's, P(P-1)/2)."""
     steps = max(1, math.ceil(prompt_tokens / _DEFAULTS.max_num_batched_tokens))
     step = c["decode_step_ms"]["value"] + c["decode_per_seq_ms"]["value"]
+    pairs = prompt_tokens * (prompt_tokens - 1) / 2.0
     return float(c["request_overhead_ms"]["value"] + steps * step
-                 + 1000.0 * prompt_tokens / c["prefill_tokens_per_s"]["value"])  # fmt: skip
+                 + 1000.0 * prompt_tokens / c["prefill_tokens_per_s"]["value"]
+                 + _optional(c, "prefill_per_ctx_token_ns") * pairs / 1e6)  # fmt: skip
 
 
 def predict_tpot_ms(c: dict[str, Any], batch: float, context_tokens: float = 0.0) -> float:
     """The twin's time per output token in a batch of `batch` decoding sequences holding `context_tokens` in all."""
-    per_ctx_us = (c.get("decode_per_ctx_token_us") or {}).get("value") or 0.0
+    per_ctx_us = _optional(c, "decode_per_ctx_token_us")
     return float(c["decode_step_ms"]["value"] + c["decode_per_seq_ms"]["value"] * batch
                  + per_ctx_us * context_tokens / 1000.0)  # fmt: skip
 
@@ -176,7 +189,39 @@ def _decode_line(
     return (_const(max(line.a, 0.0), ua, "ms", "fit"), _const(max(line.b, 0.0), ub, "ms", "fit"))
 
 
-def _prefill(raw: dict[str, Any], c: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], Line | None]:
+def _ttft_curve(xs: list[float], ys: list[float]) -> tuple[Line, dict[str, Any]]:
+    """TTFT against the prompt length P as `a + b·P + q·P(P-1)/2` (prefill attention: each token attends over
+    those before it) where q is above 0 and above its uncertainty at 3 prompt lengths or more; else the straight
+    line, with q = 0 (`default`, its note says why). Returns (a and b as a Line, q's constant in ns);
+    ValueError with fewer than 2 prompt lengths."""
+    line = linfit(xs, ys)
+    if len(set(xs)) < 3:
+        return line, _const(0.0, None, PAIR_UNIT, "default", "fewer than 3 prompt lengths: no curvature")
+    pairs = [x * (x - 1) / 2.0 for x in xs]
+    try:
+        coef, se, sd = planefit(list(zip(xs, pairs, strict=True)), ys)
+    except ValueError:
+        return line, _const(0.0, None, PAIR_UNIT, "default", "too few TTFT points for a curvature")
+    uq = max(SIGMAS * se[2], RESOLUTION_MS / (max(pairs) - min(pairs)))
+    if not coef[2] > uq:  # a curvature within the noise would be overfitting: the line, as before the term
+        return line, _const(0.0, None, PAIR_UNIT, "default",
+                            f"not distinguishable from 0: {1e6 * coef[2]:.3g} ± {1e6 * uq:.3g} {PAIR_UNIT}")  # fmt: skip
+    if coef[1] <= 0:
+        # no cost per token left beside the curvature: b = 0, and TTFT is a line in the token pairs
+        bent = linfit(pairs, ys)
+        note = f"the cost per token beside it came out {coef[1]:.3g} ms (not above 0): a + q·P(P-1)/2"
+        return Line(bent.a, 0.0, bent.ua, 0.0, bent.n, bent.resid_sd), _const(
+            1e6 * bent.b, 1e6 * bent.ub, PAIR_UNIT, "fit", note
+        )
+    ua, ub = max(SIGMAS * se[0], RESOLUTION_MS), max(SIGMAS * se[1], RESOLUTION_MS / (max(xs) - min(xs)))
+    return Line(coef[0], coef[1], ua, ub, len(xs), sd), _const(1e6 * coef[2], 1e6 * uq, PAIR_UNIT, "fit")
+
+
+def _prefill(
+    raw: dict[str, Any], c: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], float | None]:
+    """prefill_tokens_per_s, request_overhead_ms and prefill_per_ctx_token_ns from the TTFT points, and the
+    curve's intercept (None: no curve)."""
     pts = raw.get("ttft") or []
     path = (raw.get("path_latency") or {}).get("ttft") or {}
     per_token = float(
@@ -188,11 +233,14 @@ def _prefill(raw: dict[str, Any], c: dict[str, Any]) -> tuple[dict[str, Any], di
         for p in pts
     ]
     try:
-        line = linfit(xs, ys)
+        line, per_pair = _ttft_curve(xs, ys)
     except ValueError:
         return (_const(_DEFAULTS.prefill_tokens_per_s, None, "tok/s", "default"),
-                _const(0.0, None, "ms", "default"), None)  # fmt: skip
-    if line.b <= 0:
+                _const(0.0, None, "ms", "default"),
+                _const(0.0, None, PAIR_UNIT, "default", "no TTFT points at two prompt lengths"), None)  # fmt: skip
+    if line.b <= 0 and per_pair["source"] == "fit":
+        rate = _const(UNSEEN_RATE, None, "tok/s", "fit", "no cost per token seen beside the quadratic term")
+    elif line.b <= 0:
         rate = _const(
             _DEFAULTS.prefill_tokens_per_s,
             None,
@@ -211,7 +259,7 @@ def _prefill(raw: dict[str, Any], c: dict[str, Any]) -> tuple[dict[str, Any], di
     overhead = line.a - step - excess  # the twin's own path adds that back when it serves
     u_step = math.hypot(u_step, excess)  # known to about its own size (as the TPOT correction, above)
     note = None if overhead >= 0 else f"the fit said {overhead:.2f} ms (below 0): 0"
-    return rate, _const(max(overhead, 0.0), math.hypot(line.ua, u_step), "ms", "fit", note), line
+    return rate, _const(max(overhead, 0.0), math.hypot(line.ua, u_step), "ms", "fit", note), per_pair, line.a
 
 
 def _limits(raw: dict[str, Any], server: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -260,13 +308,13 @@ def _limits(raw: dict[str, Any], server: dict[str, Any]) -> dict[str, dict[str, 
     return out
 
 
-def _prefix(raw: dict[str, Any], line: Line | None) -> dict[str, Any]:
+def _prefix(raw: dict[str, Any], intercept: float | None) -> dict[str, Any]:
     pts = raw.get("prefix") or []
-    if not pts or line is None:
+    if not pts or intercept is None:
         return _const(True, None, "", "default")
     hits = 0
     for p in pts:
-        prefill_part = p["cold_ms"] - line.a
+        prefill_part = p["cold_ms"] - intercept
         hits += prefill_part > 0 and (p["cold_ms"] - p["warm_ms"]) > 0.5 * prefill_part
     benefit = statistics.median(1.0 - p["warm_ms"] / p["cold_ms"] for p in pts)
     return _const(
@@ -282,9 +330,11 @@ def fit_constants(raw: dict[str, Any], server: dict[str, Any]) -> dict[str, dict
     """Every constant of the twin (vllm_sim.twin.CONSTANTS): value, uncertainty, unit and where it came from."""
     c: dict[str, dict[str, Any]] = {}
     c["decode_step_ms"], c["decode_per_seq_ms"], c["decode_per_ctx_token_us"] = _decode(raw)
-    c["prefill_tokens_per_s"], c["request_overhead_ms"], line = _prefill(raw, c)
+    rate, overhead, per_pair, intercept = _prefill(raw, c)
+    c["prefill_tokens_per_s"], c["prefill_per_ctx_token_ns"] = rate, per_pair
+    c["request_overhead_ms"] = overhead
     c.update(_limits(raw, server))
-    c["enable_prefix_caching"] = _prefix(raw, line)
+    c["enable_prefix_caching"] = _prefix(raw, intercept)
     return c
 
 

@@ -75,11 +75,11 @@ def fit_table(doc: dict[str, Any]) -> str:
     lines = [f"twin of {doc['server'].get('host')} ({doc['server'].get('model')}): "
              f"{doc['probe'].get('requests', 0)} requests in {doc['probe'].get('elapsed_s', 0):.1f} s"
              + (" (partial: " + str(doc["probe"].get("stopped")) + ")" if doc["probe"].get("partial") else ""),
-             f"{'constant':<22} {'value':>12} {'± uncertainty':>14}  source", "-" * 64]  # fmt: skip
+             f"{'constant':<24} {'value':>12} {'± uncertainty':>14}  source", "-" * 66]  # fmt: skip
     for name, c in doc["constants"].items():
         unc = "" if c.get("uncertainty") is None else _fmt(c["uncertainty"])
         note = f"  ({c['note']})" if c.get("note") else ""
-        lines.append(f"{name:<22} {_fmt(c['value']):>12} {unc:>14}  {c['source']} {c['unit']}{note}")
+        lines.append(f"{name:<24} {_fmt(c['value']):>12} {unc:>14}  {c['source']} {c['unit']}{note}")
     for kind, x, xname in (("ttft", "prompt_tokens", "prompt"), ("tpot", "batch", "batch")):
         pts = doc["points"][kind]
         if not pts:

@@ -1,5 +1,6 @@
 """Calibrate against the simulator itself: a simulator started with known, non-default constants is "the real
-server" (its decode step slows with the context: --decode-per-ctx-token-us); the fit must recover its constants
+server" (its decode step slows with the context: --decode-per-ctx-token-us; its prefill with the tokens before
+each one: --prefill-per-ctx-token-ns); the fit must recover its constants
 within the fit's own stated uncertainty, the twin must predict three
 loads the probe never sent, and the probe must keep its budget and write what it has on Ctrl-C."""
 
@@ -22,7 +23,7 @@ from vllm_sim.launch import SimProcess, start_simulator
 
 pytestmark = pytest.mark.timeout(400)
 
-TRUE = {"prefill_tokens_per_s": 5000.0, "decode_step_ms": 20.0, "decode_per_seq_ms": 1.0,
+TRUE = {"prefill_tokens_per_s": 5000.0, "prefill_per_ctx_token_ns": 30.0, "decode_step_ms": 20.0, "decode_per_seq_ms": 1.0,
         "decode_per_ctx_token_us": 4.0, "request_overhead_ms": 10.0, "max_num_seqs": 12, "kv_cache_tokens": 20000, "max_model_len": 6000}  # fmt: skip
 REAL_ARGS = [a for k, v in TRUE.items() for a in (f"--{k.replace('_', '-')}", str(v))]
 # loads the probe did not send: a closed-loop concurrency (with prefills inside decode steps), an open-loop rate,
@@ -71,14 +72,14 @@ def twin(real: SimProcess, tmp_path_factory: pytest.TempPathFactory) -> dict[str
 def test_the_fit_recovers_the_constants_within_its_uncertainty(twin: dict[str, Any]) -> None:
     print(twin["_stdout"])  # the fit table (docs/twin.md shows one)
     c = twin["constants"]
-    for name in ("prefill_tokens_per_s", "decode_step_ms", "decode_per_seq_ms", "decode_per_ctx_token_us",
-                 "request_overhead_ms", "kv_cache_tokens"):  # fmt: skip
+    for name in ("prefill_tokens_per_s", "prefill_per_ctx_token_ns", "decode_step_ms", "decode_per_seq_ms",
+                 "decode_per_ctx_token_us", "request_overhead_ms", "kv_cache_tokens"):  # fmt: skip
         assert c[name]["source"] == "fit", name
         err = abs(c[name]["value"] - TRUE[name])
         assert err <= c[name]["uncertainty"], f"{name}: {c[name]} vs true {TRUE[name]}; {twin['_stdout']}"
     # and the uncertainties say something: well below the values (the overhead: below the smallest TTFT it is in)
-    for name in ("prefill_tokens_per_s", "decode_step_ms", "decode_per_seq_ms", "decode_per_ctx_token_us",
-                 "kv_cache_tokens"):  # fmt: skip
+    for name in ("prefill_tokens_per_s", "prefill_per_ctx_token_ns", "decode_step_ms", "decode_per_seq_ms",
+                 "decode_per_ctx_token_us", "kv_cache_tokens"):  # fmt: skip
         assert c[name]["uncertainty"] < 0.5 * TRUE[name], name
     assert c["request_overhead_ms"]["uncertainty"] < 0.5 * min(p["ttft_ms"] for p in twin["points"]["ttft"])
     assert c["max_num_seqs"]["value"] == TRUE["max_num_seqs"] and c["max_num_seqs"]["source"] == "measured"

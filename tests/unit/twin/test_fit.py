@@ -6,7 +6,14 @@ import random
 
 import pytest
 
-from orchestration.twin.fit import RESOLUTION_MS, fit_constants, linfit, point_errors, predict_ttft_ms
+from orchestration.twin.fit import (
+    RESOLUTION_MS,
+    UNSEEN_RATE,
+    fit_constants,
+    linfit,
+    point_errors,
+    predict_ttft_ms,
+)
 from orchestration.twin.phases import ProbePlan, tpot_excess
 
 
@@ -162,3 +169,77 @@ def test_without_two_context_lengths_the_context_term_is_not_fitted() -> None:
     c = fit_constants(raw, {})
     assert c["decode_per_ctx_token_us"]["source"] == "default"
     assert c["decode_per_seq_ms"]["value"] == pytest.approx(1.0 + 4.0 * 56 / 1000.0)  # absorbed per sequence
+
+
+def _bent_raw(q_ns: float, noise: float = 0.0, seed: int = 7, lengths: tuple[int, ...] = (32, 256, 768, 1536),
+              rounds: int = 3) -> dict:  # fmt: skip
+    """The TTFT phase (concurrency 1, `rounds` of each length) from the simulator's step model with a prefill cost
+    per token pair: TTFT = overhead + step + per_seq + P / rate + q·P(P-1)/2 (true: 10, 20, 1 ms, 5000 tok/s)."""
+    rng = random.Random(seed)
+    raw = _raw()
+    raw["ttft"] = [{"prompt_tokens": n, "ttft_ms": 31.0 + n / 5.0 + q_ns * n * (n - 1) / 2e6 + rng.gauss(0.0, noise)}
+                   for _ in range(rounds) for n in lengths]  # fmt: skip
+    return raw
+
+
+def test_ttft_that_bends_up_is_fitted_with_a_prefill_cost_per_token_pair() -> None:
+    raw = _bent_raw(30.0)
+    c = fit_constants(raw, {})
+    q = c["prefill_per_ctx_token_ns"]
+    assert q["value"] == pytest.approx(30.0) and q["source"] == "fit" and q["unit"] == "ns/token²"
+    assert c["prefill_tokens_per_s"]["value"] == pytest.approx(5000.0)
+    assert c["request_overhead_ms"]["value"] == pytest.approx(10.0)
+    errs = point_errors(raw, c)
+    assert all(abs(p["error_ms"]) < 1e-6 for p in errs["ttft"])  # the prediction carries the term
+    # a straight line could not: 30 ns per pair is 35 ms at 1536 tokens, and the line misses the short prompts
+    c["prefill_per_ctx_token_ns"]["value"] = 0.0
+    assert max(abs(p["error_ms"]) for p in point_errors(raw, c)["ttft"]) > 5.0
+    # chunked: the chunks' pairs sum to the whole prompt's, so the term is q·P(P-1)/2 above the token budget too
+    c["prefill_per_ctx_token_ns"]["value"] = 30.0
+    with_term = predict_ttft_ms(c, 16384) - predict_ttft_ms(c, 8192)
+    assert with_term == pytest.approx(21.0 + 8192 / 5.0 + 30.0 * (16384 * 16383 - 8192 * 8191) / 2e6)
+
+
+def test_a_noisy_prefill_curvature_is_recovered_within_its_uncertainty() -> None:
+    for seed in range(6):
+        c = fit_constants(_bent_raw(30.0, noise=1.0, seed=seed), {})
+        q = c["prefill_per_ctx_token_ns"]
+        assert q["source"] == "fit" and abs(q["value"] - 30.0) <= q["uncertainty"] < 30.0, (seed, q)
+        for name, true in (("prefill_tokens_per_s", 5000.0), ("request_overhead_ms", 10.0)):
+            assert abs(c[name]["value"] - true) <= c[name]["uncertainty"], (seed, name, c[name])
+
+
+def test_a_straight_ttft_line_keeps_no_curvature() -> None:
+    """Points on a line (with noise): q is not distinguishable from 0, so the fit is the line, as before the term."""
+    for seed in range(6):
+        raw = _bent_raw(0.0, noise=1.0, seed=seed)
+        c = fit_constants(raw, {})
+        q = c["prefill_per_ctx_token_ns"]
+        assert q["value"] == 0.0 and q["source"] == "default", (seed, q)
+        assert q["note"].startswith("not distinguishable from 0: ") and "±" in q["note"]
+        line = linfit([float(p["prompt_tokens"]) for p in raw["ttft"]], [p["ttft_ms"] for p in raw["ttft"]])
+        assert c["prefill_tokens_per_s"]["value"] == pytest.approx(1000.0 / line.b)
+        assert c["request_overhead_ms"]["value"] == pytest.approx(line.a - 21.0)
+
+
+def test_two_prompt_lengths_are_too_few_for_a_curvature() -> None:
+    c = fit_constants(_bent_raw(30.0, lengths=(32, 1536)), {})
+    q = c["prefill_per_ctx_token_ns"]
+    assert q["value"] == 0.0 and q["source"] == "default" and "fewer than 3 prompt lengths" in q["note"]
+    # the chord through the two lengths, as before the term
+    assert c["prefill_tokens_per_s"]["value"] == pytest.approx(1000.0 / (0.2 + 30.0 * 1567 / 2e6))
+    old = fit_constants(_raw(), {})  # the points of a probe on a server whose TTFT is a line
+    assert old["prefill_per_ctx_token_ns"]["source"] == "default"
+
+
+def test_a_curvature_with_no_cost_per_token_beside_it() -> None:
+    """vLLM for CPU's TTFT is nearly flat and then bends: a fit whose cost per token comes out below 0 beside the
+    curvature keeps the curvature with no cost per token (a line in the token pairs), not the default speed."""
+    raw = _bent_raw(50.0)
+    for p in raw["ttft"]:
+        p["ttft_ms"] -= p["prompt_tokens"] * (0.2 + 0.002)  # 2 µs per token below nothing
+    c = fit_constants(raw, {})
+    q = c["prefill_per_ctx_token_ns"]
+    assert q["source"] == "fit" and 40.0 < q["value"] < 50.0 and "not above 0" in q["note"]
+    assert c["prefill_tokens_per_s"]["value"] == UNSEEN_RATE and c["prefill_tokens_per_s"]["source"] == "fit"
+    assert max(abs(p["error_pct"]) for p in point_errors(raw, c)["ttft"]) < 10.0

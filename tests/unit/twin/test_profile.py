@@ -45,6 +45,7 @@ def test_the_fit_table_shows_constants_and_errors() -> None:
     assert (
         "prefill_tokens_per_s" in text and "5000" in text and "TTFT points" in text and "mean |error|" in text
     )
+    assert "prefill_per_ctx_token_ns" in text and "default ns/token²" in text  # _raw's TTFT: a line
 
 
 @pytest.mark.parametrize(("edit", "message"), [
@@ -52,6 +53,8 @@ def test_the_fit_table_shows_constants_and_errors() -> None:
     (lambda d: d["constants"].pop("decode_step_ms"), "missing field constants.decode_step_ms.value"),
     (lambda d: d["constants"]["max_num_seqs"].update(value="x"), "constants.max_num_seqs.value must be a int"),
     (lambda d: d.pop("kind"), "not a twin profile"),
+    (lambda d: d["constants"]["prefill_per_ctx_token_ns"].update(value=-1.0),
+     "constants.prefill_per_ctx_token_ns.value must be >= 0, got -1.0"),
 ])  # fmt: skip
 def test_a_bad_profile_is_one_line_and_exit_2(tmp_path: Path, edit, message: str) -> None:  # type: ignore[no-untyped-def]
     doc = _doc()

@@ -7,15 +7,16 @@ import json
 import pytest
 
 from vllm_sim import tokenizer as tok
+from vllm_sim.config import SimConfig
 from vllm_sim.pooling import answer, pooling_delay_s
 from vllm_sim.request import ApiError
 from vllm_sim.responses import as_chat_body
 
 
 def test_embeddings_count_every_input_and_give_one_vector_each() -> None:
-    body, n = answer("embeddings", json.dumps({"input": ["a b c", "d e"]}).encode(), "m", 100, 8)
+    body, lens = answer("embeddings", json.dumps({"input": ["a b c", "d e"]}).encode(), "m", 100, 8)
     doc = json.loads(body)
-    assert n == 5 and doc["usage"]["prompt_tokens"] == 5
+    assert lens == [3, 2] and doc["usage"]["prompt_tokens"] == 5
     assert [len(d["embedding"]) for d in doc["data"]] == [8, 8] and [d["index"] for d in doc["data"]] == [
         0,
         1,
@@ -26,12 +27,12 @@ def test_embeddings_count_every_input_and_give_one_vector_each() -> None:
 
 def test_rerank_and_score_count_query_plus_document_per_pair() -> None:
     raw = json.dumps({"query": "a b", "documents": ["c d e", "f"]}).encode()
-    doc, n = answer("rerank", raw, "m", 100, 8)
+    doc, lens = answer("rerank", raw, "m", 100, 8)
     r = json.loads(doc)
-    assert n == 8 and r["usage"] == {"total_tokens": 8}  # (2 + 3) + (2 + 1), vLLM's rerank usage shape
+    assert lens == [5, 3] and r["usage"] == {"total_tokens": 8}  # (2 + 3), (2 + 1); vLLM's rerank usage
     assert sorted(x["index"] for x in r["results"]) == [0, 1]
-    s, n2 = answer("score", json.dumps({"text_1": "a b", "text_2": ["c d e", "f"]}).encode(), "m", 100, 8)
-    assert n2 == 8 and [d["score"] for d in json.loads(s)["data"]] == [
+    s, lens2 = answer("score", json.dumps({"text_1": "a b", "text_2": ["c d e", "f"]}).encode(), "m", 100, 8)
+    assert lens2 == [5, 3] and [d["score"] for d in json.loads(s)["data"]] == [
         x["relevance_score"] for x in sorted(r["results"], key=lambda x: x["index"])
     ]
 
@@ -50,7 +51,13 @@ def test_bad_pooling_requests(api: str, body: dict, status: int) -> None:
 
 
 def test_pooling_delay_is_a_step_plus_prefill() -> None:
-    assert pooling_delay_s(2000, 8.0, 20_000.0) == pytest.approx(0.108)
+    cfg = SimConfig(decode_step_ms=8.0, prefill_tokens_per_s=20_000.0)
+    assert pooling_delay_s([2000], cfg) == pytest.approx(0.108)
+    # with a cost per token pair each input pays its own pairs only (its own sequence): 2 x 1000·999/2, not
+    # 2000·1999/2
+    cfg.prefill_per_ctx_token_ns = 10.0
+    assert pooling_delay_s([2000], cfg) == pytest.approx(0.108 + 10e-9 * 1_999_000)
+    assert pooling_delay_s([1000, 1000], cfg) == pytest.approx(0.108 + 10e-9 * 999_000)
 
 
 def test_responses_input_becomes_the_chat_prompt() -> None:

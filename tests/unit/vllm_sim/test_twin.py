@@ -1,4 +1,5 @@
-"""The simulator with a twin profile (--twin) and the twin's fixed cost per request (--request-overhead-ms)."""
+"""The simulator with a twin profile (--twin), the twin's fixed cost per request (--request-overhead-ms) and the
+terms added to a profile after version 1 (decode per context token, prefill per token pair)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from vllm_sim import probe
+from vllm_sim.config import parse_config
 from vllm_sim.launch import start_simulator
 from vllm_sim.twin import CONSTANTS, KIND, VERSION
 
@@ -18,8 +22,8 @@ PROFILE: dict[str, Any] = {"kind": KIND, "version": VERSION, "server": {"model":
                          "enable_prefix_caching": {"value": True}}}  # fmt: skip
 
 
-def _ttft_s(url: str, model: str) -> float:
-    r = probe.request(url, "/v1/completions", {"model": model, "prompt": "a b c", "max_tokens": 2,
+def _ttft_s(url: str, model: str, prompt: str = "a b c") -> float:
+    r = probe.request(url, "/v1/completions", {"model": model, "prompt": prompt, "max_tokens": 2,
                                                "ignore_eos": True, "stream": True})  # fmt: skip
     assert r.status == 200, r.body
     return r.events[0][0] - r.start
@@ -45,20 +49,33 @@ def test_without_overhead_the_ttft_is_far_below_it(tmp_path: Path) -> None:
         assert min(_ttft_s(sim.url, "twin-of-m") for _ in range(3)) < 0.080
 
 
-def test_the_context_term_is_optional_in_a_profile(tmp_path: Path) -> None:
-    """A version-1 profile from before the context term reads as a twin without it; one with it serves it."""
+@pytest.mark.parametrize("name", ["decode_per_ctx_token_us", "prefill_per_ctx_token_ns"])
+def test_a_term_added_after_version_1_is_optional_in_a_profile(name: str) -> None:
+    """A version-1 profile from before the term reads as a twin without it; one with it serves it."""
     from vllm_sim.twin import OPTIONAL, TwinError, twin_overrides, validate_twin
 
-    assert "decode_per_ctx_token_us" in OPTIONAL and "decode_per_ctx_token_us" not in CONSTANTS
+    assert name in OPTIONAL and name not in CONSTANTS
     validate_twin(PROFILE)
-    assert twin_overrides(PROFILE)["decode_per_ctx_token_us"] == 0.0
+    assert twin_overrides(PROFILE)[name] == 0.0
     doc = json.loads(json.dumps(PROFILE))
-    doc["constants"]["decode_per_ctx_token_us"] = {"value": 2.5}
-    assert twin_overrides(doc)["decode_per_ctx_token_us"] == 2.5
-    doc["constants"]["decode_per_ctx_token_us"] = {"value": -1.0}
-    try:
+    doc["constants"][name] = {"value": 2.5}
+    assert twin_overrides(doc)[name] == 2.5
+    doc["constants"][name] = {"value": -1.0}
+    with pytest.raises(TwinError) as e:
         validate_twin(doc, "t.json")
-    except TwinError as e:
-        assert str(e) == "t.json: constants.decode_per_ctx_token_us.value must be >= 0, got -1.0"
-    else:
-        raise AssertionError("a negative context term was accepted")
+    assert str(e.value) == f"t.json: constants.{name}.value must be >= 0, got -1.0"
+
+
+def test_a_twin_serves_its_prefill_cost_per_token_pair(tmp_path: Path) -> None:
+    """100 ns per token pair: a 2000-token prompt's first token takes 200 ms more (a lower bound: never flaky)."""
+    doc = json.loads(json.dumps(PROFILE))
+    doc["constants"].update(max_model_len={"value": 4000}, request_overhead_ms={"value": 0.0},
+                            prefill_per_ctx_token_ns={"value": 100.0})  # fmt: skip
+    path = tmp_path / "twin.json"
+    path.write_text(json.dumps(doc))
+    assert parse_config(["--twin", str(path)]).prefill_per_ctx_token_ns == 100.0
+    prompt = " ".join(f"w{i}" for i in range(2000))
+    with start_simulator(["--twin", str(path)]) as sim:
+        assert _ttft_s(sim.url, "twin-of-m", prompt) >= 0.199
+    with start_simulator(["--twin", str(path), "--prefill-per-ctx-token-ns", "0"]) as sim:  # the what-if: off
+        assert min(_ttft_s(sim.url, "twin-of-m", prompt) for _ in range(3)) < 0.15
