@@ -142,6 +142,24 @@ def test_judge_takes_the_rate_the_arrivals_offered(tmp_path: str) -> None:
     assert any("of the offered 4.00" in r for r in v["reasons"]), v["reasons"]
 
 
+def test_judge_counts_the_step_interior_so_edges_cannot_only_cross_out(tmp_path: str) -> None:
+    # a twin's step on the GPU-less box, as it came: 30 arrivals at 1.54 req/s, every request answered in 160 or
+    # 250 ms (two output lengths), the first one fast and the last two slow. Over the whole step the first and
+    # the last two answers fell outside the window shifted by the median latency (none can fall in), and the
+    # step "achieved 1.38 of 1.54 req/s" and failed; over the interior it holds.
+    gaps = [0.6] * 26 + [0.2, 0.06, 0.06]
+    recs = _open_loop(30, gaps)
+    for i, r in enumerate(recs):
+        late = i >= 27 or (i % 2 == 1 and i > 0)  # 250 ms answers: odd requests and the last three; 160 ms others
+        scale = (250.0 if late else 160.0) / (r.end_us / 1000.0)
+        r.chunk_times_us = [int(c * scale) for c in r.chunk_times_us]
+        r.end_us = r.chunk_times_us[-1]
+    run = write_run(os.path.join(tmp_path, "edges"), recs)
+    v = S.judge(run, 1.854, Slo({"ttft": 10_000.0}), 99.0, 0.01)
+    assert v["passed"], v["reasons"]
+    assert v["achieved_completion_rate"] == pytest.approx(v["offered_rate"], rel=0.05)
+
+
 def test_each_step_draws_its_own_prompts(tmp_path: str) -> None:
     # every step of a search / sweep / repeats against one server: its own seed (a prefix cache would answer
     # the later steps from the first one's prompts), reproducible; sweep-server keeps the parent's
