@@ -34,24 +34,28 @@ SLO = ["--find-max-rate", "--goodput", "ttft:200", "tpot:30", "--slo-percentile"
        "--output-len", "16", "--ignore-eos", "--workers", "1"]  # fmt: skip
 
 
-def _cli(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+def run_cli(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """`vllm-locust ARGS` from the repo root, pinned to the load generator's CPUs."""
     return subprocess.run([sys.executable, "-m", "orchestration.cli", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT, preexec_fn=client_preexec())  # fmt: skip
 
 
-def _search(target: list[str], steps: int, seed: int, out: Path, timeout: float) -> dict[str, Any]:
+def search(target: list[str], steps: int, seed: int, out: Path, timeout: float, slo: list[str] = SLO) -> dict[str, Any]:
+    """One `--find-max-rate` run against `target` (its answer, bracket, steps and verdicts)."""
     t0 = time.monotonic()
-    p = _cli(["run", *target, *SLO, "--search-steps", str(steps), "--seed", str(seed), "--output-dir", str(out.parent),
+    p = run_cli(["run", *target, *slo, "--search-steps", str(steps), "--seed", str(seed), "--output-dir", str(out.parent),
               "--run-name", out.name, "--output-file", str(out / "search.json"), "--no-report"], timeout)  # fmt: skip
     doc = json.loads((out / "search.json").read_text()) if (out / "search.json").exists() else {}
     lo, hi = doc.get("max_rate"), doc.get("lowest_failing_rate")
     return {"rc": p.returncode, "seconds": round(time.monotonic() - t0, 1), "max_rate": lo, "failing": hi,
             "mid": (lo + hi) / 2 if lo and hi else lo, "probe": doc.get("probe_capacity_rps"),
-            "steps": [(s.get("target"), s.get("verdict")) for s in doc.get("steps", [])],
+            "steps": [{"target": s.get("target"), "verdict": s.get("verdict"),
+                       "values_ms": (s.get("judgement") or {}).get("slo_values_ms"),
+                       "reasons": (s.get("judgement") or {}).get("reasons")} for s in doc.get("steps", [])],
             "tail": "" if p.returncode == 0 else (p.stdout + p.stderr)[-1500:]}  # fmt: skip
 
 
-def _lateness(url: str, before: dict[str, float] | None = None) -> dict[str, float]:
+def sim_lateness(url: str, before: dict[str, float] | None = None) -> dict[str, float]:
     """The twin's emit lateness (count, mean and max in seconds; the mean since `before`)."""
     with urllib.request.urlopen(url + "/sim/stats", timeout=10) as resp:
         lat = json.load(resp)["lateness_s"]
@@ -60,6 +64,21 @@ def _lateness(url: str, before: dict[str, float] | None = None) -> dict[str, flo
         n = out["count"] - before["count"]
         out = {"count": n, "mean": (out["sum"] - before["sum"]) / n if n else 0.0, "max_ever": out["max"]}
     return out
+
+
+def summarize(rows: list[dict[str, Any]], server: str = "vllm") -> dict[str, Any]:
+    """The twin's mean answer against the server's: errors against its answer and its brackets' middle, and the
+    server's own spread between its rounds ({} where either side has no answer)."""
+    real = [x for x in rows if x["server"] == server and x["max_rate"]]
+    twin = [x for x in rows if x["server"] == "twin" and x["max_rate"]]
+    if not real or not twin:
+        return {}
+    v = statistics.mean(x["max_rate"] for x in real)
+    vm = statistics.mean(x["mid"] for x in real)
+    t = statistics.mean(x["max_rate"] for x in twin)
+    spread = (max(x["max_rate"] for x in real) - min(x["max_rate"] for x in real)) / v
+    return {f"{server}_max_rate": v, f"{server}_bracket_mid": vm, "twin_max_rate": t, f"error_vs_{server}": t / v - 1,
+            f"error_vs_{server}_mid": t / vm - 1, f"{server}_spread": spread}  # fmt: skip
 
 
 def main() -> None:
@@ -72,7 +91,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="twin-search-"))
     with start_vllm_server(env, env_overrides={"VLLM_SERVER_DEV_MODE": "1"}) as server:
         twin = tmp / "twin.json"
-        p = _cli(["calibrate", "--host", server.url, "--model", server.model_name, "--budget", f"{a.budget}s",
+        p = run_cli(["calibrate", "--host", server.url, "--model", server.model_name, "--budget", f"{a.budget}s",
                   "--max-concurrency", "8", "--saturation-requests", "32", "-o", str(twin)], a.budget + 120)  # fmt: skip
         print(p.stdout[-4000:], flush=True)
         if p.returncode != 0:
@@ -81,26 +100,17 @@ def main() -> None:
         rows: list[dict[str, Any]] = []
         for r in range(a.rounds):
             seed = 100_000 * (r + 1)  # its own prompts: nothing of an earlier round in vLLM's prefix cache
-            res = _search(["--host", server.url, "--model", server.model_name], a.steps, seed, tmp / f"vllm-{r}", 900)
+            res = search(["--host", server.url, "--model", server.model_name], a.steps, seed, tmp / f"vllm-{r}", 900)
             rows.append({"server": "vllm", "round": r + 1, **res})
             print(json.dumps(rows[-1]), flush=True)
         model = server.model_name
     with start_simulator(["--twin", str(twin)], cpu=cpu_split()[0][0]) as sim:  # vLLM's CPU, now free
         for r in range(a.rounds):
-            before = _lateness(sim.url)
-            res = _search(["--host", sim.url, "--model", model], a.steps, 100_000 * (r + 1), tmp / f"twin-{r}", 900)
-            rows.append({"server": "twin", "round": r + 1, **res, "sim_lateness_s": _lateness(sim.url, before)})
+            before = sim_lateness(sim.url)
+            res = search(["--host", sim.url, "--model", model], a.steps, 100_000 * (r + 1), tmp / f"twin-{r}", 900)
+            rows.append({"server": "twin", "round": r + 1, **res, "sim_lateness_s": sim_lateness(sim.url, before)})
             print(json.dumps(rows[-1]), flush=True)
-    vllm = [x for x in rows if x["server"] == "vllm" and x["max_rate"]]
-    twin_rows = [x for x in rows if x["server"] == "twin" and x["max_rate"]]
-    summary: dict[str, Any] = {}
-    if vllm and twin_rows:
-        v = statistics.mean(x["max_rate"] for x in vllm)
-        vm = statistics.mean(x["mid"] for x in vllm)
-        t = statistics.mean(x["max_rate"] for x in twin_rows)
-        spread = (max(x["max_rate"] for x in vllm) - min(x["max_rate"] for x in vllm)) / v
-        summary = {"vllm_max_rate": v, "vllm_bracket_mid": vm, "twin_max_rate": t, "error_vs_vllm": t / v - 1,
-                   "error_vs_vllm_mid": t / vm - 1, "vllm_spread": spread}  # fmt: skip
+    summary = summarize(rows)
     print_table(rows, ["server", "round", "probe", "max_rate", "failing", "seconds", "rc"], "find-max-rate")
     print(json.dumps(summary, indent=1))
     path = write_json("twin_search", {"slo": SLO, "steps": a.steps, "budget_s": a.budget, "constants": constants,

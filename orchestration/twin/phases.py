@@ -16,7 +16,7 @@ from typing import Any
 
 from orchestration.twin.probe import Budget, Probe, Shot, scrape
 
-__all__ = ["ProbePlan", "context_phase", "new_raw", "path_latency", "run_phases", "tpot_excess"]
+__all__ = ["ProbePlan", "context_phase", "new_raw", "path_latency", "run_phases", "seats_limit", "tpot_excess"]
 
 
 @dataclass(frozen=True)
@@ -160,6 +160,22 @@ def _spread(xs: list[float]) -> float:
     return statistics.stdev(xs) if len(xs) > 1 else 0.0
 
 
+def seats_limit(samples: list[dict[str, Any]], scrapes: int = 2) -> int | None:
+    """The server's seat limit seen in /metrics scrapes: the most requests running at once, when at that count
+    others waited in `scrapes` scrapes or more; None when the count never held with a queue behind it.
+
+    A burst's arrivals wait for a step or two before the scheduler admits them (a prefill token budget admits so
+    many per step), so "running while some waited" alone is not a limit: 33 ran with 31 waiting in one scrape,
+    then all 64 ran, on a simulator of 256 seats, and the twin was fitted 33 (half the server's throughput)."""
+    runs = [int(m["running"]) for m in samples if m.get("running") is not None]
+    if not runs:
+        return None
+    top = max(runs)
+    held = sum(1 for m in samples if m.get("running") is not None and int(m["running"]) == top
+               and (m.get("waiting") or 0) > 0)  # fmt: skip
+    return top if held >= scrapes else None
+
+
 def saturation_phase(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
     """More streams than the server runs at once: the most running (while some wait) is its max-num-seqs, and
     KV-cache usage against the tokens the running streams hold is its KV capacity."""
@@ -171,12 +187,8 @@ def saturation_phase(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None
     shots = probe.burst([(p, mt, w) for p, w, mt in specs], _watch(probe, samples))
     _errors(raw, shots)
     running = [m["running"] for m in samples if m.get("running") is not None]
-    saturated = [
-        m["running"] for m in samples if m.get("running") is not None and (m.get("waiting") or 0) > 0
-    ]
     sat: dict[str, Any] = {"requests": k, "scrapes": len(samples), "max_running": max(running) if running else None,
-                           "max_running_while_waiting": max(saturated) if saturated else None,
-                           "kv_samples": []}  # fmt: skip
+                           "max_running_while_waiting": seats_limit(samples), "kv_samples": []}  # fmt: skip
     for m in samples:
         if m.get("num_gpu_blocks") and m.get("block_size"):
             sat["cache_config"] = {"num_gpu_blocks": int(float(m["num_gpu_blocks"])),
