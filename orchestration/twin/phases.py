@@ -16,7 +16,7 @@ from typing import Any
 
 from orchestration.twin.probe import Budget, Probe, Shot, scrape
 
-__all__ = ["ProbePlan", "context_phase", "new_raw", "path_latency", "run_phases", "seats_limit", "tpot_excess"]
+__all__ = ["ProbePlan", "batch_phase", "context_phase", "new_raw", "path_latency", "run_phases", "seats_limit", "tpot_excess"]
 
 
 @dataclass(frozen=True)
@@ -156,6 +156,64 @@ def context_phase(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
             _tpot_point(probe, plan, raw, plan.context_concurrency, n)
 
 
+# the burst's prefill work, at the TTFT phase's first estimate of the rate: bounded on a slow server
+BURST_SECONDS = 1.5
+
+
+def _rate_guess(raw: dict[str, Any]) -> float | None:
+    """Prefill tokens/s from the TTFT points so far (a least-squares slope); None when it does not rise."""
+    pts = raw.get("ttft") or []
+    xs = [float(p["prompt_tokens"]) for p in pts]
+    ys = [float(p["ttft_ms"]) for p in pts]
+    if len(set(xs)) < 2:
+        return None
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+    return 1000.0 / b if b > 0 else None
+
+
+def batch_phase(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
+    """B streams of the plan's longest prompt at once: the last TTFT (raw["bursts"]) and, while all B decode, a
+    TPOT point at batch B over their whole context (raw["tpot"], phase "batch")."""
+    if probe.budget.left() <= 0:
+        return
+    length, n = max(plan.lengths), plan.decode_tokens
+    b = max(plan.concurrencies)
+    guess = _rate_guess(raw)
+    if guess:
+        b = min(b, max(2, int(BURST_SECONDS * guess / length)))
+    specs = [(*probe.prompt(length), n) for _ in range(b)]
+    samples: list[dict[str, Any]] = []
+    shots = probe.burst([(p, mt, w) for p, w, mt in specs], _watch(probe, samples, 0.1), times=True)
+    _errors(raw, shots)
+    ok = [s for s in shots if s.error is None and s.ttft_s is not None and s.times]
+    seen = [int(m["running"]) for m in samples if m.get("running") is not None]
+    if len(ok) < b or (seen and max(seen) < b):
+        return  # a cut stream, or fewer seats than streams: not one batch of b
+    prompts = [float(s.prompt_tokens or round(s.words * probe.tokens_per_word) or length) for s in ok]
+    ttfts = [s.ttft_s * 1000.0 for s in ok if s.ttft_s is not None]
+    t0 = min(s.started for s in ok)  # the sends' spread: a step starts on the first arrival (burst.py)
+    raw.setdefault("bursts", []).append({"streams": b, "prompt_tokens": round(statistics.mean(prompts), 1),
+                                         "output_tokens": n, "last_ttft_ms": max(ttfts),
+                                         "first_ttft_ms": min(ttfts),
+                                         "offsets_ms": [round(1000.0 * (s.started - t0), 3) for s in ok]})  # fmt: skip
+    t_all = max(s.times[0] for s in ok if s.times)
+    t_end = min(s.times[-1] for s in ok if s.times)
+    tpots = []
+    for s in ok:
+        ts = [t for t in s.times or [] if t_all <= t <= t_end]
+        if len(ts) >= 4:
+            tpots.append((ts[-1] - ts[0]) / (len(ts) - 1) * 1000.0)
+    if len(tpots) < len(ok):
+        return  # the prefills took longer than the outputs: no moment when all b decoded
+    mid = (t_all + t_end) / 2.0
+    ctx = sum(p + sum(1 for t in s.times or [] if t <= mid) for s, p in zip(ok, prompts, strict=True))
+    raw["tpot"].append({"concurrency": b, "batch": b, "prompt_tokens": round(statistics.mean(prompts), 1),
+                        "context_tokens": round(ctx, 1), "tpot_ms": statistics.median(tpots),
+                        "tpot_spread_ms": statistics.stdev(tpots) if len(tpots) > 1 else 0.0,
+                        "phase": "batch"})  # fmt: skip
+
+
 def _spread(xs: list[float]) -> float:
     return statistics.stdev(xs) if len(xs) > 1 else 0.0
 
@@ -214,11 +272,18 @@ def prefix_phase(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
             return
         text, words = probe.prompt(n)
         cold = probe.shot(text, 2, words)
+        before = scrape(probe) or {}
         warm = probe.shot(text, 2, words)
+        after = scrape(probe) or {}
         _errors(raw, [cold, warm])
         if cold.ttft_s is not None and warm.ttft_s is not None and cold.error is None and warm.error is None:
+            # the server's own count of the tokens it took from its cache for the second one, where it shows it:
+            # on a GPU a prefill can cost less than the TTFT's noise, and the TTFTs alone cannot tell
+            hits = (after["prefix_hits"] - before["prefix_hits"]
+                    if after.get("prefix_hits") is not None and before.get("prefix_hits") is not None else None)
             raw["prefix"].append({"prompt_tokens": cold.prompt_tokens, "cold_ms": cold.ttft_s * 1000.0,
-                                  "warm_ms": warm.ttft_s * 1000.0})  # fmt: skip
+                                  "warm_ms": warm.ttft_s * 1000.0, "cached_tokens": hits,
+                                  "config": after.get("prefix_caching")})  # fmt: skip
 
 
 def path_latency(budget_s: float, batches: tuple[int, ...] = (1, 16), n: int = 12) -> dict[str, Any] | None:
@@ -293,7 +358,8 @@ def run_phases(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
     warmup(probe, raw)
     raw["phases_done"].append("warmup")
     for name, phase in (("ttft", ttft_phase), ("tpot", tpot_phase), ("context", context_phase),
-                        ("saturation", saturation_phase), ("prefix", prefix_phase)):  # fmt: skip
+                        ("batch", batch_phase), ("saturation", saturation_phase),
+                        ("prefix", prefix_phase)):  # fmt: skip
         if probe.budget.left() <= 0:
             break
         phase(probe, plan, raw)
@@ -304,5 +370,6 @@ def run_phases(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
         ttft_phase(probe, plan, raw)
         tpot_phase(probe, plan, raw)
         context_phase(probe, plan, raw)
+        batch_phase(probe, plan, raw)
         rounds += 1
     raw["rounds"] = rounds

@@ -55,6 +55,7 @@ class Shot:
     tokens_seen: int = 0  # live: tokens read so far (the saturation phase counts KV held from it)
     done: bool = False
     words: int = 0
+    times: list[float] | None = None  # each token's arrival (perf_counter), when asked for (the batch phase)
 
 
 @dataclass
@@ -148,6 +149,8 @@ class Probe:
                     last = time.perf_counter()
                     if first is None:
                         first = last
+                    if s.times is not None:
+                        s.times.append(last)
                     s.tokens_seen += 1
                 usage = ev.get("usage")
                 if usage:
@@ -173,11 +176,12 @@ class Probe:
         return s
 
     def burst(
-        self, specs: list[tuple[str, int, int]], during: Callable[[list[Shot]], None] | None = None
+        self, specs: list[tuple[str, int, int]], during: Callable[[list[Shot]], None] | None = None,
+        times: bool = False,
     ) -> list[Shot]:
         """Start one request per (prompt, max_tokens, words) at the same instant; `during(shots)` runs in this
-        thread until they end (the saturation phase scrapes /metrics there)."""
-        shots = [Shot(None, mt, words=w) for _, mt, w in specs]
+        thread until they end (the saturation phase scrapes /metrics there); `times`: keep each token's time."""
+        shots = [Shot(None, mt, words=w, times=[] if times else None) for _, mt, w in specs]
         threads = [threading.Thread(target=self.shot, args=(p, mt, w, s), daemon=True)
                    for (p, mt, w), s in zip(specs, shots, strict=True)]  # fmt: skip
         for t in threads:
@@ -229,4 +233,6 @@ def scrape(probe: Probe) -> dict[str, Any] | None:
     return {"t": time.perf_counter(), "running": metric_sum(m, "vllm:num_requests_running"),
             "waiting": metric_sum(m, "vllm:num_requests_waiting"),
             "kv_usage": (sum(v for _, v in usage) / len(usage)) if usage else None,
-            "num_gpu_blocks": cache.get("num_gpu_blocks"), "block_size": cache.get("block_size")}  # fmt: skip
+            "num_gpu_blocks": cache.get("num_gpu_blocks"), "block_size": cache.get("block_size"),
+            "prefix_caching": cache.get("enable_prefix_caching"),
+            "prefix_hits": metric_sum(m, "vllm:prefix_cache_hits_total")}  # fmt: skip

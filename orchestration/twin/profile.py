@@ -50,8 +50,9 @@ def build_profile(
         "points": {"ttft": errors["ttft"], "tpot": errors["tpot"], "saturation": raw.get("saturation"),
                    "prefix": raw.get("prefix") or [], "tokens_per_word": raw.get("tokens_per_word"),
             "prompt_tokens_estimated": bool(raw.get("prompt_tokens_estimated")),
-                   "path_latency": raw.get("path_latency")},
-        "fit": {"ttft": _summary(errors["ttft"]), "tpot": _summary(errors["tpot"])},
+                   "path_latency": raw.get("path_latency"), "bursts": errors["bursts"]},
+        "fit": {"ttft": _summary(errors["ttft"]), "tpot": _summary(errors["tpot"]),
+                "bursts": _summary(errors["bursts"])},
     }  # fmt: skip
     validate_twin(doc, "the profile being written")
     return doc
@@ -96,4 +97,7 @@ def fit_table(doc: dict[str, Any]) -> str:
         lines.append(
             f"{'':<12} mean |error| {s['mean_abs_error_pct']:.1f} %, max {s['max_abs_error_pct']:.1f} %"
         )
+    for b in doc["points"].get("bursts") or []:  # the batch phase: the last of B prompts' first token
+        lines.append(f"burst: {b['streams']} x {b['prompt_tokens']:.0f} tokens at once, last TTFT "
+                     f"{b['last_ttft_ms']:.2f}ms, twin {b['predicted_ms']:.2f}ms ({b['error_pct']:+.1f}%)")  # fmt: skip
     return "\n".join(lines)

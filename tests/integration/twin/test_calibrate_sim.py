@@ -74,7 +74,8 @@ def test_the_fit_recovers_the_constants_within_its_uncertainty(twin: dict[str, A
     c = twin["constants"]
     for name in ("prefill_tokens_per_s", "prefill_per_ctx_token_ns", "decode_step_ms", "decode_per_seq_ms",
                  "decode_per_ctx_token_us", "request_overhead_ms", "kv_cache_tokens"):  # fmt: skip
-        assert c[name]["source"] == "fit", name
+        # the prefill rate from the batch bursts where they know it better than the concurrency-1 line
+        assert c[name]["source"] in (("fit", "burst") if name == "prefill_tokens_per_s" else ("fit",)), name
         err = abs(c[name]["value"] - TRUE[name])
         assert err <= c[name]["uncertainty"], f"{name}: {c[name]} vs true {TRUE[name]}; {twin['_stdout']}"
     # and the uncertainties say something: well below the values (the overhead: below the smallest TTFT it is in)
