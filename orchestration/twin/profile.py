@@ -81,6 +81,12 @@ def fit_table(doc: dict[str, Any]) -> str:
         unc = "" if c.get("uncertainty") is None else _fmt(c["uncertainty"])
         note = f"  ({c['note']})" if c.get("note") else ""
         lines.append(f"{name:<24} {_fmt(c['value']):>12} {unc:>14}  {c['source']} {c['unit']}{note}")
+    for name, c in doc["constants"].items():
+        u, v = c.get("uncertainty"), c.get("value")
+        if c["source"] in ("fit", "burst") and isinstance(v, float) and v > 0 and u is not None and u >= v:
+            lines.append(f"not resolved: {name} {_fmt(v)} ± {_fmt(u)} (answers that lean on it are as uncertain"
+                         + ("; a larger --max-concurrency measures it over more batch sizes)" if name ==
+                            "decode_per_seq_ms" else ")"))  # fmt: skip
     for kind, x, xname in (("ttft", "prompt_tokens", "prompt"), ("tpot", "batch", "batch")):
         pts = doc["points"][kind]
         if not pts:

@@ -44,7 +44,7 @@ def test_the_twin_predicts_vllm_for_cpu(vllm_server: VllmServer, tmp_path: Path)
     doc = json.loads(out.read_text())
     assert doc["probe"]["elapsed_s"] <= BUDGET_S + 5
     assert doc["constants"]["max_model_len"]["source"] == "server"
-    assert doc["constants"]["prefill_tokens_per_s"]["source"] == "fit"
+    assert doc["constants"]["prefill_tokens_per_s"]["source"] in ("fit", "burst")  # burst: the batch phase knew it better
     assert doc["constants"]["decode_step_ms"]["source"] == "fit"
     # decode time grows with the context on this server (attention over the KV cache): the probe measures it
     assert doc["constants"]["decode_per_ctx_token_us"]["source"] == "fit"

@@ -74,3 +74,11 @@ def test_an_unreadable_profile(tmp_path: Path) -> None:
     (tmp_path / "x.json").write_text("{")
     with pytest.raises(TwinError, match="not JSON"):
         load_twin(str(tmp_path / "x.json"))
+
+
+def test_the_fit_table_flags_a_constant_as_uncertain_as_its_value() -> None:
+    doc = _doc()
+    assert "not resolved" not in fit_table(doc)
+    doc["constants"]["decode_per_seq_ms"].update(value=0.079, uncertainty=0.088)
+    line = next(x for x in fit_table(doc).splitlines() if x.startswith("not resolved"))
+    assert "decode_per_seq_ms 0.079 ± 0.088" in line and "--max-concurrency" in line
