@@ -18,10 +18,16 @@ from orchestration.twin.profile import build_profile, fit_table, write_profile
 from vllm_users import errors, exit_codes
 from vllm_users.options import env_api_key
 
-__all__ = ["main", "parse_budget"]
+__all__ = ["batch_sizes", "main", "parse_budget"]
 
 PROG = "vllm-locust calibrate"
 
+
+
+def batch_sizes(largest: int) -> tuple[int, ...]:
+    """The decode phase's batches: powers of two up to `largest`, and `largest` itself."""
+    sizes = [1 << k for k in range(largest.bit_length()) if 1 << k <= largest]
+    return tuple(sizes if sizes[-1] == largest else [*sizes, largest])
 
 def parse_budget(text: str) -> float:
     """'180', '180s', '3m' -> seconds (> 0); UsageError otherwise."""
@@ -88,7 +94,7 @@ def main(argv: Sequence[str]) -> int:
     probe = Probe(a.host, info.model, budget, api_key, a.seed)
     server = _server_info(a.host, info.model, probe)
     plan = ProbePlan(
-        concurrencies=tuple(c for c in (1, 2, 4, 8, 16, 32, 64) if c <= a.max_concurrency),
+        concurrencies=batch_sizes(a.max_concurrency),
         saturation_requests=a.saturation_requests,
     ).capped(server["max_model_len"])
     raw = new_raw()

@@ -42,3 +42,12 @@ def test_parse_metrics_sums_engines() -> None:
     m = parse_metrics(text)
     assert sum(v for _, v in m["vllm:num_requests_running"]) == 7.0
     assert m["vllm:cache_config_info"][0][0] == {"block_size": "16", "num_gpu_blocks": "1000"}
+
+
+def test_the_decode_batches_reach_the_largest_asked() -> None:
+    from orchestration.commands.calibrate import batch_sizes
+
+    assert batch_sizes(1) == (1,)
+    assert batch_sizes(16) == (1, 2, 4, 8, 16)
+    assert batch_sizes(256)[-2:] == (128, 256)  # GPU servers: the cost per sequence shows at large batches
+    assert batch_sizes(100) == (1, 2, 4, 8, 16, 32, 64, 100)
