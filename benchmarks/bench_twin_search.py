@@ -86,7 +86,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--budget", type=int, default=60, help="calibrate's --budget, seconds")
+    ap.add_argument("--num-prompts", type=int, default=0, help="requests per search step (0: the search's own)")
     a = ap.parse_args()
+    slo = [*SLO, "--num-prompts", str(a.num_prompts)] if a.num_prompts else SLO
     env = ensure_vllm()
     tmp = Path(tempfile.mkdtemp(prefix="twin-search-"))
     with start_vllm_server(env, env_overrides={"VLLM_SERVER_DEV_MODE": "1"}) as server:
@@ -100,20 +102,22 @@ def main() -> None:
         rows: list[dict[str, Any]] = []
         for r in range(a.rounds):
             seed = 100_000 * (r + 1)  # its own prompts: nothing of an earlier round in vLLM's prefix cache
-            res = search(["--host", server.url, "--model", server.model_name], a.steps, seed, tmp / f"vllm-{r}", 900)
+            res = search(["--host", server.url, "--model", server.model_name], a.steps, seed, tmp / f"vllm-{r}", 900,
+                         slo)  # fmt: skip
             rows.append({"server": "vllm", "round": r + 1, **res})
             print(json.dumps(rows[-1]), flush=True)
         model = server.model_name
     with start_simulator(["--twin", str(twin)], cpu=cpu_split()[0][0]) as sim:  # vLLM's CPU, now free
         for r in range(a.rounds):
             before = sim_lateness(sim.url)
-            res = search(["--host", sim.url, "--model", model], a.steps, 100_000 * (r + 1), tmp / f"twin-{r}", 900)
+            res = search(["--host", sim.url, "--model", model], a.steps, 100_000 * (r + 1), tmp / f"twin-{r}", 900,
+                         slo)  # fmt: skip
             rows.append({"server": "twin", "round": r + 1, **res, "sim_lateness_s": sim_lateness(sim.url, before)})
             print(json.dumps(rows[-1]), flush=True)
     summary = summarize(rows)
     print_table(rows, ["server", "round", "probe", "max_rate", "failing", "seconds", "rc"], "find-max-rate")
     print(json.dumps(summary, indent=1))
-    path = write_json("twin_search", {"slo": SLO, "steps": a.steps, "budget_s": a.budget, "constants": constants,
+    path = write_json("twin_search", {"slo": slo, "steps": a.steps, "budget_s": a.budget, "constants": constants,
                                       "runs": rows, "summary": summary})  # fmt: skip
     print(f"wrote {path}")
 
