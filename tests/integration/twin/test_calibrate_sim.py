@@ -147,7 +147,8 @@ def test_ctrl_c_writes_what_was_measured(real: SimProcess, tmp_path: Path) -> No
     proc = calibrate(real.url, out, "120s")
     time.sleep(12)  # past the TTFT phase on this server
     proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=60)
+    # generous: on a busy CI box one run took over 60 s to stop (cause not found: docs/twin.md, closing note)
+    stdout, stderr = proc.communicate(timeout=150)
     assert proc.returncode == 130, stderr
     doc = json.loads(out.read_text())
     assert doc["probe"]["partial"] is True and doc["probe"]["stopped"] == "interrupted"
