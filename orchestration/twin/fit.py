@@ -41,7 +41,6 @@ PAIR_UNIT = "ns/token²"  # prefill_per_ctx_token_ns: per prefilled token, per t
 UNSEEN_RATE = 1e12
 
 
-
 @dataclass(frozen=True)
 class Line:
     """y = a + b·x by least squares, with the uncertainties of a and b (SIGMAS standard errors, floored)."""
@@ -337,6 +336,11 @@ def _prefix(raw: dict[str, Any], intercept: float | None) -> dict[str, Any]:
     )
 
 
+def _ttft_excess(raw: dict[str, Any]) -> float:
+    """What the simulator's own path adds to a TTFT on this machine (phases.path_latency; 0 unmeasured)."""
+    return float(((raw.get("path_latency") or {}).get("ttft") or {}).get("excess_ms") or 0.0)
+
+
 def _from_bursts(raw: dict[str, Any], c: dict[str, dict[str, Any]]) -> None:
     """The prefill rate from the batch bursts, where they know it better than the concurrency-1 line (a smaller
     uncertainty per token), and the overhead refitted to the TTFT points with that rate (three rounds: each
@@ -347,7 +351,7 @@ def _from_bursts(raw: dict[str, Any], c: dict[str, dict[str, Any]]) -> None:
         return
     known = rate["source"] == "fit" and rate["uncertainty"] is not None
     line_u = rate["uncertainty"] / rate["value"] ** 2 if known else math.inf
-    excess = float(((raw.get("path_latency") or {}).get("ttft") or {}).get("excess_ms") or 0.0)
+    excess = _ttft_excess(raw)
     trial = {**c, "request_overhead_ms": dict(c["request_overhead_ms"])}
     x = u = 0.0
     for _ in range(3):
@@ -397,7 +401,7 @@ def point_errors(raw: dict[str, Any], c: dict[str, Any]) -> dict[str, list[dict[
         {**p, **err(p["tpot_ms"], predict_tpot_ms(c, p["batch"], p.get("context_tokens") or 0.0))}
         for p in raw.get("tpot") or []
     ]
-    excess = float(((raw.get("path_latency") or {}).get("ttft") or {}).get("excess_ms") or 0.0)
+    excess = _ttft_excess(raw)
     bursts = []
     for b in raw.get("bursts") or []:
         last = 1000.0 * replay_last_ttft_s(step_config(c), int(b["streams"]), max(1, round(b["prompt_tokens"])),

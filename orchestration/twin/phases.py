@@ -173,8 +173,8 @@ def _rate_guess(raw: dict[str, Any]) -> float | None:
 
 
 def batch_phase(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
-    """B streams of the plan's longest prompt at once: the last TTFT (raw["bursts"]) and, while all B decode, a
-    TPOT point at batch B over their whole context (raw["tpot"], phase "batch")."""
+    """B streams of the plan's longest prompt at once: the last TTFT and the sends' offsets (raw["bursts"]), and,
+    while all B decode, their TPOT over their whole context (kept in the burst's record, not fitted)."""
     if probe.budget.left() <= 0:
         return
     length, n = max(plan.lengths), plan.decode_tokens
