@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from orchestration.twin.lsq import linfit
 from orchestration.twin.probe import Budget, Probe, Shot, scrape
 
 __all__ = ["ProbePlan", "batch_phase", "context_phase", "new_raw", "path_latency", "run_phases", "seats_limit", "tpot_excess"]
@@ -163,12 +164,10 @@ BURST_SECONDS = 1.5
 def _rate_guess(raw: dict[str, Any]) -> float | None:
     """Prefill tokens/s from the TTFT points so far (a least-squares slope); None when it does not rise."""
     pts = raw.get("ttft") or []
-    xs = [float(p["prompt_tokens"]) for p in pts]
-    ys = [float(p["ttft_ms"]) for p in pts]
-    if len(set(xs)) < 2:
+    try:
+        b = linfit([float(p["prompt_tokens"]) for p in pts], [float(p["ttft_ms"]) for p in pts]).b
+    except ValueError:
         return None
-    mx, my = statistics.mean(xs), statistics.mean(ys)
-    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
     return 1000.0 / b if b > 0 else None
 
 
