@@ -42,6 +42,7 @@ CONSTANTS: dict[str, type] = {
 OPTIONAL: dict[str, tuple[type, float]] = {
     "decode_per_ctx_token_us": (float, 0.0),
     "prefill_per_ctx_token_ns": (float, 0.0),
+    "max_num_batched_tokens": (int, 8192),  # SimConfig's default, which every profile before it was fitted with
 }
 
 
@@ -84,7 +85,8 @@ def validate_twin(doc: Any, where: str = "twin") -> None:
             raise TwinError(f"{where}: constants.{name}.value must be a {kind.__name__}, got {v!r}")
         if kind is not bool and not v >= 0:
             raise TwinError(f"{where}: constants.{name}.value must be >= 0, got {v!r}")
-    for name in ("prefill_tokens_per_s", "max_num_seqs", "kv_cache_tokens", "block_size", "max_model_len"):
+    for name in ("prefill_tokens_per_s", "max_num_seqs", "kv_cache_tokens", "block_size", "max_model_len",
+                 *(["max_num_batched_tokens"] if "max_num_batched_tokens" in consts else [])):
         if not consts[name]["value"] > 0:
             raise TwinError(f"{where}: constants.{name}.value must be > 0")
 

@@ -4,6 +4,7 @@ twin profile (`-o twin.json`) and print the fit table. `vllm-locust sim --twin` 
 from __future__ import annotations
 
 import json
+import random
 import re
 import sys
 from collections.abc import Sequence
@@ -55,7 +56,9 @@ def _parser() -> C.OneLineParser:
         default=64,
         help="streams started at once to find the server's limits (64)",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the probe's prompts")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the probe's prompts (default: a new one each run, kept in the profile: a second "
+                        "calibration with the first one's prompts met them in the server's prefix cache)")  # fmt: skip
     return p
 
 
@@ -91,7 +94,8 @@ def main(argv: Sequence[str]) -> int:
     api_key = a.api_key or env_api_key()
     budget = Budget(seconds)
     info = check_server(a.host, a.model, api_key, "completions")  # PreflightError: exit 3, nothing probed
-    probe = Probe(a.host, info.model, budget, api_key, a.seed)
+    seed = a.seed if a.seed is not None else random.SystemRandom().randrange(2**31)
+    probe = Probe(a.host, info.model, budget, api_key, seed)
     server = _server_info(a.host, info.model, probe)
     plan = ProbePlan(
         concurrencies=batch_sizes(a.max_concurrency),
@@ -114,7 +118,7 @@ def main(argv: Sequence[str]) -> int:
         raise errors.PreflightError(f"{a.host} failed the probe: {why}")
     meta = {"budget_s": seconds, "elapsed_s": round(budget.elapsed(), 3), "requests": probe.requests,
             "cut": probe.cut, "partial": stopped is not None, "stopped": stopped, "errors": raw["errors"],
-            "phases": raw["phases_done"], "rounds": raw.get("rounds", 0)}  # fmt: skip
+            "phases": raw["phases_done"], "rounds": raw.get("rounds", 0), "seed": seed}  # fmt: skip
     doc = build_profile(raw, server, meta, plan)
     write_profile(a.output, doc)
     print(fit_table(doc), flush=True)

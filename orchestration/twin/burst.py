@@ -24,11 +24,14 @@ from typing import Any
 from vllm_sim.config import SimConfig
 from vllm_sim.engine import prefill_pairs, step_seconds
 
-__all__ = ["burst_seconds_per_token", "replay_last_ttft_s", "step_config"]
+__all__ = ["BUDGETS", "burst_seconds_per_token", "replay_last_ttft_s", "replay_ttfts_s", "staircase_rms_ms", "step_config"]
 
 _MAX_STEPS = 100_000
 # the step costs beside the prefill rate (SimConfig fields, the twin's constants of the same names)
 _STEP_COSTS = ("decode_step_ms", "decode_per_seq_ms", "decode_per_ctx_token_us", "prefill_per_ctx_token_ns")
+# the token budgets (max_num_batched_tokens) the fit tries: vLLM's defaults (2048 on CPU and small GPUs, 8192 for
+# the API server on a large GPU, 16384 offline) and the powers of two around them, which users set
+BUDGETS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
 
 
 def step_config(c: dict[str, dict[str, Any]]) -> SimConfig:
@@ -41,16 +44,18 @@ def step_config(c: dict[str, dict[str, Any]]) -> SimConfig:
         SimConfig(), decode_step_ms=v("decode_step_ms"), decode_per_seq_ms=v("decode_per_seq_ms"),
         decode_per_ctx_token_us=v("decode_per_ctx_token_us"),
         prefill_tokens_per_s=v("prefill_tokens_per_s") or SimConfig().prefill_tokens_per_s,
-        prefill_per_ctx_token_ns=v("prefill_per_ctx_token_ns"))
+        prefill_per_ctx_token_ns=v("prefill_per_ctx_token_ns"),
+        max_num_batched_tokens=int(v("max_num_batched_tokens") or SimConfig().max_num_batched_tokens))
 
 
-def replay_last_ttft_s(
+def replay_ttfts_s(
     cfg: SimConfig, streams: int, prompt: int, output: int, offsets_s: list[float] | None = None
-) -> float:
-    """The longest TTFT the simulator gives `streams` prompts of `prompt` tokens sent at `offsets_s` (seconds
-    after the first; all at once when None), the request overhead not included: its scheduler, step by step. An
-    idle engine starts a step on the first arrival, and the rest wait for it to end: on the simulator, a burst
-    of 4 x 1536 tokens at 5000 tok/s took one more step than "all at once" says (the fitted rate 2.8 % low)."""
+) -> list[float]:
+    """Each stream's TTFT (in arrival order; the request overhead not included) when the simulator gets `streams`
+    prompts of `prompt` tokens sent at `offsets_s` (seconds after the first; all at once when None): its
+    scheduler, step by step. An idle engine starts a step on the first arrival, and the rest wait for it to end:
+    on the simulator, a burst of 4 x 1536 tokens at 5000 tok/s took one more step than "all at once" says (the
+    fitted rate 2.8 % low)."""
     arr = sorted(offsets_s) if offsets_s and len(offsets_s) == streams else [0.0] * streams
     computed, done = [0] * streams, [0] * streams
     first: list[float | None] = [None] * streams
@@ -80,7 +85,34 @@ def replay_last_ttft_s(
             computed[i] += ch
             if computed[i] >= prompt:
                 first[i], done[i] = t, 1
-    return max((f or t) - a for f, a in zip(first, arr, strict=True))
+    return [(f or t) - a for f, a in zip(first, arr, strict=True)]
+
+
+def replay_last_ttft_s(
+    cfg: SimConfig, streams: int, prompt: int, output: int, offsets_s: list[float] | None = None
+) -> float:
+    """The longest of `replay_ttfts_s`: the burst's last first token after its own arrival."""
+    return max(replay_ttfts_s(cfg, streams, prompt, output, offsets_s))
+
+
+def staircase_rms_ms(cfg: SimConfig, bursts: list[dict[str, Any]], fixed_ms: float) -> float | None:
+    """How far the replay's first tokens are from the measured ones, each burst's streams in order of their first
+    token (ms, root mean square over all streams; `fixed_ms`: what the twin adds to every TTFT outside its
+    engine). The token budget shows here: under it, streams come out one step after another; above the burst's
+    tokens, all together. None: no burst kept every stream's TTFT (a profile from before `ttfts_ms`)."""
+    sq, n = 0.0, 0
+    for b in bursts:
+        measured, offsets = b.get("ttfts_ms"), b.get("offsets_ms") or []
+        if not measured or len(measured) != len(offsets):
+            continue
+        got = replay_ttfts_s(cfg, len(measured), max(1, round(b["prompt_tokens"])), int(b["output_tokens"]),
+                             [o / 1000.0 for o in offsets])  # fmt: skip
+        # finishing times since the first send, so that a stream's order of arrival needs no matching
+        real = sorted(o + t for o, t in zip(offsets, measured, strict=True))
+        twin = sorted(o + fixed_ms + 1000.0 * t for o, t in zip(sorted(offsets), got, strict=True))
+        sq += sum((x - y) ** 2 for x, y in zip(real, twin, strict=True))
+        n += len(real)
+    return math.sqrt(sq / n) if n else None
 
 
 def burst_seconds_per_token(

@@ -16,7 +16,13 @@ import math
 import statistics
 from typing import Any
 
-from orchestration.twin.burst import burst_seconds_per_token, replay_last_ttft_s, step_config
+from orchestration.twin.burst import (
+    BUDGETS,
+    burst_seconds_per_token,
+    replay_last_ttft_s,
+    staircase_rms_ms,
+    step_config,
+)
 from orchestration.twin.lsq import RESOLUTION_MS, SIGMAS, Line, linfit, planefit
 from orchestration.twin.phases import tpot_excess
 from vllm_sim.config import SimConfig
@@ -54,7 +60,8 @@ def _optional(c: dict[str, Any], name: str) -> float:
 def predict_ttft_ms(c: dict[str, Any], prompt_tokens: float) -> float:
     """The twin's TTFT of one request alone on the server (chunked prefill: one step per token budget; the
     chunks' token pairs sum to the whole prompt's, P(P-1)/2)."""
-    steps = max(1, math.ceil(prompt_tokens / _DEFAULTS.max_num_batched_tokens))
+    budget = (c.get("max_num_batched_tokens") or {}).get("value") or _DEFAULTS.max_num_batched_tokens
+    steps = max(1, math.ceil(prompt_tokens / budget))
     step = c["decode_step_ms"]["value"] + c["decode_per_seq_ms"]["value"]
     pairs = prompt_tokens * (prompt_tokens - 1) / 2.0
     return float(c["request_overhead_ms"]["value"] + steps * step
@@ -161,18 +168,22 @@ def _ttft_curve(xs: list[float], ys: list[float]) -> tuple[Line, dict[str, Any]]
 
 
 def _prefill(
-    raw: dict[str, Any], c: dict[str, Any]
+    raw: dict[str, Any], c: dict[str, Any], budget: int = _DEFAULTS.max_num_batched_tokens
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], float | None]:
     """prefill_tokens_per_s, request_overhead_ms and prefill_per_ctx_token_ns from the TTFT points, and the
-    curve's intercept (None: no curve)."""
+    curve's intercept (None: no curve). A prompt over the token `budget` is prefilled in more than one step: each
+    step after the first is taken out of its TTFT before the fit (at a budget of 1,024, the step of a 1,400-token
+    prompt's second chunk read as a quadratic term of 31 ns per token pair)."""
     pts = raw.get("ttft") or []
     path = (raw.get("path_latency") or {}).get("ttft") or {}
     per_token = float(
         path.get("per_token_ms") or 0.0
     )  # the twin's own cost per prompt token: it adds it back
+    step = c["decode_step_ms"]["value"] + c["decode_per_seq_ms"]["value"]
     xs = [float(p["prompt_tokens"]) for p in pts]
     ys = [
         float(p["ttft_ms"]) - per_token * (float(p["prompt_tokens"]) - float(path.get("at_tokens") or 0))
+        - (max(1, math.ceil(float(p["prompt_tokens"]) / budget)) - 1) * step
         for p in pts
     ]
     try:
@@ -194,7 +205,6 @@ def _prefill(
     else:
         ub = math.hypot(line.ub, per_token)  # the correction is known to about its own size
         rate = _const(1000.0 / line.b, 1000.0 * ub / line.b**2, "tok/s", "fit")
-    step = c["decode_step_ms"]["value"] + c["decode_per_seq_ms"]["value"]
     u_step = math.hypot(
         c["decode_step_ms"]["uncertainty"] or 0.0, c["decode_per_seq_ms"]["uncertainty"] or 0.0
     )
@@ -283,28 +293,69 @@ def _ttft_excess(raw: dict[str, Any]) -> float:
     return float(((raw.get("path_latency") or {}).get("ttft") or {}).get("excess_ms") or 0.0)
 
 
+def _solve_bursts(
+    raw: dict[str, Any], c: dict[str, dict[str, Any]], rounds: int
+) -> tuple[float, float, dict[str, dict[str, Any]]] | None:
+    """Seconds per prefill token from the bursts and its uncertainty, with the constants as the twin would have
+    them (rate and overhead refitted together: `rounds` rounds, each moves the other a little)."""
+    excess = _ttft_excess(raw)
+    trial = {**c, "request_overhead_ms": dict(c["request_overhead_ms"])}
+    x = u = 0.0
+    for _ in range(rounds):
+        got = burst_seconds_per_token(trial, raw["bursts"], excess, UNSEEN_RATE)
+        if got is None:
+            return None
+        x, u = got
+        trial["prefill_tokens_per_s"] = _const(1.0 / x if x > 0 else UNSEEN_RATE, None, "tok/s", "burst")
+        without = {**trial, "request_overhead_ms": _const(0.0, None, "ms", "fit")}
+        rest = [p["ttft_ms"] - predict_ttft_ms(without, p["prompt_tokens"]) for p in raw["ttft"]]
+        trial["request_overhead_ms"] = {**c["request_overhead_ms"], "value": max(statistics.mean(rest) - excess, 0.0)}
+    return x, u, trial
+
+
+def _budget(raw: dict[str, Any], c: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """max_num_batched_tokens from the bursts' staircase: the budget whose replay puts each stream's first token
+    nearest the measured one (below the budget a burst's streams come out one step after another, above its
+    tokens all together). vLLM's /metrics does not show it, and it differs by platform: 2,048 on vLLM for CPU,
+    where a twin with the GPU's 8,192 prefilled two queued 1,536-token prompts in one step and delayed both."""
+    default = _DEFAULTS.max_num_batched_tokens
+    bursts = [b for b in raw.get("bursts") or [] if b.get("ttfts_ms")]
+    tokens = max((b["streams"] * b["prompt_tokens"] for b in bursts), default=0.0)
+    # a budget a burst would cross in more than 200 steps is not tried (each try replays every burst ~100 times)
+    tried = [n for n in BUDGETS if tokens / n <= 200 or n == default]
+    rms: dict[int, float] = {}
+    for n in tried if bursts and raw.get("ttft") else []:
+        got = _solve_bursts(raw, {**c, "max_num_batched_tokens": _const(n, None, "tokens", "burst")}, 1)
+        if got is None:
+            break
+        fixed = got[2]["request_overhead_ms"]["value"] + _ttft_excess(raw)
+        r = staircase_rms_ms(step_config(got[2]), bursts, fixed)
+        if r is not None:
+            rms[n] = r
+    if default not in rms:
+        return _const(default, None, "tokens", "default", "no burst kept each stream's first token")
+    best = min(rms, key=lambda n: (rms[n], n != default))
+    alike = [n for n in rms if rms[n] == rms[best]]  # budgets above a burst's tokens replay it alike
+    note = (f"any budget >= {min(alike)} replays the bursts alike; " if len(alike) > 1 else "") + \
+        "burst staircase rms error ms by budget: " + ", ".join(f"{n}: {rms[n]:.3g}" for n in sorted(rms))
+    if best != default and rms[best] <= 0.8 * rms[default]:  # another budget, only where clearly better
+        return _const(min(alike), None, "tokens", "burst", note)
+    return _const(default, None, "tokens", "burst" if alike == [default] else "default", note)
+
+
 def _from_bursts(raw: dict[str, Any], c: dict[str, dict[str, Any]]) -> None:
     """The prefill rate from the batch bursts, where they know it better than the concurrency-1 line (a smaller
-    uncertainty per token), and the overhead refitted to the TTFT points with that rate (three rounds: each
-    moves the other a little)."""
+    uncertainty per token), and the overhead refitted to the TTFT points with it."""
     bursts = raw.get("bursts") or []
     rate = c["prefill_tokens_per_s"]
     if not bursts or not raw.get("ttft"):
         return
     known = rate["source"] == "fit" and rate["uncertainty"] is not None
     line_u = rate["uncertainty"] / rate["value"] ** 2 if known else math.inf
-    excess = _ttft_excess(raw)
-    trial = {**c, "request_overhead_ms": dict(c["request_overhead_ms"])}
-    x = u = 0.0
-    for _ in range(3):
-        got = burst_seconds_per_token(trial, bursts, excess, UNSEEN_RATE)
-        if got is None:
-            return
-        x, u = got
-        trial["prefill_tokens_per_s"] = _const(1.0 / x if x > 0 else UNSEEN_RATE, None, "tok/s", "burst")
-        without = {**trial, "request_overhead_ms": _const(0.0, None, "ms", "fit")}
-        rest = [p["ttft_ms"] - predict_ttft_ms(without, p["prompt_tokens"]) for p in raw["ttft"]]
-        trial["request_overhead_ms"] = {**c["request_overhead_ms"], "value": max(statistics.mean(rest) - excess, 0.0)}
+    got = _solve_bursts(raw, c, 3)
+    if got is None:
+        return
+    x, u, trial = got
     if u >= line_u:
         return
     b = bursts[-1]
@@ -325,6 +376,12 @@ def fit_constants(raw: dict[str, Any], server: dict[str, Any]) -> dict[str, dict
     rate, overhead, per_pair, intercept = _prefill(raw, c)
     c["prefill_tokens_per_s"], c["prefill_per_ctx_token_ns"] = rate, per_pair
     c["request_overhead_ms"] = overhead
+    c["max_num_batched_tokens"] = _budget(raw, c)
+    budget = int(c["max_num_batched_tokens"]["value"])
+    if budget != _DEFAULTS.max_num_batched_tokens:  # the line again, its prompts' extra chunk steps taken out
+        rate, overhead, per_pair, intercept = _prefill(raw, c, budget)
+        c["prefill_tokens_per_s"], c["prefill_per_ctx_token_ns"] = rate, per_pair
+        c["request_overhead_ms"] = overhead
     _from_bursts(raw, c)
     c.update(_limits(raw, server))
     c["enable_prefix_caching"] = _prefix(raw, intercept)

@@ -180,7 +180,9 @@ def batch_phase(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
     b = max(plan.concurrencies)
     guess = _rate_guess(raw)
     if guess:
-        b = min(b, max(2, int(BURST_SECONDS * guess / length)))
+        # 3 streams at least: the first arrival starts a step alone, so only a third shows whether the other two
+        # share one step (a token budget above 2 prompts) or not (vLLM for CPU's 2,048)
+        b = min(b, max(3, int(BURST_SECONDS * guess / length)))
     specs = [(*probe.prompt(length), n) for _ in range(b)]
     samples: list[dict[str, Any]] = []
     shots = probe.burst([(p, mt, w) for p, w, mt in specs], _watch(probe, samples, 0.1), times=True)
@@ -194,7 +196,7 @@ def batch_phase(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
     t0 = min(s.started for s in ok)  # the sends' spread: a step starts on the first arrival (burst.py)
     raw.setdefault("bursts", []).append({"streams": b, "prompt_tokens": round(statistics.mean(prompts), 1),
                                          "output_tokens": n, "last_ttft_ms": max(ttfts),
-                                         "first_ttft_ms": min(ttfts),
+                                         "first_ttft_ms": min(ttfts), "ttfts_ms": [round(t, 3) for t in ttfts],
                                          "offsets_ms": [round(1000.0 * (s.started - t0), 3) for s in ok]})  # fmt: skip
     t_all = max(s.times[0] for s in ok if s.times)
     t_end = min(s.times[-1] for s in ok if s.times)

@@ -21,6 +21,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vllm_sim.launch import die_with_parent
+
 HERE = Path(__file__).resolve().parent
 SETUP_SCRIPT = HERE / "setup_vllm.sh"
 DEFAULT_MODEL_NAME = "tiny-llama"
@@ -72,11 +74,16 @@ def cpu_split() -> tuple[tuple[int, ...], tuple[int, ...]]:
     return cpus[:half], cpus[half:]
 
 
-def pinned_to(cpus: tuple[int, ...]):
-    """A Popen preexec_fn that moves the child (and everything it starts) onto `cpus`."""
+def pinned_to(cpus: tuple[int, ...], die_with_us: bool = False):
+    """A Popen preexec_fn that moves the child (and everything it starts) onto `cpus`; `die_with_us`: it also
+    gets SIGTERM when this process dies, however it dies (a SIGTERM'd or killed test run left vLLM's engine
+    process behind, holding a core, since no `with` block or atexit ran)."""
+    parent_death = die_with_parent() if die_with_us else None
 
     def _pin() -> None:
         os.sched_setaffinity(0, cpus)
+        if parent_death is not None:
+            parent_death()
 
     return _pin
 
@@ -281,7 +288,7 @@ def start_vllm_server(
             env=penv,
             cwd=str(log_root),
             start_new_session=True,
-            preexec_fn=pinned_to(cpus),
+            preexec_fn=pinned_to(cpus, die_with_us=True),
         )
     server = VllmServer(proc=proc, host=host, port=port, model_name=model_name, log_path=log_path, argv=argv)
     if wait:

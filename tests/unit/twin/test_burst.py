@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from orchestration.twin.burst import burst_seconds_per_token, replay_last_ttft_s, step_config
+from orchestration.twin.burst import burst_seconds_per_token, replay_last_ttft_s, replay_ttfts_s, step_config
 from orchestration.twin.fit import UNSEEN_RATE, fit_constants
 from vllm_sim.config import SimConfig
 
@@ -98,3 +98,56 @@ def test_an_uncertain_burst_rate_is_kept_not_taken_as_free() -> None:
     rate = fit_constants(raw, {"max_model_len": 4096})["prefill_tokens_per_s"]
     assert rate["source"] == "burst" and rate["uncertainty"] >= rate["value"]  # as uncertain as it is
     assert rate["value"] < UNSEEN_RATE
+
+
+def _staircase_raw(budget: int, streams: int = 8, prompt: int = 1400, noise_ms: float = 0.0) -> dict:
+    """A probe of a CPU-like server (prefill 40k tok/s) whose engine steps hold `budget` tokens: the TTFT line and
+    two bursts of `streams` prompts, each stream's first token from the simulator's own replay (± noise)."""
+    truth = {**_c(rate=40_000.0, overhead=5.0), "max_num_batched_tokens": {"value": budget}}
+    cfg = step_config(truth)
+    ttft = [{"prompt_tokens": n, "ttft_ms": 5.0 + 1000 * replay_last_ttft_s(cfg, 1, n, 8)}
+            for n in (32, 256, 768, 1400) for _ in range(3)]  # fmt: skip
+    tpot = [{"concurrency": b, "batch": b, "context_tokens": b * 56.0, "tpot_ms": 14.0 + 0.02 * b}
+            for b in (1, 2, 4, 8) for _ in range(2)]  # fmt: skip
+    offsets = [0.0] + [0.4 + 0.1 * i for i in range(streams - 1)]  # the first send a little ahead, as measured
+    bursts = []
+    for k in (1.0, -1.0):
+        got = replay_ttfts_s(cfg, streams, prompt, 48, [o / 1000 for o in offsets])
+        ttfts = [5.0 + 1000 * t + k * noise_ms * (-1) ** i for i, t in enumerate(got)]
+        bursts.append({"streams": streams, "prompt_tokens": float(prompt), "output_tokens": 48,
+                       "last_ttft_ms": max(ttfts), "first_ttft_ms": min(ttfts), "ttfts_ms": ttfts,
+                       "offsets_ms": offsets})  # fmt: skip
+    return {"ttft": ttft, "tpot": tpot, "saturation": None, "prefix": [], "errors": {}, "bursts": bursts}
+
+
+def test_under_the_token_budget_a_bursts_streams_come_out_one_step_after_another() -> None:
+    cfg = step_config(_c(rate=40_000.0))
+    small = dataclasses.replace(cfg, max_num_batched_tokens=2048)
+    together = replay_ttfts_s(cfg, 3, 1400, 8, [0.0, 0.001, 0.001])
+    apart = replay_ttfts_s(small, 3, 1400, 8, [0.0, 0.001, 0.001])
+    assert together[1] == pytest.approx(together[2])  # 8192: the two that waited share one step
+    assert apart[1] < apart[2] - 0.01  # 2048: 1400 + 648 in one step, the other 752 in the next
+    assert max(apart) == replay_last_ttft_s(small, 3, 1400, 8, [0.0, 0.001, 0.001])
+
+
+@pytest.mark.parametrize("budget", [1024, 2048, 8192, 16384])
+def test_the_token_budget_is_read_from_the_bursts_staircase(budget: int) -> None:
+    c = fit_constants(_staircase_raw(budget, noise_ms=2.0), {"max_model_len": 4096})
+    assert c["max_num_batched_tokens"]["value"] == budget
+    assert c["max_num_batched_tokens"]["source"] == "burst"
+    assert c["prefill_tokens_per_s"]["value"] == pytest.approx(40_000.0, rel=0.05)
+
+
+def test_a_burst_smaller_than_the_budgets_keeps_the_default_and_says_why() -> None:
+    """3 x 1400 tokens: every budget from 4096 up replays it alike, so the twin keeps the simulator's 8192."""
+    c = fit_constants(_staircase_raw(16384, streams=3), {"max_model_len": 4096})["max_num_batched_tokens"]
+    assert (c["value"], c["source"]) == (8192, "default")
+    assert "any budget >= 4096 replays the bursts alike" in c["note"]
+
+
+def test_a_profile_without_each_streams_first_token_keeps_the_default_budget() -> None:
+    raw = _staircase_raw(2048)
+    for b in raw["bursts"]:
+        del b["ttfts_ms"]
+    c = fit_constants(raw, {"max_model_len": 4096})["max_num_batched_tokens"]
+    assert (c["value"], c["source"]) == (8192, "default")

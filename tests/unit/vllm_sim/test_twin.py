@@ -79,3 +79,27 @@ def test_a_twin_serves_its_prefill_cost_per_token_pair(tmp_path: Path) -> None:
         assert _ttft_s(sim.url, "twin-of-m", prompt) >= 0.199
     with start_simulator(["--twin", str(path), "--prefill-per-ctx-token-ns", "0"]) as sim:  # the what-if: off
         assert min(_ttft_s(sim.url, "twin-of-m", prompt) for _ in range(3)) < 0.15
+
+
+def test_a_profiles_token_budget_is_optional_and_served() -> None:
+    """max_num_batched_tokens came after version 1: without it the twin keeps the 8192 it was fitted with; with
+    it, the twin's steps hold that many tokens, and a flag beside --twin still wins (the what-if)."""
+    from vllm_sim.twin import OPTIONAL, TwinError, twin_overrides, validate_twin
+
+    assert "max_num_batched_tokens" in OPTIONAL and twin_overrides(PROFILE)["max_num_batched_tokens"] == 8192
+    doc = json.loads(json.dumps(PROFILE))
+    doc["constants"]["max_num_batched_tokens"] = {"value": 2048}
+    assert twin_overrides(doc)["max_num_batched_tokens"] == 2048
+    doc["constants"]["max_num_batched_tokens"] = {"value": 0}
+    with pytest.raises(TwinError) as e:
+        validate_twin(doc, "t.json")
+    assert str(e.value) == "t.json: constants.max_num_batched_tokens.value must be > 0"
+
+
+def test_a_twins_token_budget_reaches_the_simulator_and_a_flag_beside_it_wins(tmp_path: Path) -> None:
+    doc = json.loads(json.dumps(PROFILE))
+    doc["constants"]["max_num_batched_tokens"] = {"value": 2048}
+    path = tmp_path / "twin.json"
+    path.write_text(json.dumps(doc))
+    assert parse_config(["--twin", str(path)]).max_num_batched_tokens == 2048
+    assert parse_config(["--twin", str(path), "--max-num-batched-tokens", "8192"]).max_num_batched_tokens == 8192
