@@ -48,6 +48,10 @@ def test_the_twin_predicts_vllm_for_cpu(vllm_server: VllmServer, tmp_path: Path)
     assert doc["constants"]["decode_step_ms"]["source"] == "fit"
     # decode time grows with the context on this server (attention over the KV cache): the probe measures it
     assert doc["constants"]["decode_per_ctx_token_us"]["source"] == "fit"
+    # vLLM for CPU steps 2,048 tokens at most (its default), not the GPU's 8,192: the bursts' staircase shows it
+    # (within a factor 2: neighbouring budgets differ less than a busy machine's noise can hide)
+    budget = doc["constants"]["max_num_batched_tokens"]
+    assert budget["source"] == "burst" and budget["value"] in (1024, 2048, 4096), budget
     tpw = doc["points"]["tokens_per_word"] or 1.0
     tol = _tolerance(doc)
     rows = []
