@@ -324,11 +324,12 @@ def _budget(raw: dict[str, Any], c: dict[str, dict[str, Any]]) -> dict[str, Any]
     # a budget a burst would cross in more than 200 steps is not tried (each try replays every burst ~100 times)
     tried = [n for n in BUDGETS if tokens / n <= 200 or n == default]
     rms: dict[int, float] = {}
+    excess = _ttft_excess(raw)  # once: the same for every budget tried
     for n in tried if bursts and raw.get("ttft") else []:
         got = _solve_bursts(raw, {**c, "max_num_batched_tokens": _const(n, None, "tokens", "burst")}, 1)
         if got is None:
             break
-        fixed = got[2]["request_overhead_ms"]["value"] + _ttft_excess(raw)
+        fixed = got[2]["request_overhead_ms"]["value"] + excess
         r = staircase_rms_ms(step_config(got[2]), bursts, fixed)
         if r is not None:
             rms[n] = r
