@@ -139,6 +139,27 @@ def _check_stream(url: str, model: str, h: dict[str, str], endpoint: str, last: 
     return status
 
 
+def check_context_fits(url: str, model: str, api_key: str | None, input_len: int, output_len: int) -> int | None:
+    """--input-len and --output-len must fit the model's context (`max_model_len` of GET /v1/models, as vLLM and
+    the simulator list it), or every request fails with a 400: PreflightError naming both. The context length,
+    or None when the server does not list it (then nothing is checked)."""
+    status, _ctype, body = _request(url, "GET", "/v1/models", _headers(api_key))
+    try:
+        listed = next(m.get("max_model_len") for m in json.loads(body)["data"] if m.get("id") == model)
+    except (ValueError, KeyError, TypeError, AttributeError, StopIteration):
+        return None
+    if status != 200 or type(listed) is not int or listed < 1:
+        return None
+    where = f"model {model!r} on {url} has max_model_len {listed}"
+    if input_len >= listed:  # vLLM: a prompt must leave room for one generated token
+        raise PreflightError(f"--input-len {input_len} does not fit: {where}; every request would fail with "
+                             "HTTP 400 (lower --input-len)")  # fmt: skip
+    if input_len + output_len > listed:
+        raise PreflightError(f"--input-len {input_len} + --output-len {output_len} = {input_len + output_len} tokens "
+                             f"do not fit: {where}; every request would fail with HTTP 400 (lower them)")  # fmt: skip
+    return listed
+
+
 def reset_prefix_cache(url: str, api_key: str | None) -> str:
     """--reset-prefix-cache: POST /reset_prefix_cache (vLLM's endpoint; served with VLLM_SERVER_DEV_MODE=1) before
     the load; the one line to print. Never raises: a server without it gets a warning, the run goes on."""
