@@ -25,6 +25,7 @@ from vllm_users import run_dir as R
 from vllm_users.atomic import atomic_json
 from vllm_users.distributed.server_profile import STOP_TIMEOUT_S as PROFILE_STOP_TIMEOUT_S
 from vllm_users.distributed.server_profile import profile_line
+from vllm_users.distributed.user_errors import summary_line
 from vllm_users.measure.run_result import RunResult, load_result, result_path
 from vllm_users.measure.verdict import no_completed_reason
 from vllm_users.options import SPECS, Options, flag, locust_argv
@@ -192,6 +193,10 @@ def _wait(a: Options, master: subprocess.Popen, run_dir: str, watch: Any,
         nonlocal interrupted
         if not interrupted:
             interrupted = True
+            try:  # the master records which signal stopped the run (it gets SIGTERM whichever we got)
+                atomic_json(R.path(run_dir, R.INTERRUPTED), {"signal": signal.Signals(signum).name})
+            except OSError:
+                pass
             print("\nvllm-locust: stopping (in-flight streams get --stop-timeout); writing results...", flush=True)
             master.send_signal(signal.SIGTERM)
 
@@ -261,6 +266,12 @@ def _finish(a: Options, run_dir: str, master_rc: int | None, interrupted: bool) 
     reason = no_completed_reason(res)
     if reason and not interrupted:  # the run failed: its one-line reason, last (the summary said what it could)
         print(f"vllm-locust: error: {reason}", file=sys.stderr, flush=True)
+    if res.meta.get("write_error"):  # a full disk: the run stopped early
+        print(f"vllm-locust: error: {res.meta['write_error']}; the run stopped, what was written is kept",
+              file=sys.stderr, flush=True)  # fmt: skip
+    raised = summary_line(list(res.meta.get("user_errors") or []))
+    if raised:  # the user's bug, by type, message and line: the last line (Locust's CSV lacks the type)
+        print(f"vllm-locust: error: {raised}", file=sys.stderr, flush=True)
     if interrupted:
         return exit_codes.INTERRUPTED
     return code

@@ -64,6 +64,7 @@ class ServerMetricsSampler:
         self.samples = 0
         self.errors = 0
         self.last_error: str | None = None
+        self.write_error: str | None = None  # the samples file could not be written (a full disk): sampling stopped
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._fh: IO[str] | None = None
@@ -104,8 +105,12 @@ class ServerMetricsSampler:
             self.last_error = row["error"]
         else:
             self.samples += 1
-        self._fh.write(json.dumps(row, separators=(",", ":")) + "\n")
-        self._fh.flush()
+        try:
+            self._fh.write(json.dumps(row, separators=(",", ":")) + "\n")
+            self._fh.flush()
+        except OSError as e:  # a full disk: the sampling stops, the run goes on (its records say so)
+            self.write_error = self.write_error or f"writing {self.path} failed: {e.strerror or e}"
+            self._stop.set()
 
     def _run(self) -> None:
         try:
@@ -114,10 +119,15 @@ class ServerMetricsSampler:
             self._write(self.scrape_once())  # the end state, after the drain
         finally:
             assert self._fh is not None
-            self._fh.close()
+            try:
+                self._fh.close()
+            except OSError:  # its buffer could not be written: last_error says so
+                pass
 
     def status(self) -> str:
         """One line for the console at the end of a run."""
+        if self.write_error:
+            return f"server metrics: sampling stopped: {self.write_error}"
         if self.samples == 0 and self.errors:
             return (
                 f"server metrics: none from {self.url} ({self.last_error}); server-side figures unavailable"

@@ -20,7 +20,7 @@ from locust.env import Environment
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
 from vllm_users import exit_codes
-from vllm_users.distributed import env_state, lengths
+from vllm_users.distributed import env_state, lengths, user_errors
 from vllm_users.distributed.env_state import context_or_none
 from vllm_users.distributed.master_plugin import MasterPlugin
 from vllm_users.distributed.worker_side import WorkerContext
@@ -46,6 +46,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
     if isinstance(runner, MasterRunner | LocalRunner):
         MasterPlugin(environment)
     if not isinstance(runner, MasterRunner):
+        environment.events.user_error.add_listener(lambda **kw: _on_user_error(environment, **kw))
         # every user and its prompt source exist once spawning completes: freeze them out of the GC's scans.
         # The event carries only user_count (a listener asking for `environment` raised on every worker: exit 2)
         environment.events.spawning_complete.add_listener(lambda **_: _on_spawned(environment))
@@ -60,6 +61,13 @@ def _on_init(environment: Environment, **_: Any) -> None:
         runner.register_message("vllm_rate", _worker_rate_handler)
         runner.register_message("vllm_t0", _worker_t0_handler)
         gevent.spawn(_master_watchdog, environment)
+
+
+def _on_user_error(environment: Environment, exception: BaseException, tb: Any = None, **_: Any) -> None:
+    """A task raised: counted by type, message and line (the master names it in the run's last line)."""
+    ctx = context_or_none(environment)
+    if ctx is not None:
+        user_errors.add(ctx.user_errors, exception, tb)
 
 
 MASTER_SILENCE_S = float(os.environ.get("VLLM_LOCUST_MASTER_TIMEOUT", "10"))

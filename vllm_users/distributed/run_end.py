@@ -19,6 +19,7 @@ from locust.runners import MasterRunner
 from vllm_users import exit_codes, run_dir
 from vllm_users.atomic import atomic_json
 from vllm_users.client import stdlib_http
+from vllm_users.distributed import user_errors
 from vllm_users.distributed.env_state import locust_option
 from vllm_users.distributed.master_side import Collector
 from vllm_users.distributed.server_profile import ServerProfile, profile_line
@@ -116,6 +117,48 @@ def exit_code_of(res: RunResult, o: Options, collector: Collector, base: int) ->
         code = max(code, exit_codes.NOTHING_MEASURED)
     return code
 
+
+
+def interruption(results_dir: str, seen: str | None) -> str | None:
+    """The signal that stopped the run: the one `vllm-locust run` got (it forwards SIGTERM whichever it got, and
+    names it in RUN/interrupted.json), else `seen` by the master itself, else None."""
+    said = run_dir.read_json_or_none(results_dir, run_dir.INTERRUPTED)
+    return str(said.get("signal") or "a signal") if isinstance(said, dict) else seen
+
+
+def note_faults(meta: dict[str, Any], collector: Collector, write_error: str | None, stopped_by: str | None) -> int:
+    """Note in `meta` what went wrong beside the requests: exceptions of user code (`user_errors`), a write that
+    failed (`write_error`: a full disk), the signal that stopped the run (`interrupted`); the exit code they call
+    for at least (the verdict on the requests may raise it)."""
+    code = exit_codes.OK
+    raised = user_errors.merge(w.totals.get("user_errors") or [] for w in collector.workers.values())
+    if raised:  # never a success: the user's code failed
+        meta["user_errors"] = raised
+        code = max(code, exit_codes.FAILURES)
+    if write_error:
+        meta["write_error"] = write_error
+        code = max(code, exit_codes.WRITE_FAILED)
+    if stopped_by:
+        meta["interrupted"] = stopped_by
+        code = max(code, exit_codes.INTERRUPTED)
+    return code
+
+
+def with_fault_warnings(res: RunResult, collector: Collector) -> RunResult:
+    """The result with one warning per fault note_faults noted (its meta): what a user must read beside the figures."""
+    said: list[str] = []
+    if res.meta.get("write_error"):  # what the workers sent, less what reached the disk: lost with the write
+        lost = max(0, sum(w.records for w in collector.workers.values()) - recorded_all(res))
+        said.append(f"{res.meta['write_error']}: the run stopped; the results cover the records written before it "
+                    f"({lost} received were not written)")  # fmt: skip
+    if res.meta.get("interrupted"):
+        said.append(f"interrupted by {res.meta['interrupted']}: the run stopped before its end; the results cover "
+                    "what was measured until then")  # fmt: skip
+    raised = user_errors.summary_line(list(res.meta.get("user_errors") or []))
+    if raised:
+        log.error("vllm-locust: %s", raised)
+        said.append(raised)
+    return res.replace(warnings=(*res.warnings, *said)) if said else res
 
 
 def final_result(results_dir: str, meta: dict[str, Any], o: Options, collector: Collector, *,
