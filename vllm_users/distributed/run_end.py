@@ -128,7 +128,7 @@ def interruption(results_dir: str, seen: str | None) -> str | None:
 
 def note_faults(meta: dict[str, Any], collector: Collector, write_error: str | None, stopped_by: str | None) -> int:
     """Note in `meta` what went wrong beside the requests: exceptions of user code (`user_errors`), a write that
-    failed (`write_error`: a full disk), the signal that stopped the run (`interrupted`); the exit code they call
+    failed (`write_error`: a full disk), the signal that stopped the run (`interrupted_by`); the exit code they call
     for at least (the verdict on the requests may raise it)."""
     code = exit_codes.OK
     raised = user_errors.merge(w.totals.get("user_errors") or [] for w in collector.workers.values())
@@ -139,7 +139,7 @@ def note_faults(meta: dict[str, Any], collector: Collector, write_error: str | N
         meta["write_error"] = write_error
         code = max(code, exit_codes.WRITE_FAILED)
     if stopped_by:
-        meta["interrupted"] = stopped_by
+        meta["interrupted_by"] = stopped_by
         code = max(code, exit_codes.INTERRUPTED)
     return code
 
@@ -151,8 +151,8 @@ def with_fault_warnings(res: RunResult, collector: Collector) -> RunResult:
         lost = max(0, sum(w.records for w in collector.workers.values()) - recorded_all(res))
         said.append(f"{res.meta['write_error']}: the run stopped; the results cover the records written before it "
                     f"({lost} received were not written)")  # fmt: skip
-    if res.meta.get("interrupted"):
-        said.append(f"interrupted by {res.meta['interrupted']}: the run stopped before its end; the results cover "
+    if res.meta.get("interrupted_by"):
+        said.append(f"interrupted by {res.meta['interrupted_by']}: the run stopped before its end; the results cover "
                     "what was measured until then")  # fmt: skip
     raised = user_errors.summary_line(list(res.meta.get("user_errors") or []))
     if raised:

@@ -7,8 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from tests.unit.measure.helpers import rec
+from vllm_users import exit_codes
 from vllm_users.distributed import user_errors
 from vllm_users.distributed.master_side import Collector
+from vllm_users.distributed.run_end import note_faults, with_fault_warnings
 from vllm_users.distributed.worker_side import WorkerContext
 from vllm_users.measure.results import build_run_result
 from vllm_users.measure.verdict import no_completed_reason
@@ -106,3 +108,24 @@ def test_a_run_whose_warmup_took_every_request_does_not_say_none_was_sent() -> N
     reason = no_completed_reason(res)
     assert reason is not None and "no load request was sent" not in reason
     assert "--warmup 500r took 5" in reason, reason
+
+
+def test_the_faults_reach_the_result_with_their_exit_code(tmp_path) -> None:
+    c = Collector(str(tmp_path))
+    c.on_batch(_batch(3))
+    c.workers["w0"].totals = {
+        "user_errors": [{"type": "KeyError", "message": "'x'", "where": "u.py:3", "count": 2}]
+    }
+    meta: dict[str, Any] = {"date": "d"}
+    code = note_faults(meta, c, "writing R/records.jsonl failed: File too large", "SIGTERM")
+    assert code == exit_codes.INTERRUPTED  # the highest of 1 (user code), 10 (the write) and 130
+    assert note_faults({}, c, "writing failed", None) == exit_codes.WRITE_FAILED
+    recs = [rec(float(i), [10, 20], out=2) for i in range(2)]  # one of the 3 received never reached the disk
+    res = with_fault_warnings(build_run_result(recs, meta), c)
+    said = "\n".join(res.warnings)
+    assert "interrupted by SIGTERM" in said and "user code raised KeyError: 'x' (u.py:3), 2 time(s)" in said
+    assert (
+        "writing R/records.jsonl failed: File too large: the run stopped" in said
+        and "(1 received were" in said
+    )
+    c.close()
