@@ -33,10 +33,14 @@ from vllm_users.workload.classes import classes_json
 from vllm_users.workload.model_mix import model_names
 from vllm_users.workload.prompts import LengthModel
 
-__all__ = ["DEFAULT_OPEN_LOOP_SLOTS", "RESULT_LINE_PREFIX", "header_dict", "launch", "locust_args", "say"]
+__all__ = [
+    "DEFAULT_OPEN_LOOP_SLOTS", "FULL_DISK_BYTES", "RESULT_LINE_PREFIX", "header_dict", "launch", "locust_args",
+    "no_result_line", "say",
+]  # fmt: skip
 
 RESULT_LINE_PREFIX = "VLLM_LOCUST_RESULT "  # --print-result: this, then the result JSON on one line
 DEFAULT_OPEN_LOOP_SLOTS = 256  # users (max in flight) for open loop without --max-concurrency
+FULL_DISK_BYTES = 1 << 20  # less free than this where the results go: the disk is full, as far as a run is concerned
 
 
 def say(a: Options, msg: str) -> None:
@@ -248,8 +252,7 @@ def _finish(a: Options, run_dir: str, master_rc: int | None, interrupted: bool) 
     rewritten: the master built it once, vllm_users.distributed.run_end)."""
     res = load_result(run_dir)
     if res is None:
-        print(f"vllm-locust: error: the master exited ({master_rc}) without writing results; "
-              f"see {R.path(run_dir, R.MASTER_LOG)}", file=sys.stderr)  # fmt: skip
+        print(f"vllm-locust: error: {no_result_line(run_dir, master_rc)}", file=sys.stderr)
         return exit_codes.ABORTED
     doc = res.to_json()
     if res.profile is not None:
@@ -275,6 +278,18 @@ def _finish(a: Options, run_dir: str, master_rc: int | None, interrupted: bool) 
     if interrupted:
         return exit_codes.INTERRUPTED
     return code
+
+
+def no_result_line(run_dir: str, master_rc: int | None) -> str:
+    """Why there is no result.json, in one line: a full disk where that is why, else the master's exit and log."""
+    try:
+        free = shutil.disk_usage(run_dir).free
+    except OSError:
+        free = None
+    if free is not None and free < FULL_DISK_BYTES:
+        return (f"the disk holding {run_dir} is full ({free} bytes free): the master could not write the results; "
+                "what reached the disk is kept there")  # fmt: skip
+    return f"the master exited ({master_rc}) without writing results; see {R.path(run_dir, R.MASTER_LOG)}"
 
 
 def _report(run_dir: str) -> None:

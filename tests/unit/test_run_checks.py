@@ -70,3 +70,15 @@ def test_a_trace_offset_beyond_the_bound_names_its_line(tmp_path: Path) -> None:
     assert "2 requests" in check_trace(Options(trace=ok))
     with pytest.raises(TraceError, match=":2: "):  # --time-scale 0.5 stretches it past the bound
         check_trace(Options(trace=ok, time_scale=0.5))
+
+
+def test_a_run_without_result_on_a_full_disk_says_the_disk_is_full(tmp_path: Path, monkeypatch) -> None:
+    import shutil
+
+    from orchestration import launcher
+
+    line = launcher.no_result_line(str(tmp_path), 1)
+    assert line.startswith("the master exited (1) without writing results; see ")
+    monkeypatch.setattr(shutil, "disk_usage", lambda _p: shutil._ntuple_diskusage(100, 100, 0))  # type: ignore[attr-defined]
+    line = launcher.no_result_line(str(tmp_path), 1)
+    assert line.startswith(f"the disk holding {tmp_path} is full (0 bytes free)")
