@@ -21,14 +21,14 @@ _OURS = (
 
 
 def describe(exc: BaseException, tb: TracebackType | None) -> dict[str, Any]:
-    """One exception as {type, message, where}: `where` is FILE:LINE of the innermost frame outside vllm_users and
-    site-packages (the user's own code), else the innermost frame."""
+    """One exception as {type, message, where, user}: `where` is FILE:LINE of the innermost frame outside
+    vllm_users and site-packages (the user's own code: `user`), else the innermost frame (not the user's)."""
     frames = traceback.extract_tb(tb) if tb is not None else []
     mine = [f for f in frames if not f.filename.startswith(_OURS) and "site-packages" not in f.filename]
     chosen = mine or frames
     where = f"{chosen[-1].filename}:{chosen[-1].lineno}" if chosen else "?"
     message = " ".join(str(exc).split())[:300]
-    return {"type": type(exc).__name__, "message": message, "where": where, "count": 1}
+    return {"type": type(exc).__name__, "message": message, "where": where, "user": bool(mine), "count": 1}
 
 
 def add(kinds: list[dict[str, Any]], exc: BaseException, tb: TracebackType | None) -> None:
@@ -59,5 +59,6 @@ def summary_line(kinds: list[dict[str, Any]]) -> str | None:
     top = kinds[0]
     n = sum(int(k["count"]) for k in kinds)
     more = f"; {len(kinds) - 1} other kind(s), {n - top['count']} more" if len(kinds) > 1 else ""
-    return (f"user code raised {top['type']}: {top['message']} ({top['where']}), {top['count']} time(s){more}; "
+    who = "user code" if top.get("user", True) else "a task (in vllm-locust's own code)"
+    return (f"{who} raised {top['type']}: {top['message']} ({top['where']}), {top['count']} time(s){more}; "
             "tracebacks in the workers' logs")  # fmt: skip

@@ -90,8 +90,8 @@ def test_user_errors_are_named_by_type_message_and_line() -> None:
     user_errors.add(kinds, e, e.__traceback__)
     user_errors.add(kinds, e, e.__traceback__)
     line_no = e.__traceback__.tb_next.tb_lineno if e.__traceback__.tb_next else e.__traceback__.tb_lineno
-    assert kinds == [{"type": "ValueError", "message": "bad prompt for ticket 3", "where": f"{__file__}:{line_no}",
-                      "count": 2}]  # fmt: skip
+    want = {"type": "ValueError", "message": "bad prompt for ticket 3", "where": f"{__file__}:{line_no}"}
+    assert kinds == [{**want, "user": True, "count": 2}]
     for i in range(user_errors.MAX_KINDS + 3):  # bounded: distinct messages beyond the cap are not kept
         user_errors.add(kinds, KeyError(i), None)
     assert len(kinds) == user_errors.MAX_KINDS
@@ -100,6 +100,11 @@ def test_user_errors_are_named_by_type_message_and_line() -> None:
     line = user_errors.summary_line(merged)
     assert line is not None and line.startswith("user code raised ValueError: bad prompt for ticket 3 (")
     assert user_errors.summary_line([]) is None
+    ours = user_errors.describe(e, None)  # no frame of the user's: not said to be the user's code
+    assert ours["user"] is False and ours["where"] == "?"
+    assert (user_errors.summary_line([ours]) or "").startswith(
+        "a task (in vllm-locust's own code) raised ValueError"
+    )
 
 
 def test_a_run_whose_warmup_took_every_request_does_not_say_none_was_sent() -> None:
