@@ -51,14 +51,18 @@ def test_a_full_disk_stops_the_run_keeps_what_was_written_and_exits_10(tmp_path)
     assert r.result["completed"] > 0  # the records written before the failure are the result's
 
 
-def test_sigterm_mid_run_is_recorded_as_an_interruption(tmp_path) -> None:
+@pytest.mark.parametrize("to", ["cli", "master"])  # the master alone: a Kubernetes pod deleted mid-run
+def test_sigterm_mid_run_is_recorded_as_an_interruption(tmp_path, to: str) -> None:
     cmd = [sys.executable, "-m", "orchestration.cli", "run", "--run-time", "120", "--users", "2", "--workers", "1",
            "--output-len", "8", "--sim-args", FAST_SIM, "--stop-timeout", "1", "--output-dir", str(tmp_path),
            "--run-name", "term", "--no-report"]  # fmt: skip
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_streaming(str(tmp_path / "term"), ok=5, timeout=60)
-        p.send_signal(signal.SIGTERM)
+        if to == "cli":
+            p.send_signal(signal.SIGTERM)
+        else:
+            os.kill(json.loads((tmp_path / "term" / "pids.json").read_text())["master"], signal.SIGTERM)
         out, err = p.communicate(timeout=60)
     finally:
         if p.poll() is None:
