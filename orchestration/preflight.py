@@ -139,10 +139,12 @@ def _check_stream(url: str, model: str, h: dict[str, str], endpoint: str, last: 
     return status
 
 
-def check_context_fits(url: str, model: str, api_key: str | None, input_len: int, output_len: int) -> int | None:
+def check_context_fits(url: str, model: str, api_key: str | None, input_len: int, output_len: int,
+                       overhead: int = 0) -> int | None:  # fmt: skip
     """--input-len and --output-len must fit the model's context (`max_model_len` of GET /v1/models, as vLLM and
-    the simulator list it), or every request fails with a 400: PreflightError naming both. The context length,
-    or None when the server does not list it (then nothing is checked)."""
+    the simulator list it), or every request fails with a 400: PreflightError naming both. `overhead`: the tokens
+    the server adds around a prompt (BOS, chat template; the calibration's). The context length, or None when the
+    server does not list it (then nothing is checked)."""
     status, _ctype, body = _request(url, "GET", "/v1/models", _headers(api_key))
     try:
         listed = next(m.get("max_model_len") for m in json.loads(body)["data"] if m.get("id") == model)
@@ -151,12 +153,14 @@ def check_context_fits(url: str, model: str, api_key: str | None, input_len: int
     if status != 200 or type(listed) is not int or listed < 1:
         return None
     where = f"model {model!r} on {url} has max_model_len {listed}"
-    if input_len >= listed:  # vLLM: a prompt must leave room for one generated token
-        raise PreflightError(f"--input-len {input_len} does not fit: {where}; every request would fail with "
-                             "HTTP 400 (lower --input-len)")  # fmt: skip
-    if input_len + output_len > listed:
-        raise PreflightError(f"--input-len {input_len} + --output-len {output_len} = {input_len + output_len} tokens "
-                             f"do not fit: {where}; every request would fail with HTTP 400 (lower them)")  # fmt: skip
+    prompt = input_len + overhead
+    around = f" (+ {overhead} tokens the server adds: template, BOS)" if overhead else ""
+    if prompt >= listed:  # vLLM: a prompt must leave room for one generated token
+        raise PreflightError(f"--input-len {input_len}{around} does not fit: {where}; every request would fail "
+                             "with HTTP 400 (lower --input-len)")  # fmt: skip
+    if prompt + output_len > listed:
+        raise PreflightError(f"--input-len {input_len}{around} + --output-len {output_len} = {prompt + output_len} "
+                             f"tokens do not fit: {where}; every request would fail with HTTP 400 (lower them)")  # fmt: skip
     return listed
 
 

@@ -199,15 +199,15 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
             info = check_server(host, a.model or None, api_key, a.endpoint, also=class_models(a.class_))
         except PreflightError as e:  # one step of a sweep: its outcome (the sweep records the code and goes on)
             return errors.report(e, PROG)
-        if _synthetic_lengths(a, files):  # --input-len/--output-len are what is sent: they must fit the context
-            try:
-                check_context_fits(host, info.model, api_key, a.input_len, _output_len(a))
-            except PreflightError as e:
-                return errors.report(e, PROG)
         lengths = calibrate_prompts(host, info.model, api_key, a.endpoint, header_dict(a))  # once, for every worker
         say(a, lengths_line(lengths))
         if lengths.warning:
             print(f"{PROG}: warning: {lengths.warning}", file=sys.stderr, flush=True)
+        if _synthetic_lengths(a, files):  # --input-len/--output-len are what is sent: they must fit the context
+            try:
+                check_context_fits(host, info.model, api_key, a.input_len, _output_len(a), lengths.overhead or 0)
+            except PreflightError as e:
+                return errors.report(e, PROG)
         with open(R.path(run_dir, R.PREFLIGHT), "w") as fh:
             json.dump({"model": info.model, "models": info.models, "stream_attempts": info.attempts,
                        "calibration": lengths.summary()}, fh)  # fmt: skip

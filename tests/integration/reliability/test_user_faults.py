@@ -90,8 +90,9 @@ def test_a_trace_timestamp_of_1e308_is_refused_naming_its_line(tmp_path) -> None
 @pytest.mark.parametrize(
     ("lengths", "said"),
     [
-        (["--input-len", "300"], "--input-len 300 does not fit"),
-        (["--input-len", "200", "--output-len", "100"], "= 300 tokens"),
+        (["--input-len", "300"], "--input-len 300 (+ 7 tokens the server adds: template, BOS) does not fit"),
+        # 125 + 128 = 253 would fit, but the simulator's chat template adds 7 tokens (a 400 for every request)
+        (["--input-len", "125", "--output-len", "128"], "+ --output-len 128 = 260 tokens do not fit"),
     ],
 )
 def test_prompts_above_the_models_context_stop_at_the_preflight(
