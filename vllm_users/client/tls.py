@@ -14,6 +14,7 @@ the record read before, and carry its stamp.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import ssl
 import struct
@@ -137,8 +138,9 @@ def user_context_factory(cfg: TLSConfig) -> Callable[..., ssl.SSLContext]:
 def _reason(e: BaseException) -> str:
     if isinstance(e, ssl.SSLCertVerificationError):
         return str(e.verify_message or e.reason)
-    if isinstance(e, ssl.SSLError):
-        return str(e.reason or e).lower().replace("_", " ")
+    if isinstance(e, ssl.SSLError):  # e.g. reason NO_START_LINE, or args (9, '[SSL] PEM lib (_ssl.c:3905)')
+        text = str(e.reason).replace("_", " ").lower() if e.reason else str(e.args[-1] if e.args else e)
+        return re.sub(r"^\[\w+\]\s*|\s*\(_ssl\.c:\d+\)$", "", text)
     if isinstance(e, OSError) and e.strerror:
         return e.strerror
     return str(e) or type(e).__name__
