@@ -32,11 +32,10 @@ __all__ = [
 ]  # fmt: skip
 
 _HEADER = 5  # a TLS record: type (1), version (2), length (2), then `length` bytes
-_MAX_RECORD = _HEADER + (1 << 14) + 256  # the largest ciphertext record TLS allows
-_PEEK = bytearray(_MAX_RECORD)  # peeked bytes are thrown away: one buffer per process
+_PEEK = bytearray(2048)  # peeked bytes are thrown away: one buffer per process; most SSE records fit
+_PEEK_VIEW = memoryview(_PEEK)
 _TS = struct.Struct("qq")
 _ANC = socket.CMSG_SPACE(16)
-_MAX_WALK = 8  # records of one peek looked at for the first stamped one at most
 _PEEK_FLAGS = socket.MSG_PEEK | getattr(socket, "MSG_DONTWAIT", 0)
 
 
@@ -170,25 +169,20 @@ def ssl_parts(sock: Any) -> tuple[Any, Any] | None:
 
 
 def peek_stamp(raw: Any, wall_minus_perf: float) -> float | None:
-    """The kernel's receive stamp (perf_counter s) of the first record waiting in `raw`'s queue that has one: the
-    stamp of its last byte (of what is queued when it is incomplete); None when nothing is queued or stamped.
-    Records that arrived before the stamps were switched on (TLS 1.3's session tickets, right after the
-    handshake) have none and are passed over: OpenSSL reads through them to the data."""
+    """The kernel's receive stamp (perf_counter s) of the last byte of the first TLS record waiting in `raw`'s queue
+    (of what is queued when it is incomplete); None when nothing is queued or stamped. A record that arrived before
+    the stamps were switched on (TLS 1.3's session tickets, right after the handshake) has none: then the stamp of
+    what is queued behind it, which OpenSSL reads through to the data."""
     try:
         n, anc = _peek(raw, _PEEK)
-        if n <= _HEADER or not anc:
-            return _stamp(anc, wall_minus_perf)
-        ends: list[int] = []
-        off = 0
-        while off + _HEADER <= n and len(ends) < _MAX_WALK:  # where each whole record in the peek ends
-            off += _HEADER + int.from_bytes(_PEEK[off + 3 : off + 5], "big")
-            if off > n:
-                break
-            ends.append(off)
-        for end in ends if ends and ends[0] < n else ():  # later records are queued too: stamp this one's end
-            _n, first = _peek(raw, memoryview(_PEEK)[:end])
-            if first:
-                return _stamp(first, wall_minus_perf)
+        if n > _HEADER and anc:
+            need = _HEADER + int.from_bytes(_PEEK[3:5], "big")
+            if (
+                n > need or n == len(_PEEK) < need
+            ):  # stamp this record's end: not later ones', not a part of it
+                _n, first = _peek(raw, _PEEK_VIEW[:need] if need <= len(_PEEK) else bytearray(need))
+                if first:
+                    anc = first
     except (BlockingIOError, InterruptedError):
         return None
     return _stamp(anc, wall_minus_perf)

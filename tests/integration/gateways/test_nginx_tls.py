@@ -45,10 +45,11 @@ def test_https_run_verifies_the_ca_and_measures_the_ground_truth(gateway, tmp_pa
     assert "Traceback" not in r.logs()
     assert res["meta"]["tls"] == {"insecure": False, "ca_bundle": str(certs.ca), "client_cert": None}
     assert f"verified against {certs.ca}" in r.out
-    # through the TLS terminator, the simulator's fixed ground truth (a proxy hop adds well under a millisecond;
-    # stamps taken at the end of the stream, or of encrypted bytes, would be off by tens of milliseconds)
-    assert abs(res["median_ttft_ms"] - TTFT_MS) < 3.0, res["median_ttft_ms"]
-    assert abs(res["median_itl_ms"] - ITL_MS) < 1.0, res["median_itl_ms"]
+    # through the TLS terminator, the simulator's fixed ground truth. Stamps taken after the stream, or of bytes
+    # not yet decrypted, are off by tens of milliseconds (TTFT near E2EL = 160 ms, ITL 0); a loaded machine delays
+    # the simulator and nginx by a few (benchmarks/bench_tls.py measures TLS against plain HTTP, interleaved)
+    assert abs(res["median_ttft_ms"] - TTFT_MS) < 10.0, res["median_ttft_ms"]
+    assert abs(res["median_itl_ms"] - ITL_MS) < 2.0, res["median_itl_ms"]
 
 
 @pytest.mark.timeout(60)
