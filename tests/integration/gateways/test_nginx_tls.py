@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.core.helpers import cli
-from tests.integration.gateways.nginx import NGINX, start_nginx
+from tests.integration.gateways.nginx import NGINX, Gateway, start_nginx
 from tests.unit.client.tls_certs import Certs, make_certs
 from vllm_sim.launch import start_simulator
 from vllm_users import exit_codes
@@ -25,18 +25,19 @@ LOAD = ["--users", "4", "--num-prompts", "24", "--input-len", "16", "--output-le
 
 
 @pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Certs]]:
-    """The simulator (fixed TTFT 50 ms, ITL 10 ms) behind nginx on https://127.0.0.1:PORT."""
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Gateway, Certs]]:
+    """The simulator (fixed TTFT 50 ms, ITL 10 ms) behind nginx on https://127.0.0.1:PORT (and an mTLS port)."""
     tmp = tmp_path_factory.mktemp("nginx")
     certs = make_certs(tmp / "certs")
     with start_simulator(["--fixed", "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS)]) as sim:
-        with start_nginx(tmp, sim.port, certs.server_cert, certs.server_key) as gw:
-            yield gw.https, certs
+        with start_nginx(tmp, sim.port, certs.server_cert, certs.server_key, client_ca=certs.ca) as gw:
+            yield gw, certs
 
 
 @pytest.mark.timeout(120)
 def test_https_run_verifies_the_ca_and_measures_the_ground_truth(gateway, tmp_path) -> None:
-    url, certs = gateway
+    gw, certs = gateway
+    url = gw.https
     r = cli(["--host", url, "--ca-bundle", str(certs.ca), *LOAD], str(tmp_path), timeout=100)
     assert r.rc == 0, r.logs()[-3000:]
     res = r.result
@@ -54,7 +55,8 @@ def test_https_run_verifies_the_ca_and_measures_the_ground_truth(gateway, tmp_pa
 
 @pytest.mark.timeout(60)
 def test_wrong_ca_stops_at_the_preflight_in_one_line(gateway, tmp_path) -> None:
-    url, certs = gateway
+    gw, certs = gateway
+    url = gw.https
     r = cli(["--host", url, "--ca-bundle", str(certs.wrong_ca), *LOAD], str(tmp_path), timeout=50)
     assert r.rc == exit_codes.PREFLIGHT, r.logs()[-3000:]
     lines = [x for x in r.err.splitlines() if x.strip()]
@@ -67,7 +69,8 @@ def test_wrong_ca_stops_at_the_preflight_in_one_line(gateway, tmp_path) -> None:
 
 @pytest.mark.timeout(120)
 def test_insecure_passes_and_is_said(gateway, tmp_path) -> None:
-    url, certs = gateway
+    gw, certs = gateway
+    url = gw.https
     # the reactor's other path too: no kernel stamps (the clock right after each decrypted read)
     r = cli(["--host", url, "--insecure", *LOAD], str(tmp_path), timeout=100,
             env={"SSL_CERT_FILE": str(certs.wrong_ca), "VLLM_LOCUST_KERNEL_TIMESTAMPS": "0"})  # fmt: skip
@@ -75,3 +78,18 @@ def test_insecure_passes_and_is_said(gateway, tmp_path) -> None:
     assert r.result["completed"] == 24 and r.result["failed"] == 0
     assert r.result["meta"]["tls"]["insecure"] is True
     assert r.out.count("--insecure") == 1 and "NOT verified" in r.out
+
+
+@pytest.mark.timeout(120)
+def test_client_certificate_for_mtls(gateway, tmp_path) -> None:
+    gw, certs = gateway
+    tls_args = ["--ca-bundle", str(certs.ca), "--client-cert", str(certs.client_cert), "--client-key",
+                str(certs.client_key)]  # fmt: skip
+    r = cli(["--host", gw.mtls, *tls_args, *LOAD], str(tmp_path), timeout=100)
+    assert r.rc == 0, r.logs()[-3000:]  # the preflight's connections and every load user's present it
+    assert r.result["completed"] == 24 and r.result["failed"] == 0
+    assert r.result["meta"]["tls"]["client_cert"] == str(certs.client_cert)
+    without = cli(
+        ["--host", gw.mtls, "--ca-bundle", str(certs.ca), *LOAD], str(tmp_path), timeout=50, name="no"
+    )
+    assert without.rc == exit_codes.PREFLIGHT  # nginx answers 400 without a certificate: nothing is sent
