@@ -34,6 +34,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Gateway,
             yield gw, certs
 
 
+@pytest.mark.exclusive  # it times the client against the simulator's ground truth: alone on the machine
 @pytest.mark.timeout(120)
 def test_https_run_verifies_the_ca_and_measures_the_ground_truth(gateway, tmp_path) -> None:
     gw, certs = gateway
