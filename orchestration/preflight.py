@@ -5,13 +5,14 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import ssl
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from vllm_users.client import stdlib_http
+from vllm_users.client import stdlib_http, tls
 from vllm_users.errors import PreflightError, UsageError  # raised here; importable from here too
 from vllm_users.workload.calibrate_url import calibrate_url
 from vllm_users.workload.model_mix import model_names
@@ -35,7 +36,8 @@ def _conn(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise PreflightError(f"invalid --host {url!r}: expected http://HOST:PORT")
-    # stdlib_http's connections skip interim 1xx responses (103 Early Hints from a proxy), which http.client does not
+    # stdlib_http's connections skip interim 1xx responses (103 Early Hints from a proxy), which http.client does not;
+    # its https:// ones verify the certificate with the run's TLS settings (tls.context(): --ca-bundle, --insecure)
     cls = stdlib_http.HTTPSConnection if parts.scheme == "https" else stdlib_http.HTTPConnection
     return cls(parts.hostname, parts.port, timeout=timeout), parts.path.rstrip("/")
 
@@ -47,6 +49,8 @@ def _request(url: str, method: str, path: str, headers: dict[str, str], body: An
         conn.request(method, base + path, body=data, headers=headers)
         resp = conn.getresponse()
         return resp.status, resp.getheader("content-type") or "", resp.read(1 << 20)
+    except ssl.SSLError as e:  # a wrong CA, a bad certificate: the host and the verification failure, one line
+        raise PreflightError(tls.describe_error(e, url) or str(e)) from None
     except (ConnectionRefusedError, socket.gaierror, TimeoutError, OSError) as e:
         reason = "connection refused" if isinstance(e, ConnectionRefusedError) else (str(e) or type(e).__name__)
         raise PreflightError(f"cannot reach {url}: {reason}") from None

@@ -55,6 +55,7 @@ def env_api_key() -> str | None:
 
 
 LOCUST, RUN, WORKER = "locust", "run", "worker"
+CALIBRATE = "calibrate"  # `vllm-locust calibrate` takes these few (the TLS ones)
 BOTH = (LOCUST, RUN)
 
 
@@ -96,6 +97,15 @@ class Options:
                      "base:3,adapter-a:1 (LoRA adapters; docs/classes.md)", *BOTH)  # fmt: skip
     api_key: str = opt("", T.text, "API key (or env VLLM_LOCUST_API_KEY / OPENAI_API_KEY); never written", RUN,
                        secret=True)  # fmt: skip
+    # ----- TLS (https:// hosts: the load, the preflight, /metrics, calibration; docs/https.md) -----
+    ca_bundle: str = opt("", T.text, "PEM file of the CAs that sign the server's certificate (default: SSL_CERT_FILE, "
+                         "else the system's store)", *BOTH, CALIBRATE, metavar="FILE", web_ui=False)  # fmt: skip
+    insecure: bool = opt(False, None, "Do not verify the server's certificate (said in the summary and the result)",
+                         *BOTH, CALIBRATE, web_ui=False)  # fmt: skip
+    client_cert: str = opt("", T.text, "PEM client certificate for mTLS (its key in it, or --client-key)", *BOTH,
+                           CALIBRATE, metavar="FILE", web_ui=False)  # fmt: skip
+    client_key: str = opt("", T.text, "PEM private key of --client-cert", *BOTH, CALIBRATE, metavar="FILE",
+                          web_ui=False)  # fmt: skip
     # ----- endpoints: Responses, embeddings, rerank and score (issue 23.3-4; docs/scenarios.md) -----
     endpoint: str = opt("chat", T.text, "OpenAI API to call (embeddings, rerank, score: the pooling users)", *BOTH,
                         choices=APIS)  # fmt: skip

@@ -17,7 +17,8 @@ from orchestration.twin.phases import ProbePlan, new_raw, path_latency, run_phas
 from orchestration.twin.probe import Budget, Probe
 from orchestration.twin.profile import build_profile, fit_table, write_profile
 from vllm_users import errors, exit_codes
-from vllm_users.options import env_api_key
+from vllm_users.client import tls
+from vllm_users.options import CALIBRATE, env_api_key
 
 __all__ = ["batch_sizes", "main", "parse_budget"]
 
@@ -59,6 +60,7 @@ def _parser() -> C.OneLineParser:
     p.add_argument("--seed", type=int, default=None,
                    help="seed of the probe's prompts (default: a new one each run, kept in the profile: a second "
                         "calibration with the first one's prompts met them in the server's prefix cache)")  # fmt: skip
+    C.add_options(p, CALIBRATE)  # --ca-bundle, --insecure, --client-cert, --client-key (the option table's)
     return p
 
 
@@ -85,7 +87,8 @@ def _server_info(host: str, model: str, probe: Probe) -> dict[str, Any]:
 @reported(PROG)
 def main(argv: Sequence[str]) -> int:
     """`vllm-locust calibrate --host URL [-o twin.json]`: probe, fit, write, print the fit table."""
-    a = _parser().parse_args(list(argv))
+    o, a = C.parse_all(_parser(), list(argv), CALIBRATE)  # the table's options: command line > environment
+    tls.configure(tls.TLSConfig.of(o))
     seconds = parse_budget(a.budget)
     if a.max_concurrency < 1 or a.saturation_requests < 2:
         raise errors.UsageError("--max-concurrency must be >= 1 and --saturation-requests >= 2")

@@ -29,6 +29,7 @@ from orchestration.preflight import (
 )
 from vllm_users import errors
 from vllm_users import run_dir as R
+from vllm_users.client import tls
 from vllm_users.measure.run_result import result_path
 from vllm_users.options import RUN, Options, env_api_key
 from vllm_users.scenarios.registry import for_endpoint, is_class_ref, locustfile_source, mix_label, parse_mix
@@ -120,6 +121,7 @@ def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
         raise C.UsageError("--request-rate inf needs --num-prompts")
     if a.host and not a.host.startswith(("http://", "https://")):
         raise C.UsageError(f"--host {a.host!r}: expected a URL like http://127.0.0.1:8000")
+    tls.configure(tls.TLSConfig.of(a))  # the preflight's, calibration's and /metrics' TLS; a bad file: exit 2 now
     if a.twin:
         check_twin(a.twin, a.host)
     if a.num_prompts is None and a.run_time is None and not a.trace:  # a trace ends with its last request

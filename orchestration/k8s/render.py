@@ -23,6 +23,7 @@ import yaml
 from orchestration import config as C
 from orchestration.commands import reported
 from orchestration.commands.run import new_run_parser, validate
+from orchestration.k8s import tls as k8s_tls
 from vllm_users.options import DEFAULTS, RUN, Options, table
 
 __all__ = ["CLUSTER_OWNED", "MANIFESTS", "METRICS_PORT", "main", "render", "render_parser", "run_config", "write"]
@@ -35,7 +36,7 @@ CLUSTER_OWNED = frozenset({
     "web_ui", "web_port", "quiet", "sim_args", "output_file", "print_result", "api_key", "prometheus_port",
 })  # fmt: skip
 WIRING = frozenset({"expect_workers", "master_bind_host", "master_port"})  # refused: they would break the pods'
-RENDER_ONLY = frozenset({"out", "image", "namespace", "pvc"})
+RENDER_ONLY = frozenset({"out", "image", "namespace", "pvc", "ca_configmap", "client_tls_secret"})
 DEFAULT_WORKERS = 4
 # the master's /metrics port in base/ (its annotations, env VLLM_LOCUST_PROMETHEUS_PORT, container and Service
 # port, NetworkPolicy vllm-locust-master-metrics); --prometheus-port replaces it in those files
@@ -54,6 +55,7 @@ def render_parser() -> argparse.ArgumentParser:
     p.add_argument("--image", default="vllm-locust:latest", help="The image with vllm-locust (docker/Dockerfile)")
     p.add_argument("--namespace", default="vllm-locust", help="Namespace of the Jobs (created by the manifests)")
     p.add_argument("--pvc", default="", metavar="SIZE", help="Keep results on a PersistentVolumeClaim, e.g. 5Gi")
+    k8s_tls.add_flags(p)
     return p
 
 
@@ -89,7 +91,9 @@ def render(given: Options, a: Options, r: argparse.Namespace) -> dict[str, str]:
     workers = DEFAULT_WORKERS if a.workers is None else a.workers
     if workers < 1:
         raise C.UsageError(f"--workers {workers}: a cluster run needs at least one worker pod")
-    validate(dataclasses.replace(a, workers=workers))  # the master would refuse these options in its pod: refuse them now
+    k8s_tls.check(a, r)  # the TLS files come from the cluster: those paths are checked in the pods, not here
+    pod = dataclasses.replace(a, workers=workers, ca_bundle="", client_cert="", client_key="")
+    validate(pod)  # the master would refuse these options in its pod: refuse them now
     parts = urlsplit(a.host)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     options = run_config(given)
@@ -105,7 +109,6 @@ def render(given: Options, a: Options, r: argparse.Namespace) -> dict[str, str]:
     header = ("# vllm-locust run options, written by `vllm-locust k8s render`; the same file works locally:\n"
               "#   vllm-locust run --config config.yaml\n"
               "# The API key is not here: Secret vllm-locust-api-key (key api-key) -> env VLLM_LOCUST_API_KEY.\n")  # fmt: skip
-    files["config.yaml"] = header + yaml.safe_dump(options, sort_keys=False, default_flow_style=None)
     name, tag = _image(r.image)
     kust: dict[str, Any] = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
@@ -122,6 +125,8 @@ def render(given: Options, a: Options, r: argparse.Namespace) -> dict[str, str]:
     }
     if r.namespace != "vllm-locust":
         kust["patches"] = [_rename_namespace(r.namespace)]
+    k8s_tls.apply(a, r, options, files, kust)  # the CA bundle / client certificate mounted in both Jobs
+    files["config.yaml"] = header + yaml.safe_dump(options, sort_keys=False, default_flow_style=None)
     if r.pvc:
         kust.setdefault("patches", []).append({
             "target": {"kind": "PersistentVolumeClaim", "name": "vllm-locust-results"},
@@ -138,8 +143,8 @@ def _rename_namespace(namespace: str) -> dict[str, Any]:
 
 
 def write(out: str, files: dict[str, str]) -> None:
-    """Write the files under `out`, replacing the directories render owns (base/, workers/, pvc/)."""
-    for sub in ("base", "workers", "pvc"):
+    """Write the files under `out`, replacing the directories render owns (base/, workers/, pvc/, tls/)."""
+    for sub in ("base", "workers", "pvc", "tls"):
         shutil.rmtree(os.path.join(out, sub), ignore_errors=True)
     for rel, text in files.items():
         path = os.path.join(out, rel)

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 from orchestration import config as C
 from orchestration.commands import reported
-from vllm_users.client import stdlib_http
+from orchestration.k8s.tls import config_tls
+from vllm_users.client import stdlib_http, tls
 from vllm_users.errors import PreflightError
 
 __all__ = ["healthy", "main", "target_host"]
@@ -45,6 +46,7 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--interval", type=C.pos_float, default=2.0, help="Seconds between attempts")
     a = p.parse_args(list(argv))
     url = target_host(a.host, a.config) + a.path
+    tls.configure(config_tls(a.config))  # https: the run's CA bundle / --insecure / client certificate
     t0 = time.monotonic()
     last = ""
     while True:

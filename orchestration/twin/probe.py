@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_users.client import stdlib_http
 from vllm_users.workload.prompts import VOCAB
 
 __all__ = ["Budget", "Probe", "Shot", "metric_sum", "parse_metrics", "scrape"]
@@ -80,7 +81,8 @@ class Probe:
         self._https = u.scheme == "https"
 
     def _conn(self, timeout: float) -> http.client.HTTPConnection:
-        cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        # stdlib_http's https connections verify the certificate with the process's TLS settings (tls.py)
+        cls = stdlib_http.HTTPSConnection if self._https else stdlib_http.HTTPConnection
         return cls(self._netloc[0], self._netloc[1], timeout=max(0.05, timeout))
 
     def headers(self) -> dict[str, str]:

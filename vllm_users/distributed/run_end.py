@@ -19,6 +19,7 @@ from locust.runners import MasterRunner
 from vllm_users import exit_codes, run_dir
 from vllm_users.atomic import atomic_json
 from vllm_users.client import stdlib_http
+from vllm_users.client.tls import TLSConfig
 from vllm_users.distributed import user_errors
 from vllm_users.distributed.env_state import locust_option
 from vllm_users.distributed.master_side import Collector
@@ -244,6 +245,7 @@ def run_meta(o: Options, env: Environment, t_start: float, run_time: float | Non
         "run_time": run_time or locust_option(env, "run_time"),
         "workers": (o.vllm_worker_count or runner.worker_count) if isinstance(runner, MasterRunner) else 1,
         "user_classes": sorted({u.__name__ for u in env.user_classes}),
+        "tls": TLSConfig.of(o).metadata() if (env.host or "").startswith("https://") else None,  # --insecure said
     }
 
 

@@ -20,6 +20,7 @@ import gevent.pool
 from locust import constant, task
 from locust.contrib.fasthttp import FastHttpUser
 
+from vllm_users.client import tls
 from vllm_users.client.ghc_adapter import client_for, connection_pool, set_read_timeout
 from vllm_users.client.responses import path_of
 from vllm_users.client.stream import StreamResult, send_and_read
@@ -117,7 +118,14 @@ class LLMUser(FastHttpUser):
     wait_time = constant(0)
     network_timeout = 120.0
     connection_timeout = 10.0
-    insecure = True
+    insecure = False  # https: verify the server's certificate (--insecure skips it; __init__ sets both per run)
+
+    def __init__(self, environment: Any) -> None:
+        """A FastHttpUser whose TLS context is the run's (--ca-bundle, --insecure, --client-cert: client/tls.py)."""
+        cfg = tls.TLSConfig.of(env_state.options(environment))
+        self.insecure = cfg.insecure
+        self.ssl_context_factory = tls.user_context_factory(cfg)
+        super().__init__(environment)
 
     def __init_subclass__(cls, **kw: Any) -> None:
         """A concrete user that names no `scenario` is recorded under its class name."""
