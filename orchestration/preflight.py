@@ -6,13 +6,14 @@ import http.client
 import json
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from vllm_users.client import stdlib_http
 from vllm_users.errors import PreflightError, UsageError  # raised here; importable from here too
+from vllm_users.redact import connection_headers
 from vllm_users.workload.calibrate_url import calibrate_url
 from vllm_users.workload.model_mix import model_names
 from vllm_users.workload.prompts import LengthModel
@@ -56,26 +57,32 @@ def _request(url: str, method: str, path: str, headers: dict[str, str], body: An
         conn.close()
 
 
-def _headers(api_key: str | None) -> dict[str, str]:
-    h = {"Content-Type": "application/json"}
-    if api_key:
-        h["Authorization"] = f"Bearer {api_key}"
-    return h
+Headers = Mapping[str, str] | None
+
+
+def _auth(url: str, api_key: str | None, headers: Headers) -> tuple[str, dict[str, str]]:
+    """The URL without userinfo and every header a request carries: its userinfo < the API key < --header."""
+    clean, h = connection_headers(url, headers, api_key)
+    return clean, {"Content-Type": "application/json", **h}
+
+
+REJECTED = "rejected the credentials (HTTP {}): set VLLM_LOCUST_API_KEY or --api-key, or the gateway's --header"
 
 
 def check_server(url: str, model: str | None, api_key: str | None, endpoint: str = "chat",
-                 also: Sequence[str] = ()) -> ServerInfo:  # fmt: skip
+                 also: Sequence[str] = (), headers: Headers = None) -> ServerInfo:  # fmt: skip
     """Raise PreflightError with a one-line reason, or return the model to use (a --model mix's base; every name
-    of the mix and `also`, the traffic classes' models, must be served: a missing LoRA adapter stops here)."""
+    of the mix and `also`, the traffic classes' models, must be served: a missing LoRA adapter stops here).
+    `headers`: --header's (they win over the API key's Authorization and over the URL's userinfo)."""
     try:
         names = model_names(model or "")
     except ValueError as e:
         raise UsageError(str(e)) from None
     model = names[0] if names else None
-    h = _headers(api_key)
+    url, h = _auth(url, api_key, headers)
     status, ctype, body = _request(url, "GET", "/v1/models", h)
     if status == 401 or status == 403:
-        raise PreflightError(f"{url} rejected the API key (HTTP {status}); set VLLM_LOCUST_API_KEY or --api-key")
+        raise PreflightError(f"{url} {REJECTED.format(status)}")
     if status != 200:
         raise PreflightError(f"{url} is not an OpenAI-compatible server: GET /v1/models returned HTTP {status}")
     try:
@@ -119,7 +126,7 @@ def _check_stream(url: str, model: str, h: dict[str, str], endpoint: str, last: 
     body: dict[str, Any] = {"model": model, **probe}
     status, ctype, raw = _request(url, "POST", path, h, body, timeout=60.0)
     if status in (401, 403):
-        raise PreflightError(f"{url} rejected the API key (HTTP {status}); set VLLM_LOCUST_API_KEY or --api-key")
+        raise PreflightError(f"{url} {REJECTED.format(status)}")
     if status in RETRY_STATUSES and not last:
         return status
     if status in (404, 405) and endpoint != "chat":  # the server lacks the API (pooling models: no chat)
@@ -139,11 +146,12 @@ def _check_stream(url: str, model: str, h: dict[str, str], endpoint: str, last: 
     return status
 
 
-def reset_prefix_cache(url: str, api_key: str | None) -> str:
+def reset_prefix_cache(url: str, api_key: str | None, headers: Headers = None) -> str:
     """--reset-prefix-cache: POST /reset_prefix_cache (vLLM's endpoint; served with VLLM_SERVER_DEV_MODE=1) before
     the load; the one line to print. Never raises: a server without it gets a warning, the run goes on."""
+    url, h = _auth(url, api_key, headers)
     try:
-        status, _ctype, raw = _request(url, "POST", "/reset_prefix_cache", _headers(api_key), timeout=30.0)
+        status, _ctype, raw = _request(url, "POST", "/reset_prefix_cache", h, timeout=30.0)
     except PreflightError as e:
         return f"warning: --reset-prefix-cache: {e}; the prefix cache was not reset"
     if status in (404, 405):
@@ -161,10 +169,10 @@ def reset_prefix_cache(url: str, api_key: str | None) -> str:
 
 
 def calibrate_prompts(url: str, model: str, api_key: str | None, endpoint: str = "chat",
-                      headers: dict[str, str] | None = None) -> LengthModel:  # fmt: skip
+                      headers: Headers = None) -> LengthModel:  # fmt: skip
     """The run's one prompt-length calibration (bounded: calibration.MAX_PROBES and MAX_SECONDS), handed to every
     worker; `probes` says what it cost, `warning` when it was rejected or cut short. Never raises for the server."""
-    h = {**(headers or {}), **_headers(api_key)}
+    url, h = _auth(url, api_key, headers)
     lm = calibrate_url(url, model, endpoint in ("chat", "responses"), h)  # both apply the chat template
     lm.probes["where"] = "preflight"
     return lm

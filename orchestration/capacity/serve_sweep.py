@@ -19,7 +19,8 @@ import signal
 import subprocess
 import time
 import urllib.error
-from collections.abc import Sequence
+import urllib.request
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +29,8 @@ from orchestration.capacity.sweep import format_sweep, summarize_step
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
 from vllm_users.client import stdlib_http
-from vllm_users.options import Options
+from vllm_users.options import Options, env_api_key
+from vllm_users.redact import connection_headers, header_lines, redact_url
 from vllm_users.run_dir import SERVER_LOG, SWEEP
 
 __all__ = ["Param", "ServerProcess", "grid", "parse_param", "run_server_sweep"]
@@ -74,14 +76,16 @@ class ServerProcess:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                                          start_new_session=True)  # fmt: skip
 
-    def wait_healthy(self, url: str, timeout: float) -> tuple[bool, float, str]:
-        """(healthy, seconds waited, why not)."""
+    def wait_healthy(self, url: str, timeout: float, headers: Mapping[str, str] | None = None) -> tuple[bool, float, str]:
+        """(healthy, seconds waited, why not); `headers`: the run's (--header, the key, the URL's userinfo)."""
+        url, auth = connection_headers(url, headers, env_api_key())
+        req = urllib.request.Request(url.rstrip("/") + "/health", headers=auth)
         t0 = time.monotonic()
         while True:
             if self.proc.poll() is not None:
                 return False, time.monotonic() - t0, f"the server exited with {self.proc.returncode} before /health answered"
             try:
-                with stdlib_http.urlopen(url.rstrip("/") + "/health", timeout=2) as r:  # interim 1xx skipped
+                with stdlib_http.urlopen(req, timeout=2) as r:  # interim 1xx skipped
                     if r.status == 200:
                         return True, time.monotonic() - t0, ""
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
@@ -133,7 +137,7 @@ def run_server_sweep(own: argparse.Namespace, a: Options, run_one: RunOne) -> in
         worst = exit_codes.INTERRUPTED
     finally:
         signal.signal(signal.SIGTERM, old_term)
-    doc = {"kind": "server_sweep", "sweep": "sweep-server", "host": a.host, "serve_cmd": own.serve_cmd,
+    doc = {"kind": "server_sweep", "sweep": "sweep-server", "host": redact_url(a.host), "serve_cmd": own.serve_cmd,
            "params": [{"name": p.name, "env": p.env, "values": list(p.values)} for p in own.param],
            "steps": steps}  # fmt: skip
     if a.gpu_hour_price:
@@ -177,7 +181,7 @@ def _sweep_points(own: argparse.Namespace, a: Options, run_one: RunOne,
         print(f"vllm-locust: point {i}/{len(points)}: {label}: starting the server", flush=True)
         server = ServerProcess(argv, env, os.path.join(run_dir, SERVER_LOG))
         try:
-            ok, startup, why = server.wait_healthy(a.host, own.health_timeout)
+            ok, startup, why = server.wait_healthy(a.host, own.health_timeout, header_lines(a.header))
             row: dict[str, Any]
             if ok:
                 print(f"vllm-locust: point {i}: healthy after {startup:.1f} s; running the load", flush=True)

@@ -31,6 +31,7 @@ from orchestration.capacity.steps import (
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
 from vllm_users.options import Options
+from vllm_users.redact import redact_url
 from vllm_users.run_dir import SWEEP
 
 __all__ = ["STEP_FIELDS", "SweepPlan", "format_sweep", "parse_sweep", "run_sweep", "summarize_step", "sweep_doc"]
@@ -199,7 +200,7 @@ def sweep_doc(plan: SweepPlan, steps: list[dict[str, Any]], a: Options) -> dict[
             s["scaling_efficiency"] = tput / (s["target"] * base) if base and tput is not None else None
     add_step_costs(steps, a.gpu_hour_price, a.gpus)
     return {"kind": "concurrency_sweep" if plan.kind == "concurrency" else f"{plan.kind}_sweep",
-            "sweep": a.sweep, "host": a.host or "embedded simulator", "preset": a.preset,
+            "sweep": a.sweep, "host": redact_url(a.host) or "embedded simulator", "preset": a.preset,
             "steps": steps, "baseline_output_throughput": base}  # fmt: skip
 
 
