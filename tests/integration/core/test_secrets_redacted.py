@@ -37,7 +37,7 @@ def _leaks(run_dir: str, printed: str, values: dict[str, str]) -> list[str]:
     return found
 
 
-def _check_ok(p: subprocess.CompletedProcess[str], run_dir: str) -> None:
+def _check_ok(p: subprocess.CompletedProcess[str], run_dir: str, served: int | None = 12) -> None:
     assert p.returncode == 0, p.stdout[-1500:] + p.stderr[-1500:]
     with open(os.path.join(run_dir, "result.json")) as fh:
         result = json.load(fh)
@@ -45,7 +45,9 @@ def _check_ok(p: subprocess.CompletedProcess[str], run_dir: str) -> None:
     with open(os.path.join(run_dir, "server_metrics.jsonl")) as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
     assert rows and all("v" in r for r in rows), rows[:2]  # every scrape of /metrics answered
-    assert result["server_served"] == 12  # the master's scrape after the drain carried the credentials too
+    assert (
+        result["server_served"] == served
+    )  # the master's scrape after the drain carried the credentials too
 
 
 @pytest.mark.timeout(240)
@@ -82,3 +84,18 @@ def test_url_userinfo_is_sent_as_basic_auth(tmp_path) -> None:
     assert (
         _leaks(run_dir, p.stdout + p.stderr, {"password": password.split(":")[1], "basic token": basic}) == []
     )
+
+
+@pytest.mark.timeout(240)
+def test_metrics_elsewhere_gets_its_own_url_and_header(tmp_path) -> None:
+    token = f"m-{secrets.token_hex(8)}"
+    sim_args = ["--fixed", "--ttft-ms", "2", "--itl-ms", "1"]
+    with (
+        start_simulator(sim_args) as server,
+        start_simulator([*sim_args, "--require-header", f"X-Metrics-Token: {token}"]) as prom,
+    ):
+        p = _run(["--host", server.url, "--server-metrics", prom.url + "/metrics", "--metrics-header",
+                  f"X-Metrics-Token: {token}"], str(tmp_path))  # fmt: skip
+    run_dir = str(tmp_path / "r")
+    _check_ok(p, run_dir, served=0)  # the other server's counters: it served none of the load
+    assert _leaks(run_dir, p.stdout + p.stderr, {"metrics token": token}) == []
