@@ -28,7 +28,7 @@ from vllm_users.distributed.server_profile import profile_line
 from vllm_users.measure.run_result import RunResult, load_result, result_path
 from vllm_users.measure.verdict import no_completed_reason
 from vllm_users.options import METRICS_HEADERS_ENV, SPECS, Options, env_name, flag, locust_argv
-from vllm_users.redact import header_lines, redact_argv, without_api_key
+from vllm_users.redact import Redactor, header_lines, redact_argv, secret_values, without_api_key
 from vllm_users.workload.classes import classes_json
 from vllm_users.workload.model_mix import model_names
 from vllm_users.workload.prompts import LengthModel
@@ -111,8 +111,9 @@ def launch(a: Options, host: str, model: str, run_dir: str, locustfile: str, api
     env = C.child_env(api_key, extra)
     py = [sys.executable, "-m", "locust"]
     margs = locust_args(a, host, model, run_dir, locustfile, port, embedded_sim=sim is not None, lengths=lengths)
+    known = Redactor(secret_values(headers or {}, api_key))  # e.g. a key repeated inside --sim-args
     with open(R.path(run_dir, R.COMMAND), "w") as fh:
-        json.dump({"argv": _redact(sys.argv[1:]), "locust_master": _redact(margs)}, fh, indent=1)
+        json.dump({"argv": _redact(sys.argv[1:], known), "locust_master": _redact(margs, known)}, fh, indent=1)
     sampler = None
     if not a.no_server_metrics:  # a background thread here, started before load and stopped after it
         sampler = ServerMetricsSampler(metrics_url, R.path(run_dir, R.SERVER_METRICS), headers=metrics_headers)
@@ -172,9 +173,10 @@ def _code_of(res: RunResult, master_rc: int | None) -> int:
 HEADER_FLAGS = (flag("header"), flag("metrics_header"))  # 'Name: value': a credential's value is masked
 
 
-def _redact(argv: list[str]) -> list[str]:
+def _redact(argv: list[str], known: Redactor) -> list[str]:
+    """The command line as command.json keeps it: secret options' values, credentials and userinfo masked."""
     secret = tuple(flag(n) for n, spec in SPECS.items() if spec.secret and flag(n) not in HEADER_FLAGS)
-    return redact_argv(argv, secret, HEADER_FLAGS)
+    return [known.text(x) for x in redact_argv(argv, secret, HEADER_FLAGS)]
 
 
 def _wait(a: Options, master: subprocess.Popen, run_dir: str, watch: Any,

@@ -66,6 +66,8 @@ def _auth(url: str, api_key: str | None, headers: Headers) -> tuple[str, dict[st
     return clean, {"Content-Type": "application/json", **h}
 
 
+# the simulator's per-request fault (docs/simulator.md) is for the load: a preflight sent it would fail by design
+LOAD_ONLY_HEADERS = frozenset({"x-sim-fault"})
 REJECTED = "rejected the credentials (HTTP {}): set VLLM_LOCUST_API_KEY or --api-key, or the gateway's --header"
 
 
@@ -80,6 +82,7 @@ def check_server(url: str, model: str | None, api_key: str | None, endpoint: str
         raise UsageError(str(e)) from None
     model = names[0] if names else None
     url, h = _auth(url, api_key, headers)
+    h = {k: v for k, v in h.items() if k.lower() not in LOAD_ONLY_HEADERS}
     status, ctype, body = _request(url, "GET", "/v1/models", h)
     if status == 401 or status == 403:
         raise PreflightError(f"{url} {REJECTED.format(status)}")
