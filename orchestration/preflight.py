@@ -68,7 +68,7 @@ def _auth(url: str, api_key: str | None, headers: Headers) -> tuple[str, dict[st
 
 # the simulator's per-request fault (docs/simulator.md) is for the load: a preflight sent it would fail by design
 LOAD_ONLY_HEADERS = frozenset({"x-sim-fault"})
-REJECTED = "rejected the credentials (HTTP {}): set VLLM_LOCUST_API_KEY or --api-key, or the gateway's --header"
+REJECTED = "rejected the API key or credentials (HTTP {}): set VLLM_LOCUST_API_KEY or --api-key, or a gateway's --header"
 
 
 def check_server(url: str, model: str | None, api_key: str | None, endpoint: str = "chat",
