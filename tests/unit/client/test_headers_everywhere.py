@@ -95,3 +95,11 @@ def test_calibrate_probe_and_sweep_server_health_carry_the_headers() -> None:
         )
         assert ok, why
     assert refused == []
+
+
+def test_sweep_server_never_writes_the_servers_key(monkeypatch) -> None:
+    from orchestration.capacity.serve_sweep import shown_cmd
+
+    monkeypatch.setenv("VLLM_LOCUST_API_KEY", "sk-run-1234")
+    argv = ["vllm", "serve", "m", "--api-key", "sk-serve-99", "--x=sk-run-1234", "--url", "http://u:pw12@h"]
+    assert shown_cmd(argv) == "vllm serve m --api-key '***' --x=*** --url http://h"
