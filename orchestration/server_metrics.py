@@ -57,8 +57,8 @@ SERVER_METRICS_FILE = SERVER_METRICS  # vllm_users.run_dir's name, kept under it
 
 def scrape_target(a: Options, host: str, headers: Mapping[str, str]) -> tuple[str, dict[str, str]]:
     """The /metrics URL (without userinfo) and its headers: --metrics-header when given, else the run's `headers`
-    (--header, the API key) when /metrics is on the --host's origin, else none; the URL's userinfo as Basic auth
-    (an explicit Authorization header wins)."""
+    (--header, the API key) when /metrics is on the --host's origin, else none; the URL's own userinfo as Basic
+    auth (over the run's Authorization; a --metrics-header Authorization wins over it)."""
     url, basic = split_userinfo(a.server_metrics or host.rstrip("/") + "/metrics")
     if a.metrics_header:
         return url, {**basic, **header_lines(a.metrics_header)}

@@ -8,7 +8,7 @@ them out of everything vllm-locust writes or shows.
   token, secret, auth, password, session...) or its value looks like one (an auth scheme, a long opaque token):
   when in doubt its value is redacted.
 - `Redactor` holds the run's secret values and masks them in any text; `redact_argv` a command line,
-  `redact_url` a URL, `redact_headers` a header dict. Every writer goes through one of these.
+  `redact_url` a URL. Every writer goes through one of these.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 __all__ = [
-    "MASK", "Redactor", "connection_headers", "header_lines", "is_secret_header", "redact_argv", "redact_headers",
-    "redact_url", "same_origin", "secret_values", "split_userinfo", "with_api_key", "without_api_key",
+    "MASK", "Redactor", "connection_headers", "header_lines", "is_secret_header", "redact_argv", "redact_url",
+    "same_origin", "secret_values", "split_userinfo", "with_api_key", "without_api_key",
 ]  # fmt: skip
 
 MASK = "***"
@@ -30,9 +30,8 @@ _SECRET_NAME_PARTS = ("auth", "key", "token", "secret", "cookie", "session", "pa
 _AUTH_SCHEMES = re.compile(r"^\s*(basic|bearer|digest|token|apikey|api-key|negotiate|ntlm|hmac|aws4|sharedkey)\b",
                            re.IGNORECASE)  # fmt: skip
 _OPAQUE = re.compile(r"^[A-Za-z0-9._~+/=:-]{20,}$")  # a long run without spaces: a token, most likely
-MIN_SECRET_LEN = (
-    4  # shorter values are masked where they are named (a header's value), not searched for in text
-)
+# shorter values are masked where they are named (a header's value), not searched for in text
+MIN_SECRET_LEN = 4
 
 
 def is_secret_header(name: str, value: str = "") -> bool:
@@ -110,11 +109,6 @@ def same_origin(a: str, b: str) -> bool:
         return False
 
 
-def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """`headers` with every credential's value masked."""
-    return {k: (MASK if is_secret_header(k, v) else v) for k, v in headers.items()}
-
-
 def secret_values(headers: Mapping[str, str] = {}, api_key: str | None = None,  # noqa: B006 - never mutated
                   urls: Sequence[str] = ()) -> list[str]:  # fmt: skip
     """The strings that must never be written: secret headers' values (and a scheme's token alone), the API key,
@@ -158,7 +152,8 @@ class Redactor:
         return _USERINFO.sub(r"\1", s)
 
     def data(self, b: bytes) -> bytes:
-        """Bytes form of `text` (secrets only)."""
+        """The secret values of `b` masked (a web page, a script, a download: URL-like text there is left alone,
+        a password in a URL is among the values)."""
         for secret in self.secrets:
             b = b.replace(secret.encode(), MASK.encode())
         return b
