@@ -99,3 +99,22 @@ def test_metrics_elsewhere_gets_its_own_url_and_header(tmp_path) -> None:
     run_dir = str(tmp_path / "r")
     _check_ok(p, run_dir, served=0)  # the other server's counters: it served none of the load
     assert _leaks(run_dir, p.stdout + p.stderr, {"metrics token": token}) == []
+
+
+@pytest.mark.timeout(240)
+def test_plain_locust_sends_url_userinfo_and_writes_no_password(tmp_path) -> None:
+    password = f"pw-{secrets.token_hex(6)}"
+    basic = base64.b64encode(f"al:{password}".encode()).decode()
+    out = str(tmp_path / "plain")
+    with start_simulator(["--fixed", "--ttft-ms", "2", "--itl-ms", "1",
+                          "--require-header", f"Authorization: Basic {basic}"]) as sim:  # fmt: skip
+        p = subprocess.run([sys.executable, "-m", "locust", "-f", "locustfiles/chat.py", "--headless", "-u", "2",
+                            "-r", "10", "-t", "60s", "--host", sim.url.replace("http://", f"http://al:{password}@"),
+                            "--num-prompts", "8", "--input-len", "16", "--output-len", "4", "--results-dir", out],
+                           capture_output=True, text=True, timeout=180)  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    with open(os.path.join(out, "result.json")) as fh:
+        assert json.load(fh)["completed"] == 8
+    with open(os.path.join(out, "run_meta.json")) as fh:
+        assert json.load(fh)["host"] == sim.url
+    assert _leaks(out, p.stdout + p.stderr, {"password": password, "basic token": basic}) == []
