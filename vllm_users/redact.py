@@ -146,9 +146,16 @@ class Redactor:
         self.secrets = sorted({s for s in secrets if s and len(s) >= MIN_SECRET_LEN}, key=len, reverse=True)
 
     def text(self, s: str) -> str:
-        """`s` with every secret value and URL userinfo masked."""
+        """`s` with every secret value and URL userinfo masked, and a secret's beginning where `s` ends in one (a
+        message cut to a length inside a credential it quoted)."""
         for secret in self.secrets:
             s = s.replace(secret, MASK)
+        for secret in self.secrets:
+            cut = next(
+                (n for n in range(len(secret) - 1, MIN_SECRET_LEN - 1, -1) if s.endswith(secret[:n])), 0
+            )
+            if cut:
+                s = s[:-cut] + MASK
         return _USERINFO.sub(r"\1", s)
 
     def data(self, b: bytes) -> bytes:

@@ -130,3 +130,9 @@ def test_k8s_render_keeps_credentials_out_of_the_configmap(field, value) -> None
 def test_redactor_masks_bytes_too() -> None:
     r = Redactor(secret_values(urls=["http://al:pw-4567@h"]))
     assert r.data(b'<a href="http://al:pw-4567@h/x">tok</a>') == b'<a href="http://***@h/x">tok</a>'
+
+
+def test_a_message_cut_inside_a_secret_keeps_none_of_it() -> None:
+    r = Redactor(["gw-0123456789"])
+    assert r.text("refused: {'X-Gateway-Token': 'gw-01234") == "refused: {'X-Gateway-Token': '***"
+    assert r.text("refused: gw-") == "refused: gw-"  # shorter than MIN_SECRET_LEN: not a secret's beginning

@@ -5,11 +5,13 @@ included) and everything the command printed searched for each secret."""
 from __future__ import annotations
 
 import base64
+import http.server
 import json
 import os
 import secrets
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -118,3 +120,50 @@ def test_plain_locust_sends_url_userinfo_and_writes_no_password(tmp_path) -> Non
     with open(os.path.join(out, "run_meta.json")) as fh:
         assert json.load(fh)["host"] == sim.url
     assert _leaks(out, p.stdout + p.stderr, {"password": password, "basic token": basic}) == []
+
+
+class _Echo(http.server.BaseHTTPRequestHandler):
+    """Lists one model; answers every POST 500 with the request's own headers in the error (a debugging proxy)."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self._send(200, {"data": [{"id": "m"}]})
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self._send(500, {"error": {"message": f"upstream refused: {dict(self.headers)}"}})
+
+    def _send(self, status: int, doc: dict) -> None:
+        body = json.dumps(doc).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+@pytest.mark.timeout(240)
+def test_an_error_that_echoes_the_credentials_is_recorded_without_them(tmp_path) -> None:
+    key, header = f"key-{secrets.token_hex(8)}", f"gw-{secrets.token_hex(8)}"
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    out = str(tmp_path / "plain")
+    try:
+        p = subprocess.run([sys.executable, "-m", "locust", "-f", "locustfiles/chat.py", "--headless", "-u", "1",
+                            "-r", "10", "-t", "60s", "--host", f"http://127.0.0.1:{srv.server_port}", "--model", "m",
+                            "--num-prompts", "3", "--results-dir", out],
+                           capture_output=True, text=True, timeout=180,
+                           env={**os.environ, "VLLM_LOCUST_API_KEY": key,
+                                "VLLM_LOCUST_EXTRA_HEADERS": json.dumps({"X-Gateway-Token": header})})  # fmt: skip
+    finally:
+        srv.shutdown()
+    with open(os.path.join(out, "result.json")) as fh:
+        assert json.load(fh)["failed"] == 3, p.stderr[-2000:]
+    with open(os.path.join(out, "records.jsonl")) as fh:
+        assert (
+            "upstream refused" in fh.read()
+        )  # the server's words are kept, its echo of the credentials is not
+    # the server's answer is cut inside the header's value: not even its first characters are kept
+    assert _leaks(out, p.stdout + p.stderr, {"api key": key[:8], "header": header[:8]}) == []
