@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from vllm_users.client import stdlib_http
 from vllm_users.errors import PreflightError, UsageError  # raised here; importable from here too
-from vllm_users.redact import connection_headers
+from vllm_users.redact import Redactor, connection_headers, secret_values
 from vllm_users.workload.calibrate_url import calibrate_url
 from vllm_users.workload.model_mix import model_names
 from vllm_users.workload.prompts import LengthModel
@@ -137,6 +137,7 @@ def _check_stream(url: str, model: str, h: dict[str, str], endpoint: str, last: 
                              "not serve it (docs/scenarios.md)")  # fmt: skip
     if status != 200:
         msg = raw[:160].decode("utf-8", "replace").strip().replace("\n", " ")
+        msg = Redactor(secret_values(h)).text(msg)  # a server may quote the request's credentials
         raise PreflightError(f"POST {path} on {url} failed with HTTP {status}: {msg}")
     if not probe.get("stream"):
         if "json" not in ctype:

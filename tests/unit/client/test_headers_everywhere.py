@@ -103,3 +103,35 @@ def test_sweep_server_never_writes_the_servers_key(monkeypatch) -> None:
     monkeypatch.setenv("VLLM_LOCUST_API_KEY", "sk-run-1234")
     argv = ["vllm", "serve", "m", "--api-key", "sk-serve-99", "--x=sk-run-1234", "--url", "http://u:pw12@h"]
     assert shown_cmd(argv) == "vllm serve m --api-key '***' --x=*** --url http://h"
+
+
+def test_a_preflight_error_that_quotes_the_credentials_shows_none(capsys) -> None:
+    from orchestration.preflight import PreflightError, check_server
+
+    class Echo(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            self._send(200, b'{"data": [{"id": "m"}]}')
+
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self._send(400, f"bad request from {self.headers.get('X-Gateway-Token')}".encode())
+
+        def _send(self, status: int, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(PreflightError) as e:
+            check_server(
+                f"http://127.0.0.1:{srv.server_address[1]}", "m", None, headers={"X-Gateway-Token": "gw-77x"}
+            )
+    finally:
+        srv.shutdown()
+    assert "bad request from ***" in str(e.value) and "gw-77x" not in str(e.value)
