@@ -28,7 +28,8 @@ from vllm_users.distributed.server_profile import profile_line
 from vllm_users.distributed.user_errors import summary_line
 from vllm_users.measure.run_result import RunResult, load_result, result_path
 from vllm_users.measure.verdict import no_completed_reason
-from vllm_users.options import SPECS, Options, flag, locust_argv
+from vllm_users.options import METRICS_HEADERS_ENV, SPECS, Options, env_name, flag, locust_argv
+from vllm_users.redact import Redactor, header_lines, redact_argv, secret_values, without_api_key
 from vllm_users.workload.classes import classes_json
 from vllm_users.workload.model_mix import model_names
 from vllm_users.workload.prompts import LengthModel
@@ -57,7 +58,7 @@ def _free_port() -> int:
 
 def header_dict(a: Options) -> dict[str, str]:
     """--header NAME:VALUE ... as a dict."""
-    return {h.partition(":")[0].strip(): h.partition(":")[2].strip() for h in a.header}
+    return header_lines(a.header)
 
 
 def locust_args(a: Options, host: str, model: str, run_dir: str, locustfile: str, port: int,
@@ -91,8 +92,6 @@ def locust_args(a: Options, host: str, model: str, run_dir: str, locustfile: str
         set_by_run["model"] = a.model
     if not open_loop:
         set_by_run["max_concurrency"] = None  # closed loop: it only chose the users
-    if a.header:
-        set_by_run["extra_headers"] = json.dumps(header_dict(a))
     if a.class_:  # traffic classes (issue 22): --class is run's (repeatable); the workers get them as JSON
         set_by_run["vllm_classes"] = classes_json(a.class_)
     if lengths is not None:  # the workers take it from the spawn message instead of calibrating
@@ -100,23 +99,29 @@ def locust_args(a: Options, host: str, model: str, run_dir: str, locustfile: str
     return args + locust_argv(a, **set_by_run)
 
 
-def launch(a: Options, host: str, model: str, run_dir: str, locustfile: str,
-           api_key: str | None, sim: Any, watch: Any, lengths: LengthModel | None = None) -> int:  # fmt: skip
+def launch(a: Options, host: str, model: str, run_dir: str, locustfile: str, api_key: str | None, sim: Any,
+           watch: Any, lengths: LengthModel | None = None, headers: dict[str, str] | None = None) -> int:  # fmt: skip
     """Start the master and `a.workers` local workers on `locustfile`, wait for the run, summarise it; its exit
     code. `sim`: the embedded simulator (or None); `watch`: see orchestration.commands.run.run; `lengths`: the
-    preflight's prompt-length calibration."""
+    preflight's prompt-length calibration; `headers`: every request's (--header, the host's userinfo, the key)."""
+    from orchestration.server_metrics import ServerMetricsSampler, scrape_target
+
     port = a.master_port or _free_port()
-    env = C.child_env(api_key)
+    metrics_url, metrics_headers = scrape_target(a, host, headers or {})
+    # credentials travel in the environment, never on a command line (`ps` shows those to every user)
+    extra = {METRICS_HEADERS_ENV: json.dumps(metrics_headers)} if metrics_headers else {}
+    shipped = without_api_key(headers or {}, api_key)  # the key has its own variable
+    if shipped:
+        extra[env_name("extra_headers")] = json.dumps(shipped)
+    env = C.child_env(api_key, extra)
     py = [sys.executable, "-m", "locust"]
     margs = locust_args(a, host, model, run_dir, locustfile, port, embedded_sim=sim is not None, lengths=lengths)
+    known = Redactor(secret_values(headers or {}, api_key))  # e.g. a key repeated inside --sim-args
     with open(R.path(run_dir, R.COMMAND), "w") as fh:
-        json.dump({"argv": _redact(sys.argv[1:]), "locust_master": _redact(margs)}, fh, indent=1)
+        json.dump({"argv": _redact(sys.argv[1:], known), "locust_master": _redact(margs, known)}, fh, indent=1)
     sampler = None
     if not a.no_server_metrics:  # a background thread here, started before load and stopped after it
-        from orchestration.server_metrics import ServerMetricsSampler
-
-        sampler = ServerMetricsSampler(a.server_metrics or host.rstrip("/") + "/metrics",
-                                       R.path(run_dir, R.SERVER_METRICS))  # fmt: skip
+        sampler = ServerMetricsSampler(metrics_url, R.path(run_dir, R.SERVER_METRICS), headers=metrics_headers)
         sampler.start()
     master_log = open(R.path(run_dir, R.MASTER_OUT), "w")
     # own session (Ctrl-C is forwarded, so results get written), but SIGTERM when we die, however we die;
@@ -170,21 +175,13 @@ def _code_of(res: RunResult, master_rc: int | None) -> int:
     return res.exit_code if res.exit_code is not None else master_rc or 0
 
 
-def _redact(argv: list[str]) -> list[str]:
-    secret = tuple(flag(n) for n, spec in SPECS.items() if spec.secret)  # may carry credentials
-    out, skip = [], False
-    for x in argv:
-        if skip:
-            out.append("***")
-            skip = False
-        elif x in secret:
-            out.append(x)
-            skip = True
-        elif x.startswith(tuple(f + "=" for f in secret)):
-            out.append(x.split("=", 1)[0] + "=***")
-        else:
-            out.append(x)
-    return out
+HEADER_FLAGS = (flag("header"), flag("metrics_header"))  # 'Name: value': a credential's value is masked
+
+
+def _redact(argv: list[str], known: Redactor) -> list[str]:
+    """The command line as command.json keeps it: secret options' values, credentials and userinfo masked."""
+    secret = tuple(flag(n) for n, spec in SPECS.items() if spec.secret and flag(n) not in HEADER_FLAGS)
+    return [known.text(x) for x in redact_argv(argv, secret, HEADER_FLAGS)]
 
 
 def _wait(a: Options, master: subprocess.Popen, run_dir: str, watch: Any,

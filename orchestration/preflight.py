@@ -7,13 +7,14 @@ import json
 import socket
 import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from vllm_users.client import stdlib_http, tls
 from vllm_users.errors import PreflightError, UsageError  # raised here; importable from here too
+from vllm_users.redact import Redactor, connection_headers, secret_values
 from vllm_users.workload.calibrate_url import calibrate_url
 from vllm_users.workload.model_mix import model_names
 from vllm_users.workload.prompts import LengthModel
@@ -60,26 +61,35 @@ def _request(url: str, method: str, path: str, headers: dict[str, str], body: An
         conn.close()
 
 
-def _headers(api_key: str | None) -> dict[str, str]:
-    h = {"Content-Type": "application/json"}
-    if api_key:
-        h["Authorization"] = f"Bearer {api_key}"
-    return h
+Headers = Mapping[str, str] | None
+
+
+def _auth(url: str, api_key: str | None, headers: Headers) -> tuple[str, dict[str, str]]:
+    """The URL without userinfo and every header a request carries: its userinfo < the API key < --header."""
+    clean, h = connection_headers(url, headers, api_key)
+    return clean, {"Content-Type": "application/json", **h}
+
+
+# the simulator's per-request fault (docs/simulator.md) is for the load: a preflight sent it would fail by design
+LOAD_ONLY_HEADERS = frozenset({"x-sim-fault"})
+REJECTED = "rejected the API key or credentials (HTTP {}): set VLLM_LOCUST_API_KEY or --api-key, or a gateway's --header"
 
 
 def check_server(url: str, model: str | None, api_key: str | None, endpoint: str = "chat",
-                 also: Sequence[str] = ()) -> ServerInfo:  # fmt: skip
+                 also: Sequence[str] = (), headers: Headers = None) -> ServerInfo:  # fmt: skip
     """Raise PreflightError with a one-line reason, or return the model to use (a --model mix's base; every name
-    of the mix and `also`, the traffic classes' models, must be served: a missing LoRA adapter stops here)."""
+    of the mix and `also`, the traffic classes' models, must be served: a missing LoRA adapter stops here).
+    `headers`: --header's (they win over the API key's Authorization and over the URL's userinfo)."""
     try:
         names = model_names(model or "")
     except ValueError as e:
         raise UsageError(str(e)) from None
     model = names[0] if names else None
-    h = _headers(api_key)
+    url, h = _auth(url, api_key, headers)
+    h = {k: v for k, v in h.items() if k.lower() not in LOAD_ONLY_HEADERS}
     status, ctype, body = _request(url, "GET", "/v1/models", h)
     if status == 401 or status == 403:
-        raise PreflightError(f"{url} rejected the API key (HTTP {status}); set VLLM_LOCUST_API_KEY or --api-key")
+        raise PreflightError(f"{url} {REJECTED.format(status)}")
     if status != 200:
         raise PreflightError(f"{url} is not an OpenAI-compatible server: GET /v1/models returned HTTP {status}")
     try:
@@ -123,7 +133,7 @@ def _check_stream(url: str, model: str, h: dict[str, str], endpoint: str, last: 
     body: dict[str, Any] = {"model": model, **probe}
     status, ctype, raw = _request(url, "POST", path, h, body, timeout=60.0)
     if status in (401, 403):
-        raise PreflightError(f"{url} rejected the API key (HTTP {status}); set VLLM_LOCUST_API_KEY or --api-key")
+        raise PreflightError(f"{url} {REJECTED.format(status)}")
     if status in RETRY_STATUSES and not last:
         return status
     if status in (404, 405) and endpoint != "chat":  # the server lacks the API (pooling models: no chat)
@@ -131,6 +141,7 @@ def _check_stream(url: str, model: str, h: dict[str, str], endpoint: str, last: 
                              "not serve it (docs/scenarios.md)")  # fmt: skip
     if status != 200:
         msg = raw[:160].decode("utf-8", "replace").strip().replace("\n", " ")
+        msg = Redactor(secret_values(h)).text(msg)  # a server may quote the request's credentials
         raise PreflightError(f"POST {path} on {url} failed with HTTP {status}: {msg}")
     if not probe.get("stream"):
         if "json" not in ctype:
@@ -144,12 +155,13 @@ def _check_stream(url: str, model: str, h: dict[str, str], endpoint: str, last: 
 
 
 def check_context_fits(url: str, model: str, api_key: str | None, input_len: int, output_len: int,
-                       overhead: int = 0) -> int | None:  # fmt: skip
+                       overhead: int = 0, headers: Headers = None) -> int | None:  # fmt: skip
     """--input-len and --output-len must fit the model's context (`max_model_len` of GET /v1/models, as vLLM and
     the simulator list it), or every request fails with a 400: PreflightError naming both. `overhead`: the tokens
     the server adds around a prompt (BOS, chat template; the calibration's). The context length, or None when the
     server does not list it (then nothing is checked)."""
-    status, _ctype, body = _request(url, "GET", "/v1/models", _headers(api_key))
+    url, h = _auth(url, api_key, headers)
+    status, _ctype, body = _request(url, "GET", "/v1/models", h)
     try:
         listed = next(m.get("max_model_len") for m in json.loads(body)["data"] if m.get("id") == model)
     except (ValueError, KeyError, TypeError, AttributeError, StopIteration):
@@ -168,11 +180,12 @@ def check_context_fits(url: str, model: str, api_key: str | None, input_len: int
     return listed
 
 
-def reset_prefix_cache(url: str, api_key: str | None) -> str:
+def reset_prefix_cache(url: str, api_key: str | None, headers: Headers = None) -> str:
     """--reset-prefix-cache: POST /reset_prefix_cache (vLLM's endpoint; served with VLLM_SERVER_DEV_MODE=1) before
     the load; the one line to print. Never raises: a server without it gets a warning, the run goes on."""
+    url, h = _auth(url, api_key, headers)
     try:
-        status, _ctype, raw = _request(url, "POST", "/reset_prefix_cache", _headers(api_key), timeout=30.0)
+        status, _ctype, raw = _request(url, "POST", "/reset_prefix_cache", h, timeout=30.0)
     except PreflightError as e:
         return f"warning: --reset-prefix-cache: {e}; the prefix cache was not reset"
     if status in (404, 405):
@@ -190,10 +203,10 @@ def reset_prefix_cache(url: str, api_key: str | None) -> str:
 
 
 def calibrate_prompts(url: str, model: str, api_key: str | None, endpoint: str = "chat",
-                      headers: dict[str, str] | None = None) -> LengthModel:  # fmt: skip
+                      headers: Headers = None) -> LengthModel:  # fmt: skip
     """The run's one prompt-length calibration (bounded: calibration.MAX_PROBES and MAX_SECONDS), handed to every
     worker; `probes` says what it cost, `warning` when it was rejected or cut short. Never raises for the server."""
-    h = {**(headers or {}), **_headers(api_key)}
+    url, h = _auth(url, api_key, headers)
     lm = calibrate_url(url, model, endpoint in ("chat", "responses"), h)  # both apply the chat template
     lm.probes["where"] = "preflight"
     return lm

@@ -19,11 +19,15 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
-from typing import IO, Any
+from collections.abc import Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any
 
 from vllm_users.client import stdlib_http
 from vllm_users.measure.server_counters import counter_delta, parse_metrics
+from vllm_users.redact import Redactor, header_lines, same_origin, secret_values, split_userinfo
+
+if TYPE_CHECKING:
+    from vllm_users.options import Options
 
 # the metric names live below vllm_users (its live view reads them too); importable from here as before
 from vllm_users.measure.server_metric_names import (
@@ -45,17 +49,33 @@ from vllm_users.run_dir import SERVER_METRICS
 __all__ = [
     "AVERAGED", "GEN_TOKENS", "GPU_UTIL", "HISTOGRAMS", "KEPT_PREFIXES", "KV_USAGE", "PREEMPTIONS", "PREFIX_HITS",
     "PREFIX_QUERIES", "PROMPT_TOKENS", "RUNNING", "SERVER_METRICS_FILE", "WAITING", "ServerMetricsSampler",
-    "histogram_stats", "parse_metrics", "read_samples", "summarize", "summarize_file",
+    "histogram_stats", "parse_metrics", "read_samples", "scrape_target", "summarize", "summarize_file",
 ]  # fmt: skip
 
 SERVER_METRICS_FILE = SERVER_METRICS  # vllm_users.run_dir's name, kept under its old name for callers here
 
 
+def scrape_target(a: Options, host: str, headers: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+    """The /metrics URL (without userinfo) and its headers: --metrics-header when given, else the run's `headers`
+    (--header, the API key) when /metrics is on the --host's origin, else none; the URL's own userinfo as Basic
+    auth (over the run's Authorization; a --metrics-header Authorization wins over it)."""
+    url, basic = split_userinfo(a.server_metrics or host.rstrip("/") + "/metrics")
+    if a.metrics_header:
+        return url, {**basic, **header_lines(a.metrics_header)}
+    if same_origin(url, host):  # the run's credentials never go to another server by themselves
+        own = {k: v for k, v in headers.items() if k.lower() != "content-type"}
+        return url, {**own, **basic}
+    return url, basic
+
+
 class ServerMetricsSampler:
     """A daemon thread scraping URL every `interval` s into `path` (JSONL); never raises into the run."""
 
-    def __init__(self, url: str, path: str, interval: float = 2.0, timeout: float = 2.0) -> None:
-        self.url = url
+    def __init__(self, url: str, path: str, interval: float = 2.0, timeout: float = 2.0,
+                 headers: Mapping[str, str] | None = None) -> None:  # fmt: skip
+        self.url, basic = split_userinfo(url)  # written in the file's first line: never with its userinfo
+        self.headers = {"Accept": "text/plain", **basic, **(headers or {})}
+        self._redactor = Redactor(secret_values(self.headers, urls=[url]))
         self.path = path
         self.interval = min(
             max(interval, 1.0), 5.0
@@ -89,14 +109,14 @@ class ServerMetricsSampler:
         """One scrape as the JSON line's object."""
         t = time.time()
         try:
-            req = urllib.request.Request(self.url, headers={"Accept": "text/plain"})
+            req = urllib.request.Request(self.url, headers=self.headers)
             with stdlib_http.urlopen(req, timeout=self.timeout) as resp:  # interim 1xx responses skipped
                 body = resp.read().decode("utf-8", "replace")
             return {"t": t, "v": parse_metrics(body)}
         except urllib.error.HTTPError as e:
             return {"t": t, "error": f"HTTP {e.code}"}
         except (OSError, ValueError) as e:  # refused, timeout, unparseable text
-            return {"t": t, "error": f"{type(e).__name__}: {e}"[:200]}
+            return {"t": t, "error": self._redactor.text(f"{type(e).__name__}: {e}")[:200]}
 
     def _write(self, row: dict[str, Any]) -> None:
         assert self._fh is not None

@@ -32,6 +32,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
 DURATIONS = TESTS / "durations.json"
+COUNTS = re.compile(
+    r"^\d+ (passed|failed|skipped|errors?|deselected)\b.* in [\d.]+s"
+)  # pytest -q's last line
 EXCLUSIVE = "mark.exclusive"  # how a test file marks the tests that must not share the machine
 # folders run as one job: their tests share session- or package-scoped servers that cost minutes to start
 WHOLE = ("tests/e2e", "tests/integration/deploy")
@@ -219,7 +222,8 @@ def _report(jobs: list[Job], wall: float) -> int:
     lines: list[str] = []
     extra: list[str] = []
     for j in jobs:
-        lines += [ln for ln in _section(logs[id(j)], "short test summary info").splitlines() if ln.strip()]
+        summary = _section(logs[id(j)], "short test summary info").splitlines()
+        lines += [ln for ln in summary if ln.strip() and not COUNTS.search(ln)]
         for title in re.findall(r"^=+ ([^=]*tier[^=]*) =+$", logs[id(j)], re.M):
             extra.append(f"{title}:\n" + _section(logs[id(j)], re.escape(title)))
     print("\n" + "=" * 30 + " short test summary info " + "=" * 30)

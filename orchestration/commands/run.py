@@ -32,6 +32,7 @@ from vllm_users import run_dir as R
 from vllm_users.client import tls
 from vllm_users.measure.run_result import result_path
 from vllm_users.options import RUN, Options, env_api_key
+from vllm_users.redact import connection_headers, redact_url
 from vllm_users.scenarios.registry import for_endpoint, is_class_ref, locustfile_source, mix_label, parse_mix
 from vllm_users.workload.classes import check_scenarios, class_models
 from vllm_users.workload.images import check_images
@@ -120,7 +121,7 @@ def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
     if a.request_rate is not None and math.isinf(a.request_rate) and a.num_prompts is None:
         raise C.UsageError("--request-rate inf needs --num-prompts")
     if a.host and not a.host.startswith(("http://", "https://")):
-        raise C.UsageError(f"--host {a.host!r}: expected a URL like http://127.0.0.1:8000")
+        raise C.UsageError(f"--host {redact_url(a.host)!r}: expected a URL like http://127.0.0.1:8000")
     tls.configure(tls.TLSConfig.of(a))  # the preflight's, calibration's and /metrics' TLS; a bad file: exit 2 now
     if a.twin:
         check_twin(a.twin, a.host)
@@ -186,8 +187,8 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
         raise C.UsageError(f"run directory {run_dir} already holds a result; choose another --run-name")
     R.make_dir(run_dir)
     sim = None
-    try:
-        host = a.host
+    try:  # the host's userinfo becomes a header here: the URL every process, file and line sees has none
+        host, headers = connection_headers(a.host, header_dict(a), api_key)
         if not host:
             from vllm_sim.launch import start_simulator
 
@@ -198,27 +199,27 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
             host = sim.url
             say(a, f"embedded simulator at {host} (pid {sim.pid})")
         try:
-            info = check_server(host, a.model or None, api_key, a.endpoint, also=class_models(a.class_))
+            info = check_server(host, a.model or None, api_key, a.endpoint, class_models(a.class_), headers)
         except PreflightError as e:  # one step of a sweep: its outcome (the sweep records the code and goes on)
             return errors.report(e, PROG)
-        lengths = calibrate_prompts(host, info.model, api_key, a.endpoint, header_dict(a))  # once, for every worker
+        lengths = calibrate_prompts(host, info.model, api_key, a.endpoint, headers)  # once, for every worker
         say(a, lengths_line(lengths))
         if lengths.warning:
             print(f"{PROG}: warning: {lengths.warning}", file=sys.stderr, flush=True)
         if _synthetic_lengths(a, files):  # --input-len/--output-len are what is sent: they must fit the context
             try:
-                check_context_fits(host, info.model, api_key, a.input_len, _output_len(a), lengths.overhead or 0)
+                check_context_fits(host, info.model, api_key, a.input_len, _output_len(a), lengths.overhead or 0, headers)
             except PreflightError as e:
                 return errors.report(e, PROG)
         with open(R.path(run_dir, R.PREFLIGHT), "w") as fh:
             json.dump({"model": info.model, "models": info.models, "stream_attempts": info.attempts,
                        "calibration": lengths.summary()}, fh)  # fmt: skip
         if a.reset_prefix_cache:  # in the preflight: never inside the measured window
-            print(f"vllm-locust: {reset_prefix_cache(host, api_key)}", flush=True)
+            print(f"vllm-locust: {reset_prefix_cache(host, api_key, headers)}", flush=True)
         locustfile = R.path(run_dir, R.LOCUSTFILE)
         with open(locustfile, "w") as fh:
             fh.write(locustfile_source(mix, files))
-        return launch(a, host, info.model, run_dir, locustfile, api_key, sim, watch, lengths)
+        return launch(a, host, info.model, run_dir, locustfile, api_key, sim, watch, lengths, headers)
     finally:
         if sim is not None:
             sim.stop()

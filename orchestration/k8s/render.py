@@ -25,6 +25,7 @@ from orchestration.commands import reported
 from orchestration.commands.run import new_run_parser, validate
 from orchestration.k8s import tls as k8s_tls
 from vllm_users.options import DEFAULTS, RUN, Options, table
+from vllm_users.redact import is_secret_header, redact_url
 
 __all__ = ["CLUSTER_OWNED", "MANIFESTS", "METRICS_PORT", "main", "render", "render_parser", "run_config", "write"]
 
@@ -72,6 +73,26 @@ def run_config(o: Options) -> dict[str, Any]:
     return out
 
 
+def refuse_credentials(o: Options) -> None:
+    """UsageError when an option would put a credential into config.yaml (a ConfigMap, readable by anyone who
+    can read the namespace): a URL's userinfo, or an auth-like --header / --metrics-header."""
+    for name in ("host", "server_metrics"):
+        url = getattr(o, name)
+        if url and redact_url(url) != url:
+            raise C.UsageError(f"--{name.replace('_', '-')}: its user:password would land in the ConfigMap "
+                               f"config.yaml; give the URL without it and the credential as {SECRET_HINT}")  # fmt: skip
+    for name in ("header", "metrics_header"):
+        for item in getattr(o, name):
+            key, _, value = item.partition(":")
+            if is_secret_header(key, value.strip()):
+                raise C.UsageError(f"--{name.replace('_', '-')} '{key.strip()}: ...' carries a credential, which "
+                                   f"would land in the ConfigMap config.yaml; give it as {SECRET_HINT}")  # fmt: skip
+
+
+SECRET_HINT = ("the API key (Secret vllm-locust-api-key, key api-key) or the header (Secret vllm-locust-header, key "
+               "header: 'NAME: VALUE'; docs/kubernetes.md)")  # fmt: skip
+
+
 def _image(ref: str) -> tuple[str, str]:
     name, sep, tag = ref.rpartition(":")
     if not sep or "/" in tag:
@@ -94,6 +115,7 @@ def render(given: Options, a: Options, r: argparse.Namespace) -> dict[str, str]:
     k8s_tls.check(a, r)  # the TLS files come from the cluster: those paths are checked in the pods, not here
     pod = dataclasses.replace(a, workers=workers, ca_bundle="", client_cert="", client_key="")
     validate(pod)  # the master would refuse these options in its pod: refuse them now
+    refuse_credentials(given)
     parts = urlsplit(a.host)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     options = run_config(given)
@@ -108,7 +130,8 @@ def render(given: Options, a: Options, r: argparse.Namespace) -> dict[str, str]:
         files = {k: v for k, v in files.items() if not k.startswith("pvc/")}
     header = ("# vllm-locust run options, written by `vllm-locust k8s render`; the same file works locally:\n"
               "#   vllm-locust run --config config.yaml\n"
-              "# The API key is not here: Secret vllm-locust-api-key (key api-key) -> env VLLM_LOCUST_API_KEY.\n")  # fmt: skip
+              "# The API key is not here: Secret vllm-locust-api-key (key api-key) -> env VLLM_LOCUST_API_KEY;\n"
+              "# nor a gateway's header: Secret vllm-locust-header (key header) -> env VLLM_LOCUST_HEADER.\n")  # fmt: skip
     name, tag = _image(r.image)
     kust: dict[str, Any] = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",

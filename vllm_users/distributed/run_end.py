@@ -31,7 +31,8 @@ from vllm_users.measure.run_result import RunResult
 from vllm_users.measure.server_counters import LoadCounters, around_load, prefix_cache_warning
 from vllm_users.measure.verdict import calibration_warning, no_completed_reason
 from vllm_users.measure.windows import parse_optional
-from vllm_users.options import Options, env_api_key
+from vllm_users.options import METRICS_HEADERS_ENV, Options, env_api_key
+from vllm_users.redact import redact_url, with_api_key
 
 log = logging.getLogger("vllm_locust")
 
@@ -41,9 +42,23 @@ def start_profile(o: Options, host: str | None) -> ServerProfile | None:
     if not o.profile or not host:
         return None
     warm = parse_optional(o.warmup)
-    profile = ServerProfile(host, env_api_key(), delay_s=(warm.seconds or 0.0) if warm else 0.0)
+    profile = ServerProfile(host, request_headers(o), delay_s=(warm.seconds or 0.0) if warm else 0.0)
     profile.start()
     return profile
+
+
+def request_headers(o: Options) -> dict[str, str]:
+    """Every request's credentials in a Locust process: --header's (its extra_headers) and the API key's Bearer."""
+    return with_api_key(json.loads(o.extra_headers) if o.extra_headers else {}, env_api_key())
+
+
+def metrics_headers() -> dict[str, str]:
+    """The /metrics scrape's headers `vllm-locust run` handed its master (METRICS_HEADERS_ENV), or none."""
+    try:
+        h = json.loads(os.environ.get(METRICS_HEADERS_ENV) or "{}")
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in h.items()} if isinstance(h, dict) else {}
 
 
 def stop_profile(profile: ServerProfile | None, results_dir: str) -> dict[str, Any] | None:
@@ -174,7 +189,7 @@ def final_result(results_dir: str, meta: dict[str, Any], o: Options, collector: 
     said = [w for w in (calibration_warning(meta), no_completed_reason(res)) if w and w not in res.warnings]
     if said:
         res = res.replace(warnings=(*res.warnings, *said))
-    counters = around_load(results_dir)  # the server's /metrics before the load and now (None: not sampled)
+    counters = around_load(results_dir, headers=metrics_headers())  # the server's /metrics before the load and now (None: not sampled)
     res = with_server_served(res, o, results_dir, host, counters)
     warning = prefix_cache_warning(
         counters, dict(res.metrics), list(res.per_scenario), bool(o.dataset or (o.prefix_len and o.cache_rate)),
@@ -219,7 +234,7 @@ def run_meta(o: Options, env: Environment, t_start: float, run_time: float | Non
     return {
         "date": time.strftime("%Y%m%d-%H%M%S", time.localtime(t_start)),
         "started_at": t_start,
-        "host": env.host,
+        "host": redact_url(env.host or "") or None,
         "model_id": o.model or os.environ.get("VLLM_LOCUST_RESOLVED_MODEL"),
         "tokenizer_id": o.tokenizer or None,
         "endpoint": o.endpoint,
