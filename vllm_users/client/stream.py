@@ -16,6 +16,7 @@ from typing import Any
 import gevent
 
 from vllm_users.client import responses as R
+from vllm_users.client import sse_forms as F
 from vllm_users.client.ghc_adapter import (
     HTTPClient,
     HTTPConnectionClosed,
@@ -55,6 +56,7 @@ class StreamResult:
     streamed: bool = True  # False: a non-streamed answer (one JSON body; its only "chunk" is the end)
     reasoning_chunks: int = 0  # output chunks that carried reasoning only, before the first answer chunk
     t_answer: float = 0.0  # perf_counter s of the first answer chunk (content or tool call); 0.0 before it
+    encoding: str | None = None  # the body's Content-Encoding when the server compressed it (decoded here)
 
     @property
     def text(self) -> str:
@@ -103,7 +105,11 @@ def is_reasoning_only(payload: bytes) -> bool:
         return False
     if not (_has_text(payload, _REASONING_KEYS[0]) or _has_text(payload, _REASONING_KEYS[1])):
         return False
-    return not _has_text(payload, b'"content":') and b'"tool_calls":[{' not in payload and b'"tool_calls": [{' not in payload
+    return (
+        not _has_text(payload, b'"content":')
+        and b'"tool_calls":[{' not in payload
+        and b'"tool_calls": [{' not in payload
+    )
 
 
 def is_completion_output(payload: bytes) -> bool:
@@ -125,6 +131,7 @@ class _Events:
 
     __slots__ = (
         "res", "completions", "want_text", "pending", "data", "_is_out", "_after_cr", "_before_answer", "_responses",
+        "_error_event",
     )  # fmt: skip
 
     def __init__(self, res: StreamResult, api: str, want_text: bool) -> None:
@@ -137,6 +144,7 @@ class _Events:
         self._is_out = is_completion_output if completions else is_chat_output
         self._after_cr = False  # the last read ended in CR: an LF that starts the next one belongs to it
         self._before_answer = not completions  # chat: no answer chunk yet (reasoning may come first)
+        self._error_event = False  # this event came with `event: error` (OpenAI's error events)
 
     def feed(self, data: bytes, now: float) -> None:
         """Process newly received body bytes that arrived at perf_counter time `now`.
@@ -160,11 +168,13 @@ class _Events:
         for line in lines:
             if not line:
                 if self.data:
-                    self._dispatch(b"\n".join(self.data) if len(self.data) > 1 else self.data[0], now)
-                    self.data = []
+                    self._dispatch(self._joined(), now)
+                self._error_event = False
             elif line.startswith(b"data:"):
                 self.data.append(line[6:] if line[5:6] == b" " else line[5:])
-            # comment lines (":...") and other fields (event:, id:, retry:) are ignored
+            elif line.startswith(b"event:") and line[6:].strip() == b"error":
+                self._error_event = True
+            # comment lines (":...") and other fields (other events, id:, retry:) are ignored
 
     def finish(self, now: float) -> None:
         """End of body: dispatch a last event that had no blank line after it."""
@@ -175,16 +185,30 @@ class _Events:
                 self.res.error_detail = "stream ended inside an event line"
             self.pending = b""
         if self.data:
-            self._dispatch(b"\n".join(self.data), now)
-            self.data = []
+            self._dispatch(self._joined(), now)
+
+    def _joined(self) -> bytes:
+        """The event's data (its `data:` lines joined by LF, JSON whitespace: such an event is rewritten compact)."""
+        data, self.data = self.data, []
+        return data[0] if len(data) == 1 else F.compact(b"\n".join(data))
 
     def _dispatch(self, payload: bytes, now: float) -> None:
         res = self.res
-        if self._responses:
-            self._dispatch_responses(payload, now)
-            return
         if payload[:6] == _DONE:
             res.done = True
+            return
+        if not F.is_compact(
+            payload
+        ):  # a re-serializing proxy's `"usage": {`: rewritten compact, then read alike
+            payload = F.compact(payload)
+            if payload == _DONE:
+                res.done = True
+                return
+        if self._error_event:
+            self._error(payload)
+            return
+        if self._responses:
+            self._dispatch_responses(payload, now)
             return
         if self._is_out(payload):
             res.chunk_times.append(now)
@@ -205,19 +229,22 @@ class _Events:
         if b'"choices":[{' in payload or b'"choices": [{' in payload:
             res.choice_events += 1
         if b'"error"' in payload and b'"choices"' not in payload:
-            try:
-                err = json.loads(payload).get("error")
-            except ValueError:
-                err = None
-            res.error = "inband_error"
-            msg = err.get("message") if isinstance(err, dict) else err
-            res.error_detail = str(msg)[:200] if msg else "error event in stream"
+            self._error(payload)
             return
-        if b'"usage":{' in payload or b'"usage": {' in payload:
+        if b'"usage":{' in payload:
             self._usage(payload)
         fr = _finish_reason(payload)
         if fr:
             res.finish_reason = fr
+
+    def _error(self, payload: bytes) -> None:
+        """An error event: the server's own message in the record (`{"error": {...}}`, OpenAI's `event: error`)."""
+        try:
+            msg = F.error_message(json.loads(payload))
+        except ValueError:
+            msg = F.clean_message(payload.decode("utf-8", "replace")) if self._error_event else None
+        self.res.error = "inband_error"
+        self.res.error_detail = msg or "error event in stream"
 
     def _dispatch_responses(self, payload: bytes, now: float) -> None:
         """One Responses event (client/responses.py: `dispatch`)."""
@@ -258,17 +285,6 @@ class _Events:
                 slot["arguments"] += fn["arguments"]
 
 
-def _error_message(body: bytes) -> str:
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        return body[:120].decode("utf-8", "replace").strip() or "empty body"
-    err = doc.get("error", doc) if isinstance(doc, dict) else doc
-    if isinstance(err, dict):
-        err = err.get("message") or err
-    return str(err)[:200]
-
-
 def send_and_read(
     client: HTTPClient,
     path: str,
@@ -291,21 +307,33 @@ def send_and_read(
         res.status = resp.status_code
         if res.status != 200:
             res.error = "http"
-            res.error_detail = f"HTTP {res.status}: {_error_message(resp.read(65536))}"
+            msg = F.body_error(resp.read(65536), str(resp.get("content-encoding") or ""))
+            res.error_detail = f"HTTP {res.status}: {msg}"
             return res
+        encoding = str(resp.get("content-encoding") or "")
         if not stream:
-            _read_whole(resp, res, api, want_text)
+            _read_whole(resp, res, api, want_text, encoding)
             return res
         ctype = str(resp.get("content-type") or "")
-        if "text/event-stream" not in ctype:
-            res.error = "bad_response"
-            res.error_detail = f"expected text/event-stream, got {ctype or 'no content-type'}"
-            resp.read(65536)
+        if not F.is_event_stream(ctype):
+            res.error, res.error_detail = F.not_a_stream(resp.read(65536), ctype, encoding)
             return res
+        sink: Any = events
+        if (
+            encoding
+        ):  # a proxy compressed the stream (against `Accept-Encoding: identity`): decoded as it comes
+            try:
+                dec = F.decoder(encoding)
+            except F.DecodeError as e:
+                res.error, res.error_detail = "bad_response", str(e)
+                return res
+            if dec is not None:
+                res.encoding = encoding.strip().lower()
+                sink = F.Decoded(events, dec)
         if USE_REACTOR:
-            reactor().read_body(resp, events, now)
+            reactor().read_body(resp, sink, now)
         else:
-            _read_stream(resp, events, now)
+            _read_stream(resp, sink, now)
     except (gevent.Timeout, TimeoutError):
         res.error = "timeout"
         res.error_detail = "read timed out" if res.status else "connect or header timeout"
@@ -322,6 +350,8 @@ def send_and_read(
     except HTTPParseError as e:
         res.error = "truncated" if res.status == 200 else "bad_response"
         res.error_detail = f"HTTP parse error: {e}"[:200]
+    except F.DecodeError as e:
+        res.error, res.error_detail = "bad_response", str(e)[:200]
     finally:
         res.t_end = perf_counter()
         if resp is not None and res.error is not None:
@@ -336,11 +366,13 @@ def send_and_read(
         elif not res.chunk_times:
             only_usage = res.usage is not None and not res.choice_events
             res.error = "usage_only" if only_usage else "no_output"
-            res.error_detail = "stream carried only a usage chunk" if only_usage else "stream carried no output"
+            res.error_detail = (
+                "stream carried only a usage chunk" if only_usage else "stream carried no output"
+            )
     return res
 
 
-def _read_stream(resp: StampedResponse, events: _Events, now: float) -> None:
+def _read_stream(resp: StampedResponse, events: F.Feed, now: float) -> None:
     recv = resp.recv_stamped
     while not resp.drain_into(events, now):
         sock = response_socket(resp)
@@ -356,11 +388,17 @@ def _read_stream(resp: StampedResponse, events: _Events, now: float) -> None:
     events.finish(now)
 
 
-def _read_whole(resp: Any, res: StreamResult, api: str, want_text: bool) -> None:
+def _read_whole(resp: Any, res: StreamResult, api: str, want_text: bool, encoding: str = "") -> None:
     raw = resp.read()
     res.t_end = perf_counter()
     try:
+        if encoding:
+            raw = F.decode_all(raw, encoding)
+            res.encoding = encoding.strip().lower() if F.decoder(encoding) is not None else None
         doc = json.loads(raw)
+    except F.DecodeError as e:
+        res.error, res.error_detail = "bad_response", str(e)[:200]
+        return
     except ValueError:
         res.error = "bad_response"
         res.error_detail = "response is not JSON"
