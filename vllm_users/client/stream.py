@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
@@ -17,6 +18,13 @@ import gevent
 
 from vllm_users.client import responses as R
 from vllm_users.client import sse_forms as F
+from vllm_users.client.chunks import (  # noqa: F401 - is_chat_output, is_completion_output: imported from here too
+    finish_reason_of,
+    has_object,
+    is_chat_output,
+    is_completion_output,
+    is_reasoning_only,
+)
 from vllm_users.client.ghc_adapter import (
     HTTPClient,
     HTTPConnectionClosed,
@@ -32,8 +40,6 @@ from vllm_users.client.wire import BLOCK, StampedResponse, post
 USE_REACTOR = HAVE_EPOLL and os.environ.get("VLLM_LOCUST_REACTOR", "1") != "0"
 
 _DONE = b"[DONE]"
-_CONTENT_KEYS = (b'"content":', b'"reasoning_content":', b'"reasoning":')
-_REASONING_KEYS = (b'"reasoning_content":', b'"reasoning":')
 
 
 @dataclass(slots=True)
@@ -64,74 +70,12 @@ class StreamResult:
         return "".join(self.text_parts or ())
 
 
-def is_chat_output(payload: bytes) -> bool:
-    """True when a chat chunk carries generated output (content, reasoning or tool calls)."""
-    if b'"tool_calls":[{' in payload or b'"tool_calls": [{' in payload:
-        return True
-    for key in _CONTENT_KEYS:
-        j = payload.find(key)
-        if j < 0:
-            continue
-        k = j + len(key)
-        while k < len(payload) and payload[k] == 32:  # tolerate `"content": "x"`
-            k += 1
-        if k >= len(payload) or payload[k] != 34:  # null or absent
-            continue
-        if payload[k + 1 : k + 2] != b'"':
-            return True
-        # empty string: the role chunk does not count, an empty non-role delta does (vLLM bench's rule)
-        if key == b'"content":' and b'"role"' not in payload:
-            return True
-    return False
-
-
-def _has_text(payload: bytes, key: bytes) -> bool:
-    """True when `key` is followed by a non-empty JSON string (not null, not "")."""
-    j = payload.find(key)
-    if j < 0:
-        return False
-    k = j + len(key)
-    while k < len(payload) and payload[k] == 32:
-        k += 1
-    return payload[k : k + 1] == b'"' and payload[k + 1 : k + 2] != b'"'
-
-
-def is_reasoning_only(payload: bytes) -> bool:
-    """True when an output chat chunk carries reasoning (`reasoning_content` or `reasoning`) and no answer.
-
-    Byte search, like is_chat_output; the reader asks only until the first answer chunk (once per request
-    for a model that does not reason)."""
-    if b'"reasoning' not in payload:
-        return False
-    if not (_has_text(payload, _REASONING_KEYS[0]) or _has_text(payload, _REASONING_KEYS[1])):
-        return False
-    return (
-        not _has_text(payload, b'"content":')
-        and b'"tool_calls":[{' not in payload
-        and b'"tool_calls": [{' not in payload
-    )
-
-
-def is_completion_output(payload: bytes) -> bool:
-    """True when a completions chunk has choices (any, like vLLM bench)."""
-    return b'"choices":[{' in payload or b'"choices": [{' in payload
-
-
-def _finish_reason(payload: bytes) -> str | None:
-    j = payload.find(b'"finish_reason":"')
-    if j < 0:
-        return None
-    j += 17
-    k = payload.find(b'"', j)
-    return payload[j:k].decode("utf-8", "replace") if k > j else None
-
-
 class _Events:
     """Dispatch SSE events into a StreamResult (spec: data lines joined, dispatch on blank line)."""
 
     __slots__ = (
         "res", "completions", "want_text", "pending", "data", "_is_out", "_after_cr", "_before_answer", "_responses",
-        "_error_event",
+        "_spaced", "_plain", "_on_event",
     )  # fmt: skip
 
     def __init__(self, res: StreamResult, api: str, want_text: bool) -> None:
@@ -144,7 +88,10 @@ class _Events:
         self._is_out = is_completion_output if completions else is_chat_output
         self._after_cr = False  # the last read ended in CR: an LF that starts the next one belongs to it
         self._before_answer = not completions  # chat: no answer chunk yet (reasoning may come first)
-        self._error_event = False  # this event came with `event: error` (OpenAI's error events)
+        self._spaced = False  # this stream's JSON is not compact: every event is rewritten compact
+        # how events are read (_dispatch, or _dispatch_spaced; the first one tells), and the next one (`event: error`)
+        self._plain: Callable[[bytes, float], None] = self._dispatch_first
+        self._on_event: Callable[[bytes, float], None] = self._plain
 
     def feed(self, data: bytes, now: float) -> None:
         """Process newly received body bytes that arrived at perf_counter time `now`.
@@ -168,12 +115,14 @@ class _Events:
         for line in lines:
             if not line:
                 if self.data:
-                    self._dispatch(self._joined(), now)
-                self._error_event = False
+                    self._on_event(self.data[0] if len(self.data) == 1 else self._joined(), now)
+                    self.data = []
+                else:  # an event without data is not dispatched; its type goes with it
+                    self._on_event = self._plain
             elif line.startswith(b"data:"):
                 self.data.append(line[6:] if line[5:6] == b" " else line[5:])
             elif line.startswith(b"event:") and line[6:].strip() == b"error":
-                self._error_event = True
+                self._on_event = self._dispatch_error_event
             # comment lines (":...") and other fields (other events, id:, retry:) are ignored
 
     def finish(self, now: float) -> None:
@@ -185,27 +134,36 @@ class _Events:
                 self.res.error_detail = "stream ended inside an event line"
             self.pending = b""
         if self.data:
-            self._dispatch(self._joined(), now)
+            self._on_event(self.data[0] if len(self.data) == 1 else self._joined(), now)
+            self.data = []
 
     def _joined(self) -> bytes:
-        """The event's data (its `data:` lines joined by LF, JSON whitespace: such an event is rewritten compact)."""
-        data, self.data = self.data, []
-        return data[0] if len(data) == 1 else F.compact(b"\n".join(data))
+        """A multi-line event's data: its `data:` lines joined by LF (JSON whitespace), rewritten compact."""
+        return F.compact(b"\n".join(self.data))
+
+    def _dispatch_first(self, payload: bytes, now: float) -> None:
+        """The stream's first event tells how the rest is read: compact JSON (vLLM's) as it comes, else rewritten."""
+        if payload[:1] != b"{":  # [DONE] or not JSON: the next event tells
+            self._dispatch(payload, now)
+            return
+        self._spaced = not F.is_compact(payload)
+        self._plain = self._on_event = self._dispatch_spaced if self._spaced else self._dispatch
+        self._plain(payload, now)
+
+    def _dispatch_spaced(self, payload: bytes, now: float) -> None:
+        """An event of a stream whose JSON is not compact (a re-serializing proxy's `"usage": {`): rewritten compact,
+        then read like vLLM's."""
+        self._dispatch(payload if payload[:6] == _DONE else F.compact(payload), now)
+
+    def _dispatch_error_event(self, payload: bytes, now: float) -> None:
+        """The data of an `event: error` (OpenAI's error events): the stream's error, in the server's words."""
+        self._on_event = self._plain
+        self._error(payload, named=True)
 
     def _dispatch(self, payload: bytes, now: float) -> None:
         res = self.res
         if payload[:6] == _DONE:
             res.done = True
-            return
-        if not F.is_compact(
-            payload
-        ):  # a re-serializing proxy's `"usage": {`: rewritten compact, then read alike
-            payload = F.compact(payload)
-            if payload == _DONE:
-                res.done = True
-                return
-        if self._error_event:
-            self._error(payload)
             return
         if self._responses:
             self._dispatch_responses(payload, now)
@@ -220,29 +178,36 @@ class _Events:
                     self._before_answer = False
             if self.want_text:
                 self._collect(payload)
-            fr = _finish_reason(payload)  # one search; usually absent
+            fr = finish_reason_of(payload)  # one search; null on most chunks
             if fr:
                 res.finish_reason = fr
-            if b'"usage":{' in payload:
+            if b'"usage":' in payload and has_object(payload, b'"usage":'):  # one search; usually absent
                 self._usage(payload)
             return
-        if b'"choices":[{' in payload or b'"choices": [{' in payload:
+        if not self._spaced and payload[:1] == b"{" and not F.is_compact(payload):
+            # the first event was compact, this one is not (a gateway's own event in a passed-through stream):
+            # output events tolerate `": "`, these few per stream need the exact form; rewritten from here on
+            self._spaced = True
+            self._plain = self._on_event = self._dispatch_spaced
+            self._dispatch_spaced(payload, now)
+            return
+        if b'"choices":[{' in payload:
             res.choice_events += 1
         if b'"error"' in payload and b'"choices"' not in payload:
             self._error(payload)
             return
         if b'"usage":{' in payload:
             self._usage(payload)
-        fr = _finish_reason(payload)
+        fr = finish_reason_of(payload)
         if fr:
             res.finish_reason = fr
 
-    def _error(self, payload: bytes) -> None:
+    def _error(self, payload: bytes, named: bool = False) -> None:
         """An error event: the server's own message in the record (`{"error": {...}}`, OpenAI's `event: error`)."""
         try:
             msg = F.error_message(json.loads(payload))
         except ValueError:
-            msg = F.clean_message(payload.decode("utf-8", "replace")) if self._error_event else None
+            msg = F.clean_message(payload.decode("utf-8", "replace")) if named else None
         self.res.error = "inband_error"
         self.res.error_detail = msg or "error event in stream"
 
