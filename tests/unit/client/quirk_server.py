@@ -45,8 +45,10 @@ class Quirks:
     usage_on_last: bool = False  # usage rides on the last output event (no usage-only event)
     content_type: str = "text/event-stream"
     encoding: str = ""  # gzip | deflate | deflate-raw | br: the body compressed (flushed per event), unasked
-    error: str = (
-        ""  # event: OpenAI's `event: error` | data: `data: {"error": {...}}` | json200: a 200 error JSON
+    # event: OpenAI's `event: error` | data: `data: {"error": {...}}` | json200: a 200 error JSON
+    error: str = ""
+    error_after: int = (
+        0  # the first N streamed answers are whole (the preflight's probe), the error comes after
     )
 
 
@@ -56,6 +58,7 @@ class QuirkServer:
 
     quirks: Quirks = field(default_factory=Quirks)
     requests: dict[str, int] = field(default_factory=dict)
+    streamed: int = 0  # streamed requests answered
     port: int = 0
     sleep: Callable[[float], Any] = time.sleep  # gevent.sleep under gevent's StreamServer
 
@@ -125,7 +128,9 @@ class QuirkServer:
 
     def _stream(self, sock: Any, pre: bytes, chat: bool) -> bool:
         q = self.quirks
-        if q.error == "json200":
+        self.streamed += 1
+        error = q.error if self.streamed > q.error_after else ""
+        if error == "json200":
             return self._json(
                 sock, pre, 200, {"error": {"message": ERROR_MESSAGE, "type": "overloaded", "code": 529}}
             )
@@ -140,9 +145,9 @@ class QuirkServer:
             events[-1]["usage"] = usage
         elif q.finish:
             events.append({"id": "q", "choices": [], "usage": usage})
-        if q.error:  # the answer breaks off after two output events
+        if error:  # the answer breaks off after two output events
             events = events[:2]
-            if q.error == "event":
+            if error == "event":
                 events.append(("error", {"type": "error", "message": ERROR_MESSAGE}))
             else:
                 events.append(
