@@ -188,11 +188,11 @@ def _instructions(root: str, case: str, streams: int) -> int:
     return int(next(ln for ln in err.splitlines() if "Collected" in ln).split(":")[-1].strip())
 
 
-def parser_instructions(other: str, streams: int) -> None:
+def parser_instructions(other: str, streams: int, cases: tuple[str, ...]) -> None:
     """--parser --instructions: instructions per event, with the interpreter's start and imports subtracted (a run
     of 0 streams): independent of the machine's load, unlike CPU time on a shared box."""
     this = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    runs = [("this", this, c) for c in ("compact", "spaced", "compact-gzip", "spaced-gzip")]
+    runs = [("this", this, c) for c in cases]
     if other:
         runs.insert(1, ("other", other, "compact"))
     print(f"SSE dispatcher under callgrind, {OUTPUT_LEN + 3} events per stream, {streams} streams:")
@@ -258,6 +258,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="--parser: count instructions per event under valgrind instead of timing (a loaded box)",
     )
+    ap.add_argument(
+        "--cases",
+        default="compact,spaced,compact-gzip,spaced-gzip",
+        help="--parser --instructions: this checkout's cases",
+    )
     ap.add_argument("--parser-one", default="", help=argparse.SUPPRESS)  # internal: one case, under valgrind
     ap.add_argument("--case", default="compact", help=argparse.SUPPRESS)
     ap.add_argument("--client", default="", help=argparse.SUPPRESS)  # internal: run one client
@@ -267,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         _parser_one(a.parser_one, a.case, a.streams)
         return 0
     if a.parser and a.instructions:
-        parser_instructions(a.other, a.streams)
+        parser_instructions(a.other, a.streams, tuple(a.cases.split(",")))
         return 0
     if a.parser:
         parser_bench(a.other, a.rounds, a.streams * 16)
