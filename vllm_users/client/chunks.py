@@ -6,7 +6,14 @@ after it, whatever the whitespace a re-serializing proxy put before them (`"cont
 
 from __future__ import annotations
 
-__all__ = ["finish_reason_of", "has_object", "is_chat_output", "is_completion_output", "is_reasoning_only"]
+__all__ = [
+    "finish_reason_of",
+    "finish_reason_spaced",
+    "has_object",
+    "is_chat_output",
+    "is_completion_output",
+    "is_reasoning_only",
+]
 
 _CONTENT_KEYS = (b'"content":', b'"reasoning_content":', b'"reasoning":')
 _REASONING_KEYS = (b'"reasoning_content":', b'"reasoning":')
@@ -74,6 +81,23 @@ def finish_reason_of(payload: bytes) -> str | None:
     j += 17
     k = payload.find(b'"', j)
     return payload[j:k].decode("utf-8", "replace") if k > j else None
+
+
+def finish_reason_spaced(payload: bytes) -> str | None:
+    """finish_reason_of for any whitespace after the colon (`"finish_reason": "stop"`): for the few events per
+    stream that carry no output, where a gateway's own event may be spaced inside a compact stream."""
+    j = payload.find(b'"finish_reason":')
+    if j < 0:
+        return None
+    j += 16
+    c = payload[j : j + 1]
+    while c and c in b" \t\r\n":
+        j += 1
+        c = payload[j : j + 1]
+    if c != b'"':
+        return None
+    k = payload.find(b'"', j + 1)
+    return payload[j + 1 : k].decode("utf-8", "replace") if k > j + 1 else None
 
 
 def has_object(payload: bytes, key: bytes) -> bool:

@@ -20,6 +20,7 @@ from vllm_users.client import responses as R
 from vllm_users.client import sse_forms as F
 from vllm_users.client.chunks import (  # noqa: F401 - is_chat_output, is_completion_output: imported from here too
     finish_reason_of,
+    finish_reason_spaced,
     has_object,
     is_chat_output,
     is_completion_output,
@@ -75,7 +76,7 @@ class _Events:
 
     __slots__ = (
         "res", "completions", "want_text", "pending", "data", "_is_out", "_after_cr", "_before_answer", "_responses",
-        "_spaced", "_plain", "_on_event",
+        "_plain", "_on_event",
     )  # fmt: skip
 
     def __init__(self, res: StreamResult, api: str, want_text: bool) -> None:
@@ -88,7 +89,6 @@ class _Events:
         self._is_out = is_completion_output if completions else is_chat_output
         self._after_cr = False  # the last read ended in CR: an LF that starts the next one belongs to it
         self._before_answer = not completions  # chat: no answer chunk yet (reasoning may come first)
-        self._spaced = False  # this stream's JSON is not compact: every event is rewritten compact
         # how events are read (_dispatch, or _dispatch_spaced; the first one tells), and the next one (`event: error`)
         self._plain: Callable[[bytes, float], None] = self._dispatch_first
         self._on_event: Callable[[bytes, float], None] = self._plain
@@ -146,8 +146,7 @@ class _Events:
         if payload[:1] != b"{":  # [DONE] or not JSON: the next event tells
             self._dispatch(payload, now)
             return
-        self._spaced = not F.is_compact(payload)
-        self._plain = self._on_event = self._dispatch_spaced if self._spaced else self._dispatch
+        self._plain = self._on_event = self._dispatch if F.is_compact(payload) else self._dispatch_spaced
         self._plain(payload, now)
 
     def _dispatch_spaced(self, payload: bytes, now: float) -> None:
@@ -184,21 +183,16 @@ class _Events:
             if b'"usage":' in payload and has_object(payload, b'"usage":'):  # one search; usually absent
                 self._usage(payload)
             return
-        if not self._spaced and payload[:1] == b"{" and not F.is_compact(payload):
-            # the first event was compact, this one is not (a gateway's own event in a passed-through stream):
-            # output events tolerate `": "`, these few per stream need the exact form; rewritten from here on
-            self._spaced = True
-            self._plain = self._on_event = self._dispatch_spaced
-            self._dispatch_spaced(payload, now)
-            return
-        if b'"choices":[{' in payload:
+        # a few events per stream (role, usage): searched in any spacing, as a gateway may add its own spaced
+        # event to a compact stream (the stream's first event decided how the rest is read)
+        if b'"choices":[{' in payload or b'"choices": [{' in payload:
             res.choice_events += 1
         if b'"error"' in payload and b'"choices"' not in payload:
             self._error(payload)
             return
-        if b'"usage":{' in payload:
+        if b'"usage":' in payload and has_object(payload, b'"usage":'):
             self._usage(payload)
-        fr = finish_reason_of(payload)
+        fr = finish_reason_spaced(payload)
         if fr:
             res.finish_reason = fr
 

@@ -201,3 +201,19 @@ def test_decode_all_and_what_cannot_be_decoded(encoding) -> None:
         F.decoder("compress")
     with pytest.raises(F.DecodeError):
         F.decode_all(b"not gzip", "gzip")
+
+
+def test_a_gateways_own_spaced_events_in_a_compact_stream_are_read() -> None:
+    # vLLM's compact events passed through, then the gateway's own finish and usage events, written by json.dumps
+    compact = [{"id": "x", "choices": [{"index": 0, "delta": {"content": f"t{i}"}, "finish_reason": None}]}
+               for i in range(3)]  # fmt: skip
+    spaced = [{"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+              {"id": "x", "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 3}}]  # fmt: skip
+    body = b"".join(b"data: " + json.dumps(e, separators=(",", ":")).encode() + b"\n\n" for e in compact)
+    body += b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in spaced)
+    res = stream.StreamResult(t0=0.0)
+    ev = stream._Events(res, "chat", False)
+    ev.feed(body, 1.0)
+    ev.finish(1.0)
+    assert len(res.chunk_times) == 3 and res.finish_reason == "stop"
+    assert res.usage == {"prompt_tokens": 3, "completion_tokens": 3}
