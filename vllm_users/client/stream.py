@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
@@ -76,7 +75,7 @@ class _Events:
 
     __slots__ = (
         "res", "completions", "want_text", "pending", "data", "_is_out", "_after_cr", "_before_answer", "_responses",
-        "_plain", "_on_event",
+        "_mode",
     )  # fmt: skip
 
     def __init__(self, res: StreamResult, api: str, want_text: bool) -> None:
@@ -89,9 +88,11 @@ class _Events:
         self._is_out = is_completion_output if completions else is_chat_output
         self._after_cr = False  # the last read ended in CR: an LF that starts the next one belongs to it
         self._before_answer = not completions  # chat: no answer chunk yet (reasoning may come first)
-        # how events are read (_dispatch, or _dispatch_spaced; the first one tells), and the next one (`event: error`)
-        self._plain: Callable[[bytes, float], None] = self._dispatch_first
-        self._on_event: Callable[[bytes, float], None] = self._plain
+        # How events are read is this object's class, so that vLLM's compact stream pays no test per event: the
+        # first event tells (_FirstEvent), then _Events (compact JSON) or _SpacedEvents; _ErrorEvent for the
+        # event after an `event: error` line, then back to _mode.
+        self._mode: type[_Events] = _FirstEvent
+        self.__class__ = _FirstEvent
 
     def feed(self, data: bytes, now: float) -> None:
         """Process newly received body bytes that arrived at perf_counter time `now`.
@@ -115,14 +116,14 @@ class _Events:
         for line in lines:
             if not line:
                 if self.data:
-                    self._on_event(self.data[0] if len(self.data) == 1 else self._joined(), now)
+                    self._dispatch(self.data[0] if len(self.data) == 1 else self._joined(), now)
                     self.data = []
                 else:  # an event without data is not dispatched; its type goes with it
-                    self._on_event = self._plain
+                    self.__class__ = self._mode
             elif line.startswith(b"data:"):
                 self.data.append(line[6:] if line[5:6] == b" " else line[5:])
             elif line.startswith(b"event:") and line[6:].strip() == b"error":
-                self._on_event = self._dispatch_error_event
+                self.__class__ = _ErrorEvent
             # comment lines (":...") and other fields (other events, id:, retry:) are ignored
 
     def finish(self, now: float) -> None:
@@ -134,30 +135,12 @@ class _Events:
                 self.res.error_detail = "stream ended inside an event line"
             self.pending = b""
         if self.data:
-            self._on_event(self.data[0] if len(self.data) == 1 else self._joined(), now)
+            self._dispatch(self.data[0] if len(self.data) == 1 else self._joined(), now)
             self.data = []
 
     def _joined(self) -> bytes:
         """A multi-line event's data: its `data:` lines joined by LF (JSON whitespace), rewritten compact."""
         return F.compact(b"\n".join(self.data))
-
-    def _dispatch_first(self, payload: bytes, now: float) -> None:
-        """The stream's first event tells how the rest is read: compact JSON (vLLM's) as it comes, else rewritten."""
-        if payload[:1] != b"{":  # [DONE] or not JSON: the next event tells
-            self._dispatch(payload, now)
-            return
-        self._plain = self._on_event = self._dispatch if F.is_compact(payload) else self._dispatch_spaced
-        self._plain(payload, now)
-
-    def _dispatch_spaced(self, payload: bytes, now: float) -> None:
-        """An event of a stream whose JSON is not compact (a re-serializing proxy's `"usage": {`): rewritten compact,
-        then read like vLLM's."""
-        self._dispatch(payload if payload[:6] == _DONE else F.compact(payload), now)
-
-    def _dispatch_error_event(self, payload: bytes, now: float) -> None:
-        """The data of an `event: error` (OpenAI's error events): the stream's error, in the server's words."""
-        self._on_event = self._plain
-        self._error(payload, named=True)
 
     def _dispatch(self, payload: bytes, now: float) -> None:
         res = self.res
@@ -242,6 +225,45 @@ class _Events:
                 slot["name"] = fn["name"]
             if fn.get("arguments"):
                 slot["arguments"] += fn["arguments"]
+
+
+class _FirstEvent(_Events):
+    """A stream's first event tells how the rest is read: compact JSON (vLLM's) as it comes, else rewritten."""
+
+    __slots__ = ()
+
+    def _dispatch(self, payload: bytes, now: float) -> None:
+        if payload[:1] != b"{":  # [DONE] or not JSON: the next event tells
+            _Events._dispatch(self, payload, now)
+            return
+        self._mode = _Events if F.is_compact(payload) else _SpacedEvents
+        _become(self, self._mode)
+        self._dispatch(payload, now)
+
+
+class _SpacedEvents(_Events):
+    """A stream whose JSON is not compact (a re-serializing proxy's `"usage": {`): each event rewritten compact,
+    then read like vLLM's."""
+
+    __slots__ = ()
+
+    def _dispatch(self, payload: bytes, now: float) -> None:
+        _Events._dispatch(self, payload if payload[:6] == _DONE else F.compact(payload), now)
+
+
+class _ErrorEvent(_Events):
+    """The data of an `event: error` (OpenAI's error events): the stream's error, in the server's words."""
+
+    __slots__ = ()
+
+    def _dispatch(self, payload: bytes, now: float) -> None:
+        _become(self, self._mode)
+        self._error(payload, named=True)
+
+
+def _become(events: _Events, cls: type[_Events]) -> None:
+    """Switch how `events` reads the events to come (same slots: only the methods change)."""
+    events.__class__ = cls
 
 
 def send_and_read(
