@@ -57,3 +57,21 @@ def test_the_servers_error_messages_reach_the_result_and_the_summary(tmp_path, e
 def test_the_preflight_names_the_servers_error(tmp_path) -> None:
     r = _run(tmp_path, Quirks(error="json200"))
     assert r.rc == 3 and ERROR_MESSAGE in r.out + r.err, (r.out + r.err)[-2000:]
+
+
+def test_plain_locust_reads_a_media_type_in_another_case(tmp_path) -> None:
+    import csv
+    import os
+    import subprocess
+    import sys
+
+    with serve_threaded(Quirks(content_type="Text/Event-Stream; charset=UTF-8")) as srv:
+        p = subprocess.run([sys.executable, "-m", "locust", "-f", "locustfiles/chat.py", "--host",
+                            f"http://127.0.0.1:{srv.port}", "--headless", "-u", "2", "-r", "2", "-t", "60s",
+                            "--num-prompts", str(N), "--output-len", str(N_OUT), "--csv", str(tmp_path / "l"),
+                            "--only-summary"], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "VLLM_LOCUST_RESULTS_DIR": str(tmp_path / "run")})  # fmt: skip
+    with open(tmp_path / "l_stats.csv") as fh:
+        agg = next(r for r in csv.DictReader(fh) if r["Name"] == "Aggregated")
+    assert p.returncode == 0 and int(agg["Failure Count"]) == 0, (p.stdout + p.stderr)[-2000:]
+    assert int(agg["Request Count"]) == N
