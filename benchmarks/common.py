@@ -250,8 +250,10 @@ def run_ours(
     tag: str = "run",
     sampler: bool = True,
     extra: Sequence[str] = (),
+    stats_url: str | None = None,
 ) -> dict[str, Any]:
-    """One `vllm-locust run`; returns result.json, the run dir and the steady-window CPU figures."""
+    """One `vllm-locust run`; returns result.json, the run dir and the steady-window CPU figures (the simulator's
+    token counter read at `stats_url`, default `host`: a gateway in between does not serve /sim/stats)."""
     _RUN[0] += 1
     out_dir = RESULTS / "runs"
     name = f"{tag}-{os.getpid()}-{int(time.time())}-{_RUN[0]}"
@@ -300,7 +302,7 @@ def run_ours(
                 pass
         return worker_pids
 
-    smp = Sampler(host, pids) if sampler else None
+    smp = Sampler(stats_url or host, pids) if sampler else None
     if smp:
         smp.start()
     t0 = time.perf_counter()

@@ -25,17 +25,23 @@ from vllm_users import run_dir as R
 from vllm_users.atomic import atomic_json
 from vllm_users.distributed.server_profile import STOP_TIMEOUT_S as PROFILE_STOP_TIMEOUT_S
 from vllm_users.distributed.server_profile import profile_line
+from vllm_users.distributed.user_errors import summary_line
 from vllm_users.measure.run_result import RunResult, load_result, result_path
 from vllm_users.measure.verdict import no_completed_reason
-from vllm_users.options import SPECS, Options, flag, locust_argv
+from vllm_users.options import METRICS_HEADERS_ENV, SPECS, Options, env_name, flag, locust_argv
+from vllm_users.redact import Redactor, header_lines, redact_argv, secret_values, without_api_key
 from vllm_users.workload.classes import classes_json
 from vllm_users.workload.model_mix import model_names
 from vllm_users.workload.prompts import LengthModel
 
-__all__ = ["DEFAULT_OPEN_LOOP_SLOTS", "RESULT_LINE_PREFIX", "header_dict", "launch", "locust_args", "say"]
+__all__ = [
+    "DEFAULT_OPEN_LOOP_SLOTS", "FULL_DISK_BYTES", "RESULT_LINE_PREFIX", "header_dict", "launch", "locust_args",
+    "no_result_line", "say",
+]  # fmt: skip
 
 RESULT_LINE_PREFIX = "VLLM_LOCUST_RESULT "  # --print-result: this, then the result JSON on one line
 DEFAULT_OPEN_LOOP_SLOTS = 256  # users (max in flight) for open loop without --max-concurrency
+FULL_DISK_BYTES = 1 << 20  # less free than this where the results go: the disk is full, as far as a run is concerned
 
 
 def say(a: Options, msg: str) -> None:
@@ -52,7 +58,7 @@ def _free_port() -> int:
 
 def header_dict(a: Options) -> dict[str, str]:
     """--header NAME:VALUE ... as a dict."""
-    return {h.partition(":")[0].strip(): h.partition(":")[2].strip() for h in a.header}
+    return header_lines(a.header)
 
 
 def locust_args(a: Options, host: str, model: str, run_dir: str, locustfile: str, port: int,
@@ -86,8 +92,6 @@ def locust_args(a: Options, host: str, model: str, run_dir: str, locustfile: str
         set_by_run["model"] = a.model
     if not open_loop:
         set_by_run["max_concurrency"] = None  # closed loop: it only chose the users
-    if a.header:
-        set_by_run["extra_headers"] = json.dumps(header_dict(a))
     if a.class_:  # traffic classes (issue 22): --class is run's (repeatable); the workers get them as JSON
         set_by_run["vllm_classes"] = classes_json(a.class_)
     if lengths is not None:  # the workers take it from the spawn message instead of calibrating
@@ -95,23 +99,29 @@ def locust_args(a: Options, host: str, model: str, run_dir: str, locustfile: str
     return args + locust_argv(a, **set_by_run)
 
 
-def launch(a: Options, host: str, model: str, run_dir: str, locustfile: str,
-           api_key: str | None, sim: Any, watch: Any, lengths: LengthModel | None = None) -> int:  # fmt: skip
+def launch(a: Options, host: str, model: str, run_dir: str, locustfile: str, api_key: str | None, sim: Any,
+           watch: Any, lengths: LengthModel | None = None, headers: dict[str, str] | None = None) -> int:  # fmt: skip
     """Start the master and `a.workers` local workers on `locustfile`, wait for the run, summarise it; its exit
     code. `sim`: the embedded simulator (or None); `watch`: see orchestration.commands.run.run; `lengths`: the
-    preflight's prompt-length calibration."""
+    preflight's prompt-length calibration; `headers`: every request's (--header, the host's userinfo, the key)."""
+    from orchestration.server_metrics import ServerMetricsSampler, scrape_target
+
     port = a.master_port or _free_port()
-    env = C.child_env(api_key)
+    metrics_url, metrics_headers = scrape_target(a, host, headers or {})
+    # credentials travel in the environment, never on a command line (`ps` shows those to every user)
+    extra = {METRICS_HEADERS_ENV: json.dumps(metrics_headers)} if metrics_headers else {}
+    shipped = without_api_key(headers or {}, api_key)  # the key has its own variable
+    if shipped:
+        extra[env_name("extra_headers")] = json.dumps(shipped)
+    env = C.child_env(api_key, extra)
     py = [sys.executable, "-m", "locust"]
     margs = locust_args(a, host, model, run_dir, locustfile, port, embedded_sim=sim is not None, lengths=lengths)
+    known = Redactor(secret_values(headers or {}, api_key))  # e.g. a key repeated inside --sim-args
     with open(R.path(run_dir, R.COMMAND), "w") as fh:
-        json.dump({"argv": _redact(sys.argv[1:]), "locust_master": _redact(margs)}, fh, indent=1)
+        json.dump({"argv": _redact(sys.argv[1:], known), "locust_master": _redact(margs, known)}, fh, indent=1)
     sampler = None
     if not a.no_server_metrics:  # a background thread here, started before load and stopped after it
-        from orchestration.server_metrics import ServerMetricsSampler
-
-        sampler = ServerMetricsSampler(a.server_metrics or host.rstrip("/") + "/metrics",
-                                       R.path(run_dir, R.SERVER_METRICS))  # fmt: skip
+        sampler = ServerMetricsSampler(metrics_url, R.path(run_dir, R.SERVER_METRICS), headers=metrics_headers)
         sampler.start()
     master_log = open(R.path(run_dir, R.MASTER_OUT), "w")
     # own session (Ctrl-C is forwarded, so results get written), but SIGTERM when we die, however we die;
@@ -165,21 +175,13 @@ def _code_of(res: RunResult, master_rc: int | None) -> int:
     return res.exit_code if res.exit_code is not None else master_rc or 0
 
 
-def _redact(argv: list[str]) -> list[str]:
-    secret = tuple(flag(n) for n, spec in SPECS.items() if spec.secret)  # may carry credentials
-    out, skip = [], False
-    for x in argv:
-        if skip:
-            out.append("***")
-            skip = False
-        elif x in secret:
-            out.append(x)
-            skip = True
-        elif x.startswith(tuple(f + "=" for f in secret)):
-            out.append(x.split("=", 1)[0] + "=***")
-        else:
-            out.append(x)
-    return out
+HEADER_FLAGS = (flag("header"), flag("metrics_header"))  # 'Name: value': a credential's value is masked
+
+
+def _redact(argv: list[str], known: Redactor) -> list[str]:
+    """The command line as command.json keeps it: secret options' values, credentials and userinfo masked."""
+    secret = tuple(flag(n) for n, spec in SPECS.items() if spec.secret and flag(n) not in HEADER_FLAGS)
+    return [known.text(x) for x in redact_argv(argv, secret, HEADER_FLAGS)]
 
 
 def _wait(a: Options, master: subprocess.Popen, run_dir: str, watch: Any,
@@ -192,6 +194,10 @@ def _wait(a: Options, master: subprocess.Popen, run_dir: str, watch: Any,
         nonlocal interrupted
         if not interrupted:
             interrupted = True
+            try:  # the master records which signal stopped the run (it gets SIGTERM whichever we got)
+                atomic_json(R.path(run_dir, R.INTERRUPTED), {"signal": signal.Signals(signum).name})
+            except OSError:
+                pass
             print("\nvllm-locust: stopping (in-flight streams get --stop-timeout); writing results...", flush=True)
             master.send_signal(signal.SIGTERM)
 
@@ -243,8 +249,7 @@ def _finish(a: Options, run_dir: str, master_rc: int | None, interrupted: bool) 
     rewritten: the master built it once, vllm_users.distributed.run_end)."""
     res = load_result(run_dir)
     if res is None:
-        print(f"vllm-locust: error: the master exited ({master_rc}) without writing results; "
-              f"see {R.path(run_dir, R.MASTER_LOG)}", file=sys.stderr)  # fmt: skip
+        print(f"vllm-locust: error: {no_result_line(run_dir, master_rc)}", file=sys.stderr)
         return exit_codes.ABORTED
     doc = res.to_json()
     if res.profile is not None:
@@ -261,9 +266,27 @@ def _finish(a: Options, run_dir: str, master_rc: int | None, interrupted: bool) 
     reason = no_completed_reason(res)
     if reason and not interrupted:  # the run failed: its one-line reason, last (the summary said what it could)
         print(f"vllm-locust: error: {reason}", file=sys.stderr, flush=True)
+    if res.meta.get("write_error"):  # a full disk: the run stopped early
+        print(f"vllm-locust: error: {res.meta['write_error']}; the run stopped, what was written is kept",
+              file=sys.stderr, flush=True)  # fmt: skip
+    raised = summary_line(list(res.meta.get("user_errors") or []))
+    if raised:  # the user's bug, by type, message and line: the last line (Locust's CSV lacks the type)
+        print(f"vllm-locust: error: {raised}", file=sys.stderr, flush=True)
     if interrupted:
         return exit_codes.INTERRUPTED
     return code
+
+
+def no_result_line(run_dir: str, master_rc: int | None) -> str:
+    """Why there is no result.json, in one line: a full disk where that is why, else the master's exit and log."""
+    try:
+        free = shutil.disk_usage(run_dir).free
+    except OSError:
+        free = None
+    if free is not None and free < FULL_DISK_BYTES:
+        return (f"the disk holding {run_dir} is full ({free} bytes free): the master could not write the results; "
+                "what reached the disk is kept there")  # fmt: skip
+    return f"the master exited ({master_rc}) without writing results; see {R.path(run_dir, R.MASTER_LOG)}"
 
 
 def _report(run_dir: str) -> None:

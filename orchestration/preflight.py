@@ -5,14 +5,16 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from vllm_users.client import sse_forms, stdlib_http
+from vllm_users.client import sse_forms, stdlib_http, tls
 from vllm_users.errors import PreflightError, UsageError  # raised here; importable from here too
+from vllm_users.redact import Redactor, connection_headers, secret_values
 from vllm_users.workload.calibrate_url import calibrate_url
 from vllm_users.workload.model_mix import model_names
 from vllm_users.workload.prompts import LengthModel
@@ -35,7 +37,8 @@ def _conn(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise PreflightError(f"invalid --host {url!r}: expected http://HOST:PORT")
-    # stdlib_http's connections skip interim 1xx responses (103 Early Hints from a proxy), which http.client does not
+    # stdlib_http's connections skip interim 1xx responses (103 Early Hints from a proxy), which http.client does not;
+    # its https:// ones verify the certificate with the run's TLS settings (tls.context(): --ca-bundle, --insecure)
     cls = stdlib_http.HTTPSConnection if parts.scheme == "https" else stdlib_http.HTTPConnection
     return cls(parts.hostname, parts.port, timeout=timeout), parts.path.rstrip("/")
 
@@ -52,6 +55,8 @@ def _request(url: str, method: str, path: str, headers: dict[str, str], body: An
         except sse_forms.DecodeError as e:
             raise PreflightError(f"{url} answered {method} {path} with a body that cannot be read: {e}") from None
         return resp.status, resp.getheader("content-type") or "", raw
+    except ssl.SSLError as e:  # a wrong CA, a bad certificate: the host and the verification failure, one line
+        raise PreflightError(tls.describe_error(e, url) or str(e)) from None
     except (ConnectionRefusedError, socket.gaierror, TimeoutError, OSError) as e:
         reason = "connection refused" if isinstance(e, ConnectionRefusedError) else (str(e) or type(e).__name__)
         raise PreflightError(f"cannot reach {url}: {reason}") from None
@@ -61,26 +66,35 @@ def _request(url: str, method: str, path: str, headers: dict[str, str], body: An
         conn.close()
 
 
-def _headers(api_key: str | None) -> dict[str, str]:
-    h = {"Content-Type": "application/json"}
-    if api_key:
-        h["Authorization"] = f"Bearer {api_key}"
-    return h
+Headers = Mapping[str, str] | None
+
+
+def _auth(url: str, api_key: str | None, headers: Headers) -> tuple[str, dict[str, str]]:
+    """The URL without userinfo and every header a request carries: its userinfo < the API key < --header."""
+    clean, h = connection_headers(url, headers, api_key)
+    return clean, {"Content-Type": "application/json", **h}
+
+
+# the simulator's per-request fault (docs/simulator.md) is for the load: a preflight sent it would fail by design
+LOAD_ONLY_HEADERS = frozenset({"x-sim-fault"})
+REJECTED = "rejected the API key or credentials (HTTP {}): set VLLM_LOCUST_API_KEY or --api-key, or a gateway's --header"
 
 
 def check_server(url: str, model: str | None, api_key: str | None, endpoint: str = "chat",
-                 also: Sequence[str] = ()) -> ServerInfo:  # fmt: skip
+                 also: Sequence[str] = (), headers: Headers = None) -> ServerInfo:  # fmt: skip
     """Raise PreflightError with a one-line reason, or return the model to use (a --model mix's base; every name
-    of the mix and `also`, the traffic classes' models, must be served: a missing LoRA adapter stops here)."""
+    of the mix and `also`, the traffic classes' models, must be served: a missing LoRA adapter stops here).
+    `headers`: --header's (they win over the API key's Authorization and over the URL's userinfo)."""
     try:
         names = model_names(model or "")
     except ValueError as e:
         raise UsageError(str(e)) from None
     model = names[0] if names else None
-    h = _headers(api_key)
+    url, h = _auth(url, api_key, headers)
+    h = {k: v for k, v in h.items() if k.lower() not in LOAD_ONLY_HEADERS}
     status, ctype, body = _request(url, "GET", "/v1/models", h)
     if status == 401 or status == 403:
-        raise PreflightError(f"{url} rejected the API key (HTTP {status}); set VLLM_LOCUST_API_KEY or --api-key")
+        raise PreflightError(f"{url} {REJECTED.format(status)}")
     if status != 200:
         raise PreflightError(f"{url} is not an OpenAI-compatible server: GET /v1/models returned HTTP {status}")
     try:
@@ -124,7 +138,7 @@ def _check_stream(url: str, model: str, h: dict[str, str], endpoint: str, last: 
     body: dict[str, Any] = {"model": model, **probe}
     status, ctype, raw = _request(url, "POST", path, h, body, timeout=60.0)
     if status in (401, 403):
-        raise PreflightError(f"{url} rejected the API key (HTTP {status}); set VLLM_LOCUST_API_KEY or --api-key")
+        raise PreflightError(f"{url} {REJECTED.format(status)}")
     if status in RETRY_STATUSES and not last:
         return status
     if status in (404, 405) and endpoint != "chat":  # the server lacks the API (pooling models: no chat)
@@ -132,6 +146,7 @@ def _check_stream(url: str, model: str, h: dict[str, str], endpoint: str, last: 
                              "not serve it (docs/scenarios.md)")  # fmt: skip
     if status != 200:
         msg = sse_forms.body_error(raw[:65536]) if raw else "empty body"
+        msg = Redactor(secret_values(h)).text(msg)  # a server may quote the request's credentials
         raise PreflightError(f"POST {path} on {url} failed with HTTP {status}: {msg}")
     kind = sse_forms.media_type(ctype) or "no content type"
     if not probe.get("stream"):
@@ -141,19 +156,48 @@ def _check_stream(url: str, model: str, h: dict[str, str], endpoint: str, last: 
     if not sse_forms.is_event_stream(ctype) or b"data:" not in raw:
         err, detail = sse_forms.not_a_stream(raw, ctype, "")  # a 200 error JSON says what went wrong
         if err == "inband_error":
+            detail = Redactor(secret_values(h)).text(detail)
             raise PreflightError(f"POST {path} on {url} answered HTTP 200 with an error: {detail}")
         raise PreflightError(f"POST {path} on {url} did not stream SSE (got {kind}); not an OpenAI-compatible server")
     streamed_error = sse_forms.stream_error(raw)
     if streamed_error:
+        streamed_error = Redactor(secret_values(h)).text(streamed_error)
         raise PreflightError(f"POST {path} on {url} streamed an error: {streamed_error}")
     return status
 
 
-def reset_prefix_cache(url: str, api_key: str | None) -> str:
+def check_context_fits(url: str, model: str, api_key: str | None, input_len: int, output_len: int,
+                       overhead: int = 0, headers: Headers = None) -> int | None:  # fmt: skip
+    """--input-len and --output-len must fit the model's context (`max_model_len` of GET /v1/models, as vLLM and
+    the simulator list it), or every request fails with a 400: PreflightError naming both. `overhead`: the tokens
+    the server adds around a prompt (BOS, chat template; the calibration's). The context length, or None when the
+    server does not list it (then nothing is checked)."""
+    url, h = _auth(url, api_key, headers)
+    status, _ctype, body = _request(url, "GET", "/v1/models", h)
+    try:
+        listed = next(m.get("max_model_len") for m in json.loads(body)["data"] if m.get("id") == model)
+    except (ValueError, KeyError, TypeError, AttributeError, StopIteration):
+        return None
+    if status != 200 or type(listed) is not int or listed < 1:
+        return None
+    where = f"model {model!r} on {url} has max_model_len {listed}"
+    prompt = input_len + overhead
+    around = f" (+ {overhead} tokens the server adds: template, BOS)" if overhead else ""
+    if prompt >= listed:  # vLLM: a prompt must leave room for one generated token
+        raise PreflightError(f"--input-len {input_len}{around} does not fit: {where}; every request would fail "
+                             "with HTTP 400 (lower --input-len)")  # fmt: skip
+    if prompt + output_len > listed:
+        raise PreflightError(f"--input-len {input_len}{around} + --output-len {output_len} = {prompt + output_len} "
+                             f"tokens do not fit: {where}; every request would fail with HTTP 400 (lower them)")  # fmt: skip
+    return listed
+
+
+def reset_prefix_cache(url: str, api_key: str | None, headers: Headers = None) -> str:
     """--reset-prefix-cache: POST /reset_prefix_cache (vLLM's endpoint; served with VLLM_SERVER_DEV_MODE=1) before
     the load; the one line to print. Never raises: a server without it gets a warning, the run goes on."""
+    url, h = _auth(url, api_key, headers)
     try:
-        status, _ctype, raw = _request(url, "POST", "/reset_prefix_cache", _headers(api_key), timeout=30.0)
+        status, _ctype, raw = _request(url, "POST", "/reset_prefix_cache", h, timeout=30.0)
     except PreflightError as e:
         return f"warning: --reset-prefix-cache: {e}; the prefix cache was not reset"
     if status in (404, 405):
@@ -171,10 +215,10 @@ def reset_prefix_cache(url: str, api_key: str | None) -> str:
 
 
 def calibrate_prompts(url: str, model: str, api_key: str | None, endpoint: str = "chat",
-                      headers: dict[str, str] | None = None) -> LengthModel:  # fmt: skip
+                      headers: Headers = None) -> LengthModel:  # fmt: skip
     """The run's one prompt-length calibration (bounded: calibration.MAX_PROBES and MAX_SECONDS), handed to every
     worker; `probes` says what it cost, `warning` when it was rejected or cut short. Never raises for the server."""
-    h = {**(headers or {}), **_headers(api_key)}
+    url, h = _auth(url, api_key, headers)
     lm = calibrate_url(url, model, endpoint in ("chat", "responses"), h)  # both apply the chat template
     lm.probes["where"] = "preflight"
     return lm

@@ -91,10 +91,14 @@ def prepare(o: Options, scenario_names: list[str]) -> Options:
 _EXPERT_RE = re.compile(r"^vllm:moe_expert_tokens_total\{([^}]*)\}\s+([0-9.eE+-]+)", re.M)
 
 
-def expert_counters(host: str, timeout: float = 5.0) -> dict[str, float] | None:
-    """`vllm:moe_expert_tokens_total{expert}` from the server's /metrics; None when it has none."""
+def expert_counters(host: str, timeout: float = 5.0, headers: dict[str, str] | None = None) -> dict[str, float] | None:
+    """`vllm:moe_expert_tokens_total{expert}` from the server's /metrics (`headers`: the run's credentials); None
+    when it has none."""
+    import urllib.request
+
+    req = urllib.request.Request(host.rstrip("/") + "/metrics", headers=headers or {})
     try:
-        with stdlib_http.urlopen(host.rstrip("/") + "/metrics", timeout=timeout) as resp:  # interim 1xx skipped
+        with stdlib_http.urlopen(req, timeout=timeout) as resp:  # interim 1xx skipped
             text = resp.read().decode("utf-8", "replace")
     except (OSError, ValueError):
         return None

@@ -19,11 +19,15 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
-from typing import IO, Any
+from collections.abc import Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any
 
 from vllm_users.client import stdlib_http
 from vllm_users.measure.server_counters import counter_delta, parse_metrics
+from vllm_users.redact import Redactor, header_lines, same_origin, secret_values, split_userinfo
+
+if TYPE_CHECKING:
+    from vllm_users.options import Options
 
 # the metric names live below vllm_users (its live view reads them too); importable from here as before
 from vllm_users.measure.server_metric_names import (
@@ -45,17 +49,33 @@ from vllm_users.run_dir import SERVER_METRICS
 __all__ = [
     "AVERAGED", "GEN_TOKENS", "GPU_UTIL", "HISTOGRAMS", "KEPT_PREFIXES", "KV_USAGE", "PREEMPTIONS", "PREFIX_HITS",
     "PREFIX_QUERIES", "PROMPT_TOKENS", "RUNNING", "SERVER_METRICS_FILE", "WAITING", "ServerMetricsSampler",
-    "histogram_stats", "parse_metrics", "read_samples", "summarize", "summarize_file",
+    "histogram_stats", "parse_metrics", "read_samples", "scrape_target", "summarize", "summarize_file",
 ]  # fmt: skip
 
 SERVER_METRICS_FILE = SERVER_METRICS  # vllm_users.run_dir's name, kept under its old name for callers here
 
 
+def scrape_target(a: Options, host: str, headers: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+    """The /metrics URL (without userinfo) and its headers: --metrics-header when given, else the run's `headers`
+    (--header, the API key) when /metrics is on the --host's origin, else none; the URL's own userinfo as Basic
+    auth (over the run's Authorization; a --metrics-header Authorization wins over it)."""
+    url, basic = split_userinfo(a.server_metrics or host.rstrip("/") + "/metrics")
+    if a.metrics_header:
+        return url, {**basic, **header_lines(a.metrics_header)}
+    if same_origin(url, host):  # the run's credentials never go to another server by themselves
+        own = {k: v for k, v in headers.items() if k.lower() != "content-type"}
+        return url, {**own, **basic}
+    return url, basic
+
+
 class ServerMetricsSampler:
     """A daemon thread scraping URL every `interval` s into `path` (JSONL); never raises into the run."""
 
-    def __init__(self, url: str, path: str, interval: float = 2.0, timeout: float = 2.0) -> None:
-        self.url = url
+    def __init__(self, url: str, path: str, interval: float = 2.0, timeout: float = 2.0,
+                 headers: Mapping[str, str] | None = None) -> None:  # fmt: skip
+        self.url, basic = split_userinfo(url)  # written in the file's first line: never with its userinfo
+        self.headers = {"Accept": "text/plain", **basic, **(headers or {})}
+        self._redactor = Redactor(secret_values(self.headers, urls=[url]))
         self.path = path
         self.interval = min(
             max(interval, 1.0), 5.0
@@ -64,6 +84,7 @@ class ServerMetricsSampler:
         self.samples = 0
         self.errors = 0
         self.last_error: str | None = None
+        self.write_error: str | None = None  # the samples file could not be written (a full disk): sampling stopped
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._fh: IO[str] | None = None
@@ -88,14 +109,14 @@ class ServerMetricsSampler:
         """One scrape as the JSON line's object."""
         t = time.time()
         try:
-            req = urllib.request.Request(self.url, headers={"Accept": "text/plain"})
+            req = urllib.request.Request(self.url, headers=self.headers)
             with stdlib_http.urlopen(req, timeout=self.timeout) as resp:  # interim 1xx responses skipped
                 body = resp.read().decode("utf-8", "replace")
             return {"t": t, "v": parse_metrics(body)}
         except urllib.error.HTTPError as e:
             return {"t": t, "error": f"HTTP {e.code}"}
         except (OSError, ValueError) as e:  # refused, timeout, unparseable text
-            return {"t": t, "error": f"{type(e).__name__}: {e}"[:200]}
+            return {"t": t, "error": self._redactor.text(f"{type(e).__name__}: {e}")[:200]}
 
     def _write(self, row: dict[str, Any]) -> None:
         assert self._fh is not None
@@ -104,8 +125,12 @@ class ServerMetricsSampler:
             self.last_error = row["error"]
         else:
             self.samples += 1
-        self._fh.write(json.dumps(row, separators=(",", ":")) + "\n")
-        self._fh.flush()
+        try:
+            self._fh.write(json.dumps(row, separators=(",", ":")) + "\n")
+            self._fh.flush()
+        except OSError as e:  # a full disk: the sampling stops, the run goes on (its records say so)
+            self.write_error = self.write_error or f"writing {self.path} failed: {e.strerror or e}"
+            self._stop.set()
 
     def _run(self) -> None:
         try:
@@ -114,10 +139,15 @@ class ServerMetricsSampler:
             self._write(self.scrape_once())  # the end state, after the drain
         finally:
             assert self._fh is not None
-            self._fh.close()
+            try:
+                self._fh.close()
+            except OSError:  # its buffer could not be written: last_error says so
+                pass
 
     def status(self) -> str:
         """One line for the console at the end of a run."""
+        if self.write_error:
+            return f"server metrics: sampling stopped: {self.write_error}"
         if self.samples == 0 and self.errors:
             return (
                 f"server metrics: none from {self.url} ({self.last_error}); server-side figures unavailable"

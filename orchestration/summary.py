@@ -65,6 +65,10 @@ def format_summary(res: dict[str, Any], run_dir: str | None = None) -> str:
     else:  # vLLM's fields say 0.00 for them; a figure that does not apply is left out, never shown as 0
         out.append("No request completed: no throughput or latency figures")
     out.extend(_extras(res))
+    tls = (res.get("meta") or {}).get("tls")
+    if tls:  # https: how the certificate was checked (--insecure said here, once)
+        out.append("TLS: --insecure: the server's certificate was NOT verified" if tls.get("insecure") else
+                   f"TLS: the server's certificate was verified against {tls.get('ca_bundle') or 'the system store'}")
     if run_dir:
         out.append(f"Results: {run_dir}")
     return "\n".join(out)

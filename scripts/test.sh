@@ -24,14 +24,26 @@ if ! command -v podman >/dev/null || ! command -v debootstrap >/dev/null; then
       echo "test.sh: could not install podman/debootstrap; the image tier will be skipped" >&2
   fi
 fi
+# the gateway tests (tests/integration/gateways) start nginx and HAProxy in front of the simulator; without them
+# they skip, loudly
+if ! command -v nginx >/dev/null || ! command -v haproxy >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    (apt-get install -y -q nginx haproxy >/dev/null 2>&1 ||
+      { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q nginx haproxy >/dev/null 2>&1; }) ||
+      echo "test.sh: could not install nginx/haproxy; the gateway tests will be skipped" >&2
+  fi
+fi
 if ! command -v kubectl >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   apt-get install -y -q kubectl >/dev/null 2>&1 ||
     echo "test.sh: no kubectl package in this machine's apt sources; manifest rendering tests will be skipped" >&2
 fi
 "$VENV/bin/ruff" check .
-"$VENV/bin/mypy" vllm_users orchestration vllm_sim
-# the e2e tier (tests/e2e, real vLLM on CPU) runs in the same pytest call; its cached venv + model first
-# (idempotent: ~2-4 min the first time, a second later). VLLM_LOCUST_SKIP_E2E=1 skips both. Where the setup
+# mypy runs beside the tests (it waits on nothing they need); its verdict is read at the end
+mypy_log="$(mktemp)"
+"$VENV/bin/mypy" vllm_users orchestration vllm_sim >"$mypy_log" 2>&1 &
+mypy_pid=$!
+# the e2e tier (tests/e2e, real vLLM on CPU) runs with the others; its cached venv + model first
+# (idempotent: ~2-7 min the first time, a second later). VLLM_LOCUST_SKIP_E2E=1 skips both. Where the setup
 # fails (no x86-64, no Python 3.11-3.14, pip), the other tiers still run and every e2e test is skipped with
 # the setup's reason (one line in pytest's summary); VLLM_LOCUST_REQUIRE_E2E=1 makes that a failure.
 case "${VLLM_LOCUST_SKIP_E2E:-}" in 1|true|yes) ;; *)
@@ -45,5 +57,15 @@ case "${VLLM_LOCUST_SKIP_E2E:-}" in 1|true|yes) ;; *)
   fi
   rm -f "$setup_err" ;;
 esac
-# --durations: the slowest tests, so a slow machine shows where its time went
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider --durations=20 tests "$@"
+# Every tier at once: scripts/run_tests.py keeps several pytest processes busy (most tests wait on servers
+# and processes they start) and prints one summary with the slowest tests. With arguments, this is one
+# plain pytest over them instead (`bash scripts/test.sh tests/unit -k stream`).
+if [ "$#" -gt 0 ]; then
+  if "$VENV/bin/python" -m pytest -q -p no:cacheprovider --durations=20 "$@"; then rc=0; else rc=$?; fi
+else
+  if "$VENV/bin/python" scripts/run_tests.py; then rc=0; else rc=$?; fi
+fi
+if wait "$mypy_pid"; then mypy_rc=0; else mypy_rc=$?; fi
+cat "$mypy_log"; rm -f "$mypy_log"
+[ "$mypy_rc" = 0 ] || { echo "test.sh: mypy failed" >&2; exit "$mypy_rc"; }
+exit "$rc"

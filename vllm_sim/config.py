@@ -22,6 +22,7 @@ class SimConfig:
     model: str = "sim-model"
     max_model_len: int = 8192
     api_key: str | None = None
+    require_header: str = ""  # 'Name: value' every request must carry (a gateway's credential), /metrics too
     max_body_bytes: int = 32 * MIB
     seed: int = 0
     # fixed (ground-truth) mode
@@ -96,6 +97,8 @@ _HELP = {
     "model": "served model name",
     "max_model_len": "context length: prompt + max_tokens above it is a 400",
     "api_key": "require 'Authorization: Bearer KEY' (401 otherwise)",
+    "require_header": "require the header 'NAME: VALUE' on every request, /metrics and /health too (401 otherwise): "
+    "a gateway's own credential",
     "max_body_bytes": "request bodies above this size get a 413",
     "seed": "seed of the server-side RNG (EOS lengths, faults, routing)",
     "fixed": "ground-truth mode: every request gets exactly --ttft-ms / --itl-ms",

@@ -109,6 +109,12 @@ class SimServer:
         """Route one request."""
         path = req.path.rstrip("/") or "/"
         m = req.method
+        if self.cfg.require_header:
+            name, _, value = self.cfg.require_header.partition(":")
+            given = req.headers.get(name.strip().lower(), "")
+            if not hmac.compare_digest(given.encode(), value.strip().encode()):
+                self._send(conn, 401, b'{"error":"Unauthorized"}', vary=False)
+                return
         if self.cfg.api_key and path.startswith("/v1"):
             auth = req.headers.get("authorization", "")
             if not hmac.compare_digest(auth.encode(), f"Bearer {self.cfg.api_key}".encode()):

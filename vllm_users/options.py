@@ -45,7 +45,10 @@ ENV_SWITCHES = {
     "VLLM_LOCUST_KERNEL_TIMESTAMPS": "0: no SO_TIMESTAMPNS receive timestamps (default 1 where Linux has them)",
     "VLLM_LOCUST_RESOLVED_MODEL": "the model id the result names when --model is empty",
     "VLLM_LOCUST_API_KEY / OPENAI_API_KEY": "the API key (never an option: Locust would show and ship it)",
+    "VLLM_LOCUST_METRICS_HEADERS": "(set by `vllm-locust run` for its master) the /metrics scrape's headers as JSON; "
+    "never written",
 }
+METRICS_HEADERS_ENV = "VLLM_LOCUST_METRICS_HEADERS"
 
 
 
@@ -55,6 +58,7 @@ def env_api_key() -> str | None:
 
 
 LOCUST, RUN, WORKER = "locust", "run", "worker"
+CALIBRATE = "calibrate"  # `vllm-locust calibrate` takes these few (the TLS ones)
 BOTH = (LOCUST, RUN)
 
 
@@ -96,6 +100,15 @@ class Options:
                      "base:3,adapter-a:1 (LoRA adapters; docs/classes.md)", *BOTH)  # fmt: skip
     api_key: str = opt("", T.text, "API key (or env VLLM_LOCUST_API_KEY / OPENAI_API_KEY); never written", RUN,
                        secret=True)  # fmt: skip
+    # ----- TLS (https:// hosts: the load, the preflight, /metrics, calibration; docs/https.md) -----
+    ca_bundle: str = opt("", T.text, "PEM file of the CAs that sign the server's certificate (default: SSL_CERT_FILE, "
+                         "else the system's store)", *BOTH, CALIBRATE, metavar="FILE", web_ui=False)  # fmt: skip
+    insecure: bool = opt(False, None, "Do not verify the server's certificate (said in the summary and the result)",
+                         *BOTH, CALIBRATE, web_ui=False)  # fmt: skip
+    client_cert: str = opt("", T.text, "PEM client certificate for mTLS (its key in it, or --client-key)", *BOTH,
+                           CALIBRATE, metavar="FILE", web_ui=False)  # fmt: skip
+    client_key: str = opt("", T.text, "PEM private key of --client-cert", *BOTH, CALIBRATE, metavar="FILE",
+                          web_ui=False)  # fmt: skip
     # ----- endpoints: Responses, embeddings, rerank and score (issue 23.3-4; docs/scenarios.md) -----
     endpoint: str = opt("chat", T.text, "OpenAI API to call (embeddings, rerank, score: the pooling users)", *BOTH,
                         choices=APIS)  # fmt: skip
@@ -145,9 +158,10 @@ class Options:
     temperature: float = opt(0.0, T.nonneg_float, "Sampling temperature", *BOTH)
     seed: int = opt(0, T.nonneg_int, "Seed for prompts, schemas and arrivals", *BOTH)
     no_stream: bool = opt(False, None, "Non-streamed requests: E2EL and usage tokens, no TTFT/ITL/TPOT", *BOTH)
-    header: tuple[str, ...] = opt((), T.header, "Extra request header (repeatable), e.g. for a gateway or the "
-                                  "simulator's X-Sim-Fault", RUN, repeat=True, metavar="'NAME: VALUE'",
-                                  secret=True)  # fmt: skip
+    header: tuple[str, ...] = opt((), T.header, "Extra header of every request (repeatable): the preflight, the "
+                                  "load, /metrics on the host, --profile; e.g. a gateway's credential (never "
+                                  "written, docs/auth.md) or the simulator's X-Sim-Fault", RUN, repeat=True,
+                                  metavar="'NAME: VALUE'", secret=True)  # fmt: skip
     # ----- prompts and scenarios -----
     tokenizer: str = opt("", T.text, "Local tokenizer directory for exact prompt lengths", *BOTH)
     dataset: str = opt("", T.text, "ShareGPT JSON or JSONL file of prompts", *BOTH)
@@ -245,8 +259,12 @@ class Options:
     print_result: bool = opt(False, None, "End with one line 'VLLM_LOCUST_RESULT {json}': the result leaves a pod "
                              "through its log", RUN)  # fmt: skip
     no_report: bool = opt(False, None, "Skip the HTML/Markdown report", RUN)
-    server_metrics: str = opt("", T.text, "Prometheus endpoint sampled every 2 s (default HOST/metrics)", RUN,
-                              metavar="URL")  # fmt: skip
+    server_metrics: str = opt("", T.text, "Prometheus endpoint sampled every 2 s (default HOST/metrics; "
+                              "http://user:pass@... sends Basic auth)", RUN, metavar="URL")  # fmt: skip
+    metrics_header: tuple[str, ...] = opt((), T.header, "Header of the /metrics scrape (repeatable), instead of "
+                                          "--header's: a /metrics elsewhere or behind other credentials (docs/"
+                                          "auth.md); never written", RUN, repeat=True, metavar="'NAME: VALUE'",
+                                          secret=True)  # fmt: skip
     no_server_metrics: bool = opt(False, None, "Do not sample the server's /metrics", RUN)
     prometheus_port: int | None = opt(None, T.port, "Serve live metrics at http://MASTER:PORT/metrics for "
                                       "Prometheus and Grafana, from the master (docs/prometheus.md)", *BOTH,

@@ -11,12 +11,15 @@ import json
 import os
 from typing import Any
 
+from vllm_users.errors import UsageError
+
 __all__ = [
-    "CLIENT_HEALTH", "COLS", "COMMAND", "EARLY_STOP", "EXIT_CODE", "HISTOGRAMS", "LOCUSTFILE", "LOCUST_CSV",
+    "CLIENT_HEALTH", "COLS", "COMMAND", "EARLY_STOP", "EXIT_CODE", "HISTOGRAMS", "INTERRUPTED", "LOCUSTFILE", "LOCUST_CSV",
     "LOCUST_FAILURES", "LOCUST_HISTORY", "LOCUST_REPORT", "LOCUST_STATS", "MASTER_INGEST", "MASTER_LOG",
     "MASTER_OUT", "META", "PIDS", "PREFLIGHT", "PROFILE", "PROGRESS", "RECORDS", "REPEATS", "REPORT_DIR",
     "REPORT_HTML", "REPORT_JSON", "REPORT_MD", "REPORT_PDF", "RESULT", "SERVER_LOG", "SERVER_METRICS", "SWEEP",
-    "WEB_REPORT_HTML", "WORKER_OUT", "WORKERS_DIR", "path", "read_json", "read_json_or_none", "worker_records",
+    "WEB_REPORT_HTML", "WORKER_OUT", "WORKERS_DIR", "check_writable", "make_dir", "path", "read_json",
+    "read_json_or_none", "worker_records",
 ]
 
 # --- one run (written by the master unless said otherwise) ---
@@ -34,6 +37,7 @@ PREFLIGHT = "preflight.json"  # `vllm-locust run`'s preflight (its requests reac
 COMMAND = "command.json"  # the command line and the Locust argv (`vllm-locust run`)
 PIDS = "pids.json"  # the master's and workers' process ids (`vllm-locust run`)
 EARLY_STOP = "early_stop.json"  # why a step of an SLO search stopped early
+INTERRUPTED = "interrupted.json"  # {"signal": "SIGINT"|"SIGTERM"}: `vllm-locust run` was stopped by a signal
 SERVER_METRICS = "server_metrics.jsonl"  # the server's /metrics, scraped during the run
 SERVER_LOG = "server.log"  # sweep-server: the server's own output per configuration
 MASTER_LOG = "master.log"  # Locust's log of the master process
@@ -82,3 +86,29 @@ def read_json_or_none(run_dir: str, name: str) -> Any:
         return read_json(run_dir, name)
     except (OSError, ValueError):
         return None
+
+
+def check_writable(directory: str, flag: str = "--output-dir") -> None:
+    """Before anything is sent: `directory` (made later, with its parents) must be a directory, or creatable in
+    one, that can be written; a UsageError naming the path and the problem otherwise (nothing is created)."""
+    p = os.path.abspath(directory)
+    while not os.path.exists(p):  # the nearest part that exists decides
+        p = os.path.dirname(p)
+    if not os.path.isdir(p):
+        raise UsageError(f"{flag} {directory}: {p} is a file, not a directory")
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {directory}: {p} is not writable (permission denied)")
+
+
+def make_dir(directory: str, flag: str = "--output-dir") -> None:
+    """Create `directory` (and its parents) and write a probe file in it: a UsageError naming the path and the
+    problem when either fails (a read-only file system, a full disk, a file in the way)."""
+    check_writable(directory, flag)
+    probe = os.path.join(directory, f".write-check-{os.getpid()}")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with open(probe, "w") as fh:
+            fh.write("ok")
+        os.unlink(probe)
+    except OSError as e:
+        raise UsageError(f"{flag} {directory}: cannot write there ({e.strerror or type(e).__name__})") from None

@@ -45,6 +45,7 @@ from vllm_users.atomic import atomic_json
 from vllm_users.measure.cost import cost_at, format_cost
 from vllm_users.measure.metrics import Slo
 from vllm_users.options import Options
+from vllm_users.redact import redact_url
 from vllm_users.run_dir import EARLY_STOP, META, SERVER_METRICS, SWEEP, read_json
 
 __all__ = ["SaturationWatch", "judge", "next_rate", "run_search"]
@@ -295,7 +296,7 @@ def run_search(a: Options, run_one: RunOne) -> int:
             if lo is not None and hi is not None and (hi - lo) <= a.search_tolerance * lo:
                 break
             rate = round(next_rate(lo, hi, failures, kept_up), 3)
-    doc = {"kind": "max_rate_search", "sweep": "find-max-rate", "host": a.host or "embedded simulator",
+    doc = {"kind": "max_rate_search", "sweep": "find-max-rate", "host": redact_url(a.host) or "embedded simulator",
            "slo_ms": slo.limits_ms, "slo_percentile": a.slo_percentile, "max_error_rate": a.max_error_rate,
            "probe_capacity_rps": capacity, "max_rate": lo, "lowest_failing_rate": hi, "steps": steps,
            "uncertainty": _uncertainty(lo, hi)}  # fmt: skip

@@ -19,7 +19,8 @@ import signal
 import subprocess
 import time
 import urllib.error
-from collections.abc import Sequence
+import urllib.request
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +29,15 @@ from orchestration.capacity.sweep import format_sweep, summarize_step
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
 from vllm_users.client import stdlib_http
-from vllm_users.options import Options
+from vllm_users.options import Options, env_api_key
+from vllm_users.redact import (
+    Redactor,
+    connection_headers,
+    header_lines,
+    redact_argv,
+    redact_url,
+    secret_values,
+)
 from vllm_users.run_dir import SERVER_LOG, SWEEP
 
 __all__ = ["Param", "ServerProcess", "grid", "parse_param", "run_server_sweep"]
@@ -63,25 +72,35 @@ def _label(point: list[tuple[Param, str]]) -> str:
     return ",".join(f"{'env:' if p.env else ''}{p.name}={v}" for p, v in point)
 
 
+def shown_cmd(argv: list[str], api_key: str | None = None) -> str:
+    """The server's command line as sweep.json and its log show it: `--api-key`'s value (vllm serve's) masked,
+    the run's API key (`api_key`, else the environment's) wherever it appears, and every URL's userinfo."""
+    known = Redactor(secret_values(api_key=api_key or env_api_key()))
+    return known.text(shlex.join(redact_argv(argv, ("--api-key",))))
+
+
 class ServerProcess:
     """The server under test, in its own process group (stopped by PID: SIGTERM, then SIGKILL to the group)."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], log_path: str) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], log_path: str, api_key: str | None = None) -> None:
         self.log_path = log_path
         with open(log_path, "wb") as log:
-            log.write(("$ " + shlex.join(argv) + "\n").encode())
+            log.write(("$ " + shown_cmd(argv, api_key) + "\n").encode())
             log.flush()
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                                          start_new_session=True)  # fmt: skip
 
-    def wait_healthy(self, url: str, timeout: float) -> tuple[bool, float, str]:
-        """(healthy, seconds waited, why not)."""
+    def wait_healthy(self, url: str, timeout: float, headers: Mapping[str, str] | None = None,
+                     api_key: str | None = None) -> tuple[bool, float, str]:  # fmt: skip
+        """(healthy, seconds waited, why not); `headers`: the run's (--header, the key, the URL's userinfo)."""
+        url, auth = connection_headers(url, headers, api_key or env_api_key())
+        req = urllib.request.Request(url.rstrip("/") + "/health", headers=auth)
         t0 = time.monotonic()
         while True:
             if self.proc.poll() is not None:
                 return False, time.monotonic() - t0, f"the server exited with {self.proc.returncode} before /health answered"
             try:
-                with stdlib_http.urlopen(url.rstrip("/") + "/health", timeout=2) as r:  # interim 1xx skipped
+                with stdlib_http.urlopen(req, timeout=2) as r:  # interim 1xx skipped
                     if r.status == 200:
                         return True, time.monotonic() - t0, ""
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
@@ -133,7 +152,8 @@ def run_server_sweep(own: argparse.Namespace, a: Options, run_one: RunOne) -> in
         worst = exit_codes.INTERRUPTED
     finally:
         signal.signal(signal.SIGTERM, old_term)
-    doc = {"kind": "server_sweep", "sweep": "sweep-server", "host": a.host, "serve_cmd": own.serve_cmd,
+    doc = {"kind": "server_sweep", "sweep": "sweep-server", "host": redact_url(a.host),
+           "serve_cmd": shown_cmd(shlex.split(own.serve_cmd), a.api_key),
            "params": [{"name": p.name, "env": p.env, "values": list(p.values)} for p in own.param],
            "steps": steps}  # fmt: skip
     if a.gpu_hour_price:
@@ -175,9 +195,9 @@ def _sweep_points(own: argparse.Namespace, a: Options, run_one: RunOne,
             else:
                 argv += [f"--{p.name}", v]
         print(f"vllm-locust: point {i}/{len(points)}: {label}: starting the server", flush=True)
-        server = ServerProcess(argv, env, os.path.join(run_dir, SERVER_LOG))
+        server = ServerProcess(argv, env, os.path.join(run_dir, SERVER_LOG), a.api_key)
         try:
-            ok, startup, why = server.wait_healthy(a.host, own.health_timeout)
+            ok, startup, why = server.wait_healthy(a.host, own.health_timeout, header_lines(a.header), a.api_key)
             row: dict[str, Any]
             if ok:
                 print(f"vllm-locust: point {i}: healthy after {startup:.1f} s; running the load", flush=True)

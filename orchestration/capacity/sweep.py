@@ -30,7 +30,8 @@ from orchestration.capacity.steps import (
 )
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
-from vllm_users.options import Options
+from vllm_users.options import Options, env_api_key
+from vllm_users.redact import connection_headers, header_lines, redact_url
 from vllm_users.run_dir import SWEEP
 
 __all__ = ["STEP_FIELDS", "SweepPlan", "format_sweep", "parse_sweep", "run_sweep", "summarize_step", "sweep_doc"]
@@ -114,13 +115,14 @@ def run_sweep(a: Options, run_one: RunOne) -> int:
         b = step_args(a, host, base, name, seed=step_seed(a, len(steps)), **over)
         print(f"vllm-locust: sweep step {len(steps) + 1}: {kind} {'' if target is None else format(target, 'g')}",
               flush=True)  # fmt: skip
-        before = expert_counters(host)
+        url, auth = connection_headers(host, header_lines(a.header), a.api_key or env_api_key())
+        before = expert_counters(url, headers=auth)
         code = run_one(b)
         worst = max(worst, code)
         s = summarize_step(name, kind, target, os.path.join(base, name), code)
         if kind == "concurrency":
             s["concurrency"] = int(target or 0)
-        load = expert_balance(before, expert_counters(host))
+        load = expert_balance(before, expert_counters(url, headers=auth))
         if load is not None:
             s["expert_load"] = load
         steps.append(s)
@@ -199,7 +201,7 @@ def sweep_doc(plan: SweepPlan, steps: list[dict[str, Any]], a: Options) -> dict[
             s["scaling_efficiency"] = tput / (s["target"] * base) if base and tput is not None else None
     add_step_costs(steps, a.gpu_hour_price, a.gpus)
     return {"kind": "concurrency_sweep" if plan.kind == "concurrency" else f"{plan.kind}_sweep",
-            "sweep": a.sweep, "host": a.host or "embedded simulator", "preset": a.preset,
+            "sweep": a.sweep, "host": redact_url(a.host) or "embedded simulator", "preset": a.preset,
             "steps": steps, "baseline_output_throughput": base}  # fmt: skip
 
 

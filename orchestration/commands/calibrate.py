@@ -17,7 +17,10 @@ from orchestration.twin.phases import ProbePlan, new_raw, path_latency, run_phas
 from orchestration.twin.probe import Budget, Probe
 from orchestration.twin.profile import build_profile, fit_table, write_profile
 from vllm_users import errors, exit_codes
-from vllm_users.options import env_api_key
+from vllm_users.client import tls
+from vllm_users.option_types import header
+from vllm_users.options import CALIBRATE, env_api_key
+from vllm_users.redact import connection_headers, header_lines, redact_url
 
 __all__ = ["batch_sizes", "main", "parse_budget"]
 
@@ -43,6 +46,8 @@ def _parser() -> C.OneLineParser:
     p.add_argument("--host", required=True, help="the server to probe, e.g. http://127.0.0.1:8000")
     p.add_argument("--model", default=None, help="served model (needed when the server serves several)")
     p.add_argument("--api-key", default=None, help="API key (default: $VLLM_LOCUST_API_KEY)")
+    p.add_argument("--header", action="append", default=[], type=header, metavar="'NAME: VALUE'",
+                   help="extra request header (repeatable), e.g. a gateway's credentials; never written")  # fmt: skip
     p.add_argument("--budget", default="180s", help="hard bound on the probe's time (default 180s)")
     p.add_argument(
         "-o", "--output", default="twin.json", help="the twin profile to write (default twin.json)"
@@ -59,6 +64,7 @@ def _parser() -> C.OneLineParser:
     p.add_argument("--seed", type=int, default=None,
                    help="seed of the probe's prompts (default: a new one each run, kept in the profile: a second "
                         "calibration with the first one's prompts met them in the server's prefix cache)")  # fmt: skip
+    C.add_options(p, CALIBRATE)  # --ca-bundle, --insecure, --client-cert, --client-key (the option table's)
     return p
 
 
@@ -85,18 +91,21 @@ def _server_info(host: str, model: str, probe: Probe) -> dict[str, Any]:
 @reported(PROG)
 def main(argv: Sequence[str]) -> int:
     """`vllm-locust calibrate --host URL [-o twin.json]`: probe, fit, write, print the fit table."""
-    a = _parser().parse_args(list(argv))
+    o, a = C.parse_all(_parser(), list(argv), CALIBRATE)  # the table's options: command line > environment
+    tls.configure(tls.TLSConfig.of(o))
     seconds = parse_budget(a.budget)
     if a.max_concurrency < 1 or a.saturation_requests < 2:
         raise errors.UsageError("--max-concurrency must be >= 1 and --saturation-requests >= 2")
     if not a.host.startswith(("http://", "https://")):
-        raise errors.UsageError(f"--host {a.host!r}: expected a URL like http://127.0.0.1:8000")
+        raise errors.UsageError(f"--host {redact_url(a.host)!r}: expected a URL like http://127.0.0.1:8000")
     api_key = a.api_key or env_api_key()
     budget = Budget(seconds)
-    info = check_server(a.host, a.model, api_key, "completions")  # PreflightError: exit 3, nothing probed
+    # http://user:pass@...: Basic auth (below the key and --header), and a URL without it everywhere after this
+    host, headers = connection_headers(a.host, header_lines(a.header), api_key)
+    info = check_server(host, a.model, None, "completions", headers=headers)  # PreflightError: exit 3, nothing probed
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(2**31)
-    probe = Probe(a.host, info.model, budget, api_key, seed)
-    server = _server_info(a.host, info.model, probe)
+    probe = Probe(host, info.model, budget, None, seed, extra_headers=headers)
+    server = _server_info(host, info.model, probe)
     plan = ProbePlan(
         concurrencies=batch_sizes(a.max_concurrency),
         saturation_requests=a.saturation_requests,
@@ -115,7 +124,7 @@ def main(argv: Sequence[str]) -> int:
             print(f"{PROG}: interrupted before any point was measured: nothing written", file=sys.stderr)
             return exit_codes.INTERRUPTED
         why = raw.get("first_error") or stopped or "no request completed"
-        raise errors.PreflightError(f"{a.host} failed the probe: {why}")
+        raise errors.PreflightError(f"{host} failed the probe: {why}")
     meta = {"budget_s": seconds, "elapsed_s": round(budget.elapsed(), 3), "requests": probe.requests,
             "cut": probe.cut, "partial": stopped is not None, "stopped": stopped, "errors": raw["errors"],
             "phases": raw["phases_done"], "rounds": raw.get("rounds", 0), "seed": seed}  # fmt: skip

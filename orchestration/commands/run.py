@@ -20,19 +20,27 @@ from orchestration.capacity.flags import validate as capacity_validate
 from orchestration.capacity.run_hooks import multi_run
 from orchestration.commands import reported
 from orchestration.launcher import header_dict, launch, say
-from orchestration.preflight import PreflightError, calibrate_prompts, check_server, reset_prefix_cache
+from orchestration.preflight import (
+    PreflightError,
+    calibrate_prompts,
+    check_context_fits,
+    check_server,
+    reset_prefix_cache,
+)
 from vllm_users import errors
 from vllm_users import run_dir as R
+from vllm_users.client import tls
 from vllm_users.measure.run_result import result_path
 from vllm_users.options import RUN, Options, env_api_key
+from vllm_users.redact import connection_headers, redact_url
 from vllm_users.scenarios.registry import for_endpoint, is_class_ref, locustfile_source, mix_label, parse_mix
 from vllm_users.workload.classes import check_scenarios, class_models
 from vllm_users.workload.images import check_images
 from vllm_users.workload.prompts import LengthModel
 
 __all__ = [
-    "DEFAULT_NUM_PROMPTS", "PROG", "add_run_parser", "check_twin", "check_users", "lengths_line", "main",
-    "new_run_parser", "resolve_users", "run", "run_options", "validate",
+    "DEFAULT_NUM_PROMPTS", "PROG", "add_run_parser", "check_twin", "check_users", "check_windows", "lengths_line",
+    "main", "new_run_parser", "resolve_users", "run", "run_options", "validate",
 ]
 
 PROG = "vllm-locust"  # run's errors read `vllm-locust: error: ...` (the plain command's name)
@@ -113,11 +121,13 @@ def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
     if a.request_rate is not None and math.isinf(a.request_rate) and a.num_prompts is None:
         raise C.UsageError("--request-rate inf needs --num-prompts")
     if a.host and not a.host.startswith(("http://", "https://")):
-        raise C.UsageError(f"--host {a.host!r}: expected a URL like http://127.0.0.1:8000")
+        raise C.UsageError(f"--host {redact_url(a.host)!r}: expected a URL like http://127.0.0.1:8000")
+    tls.configure(tls.TLSConfig.of(a))  # the preflight's, calibration's and /metrics' TLS; a bad file: exit 2 now
     if a.twin:
         check_twin(a.twin, a.host)
     if a.num_prompts is None and a.run_time is None and not a.trace:  # a trace ends with its last request
         a = dataclasses.replace(a, num_prompts=DEFAULT_NUM_PROMPTS)
+    check_windows(a)
     if a.workers is None:
         a = dataclasses.replace(a, workers=max(1, os.cpu_count() or 1))
     try:  # images (issue 23.2): chat only, JPEG with Pillow
@@ -127,6 +137,23 @@ def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
     if a.workers == 0 and not a.expect_workers:
         raise C.UsageError("--workers 0 needs --expect-workers N (remote workers)")
     return a, mix, files
+
+
+def check_windows(a: Options) -> None:
+    """--warmup and --cooldown must leave requests to measure: windows that take every request of --num-prompts,
+    or all of --run-time, are a UsageError (the run would measure nothing and say so only at its end)."""
+    from vllm_users.measure.windows import parse_optional
+
+    warm, cool = parse_optional(a.warmup), parse_optional(a.cooldown)
+    flags = " ".join(f"--{n} {w.text}" for n, w in (("warmup", warm), ("cooldown", cool)) if w is not None)
+    count = sum(w.requests or 0 for w in (warm, cool) if w is not None)
+    if a.num_prompts and not a.trace and count >= a.num_prompts:
+        raise C.UsageError(f"{flags} leaves out {count} requests, the run has {a.num_prompts} (--num-prompts): "
+                           "nothing would be measured; shorten the window or send more")  # fmt: skip
+    secs = sum(w.seconds or 0.0 for w in (warm, cool) if w is not None)
+    if a.run_time and secs >= a.run_time:
+        raise C.UsageError(f"{flags} covers {secs:g} s, the run lasts {a.run_time:g} s (--run-time): nothing would "
+                           "be measured; shorten the window or run longer")  # fmt: skip
 
 
 def _trace_options(a: Options) -> Options:
@@ -148,6 +175,7 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
     if a.twin and not a.host:  # the embedded simulator (of one run, or shared by a search's steps) reads it;
         check_twin(a.twin, a.host)  # first in its flags: --sim-args beside it still win (what-if planning)
         a = dataclasses.replace(a, twin="", sim_args=f"--twin {a.twin} {a.sim_args}".strip())
+    R.check_writable(a.output_dir)  # a file in the way or no permission: one line, exit 2, before anything runs
     code = multi_run(a, run, lambda o: validate(o)[0])  # --find-max-rate, --sweep, --repeats: several runs
     if code is not None:
         return code
@@ -157,10 +185,10 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
     run_dir = os.path.join(a.output_dir, a.run_name or f"{time.strftime('%Y%m%d-%H%M%S')}-{names}")
     if os.path.exists(result_path(run_dir)):
         raise C.UsageError(f"run directory {run_dir} already holds a result; choose another --run-name")
-    os.makedirs(run_dir, exist_ok=True)
+    R.make_dir(run_dir)
     sim = None
-    try:
-        host = a.host
+    try:  # the host's userinfo becomes a header here: the URL every process, file and line sees has none
+        host, headers = connection_headers(a.host, header_dict(a), api_key)
         if not host:
             from vllm_sim.launch import start_simulator
 
@@ -171,25 +199,40 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
             host = sim.url
             say(a, f"embedded simulator at {host} (pid {sim.pid})")
         try:
-            info = check_server(host, a.model or None, api_key, a.endpoint, also=class_models(a.class_))
+            info = check_server(host, a.model or None, api_key, a.endpoint, class_models(a.class_), headers)
         except PreflightError as e:  # one step of a sweep: its outcome (the sweep records the code and goes on)
             return errors.report(e, PROG)
-        lengths = calibrate_prompts(host, info.model, api_key, a.endpoint, header_dict(a))  # once, for every worker
+        lengths = calibrate_prompts(host, info.model, api_key, a.endpoint, headers)  # once, for every worker
         say(a, lengths_line(lengths))
         if lengths.warning:
             print(f"{PROG}: warning: {lengths.warning}", file=sys.stderr, flush=True)
+        if _synthetic_lengths(a, files):  # --input-len/--output-len are what is sent: they must fit the context
+            try:
+                check_context_fits(host, info.model, api_key, a.input_len, _output_len(a), lengths.overhead or 0, headers)
+            except PreflightError as e:
+                return errors.report(e, PROG)
         with open(R.path(run_dir, R.PREFLIGHT), "w") as fh:
             json.dump({"model": info.model, "models": info.models, "stream_attempts": info.attempts,
                        "calibration": lengths.summary()}, fh)  # fmt: skip
         if a.reset_prefix_cache:  # in the preflight: never inside the measured window
-            print(f"vllm-locust: {reset_prefix_cache(host, api_key)}", flush=True)
+            print(f"vllm-locust: {reset_prefix_cache(host, api_key, headers)}", flush=True)
         locustfile = R.path(run_dir, R.LOCUSTFILE)
         with open(locustfile, "w") as fh:
             fh.write(locustfile_source(mix, files))
-        return launch(a, host, info.model, run_dir, locustfile, api_key, sim, watch, lengths)
+        return launch(a, host, info.model, run_dir, locustfile, api_key, sim, watch, lengths, headers)
     finally:
         if sim is not None:
             sim.stop()
+
+
+def _synthetic_lengths(a: Options, files: list[str]) -> bool:
+    """Whether the prompts are built from --input-len and --output-len (not a dataset's, a trace's or -f code's)."""
+    return not (a.dataset or a.trace or files)
+
+
+def _output_len(a: Options) -> int:
+    """The max_tokens a request asks for (a pooling API generates none)."""
+    return 0 if a.endpoint in ("embeddings", "rerank", "score") else a.output_len
 
 
 def check_twin(path: str, host: str) -> None:

@@ -10,6 +10,7 @@ from orchestration import config as C
 from orchestration.capacity.serve_sweep import parse_param, run_server_sweep
 from orchestration.commands import reported
 from vllm_users import errors
+from vllm_users.client import tls
 from vllm_users.options import RUN
 
 __all__ = ["PROG", "main"]
@@ -41,6 +42,7 @@ def main(argv: Sequence[str]) -> int:
             raise errors.UsageError("--host: the URL where the started server listens, e.g. http://127.0.0.1:8000")
         if a.sweep or a.find_max_rate:
             raise errors.UsageError("sweep-server runs one load per point: leave out --sweep and --find-max-rate")
+        tls.configure(tls.TLSConfig.of(a))  # the health checks' TLS (each point's run sets it again)
         return run_server_sweep(own, a, run)
     except C.UsageError as e:  # orchestration.config's own class (the option checks), while it is not errors'
         raise errors.UsageError(str(e)) from None

@@ -23,7 +23,9 @@ import yaml
 from orchestration import config as C
 from orchestration.commands import reported
 from orchestration.commands.run import new_run_parser, validate
+from orchestration.k8s import tls as k8s_tls
 from vllm_users.options import DEFAULTS, RUN, Options, table
+from vllm_users.redact import is_secret_header, redact_url
 
 __all__ = ["CLUSTER_OWNED", "MANIFESTS", "METRICS_PORT", "main", "render", "render_parser", "run_config", "write"]
 
@@ -35,7 +37,7 @@ CLUSTER_OWNED = frozenset({
     "web_ui", "web_port", "quiet", "sim_args", "output_file", "print_result", "api_key", "prometheus_port",
 })  # fmt: skip
 WIRING = frozenset({"expect_workers", "master_bind_host", "master_port"})  # refused: they would break the pods'
-RENDER_ONLY = frozenset({"out", "image", "namespace", "pvc"})
+RENDER_ONLY = frozenset({"out", "image", "namespace", "pvc", "ca_configmap", "client_tls_secret"})
 DEFAULT_WORKERS = 4
 # the master's /metrics port in base/ (its annotations, env VLLM_LOCUST_PROMETHEUS_PORT, container and Service
 # port, NetworkPolicy vllm-locust-master-metrics); --prometheus-port replaces it in those files
@@ -54,6 +56,7 @@ def render_parser() -> argparse.ArgumentParser:
     p.add_argument("--image", default="vllm-locust:latest", help="The image with vllm-locust (docker/Dockerfile)")
     p.add_argument("--namespace", default="vllm-locust", help="Namespace of the Jobs (created by the manifests)")
     p.add_argument("--pvc", default="", metavar="SIZE", help="Keep results on a PersistentVolumeClaim, e.g. 5Gi")
+    k8s_tls.add_flags(p)
     return p
 
 
@@ -68,6 +71,26 @@ def run_config(o: Options) -> dict[str, Any]:
             value = "inf" if math.isinf(value) else (int(value) if value.is_integer() else value)
         out[name] = list(value) if isinstance(value, tuple) else value
     return out
+
+
+def refuse_credentials(o: Options) -> None:
+    """UsageError when an option would put a credential into config.yaml (a ConfigMap, readable by anyone who
+    can read the namespace): a URL's userinfo, or an auth-like --header / --metrics-header."""
+    for name in ("host", "server_metrics"):
+        url = getattr(o, name)
+        if url and redact_url(url) != url:
+            raise C.UsageError(f"--{name.replace('_', '-')}: its user:password would land in the ConfigMap "
+                               f"config.yaml; give the URL without it and the credential as {SECRET_HINT}")  # fmt: skip
+    for name in ("header", "metrics_header"):
+        for item in getattr(o, name):
+            key, _, value = item.partition(":")
+            if is_secret_header(key, value.strip()):
+                raise C.UsageError(f"--{name.replace('_', '-')} '{key.strip()}: ...' carries a credential, which "
+                                   f"would land in the ConfigMap config.yaml; give it as {SECRET_HINT}")  # fmt: skip
+
+
+SECRET_HINT = ("the API key (Secret vllm-locust-api-key, key api-key) or the header (Secret vllm-locust-header, key "
+               "header: 'NAME: VALUE'; docs/kubernetes.md)")  # fmt: skip
 
 
 def _image(ref: str) -> tuple[str, str]:
@@ -89,7 +112,10 @@ def render(given: Options, a: Options, r: argparse.Namespace) -> dict[str, str]:
     workers = DEFAULT_WORKERS if a.workers is None else a.workers
     if workers < 1:
         raise C.UsageError(f"--workers {workers}: a cluster run needs at least one worker pod")
-    validate(dataclasses.replace(a, workers=workers))  # the master would refuse these options in its pod: refuse them now
+    k8s_tls.check(a, r)  # the TLS files come from the cluster: those paths are checked in the pods, not here
+    pod = dataclasses.replace(a, workers=workers, ca_bundle="", client_cert="", client_key="")
+    validate(pod)  # the master would refuse these options in its pod: refuse them now
+    refuse_credentials(given)
     parts = urlsplit(a.host)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     options = run_config(given)
@@ -104,8 +130,8 @@ def render(given: Options, a: Options, r: argparse.Namespace) -> dict[str, str]:
         files = {k: v for k, v in files.items() if not k.startswith("pvc/")}
     header = ("# vllm-locust run options, written by `vllm-locust k8s render`; the same file works locally:\n"
               "#   vllm-locust run --config config.yaml\n"
-              "# The API key is not here: Secret vllm-locust-api-key (key api-key) -> env VLLM_LOCUST_API_KEY.\n")  # fmt: skip
-    files["config.yaml"] = header + yaml.safe_dump(options, sort_keys=False, default_flow_style=None)
+              "# The API key is not here: Secret vllm-locust-api-key (key api-key) -> env VLLM_LOCUST_API_KEY;\n"
+              "# nor a gateway's header: Secret vllm-locust-header (key header) -> env VLLM_LOCUST_HEADER.\n")  # fmt: skip
     name, tag = _image(r.image)
     kust: dict[str, Any] = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
@@ -122,6 +148,8 @@ def render(given: Options, a: Options, r: argparse.Namespace) -> dict[str, str]:
     }
     if r.namespace != "vllm-locust":
         kust["patches"] = [_rename_namespace(r.namespace)]
+    k8s_tls.apply(a, r, options, files, kust)  # the CA bundle / client certificate mounted in both Jobs
+    files["config.yaml"] = header + yaml.safe_dump(options, sort_keys=False, default_flow_style=None)
     if r.pvc:
         kust.setdefault("patches", []).append({
             "target": {"kind": "PersistentVolumeClaim", "name": "vllm-locust-results"},
@@ -138,8 +166,8 @@ def _rename_namespace(namespace: str) -> dict[str, Any]:
 
 
 def write(out: str, files: dict[str, str]) -> None:
-    """Write the files under `out`, replacing the directories render owns (base/, workers/, pvc/)."""
-    for sub in ("base", "workers", "pvc"):
+    """Write the files under `out`, replacing the directories render owns (base/, workers/, pvc/, tls/)."""
+    for sub in ("base", "workers", "pvc", "tls"):
         shutil.rmtree(os.path.join(out, sub), ignore_errors=True)
     for rel, text in files.items():
         path = os.path.join(out, rel)

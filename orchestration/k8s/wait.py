@@ -5,12 +5,16 @@ from __future__ import annotations
 import os
 import time
 import urllib.error
-from collections.abc import Sequence
+import urllib.request
+from collections.abc import Mapping, Sequence
 
 from orchestration import config as C
 from orchestration.commands import reported
-from vllm_users.client import stdlib_http
+from orchestration.k8s.tls import config_tls
+from vllm_users.client import stdlib_http, tls
 from vllm_users.errors import PreflightError
+from vllm_users.options import env_api_key, env_name
+from vllm_users.redact import connection_headers, header_lines
 
 __all__ = ["healthy", "main", "target_host"]
 
@@ -23,10 +27,20 @@ def target_host(host: str | None, config: str | None) -> str:
     return str(url).rstrip("/")
 
 
-def healthy(url: str, timeout: float) -> str:
-    """'' when GET url answers 200, else one line saying what came back."""
+def run_headers(config: str | None) -> list[str]:
+    """The run's --header lines: env VLLM_LOCUST_HEADER (the pods' Secret vllm-locust-header), else the config's."""
+    given = os.environ.get(env_name("header"))
+    if given:
+        return [given]
+    raw = C.load_config(config).get("header") if config else None
+    return [str(h) for h in raw] if isinstance(raw, list) else [str(raw)] if raw else []
+
+
+def healthy(url: str, timeout: float, headers: Mapping[str, str] | None = None) -> str:
+    """'' when GET url (with `headers`: the run's credentials) answers 200, else one line saying what came back."""
     try:
-        with stdlib_http.urlopen(url, timeout=timeout) as resp:  # interim 1xx skipped
+        req = urllib.request.Request(url, headers=dict(headers or {}))
+        with stdlib_http.urlopen(req, timeout=timeout) as resp:  # interim 1xx skipped
             return "" if resp.status == 200 else f"HTTP {resp.status}"
     except urllib.error.HTTPError as e:
         return f"HTTP {e.code}"
@@ -44,11 +58,13 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--timeout", type=C.pos_float, default=900.0, help="Give up after this many seconds")
     p.add_argument("--interval", type=C.pos_float, default=2.0, help="Seconds between attempts")
     a = p.parse_args(list(argv))
-    url = target_host(a.host, a.config) + a.path
+    url, headers = connection_headers(target_host(a.host, a.config) + a.path, header_lines(run_headers(a.config)),
+                                      env_api_key())  # fmt: skip
+    tls.configure(config_tls(a.config))  # https: the run's CA bundle / --insecure / client certificate
     t0 = time.monotonic()
     last = ""
     while True:
-        why = healthy(url, timeout=min(10.0, a.interval * 5))
+        why = healthy(url, min(10.0, a.interval * 5), headers)
         waited = time.monotonic() - t0
         if not why:
             print(f"vllm-locust k8s wait: {url} ready after {waited:.1f} s", flush=True)

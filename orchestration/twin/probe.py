@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_users.client import stdlib_http
+from vllm_users.redact import with_api_key
 from vllm_users.workload.prompts import VOCAB
 
 __all__ = ["Budget", "Probe", "Shot", "metric_sum", "parse_metrics", "scrape"]
@@ -70,6 +72,7 @@ class Probe:
     tokens_per_word: float = 1.0
     requests: int = 0
     cut: int = 0
+    extra_headers: dict[str, str] = field(default_factory=dict)  # --header's (they win over the key's Bearer)
     _rng: random.Random = field(default_factory=random.Random)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -80,15 +83,13 @@ class Probe:
         self._https = u.scheme == "https"
 
     def _conn(self, timeout: float) -> http.client.HTTPConnection:
-        cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        # stdlib_http's https connections verify the certificate with the process's TLS settings (tls.py)
+        cls = stdlib_http.HTTPSConnection if self._https else stdlib_http.HTTPConnection
         return cls(self._netloc[0], self._netloc[1], timeout=max(0.05, timeout))
 
     def headers(self) -> dict[str, str]:
-        """Request headers (the API key, when there is one)."""
-        h = {"Content-Type": "application/json"}
-        if self.api_key:
-            h["Authorization"] = f"Bearer {self.api_key}"
-        return h
+        """Request headers: --header's and the API key's Bearer (unless --header names an Authorization)."""
+        return {"Content-Type": "application/json", **with_api_key(self.extra_headers, self.api_key)}
 
     def get(self, path: str, timeout: float = 5.0) -> tuple[int, bytes]:
         """GET path: (status, body); (0, b"") when it fails or the budget is spent."""

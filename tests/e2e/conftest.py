@@ -2,7 +2,7 @@
 
 Every test under tests/e2e is marked ``e2e``. ``VLLM_LOCUST_SKIP_E2E=1`` skips them all.
 The first run builds ~/.cache/vllm-locust (or $VLLM_LOCUST_CACHE): ~4 min, ~3.4 GB; later runs reuse it.
-The package-scoped server fixtures start one server each (~2 min on 2 cores) and stop it when the tier ends; the
+The package-scoped server fixtures start one server each (~1-2 min on 2 cores) and stop it when the tier ends; the
 first one to start measures vLLM's speed (tests/e2e/speed.py), which scales every time limit of the tier.
 
 Where the tier cannot run (not x86-64, no Python 3.11-3.14 for vLLM, setup_vllm.sh failed; scripts/test.sh
@@ -127,23 +127,23 @@ def _started(vllm_env: VllmEnv, log_dir: Path, extra_args: tuple[str, ...] = ())
     return server
 
 
-# package scope: the servers stop when the e2e tier ends. Session-scoped, they outlived it: an idle vLLM for CPU
+# package scope: the server stops when the e2e tier ends. Session-scoped, it outlived it: an idle vLLM for CPU
 # still takes 40-80 % of its core, which slowed every later tier (a --find-max-rate accuracy test failed so)
-@pytest.fixture(scope="package")
-def vllm_server(vllm_env: VllmEnv, bench_platform: PlatformProbe, tmp_path_factory: pytest.TempPathFactory):
-    with _started(vllm_env, tmp_path_factory.mktemp("vllm-logs")) as server:
-        yield server
-
-
 @pytest.fixture(scope="package")
 def vllm_server_details(
     vllm_env: VllmEnv, bench_platform: PlatformProbe, tmp_path_factory: pytest.TempPathFactory
 ):
-    """Like vllm_server plus --enable-prompt-tokens-details (usage reports cached_tokens). A server of its
-    own: the golden transcripts that vllm_server is checked against were recorded without the flag."""
-    log_dir = tmp_path_factory.mktemp("vllm-logs-details")
+    """The tiny Llama with --enable-prompt-tokens-details (usage reports cached_tokens)."""
+    log_dir = tmp_path_factory.mktemp("vllm-logs")
     with _started(vllm_env, log_dir, ("--enable-prompt-tokens-details",)) as server:
         yield server
+
+
+@pytest.fixture(scope="package")
+def vllm_server(vllm_server_details: VllmServer) -> VllmServer:
+    """The same server: one start (~1-2 min on 2 cores) serves the whole tier. The golden transcripts were
+    recorded without --enable-prompt-tokens-details; test_golden_shapes leaves the field it adds aside."""
+    return vllm_server_details
 
 
 def pytest_report_header(config: pytest.Config) -> str:

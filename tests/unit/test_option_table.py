@@ -19,6 +19,7 @@ from orchestration import presets
 from orchestration.commands.run import add_run_parser
 from vllm_users import option_types as T
 from vllm_users.options import (
+    CALIBRATE,
     DEFAULTS,
     LOCUST,
     RUN,
@@ -71,7 +72,7 @@ def locust_actions() -> dict[str, argparse.Action]:
 
 def test_every_option_has_a_parser_a_help_and_a_scope() -> None:
     for name, spec, default in table():
-        assert spec.help and spec.scopes and set(spec.scopes) <= {LOCUST, RUN, WORKER}, name
+        assert spec.help and spec.scopes and set(spec.scopes) <= {LOCUST, RUN, WORKER, CALIBRATE}, name
         assert spec.parse is None or spec.parse in GOOD, name  # a known parser: validation is named
         if spec.parse is None:
             assert default is False, name

@@ -6,21 +6,27 @@ Here, the bodies of all in-flight streams are read by one callback of the hub. T
 their sockets is readable, reads every ready socket once, and feeds the bytes to that stream's parser. The
 user's greenlet sleeps until its response is complete: one switch per request.
 
-Times are unchanged: each read still carries the kernel's receive timestamp (wire.read_stamped).
+Times are unchanged: each read still carries the kernel's receive timestamp (wire.read_stamped). Over TLS the
+reactor reads through the connection's SSL object (tls.read_record): a record not yet whole waits for the next
+wake-up, and bytes OpenSSL decrypted but not handed out yet (`pending()`: no wake-up comes for them) are read
+before the callback returns.
 The read timeout (`--stream-timeout`, the socket's timeout) is checked by one periodic timer for all streams.
 """
 
 from __future__ import annotations
 
+import ssl
 from time import perf_counter
 from typing import Any
 
 from gevent.hub import Waiter, get_hub
 from gevent.monkey import get_original
 
+from vllm_users.client import tls
 from vllm_users.client.ghc_adapter import HTTPConnectionClosed, response_socket
 from vllm_users.client.wire import BLOCK, StampedResponse, read_stamped
 
+_MAX_RECORDS = 64  # TLS: records decrypted per wake-up of one stream at most (a bound: epoll wakes us again)
 _CHECK_S = 0.25  # how often silent streams are checked against their read timeout
 # gevent's monkey patching removes select.epoll (Locust patches every process); the original is what we need
 try:
@@ -32,12 +38,14 @@ HAVE_EPOLL = _epoll is not None
 
 
 class _Stream:
-    __slots__ = ("resp", "events", "raw", "waiter", "last_io", "silence_s")
+    __slots__ = ("resp", "events", "raw", "ssl", "waiter", "last_io", "silence_s")
 
     def __init__(self, resp: StampedResponse, sock: Any, events: Any, waiter: Waiter, now: float) -> None:
         self.resp = resp
         self.events = events
         self.raw = sock._sock  # the non-blocking stdlib socket under gevent's
+        parts = tls.ssl_parts(sock)
+        self.ssl = parts[0] if parts is not None else None  # https: the SSL object that decrypts what raw holds
         self.waiter = waiter
         self.last_io = now
         self.silence_s: float | None = sock.timeout
@@ -105,14 +113,23 @@ class Reactor:
                 self._read(fd, st)
 
     def _read(self, fd: int, st: _Stream) -> None:
+        for _ in range(_MAX_RECORDS):  # plain: one read; TLS: until OpenSSL holds no decrypted byte
+            if not self._read_once(fd, st) or st.ssl is None or not st.ssl.pending():
+                return
+
+    def _read_once(self, fd: int, st: _Stream) -> bool:
+        """One read of the stream's socket fed to its parser; False when nothing came or the stream ended."""
         resp = st.resp
         try:
-            data, now = read_stamped(st.raw, BLOCK, resp.kernel, resp.wall_minus_perf)
-        except BlockingIOError:
-            return
+            if st.ssl is not None:
+                data, now = tls.read_record(st.ssl, st.raw, BLOCK, resp.kernel, resp.wall_minus_perf, st.last_io)
+            else:
+                data, now = read_stamped(st.raw, BLOCK, resp.kernel, resp.wall_minus_perf)
+        except (BlockingIOError, ssl.SSLWantReadError):
+            return False
         except Exception as e:  # noqa: BLE001 - any socket error ends this stream, never the reactor
             self._done(fd, st, e)
-            return
+            return False
         if now < st.last_io:  # stamps follow the byte order; guard against a clock step all the same
             now = st.last_io
         st.last_io = now
@@ -124,8 +141,11 @@ class Reactor:
             if resp.drain_into(st.events, now):
                 st.events.finish(now)
                 self._done(fd, st, None)
+                return False
         except Exception as e:  # noqa: BLE001 - a parse error ends this stream, never the reactor
             self._done(fd, st, e)
+            return False
+        return bool(data)
 
     def _check_silence(self) -> None:
         now = perf_counter()

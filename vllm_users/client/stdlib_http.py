@@ -3,6 +3,8 @@ the /metrics scrape, the profiler calls. Theirs, with one change: every interim 
 one is skipped (RFC 9110 §15.2). http.client skips only `100 Continue`; a `103 Early Hints` (sent by CDNs and
 proxies in front of a server) came back as the response, with an empty body.
 101 Switching Protocols is no interim response: it stays the answer.
+Their https:// connections all take the process's TLS context (vllm_users/client/tls.py: --ca-bundle,
+--insecure, --client-cert), so every path verifies the server's certificate the same way.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import http.client
 import urllib.request
 from typing import Any
+
+from vllm_users.client import tls
 
 __all__ = ["HTTPConnection", "HTTPSConnection", "InterimSkippingResponse", "urlopen"]
 
@@ -34,9 +38,13 @@ class HTTPConnection(http.client.HTTPConnection):
 
 
 class HTTPSConnection(http.client.HTTPSConnection):
-    """http.client.HTTPSConnection whose responses skip interim 1xx responses."""
+    """http.client.HTTPSConnection whose responses skip interim 1xx responses; its TLS context is the process's
+    (tls.context()) unless one is given."""
 
     response_class = InterimSkippingResponse
+
+    def __init__(self, host: str, port: int | None = None, *, context: Any = None, **kw: Any) -> None:
+        super().__init__(host, port, context=context or tls.context(), **kw)
 
 
 class _SkipInterim(urllib.request.AbstractHTTPHandler):
@@ -58,14 +66,15 @@ class _HTTPSHandler(_SkipInterim, urllib.request.HTTPSHandler):
     pass
 
 
-_opener: urllib.request.OpenerDirector | None = None
+_opener: tuple[Any, urllib.request.OpenerDirector] | None = None  # (the TLS context it was built with, opener)
 
 
 def urlopen(req: str | urllib.request.Request, timeout: float) -> Any:
-    """urllib.request.urlopen(req, timeout=timeout), interim 1xx responses skipped."""
+    """urllib.request.urlopen(req, timeout=timeout), interim 1xx responses skipped, https with tls.context()."""
     global _opener
-    if _opener is None:  # built on first use, as urlopen's own (proxies from the environment then)
-        # build_opener leaves out the default handlers these two subclass; the rest (proxies, redirects,
-        # HTTPError for a non-2xx status) as urlopen's
-        _opener = urllib.request.build_opener(_HTTPHandler, _HTTPSHandler)
-    return _opener.open(req, timeout=timeout)
+    ctx = tls.context()
+    if _opener is None or _opener[0] is not ctx:  # built on first use, as urlopen's own (proxies from the
+        # environment then), and again when the TLS settings change. build_opener leaves out the default handlers
+        # these two subclass; the rest (proxies, redirects, HTTPError for a non-2xx status) as urlopen's
+        _opener = ctx, urllib.request.build_opener(_HTTPHandler, _HTTPSHandler(context=ctx))
+    return _opener[1].open(req, timeout=timeout)

@@ -10,12 +10,16 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import ssl
 import struct
 import sys
 import weakref
 from time import perf_counter, time
 from typing import Any
 
+from gevent.socket import wait_read
+
+from vllm_users.client import tls
 from vllm_users.client.ghc_adapter import (
     HTTPClient,
     HTTPConnectionClosed,
@@ -34,10 +38,15 @@ BLOCK = 65536
 _STAMPED: weakref.WeakSet[Any] = weakref.WeakSet()  # pooled sockets that already have SO_TIMESTAMPNS on
 
 
-def read_stamped(sock: Any, size: int, kernel: bool, wall_minus_perf: float) -> tuple[bytes, float]:
+def read_stamped(sock: Any, size: int, kernel: bool, wall_minus_perf: float, prev: float = 0.0) -> tuple[bytes, float]:
     """One recv on `sock` and when its bytes arrived (perf_counter s): the kernel's receive stamp when
     `kernel`, else the clock right after the read; never in the future. A gevent socket waits for data; a
-    non-blocking stdlib socket raises BlockingIOError when there is none."""
+    non-blocking stdlib socket raises BlockingIOError when there is none. Over TLS (a gevent SSL socket) the bytes
+    are decrypted, stamped when their record arrived (tls.read_record; `prev`, the stamp of the read before, is
+    that of bytes decrypted then and still pending)."""
+    parts = tls.ssl_parts(sock)
+    if parts is not None:
+        return read_tls(sock, parts, size, kernel, wall_minus_perf, prev)
     if kernel:
         data, anc, _flags, _addr = sock.recvmsg(size, _ANC)
         now = perf_counter()
@@ -51,6 +60,18 @@ def read_stamped(sock: Any, size: int, kernel: bool, wall_minus_perf: float) -> 
     return data, perf_counter()
 
 
+def read_tls(sock: Any, parts: tuple[Any, Any], size: int, kernel: bool, wall_minus_perf: float,
+             prev: float = 0.0) -> tuple[bytes, float]:  # fmt: skip
+    """One decrypted read of a gevent SSL socket and its arrival stamp; waits (the socket's timeout: TimeoutError)
+    until a whole record is in."""
+    sslobj, raw = parts
+    while True:
+        try:
+            return tls.read_record(sslobj, raw, size, kernel, wall_minus_perf, prev or perf_counter())
+        except ssl.SSLWantReadError:
+            wait_read(raw.fileno(), timeout=sock.timeout)
+
+
 class StampedResponse(ResponseWithHeaderHook):
     """A geventhttpclient response whose every recv is stamped (`.stamp`, perf_counter seconds)."""
 
@@ -62,7 +83,7 @@ class StampedResponse(ResponseWithHeaderHook):
 
     def recv_stamped(self, sock: Any, size: int) -> bytes:
         """Receive and set `.stamp` to the arrival time of what was read (never in the future)."""
-        data, self.stamp = read_stamped(sock, size, self.kernel, self.wall_minus_perf)
+        data, self.stamp = read_stamped(sock, size, self.kernel, self.wall_minus_perf, self.stamp)
         return data
 
     def drain_into(self, events: Any, now: float) -> bool:

@@ -13,6 +13,7 @@ from locust.env import Environment
 
 from vllm_users.distributed import env_state
 from vllm_users.options import env_api_key
+from vllm_users.redact import connection_headers
 from vllm_users.workload.calibrate_url import calibrate_url, resolve_model
 from vllm_users.workload.model_mix import model_names
 
@@ -30,15 +31,12 @@ def calibrate_once(env: Environment) -> None:
     if not any(callable(getattr(u, "length_model", None)) for u in env.user_classes):
         return
     o = env_state.options(env)
-    headers = json.loads(o.extra_headers) if o.extra_headers else {}
-    key = env_api_key()
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
-    model = model_names(o.model)[0] if o.model else resolve_model(env.host, headers)  # a mix: its base (issue 22)
+    host, headers = connection_headers(env.host, json.loads(o.extra_headers or "{}"), env_api_key())
+    model = model_names(o.model)[0] if o.model else resolve_model(host, headers)  # a mix: its base (issue 22)
     if model is None:  # the users report it (they resolve the model themselves)
         return
     templated = o.endpoint in ("chat", "responses")  # both apply the chat template
-    lm = calibrate_url(env.host, model, templated, headers)
+    lm = calibrate_url(host, model, templated, headers)
     lm.probes["where"] = "master"
     p = lm.probes
     log.info("vllm-locust: prompt lengths: %s, calibrated with %s probes in %.2f s", lm.source, p.get("requests"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import signal
 import time
 from typing import Any
 
@@ -24,10 +25,13 @@ from vllm_users.distributed.live import LiveView
 from vllm_users.distributed.master_side import Collector
 from vllm_users.distributed.run_end import (
     final_result,
+    interruption,
     locust_html_report,
+    note_faults,
     run_meta,
     start_profile,
     stop_profile,
+    with_fault_warnings,
 )
 from vllm_users.distributed.server_profile import ServerProfile
 from vllm_users.measure.run_result import RunResult, save_result
@@ -89,6 +93,9 @@ class MasterPlugin:
         env.events.test_stopping.add_listener(lambda **_: self.drain())
         env.events.test_stop.add_listener(self._stopped)
         env.events.quitting.add_listener(self._quitting)
+        self.interrupted: str | None = None  # the signal that stopped the run before its end
+        # beside Locust's own SIGTERM handler (it quits; this one, installed first, runs first): the result says so
+        gevent.signal_handler(signal.SIGTERM, self._signalled, "SIGTERM")
         if env.web_ui is not None:
             web_ui.install(env, self)
 
@@ -115,6 +122,11 @@ class MasterPlugin:
                 log.info("vllm-locust: --run-time %gs counts from the first load request", self.run_time_s)
                 gevent.spawn_later(FIRST_REQUEST_WAIT_S, self._start_clock, f"no load request within "
                                    f"{FIRST_REQUEST_WAIT_S:g} s of the start")  # fmt: skip
+
+    def _signalled(self, name: str) -> None:
+        """A signal stops the run: recorded unless an SLO search's step was stopped early on purpose."""
+        if not os.path.exists(run_dir.path(self.results_dir, run_dir.EARLY_STOP)):
+            self.interrupted = self.interrupted or name
 
     def _start_clock(self, why: str = "") -> None:
         """--run-time starts now: at the run's first load request (a worker said so), or `why` it starts anyway."""
@@ -271,8 +283,9 @@ class MasterPlugin:
         done = sum(1 for w in self.collector.workers.values() if w.done and w.lost_at is None)
         return done >= max(1, expected)
 
-    def _finish_run(self) -> None:
-        log.info("vllm-locust: every worker finished its share of requests; stopping")
+    def _finish_run(self, why: str = "every worker finished its share of requests") -> None:
+        if why:
+            log.info("vllm-locust: %s; stopping", why)
         runner = self.env.runner
         assert runner is not None
         if self.env.parsed_options and self.env.parsed_options.headless:
@@ -289,7 +302,16 @@ class MasterPlugin:
             now = time.time()
             if now - last_progress >= 2.0:
                 last_progress = now
+                self.collector.flush()  # a full disk shows within 2 s, not at the end
                 self._write_progress()
+            failed = self._write_failure()
+            if failed and not self.drained:  # a full disk: stop, keep what was written (exit WRITE_FAILED)
+                log.error("vllm-locust: %s; stopping the run", failed)
+                if self.env.parsed_options is not None:  # Locust's own report would fail too, and its error
+                    self.env.parsed_options.html_file = None  # at exit skips the quitting that writes the results
+                self.mark("stop", reason="write failed")
+                gevent.spawn(self._finish_run, "")
+                return
                 # headless: nobody looks; written: the final snapshot (finished) must stay the last one
                 if self.live is not None and self.env.web_ui is not None and not self.written:
                     self.live.update(self._state())
@@ -309,6 +331,13 @@ class MasterPlugin:
                 gevent.spawn(self._finish_run)
                 return
 
+    def _write_failure(self) -> str | None:
+        """The first write of the run's records that failed, the master's own or a worker's (None: none)."""
+        if self.collector is None:
+            return None
+        said = [w.totals.get("write_error") for w in self.collector.workers.values()]
+        return self.collector.write_error or next((str(e) for e in said if e), None)
+
     def _target_rate(self) -> float | None:
         return self.live.target_rate if self.live is not None else None
 
@@ -324,7 +353,12 @@ class MasterPlugin:
             if metric in ("ttft", "tpot"):
                 p[f"{scen}_{metric}_p50_ms"] = round(row["p50"], 2)
                 p[f"{scen}_{metric}_p99_ms"] = round(row["p99"], 2)
-        atomic_json(run_dir.path(self.results_dir, run_dir.PROGRESS), p)
+        try:
+            atomic_json(run_dir.path(self.results_dir, run_dir.PROGRESS), p)
+        except OSError as e:  # a full disk: the run stops for it (_watch)
+            self.collector.write_error = self.collector.write_error or (
+                f"writing {run_dir.path(self.results_dir, run_dir.PROGRESS)} failed: {e.strerror or e}"
+            )
 
     def drain(self) -> None:
         """Ask every worker to finish in-flight streams and send its final batch; wait for them."""
@@ -366,9 +400,12 @@ class MasterPlugin:
         o = options(self.env)
         meta = run_meta(o, self.env, self.t_start, run_time=self.run_time_s)
         meta["prompt_calibration"] = c.calibration
+        stopped_by = interruption(self.results_dir, self.interrupted)
+        base = max(self.exit_code, note_faults(meta, c, self._write_failure(), stopped_by))
         atomic_json(run_dir.path(self.results_dir, run_dir.META), meta)
-        res = final_result(self.results_dir, meta, o, c, timeline=self.timeline, base_code=self.exit_code,
+        res = final_result(self.results_dir, meta, o, c, timeline=self.timeline, base_code=base,
                            host=self.env.host, profile=profile)  # fmt: skip
+        res = with_fault_warnings(res, c)
         save_result(self.results_dir, res)
         self.exit_code = code = res.exit_code or exit_codes.OK
         atomic_json(run_dir.path(self.results_dir, run_dir.EXIT_CODE), {"exit_code": code})

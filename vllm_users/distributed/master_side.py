@@ -54,6 +54,8 @@ class Collector:
     batch_cost_s: list[float] = field(default_factory=list)
     batches: int = 0
     on_ingest: list[Callable[[dict[str, Any]], None]] = field(default_factory=list)  # each batch, once taken in
+    write_error: str | None = None  # the records' write that failed (a full disk): nothing more is written
+    unwritten: int = 0  # records received after that failure (in the histograms and counts, not on disk)
 
     def __post_init__(self) -> None:
         os.makedirs(self.results_dir, exist_ok=True)
@@ -78,15 +80,10 @@ class Collector:
         w.last_batch = now
         w.totals = data.get("totals", w.totals)
         if data["n"]:
-            self._fh.write(data["records"] + "\n")
-            text = data["records"]
-            self._jsonl_end += (len(text) if text.isascii() else len(text.encode())) + 1
-            cols = data.get("cols")
-            try:
-                blob = frame(cols, self._jsonl_end) if cols else records_to_frames(text.split("\n"), self._jsonl_end)
-                self._cols.write(blob)
-            except Exception:  # records.jsonl has them; the reader parses what the columns lack
-                log.exception("vllm-locust: columns of a batch from %s not written", data["worker"])
+            if self.write_error is None:
+                self._append(data)
+            else:
+                self.unwritten += data["n"]
             w.records += data["n"]
         self.hists.merge_encoded(data["hists"])
         self.window.merge_encoded(data["hists"])
@@ -100,12 +97,44 @@ class Collector:
         bound(h)  # a long run keeps a fair sample of each worker's probes, not every one
         if data.get("final"):
             w.final = True
-            self._fh.flush()
-            self._cols.flush()
+            self.flush()
         for hook in self.on_ingest:  # inside the timing: its cost is the ingest's (--prometheus-port's exporter)
             hook(data)
         self.batches += 1
         self.batch_cost_s.append(time.perf_counter() - t0)
+
+    def _append(self, data: dict[str, Any]) -> None:
+        """One batch's records onto records.jsonl and records.cols."""
+        text = data["records"]
+        try:
+            self._fh.write(text + "\n")
+        except OSError as e:
+            self._failed(run_dir.RECORDS, e)
+            self.unwritten += data["n"]
+            return
+        self._jsonl_end += (len(text) if text.isascii() else len(text.encode())) + 1
+        cols = data.get("cols")
+        try:
+            blob = frame(cols, self._jsonl_end) if cols else records_to_frames(text.split("\n"), self._jsonl_end)
+            self._cols.write(blob)
+        except OSError as e:
+            self._failed(run_dir.COLS, e)
+        except Exception:  # records.jsonl has them; the reader parses what the columns lack
+            log.exception("vllm-locust: columns of a batch from %s not written", data["worker"])
+
+    def _failed(self, name: str, e: OSError) -> None:
+        """A write of the records failed (a full disk, a file size limit): said once; what reached the disk stays,
+        nothing more is written (the master stops the run)."""
+        if self.write_error is None:
+            self.write_error = f"writing {run_dir.path(self.results_dir, name)} failed: {e.strerror or e}"
+            log.error("vllm-locust: %s", self.write_error)
+        for fh in (self._fh, self._cols):
+            try:
+                if fh is not None:
+                    fh.close()
+            except OSError:  # its buffer cannot be written either: that is the failure above
+                pass
+        self._fh = self._cols = None
 
     def ingest_summary(self) -> dict[str, Any]:
         """Batches and records taken in, batch age at intake (lag) and per-batch cost, in seconds."""
@@ -157,12 +186,18 @@ class Collector:
         return {**tot, "workers_lost": [w.name for w in self.workers.values() if w.lost_at is not None]}
 
     def flush(self) -> None:
-        """Make everything received visible on disk."""
-        self._fh.flush()
-        self._cols.flush()
+        """Make everything received visible on disk (a failure: `write_error`)."""
+        for name, attr in ((run_dir.RECORDS, "_fh"), (run_dir.COLS, "_cols")):
+            fh = getattr(self, attr)  # a failure closes both
+            try:
+                if fh is not None:
+                    fh.flush()
+            except OSError as e:
+                self._failed(name, e)
 
     def close(self) -> None:
         """Flush and close the records file."""
+        self.flush()
         if self._fh is not None:
             self._fh.close()
             self._fh = None

@@ -20,10 +20,12 @@ from locust.env import Environment
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
 from vllm_users import exit_codes
-from vllm_users.distributed import env_state, lengths
+from vllm_users.client import tls
+from vllm_users.distributed import env_state, lengths, user_errors
 from vllm_users.distributed.env_state import context_or_none
 from vllm_users.distributed.master_plugin import MasterPlugin
 from vllm_users.distributed.worker_side import WorkerContext
+from vllm_users.errors import UsageError
 from vllm_users.measure.health import tune_gc_after_start
 from vllm_users.options import add_locust_options
 
@@ -39,13 +41,14 @@ def _options(parser: Any) -> None:
 def _on_init(environment: Environment, **_: Any) -> None:
     runner = environment.runner
     try:
-        env_state.refresh_options(environment)
-    except ArgumentTypeError as e:  # Locust's parser checked them: only a namespace set by hand gets here
+        tls.configure(tls.TLSConfig.of(env_state.refresh_options(environment)))  # /metrics, profiler, sim stats
+    except (ArgumentTypeError, UsageError) as e:  # Locust's parser checked them: only a namespace set by hand gets here
         log.error("vllm-locust: %s", e)
         sys.exit(exit_codes.USAGE)
     if isinstance(runner, MasterRunner | LocalRunner):
         MasterPlugin(environment)
     if not isinstance(runner, MasterRunner):
+        environment.events.user_error.add_listener(lambda **kw: _on_user_error(environment, **kw))
         # every user and its prompt source exist once spawning completes: freeze them out of the GC's scans.
         # The event carries only user_count (a listener asking for `environment` raised on every worker: exit 2)
         environment.events.spawning_complete.add_listener(lambda **_: _on_spawned(environment))
@@ -60,6 +63,13 @@ def _on_init(environment: Environment, **_: Any) -> None:
         runner.register_message("vllm_rate", _worker_rate_handler)
         runner.register_message("vllm_t0", _worker_t0_handler)
         gevent.spawn(_master_watchdog, environment)
+
+
+def _on_user_error(environment: Environment, exception: BaseException, tb: Any = None, **_: Any) -> None:
+    """A task raised: counted by type, message and line (the master names it in the run's last line)."""
+    ctx = context_or_none(environment)
+    if ctx is not None:
+        user_errors.add(ctx.user_errors, exception, tb)
 
 
 MASTER_SILENCE_S = float(os.environ.get("VLLM_LOCUST_MASTER_TIMEOUT", "10"))
@@ -129,6 +139,7 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         ns.vllm_worker_count = max(1, runner.worker_count)
     # the web UI's form and the spawn message may have changed them: one fresh object per test
     o = env_state.refresh_options(environment)
+    tls.configure(tls.TLSConfig.of(o))  # a worker gets its master's TLS options in the spawn message
     if isinstance(runner, MasterRunner):
         return
     if isinstance(runner, WorkerRunner):

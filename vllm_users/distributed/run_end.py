@@ -19,6 +19,8 @@ from locust.runners import MasterRunner
 from vllm_users import exit_codes, run_dir
 from vllm_users.atomic import atomic_json
 from vllm_users.client import stdlib_http
+from vllm_users.client.tls import TLSConfig
+from vllm_users.distributed import user_errors
 from vllm_users.distributed.env_state import locust_option
 from vllm_users.distributed.master_side import Collector
 from vllm_users.distributed.server_profile import ServerProfile, profile_line
@@ -29,7 +31,8 @@ from vllm_users.measure.run_result import RunResult
 from vllm_users.measure.server_counters import LoadCounters, around_load, prefix_cache_warning
 from vllm_users.measure.verdict import calibration_warning, no_completed_reason
 from vllm_users.measure.windows import parse_optional
-from vllm_users.options import Options, env_api_key
+from vllm_users.options import METRICS_HEADERS_ENV, Options, env_api_key
+from vllm_users.redact import redact_url, with_api_key
 
 log = logging.getLogger("vllm_locust")
 
@@ -39,9 +42,23 @@ def start_profile(o: Options, host: str | None) -> ServerProfile | None:
     if not o.profile or not host:
         return None
     warm = parse_optional(o.warmup)
-    profile = ServerProfile(host, env_api_key(), delay_s=(warm.seconds or 0.0) if warm else 0.0)
+    profile = ServerProfile(host, request_headers(o), delay_s=(warm.seconds or 0.0) if warm else 0.0)
     profile.start()
     return profile
+
+
+def request_headers(o: Options) -> dict[str, str]:
+    """Every request's credentials in a Locust process: --header's (its extra_headers) and the API key's Bearer."""
+    return with_api_key(json.loads(o.extra_headers) if o.extra_headers else {}, env_api_key())
+
+
+def metrics_headers() -> dict[str, str]:
+    """The /metrics scrape's headers `vllm-locust run` handed its master (METRICS_HEADERS_ENV), or none."""
+    try:
+        h = json.loads(os.environ.get(METRICS_HEADERS_ENV) or "{}")
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in h.items()} if isinstance(h, dict) else {}
 
 
 def stop_profile(profile: ServerProfile | None, results_dir: str) -> dict[str, Any] | None:
@@ -118,6 +135,48 @@ def exit_code_of(res: RunResult, o: Options, collector: Collector, base: int) ->
 
 
 
+def interruption(results_dir: str, seen: str | None) -> str | None:
+    """The signal that stopped the run: the one `vllm-locust run` got (it forwards SIGTERM whichever it got, and
+    names it in RUN/interrupted.json), else `seen` by the master itself, else None."""
+    said = run_dir.read_json_or_none(results_dir, run_dir.INTERRUPTED)
+    return str(said.get("signal") or "a signal") if isinstance(said, dict) else seen
+
+
+def note_faults(meta: dict[str, Any], collector: Collector, write_error: str | None, stopped_by: str | None) -> int:
+    """Note in `meta` what went wrong beside the requests: exceptions of user code (`user_errors`), a write that
+    failed (`write_error`: a full disk), the signal that stopped the run (`interrupted_by`); the exit code they call
+    for at least (the verdict on the requests may raise it)."""
+    code = exit_codes.OK
+    raised = user_errors.merge(w.totals.get("user_errors") or [] for w in collector.workers.values())
+    if raised:  # never a success: the user's code failed
+        meta["user_errors"] = raised
+        code = max(code, exit_codes.FAILURES)
+    if write_error:
+        meta["write_error"] = write_error
+        code = max(code, exit_codes.WRITE_FAILED)
+    if stopped_by:
+        meta["interrupted_by"] = stopped_by
+        code = max(code, exit_codes.INTERRUPTED)
+    return code
+
+
+def with_fault_warnings(res: RunResult, collector: Collector) -> RunResult:
+    """The result with one warning per fault note_faults noted (its meta): what a user must read beside the figures."""
+    said: list[str] = []
+    if res.meta.get("write_error"):  # what the workers sent, less what reached the disk: lost with the write
+        lost = max(0, sum(w.records for w in collector.workers.values()) - recorded_all(res))
+        said.append(f"{res.meta['write_error']}: the run stopped; the results cover the records written before it "
+                    f"({lost} received were not written)")  # fmt: skip
+    if res.meta.get("interrupted_by"):
+        said.append(f"interrupted by {res.meta['interrupted_by']}: the run stopped before its end; the results cover "
+                    "what was measured until then")  # fmt: skip
+    raised = user_errors.summary_line(list(res.meta.get("user_errors") or []))
+    if raised:
+        log.error("vllm-locust: %s", raised)
+        said.append(raised)
+    return res.replace(warnings=(*res.warnings, *said)) if said else res
+
+
 def final_result(results_dir: str, meta: dict[str, Any], o: Options, collector: Collector, *,
                  timeline: list[dict[str, Any]], base_code: int, host: str | None,
                  profile: dict[str, Any] | None) -> RunResult:  # fmt: skip
@@ -130,7 +189,7 @@ def final_result(results_dir: str, meta: dict[str, Any], o: Options, collector: 
     said = [w for w in (calibration_warning(meta), no_completed_reason(res)) if w and w not in res.warnings]
     if said:
         res = res.replace(warnings=(*res.warnings, *said))
-    counters = around_load(results_dir)  # the server's /metrics before the load and now (None: not sampled)
+    counters = around_load(results_dir, headers=metrics_headers())  # the server's /metrics before the load and now (None: not sampled)
     res = with_server_served(res, o, results_dir, host, counters)
     warning = prefix_cache_warning(
         counters, dict(res.metrics), list(res.per_scenario), bool(o.dataset or (o.prefix_len and o.cache_rate)),
@@ -175,7 +234,7 @@ def run_meta(o: Options, env: Environment, t_start: float, run_time: float | Non
     return {
         "date": time.strftime("%Y%m%d-%H%M%S", time.localtime(t_start)),
         "started_at": t_start,
-        "host": env.host,
+        "host": redact_url(env.host or "") or None,
         "model_id": o.model or os.environ.get("VLLM_LOCUST_RESOLVED_MODEL"),
         "tokenizer_id": o.tokenizer or None,
         "endpoint": o.endpoint,
@@ -201,6 +260,7 @@ def run_meta(o: Options, env: Environment, t_start: float, run_time: float | Non
         "run_time": run_time or locust_option(env, "run_time"),
         "workers": (o.vllm_worker_count or runner.worker_count) if isinstance(runner, MasterRunner) else 1,
         "user_classes": sorted({u.__name__ for u in env.user_classes}),
+        "tls": TLSConfig.of(o).metadata() if (env.host or "").startswith("https://") else None,  # --insecure said
     }
 
 

@@ -21,10 +21,9 @@ from vllm_users.client import stdlib_http
 STOP_TIMEOUT_S = 600.0  # writing the traces can take minutes on CPU
 
 
-def _post(url: str, api_key: str | None, timeout: float) -> tuple[int | None, str]:
-    req = urllib.request.Request(url, data=b"{}", method="POST", headers={"Content-Type": "application/json"})
-    if api_key:
-        req.add_header("Authorization", f"Bearer {api_key}")
+def _post(url: str, headers: Mapping[str, str] | None, timeout: float) -> tuple[int | None, str]:
+    req = urllib.request.Request(url, data=b"{}", method="POST",
+                                 headers={"Content-Type": "application/json", **(headers or {})})  # fmt: skip
     try:
         with stdlib_http.urlopen(req, timeout=timeout) as r:  # interim 1xx responses skipped
             return int(r.status), ""
@@ -37,9 +36,9 @@ def _post(url: str, api_key: str | None, timeout: float) -> tuple[int | None, st
 class ServerProfile:
     """Start the server's profiler (now or after `delay_s`, in a thread) and stop it; `report()` for the result."""
 
-    def __init__(self, host: str, api_key: str | None, delay_s: float = 0.0) -> None:
+    def __init__(self, host: str, headers: Mapping[str, str] | None, delay_s: float = 0.0) -> None:
         self.base = host.rstrip("/")
-        self.api_key = api_key
+        self.headers = dict(headers or {})  # the run's: --header and the API key
         self.delay_s = delay_s
         self.info: dict[str, Any] = {"requested": True, "delay_s": delay_s}
         self._thread: threading.Thread | None = None
@@ -58,7 +57,7 @@ class ServerProfile:
             self._start_now()
 
     def _start_now(self) -> None:
-        status, err = _post(self.base + "/start_profile", self.api_key, 60.0)
+        status, err = _post(self.base + "/start_profile", self.headers, 60.0)
         self.info.update(start_status=status, started_at=time.time())
         if status != 200:
             self.info["error"] = (err + (": the server has no profiler on (vLLM: --profiler-config "
@@ -71,7 +70,7 @@ class ServerProfile:
             self._thread.join(timeout=65.0)
         if self.info.get("start_status") == 200:
             t0 = time.time()
-            status, err = _post(self.base + "/stop_profile", self.api_key, STOP_TIMEOUT_S)
+            status, err = _post(self.base + "/stop_profile", self.headers, STOP_TIMEOUT_S)
             self.info.update(stop_status=status, stopped_at=time.time(), stop_took_s=round(time.time() - t0, 3))
             if status != 200:
                 self.info["error"] = err

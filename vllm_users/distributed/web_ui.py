@@ -5,7 +5,8 @@
 - Flask routes on `web_ui.app` under /llm/: the live snapshot (JSON), the live request-rate change, the
   HTML report of the run so far, and a small script (package data, no network) that draws the rest of the
   tab (rates, goodput, errors, client health, arrivals, server metrics, charts with change markers);
-- the API key never leaves: every response of the UI is scrubbed of it as a last line of defence.
+- no credential leaves: every response of the UI is scrubbed of the API key, --header's credentials and the
+  /metrics scrape's, as a last line of defence.
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ from typing import Any, Protocol
 from locust.env import Environment
 
 from vllm_users import run_dir
+from vllm_users.distributed import env_state
 from vllm_users.distributed.live import LiveView, finite, table_rows
 from vllm_users.distributed.master_side import Collector
 from vllm_users.measure.histograms import HIST_METRICS
-from vllm_users.options import API_KEY_ENV
+from vllm_users.options import API_KEY_ENV, METRICS_HEADERS_ENV
+from vllm_users.redact import Redactor, secret_values
 
 log = logging.getLogger("vllm_locust")
 
@@ -99,7 +102,12 @@ def install(env: Environment, plugin: MasterView) -> None:
 
     app.register_blueprint(bp)
     _password_login(web_ui)
-    secrets = [os.environ[k] for k in (*API_KEY_ENV, WEB_PASSWORD_ENV) if os.environ.get(k)]
+    o = env_state.options(env)  # every credential the process holds: the key, --header's, the /metrics scrape's
+    redactor = Redactor([
+        *(os.environ[k] for k in (*API_KEY_ENV, WEB_PASSWORD_ENV) if os.environ.get(k)),
+        *secret_values(json.loads(o.extra_headers or "{}"), urls=[env.host or ""]),
+        *secret_values(json.loads(os.environ.get(METRICS_HEADERS_ENV) or "{}")),
+    ])  # fmt: skip
 
     @app.before_request
     def refuse_second_run() -> Any:
@@ -130,11 +138,8 @@ def install(env: Environment, plugin: MasterView) -> None:
             html = response.get_data(as_text=True)
             tag = f'<script src="./llm/static/{SCRIPT}"></script>'
             response.set_data(html.replace("</body>", tag + "</body>", 1))
-        if secrets and not response.direct_passthrough and response.mimetype in _TEXT:
-            body = response.get_data()
-            for secret in secrets:
-                body = body.replace(secret.encode(), b"***")
-            response.set_data(body)
+        if redactor.secrets and not response.direct_passthrough and response.mimetype in _TEXT:
+            response.set_data(redactor.data(response.get_data()))
         return response
 
 

@@ -60,6 +60,7 @@ class WorkerContext:
         # records that carry a class (none: no cost); each class judged by its own SLO, as per_class.py does
         self.class_hists = HistogramSet()
         self.class_totals: dict[str, dict[str, int]] = {}
+        self.user_errors: list[dict[str, Any]] = []  # exceptions user code raised (user_errors.py), in the totals
         table = json.loads(options.vllm_classes) if options.vllm_classes else []
         self.class_slos = {str(t["name"]): class_slo(t, self.slo) for t in table}
         self.seq = 0
@@ -82,7 +83,10 @@ class WorkerContext:
         # --records-at-end: batches carry histograms and counters only; the records stay in the local file
         # (from _file_start on) and go to the master in chunks when the worker drains
         self.records_at_end = options.records_at_end
+        self._local_first = options.records_at_end  # the drain sends the local file (what reached it)
+        self.write_error: str | None = None  # the local file's write that failed (a full disk): in the totals
         self._file = self._open_local_file()
+        self._local_path: str | None = self._file.name if self._file is not None else None
         self._file_start = self._file.tell() if self._file is not None else 0
 
     # ----- request budget / schedule -----
@@ -182,12 +186,36 @@ class WorkerContext:
         if rec.request_class is not None:
             self._count_class(rec, rec.request_class)
         line = rec.to_json()
-        if not self.records_at_end:  # --records-at-end: kept in the local file only, sent at the drain
-            self.pending.append(line)
-            self.pending_recs.append(rec)
         self.record_count += 1
-        if self._file is not None:
-            self._file.write(line + "\n")
+        if self.records_at_end and self._to_local(line + "\n"):
+            return  # --records-at-end: kept in the local file only, sent at the drain
+        self.pending.append(line)
+        self.pending_recs.append(rec)
+        if not self.records_at_end:
+            self._to_local(line + "\n")
+
+    def _to_local(self, text: str | None) -> bool:
+        """Append `text` to the local records file (None: flush it); False when there is none or it failed. A
+        failed write (a full disk) closes the file and is said once: the batches carry the records from then on,
+        and the master, told in the totals, stops the run."""
+        if self._file is None:
+            return False
+        try:
+            if text is None:
+                self._file.flush()
+            else:
+                self._file.write(text)
+            return True
+        except OSError as e:
+            self.write_error = f"writing {self._file.name} failed: {e.strerror or e}"
+            log.error("vllm-locust: %s; the records go on to the master", self.write_error)
+            self.records_at_end = False
+            try:
+                self._file.close()
+            except OSError:  # the buffer it could not write: that is the error above
+                pass
+            self._file = None
+            return False
 
     def _count(self, rec: RequestRecord) -> None:
         """Live totals for the master (progress line, web UI); the result is computed from the records."""
@@ -229,6 +257,10 @@ class WorkerContext:
                       backlog=self.schedule.backlog() if self.schedule is not None else 0)  # fmt: skip
         if self.class_totals:
             totals["classes"] = {k: dict(v) for k, v in self.class_totals.items()}
+        if self.user_errors:
+            totals["user_errors"] = [dict(k) for k in self.user_errors]
+        if self.write_error:
+            totals["write_error"] = self.write_error
         return totals
 
     def _open_local_file(self) -> Any:
@@ -270,18 +302,17 @@ class WorkerContext:
             batch["class_hists"] = class_hists.encode(pause)
         pause()
         batch["records"] = "\n".join(lines)
-        if self._file is not None:
-            self._file.flush()
+        self._to_local(None)
         batch["sent_at"] = time.time()
         return batch
 
     def send_local_records(self) -> int:
         """--records-at-end: the local file's records of this run, to the master in chunks; how many sent."""
-        if self._file is None:
+        if self._local_path is None:
             return 0
-        self._file.flush()
+        self._to_local(None)
         sent = 0
-        with open(self._file.name, encoding="utf-8", errors="replace") as fh:
+        with open(self._local_path, encoding="utf-8", errors="replace") as fh:
             fh.seek(self._file_start)
             while True:
                 lines = [ln.rstrip("\n") for ln in itertools.islice(fh, END_CHUNK_RECORDS)]
@@ -342,11 +373,11 @@ class WorkerContext:
             if self.final_sent:  # another drain (the master's stop and the watchdog) sent it meanwhile
                 return
             self.final_sent = True
-            if self.records_at_end:
+            if self._local_first:
                 n = self.send_local_records()
                 log.info("vllm-locust: sent %d records kept locally (--records-at-end)", n)
             self.send("vllm_batch", self.take_batch(final=True))
-        if self._file is not None:
+        if self._to_local(None) and self._file is not None:
             self._file.close()
             self._file = None
 

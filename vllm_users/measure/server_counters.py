@@ -20,7 +20,7 @@ import json
 import math
 import os
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,10 +68,12 @@ def parse_metrics(text: str) -> dict[str, float]:
     return sums
 
 
-def scrape(url: str, timeout: float = SCRAPE_TIMEOUT_S) -> dict[str, float] | None:
-    """One scrape of `url` as parse_metrics' dict; None when it fails (refused, HTTP error, not Prometheus)."""
+def scrape(url: str, timeout: float = SCRAPE_TIMEOUT_S,
+           headers: Mapping[str, str] | None = None) -> dict[str, float] | None:  # fmt: skip
+    """One scrape of `url` (with `headers`: its credentials) as parse_metrics' dict; None when it fails (refused,
+    HTTP error, not Prometheus)."""
     try:
-        req = urllib.request.Request(url, headers={"Accept": "text/plain"})
+        req = urllib.request.Request(url, headers={"Accept": "text/plain", **(headers or {})})
         with stdlib_http.urlopen(req, timeout=timeout) as resp:  # interim 1xx responses skipped
             return parse_metrics(resp.read().decode("utf-8", "replace"))
     except (OSError, ValueError, http.client.HTTPException):
@@ -108,9 +110,11 @@ class LoadCounters:
         return None if d is None else int(round(d))
 
 
-def around_load(results_dir: str, timeout: float = SCRAPE_TIMEOUT_S) -> LoadCounters | None:
-    """The sampler's scrape before the load (server_metrics.jsonl's first line) and one scrape of its URL now;
-    None when the run sampled no metrics (--no-server-metrics), that scrape failed, or this one does."""
+def around_load(results_dir: str, timeout: float = SCRAPE_TIMEOUT_S,
+                headers: Mapping[str, str] | None = None) -> LoadCounters | None:  # fmt: skip
+    """The sampler's scrape before the load (server_metrics.jsonl's first line) and one scrape of its URL now (with
+    `headers`, the sampler's: the file never holds them); None when the run sampled no metrics
+    (--no-server-metrics), that scrape failed, or this one does."""
     try:
         with open(os.path.join(results_dir, SERVER_METRICS), "rb") as fh:
             first = json.loads(fh.readline())
@@ -118,7 +122,7 @@ def around_load(results_dir: str, timeout: float = SCRAPE_TIMEOUT_S) -> LoadCoun
         return None
     if not isinstance(first, dict) or not isinstance(first.get("v"), dict) or not first.get("url"):
         return None  # no baseline from before the load: a later sample would undercount
-    after = scrape(str(first["url"]), timeout)
+    after = scrape(str(first["url"]), timeout, headers)
     return None if after is None else LoadCounters(str(first["url"]), dict(first["v"]), after)
 
 

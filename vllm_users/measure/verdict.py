@@ -18,6 +18,12 @@ def no_completed_reason(res: RunResult) -> str | None:
     if res.failed:
         kinds = ", ".join(f"{k}={v}" for k, v in sorted((res.metric("errors_by_kind") or {}).items()))
         return f"no request completed: all {res.failed} failed ({kinds or 'see the records'})"
+    windows = res.metric("windows") or {}
+    left_out = {k: int((windows.get(k) or {}).get("requests") or 0) for k in ("warmup", "cooldown")}
+    if any(left_out.values()):  # the requests were sent, and the windows took every one of them
+        said = " and ".join(f"--{k} {windows[k].get('spec', '')} took {n}" for k, n in left_out.items() if n)
+        return (f"no request completed in the measured window: {said} of the {sum(left_out.values())} sent "
+                "(a shorter --warmup/--cooldown, or more requests)")  # fmt: skip
     interrupted = int(res.metric("interrupted") or 0)
     if interrupted:
         return (f"no request completed: the {interrupted} sent were still streaming when the run ended "

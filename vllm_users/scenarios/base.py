@@ -20,12 +20,14 @@ import gevent.pool
 from locust import constant, task
 from locust.contrib.fasthttp import FastHttpUser
 
+from vllm_users.client import tls
 from vllm_users.client.ghc_adapter import client_for, connection_pool, set_read_timeout
 from vllm_users.client.responses import path_of
 from vllm_users.client.stream import StreamResult, send_and_read
 from vllm_users.distributed import env_state, plugin  # noqa: F401  (plugin: importing it registers the listeners)
 from vllm_users.measure.record import RequestRecord, add_images, interrupted_record, record_from_stream
 from vllm_users.options import env_api_key
+from vllm_users.redact import Redactor, connection_headers, redact_url, secret_values
 from vllm_users.workload.calibration import Budget, calibrate_lengths
 from vllm_users.workload.classes import plan_from
 from vllm_users.workload.images import encode_body, image_set, request_images
@@ -117,7 +119,14 @@ class LLMUser(FastHttpUser):
     wait_time = constant(0)
     network_timeout = 120.0
     connection_timeout = 10.0
-    insecure = True
+    insecure = False  # https: verify the server's certificate (--insecure skips it; __init__ sets both per run)
+
+    def __init__(self, environment: Any) -> None:
+        """A FastHttpUser whose TLS context is the run's (--ca-bundle, --insecure, --client-cert: client/tls.py)."""
+        cfg = tls.TLSConfig.of(env_state.options(environment))
+        self.insecure = cfg.insecure
+        self.ssl_context_factory = tls.user_context_factory(cfg)
+        super().__init__(environment)
 
     def __init_subclass__(cls, **kw: Any) -> None:
         """A concrete user that names no `scenario` is recorded under its class name."""
@@ -128,18 +137,18 @@ class LLMUser(FastHttpUser):
     def on_start(self) -> None:
         """Resolve the HTTP client, auth headers, model and prompt lengths once."""
         o = self.options = env_state.options(self.environment)
-        self._http = client_for(self.client.client, self.host or "")
+        # a plain `locust --host http://user:pass@...`: the userinfo becomes Basic auth (vllm-locust run strips it)
+        host, auth = connection_headers(self.host or "", json.loads(o.extra_headers or "{}"), env_api_key())
+        self._http = client_for(self.client.client, host)
         set_read_timeout(self._http, o.stream_timeout)
         self.headers = {
             "Content-Type": "application/json",
             "Accept": "text/event-stream",
             "Accept-Encoding": "identity",
+            **auth,  # --header's, then the API key's Bearer unless --header names an Authorization
         }
-        if o.extra_headers:
-            self.headers.update(json.loads(o.extra_headers))
-        key = env_api_key()
-        if key:
-            self.headers["Authorization"] = f"Bearer {key}"
+        # a server may echo a request's credentials in its error answer: a record's error never holds them
+        self._redactor = Redactor(secret_values(auth, env_api_key(), [self.host or ""]))
         with _shared_lock:
             self.model = _base_model(o.model) or _shared.get("model") or self._resolve_model()
             _shared["model"] = self.model
@@ -175,7 +184,7 @@ class LLMUser(FastHttpUser):
         try:
             models = [m["id"] for m in self._get_json("/v1/models")["data"]]
         except Exception as e:  # noqa: BLE001 - any failure here means "cannot pick a model"
-            raise RuntimeError(f"cannot list models at {self.host}/v1/models: {e}") from None
+            raise RuntimeError(f"cannot list models at {redact_url(self.host or '')}/v1/models: {e}") from None
         if len(models) != 1:
             raise RuntimeError(f"server has {len(models)} models {models}; pass --model")
         return models[0]
@@ -334,6 +343,8 @@ class LLMUser(FastHttpUser):
             endpoint=api, t_intended=link.t_intended,
             input_len=spec.input_len, output_len=spec.output_len, turn=link.turn, session=link.session,
         )  # fmt: skip
+        if rec.error_detail and self._redactor.secrets:
+            rec.error_detail = self._redactor.text(rec.error_detail)
         rec.request_class = spec.request_class  # issue 22: the class, and the model when it is not the run's one
         rec.model = m if (m := spec.body.get("model")) != self.model else None
         if n_images:  # images (issue 23.2): the parts sent and, where the text's count is exact, their tokens

@@ -20,6 +20,7 @@ from vllm_users.errors import TraceError
 from vllm_users.workload.trace import Trace, TraceRequest
 
 __all__ = [
+    "MAX_OFFSET_S",
     "TraceOptions",
     "TracePlan",
     "build_plan",
@@ -28,6 +29,10 @@ __all__ = [
     "plan_of",
     "worker_trace_iter",
 ]
+
+MAX_OFFSET_S = (
+    30 * 86400.0
+)  # a request due later than this after the first (after --time-scale) is a bad line
 
 
 class TraceOptions(Protocol):
@@ -123,6 +128,7 @@ def check_trace(o: TraceOptions) -> str:
         )
         raise TraceError(f"--trace {o.trace}: no requests{window}")
     _check_endpoints(trace, o.endpoint)
+    _check_offsets(trace, o.time_scale)
     plan = plan_of(o)
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(trace.skipped.items()))
     scale = (
@@ -134,6 +140,21 @@ def check_trace(o: TraceOptions) -> str:
         f"trace {o.trace} ({trace.format}): {len(trace.requests)} requests, {len(plan.sessions)} sessions, over "
         f"{trace.duration_s:.1f} s{scale}" + (f"; skipped: {skipped}" if skipped else "")
     )
+
+
+def _check_offsets(trace: Trace, time_scale: float) -> None:
+    """No request (nor a session's think time) due beyond MAX_OFFSET_S: a timestamp of 1e308 would make the run
+    wait for ever. The readers refused negative and non-finite numbers already; this names the first bad line."""
+    limit = MAX_OFFSET_S * time_scale  # in the trace's own seconds
+    for r in trace.requests:
+        if r.offset_s > limit:
+            raise TraceError(
+                f"{trace.path}:{r.line}: its timestamp puts this request {r.offset_s / time_scale:.4g} s "
+                f"after the first, beyond the bound of {MAX_OFFSET_S / 86400:g} days (a wrong unit?)"
+            )
+        if r.think_ms is not None and r.think_ms / 1000 > limit:
+            raise TraceError(f"{trace.path}:{r.line}: field 'think_ms': {r.think_ms:.4g} ms is beyond the bound of "
+                             f"{MAX_OFFSET_S / 86400:g} days")  # fmt: skip
 
 
 def _check_endpoints(trace: Trace, default: str) -> None:

@@ -71,6 +71,7 @@ def test_open_loop_schedule_waits_for_user_setup(tmp_path) -> None:
     assert "Traceback" not in r.logs()
 
 
+@pytest.mark.exclusive  # client timing at the floor: alone on the machine
 @pytest.mark.timeout(300)
 def test_open_loop_with_a_tokenizer_and_512_users(tmp_path) -> None:
     """--tokenizer with 512 users over 2 workers: the tokenizer is loaded once per process, not once per user

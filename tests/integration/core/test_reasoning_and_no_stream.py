@@ -20,6 +20,7 @@ def _prefix() -> list[str] | None:
     return ["taskset", "-c", "1"] if (os.cpu_count() or 1) > 1 else None
 
 
+@pytest.mark.exclusive  # client timing at the floor: alone on the machine
 @pytest.mark.timeout(300)
 def test_reasoning_run_has_ttfa_ttft_plus_n_itl(tmp_path) -> None:
     with start_simulator([*FIXED, "--reasoning-tokens", str(N_REASON)]) as sim:
@@ -41,6 +42,7 @@ def test_reasoning_run_has_ttfa_ttft_plus_n_itl(tmp_path) -> None:
     assert "Time to First Answer Token" in r.out and "Reasoning tokens:" in r.out
 
 
+@pytest.mark.exclusive  # client timing at the floor: alone on the machine
 @pytest.mark.timeout(300)
 def test_no_stream_run_has_e2el_and_no_ttft(tmp_path) -> None:
     with start_simulator(FIXED) as sim:

@@ -8,9 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -18,6 +16,7 @@ from contextlib import ExitStack, contextmanager
 import pytest
 
 from tests.integration.core.helpers import cli, free_port
+from tests.integration.gateways.procs import stop, wait_listening
 from vllm_sim.launch import start_simulator
 from vllm_users.distributed.run_end import preflight_requests
 
@@ -51,18 +50,6 @@ backend be
 """
 
 
-def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"haproxy exited with {proc.returncode}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"haproxy did not listen on {port} within {timeout} s")
-
-
 @contextmanager
 def haproxy(tmp_path: str, backends: list[int], rewrite_type: bool = False) -> Iterator[str]:
     """HAProxy on a free port in front of `backends`; its URL. A port taken in between is retried."""
@@ -75,7 +62,7 @@ def haproxy(tmp_path: str, backends: list[int], rewrite_type: bool = False) -> I
             ["haproxy", "-db", "-f", cfg], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
         try:
-            _wait_port(port, proc)
+            wait_listening(port, proc, "haproxy")
         except RuntimeError:
             proc.kill()
             proc.wait(5)
@@ -83,8 +70,7 @@ def haproxy(tmp_path: str, backends: list[int], rewrite_type: bool = False) -> I
         try:
             yield f"http://127.0.0.1:{port}"
         finally:
-            proc.terminate()
-            proc.wait(10)
+            stop(proc)
         return
     raise RuntimeError("haproxy did not start (3 tries)")
 

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from tests.integration.core.helpers import cli, free_port
+from tests.integration.gateways.procs import stop
 from vllm_sim.launch import start_simulator
 from vllm_users.distributed.run_end import preflight_requests
 
@@ -153,12 +154,7 @@ def litellm_proxy(tmp_path: str, backends: list[int]) -> Iterator[str]:
         _wait_ready(url, proc, 60)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop(proc)
         log.close()
 
 

@@ -26,6 +26,7 @@ from vllm_users.measure.record import read_records
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install -y chromium)"),
               pytest.mark.timeout(300)]  # fmt: skip
 SECRET = "sk-web-ui-test-5e3c9a"
+PASSWORD, GATEWAY = "pw-never-shown-4711", "gw-never-shown-0815"
 TAB = "Array.from(document.querySelectorAll('[role=tab]')).find(t => t.textContent.trim() === 'LLM')"
 
 
@@ -113,7 +114,9 @@ def test_llm_tab_tells_the_truth_in_chromium(tmp_path) -> None:  # type: ignore[
         counter = SimCounter(sim.url)
         counter.start()
         # two traffic classes (issue 22): the tab's per-class rows against result.json's `classes` block
-        p = _start_ui_run(tmp, sim.url, port, ["--users", "10", "--num-prompts", "400", "--output-len", "32",
+        # a URL password and a gateway header beside the key: Locust's page shows the host, never with them
+        host = sim.url.replace("http://", f"http://alice:{PASSWORD}@")
+        p = _start_ui_run(tmp, host, port, ["--header", f"X-Gateway-Token: {GATEWAY}", "--users", "10", "--num-prompts", "400", "--output-len", "32",
                                                "--ignore-eos", "--goodput", "ttft:100", "tpot:27",
                                                "--class", "a:weight=3", "--class", "b:weight=1,e2el=1500"])  # fmt: skip
         run_dir = os.path.join(tmp, "ui")
@@ -192,9 +195,10 @@ def test_llm_tab_tells_the_truth_in_chromium(tmp_path) -> None:  # type: ignore[
     assert sum(_num(r[head.index("requests")]) for r in per.values()) == 400
     shown_jain = _num(fairness.split(":")[1].split("(")[0])
     assert shown_jain == pytest.approx(res["classes"]["fairness"]["jain_index"], abs=0.0006)
-    # the API key is nowhere: page, JSON routes, downloads
+    # the API key, the URL's password and the gateway's header are nowhere: page, JSON routes, downloads
     for text in [*pages, dom]:
-        assert SECRET not in text
+        assert SECRET not in text and PASSWORD not in text and GATEWAY not in text
+    assert sim.url in pages[0]  # Locust's page shows the host, without its userinfo
     # the run directory is what a headless run writes
     assert rc == 0, open(os.path.join(tmp, "cli.out")).read()[-3000:]
     for name in ("result.json", "records.jsonl", "histograms.json", "locust_stats.csv", "locust_report.html",
@@ -203,7 +207,8 @@ def test_llm_tab_tells_the_truth_in_chromium(tmp_path) -> None:  # type: ignore[
     assert [e["kind"] for e in res["timeline"]][:1] == ["start"] and res["timeline"][-1]["kind"] == "stop"
     for name in os.listdir(run_dir):
         if os.path.isfile(os.path.join(run_dir, name)):
-            assert SECRET not in open(os.path.join(run_dir, name), errors="replace").read(), name
+            text = open(os.path.join(run_dir, name), errors="replace").read()
+            assert SECRET not in text and PASSWORD not in text and GATEWAY not in text, name
 
 
 def _llm(b: Browser, key: str) -> Any:

@@ -100,3 +100,27 @@ def test_wait_polls_until_health_is_200_and_times_out_otherwise(tmp_path, capsys
     finally:
         srv.shutdown()
     assert wait.main(["--host", "http://127.0.0.1:9", "--interval", "0.05", "--timeout", "0.2"]) == 3
+
+
+class _GatedHealth(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        ok = self.headers.get("X-Gateway-Token") == "gw-1" and self.headers.get("Authorization") == "Bearer k-1"
+        self.send_response(200 if ok else 401)
+        self.end_headers()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_wait_sends_the_pods_credentials(tmp_path, monkeypatch, capsys) -> None:
+    srv = http.server.HTTPServer(("127.0.0.1", 0), _GatedHealth)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        argv = ["--host", f"http://127.0.0.1:{srv.server_port}", "--interval", "0.05", "--timeout", "0.3"]
+        assert wait.main(argv) == 3  # without the Secrets' variables: 401
+        monkeypatch.setenv("VLLM_LOCUST_HEADER", "X-Gateway-Token: gw-1")  # Secret vllm-locust-header
+        monkeypatch.setenv("VLLM_LOCUST_API_KEY", "k-1")
+        assert wait.main(argv) == 0
+        assert "gw-1" not in capsys.readouterr().out
+    finally:
+        srv.shutdown()

@@ -20,6 +20,7 @@ def _busy(seconds: float) -> None:
         pass
 
 
+@pytest.mark.exclusive  # client timing at the floor: alone on the machine
 def test_a_block_of_the_loop_is_measured_as_lag() -> None:
     hs = HealthSampler(lag_probe=0.02)
     hs.start(warmup_s=0)

@@ -1,0 +1,311 @@
+"""Run the test suite as several pytest processes side by side, and report it as one run.
+
+Most of the suite waits (a simulator, a Locust master and its workers start for a few seconds of load), so
+a 2-core machine sits idle under one pytest. This runner keeps `--jobs` pytest processes busy, longest
+job first, each with its own log and JUnit XML, then prints one summary: every failure's traceback, the
+combined `-ra` lines (skips with their reasons), the slowest tests, and the wall time of each tier.
+
+Why processes and not pytest-xdist: importing Locust monkey-patches `threading` with gevent, which kills
+an xdist worker's execnet channel ("LoopExit: This operation would block forever"), and the tests rely on
+that patching. A separate pytest per job runs exactly as the single-process suite does.
+
+A job is a test file, or a folder whose tests share an expensive fixture (tests/e2e shares its vLLM
+servers, so it is one job). The expected times in tests/durations.json order the jobs; `--record` rewrites
+that file from this run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
+DURATIONS = TESTS / "durations.json"
+COUNTS = re.compile(
+    r"^\d+ (passed|failed|skipped|errors?|deselected)\b.* in [\d.]+s"
+)  # pytest -q's last line
+EXCLUSIVE = "mark.exclusive"  # how a test file marks the tests that must not share the machine
+# folders run as one job: their tests share session- or package-scoped servers that cost minutes to start
+WHOLE = ("tests/e2e", "tests/integration/deploy")
+# the expected seconds of a file that tests/durations.json does not know, by tier
+DEFAULT_S = {"unit": 3.0, "integration": 30.0, "e2e": 60.0, "deploy": 300.0}
+
+
+@dataclass
+class Job:
+    """One pytest process: its test paths, expected seconds, and, once run, its outcome."""
+
+    paths: list[str]
+    expected_s: float
+    marks: str = ""  # a -m expression: the exclusive tests and the rest of their files run apart
+    log: Path | None = None
+    xml: Path | None = None
+    rc: int | None = None
+    wall_s: float = 0.0
+    started: float = 0.0
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def name(self) -> str:
+        """The job as the summary names it."""
+        return self.paths[0] if len(self.paths) == 1 else f"{self.paths[0]} (+{len(self.paths) - 1})"
+
+    @property
+    def tier(self) -> str:
+        """unit, integration or e2e."""
+        return self.paths[0].split("/")[1]
+
+
+def _rel(p: Path) -> str:
+    return p.resolve().relative_to(ROOT).as_posix()
+
+
+def _default(path: str) -> float:
+    return DEFAULT_S["deploy" if "/deploy/" in path and "integration" in path else path.split("/")[1]]
+
+
+def collect_jobs(selected: list[str], expected: dict[str, float]) -> list[Job]:
+    """The jobs for the test files under `selected` (paths relative to the root), longest expected first."""
+    files: list[str] = []
+    for s in selected:
+        p = (ROOT / s).resolve()
+        found = [p] if p.is_file() else sorted(p.rglob("test_*.py"))
+        files += [_rel(f) for f in found if "/data/" not in _rel(f)]
+    groups: dict[str, list[str]] = {}
+    for f in dict.fromkeys(files):
+        whole = next((w for w in WHOLE if f.startswith(w + "/")), None)
+        groups.setdefault(whole or f, []).append(f)
+    jobs: list[Job] = []
+    unit_small: list[str] = []
+    for key, paths in groups.items():
+        t = expected.get(key, sum(expected.get(p, _default(p)) for p in paths))
+        if key.startswith("tests/unit/") and t < 15:
+            unit_small.append(key)  # many quick files share one process: pytest's start-up is paid once
+            continue
+        jobs.append(Job([key] if key in WHOLE else paths, t))
+    # the quick unit files, in two batches so that neither is the last job left running
+    unit_small.sort()
+    for batch in (unit_small[0::2], unit_small[1::2]):
+        if batch:
+            jobs.append(Job(batch, sum(expected.get(p, _default(p)) for p in batch)))
+    jobs.sort(key=lambda j: -j.expected_s)
+    return jobs
+
+
+def exclusive_files(jobs: list[Job]) -> list[str]:
+    """The files that hold tests marked `exclusive` (timing at the floor: they run alone, at the end)."""
+    return [p for j in jobs for p in j.paths if (ROOT / p).is_file() and EXCLUSIVE in (ROOT / p).read_text()]
+
+
+def split_exclusive(jobs: list[Job]) -> tuple[list[Job], list[Job]]:
+    """The parallel jobs (exclusive tests deselected) and the one job of exclusive tests that runs alone."""
+    files = exclusive_files(jobs)
+    for j in jobs:
+        if any(p in files for p in j.paths):
+            j.marks = "not exclusive"
+    alone = [Job(files, 0.0, marks="exclusive")] if files else []
+    return jobs, alone
+
+
+def _start(job: Job, work: Path, index: int, pytest_args: list[str]) -> None:
+    job.log = work / f"job{index:03d}.log"
+    job.xml = work / f"job{index:03d}.xml"
+    marks = ["-m", job.marks] if job.marks else []
+    cmd = [sys.executable, "-m", "pytest", "-q", "-ra", "-p", "no:cacheprovider", f"--junitxml={job.xml}",
+           "-o", "junit_family=xunit2", *marks, *pytest_args, *job.paths]  # fmt: skip
+    job.started = time.monotonic()
+    with open(job.log, "wb") as out:
+        job.proc = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+
+
+def _counts(xml: Path | None) -> dict[str, int]:
+    c = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
+    for case in _cases(xml):
+        kinds = {child.tag for child in case}
+        if "failure" in kinds:
+            c["failed"] += 1
+        elif "error" in kinds:
+            c["error"] += 1
+        elif "skipped" in kinds:
+            c["skipped"] += 1
+        else:
+            c["passed"] += 1
+    return c
+
+
+def _cases(xml: Path | None) -> list[ET.Element]:
+    if xml is None or not xml.exists():
+        return []
+    try:
+        return list(ET.parse(xml).getroot().iter("testcase"))
+    except ET.ParseError:
+        return []
+
+
+def _section(log: str, title: str) -> str:
+    """A `=== title ===` section of a pytest log, up to the next top-level section."""
+    m = re.search(rf"^=+ {title} =+$", log, re.M)
+    if not m:
+        return ""
+    rest = log[m.end() :]
+    end = re.search(r"^=+ (?!_)[^=]*=+$", rest, re.M)  # the next section (not a `___ test ___` header)
+    return rest[: end.start() if end else len(rest)].strip("\n")
+
+
+def _fmt(s: float) -> str:
+    return f"{int(s) // 60}:{int(s) % 60:02d}"
+
+
+def run(jobs: list[Job], n: int, pytest_args: list[str], work: Path, alone: list[Job] | None = None) -> int:
+    """Run the jobs `n` at a time, then the `alone` ones one by one with nothing beside them, printing a line
+    as each ends; returns the suite's exit status."""
+    t0 = time.monotonic()
+    alone = alone or []
+    everything = jobs + alone
+    _phase(jobs, n, pytest_args, work, t0, len(everything), 0)
+    if alone:
+        print(f"[{_fmt(time.monotonic() - t0)}] the exclusive tests, alone on the machine:", flush=True)
+        _phase(alone, 1, pytest_args, work, t0, len(everything), len(jobs))
+    return _report(everything, time.monotonic() - t0)
+
+
+def _phase(
+    jobs: list[Job], n: int, pytest_args: list[str], work: Path, t0: float, total: int, done: int
+) -> None:
+    queue = list(jobs)
+    running: list[Job] = []
+    index = done
+    while queue or running:
+        while queue and len(running) < n:
+            job = queue.pop(0)
+            _start(job, work, index, pytest_args)
+            index += 1
+            running.append(job)
+        time.sleep(0.2)
+        for job in list(running):
+            assert job.proc is not None
+            rc = job.proc.poll()
+            if rc is None:
+                continue
+            running.remove(job)
+            done += 1
+            job.rc, job.wall_s = rc, time.monotonic() - job.started
+            c = _counts(job.xml)
+            state = "ok" if rc in (0, 5) else f"FAILED (exit {rc})"
+            counts = ", ".join(f"{v} {k}" for k, v in c.items() if v)
+            print(f"[{_fmt(time.monotonic() - t0)}] {done:3d}/{total} {state:<16} {job.wall_s:6.1f} s  "
+                  f"{job.name}{' -m ' + repr(job.marks) if job.marks else ''}  ({counts or 'no tests'})", flush=True)  # fmt: skip
+
+
+def _report(jobs: list[Job], wall: float) -> int:
+    logs = {id(j): (j.log.read_text(errors="replace") if j.log and j.log.exists() else "") for j in jobs}
+    failed = [j for j in jobs if j.rc not in (0, 5)]
+    for j in failed:
+        text = logs[id(j)]
+        body = _section(text, "FAILURES") + "\n" + _section(text, "ERRORS")
+        print(f"\n{'=' * 30} {j.name}: exit {j.rc} {'=' * 30}")
+        # a job that died before its summary (a crash, a collection error) shows the end of its log
+        print(body.strip() or "\n".join(text.splitlines()[-60:]))
+    lines: list[str] = []
+    extra: list[str] = []
+    for j in jobs:
+        summary = _section(logs[id(j)], "short test summary info").splitlines()
+        lines += [ln for ln in summary if ln.strip() and not COUNTS.search(ln)]
+        for title in re.findall(r"^=+ ([^=]*tier[^=]*) =+$", logs[id(j)], re.M):
+            extra.append(f"{title}:\n" + _section(logs[id(j)], re.escape(title)))
+    print("\n" + "=" * 30 + " short test summary info " + "=" * 30)
+    print("\n".join(sorted(lines, key=lambda ln: not ln.startswith(("FAILED", "ERROR")))) or "(none)")
+    for e in extra:
+        print("\n" + e)
+    cases = [(float(c.get("time", 0)), f"{c.get('classname', '')}::{c.get('name', '')}")
+             for j in jobs for c in _cases(j.xml)]  # fmt: skip
+    print("\n" + "=" * 30 + " slowest 20 tests (setup + call + teardown) " + "=" * 30)
+    for t, name in sorted(cases, reverse=True)[:20]:
+        print(f"{t:8.2f} s  {name}")
+    print("\n" + "=" * 30 + " tiers " + "=" * 30)
+    for tier in ("unit", "integration", "e2e"):
+        tj = [j for j in jobs if j.tier == tier]
+        if tj:
+            busy = sum(j.wall_s for j in tj)
+            print(
+                f"{tier:<12} {len(tj):3d} jobs, {busy:7.1f} s of pytest processes, longest {max(j.wall_s for j in tj):6.1f} s"
+            )
+    total = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
+    for j in jobs:
+        for k, v in _counts(j.xml).items():
+            total[k] += v
+    print(f"\n{total['passed']} passed, {total['failed']} failed, {total['error']} errors, {total['skipped']} "
+          f"skipped in {wall:.0f} s ({_fmt(wall)}) wall, {len(jobs)} pytest processes")  # fmt: skip
+    return 1 if failed else 0
+
+
+def record(jobs: list[Job]) -> None:
+    """Write each file's measured seconds to tests/durations.json (a folder run whole: one key, its wall time)."""
+    old = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    measured: dict[str, float] = {}
+    for j in jobs:
+        if len(j.paths) == 1 and j.paths[0] in WHOLE:
+            measured[j.paths[0]] = measured.get(j.paths[0], 0.0) + j.wall_s
+            continue
+        for c in _cases(j.xml):
+            f = c.get("classname", "").replace(".", "/")
+            f = next((p for p in j.paths if f.startswith(p[:-3])), f)
+            measured[f] = measured.get(f, 0.0) + float(c.get("time", 0))
+    old.update({k: round(v, 1) for k, v in measured.items()})
+    DURATIONS.write_text(json.dumps(dict(sorted(old.items())), indent=1) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line, run the jobs, print the summary; the exit status is the suite's."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("paths", nargs="*", default=["tests"], help="test files or folders (default: tests)")
+    ap.add_argument("--jobs", "-j", type=int, default=int(os.environ.get("VLLM_LOCUST_TEST_JOBS", "4")),
+                    help="pytest processes at once (default 4, or $VLLM_LOCUST_TEST_JOBS)")  # fmt: skip
+    ap.add_argument(
+        "--shuffle",
+        type=int,
+        metavar="SEED",
+        help="the jobs and the tests in each in a random order (an isolation check)",
+    )
+    ap.add_argument("--record", action="store_true", help="rewrite tests/durations.json from this run")
+    ap.add_argument(
+        "--pytest", action="append", default=[], metavar="ARG", help="an extra argument for every pytest"
+    )
+    a = ap.parse_args(argv)
+    if a.jobs < 1:
+        ap.error(f"--jobs {a.jobs}: need at least 1")
+    expected = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    jobs, alone = split_exclusive(collect_jobs(a.paths, expected))
+    if a.shuffle is not None:
+        random.Random(a.shuffle).shuffle(jobs)
+        a.pytest += [f"--random-order-seed={a.shuffle}"]
+        print(f"jobs, and the tests in each, in a random order (--shuffle {a.shuffle})")
+    print(f"{len(jobs)} pytest processes, {a.jobs} at a time, then {len(alone)} alone", flush=True)
+    with tempfile.TemporaryDirectory(prefix="vllm-locust-tests-") as work:
+        try:
+            rc = run(jobs, a.jobs, a.pytest, Path(work), alone)
+        except KeyboardInterrupt:
+            for j in jobs + alone:
+                if j.proc is not None and j.proc.poll() is None:
+                    j.proc.terminate()
+            raise
+        if a.record:
+            record(jobs + alone)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
