@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from vllm_users.client import stdlib_http, tls
+from vllm_users.client import sse_forms, stdlib_http, tls
 from vllm_users.errors import PreflightError, UsageError  # raised here; importable from here too
 from vllm_users.redact import Redactor, connection_headers, secret_values
 from vllm_users.workload.calibrate_url import calibrate_url
@@ -49,7 +49,12 @@ def _request(url: str, method: str, path: str, headers: dict[str, str], body: An
         data = json.dumps(body).encode() if body is not None else None
         conn.request(method, base + path, body=data, headers=headers)
         resp = conn.getresponse()
-        return resp.status, resp.getheader("content-type") or "", resp.read(1 << 20)
+        raw = resp.read(1 << 20)
+        try:  # a proxy may compress whatever the client accepts (http.client sends `Accept-Encoding: identity`)
+            raw = sse_forms.decode_all(raw, resp.getheader("content-encoding") or "")
+        except sse_forms.DecodeError as e:
+            raise PreflightError(f"{url} answered {method} {path} with a body that cannot be read: {e}") from None
+        return resp.status, resp.getheader("content-type") or "", raw
     except ssl.SSLError as e:  # a wrong CA, a bad certificate: the host and the verification failure, one line
         raise PreflightError(tls.describe_error(e, url) or str(e)) from None
     except (ConnectionRefusedError, socket.gaierror, TimeoutError, OSError) as e:
@@ -140,17 +145,24 @@ def _check_stream(url: str, model: str, h: dict[str, str], endpoint: str, last: 
         raise PreflightError(f"--endpoint {endpoint}: POST {path} on {url} returned HTTP {status}: the server does "
                              "not serve it (docs/scenarios.md)")  # fmt: skip
     if status != 200:
-        msg = raw[:160].decode("utf-8", "replace").strip().replace("\n", " ")
+        msg = sse_forms.body_error(raw[:65536]) if raw else "empty body"
         msg = Redactor(secret_values(h)).text(msg)  # a server may quote the request's credentials
         raise PreflightError(f"POST {path} on {url} failed with HTTP {status}: {msg}")
+    kind = sse_forms.media_type(ctype) or "no content type"
     if not probe.get("stream"):
-        if "json" not in ctype:
-            kind = ctype.split(";")[0] or "no content type"
+        if "json" not in kind:
             raise PreflightError(f"POST {path} on {url} answered {kind}, not JSON; not an OpenAI-compatible server")
         return status
-    if "text/event-stream" not in ctype or b"data:" not in raw:
-        kind = ctype.split(";")[0] or "no content type"
+    if not sse_forms.is_event_stream(ctype) or b"data:" not in raw:
+        err, detail = sse_forms.not_a_stream(raw, ctype, "")  # a 200 error JSON says what went wrong
+        if err == "inband_error":
+            detail = Redactor(secret_values(h)).text(detail)
+            raise PreflightError(f"POST {path} on {url} answered HTTP 200 with an error: {detail}")
         raise PreflightError(f"POST {path} on {url} did not stream SSE (got {kind}); not an OpenAI-compatible server")
+    streamed_error = sse_forms.stream_error(raw)
+    if streamed_error:
+        streamed_error = Redactor(secret_values(h)).text(streamed_error)
+        raise PreflightError(f"POST {path} on {url} streamed an error: {streamed_error}")
     return status
 
 

@@ -144,6 +144,8 @@ def _extras(res: dict[str, Any]) -> list[str]:
     if res.get("errors_by_kind"):
         kinds = ", ".join(f"{k}={v}" for k, v in sorted(res["errors_by_kind"].items()))
         out.append(_line("Failures by kind:", kinds))
+    for e in res.get("error_messages") or []:  # the server's own words, most frequent first
+        out.append(f"  {e['count']:>6} x {e['kind']}: {e.get('message') or '(no message)'}")
     if res.get("prefix_cache_hit_rate") is not None:
         out.append(_line("Prefix cache hit rate (usage):", res["prefix_cache_hit_rate"], ".1%"))
     if res.get("validity_rate") is not None:
@@ -152,6 +154,9 @@ def _extras(res: dict[str, Any]) -> list[str]:
         out.append(_line("Chunks per output token:", res["chunk_token_ratio"], ".3f"))
     if res.get("missing_done_requests"):  # successes all the same: complete bodies with a finish_reason
         out.append(_line("Streams without [DONE] (complete):", res["missing_done_requests"]))
+    if res.get("compressed_streams"):  # against Accept-Encoding: identity; decoded as the bytes came
+        enc = ", ".join(f"{k}={v}" for k, v in sorted(res["compressed_streams"].items()))
+        out.append(_line("Compressed by the server (decoded):", enc))
     health = res.get("client_health") or {}
     if health:
         cpu = max((w["cpu_mean"] for w in health.get("workers", {}).values()), default=0.0)

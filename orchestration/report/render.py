@@ -129,6 +129,10 @@ an unbounded cache (docs/traces.md).</p>{% endif %}
 <h2 id="health">Run health and caveats</h2>
 {% for r in report.runs %}<p><b>{{ r.name }}</b>: errors {{ r.result.errors_by_kind or "none" }};
 client-bound: {{ r.result.client_bound if r.result.client_bound is not none else "unknown" }}
+{% if r.result.compressed_streams %}<br>Compressed by the server (decoded): {{ r.result.compressed_streams }}{% endif %}
+{% if r.result.error_messages %}<table class="errors"><tr><th>count</th><th class="l">kind</th><th class="l">message</th></tr>
+{% for e in r.result.error_messages %}<tr><td>{{ e.count }}</td><td class="l">{{ e.kind }}</td><td class="l">{{ e.message or "" }}</td></tr>
+{% endfor %}</table>{% endif %}
 {% if r.approximate %}<br><span class="warn">Approximate (Locust rounding): {{ r.approximate|join(", ") }}</span>{% endif %}
 {% for w in r.warnings %}<br><span class="warn">{{ w }}</span>{% endfor %}</p>{% endfor %}
 </body></html>

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from vllm_users.client.sse_forms import clean_message, error_message
+
 __all__ = [
     "ANSWER", "APIS", "ERROR", "NONE", "POOLING", "REASONING", "TERMINAL", "classify", "dispatch", "finish_of",
     "path_of", "pooling_usage", "read_whole", "responses_usage", "whole_pooling", "whole_response",
@@ -95,20 +97,12 @@ def finish_of(response: dict[str, Any]) -> str:
 
 
 def error_of(payload: bytes) -> str:
-    """The message of a `response.failed` or `error` event (at most 200 characters)."""
+    """The message of a `response.failed` or `error` event (at most 200 characters, credentials masked)."""
     try:
         doc = json.loads(payload)
     except ValueError:
         return "error event in stream"
-    if not isinstance(doc, dict):
-        return "error event in stream"
-    err = doc.get("error")
-    if err is None and isinstance(doc.get("response"), dict):
-        err = doc["response"].get("error")
-    if err is None:
-        err = doc.get("message")
-    msg = err.get("message") if isinstance(err, dict) else err
-    return str(msg)[:200] if msg else "error event in stream"
+    return error_message(doc) or "error event in stream"
 
 
 def terminal(payload: bytes) -> tuple[dict[str, Any] | None, str | None]:
@@ -204,9 +198,9 @@ def read_whole(doc: Any, res: Any, api: str, want_text: bool) -> None:
             err = doc.get("error")
             res.usage = responses_usage(doc.get("usage"))
             res.error = "inband_error"
-            res.error_detail = str(
+            res.error_detail = clean_message(
                 (err.get("message") if isinstance(err, dict) else err) or "response failed"
-            )[:200]
+            )
             return
         text, usage, finish, problem = whole_response(doc)
         if problem is not None:

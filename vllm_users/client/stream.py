@@ -16,6 +16,15 @@ from typing import Any
 import gevent
 
 from vllm_users.client import responses as R
+from vllm_users.client import sse_forms as F
+from vllm_users.client.chunks import (  # noqa: F401 - is_chat_output, is_completion_output: imported from here too
+    finish_reason_of,
+    finish_reason_spaced,
+    has_object,
+    is_chat_output,
+    is_completion_output,
+    is_reasoning_only,
+)
 from vllm_users.client.ghc_adapter import (
     HTTPClient,
     HTTPConnectionClosed,
@@ -31,8 +40,6 @@ from vllm_users.client.wire import BLOCK, StampedResponse, post
 USE_REACTOR = HAVE_EPOLL and os.environ.get("VLLM_LOCUST_REACTOR", "1") != "0"
 
 _DONE = b"[DONE]"
-_CONTENT_KEYS = (b'"content":', b'"reasoning_content":', b'"reasoning":')
-_REASONING_KEYS = (b'"reasoning_content":', b'"reasoning":')
 
 
 @dataclass(slots=True)
@@ -55,6 +62,7 @@ class StreamResult:
     streamed: bool = True  # False: a non-streamed answer (one JSON body; its only "chunk" is the end)
     reasoning_chunks: int = 0  # output chunks that carried reasoning only, before the first answer chunk
     t_answer: float = 0.0  # perf_counter s of the first answer chunk (content or tool call); 0.0 before it
+    encoding: str | None = None  # the body's Content-Encoding when the server compressed it (decoded here)
 
     @property
     def text(self) -> str:
@@ -62,69 +70,12 @@ class StreamResult:
         return "".join(self.text_parts or ())
 
 
-def is_chat_output(payload: bytes) -> bool:
-    """True when a chat chunk carries generated output (content, reasoning or tool calls)."""
-    if b'"tool_calls":[{' in payload or b'"tool_calls": [{' in payload:
-        return True
-    for key in _CONTENT_KEYS:
-        j = payload.find(key)
-        if j < 0:
-            continue
-        k = j + len(key)
-        while k < len(payload) and payload[k] == 32:  # tolerate `"content": "x"`
-            k += 1
-        if k >= len(payload) or payload[k] != 34:  # null or absent
-            continue
-        if payload[k + 1 : k + 2] != b'"':
-            return True
-        # empty string: the role chunk does not count, an empty non-role delta does (vLLM bench's rule)
-        if key == b'"content":' and b'"role"' not in payload:
-            return True
-    return False
-
-
-def _has_text(payload: bytes, key: bytes) -> bool:
-    """True when `key` is followed by a non-empty JSON string (not null, not "")."""
-    j = payload.find(key)
-    if j < 0:
-        return False
-    k = j + len(key)
-    while k < len(payload) and payload[k] == 32:
-        k += 1
-    return payload[k : k + 1] == b'"' and payload[k + 1 : k + 2] != b'"'
-
-
-def is_reasoning_only(payload: bytes) -> bool:
-    """True when an output chat chunk carries reasoning (`reasoning_content` or `reasoning`) and no answer.
-
-    Byte search, like is_chat_output; the reader asks only until the first answer chunk (once per request
-    for a model that does not reason)."""
-    if b'"reasoning' not in payload:
-        return False
-    if not (_has_text(payload, _REASONING_KEYS[0]) or _has_text(payload, _REASONING_KEYS[1])):
-        return False
-    return not _has_text(payload, b'"content":') and b'"tool_calls":[{' not in payload and b'"tool_calls": [{' not in payload
-
-
-def is_completion_output(payload: bytes) -> bool:
-    """True when a completions chunk has choices (any, like vLLM bench)."""
-    return b'"choices":[{' in payload or b'"choices": [{' in payload
-
-
-def _finish_reason(payload: bytes) -> str | None:
-    j = payload.find(b'"finish_reason":"')
-    if j < 0:
-        return None
-    j += 17
-    k = payload.find(b'"', j)
-    return payload[j:k].decode("utf-8", "replace") if k > j else None
-
-
 class _Events:
     """Dispatch SSE events into a StreamResult (spec: data lines joined, dispatch on blank line)."""
 
     __slots__ = (
         "res", "completions", "want_text", "pending", "data", "_is_out", "_after_cr", "_before_answer", "_responses",
+        "_mode",
     )  # fmt: skip
 
     def __init__(self, res: StreamResult, api: str, want_text: bool) -> None:
@@ -137,6 +88,11 @@ class _Events:
         self._is_out = is_completion_output if completions else is_chat_output
         self._after_cr = False  # the last read ended in CR: an LF that starts the next one belongs to it
         self._before_answer = not completions  # chat: no answer chunk yet (reasoning may come first)
+        # How events are read is this object's class, so that vLLM's compact stream pays no test per event: the
+        # first event tells (_FirstEvent), then _Events (compact JSON) or _SpacedEvents; _ErrorEvent for the
+        # event after an `event: error` line, then back to _mode.
+        self._mode: type[_Events] = _FirstEvent
+        self.__class__ = _FirstEvent
 
     def feed(self, data: bytes, now: float) -> None:
         """Process newly received body bytes that arrived at perf_counter time `now`.
@@ -160,11 +116,15 @@ class _Events:
         for line in lines:
             if not line:
                 if self.data:
-                    self._dispatch(b"\n".join(self.data) if len(self.data) > 1 else self.data[0], now)
+                    self._dispatch(self.data[0] if len(self.data) == 1 else self._joined(), now)
                     self.data = []
+                else:  # an event without data is not dispatched; its type goes with it
+                    self.__class__ = self._mode
             elif line.startswith(b"data:"):
                 self.data.append(line[6:] if line[5:6] == b" " else line[5:])
-            # comment lines (":...") and other fields (event:, id:, retry:) are ignored
+            elif line.startswith(b"event:") and line[6:].strip() == b"error":
+                self.__class__ = _ErrorEvent
+            # comment lines (":...") and other fields (other events, id:, retry:) are ignored
 
     def finish(self, now: float) -> None:
         """End of body: dispatch a last event that had no blank line after it."""
@@ -175,16 +135,20 @@ class _Events:
                 self.res.error_detail = "stream ended inside an event line"
             self.pending = b""
         if self.data:
-            self._dispatch(b"\n".join(self.data), now)
+            self._dispatch(self.data[0] if len(self.data) == 1 else self._joined(), now)
             self.data = []
+
+    def _joined(self) -> bytes:
+        """A multi-line event's data: its `data:` lines joined by LF (JSON whitespace), rewritten compact."""
+        return F.compact(b"\n".join(self.data))
 
     def _dispatch(self, payload: bytes, now: float) -> None:
         res = self.res
-        if self._responses:
-            self._dispatch_responses(payload, now)
-            return
         if payload[:6] == _DONE:
             res.done = True
+            return
+        if self._responses:
+            self._dispatch_responses(payload, now)
             return
         if self._is_out(payload):
             res.chunk_times.append(now)
@@ -196,28 +160,33 @@ class _Events:
                     self._before_answer = False
             if self.want_text:
                 self._collect(payload)
-            fr = _finish_reason(payload)  # one search; usually absent
+            fr = finish_reason_of(payload)  # one search; null on most chunks
             if fr:
                 res.finish_reason = fr
-            if b'"usage":{' in payload:
+            if b'"usage":' in payload and has_object(payload, b'"usage":'):  # one search; usually absent
                 self._usage(payload)
             return
+        # a few events per stream (role, usage): searched in any spacing, as a gateway may add its own spaced
+        # event to a compact stream (the stream's first event decided how the rest is read)
         if b'"choices":[{' in payload or b'"choices": [{' in payload:
             res.choice_events += 1
         if b'"error"' in payload and b'"choices"' not in payload:
-            try:
-                err = json.loads(payload).get("error")
-            except ValueError:
-                err = None
-            res.error = "inband_error"
-            msg = err.get("message") if isinstance(err, dict) else err
-            res.error_detail = str(msg)[:200] if msg else "error event in stream"
+            self._error(payload)
             return
-        if b'"usage":{' in payload or b'"usage": {' in payload:
+        if b'"usage":' in payload and has_object(payload, b'"usage":'):
             self._usage(payload)
-        fr = _finish_reason(payload)
+        fr = finish_reason_spaced(payload)
         if fr:
             res.finish_reason = fr
+
+    def _error(self, payload: bytes, named: bool = False) -> None:
+        """An error event: the server's own message in the record (`{"error": {...}}`, OpenAI's `event: error`)."""
+        try:
+            msg = F.error_message(json.loads(payload))
+        except ValueError:
+            msg = F.clean_message(payload.decode("utf-8", "replace")) if named else None
+        self.res.error = "inband_error"
+        self.res.error_detail = msg or "error event in stream"
 
     def _dispatch_responses(self, payload: bytes, now: float) -> None:
         """One Responses event (client/responses.py: `dispatch`)."""
@@ -258,15 +227,43 @@ class _Events:
                 slot["arguments"] += fn["arguments"]
 
 
-def _error_message(body: bytes) -> str:
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        return body[:120].decode("utf-8", "replace").strip() or "empty body"
-    err = doc.get("error", doc) if isinstance(doc, dict) else doc
-    if isinstance(err, dict):
-        err = err.get("message") or err
-    return str(err)[:200]
+class _FirstEvent(_Events):
+    """A stream's first event tells how the rest is read: compact JSON (vLLM's) as it comes, else rewritten."""
+
+    __slots__ = ()
+
+    def _dispatch(self, payload: bytes, now: float) -> None:
+        if payload[:1] != b"{":  # [DONE] or not JSON: the next event tells
+            _Events._dispatch(self, payload, now)
+            return
+        self._mode = _Events if F.is_compact(payload) else _SpacedEvents
+        _become(self, self._mode)
+        self._dispatch(payload, now)
+
+
+class _SpacedEvents(_Events):
+    """A stream whose JSON is not compact (a re-serializing proxy's `"usage": {`): each event rewritten compact,
+    then read like vLLM's."""
+
+    __slots__ = ()
+
+    def _dispatch(self, payload: bytes, now: float) -> None:
+        _Events._dispatch(self, payload if payload[:6] == _DONE else F.compact(payload), now)
+
+
+class _ErrorEvent(_Events):
+    """The data of an `event: error` (OpenAI's error events): the stream's error, in the server's words."""
+
+    __slots__ = ()
+
+    def _dispatch(self, payload: bytes, now: float) -> None:
+        _become(self, self._mode)
+        self._error(payload, named=True)
+
+
+def _become(events: _Events, cls: type[_Events]) -> None:
+    """Switch how `events` reads the events to come (same slots: only the methods change)."""
+    events.__class__ = cls
 
 
 def send_and_read(
@@ -291,21 +288,33 @@ def send_and_read(
         res.status = resp.status_code
         if res.status != 200:
             res.error = "http"
-            res.error_detail = f"HTTP {res.status}: {_error_message(resp.read(65536))}"
+            msg = F.body_error(resp.read(65536), str(resp.get("content-encoding") or ""))
+            res.error_detail = f"HTTP {res.status}: {msg}"
             return res
+        encoding = str(resp.get("content-encoding") or "")
         if not stream:
-            _read_whole(resp, res, api, want_text)
+            _read_whole(resp, res, api, want_text, encoding)
             return res
         ctype = str(resp.get("content-type") or "")
-        if "text/event-stream" not in ctype:
-            res.error = "bad_response"
-            res.error_detail = f"expected text/event-stream, got {ctype or 'no content-type'}"
-            resp.read(65536)
+        if not F.is_event_stream(ctype):
+            res.error, res.error_detail = F.not_a_stream(resp.read(65536), ctype, encoding)
             return res
+        sink: Any = events
+        if (
+            encoding
+        ):  # a proxy compressed the stream (against `Accept-Encoding: identity`): decoded as it comes
+            try:
+                dec = F.decoder(encoding)
+            except F.DecodeError as e:
+                res.error, res.error_detail = "bad_response", str(e)
+                return res
+            if dec is not None:
+                res.encoding = encoding.strip().lower()
+                sink = F.Decoded(events, dec)
         if USE_REACTOR:
-            reactor().read_body(resp, events, now)
+            reactor().read_body(resp, sink, now)
         else:
-            _read_stream(resp, events, now)
+            _read_stream(resp, sink, now)
     except (gevent.Timeout, TimeoutError):
         res.error = "timeout"
         res.error_detail = "read timed out" if res.status else "connect or header timeout"
@@ -322,6 +331,8 @@ def send_and_read(
     except HTTPParseError as e:
         res.error = "truncated" if res.status == 200 else "bad_response"
         res.error_detail = f"HTTP parse error: {e}"[:200]
+    except F.DecodeError as e:
+        res.error, res.error_detail = "bad_response", str(e)[:200]
     finally:
         res.t_end = perf_counter()
         if resp is not None and res.error is not None:
@@ -336,11 +347,13 @@ def send_and_read(
         elif not res.chunk_times:
             only_usage = res.usage is not None and not res.choice_events
             res.error = "usage_only" if only_usage else "no_output"
-            res.error_detail = "stream carried only a usage chunk" if only_usage else "stream carried no output"
+            res.error_detail = (
+                "stream carried only a usage chunk" if only_usage else "stream carried no output"
+            )
     return res
 
 
-def _read_stream(resp: StampedResponse, events: _Events, now: float) -> None:
+def _read_stream(resp: StampedResponse, events: F.Feed, now: float) -> None:
     recv = resp.recv_stamped
     while not resp.drain_into(events, now):
         sock = response_socket(resp)
@@ -356,11 +369,17 @@ def _read_stream(resp: StampedResponse, events: _Events, now: float) -> None:
     events.finish(now)
 
 
-def _read_whole(resp: Any, res: StreamResult, api: str, want_text: bool) -> None:
+def _read_whole(resp: Any, res: StreamResult, api: str, want_text: bool, encoding: str = "") -> None:
     raw = resp.read()
     res.t_end = perf_counter()
     try:
+        if encoding:
+            raw = F.decode_all(raw, encoding)
+            res.encoding = encoding.strip().lower() if F.decoder(encoding) is not None else None
         doc = json.loads(raw)
+    except F.DecodeError as e:
+        res.error, res.error_detail = "bad_response", str(e)[:200]
+        return
     except ValueError:
         res.error = "bad_response"
         res.error_detail = "response is not JSON"

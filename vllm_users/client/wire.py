@@ -105,7 +105,9 @@ class StampedResponse(ResponseWithHeaderHook):
             raise HTTPConnectionClosed("connection closed by server before the end of the body")
 
 
-def post(client: HTTPClient, path: str, body: bytes, headers: dict[str, str]) -> tuple[float, StampedResponse]:
+def post(
+    client: HTTPClient, path: str, body: bytes, headers: dict[str, str]
+) -> tuple[float, StampedResponse]:
     """Send one POST; returns (start perf_counter, response with headers read).
 
     A pooled keep-alive connection that the server already closed fails before any byte comes back; that

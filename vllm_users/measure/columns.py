@@ -19,8 +19,9 @@ Columns: t_start/t_intended (float64, NaN = None), end_us, prompt/output/cached 
 output_len, seq, session (int64, -1 = None), user/turn/status (int32, -1 = None turn), valid (int8 -1/0/1),
 tokens_estimated (bool), scenario/worker/endpoint/finish_reason/error and (issue 22, None in older frames)
 request_class/model (int32 codes into string tables),
-chunk_lens (int32) and the flat chunk_times_us (int32, int64 when a value needs it). error_detail and
-extra are only in records.jsonl, but for extra's `no_done` flag (bool column no_done; False in older frames).
+chunk_lens (int32) and the flat chunk_times_us (int32, int64 when a value needs it). extra is only in
+records.jsonl, but for its `no_done` flag (bool column no_done; False in older frames) and its `content_encoding`
+(a string column). error_detail is a string column too (None in frames written before it).
 Reasoning and non-streaming (issue 23): answer_us and reasoning_tokens (int64, -1 = None), reasoning_estimated
 and not_streamed (bool); frames written before them read as None / False.
 Images (issue 23.2): images and image_tokens (int64, -1 = None).
@@ -72,7 +73,9 @@ NUMERIC: dict[str, tuple[np.dtype, Any]] = {
     "image_tokens": (_I8, -1),
 }
 FLAGS = ("reasoning_estimated", "not_streamed")  # bool record fields, None/absent = False
-STRINGS = ("scenario", "worker", "endpoint", "finish_reason", "error", "request_class", "model")
+STRINGS = ("scenario", "worker", "endpoint", "finish_reason", "error", "request_class", "model",
+           "error_detail")  # fmt: skip
+EXTRA_STRINGS = ("content_encoding",)  # strings kept in a record's extra (None when absent)
 
 
 # ----------------------------------------------------------------------------------------------- packing
@@ -95,6 +98,14 @@ def pack_records(recs: Sequence[RequestRecord]) -> bytes:
         idx: dict[str | None, int] = {}
         arrays[name] = np.fromiter(
             (idx.setdefault(getattr(r, name), len(idx)) for r in recs), dtype=_I4, count=n
+        )
+        tables[name] = list(idx)
+    for name in EXTRA_STRINGS:
+        idx = {}
+        arrays[name] = np.fromiter(
+            (idx.setdefault(None if r.extra is None else r.extra.get(name), len(idx)) for r in recs),
+            dtype=_I4,
+            count=n,
         )
         tables[name] = list(idx)
     lens = np.fromiter((len(r.chunk_times_us) for r in recs), dtype=_I4, count=n)
@@ -190,7 +201,7 @@ def _merge(parts: list[tuple[int, dict[str, np.ndarray], dict[str, list[str | No
         a[name] = np.concatenate(flag) if parts else np.zeros(0, bool)
     a["valid"] = np.concatenate([p[1]["valid"] for p in parts]) if parts else np.zeros(0, _I1)
     tables: dict[str, list[str | None]] = {}
-    for name in STRINGS:
+    for name in (*STRINGS, *EXTRA_STRINGS):
         gidx: dict[str | None, int] = {}
         mapped = []
         for _n, arrays, tabs in parts:

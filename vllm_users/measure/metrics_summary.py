@@ -190,6 +190,28 @@ def _counter(c: Columns, column: str, idx: np.ndarray) -> list[tuple[int, int]]:
     return [(int(uniq[i]), int(counts[i])) for i in np.argsort(first)]
 
 
+def _compressed(c: Columns, idx: np.ndarray) -> dict[str, int]:
+    """Content-Encoding -> requests whose body the server compressed (the client decoded it)."""
+    t = c.tables.get("content_encoding") or [None]
+    return {str(t[k]): n for k, n in _counter(c, "content_encoding", idx) if t[k] is not None}
+
+
+TOP_ERRORS = 10
+
+
+def error_messages(c: Columns, failed: np.ndarray) -> list[dict[str, Any]]:
+    """The most frequent (kind, message) pairs of the failures `failed`, most frequent first (at most TOP_ERRORS):
+    the server's own words where it gave any (client.sse_forms keeps them short and without credentials)."""
+    if not failed.size:
+        return []
+    pairs = np.stack([c.a["error"][failed], c.a["error_detail"][failed]], axis=1)
+    uniq, first, counts = np.unique(pairs, axis=0, return_index=True, return_counts=True)
+    order = sorted(range(len(uniq)), key=lambda i: (-int(counts[i]), int(first[i])))[:TOP_ERRORS]
+    kinds, details = c.tables["error"], c.tables["error_detail"]
+    return [{"kind": kinds[int(uniq[i][0])], "message": details[int(uniq[i][1])], "count": int(counts[i])}
+            for i in order]  # fmt: skip
+
+
 def _pooling(c: Columns, idx: np.ndarray) -> int:
     """How many of `idx` went to a pooling endpoint (record.POOLING_ENDPOINTS; each has one "chunk")."""
     codes = [c.code("endpoint", e) for e in POOLING_ENDPOINTS]
@@ -217,6 +239,8 @@ def _extras(c: Columns, sent: np.ndarray, ok: np.ndarray, idx: np.ndarray) -> di
         "chunk_token_ratio": (chunks / out_tokens) if out_tokens else None,
         "tokens_estimated_requests": int(c.a["tokens_estimated"][ok].sum()),
         **({"missing_done_requests": n} if (n := int(c.a["no_done"][ok].sum())) else {}),  # only when any
+        **({"compressed_streams": enc} if (enc := _compressed(c, sent)) else {}),  # only when any
+        **({"error_messages": msgs} if (msgs := error_messages(c, failed_rows)) else {}),
         **({"not_streamed_requests": n} if (n := int(c.a["not_streamed"][sent].sum())) else {}),
         **({"pooling_requests": n} if (n := _pooling(c, sent)) else {}),  # embeddings/rerank/score: no output
         "prefix_cache_hit_rate": (cached / prompt) if prompt else None,

@@ -353,6 +353,8 @@ class LLMUser(FastHttpUser):
             self.check(spec, res, rec)
         if not res.done and res.error is None:  # complete, but without `data: [DONE]` (docs/failure_kinds.md)
             rec.extra = {**(rec.extra or {}), "no_done": True}  # after check(): scenarios set their own extra
+        if res.encoding:  # a proxy compressed the body, the client decoded it (result.json: compressed_streams)
+            rec.extra = {**(rec.extra or {}), "content_encoding": res.encoding}
         self._fire(rec)
         ctx.submit(rec)
         return Reply(res, rec)

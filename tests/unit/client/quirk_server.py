@@ -2,7 +2,9 @@
 
 Quirks: interim 1xx responses before every final one (RFC 9110 §15.2: clients skip them), a stream that ends
 its chunked body cleanly after finish_reason and usage but without `data: [DONE]`, a body torn without a
-finish_reason, a connection closed in the middle of a chunk. One handler, written with blocking socket
+finish_reason, a connection closed in the middle of a chunk; and what proxies and gateways do to a stream: JSON
+re-serialized with spaces, events split over several `data:` lines, usage on the last output event, the media
+type in another case or with parameters, a compressed body, error events and error answers. One handler, written with blocking socket
 calls, serves under gevent's StreamServer (unit tests) and under real threads (`serve_threaded`, for a CLI
 run in a subprocess).
 """
@@ -14,6 +16,7 @@ import socket
 import socketserver
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,6 +26,7 @@ EARLY_HINTS = b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload; as=
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 MODEL = "quirk-model"
 N_OUT = 4
+ERROR_MESSAGE = "upstream overloaded: retry later"
 
 
 @dataclass
@@ -35,6 +39,17 @@ class Quirks:
     finish: bool = True  # the last output event carries finish_reason (and a usage event follows)
     end: str = "clean"  # clean: 0-length last chunk | cut: the connection closes inside a chunk
     gap_s: float = 0.01  # after each interim response and SSE event: what follows comes later, as for real
+    # what proxies and gateways do to a stream
+    spaced: bool = False  # events re-serialized with Python's json.dumps spacing (`"usage": {`)
+    multiline: bool = False  # each event's JSON split over several `data:` lines (legal SSE, joined by LF)
+    usage_on_last: bool = False  # usage rides on the last output event (no usage-only event)
+    content_type: str = "text/event-stream"
+    encoding: str = ""  # gzip | deflate | deflate-raw | br: the body compressed (flushed per event), unasked
+    # event: OpenAI's `event: error` | data: `data: {"error": {...}}` | json200: a 200 error JSON
+    error: str = ""
+    error_after: int = (
+        0  # the first N streamed answers are whole (the preflight's probe), the error comes after
+    )
 
 
 @dataclass
@@ -43,6 +58,7 @@ class QuirkServer:
 
     quirks: Quirks = field(default_factory=Quirks)
     requests: dict[str, int] = field(default_factory=dict)
+    streamed: int = 0  # streamed requests answered
     port: int = 0
     sleep: Callable[[float], Any] = time.sleep  # gevent.sleep under gevent's StreamServer
 
@@ -60,7 +76,9 @@ class QuirkServer:
                     head += line
                 lines = head.split(b"\r\n")
                 method, target = lines[0].split()[:2]
-                length = next((int(h.split(b":")[1]) for h in lines if h.lower().startswith(b"content-length")), 0)
+                length = next(
+                    (int(h.split(b":")[1]) for h in lines if h.lower().startswith(b"content-length")), 0
+                )
                 body = json.loads(f.read(length) or b"{}")
                 path = target.decode().split("?")[0]
                 self.requests[path] = self.requests.get(path, 0) + 1
@@ -110,27 +128,74 @@ class QuirkServer:
 
     def _stream(self, sock: Any, pre: bytes, chat: bool) -> bool:
         q = self.quirks
-        events = []
+        self.streamed += 1
+        error = q.error if self.streamed > q.error_after else ""
+        if error == "json200":
+            return self._json(
+                sock, pre, 200, {"error": {"message": ERROR_MESSAGE, "type": "overloaded", "code": 529}}
+            )
+        events: list[Any] = []
         for i in range(N_OUT):
             fr = "length" if q.finish and i == N_OUT - 1 else None
             choice = ({"index": 0, "delta": {"content": f"t{i}"}, "finish_reason": fr} if chat
                       else {"index": 0, "text": f"t{i}", "finish_reason": fr})  # fmt: skip
-            events.append({"choices": [choice]})
-        if q.finish:
-            events.append({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": N_OUT}})
-        frames = [b"data: " + json.dumps(e, separators=(",", ":")).encode() + b"\n\n" for e in events]  # compact, as vLLM
+            events.append({"id": "q", "choices": [choice]})
+        usage = {"prompt_tokens": 3, "completion_tokens": N_OUT}
+        if q.finish and q.usage_on_last:
+            events[-1]["usage"] = usage
+        elif q.finish:
+            events.append({"id": "q", "choices": [], "usage": usage})
+        if error:  # the answer breaks off after two output events
+            events = events[:2]
+            if error == "event":
+                events.append(("error", {"type": "error", "message": ERROR_MESSAGE}))
+            else:
+                events.append(
+                    {"error": {"message": ERROR_MESSAGE, "type": "InternalServerError", "code": 500}}
+                )
+        frames = [self._event(e) for e in events]
         if q.done:
             frames.append(b"data: [DONE]\n\n")
-        sock.sendall(pre + b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        head = (
+            b"HTTP/1.1 200 OK\r\nContent-Type: %s\r\nTransfer-Encoding: chunked\r\n" % q.content_type.encode()
+        )
+        if q.encoding:
+            head += b"Content-Encoding: %s\r\n" % q.encoding.split("-")[0].encode()
+            frames = _compressed(frames, q.encoding)
+        sock.sendall(pre + head + b"\r\n")
         for fr_ in frames:
             self.sleep(q.gap_s)
             sock.sendall(b"%x\r\n%s\r\n" % (len(fr_), fr_))
         if q.end == "cut":
-            sock.sendall(b"40\r\ndata: {\"choi")  # a chunk that announces 64 bytes, then the close
+            sock.sendall(b'40\r\ndata: {"choi')  # a chunk that announces 64 bytes, then the close
             sock.shutdown(socket.SHUT_WR)
             return False
         sock.sendall(b"0\r\n\r\n")
         return True
+
+    def _event(self, e: Any) -> bytes:
+        """One SSE event, in the quirks' JSON spacing and line layout; ("error", doc) is an `event: error`."""
+        name, doc = e if isinstance(e, tuple) else (None, e)
+        q = self.quirks
+        text = json.dumps(doc) if q.spaced else json.dumps(doc, separators=(",", ":"))  # compact, as vLLM
+        if q.multiline:
+            text = text.replace(", ", ",\n").replace(',"', ',\n"')
+        data = b"".join(b"data: " + line.encode() + b"\n" for line in text.split("\n"))
+        return (b"event: %s\n" % name.encode() if name else b"") + data + b"\n"
+
+
+def _compressed(frames: list[bytes], encoding: str) -> list[bytes]:
+    """The frames compressed as one body, flushed after each (a proxy that streams its gzip), the end last."""
+    if encoding == "br":
+        import brotli
+
+        c: Any = brotli.Compressor()
+        out = [c.process(f) + c.flush() for f in frames]
+        return [f for f in (*out, c.finish()) if f]
+    wbits = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS, "deflate-raw": -zlib.MAX_WBITS}[encoding]
+    z = zlib.compressobj(6, zlib.DEFLATED, wbits)
+    out = [z.compress(f) + z.flush(zlib.Z_SYNC_FLUSH) for f in frames]
+    return [f for f in (*out, z.flush()) if f]  # an empty one would end the chunked body
 
 
 class _Threaded(socketserver.ThreadingTCPServer):

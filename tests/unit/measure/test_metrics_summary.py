@@ -32,7 +32,7 @@ def _stats(mean: float, median: float, std: float, p50: float, p90: float, p95: 
 def _mixed() -> list:
     return [
         rec(0.0, [50, 60, 70, 80], out=4, prompt=10, cached_tokens=4, input_len=12, valid=True),
-        rec(0.2, [], out=None, error="http", status=503),  # 0.200-0.205
+        rec(0.2, [], out=None, error="http", status=503, error_detail="HTTP 503: overloaded"),  # 0.200-0.205
         rec(0.3, [1], out=1, error="inband_error", valid=False, tokens_estimated=True),
         rec(0.4, [], out=None, error="http", status=500),
         rec(0.5, [20, 50], out=3, prompt=20, input_len=20, valid=False, tokens_estimated=True),  # 0.500-0.551
@@ -75,6 +75,11 @@ def test_every_result_field_by_hand() -> None:
         "http_errors_by_status": {"503": 1, "500": 1},
         "chunk_token_ratio": 7 / 8,
         "tokens_estimated_requests": 1,  # successes only
+        "error_messages": [  # most frequent first, then in order of first occurrence
+            {"kind": "http", "message": "HTTP 503: overloaded", "count": 1},
+            {"kind": "inband_error", "message": None, "count": 1},
+            {"kind": "http", "message": None, "count": 1},
+        ],
         "prefix_cache_hit_rate": 4 / 40,  # over successes that report cached tokens
         "cached_tokens_reported": True,
         "validity_rate": 1 / 3,  # over sent requests with a verdict

@@ -1,0 +1,77 @@
+"""`vllm-locust run` through what proxies send (tests/unit/client/quirk_server.py), preflight included: JSON
+re-serialized with spaces and usage on the last output event, a gzip body under `Text/Event-Stream; charset=UTF-8`,
+and the server's own error messages, which must reach records.jsonl, result.json and the console summary."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.core.helpers import cli
+from tests.unit.client.quirk_server import ERROR_MESSAGE, N_OUT, Quirks, serve_threaded
+
+pytestmark = pytest.mark.timeout(200)
+
+N = 20
+
+
+def _run(tmp_path, quirks: Quirks):
+    with serve_threaded(quirks) as srv:
+        return cli(["--host", f"http://127.0.0.1:{srv.port}", "--num-prompts", str(N), "--users", "2", "--workers",
+                    "1", "--output-len", str(N_OUT)], str(tmp_path))  # fmt: skip
+
+
+@pytest.mark.parametrize("quirks", [
+    pytest.param(Quirks(spaced=True, usage_on_last=True, done=False), id="spaced-usage-on-last-no-done"),
+    pytest.param(Quirks(encoding="gzip", content_type="Text/Event-Stream; charset=UTF-8", spaced=True), id="gzip"),
+])  # fmt: skip
+def test_a_proxys_stream_is_measured_like_vllms(tmp_path, quirks: Quirks) -> None:
+    r = _run(tmp_path, quirks)
+    assert r.rc == 0, r.logs()[-3000:]
+    res = r.result
+    assert res["completed"] == N and res["failed"] == 0 and res["errors_by_kind"] == {}
+    assert res["total_output_tokens"] == N * N_OUT  # usage read, not chunks counted
+    assert res["tokens_estimated_requests"] == 0
+    recs = r.records()
+    assert all(x["finish_reason"] == "length" and len(x["chunk_times_us"]) == N_OUT for x in recs)
+    if quirks.encoding:
+        assert res["compressed_streams"] == {"gzip": N}
+        assert all(x["extra"]["content_encoding"] == "gzip" for x in recs)
+        assert "Compressed by the server (decoded):" in r.out and "gzip=20" in r.out
+    else:
+        assert "compressed_streams" not in res
+    assert "Traceback" not in r.logs()
+
+
+@pytest.mark.parametrize("error", ["event", "data", "json200"])
+def test_the_servers_error_messages_reach_the_result_and_the_summary(tmp_path, error: str) -> None:
+    r = _run(tmp_path, Quirks(error=error, error_after=1, spaced=True))
+    assert r.rc == 1, r.logs()[-3000:]  # the run completed, its requests failed
+    res = r.result
+    assert res["failed"] == N and res["errors_by_kind"] == {"inband_error": N}
+    assert res["error_messages"] == [{"kind": "inband_error", "message": ERROR_MESSAGE, "count": N}]
+    assert all(x["error_detail"] == ERROR_MESSAGE for x in r.records())
+    assert f"inband_error: {ERROR_MESSAGE}" in r.out, r.out[-2000:]
+    assert "Traceback" not in r.logs()
+
+
+def test_the_preflight_names_the_servers_error(tmp_path) -> None:
+    r = _run(tmp_path, Quirks(error="json200"))
+    assert r.rc == 3 and ERROR_MESSAGE in r.out + r.err, (r.out + r.err)[-2000:]
+
+
+def test_plain_locust_reads_a_media_type_in_another_case(tmp_path) -> None:
+    import csv
+    import os
+    import subprocess
+    import sys
+
+    with serve_threaded(Quirks(content_type="Text/Event-Stream; charset=UTF-8")) as srv:
+        p = subprocess.run([sys.executable, "-m", "locust", "-f", "locustfiles/chat.py", "--host",
+                            f"http://127.0.0.1:{srv.port}", "--headless", "-u", "2", "-r", "2", "-t", "60s",
+                            "--num-prompts", str(N), "--output-len", str(N_OUT), "--csv", str(tmp_path / "l"),
+                            "--only-summary"], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "VLLM_LOCUST_RESULTS_DIR": str(tmp_path / "run")})  # fmt: skip
+    with open(tmp_path / "l_stats.csv") as fh:
+        agg = next(r for r in csv.DictReader(fh) if r["Name"] == "Aggregated")
+    assert p.returncode == 0 and int(agg["Failure Count"]) == 0, (p.stdout + p.stderr)[-2000:]
+    assert int(agg["Request Count"]) == N

@@ -1,0 +1,100 @@
+"""`vllm-locust run` through HAProxy (Debian package `haproxy`) balancing over simulator processes: every request
+the run counts reached one of them (their own /sim/stats), both served some, and the streams were measured whole.
+One run also has HAProxy rewrite the media type (`Text/Event-Stream; charset=UTF-8`, RFC 9110 §8.3.1: any case).
+Skipped, saying so, where haproxy is not installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+
+import pytest
+
+from tests.integration.core.helpers import cli, free_port
+from tests.integration.gateways.procs import stop, wait_listening
+from vllm_sim.launch import start_simulator
+from vllm_users.distributed.run_end import preflight_requests
+
+pytestmark = [
+    pytest.mark.timeout(120),
+    pytest.mark.skipif(
+        shutil.which("haproxy") is None, reason="haproxy is not installed (apt-get install -y haproxy)"
+    ),
+]
+
+N, OUT = 24, 8
+BACKENDS = 2
+
+
+def _config(port: int, backends: list[int], rewrite_type: bool) -> str:
+    servers = "\n".join(f"    server s{i} 127.0.0.1:{p}" for i, p in enumerate(backends))
+    rewrite = '    http-response set-header Content-Type "Text/Event-Stream; charset=UTF-8" if { res.hdr(content-type) -m beg text/event-stream }\n'  # noqa: E501
+    return f"""global
+    maxconn 512
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+frontend fe
+    bind 127.0.0.1:{port}
+    default_backend be
+backend be
+    balance roundrobin
+{rewrite if rewrite_type else ""}{servers}
+"""
+
+
+@contextmanager
+def haproxy(tmp_path: str, backends: list[int], rewrite_type: bool = False) -> Iterator[str]:
+    """HAProxy on a free port in front of `backends`; its URL. A port taken in between is retried."""
+    for _attempt in range(3):
+        port = free_port()
+        cfg = os.path.join(tmp_path, "haproxy.cfg")
+        with open(cfg, "w") as fh:
+            fh.write(_config(port, backends, rewrite_type))
+        proc = subprocess.Popen(
+            ["haproxy", "-db", "-f", cfg], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        try:
+            wait_listening(port, proc, "haproxy")
+        except RuntimeError:
+            proc.kill()
+            proc.wait(5)
+            continue
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            stop(proc)
+        return
+    raise RuntimeError("haproxy did not start (3 tries)")
+
+
+def _served(url: str) -> int:
+    with urllib.request.urlopen(url + "/sim/stats", timeout=5) as resp:
+        return int(json.load(resp)["generate_requests"])
+
+
+@pytest.mark.parametrize("rewrite_type", [False, True], ids=["plain", "media-type-rewritten"])
+def test_run_through_haproxy_counts_what_the_backends_served(tmp_path, rewrite_type: bool) -> None:
+    with ExitStack() as stack:
+        sims = [stack.enter_context(start_simulator(["--fixed", "--ttft-ms", "5", "--itl-ms", "2", "--seed", str(i)]))
+                for i in range(BACKENDS)]  # fmt: skip
+        url = stack.enter_context(haproxy(str(tmp_path), [s.port for s in sims], rewrite_type))
+        r = cli(["--host", url, "--num-prompts", str(N), "--users", "4", "--workers", "1", "--output-len", str(OUT),
+                 "--ignore-eos"], str(tmp_path))  # fmt: skip
+        served = [_served(s.url) for s in sims]
+    assert r.rc == 0, r.logs()[-3000:]
+    res = r.result
+    assert res["completed"] == N and res["failed"] == 0 and res["errors_by_kind"] == {}
+    assert res["total_output_tokens"] == N * OUT and res["tokens_estimated_requests"] == 0
+    assert sum(served) == res["completed"] + res["failed"] + preflight_requests(r.run_dir), served
+    assert all(n > 0 for n in served), served  # both backends took load
+    recs = r.records()
+    assert all(x["finish_reason"] == "length" and len(x["chunk_times_us"]) == OUT for x in recs)
+    assert "Traceback" not in r.logs()
