@@ -114,7 +114,9 @@ def main(argv: Sequence[str]) -> int:
     stopped = None
     try:
         raw["path_latency"] = path_latency(budget.left())
-        run_phases(probe, plan, raw)
+        # one progress line per phase (stderr): a long probe shows where it is
+        run_phases(probe, plan, raw, on_phase=lambda name: print(
+            f"{PROG}: {name} phase done ({budget.elapsed():.0f} s)", file=sys.stderr, flush=True))  # fmt: skip
     except KeyboardInterrupt:
         stopped = "interrupted"
     if stopped is None and budget.left() <= 0 and len(raw["phases_done"]) < 5:

@@ -11,6 +11,7 @@ import dataclasses
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -351,8 +352,10 @@ def new_raw() -> dict[str, Any]:
     return {"ttft": [], "tpot": [], "saturation": None, "prefix": [], "errors": {}, "phases_done": []}
 
 
-def run_phases(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
-    """Run every phase into `raw` while the budget lasts (a KeyboardInterrupt leaves what was measured)."""
+def run_phases(probe: Probe, plan: ProbePlan, raw: dict[str, Any],
+               on_phase: Callable[[str], None] | None = None) -> None:  # fmt: skip
+    """Run every phase into `raw` while the budget lasts (a KeyboardInterrupt leaves what was measured);
+    `on_phase(name)` after each phase of the first round."""
     if probe.budget.left() <= 0:
         return
     warmup(probe, raw)
@@ -364,6 +367,8 @@ def run_phases(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
             break
         phase(probe, plan, raw)
         raw["phases_done"].append(name)
+        if on_phase is not None:
+            on_phase(name)
     rounds = 1
     total = probe.budget.deadline - probe.budget.start
     while rounds < plan.max_rounds and probe.budget.elapsed() < plan.fill * total:

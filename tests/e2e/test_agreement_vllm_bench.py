@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.server_histograms import delta, scrape_full, ttft_bracket, ttft_margins
+from tests.e2e.server_histograms import Snapshot, delta, scrape_full, ttft_bracket, ttft_margins
 from tests.e2e.speed import communicate_progressing
 from tests.e2e.test_scenarios_real_vllm import assert_monotonic, run_vllm_locust
 from tests.e2e.vllm_env import client_preexec
@@ -85,6 +85,21 @@ def server_view(before: dict, after: dict) -> dict[str, float]:
             "mean_tokens_per_step": d["iteration_tokens_total"]["mean"],
             "mean_prompt_tokens": d["request_prompt_tokens"]["mean"],
             "api_server_cpu_s": d["process_cpu_seconds_total"]}  # fmt: skip
+
+
+def settled(url: str, before: Snapshot, n: int, timeout: float = 10.0) -> Snapshot:
+    """The first /metrics snapshot whose histograms hold at least `n` more finished requests than `before`: vLLM
+    updates a request's histograms right after its final chunk, so a client's last requests may not be in yet."""
+    deadline = time.monotonic() + timeout
+    while True:
+        after = scrape_full(url)
+        done = delta(before, after).get("e2e_request_latency_seconds", {}).get("count", 0)
+        if done >= n:
+            return after
+        assert time.monotonic() < deadline, (
+            f"vLLM's histograms took {done:.0f} of {n} requests in {timeout} s"
+        )
+        time.sleep(0.05)
 
 
 def run_bench(env, server, out_dir: Path, seed: int) -> dict[str, Any]:
@@ -159,8 +174,7 @@ def test_same_load_agrees_with_vllm_bench_serve(vllm_env, vllm_server_details, t
                 result = run_bench(vllm_env, srv, tmp_path, seeds[tool])
             else:
                 result = run_ours(srv, tmp_path, seeds[tool])
-            time.sleep(0.5)  # the last request's histograms are updated right after its final chunk
-            seen[tool] = (result, server_view(before, scrape_full(srv.url)))
+            seen[tool] = (result, server_view(before, settled(srv.url, before, int(result["completed"]))))
         (bench, server_b), (ours, server_o) = seen["bench"], seen["ours"]
         row = {"order": ", ".join(order),
                "vllm_bench_serve": {k: bench.get(k) for k in FIELDS},
