@@ -150,13 +150,16 @@ class Redactor:
         message cut to a length inside a credential it quoted)."""
         for secret in self.secrets:
             s = s.replace(secret, MASK)
+        # a cut message may end in an ellipsis after the secret's beginning (sse_forms.clean_message adds "...")
+        ellipsis = next((e for e in ("...", "\u2026") if s.endswith(e)), "")
+        s = s[: len(s) - len(ellipsis)]
         for secret in self.secrets:
             cut = next(
                 (n for n in range(len(secret) - 1, MIN_SECRET_LEN - 1, -1) if s.endswith(secret[:n])), 0
             )
             if cut:
                 s = s[:-cut] + MASK
-        return _USERINFO.sub(r"\1", s)
+        return _USERINFO.sub(r"\1", s + ellipsis)
 
     def data(self, b: bytes) -> bytes:
         """The secret values of `b` masked (a web page, a script, a download: URL-like text there is left alone,

@@ -136,3 +136,11 @@ def test_a_message_cut_inside_a_secret_keeps_none_of_it() -> None:
     r = Redactor(["gw-0123456789"])
     assert r.text("refused: {'X-Gateway-Token': 'gw-01234") == "refused: {'X-Gateway-Token': '***"
     assert r.text("refused: gw-") == "refused: gw-"  # shorter than MIN_SECRET_LEN: not a secret's beginning
+
+
+def test_a_message_cut_inside_a_secret_with_an_ellipsis_keeps_none_of_it() -> None:
+    """sse_forms.clean_message cuts a server's message to its length and adds "...": the cut secret's
+    beginning then sits before the ellipsis, not at the end."""
+    r = Redactor(["gw-0123456789"])
+    assert r.text("refused: {'X-Gateway-Token': 'gw-01234...") == "refused: {'X-Gateway-Token': '***..."
+    assert r.text("refused: all fine...") == "refused: all fine..."

@@ -29,6 +29,7 @@ def _sig(report: dict, metric: str) -> dict:  # type: ignore[type-arg]
     return row["changes"][0]["significance"]
 
 
+@pytest.mark.exclusive  # "no significant difference" between two runs: other jobs' load would be one
 @pytest.mark.timeout(600)
 def test_repeats_and_significance(tmp_path) -> None:
     tmp = str(tmp_path)
