@@ -304,6 +304,9 @@ class MasterPlugin:
                 last_progress = now
                 self.collector.flush()  # a full disk shows within 2 s, not at the end
                 self._write_progress()
+                # headless: nobody looks; written: the final snapshot (finished) must stay the last one
+                if self.live is not None and self.env.web_ui is not None and not self.written:
+                    self.live.update(self._state())
             failed = self._write_failure()
             if failed and not self.drained:  # a full disk: stop, keep what was written (exit WRITE_FAILED)
                 log.error("vllm-locust: %s; stopping the run", failed)
@@ -312,9 +315,6 @@ class MasterPlugin:
                 self.mark("stop", reason="write failed")
                 gevent.spawn(self._finish_run, "")
                 return
-                # headless: nobody looks; written: the final snapshot (finished) must stay the last one
-                if self.live is not None and self.env.web_ui is not None and not self.written:
-                    self.live.update(self._state())
             if not isinstance(runner, MasterRunner):
                 continue
             known = {c.id: c for c in runner.clients.values()}
