@@ -36,8 +36,23 @@ COUNTS = re.compile(
     r"^\d+ (passed|failed|skipped|errors?|deselected)\b.* in [\d.]+s"
 )  # pytest -q's last line
 EXCLUSIVE = "mark.exclusive"  # how a test file marks the tests that must not share the machine
-# folders run as one job: their tests share session- or package-scoped servers that cost minutes to start
-WHOLE = ("tests/e2e", "tests/integration/deploy")
+# tests run in one process because they share servers that cost minutes to start: the image tier's build, and the
+# e2e tier's vLLM servers. The e2e tier is two groups, run side by side: the files that use the tier's one normal
+# server (tests/e2e/conftest.py) and the files that start servers of their own (LoRA, pooling, MoE, sweeps)
+E2E_OWN_SERVERS = ("test_capacity_real_vllm.py", "test_classes_real_vllm.py", "test_endpoints_real_vllm.py",
+                   "test_make_moe_model.py", "test_platform.py")  # fmt: skip
+GROUPS = ("tests/integration/deploy", "tests/e2e[vllm_server]", "tests/e2e[own servers]")
+
+
+def group_of(path: str) -> str:
+    """The group a test file runs in (one of GROUPS), or the file itself when it runs on its own."""
+    if path.startswith("tests/integration/deploy/"):
+        return GROUPS[0]
+    if path.startswith("tests/e2e/"):
+        return GROUPS[2] if path.rsplit("/", 1)[-1] in E2E_OWN_SERVERS else GROUPS[1]
+    return path
+
+
 # the expected seconds of a file that tests/durations.json does not know, by tier
 DEFAULT_S = {"unit": 3.0, "integration": 30.0, "e2e": 60.0, "deploy": 300.0}
 
@@ -48,6 +63,7 @@ class Job:
 
     paths: list[str]
     expected_s: float
+    key: str = ""  # tests/durations.json's key: a group's name, or "" for the file(s) the job runs
     marks: str = ""  # a -m expression: the exclusive tests and the rest of their files run apart
     log: Path | None = None
     xml: Path | None = None
@@ -59,6 +75,8 @@ class Job:
     @property
     def name(self) -> str:
         """The job as the summary names it."""
+        if self.key:
+            return f"{self.key} ({len(self.paths)} files)"
         return self.paths[0] if len(self.paths) == 1 else f"{self.paths[0]} (+{len(self.paths) - 1})"
 
     @property
@@ -84,8 +102,7 @@ def collect_jobs(selected: list[str], expected: dict[str, float]) -> list[Job]:
         files += [_rel(f) for f in found if "/data/" not in _rel(f)]
     groups: dict[str, list[str]] = {}
     for f in dict.fromkeys(files):
-        whole = next((w for w in WHOLE if f.startswith(w + "/")), None)
-        groups.setdefault(whole or f, []).append(f)
+        groups.setdefault(group_of(f), []).append(f)
     jobs: list[Job] = []
     unit_small: list[str] = []
     for key, paths in groups.items():
@@ -93,7 +110,7 @@ def collect_jobs(selected: list[str], expected: dict[str, float]) -> list[Job]:
         if key.startswith("tests/unit/") and t < 15:
             unit_small.append(key)  # many quick files share one process: pytest's start-up is paid once
             continue
-        jobs.append(Job([key] if key in WHOLE else paths, t))
+        jobs.append(Job(paths, t, key=key if key in GROUPS else ""))
     # the quick unit files, in two batches so that neither is the last job left running
     unit_small.sort()
     for batch in (unit_small[0::2], unit_small[1::2]):
@@ -257,8 +274,8 @@ def record(jobs: list[Job]) -> None:
     old = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
     measured: dict[str, float] = {}
     for j in jobs:
-        if len(j.paths) == 1 and j.paths[0] in WHOLE:
-            measured[j.paths[0]] = measured.get(j.paths[0], 0.0) + j.wall_s
+        if j.key:
+            measured[j.key] = measured.get(j.key, 0.0) + j.wall_s
             continue
         for c in _cases(j.xml):
             f = c.get("classname", "").replace(".", "/")

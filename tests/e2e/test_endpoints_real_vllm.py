@@ -4,7 +4,7 @@ The pooling endpoints run on two servers of this module's own, both the tiny Lla
 embedding model (`--runner pooling --convert embed`; vLLM 0.32 also serves /v1/score and /v1/rerank for it, a
 bi-encoder: the cosine of the two embeddings) and a cross-encoder (`--convert classify` with a one-label head taken
 from the LM head's row of one token, `--hf-overrides`: nothing is downloaded). The Responses API runs on the tier's
-normal server (`vllm_server`). Each load is small: the token counts are what is checked (ours against the
+normal server (`vllm_server`, tests/e2e/test_responses_real_vllm.py). Each load is small: the token counts are what is checked (ours against the
 server's usage and its `vllm:prompt_tokens_total`), and which figures are absent.
 """
 
@@ -110,29 +110,3 @@ def test_pooling_endpoint(request: pytest.FixtureRequest, tmp_path, server: str,
     assert res["mean_e2el_ms"] > 0 and res["median_e2el_ms"] > 0 and "p99_e2el_ms" in res
     assert not any(k.endswith(("_ttft_ms", "_itl_ms", "_tpot_ms")) for k in res)  # absent, not 0
     assert res["total_output_tokens"] is None and res["input_throughput"] > 0
-
-
-def test_responses_streamed(vllm_server: VllmServer, tmp_path) -> None:
-    out = run_vllm_locust(vllm_server.url, tmp_path, "responses", "--endpoint", "responses", "--input-len", "16",
-                          "--output-len", "8", "--ignore-eos", "--num-prompts", str(N), "-u", "2")  # fmt: skip
-    res = out.result
-    assert (
-        res["completed"] == N and res["failed"] == 0 and res["mean_ttft_ms"] > 0 and res["mean_tpot_ms"] > 0
-    )
-    for r in out.records:
-        assert r.endpoint == "responses" and not r.tokens_estimated  # output tokens from response.completed
-        assert r.output_tokens == len(r.chunk_times_us), (r.output_tokens, len(r.chunk_times_us))
-    assert res["total_output_tokens"] == sum(r.output_tokens or 0 for r in out.records)
-    print(
-        f"\nresponses: {res['total_input_tokens']} input / {res['total_output_tokens']} output tokens (usage), "
-        f"TTFT p50 {res['median_ttft_ms']:.1f} ms, TPOT p50 {res['median_tpot_ms']:.2f} ms, "
-        f"E2EL p50 {res['median_e2el_ms']:.1f} ms"
-    )
-
-
-def test_responses_not_streamed(vllm_server: VllmServer, tmp_path) -> None:
-    out = run_vllm_locust(vllm_server.url, tmp_path, "responses-ns", "--endpoint", "responses", "--no-stream",
-                          "--input-len", "16", "--output-len", "8", "--num-prompts", "4", "-u", "2")  # fmt: skip
-    res = out.result
-    assert res["completed"] == 4 and "mean_ttft_ms" not in res and res["mean_e2el_ms"] > 0
-    assert all(r.not_streamed and r.output_tokens and not r.tokens_estimated for r in out.records)

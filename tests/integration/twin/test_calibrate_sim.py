@@ -102,6 +102,7 @@ def twin(real: SimProcess, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     return doc
 
 
+@pytest.mark.exclusive  # the simulated server slows under other jobs' load: its constants are the truth
 def test_the_fit_recovers_the_constants_within_its_uncertainty(twin: dict[str, Any]) -> None:
     print(twin["_stdout"])  # the fit table (docs/twin.md shows one)
     c = twin["constants"]
