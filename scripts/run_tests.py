@@ -295,7 +295,10 @@ def main(argv: list[str] | None = None) -> int:
         "--shuffle",
         type=int,
         metavar="SEED",
-        help="the jobs and the tests in each in a random order (an isolation check)",
+        default=int(os.environ["VLLM_LOCUST_TEST_SHUFFLE"])
+        if os.environ.get("VLLM_LOCUST_TEST_SHUFFLE")
+        else None,
+        help="the jobs and the tests in each in a random order, an isolation check ($VLLM_LOCUST_TEST_SHUFFLE)",
     )
     ap.add_argument("--record", action="store_true", help="rewrite tests/durations.json from this run")
     ap.add_argument(
