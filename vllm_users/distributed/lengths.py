@@ -32,7 +32,7 @@ def calibrate_once(env: Environment) -> None:
         return
     o = env_state.options(env)
     host, headers = connection_headers(env.host, json.loads(o.extra_headers or "{}"), env_api_key())
-    model = model_names(o.model)[0] if o.model else resolve_model(host, headers)  # a mix: its base (issue 22)
+    model = model_names(o.model)[0] if o.model else resolve_model(host, headers)  # a mix: its base model
     if model is None:  # the users report it (they resolve the model themselves)
         return
     templated = o.endpoint in ("chat", "responses")  # both apply the chat template

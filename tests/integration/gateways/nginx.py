@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.integration.gateways.procs import stop
+
 NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.path.exists(p)), None)
 
 
@@ -138,11 +140,6 @@ def start_nginx(tmp: Path, upstream: int, cert: Path, key: Path, cpu: int | None
     try:
         yield Gateway(ports[0], ports[1], proc.pid, ports[2] if client_ca else None)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop(proc)
         if proc.stderr:
             proc.stderr.close()
