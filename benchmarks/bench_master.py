@@ -18,7 +18,6 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,13 +27,7 @@ from typing import Any
 
 from common import ROOT, cpu_seconds, print_table, write_json
 
-
-def _free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from orchestration.ports import free_port
 
 
 def _records(n: int, worker: str, seq0: int) -> list[Any]:
@@ -154,7 +147,7 @@ def _rss_mb(pid: int) -> float:
 
 def one(n: int, rate: int, seconds: float, at_end: bool, drivers: int) -> dict[str, Any]:
     """One master with n synthetic workers sending `rate` records/s each for `seconds`."""
-    port = _free_port()
+    port = free_port()
     run_dir = Path(tempfile.mkdtemp(prefix=f"master-{n}-"))
     exe = Path(sys.executable).with_name("locust")
     cmd = [*([str(exe)] if exe.exists() else [sys.executable, "-m", "locust"]), "-f", str(ROOT / "locustfiles" / "chat.py"), "--master", "--headless",

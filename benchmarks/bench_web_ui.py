@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -39,13 +38,11 @@ from common import (
     write_json,
 )
 
+from orchestration.ports import free_port
+
 TTFT_MS, ITL_MS, OUTPUT_LEN = 50.0, 10.0, 64
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _get(url: str, data: bytes | None = None) -> bytes:
@@ -55,7 +52,7 @@ def _get(url: str, data: bytes | None = None) -> bytes:
 
 def run_ui(host: str, streams: int, run_time: float, poll_s: float) -> dict[str, Any]:
     """One web-UI run: start through the UI's POST, poll like the tab, stop at --run-time, end with Ctrl-C."""
-    port = _free_port()
+    port = free_port()
     name = f"webui-{os.getpid()}-{int(time.time())}"
     run_dir = RESULTS / "runs" / name
     cmd = [*vllm_locust_cmd(), "run", "--host", host, "--workers", "1", "--users", str(streams),

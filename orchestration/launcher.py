@@ -11,13 +11,13 @@ import math
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from typing import Any
 
 from orchestration import config as C
+from orchestration.ports import free_port
 from orchestration.summary import format_summary
 from vllm_sim.launch import die_with_parent
 from vllm_users import exit_codes
@@ -50,10 +50,6 @@ def say(a: Options, msg: str) -> None:
         print(f"vllm-locust: {msg}", flush=True)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def header_dict(a: Options) -> dict[str, str]:
@@ -106,7 +102,7 @@ def launch(a: Options, host: str, model: str, run_dir: str, locustfile: str, api
     preflight's prompt-length calibration; `headers`: every request's (--header, the host's userinfo, the key)."""
     from orchestration.server_metrics import ServerMetricsSampler, scrape_target
 
-    port = a.master_port or _free_port()
+    port = a.master_port or free_port()
     metrics_url, metrics_headers = scrape_target(a, host, headers or {})
     # credentials travel in the environment, never on a command line (`ps` shows those to every user)
     extra = {METRICS_HEADERS_ENV: json.dumps(metrics_headers)} if metrics_headers else {}

@@ -260,6 +260,12 @@ def _report(jobs: list[Job], wall: float) -> int:
             print(
                 f"{tier:<12} {len(tj):3d} jobs, {busy:7.1f} s of pytest processes, longest {max(j.wall_s for j in tj):6.1f} s"
             )
+    # again at the very end, one line each: a log viewer that keeps only the head and the tail still shows why
+    why = [f"{c.get('classname', '')}::{c.get('name', '')}: " + " ".join((bad.get("message") or "").split())[:400]
+           for j in jobs for c in _cases(j.xml) for bad in c if bad.tag in ("failure", "error")]  # fmt: skip
+    if why:
+        print("\n" + "=" * 30 + " why each failed " + "=" * 30)
+        print("\n".join(why))
     total = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
     for j in jobs:
         for k, v in _counts(j.xml).items():
@@ -304,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--pytest", action="append", default=[], metavar="ARG", help="an extra argument for every pytest"
     )
+    ap.add_argument("--logs", metavar="DIR", help="keep each pytest process's log and JUnit XML in DIR")
     a = ap.parse_args(argv)
     if a.jobs < 1:
         ap.error(f"--jobs {a.jobs}: need at least 1")
@@ -314,9 +321,11 @@ def main(argv: list[str] | None = None) -> int:
         a.pytest += [f"--random-order-seed={a.shuffle}"]
         print(f"jobs, and the tests in each, in a random order (--shuffle {a.shuffle})")
     print(f"{len(jobs)} pytest processes, {a.jobs} at a time, then {len(alone)} alone", flush=True)
-    with tempfile.TemporaryDirectory(prefix="vllm-locust-tests-") as work:
+    with tempfile.TemporaryDirectory(prefix="vllm-locust-tests-") as tmp:
+        work = Path(a.logs) if a.logs else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
         try:
-            rc = run(jobs, a.jobs, a.pytest, Path(work), alone)
+            rc = run(jobs, a.jobs, a.pytest, work, alone)
         except KeyboardInterrupt:
             for j in jobs + alone:
                 if j.proc is not None and j.proc.poll() is None:

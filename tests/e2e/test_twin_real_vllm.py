@@ -31,6 +31,9 @@ def _tolerance(doc: dict[str, Any]) -> float:
     return 3.0 * noise + 0.05
 
 
+# alone on the machine: the probe fits vLLM's speed at one moment and the loads measure it minutes later; with
+# other test processes beside it that speed moved by 2x between the two (+132 % on one load's TPOT)
+@pytest.mark.exclusive
 @pytest.mark.timeout(1200)
 def test_the_twin_predicts_vllm_for_cpu(vllm_server: VllmServer, tmp_path: Path) -> None:
     out = tmp_path / "twin.json"

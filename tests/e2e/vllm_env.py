@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -21,6 +20,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestration.ports import free_port
 from vllm_sim.launch import die_with_parent
 
 HERE = Path(__file__).resolve().parent
@@ -170,11 +170,6 @@ def ensure_vllm(cache_dir: str | os.PathLike[str] | None = None, *, timeout: flo
         shim_dir=Path(paths["VLLM_SHIM"]),
     )
 
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 @dataclass

@@ -12,11 +12,7 @@ import time
 
 import pytest
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from orchestration.ports import free_port
 
 
 def _port_closed(port: int) -> bool:
@@ -26,7 +22,7 @@ def _port_closed(port: int) -> bool:
 
 @pytest.mark.timeout(400)
 def test_sweep_server_on_the_simulator(tmp_path) -> None:
-    port = _free_port()
+    port = free_port()
     serve = f"{sys.executable} -m vllm_sim --port {port} --fixed --ttft-ms 10"
     p = subprocess.run([sys.executable, "-m", "orchestration.cli", "sweep-server", "--serve-cmd", serve,
                         "--param", "max-num-seqs=0,8", "--param", "env:VLLM_LOCUST_SIM_ITL_MS=2,6",
@@ -66,7 +62,7 @@ def test_sigterm_while_a_server_starts_stops_it(tmp_path) -> None:
     serve = f"{sys.executable} -c \"import os,time; open('{marker}','w').write(str(os.getpid())); time.sleep(300)\""
     p = subprocess.Popen([sys.executable, "-m", "orchestration.cli", "sweep-server", "--serve-cmd", serve,
                           "--param", "max-num-seqs=4,8", "--health-timeout", "200", "--stop-grace", "2",
-                          "--host", f"http://127.0.0.1:{_free_port()}", "--users", "1", "--num-prompts", "1",
+                          "--host", f"http://127.0.0.1:{free_port()}", "--users", "1", "--num-prompts", "1",
                           "--output-dir", str(tmp_path), "--run-name", "ss"],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
     for _ in range(300):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -94,9 +93,3 @@ def cli_bare(args: list[str], timeout: float = 60, env: dict[str, str] | None = 
     return subprocess.run([sys.executable, "-m", "orchestration.cli", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})})  # fmt: skip
 
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import http.server
 import os
-import socket
 import subprocess
 import sys
 import threading
 
 import pytest
 
+from orchestration.ports import free_port
 from tests.integration.core.helpers import cli, cli_bare
 from vllm_sim.launch import start_simulator
 
@@ -66,14 +66,10 @@ def test_config_file_and_env(tmp_path) -> None:
     _one_line_error(cli_bare(["run"], env={"VLLM_LOCUST_USERS": "zero"}), 2, "users")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_unreachable_host(tmp_path) -> None:
-    p = cli_bare(["run", "--host", f"http://127.0.0.1:{_free_port()}", "--output-dir", str(tmp_path)])
+    p = cli_bare(["run", "--host", f"http://127.0.0.1:{free_port()}", "--output-dir", str(tmp_path)])
     _one_line_error(p, 3, "cannot reach")
 
 

@@ -17,7 +17,8 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.core.helpers import _kill_run, free_port
+from orchestration.ports import free_port
+from tests.integration.core.helpers import _kill_run
 
 
 def _values(text: str) -> dict[str, float]:

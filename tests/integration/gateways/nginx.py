@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestration.ports import free_port
 from tests.integration.gateways.procs import stop
 
 NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.path.exists(p)), None)
@@ -46,10 +47,6 @@ class Gateway:
         return f"http://127.0.0.1:{self.plain_port}"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _conf(
@@ -122,7 +119,7 @@ def start_nginx(tmp: Path, upstream: int, cert: Path, key: Path, cpu: int | None
     tmp.mkdir(parents=True, exist_ok=True)
     err = ""
     for _attempt in range(3):  # a free port may be taken between our probe and nginx's bind: other ones then
-        ports = (_free_port(), _free_port(), _free_port())
+        ports = (free_port(), free_port(), free_port())
         cmd = [NGINX, "-c", str(_conf(tmp, ports, upstream, cert, key, client_ca)), "-p", str(tmp)]
         if cpu is not None and shutil.which("taskset"):
             cmd = ["taskset", "-c", str(cpu), *cmd]

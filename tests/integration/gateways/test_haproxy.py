@@ -15,7 +15,8 @@ from contextlib import ExitStack, contextmanager
 
 import pytest
 
-from tests.integration.core.helpers import cli, free_port
+from orchestration.ports import free_port
+from tests.integration.core.helpers import cli
 from tests.integration.gateways.procs import stop, wait_listening
 from vllm_sim.launch import start_simulator
 from vllm_users.distributed.run_end import preflight_requests

@@ -26,7 +26,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.core.helpers import cli, free_port
+from orchestration.ports import free_port
+from tests.integration.core.helpers import cli
 from tests.integration.gateways.procs import stop
 from vllm_sim.launch import start_simulator
 from vllm_users.distributed.run_end import preflight_requests

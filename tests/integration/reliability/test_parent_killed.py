@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from tests.integration.core.helpers import free_port, wait_streaming
+from orchestration.ports import free_port
+from tests.integration.core.helpers import wait_streaming
 
 
 def _alive(pid: int) -> bool:

@@ -4,7 +4,6 @@ workers against the simulator, a user class by `package.module:Class`, remote wo
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from collections import defaultdict
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestration.ports import free_port
 from tests.integration.core.helpers import cli_bare
 from tests.integration.scenarios.runner import succeeded, vllm_locust
 
@@ -75,14 +75,10 @@ def test_minimal_readme_locustfile_with_summary_and_report(tmp_path) -> None:
     assert res["completed"] == 30 and set(res["per_scenario"]) == {"haiku", "chat", "rag"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_remote_worker_runs_the_same_locustfile(tmp_path) -> None:
-    port = _free_port()
+    port = free_port()
     master = subprocess.Popen(
         [sys.executable, "-m", "orchestration.cli", "run", "-f", str(EXAMPLES / "minimal.py"), "--workers", "0",
          "--expect-workers", "1", "--master-port", str(port), "--num-prompts", "10", *FAST_SIM,

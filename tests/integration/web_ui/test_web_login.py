@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from tests.integration.core.helpers import free_port
+from orchestration.ports import free_port
 
 
 @pytest.mark.timeout(120)

@@ -15,6 +15,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from orchestration.ports import free_port
 from tests.unit.measure.helpers import rand_records
 from vllm_users.distributed import prometheus_export as P
 from vllm_users.distributed.master_side import Collector
@@ -135,15 +136,11 @@ def _get(port: int) -> str:
     return body.decode()
 
 
-def _free_port() -> int:
-    with socket.socket() as sk:
-        sk.bind(("127.0.0.1", 0))
-        return int(sk.getsockname()[1])
 
 
 def test_served_and_the_last_scrape_is_waited_for(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("VLLM_LOCUST_API_KEY", "sk-SECRET-1")
-    port = _free_port()
+    port = free_port()
     o = Options(prometheus_port=port, results_dir=str(tmp_path / "r"), header=("Authorization: Bearer sk-SECRET-2",),
                 extra_headers='{"Authorization": "Bearer sk-SECRET-3"}')  # fmt: skip
     exp = P.serve(None, o)
@@ -181,7 +178,7 @@ def test_served_and_the_last_scrape_is_waited_for(tmp_path, monkeypatch) -> None
 
 
 def test_no_scraper_no_wait(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    exp = P.serve(None, Options(prometheus_port=_free_port(), results_dir=str(tmp_path)))
+    exp = P.serve(None, Options(prometheus_port=free_port(), results_dir=str(tmp_path)))
     assert exp is not None
     t0 = time.time()
     exp.close()
