@@ -1,4 +1,4 @@
-"""MoE on real vLLM, one GPU (issue 26): the moe preset's concurrency sweep and the real router's expert balance.
+"""MoE on real vLLM, one GPU: the moe preset's concurrency sweep and the real router's expert balance.
 
 Three phases, each bounded, no bare waits:
   0. EPLB: vLLM's own config check (ParallelConfig with --enable-eplb --enable-expert-parallel), in the

@@ -103,7 +103,7 @@ def load_config(path: str) -> dict[str, Any]:
 
 
 def _classes_key(doc: dict[str, Any], path: str) -> dict[str, Any]:
-    """A config's `classes:` list (mappings or --class texts; also `class:`) as the class_ option (issue 22)."""
+    """A config's `classes:` list (mappings or --class texts; also `class:`) as the class_ option (one syntax)."""
     from vllm_users.workload.classes import from_config
 
     for key in ("classes", "class"):
