@@ -1,4 +1,4 @@
-"""`vllm-locust run --endpoint embeddings|rerank|score|responses` against the embedded simulator (issue 23.3-4):
+"""`vllm-locust run --endpoint embeddings|rerank|score|responses` against the embedded simulator:
 exact token counts, E2EL present and TTFT absent for pooling, TTFT and usage tokens for Responses; bad
 combinations exit 2 before any load."""
 
