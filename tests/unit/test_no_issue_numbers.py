@@ -19,9 +19,6 @@ CITATION = re.compile(r"\bissue\s?#?\d+", re.IGNORECASE)
 # clean (the test fails on a listed file that no longer cites a number), and never add one.
 PENDING = frozenset(
     {
-        "orchestration/capacity/flags.py",
-        "orchestration/capacity/search.py",
-        "orchestration/commands/run.py",
         "orchestration/report/diagnose.py",
         "orchestration/summary.py",
         "vllm_users/distributed/master_plugin.py",
