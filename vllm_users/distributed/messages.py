@@ -3,8 +3,10 @@ registers its Locust handlers from, and the one way each side reaches the other 
 processes, a direct call on a local runner).
 
 On the wire a message is Locust's (kind, dict). `to_payload` gives the dict each kind has always carried, the
-same keys in the same order, so a master and its workers of neighbouring versions still understand each other;
-`from_payload` is the one reader of a received dict and is as lenient as the readers it replaced.
+same keys in the same order, so a master and its workers of neighbouring versions still understand each other
+(the one change: a --records-at-end chunk has the periodic batch's keys and order, `calibration` null among
+them, which every reader takes as it took the key's absence); `from_payload` is the one reader of a received
+dict, as lenient as the readers it replaced.
 """
 
 from __future__ import annotations
