@@ -110,7 +110,7 @@ def run_sweep(a: Options, run_one: RunOne) -> int:
 
     def step(host: str, name: str, kind: str, target: float | None, over: dict[str, Any]) -> dict[str, Any]:
         nonlocal worst
-        from orchestration.presets import expert_balance, expert_counters
+        from orchestration.moe_experts import expert_balance, expert_counters
 
         b = step_args(a, host, base, name, seed=step_seed(a, len(steps)), **over)
         print(f"vllm-locust: sweep step {len(steps) + 1}: {kind} {'' if target is None else format(target, 'g')}",

@@ -19,6 +19,7 @@ from orchestration import presets
 from orchestration.capacity.flags import validate as capacity_validate
 from orchestration.capacity.run_hooks import multi_run
 from orchestration.commands import reported
+from orchestration.input_checks import prepare
 from orchestration.launcher import header_dict, launch, say
 from orchestration.preflight import (
     PreflightError,
@@ -109,7 +110,7 @@ def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
         mix = for_endpoint(mix, a.endpoint)
     except ValueError as e:
         raise C.UsageError(str(e)) from None
-    a = presets.prepare(a, [n for n, _ in mix])  # scenario defaults; dataset, schema and tokenizer checked
+    a = prepare(a, [n for n, _ in mix])  # scenario defaults; dataset, schema and tokenizer checked
     class_models(a.class_)  # issue 22: the classes checked together (names unique), their scenarios run
     if not files:  # -f's users name their scenarios when they load
         check_scenarios(a.class_, [n for n, _ in mix])
