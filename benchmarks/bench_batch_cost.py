@@ -26,6 +26,7 @@ from locust.rpc.protocol import Message  # noqa: E402
 
 from benchmarks.common import machine, print_table, write_json  # noqa: E402
 from vllm_users.distributed.master_side import Collector  # noqa: E402
+from vllm_users.distributed.messages import Batch  # noqa: E402
 from vllm_users.distributed.worker_side import BATCH_INTERVAL_S, WorkerContext  # noqa: E402
 from vllm_users.measure.record import RequestRecord  # noqa: E402
 from vllm_users.options import Options  # noqa: E402
@@ -55,7 +56,7 @@ def measure(n: int, tokens: int, batch_records: int) -> dict[str, float]:
     for start in range(0, n, batch_records):
         for r in recs[start : start + batch_records]:
             ctx.submit(r)
-        wire.append(Message("vllm_batch", ctx.take_batch(), "w0").serialize())
+        wire.append(Message(Batch.KIND, ctx.take_batch().to_payload(), "w0").serialize())
     worker_cpu = time.process_time() - c0
     with tempfile.TemporaryDirectory() as d:
         col = Collector(d)

@@ -21,9 +21,6 @@ PENDING = frozenset(
     {
         "orchestration/report/diagnose.py",
         "orchestration/summary.py",
-        "vllm_users/distributed/master_plugin.py",
-        "vllm_users/distributed/open_loop.py",
-        "vllm_users/distributed/worker_side.py",
         "vllm_users/measure/columns.py",
         "vllm_users/measure/health.py",
         "vllm_users/measure/histograms.py",

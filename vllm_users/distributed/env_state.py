@@ -14,11 +14,12 @@ from typing import Any
 
 from locust.env import Environment
 
+from vllm_users.distributed.messages import ToMaster
 from vllm_users.distributed.worker_side import WorkerContext
 from vllm_users.options import Options, from_namespace
 
-# the master's (or local runner's) handler of worker messages: handle(kind, data, worker name)
-MessageHandler = Callable[[str, Any, str], None]
+# the master's (or local runner's) handler of worker messages: handle(message, sender's node id)
+MessageHandler = Callable[[ToMaster, str], None]
 
 __all__ = [
     "MessageHandler", "context", "context_or_none", "locust_option", "master_handler", "options",

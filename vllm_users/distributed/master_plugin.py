@@ -19,7 +19,7 @@ from locust.runners import STATE_MISSING, MasterRunner
 
 from vllm_users import exit_codes, run_dir
 from vllm_users.atomic import atomic_json
-from vllm_users.distributed import env_state, web_ui
+from vllm_users.distributed import env_state, messages, web_ui
 from vllm_users.distributed.env_state import context_or_none, locust_option, options
 from vllm_users.distributed.live import LiveView
 from vllm_users.distributed.master_side import Collector
@@ -55,19 +55,14 @@ class MasterPlugin:
     def __init__(self, env: Environment) -> None:
         self.env = env
         env_state.set_master_handler(env, self.handle)
-        self.results_dir = options(env).results_dir or os.path.join(
-            "results", time.strftime("run-%Y%m%d-%H%M%S")
-        )
+        self.results_dir = options(env).results_dir or os.path.join("results", time.strftime("run-%Y%m%d-%H%M%S"))
         self.collector: Collector | None = None
         self.drained = False
         self.written = False
         self.exit_code = exit_codes.OK
         runner = env.runner
         if isinstance(runner, MasterRunner):
-            for kind in ("vllm_batch", "vllm_done", "vllm_need", "vllm_first", "vllm_ready"):
-                runner.register_message(
-                    kind, lambda environment, msg, kind=kind: self.handle(kind, msg.data, msg.node_id)
-                )
+            messages.register(runner, messages.TO_MASTER, self.handle)
         self.next_index = 0
         self.granted: dict[str, int] = {}
         self.live: LiveView | None = None
@@ -120,7 +115,7 @@ class MasterPlugin:
                 self.run_time_s = locust_option(self.env, "run_time") or None
             if self.run_time_s:
                 log.info("vllm-locust: --run-time %gs counts from the first load request", self.run_time_s)
-                gevent.spawn_later(FIRST_REQUEST_WAIT_S, self._start_clock, f"no load request within "
+                gevent.spawn_later(FIRST_REQUEST_WAIT_S, self.start_clock, f"no load request within "
                                    f"{FIRST_REQUEST_WAIT_S:g} s of the start")  # fmt: skip
 
     def _signalled(self, name: str) -> None:
@@ -128,7 +123,7 @@ class MasterPlugin:
         if not os.path.exists(run_dir.path(self.results_dir, run_dir.EARLY_STOP)):
             self.interrupted = self.interrupted or name
 
-    def _start_clock(self, why: str = "") -> None:
+    def start_clock(self, why: str = "") -> None:
         """--run-time starts now: at the run's first load request (a worker said so), or `why` it starts anyway."""
         if self.clock_started or not self.run_time_s or self.drained:
             return
@@ -165,7 +160,7 @@ class MasterPlugin:
             return False, "the request rate changes an open-loop run (--request-rate) that is running"
         if self.drained:
             return False, "the run is stopping"
-        if o.trace:  # issue 21: no rate segments; the trace's times are the schedule
+        if o.trace:  # no rate segments to change: the trace's own times are the schedule
             return False, "a --trace run sends each request at the trace's own time (--time-scale sets the speed)"
         why = web_ui.parse_rate(rate)
         if why or math.isinf(self.segments[-1][1]):
@@ -173,13 +168,7 @@ class MasterPlugin:
         if self.t0 is None:
             return False, "the schedule starts once every user is set up; try again then"
         self.segments.append([round(time.time() + RATE_CHANGE_LEAD_S - self.t0, 6), rate])
-        runner = self.env.runner
-        if isinstance(runner, MasterRunner):
-            runner.send_message("vllm_rate", {"segments": self.segments})
-        else:
-            ctx = context_or_none(self.env)
-            if ctx is not None:
-                ctx.set_segments(self.segments)
+        self._to_workers(messages.Rate(self.segments))
         self.live.target_rate = rate
         self.mark("rate", request_rate=rate)
         log.info("vllm-locust: request rate changed to %g req/s", rate)
@@ -199,25 +188,28 @@ class MasterPlugin:
             if self.live is not None:
                 self.live.update(self._state(), finished=True)
 
-    def handle(self, kind: str, data: Any, client_id: str) -> None:
+    def handle(self, msg: messages.ToMaster, client_id: str) -> None:
         """A message from a worker (or from the local context)."""
         if self.collector is None:
             self._start()
-        assert self.collector is not None
-        if kind == "vllm_batch":
-            self.collector.on_batch(data, client_id)
-        elif kind == "vllm_need":
-            self._grant(data, client_id)
-        elif kind == "vllm_first":
-            self._start_clock()
-        elif kind == "vllm_ready":
-            self._worker_ready(data["worker"], client_id)
-        elif kind == "vllm_done":
-            self.collector.on_done(data["worker"])
-            if self._all_done():
-                gevent.spawn(self._finish_run)
+        msg.deliver(self, client_id)
 
-    def _worker_ready(self, worker: str, client_id: str) -> None:
+    def _to_workers(self, msg: messages.ToWorker, client_id: str | None = None) -> None:
+        messages.to_workers(self.env.runner, context_or_none(self.env), msg, client_id)
+
+    def on_batch(self, batch: messages.Batch, client_id: str) -> None:
+        """A worker's batch: into the collector."""
+        assert self.collector is not None
+        self.collector.on_batch(batch, client_id)
+
+    def on_done(self, worker: str) -> None:
+        """A worker used up its share; the run ends once every worker has."""
+        assert self.collector is not None
+        self.collector.on_done(worker)
+        if self._all_done():
+            gevent.spawn(self._finish_run)
+
+    def on_ready(self, worker: str, client_id: str) -> None:
         """Open loop: every user of `worker` waits for a ticket. Once all workers are, t0 is agreed."""
         if self.t0 is not None:  # a worker that joined late takes the schedule as it runs
             self._send_t0(client_id)
@@ -243,28 +235,17 @@ class MasterPlugin:
         self._send_t0(None)
 
     def _send_t0(self, client_id: str | None) -> None:
-        runner = self.env.runner
-        if isinstance(runner, MasterRunner):
-            runner.send_message("vllm_t0", {"t0": self.t0}, client_id=client_id)
-        else:
-            ctx = context_or_none(self.env)
-            if ctx is not None and self.t0 is not None:
-                ctx.on_t0(self.t0)
+        if self.t0 is not None:
+            self._to_workers(messages.T0(self.t0), client_id)
 
-    def _grant(self, data: dict[str, Any], client_id: str) -> None:
+    def on_need(self, need: messages.Need, client_id: str) -> None:
         """Hand out the next tickets of the run's request budget (closed loop with --num-prompts)."""
         budget = options(self.env).num_prompts or 0
         start = self.next_index
-        count = max(0, min(int(data.get("n", 1)), budget - start))
+        count = max(0, min(need.n, budget - start))
         self.next_index += count
-        self.granted[data["worker"]] = self.granted.get(data["worker"], 0) + count
-        runner = self.env.runner
-        if isinstance(runner, MasterRunner):
-            runner.send_message("vllm_grant", {"start": start, "count": count}, client_id=client_id)
-        else:
-            ctx = context_or_none(self.env)
-            if ctx is not None:
-                ctx.on_grant(start, count)
+        self.granted[need.worker] = self.granted.get(need.worker, 0) + count
+        self._to_workers(messages.Grant(start, count), client_id)
 
     def _all_done(self) -> bool:
         assert self.collector is not None
@@ -366,16 +347,11 @@ class MasterPlugin:
             return
         self.drained = True
         timeout = options(self.env).stop_timeout
-        runner = self.env.runner
-        if isinstance(runner, MasterRunner):
-            runner.send_message("vllm_stop", {"timeout": timeout})
+        self._to_workers(messages.Stop(timeout))
+        if isinstance(self.env.runner, MasterRunner):
             deadline = time.time() + timeout + 10
             while self.collector.live() and time.time() < deadline:
                 gevent.sleep(0.1)
-        else:
-            ctx = context_or_none(self.env)
-            if ctx is not None:
-                ctx.drain(timeout)
         self.collector.flush()
 
     def _quitting(self, **_: Any) -> None:

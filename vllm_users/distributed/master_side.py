@@ -11,6 +11,7 @@ from typing import Any
 
 from vllm_users import run_dir
 from vllm_users.atomic import atomic_json
+from vllm_users.distributed.messages import Batch
 from vllm_users.distributed.worker_side import BATCH_INTERVAL_S
 from vllm_users.measure.columns import frame, records_to_frames
 from vllm_users.measure.health import bound, summarize
@@ -53,7 +54,7 @@ class Collector:
     lag_s: list[float] = field(default_factory=list)
     batch_cost_s: list[float] = field(default_factory=list)
     batches: int = 0
-    on_ingest: list[Callable[[dict[str, Any]], None]] = field(default_factory=list)  # each batch, once taken in
+    on_ingest: list[Callable[[Batch], None]] = field(default_factory=list)  # each batch, once taken in
     write_error: str | None = None  # the records' write that failed (a full disk): nothing more is written
     unwritten: int = 0  # records received after that failure (in the histograms and counts, not on disk)
 
@@ -65,62 +66,63 @@ class Collector:
         # columns beside the JSONL (vllm_users.measure.columns): each frame says where in the JSONL its batch ends
         self._cols = open(run_dir.path(self.results_dir, run_dir.COLS), "ab", buffering=1 << 20)
 
-    def on_batch(self, data: dict[str, Any], client_id: str | None = None) -> None:
-        """Add one worker batch (records as JSON lines, encoded histograms, health samples)."""
+    def on_batch(self, batch: Batch | dict[str, Any], client_id: str | None = None) -> None:
+        """Add one worker batch (records as JSON lines, encoded histograms, health samples); a payload as Locust
+        delivers it is read first."""
         t0 = time.perf_counter()
-        w = self.workers.setdefault(data["worker"], WorkerState(data["worker"]))
+        b = batch if isinstance(batch, Batch) else Batch.from_payload(batch)
+        w = self.workers.setdefault(b.worker, WorkerState(b.worker))
         w.client_id = client_id or w.client_id
         now = time.time()
-        if "sent_at" in data:  # clocks of remote hosts may differ: a figure for one host, a hint across hosts
-            self.lag_s.append(now - float(data["sent_at"]))
+        if b.sent_at is not None:  # clocks of remote hosts may differ: a figure for one host, a hint across hosts
+            self.lag_s.append(now - float(b.sent_at))
         if w.lost_at is not None:  # it was only silent (a stalled process), and nothing it measured is lost
             log.warning("worker %s is back after %.1f s of silence", w.name, now - w.last_batch)
             w.stalls_s.append(round(now - w.last_batch, 3))
             w.lost_at = None
         w.last_batch = now
-        w.totals = data.get("totals", w.totals)
-        if data["n"]:
+        w.totals = b.totals if b.totals is not None else w.totals
+        if b.n:
             if self.write_error is None:
-                self._append(data)
+                self._append(b)
             else:
-                self.unwritten += data["n"]
-            w.records += data["n"]
-        self.hists.merge_encoded(data["hists"])
-        self.window.merge_encoded(data["hists"])
-        if data.get("class_hists"):
-            self.class_hists.merge_encoded(data["class_hists"])
-        if data.get("calibration") and self.calibration is None:  # every worker calibrates alike: keep the first
-            self.calibration = data["calibration"]
-        h = self.health.setdefault(data["worker"], {"cpu": [], "lag_ms": []})
-        for k, v in data["health"].items():
+                self.unwritten += b.n
+            w.records += b.n
+        self.hists.merge_encoded(b.hists)
+        self.window.merge_encoded(b.hists)
+        if b.class_hists:
+            self.class_hists.merge_encoded(b.class_hists)
+        if b.calibration and self.calibration is None:  # every worker calibrates alike: keep the first
+            self.calibration = b.calibration
+        h = self.health.setdefault(b.worker, {"cpu": [], "lag_ms": []})
+        for k, v in b.health.items():
             h.setdefault(k, []).extend(v)
         bound(h)  # a long run keeps a fair sample of each worker's probes, not every one
-        if data.get("final"):
+        if b.final:
             w.final = True
             self.flush()
         for hook in self.on_ingest:  # inside the timing: its cost is the ingest's (--prometheus-port's exporter)
-            hook(data)
+            hook(b)
         self.batches += 1
         self.batch_cost_s.append(time.perf_counter() - t0)
 
-    def _append(self, data: dict[str, Any]) -> None:
+    def _append(self, b: Batch) -> None:
         """One batch's records onto records.jsonl and records.cols."""
-        text = data["records"]
+        text = b.records
         try:
             self._fh.write(text + "\n")
         except OSError as e:
             self._failed(run_dir.RECORDS, e)
-            self.unwritten += data["n"]
+            self.unwritten += b.n
             return
         self._jsonl_end += (len(text) if text.isascii() else len(text.encode())) + 1
-        cols = data.get("cols")
         try:
-            blob = frame(cols, self._jsonl_end) if cols else records_to_frames(text.split("\n"), self._jsonl_end)
+            blob = frame(b.cols, self._jsonl_end) if b.cols else records_to_frames(text.split("\n"), self._jsonl_end)
             self._cols.write(blob)
         except OSError as e:
             self._failed(run_dir.COLS, e)
         except Exception:  # records.jsonl has them; the reader parses what the columns lack
-            log.exception("vllm-locust: columns of a batch from %s not written", data["worker"])
+            log.exception("vllm-locust: columns of a batch from %s not written", b.worker)
 
     def _failed(self, name: str, e: OSError) -> None:
         """A write of the records failed (a full disk, a file size limit): said once; what reached the disk stays,

@@ -1,9 +1,10 @@
 """One worker's share of the open-loop arrival schedule: Tickets put into a queue, due at t0 + offset.
 
 The schedule's clock starts only once every user is set up, so that no arrival waits for a user to spawn or
-to finish its setup (model lookup, calibration, a tokenizer, a dataset; issue 20.7). Each worker tells the
-master when all of its users wait for a ticket ("vllm_ready"); once every worker has, the master sends one t0
-to all of them ("vllm_t0"), a little ahead, so the global schedule stays split across workers as before.
+to finish its setup (model lookup, calibration, a tokenizer, a dataset: arrivals that waited for it would be
+measured late for the client's sake, not the server's). Each worker tells the master when all of its users wait
+for a ticket (`messages.Ready`); once every worker has, the master sends one t0 to all of them (`messages.T0`),
+a little ahead, so the global schedule stays split across workers as before.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 import gevent
 import gevent.event
 from gevent.queue import Empty, Queue
 
+from vllm_users.distributed.messages import Ready, ToMaster
 from vllm_users.options import Options
 from vllm_users.workload.arrivals import worker_piecewise
 from vllm_users.workload.ramp import ramp_worker_iter
@@ -38,7 +39,7 @@ class OpenLoopSchedule:
     """Dispatches this worker's arrivals into a queue from an agreed t0; users take them with `take`."""
 
     def __init__(self, options: Options, index: int, count: int, worker: str,
-                 send: Callable[[str, Any], None], users: Callable[[], int],
+                 send: Callable[[ToMaster], None], users: Callable[[], int],
                  on_t0: Callable[[float], None]) -> None:  # fmt: skip
         self.options = options
         self.index, self.count, self.worker = index, count, worker
@@ -94,7 +95,7 @@ class OpenLoopSchedule:
                         log.warning("vllm-locust: %d of %d users set up %.0f s after spawning; the schedule starts "
                                     "anyway", len(self._waiting), self.users(), USERS_READY_WAIT_S)  # fmt: skip
                     self.ready_sent, ready_at = True, time.perf_counter()
-                    self.send("vllm_ready", {"worker": self.worker, "users": len(self._waiting)})
+                    self.send(Ready(self.worker, len(self._waiting)))
             elif time.perf_counter() - ready_at > T0_WAIT_S:
                 log.error("vllm-locust: no schedule start from the master %.0f s after ready; starting now", T0_WAIT_S)
                 self.on_t0(time.time())

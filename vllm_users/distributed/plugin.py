@@ -21,7 +21,7 @@ from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
 from vllm_users import exit_codes
 from vllm_users.client import tls
-from vllm_users.distributed import env_state, lengths, user_errors
+from vllm_users.distributed import env_state, lengths, messages, user_errors
 from vllm_users.distributed.env_state import context_or_none
 from vllm_users.distributed.master_plugin import MasterPlugin
 from vllm_users.distributed.worker_side import WorkerContext
@@ -58,10 +58,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
         # 0.3-5 s at start-up. The defaults never change inside a process: build them once.
         if not hasattr(argument_parser.default_args_dict, "cache_info"):
             argument_parser.default_args_dict = functools.cache(argument_parser.default_args_dict)
-        runner.register_message("vllm_stop", _worker_stop_handler, concurrent=True)
-        runner.register_message("vllm_grant", _worker_grant_handler)
-        runner.register_message("vllm_rate", _worker_rate_handler)
-        runner.register_message("vllm_t0", _worker_t0_handler)
+        messages.register(runner, messages.TO_WORKER, lambda msg, _node: _to_context(environment, msg))
         gevent.spawn(_master_watchdog, environment)
 
 
@@ -96,10 +93,11 @@ def _master_watchdog(environment: Environment) -> None:
             return
 
 
-def _worker_grant_handler(environment: Environment, msg: Any) -> None:
+def _to_context(environment: Environment, msg: messages.ToWorker) -> None:
+    """A message from the master, for this worker's context (none before the test started: dropped)."""
     ctx = context_or_none(environment)
     if ctx is not None:
-        ctx.on_grant(int(msg.data["start"]), int(msg.data["count"]))
+        msg.deliver(ctx)
 
 
 def _on_spawned(environment: Environment) -> None:
@@ -107,24 +105,6 @@ def _on_spawned(environment: Environment) -> None:
     ctx = context_or_none(environment)
     if ctx is not None:  # open loop: the schedule starts once these users are set up
         ctx.on_spawned()
-
-
-def _worker_t0_handler(environment: Environment, msg: Any) -> None:
-    ctx = context_or_none(environment)
-    if ctx is not None:
-        ctx.on_t0(float(msg.data["t0"]))
-
-
-def _worker_rate_handler(environment: Environment, msg: Any) -> None:
-    ctx = context_or_none(environment)
-    if ctx is not None:
-        ctx.set_segments(msg.data["segments"])
-
-
-def _worker_stop_handler(environment: Environment, msg: Any) -> None:
-    ctx = context_or_none(environment)
-    if ctx is not None:
-        ctx.drain(float(msg.data.get("timeout", 0)))
 
 
 @events.test_start.add_listener
@@ -143,18 +123,14 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
     if isinstance(runner, MasterRunner):
         return
     if isinstance(runner, WorkerRunner):
-        index, count = runner.worker_index, o.vllm_worker_count or 1
-        index %= count
-
-        def send(kind: str, data: Any) -> None:
-            runner.send_message(kind, data)
-
+        index, count = runner.worker_index % (o.vllm_worker_count or 1), o.vllm_worker_count or 1
+        send = messages.to_master(runner)
     else:
         index, count = 0, 1
         handle = env_state.master_handler(environment)
 
-        def send(kind: str, data: Any) -> None:
-            handle(kind, data, "local")
+        def send(msg: messages.ToMaster) -> None:
+            handle(msg, "local")
 
     ctx = WorkerContext(o, index, count, send)
     ctx.users = lambda: max(1, environment.runner.user_count if environment.runner else 1)

@@ -35,6 +35,7 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.utils import floatToGoString
 
 from vllm_users.distributed.master_side import Collector
+from vllm_users.distributed.messages import Batch
 from vllm_users.measure.columns import Columns, _merge, _unpack, columns_from_records
 from vllm_users.measure.metrics import METRICS, Slo, metric_arrays, ok_rows, or_zero, sent_rows, slo_met
 from vllm_users.measure.record import parse_lines
@@ -92,14 +93,13 @@ class _Hist:
         return list(zip(le, [*self.cum.astype(float).tolist(), float(self.count)], strict=True))
 
 
-def _columns(data: dict[str, Any]) -> Columns | None:
+def _columns(batch: Batch) -> Columns | None:
     """The batch's records as columns (the packed payload, else its JSON lines); None without records."""
-    if not data.get("n"):
+    if not batch.n:
         return None
-    payload = data.get("cols")
-    if payload:
-        return _merge([_unpack(memoryview(payload))])
-    recs, _torn = parse_lines(io.StringIO(data["records"]))
+    if batch.cols:
+        return _merge([_unpack(memoryview(batch.cols))])
+    recs, _torn = parse_lines(io.StringIO(batch.records))
     return columns_from_records(recs) if recs else None
 
 
@@ -143,19 +143,19 @@ class Exporter:
         collector.on_ingest.append(self.on_batch)
 
     # ----- ingest -----
-    def on_batch(self, data: dict[str, Any]) -> None:
+    def on_batch(self, batch: Batch) -> None:
         """One worker batch: its records into counters and histograms, its health into gauges."""
         self.batches += 1
         try:
-            c = _columns(data)
+            c = _columns(batch)
             if c is not None and c.n:
                 self._observe(c)
         except Exception:  # the records are on disk; the live figures miss this batch (said once)
             self.bad_batches += 1
             if self.bad_batches == 1:
-                log.exception("vllm-locust: a batch from %s could not be exported to Prometheus", data.get("worker"))
-        health = data.get("health") or {}
-        worker = str(data.get("worker"))
+                log.exception("vllm-locust: a batch from %s could not be exported to Prometheus", batch.worker)
+        health = batch.health
+        worker = str(batch.worker)
         if health.get("cpu"):
             self.cpu[worker] = float(health["cpu"][-1])
         if health.get("lag_ms"):

@@ -17,6 +17,7 @@ import gevent.lock
 from gevent.queue import Empty, Queue
 
 from vllm_users import run_dir
+from vllm_users.distributed.messages import Batch, Done, First, Need, ToMaster
 from vllm_users.distributed.open_loop import OpenLoopSchedule
 from vllm_users.measure.columns import pack_records
 from vllm_users.measure.health import HealthSampler
@@ -37,10 +38,19 @@ def _yield() -> None:
     gevent.sleep(0)
 
 
+def _packed(recs: list[RequestRecord]) -> bytes | None:
+    """The records packed as columns; None when packing failed (the master converts the JSON lines instead)."""
+    try:
+        return pack_records(recs)
+    except Exception:
+        log.exception("vllm-locust: packing record columns failed")
+        return None
+
+
 class WorkerContext:
     """Everything a worker process shares between its users."""
 
-    def __init__(self, options: Options, worker_index: int, worker_count: int, send: Callable[[str, Any], None]):
+    def __init__(self, options: Options, worker_index: int, worker_count: int, send: Callable[[ToMaster], None]):
         self.options = options
         self.calibration: dict[str, Any] | None = None  # how prompt lengths were calibrated (sent to the master)
         self.first_sent_at: float | None = None  # wall time of this worker's first load request (told the master)
@@ -56,8 +66,9 @@ class WorkerContext:
         self.totals: dict[str, Any] = {"ok": 0, "failed": 0, "output_tokens": 0, "good": 0, "sent": 0, "late": 0,
                                        "dropped": 0, "errors": {}}  # fmt: skip
         self.slo = Slo.parse([options.goodput]) if options.goodput else None
-        # traffic classes (issue 22): per-class histograms and counts for the web UI's LLM tab, filled only by
-        # records that carry a class (none: no cost); each class judged by its own SLO, as per_class.py does
+        # traffic classes: per-class histograms and counts for the web UI's LLM tab (each tenant's latency and
+        # goodput live), filled only by records that carry a class (none: no cost); each class judged by its own
+        # SLO, as per_class.py judges them in the result
         self.class_hists = HistogramSet()
         self.class_totals: dict[str, dict[str, int]] = {}
         self.user_errors: list[dict[str, Any]] = []  # exceptions user code raised (user_errors.py), in the totals
@@ -137,7 +148,7 @@ class WorkerContext:
         if now - self._asked_at < 2.0:  # one request in flight; re-ask if a grant never came
             return
         self._asked_at = now
-        self.send("vllm_need", {"worker": self.name, "n": max(1, self.users())})
+        self.send(Need(self.name, max(1, self.users())))
 
     def on_grant(self, start: int, count: int) -> None:
         """The master granted tickets [start, start+count); count 0 means the budget is used up."""
@@ -171,7 +182,7 @@ class WorkerContext:
         the run's first load request, not from the spawn: start-up and calibration are not the window's)."""
         if self.first_sent_at is None:
             self.first_sent_at = time.time()
-            self.send("vllm_first", {"worker": self.name, "t": self.first_sent_at})
+            self.send(First(self.name, self.first_sent_at))
 
     # ----- records -----
     def next_seq(self) -> int:
@@ -274,37 +285,30 @@ class WorkerContext:
         os.makedirs(d, exist_ok=True)
         return open(os.path.join(d, run_dir.worker_records(self.name, os.getpid())), "a", buffering=1 << 16)
 
-    def take_batch(self, final: bool = False, pause: Callable[[], None] = lambda: None) -> dict[str, Any]:
+    def take_batch(self, final: bool = False, pause: Callable[[], None] = lambda: None) -> Batch:
         """Records, histograms and health gathered since the last batch. What it takes is swapped out first;
-        `pause` runs between the steps that cost ~1 ms each (the report loop yields there, issue 20.6)."""
+        `pause` runs between the steps that cost ~1 ms each (the report loop yields there: in one piece the
+        batch held the event loop long enough to read the streams' chunks late)."""
         recs, lines, hists, class_hists = self.pending_recs, self.pending, self.hists, self.class_hists
         self.pending, self.pending_recs, self.hists = [], [], HistogramSet()  # submit() fills these meanwhile
         self.class_hists = HistogramSet()
-        batch = {
-            "worker": self.name,
-            "n": len(lines),
-            "health": self.health.take(),
-            "calibration": self.calibration,
-            "final": final,
-            "total": self.record_count,
-            "totals": self._totals_now(),
-        }
+        health, calibration, total, totals = self.health.take(), self.calibration, self.record_count, self._totals_now()
         cols: bytes | None = None
         if recs:
             pause()
-            try:
-                cols = pack_records(recs)
-            except Exception:  # the master converts the JSON lines instead
-                log.exception("vllm-locust: packing record columns failed")
-        batch["cols"] = cols
-        batch["hists"] = hists.encode(pause)
-        if self.class_totals:  # runs with classes only
-            batch["class_hists"] = class_hists.encode(pause)
+            cols = _packed(recs)
+        encoded = hists.encode(pause)
+        classes = class_hists.encode(pause) if self.class_totals else None  # runs with classes only
         pause()
-        batch["records"] = "\n".join(lines)
         self._to_local(None)
-        batch["sent_at"] = time.time()
-        return batch
+        return self._batch(lines, cols, encoded, health, total, totals, final=final, calibration=calibration,
+                           class_hists=classes)  # fmt: skip
+
+    def _batch(self, lines: list[str], cols: bytes | None, hists: dict[str, str], health: dict[str, list[float]],
+               total: int, totals: dict[str, Any], **rest: Any) -> Batch:
+        """The one place a batch is built: these records (JSON lines and columns) with this worker's counts."""
+        return Batch(worker=self.name, n=len(lines), records="\n".join(lines), hists=hists, health=health,
+                     total=total, totals=totals, sent_at=time.time(), cols=cols, **rest)  # fmt: skip
 
     def send_local_records(self) -> int:
         """--records-at-end: the local file's records of this run, to the master in chunks; how many sent."""
@@ -320,16 +324,7 @@ class WorkerContext:
                 if not lines:
                     break
                 recs, _torn = parse_lines(lines)
-                cols: bytes | None = None
-                try:
-                    cols = pack_records(recs)
-                except Exception:  # the master converts the JSON lines instead
-                    log.exception("vllm-locust: packing record columns failed")
-                self.send("vllm_batch", {
-                    "worker": self.name, "records": "\n".join(lines), "n": len(lines), "cols": cols,
-                    "hists": {}, "health": {}, "final": False, "total": self.record_count,
-                    "totals": self._totals_now(), "sent_at": time.time(),
-                })  # fmt: skip
+                self.send(self._batch(lines, _packed(recs), {}, {}, self.record_count, self._totals_now()))
                 sent += len(lines)
                 gevent.sleep(0)  # let heartbeats through between chunks
         return sent
@@ -342,10 +337,10 @@ class WorkerContext:
                     return
                 # built in steps with a yield between them: in one piece it held the loop 3-5 ms a second at
                 # 128 streams (chunks read late, TTFT off by as much); each step is ~1 ms
-                self.send("vllm_batch", self.take_batch(pause=_yield))
+                self.send(self.take_batch(pause=_yield))
             if self._share_finished() and not self.done_sent:
                 self.done_sent = True
-                self.send("vllm_done", {"worker": self.name})
+                self.send(Done(self.name))
 
     def _share_finished(self) -> bool:
         if self.inflight or self.open_sessions:
@@ -376,7 +371,7 @@ class WorkerContext:
             if self._local_first:
                 n = self.send_local_records()
                 log.info("vllm-locust: sent %d records kept locally (--records-at-end)", n)
-            self.send("vllm_batch", self.take_batch(final=True))
+            self.send(self.take_batch(final=True))
         if self._to_local(None) and self._file is not None:
             self._file.close()
             self._file = None

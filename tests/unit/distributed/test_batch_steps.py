@@ -8,6 +8,7 @@ import gevent
 import gevent.event
 
 from vllm_users.distributed import worker_side
+from vllm_users.distributed.messages import Batch
 from vllm_users.distributed.worker_side import WorkerContext
 from vllm_users.measure.record import RequestRecord
 from vllm_users.options import Options
@@ -24,7 +25,7 @@ def _ctx(monkeypatch: Any, send: Any) -> WorkerContext:
 
 
 def test_take_batch_pauses_between_steps_and_keeps_what_comes_meanwhile(monkeypatch: Any) -> None:
-    ctx = _ctx(monkeypatch, lambda k, d: None)
+    ctx = _ctx(monkeypatch, lambda m: None)
     for i in range(200):
         ctx.submit(_rec(i))
     pauses: list[int] = []
@@ -35,15 +36,15 @@ def test_take_batch_pauses_between_steps_and_keeps_what_comes_meanwhile(monkeypa
 
     first = ctx.take_batch(pause=pause)
     assert len(pauses) >= 3  # packing, the histograms, the JSON lines: each a step of its own
-    assert first["n"] == 200 and first["records"].count("\n") == 199 and first["totals"]["ok"] == 200
+    assert first.n == 200 and first.records.count("\n") == 199 and first.totals and first.totals["ok"] == 200
     second = ctx.take_batch()
-    assert second["n"] == len(pauses) and second["totals"]["ok"] == 200 + len(pauses)
-    assert second["hists"] and second["hists"].keys() == first["hists"].keys()
+    assert second.n == len(pauses) and second.totals and second.totals["ok"] == 200 + len(pauses)
+    assert second.hists and second.hists.keys() == first.hists.keys()
 
 
 def test_the_final_batch_comes_after_one_being_built(monkeypatch: Any) -> None:
     sent: list[bool] = []
-    ctx = _ctx(monkeypatch, lambda kind, data: sent.append(data["final"]) if kind == "vllm_batch" else None)
+    ctx = _ctx(monkeypatch, lambda m: sent.append(m.final) if isinstance(m, Batch) else None)
     release = gevent.event.Event()
     monkeypatch.setattr(worker_side, "BATCH_INTERVAL_S", 0.01)
     monkeypatch.setattr(worker_side, "_yield", lambda: release.wait())  # the report loop stuck mid-batch

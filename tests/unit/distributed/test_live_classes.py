@@ -44,7 +44,7 @@ def _live(tmp_path, recs: list[RequestRecord], opts: Options) -> dict:  # type: 
     c = Collector(str(tmp_path / "run"))
     c.started = time.time() - 10
     view = LiveView(c, opts, str(tmp_path), [])
-    workers = [WorkerContext(opts, i, 2, lambda kind, data: None) for i in range(2)]
+    workers = [WorkerContext(opts, i, 2, lambda m: None) for i in range(2)]
     half = len(recs) // 2
     for part in (recs[:half], recs[half:]):
         for k, r in enumerate(part):
@@ -104,11 +104,11 @@ def test_no_classes_no_rows_and_no_cost(tmp_path, monkeypatch) -> None:  # type:
     opts = Options()
     recs = [RequestRecord(scenario="chat", worker="w", user=1, seq=k, endpoint="chat", t_start=0.0,
                           chunk_times_us=[1000, 2000], end_us=2000, output_tokens=2) for k in range(10)]  # fmt: skip
-    ctx = WorkerContext(opts, 0, 1, lambda kind, data: None)
+    ctx = WorkerContext(opts, 0, 1, lambda m: None)
     for r in recs:
         ctx.submit(r)
     batch = ctx.take_batch()
-    assert "class_hists" not in batch and "classes" not in batch["totals"]
+    assert batch.class_hists is None and batch.totals is not None and "classes" not in batch.totals
     assert _live(tmp_path, recs, opts)["classes"] is None
 
 
@@ -118,7 +118,7 @@ def test_class_tok_s_is_per_window_then_over_the_run(tmp_path, monkeypatch) -> N
     c = Collector(str(tmp_path / "run"))
     c.started = time.time() - 100
     view = LiveView(c, opts, str(tmp_path), [])
-    ctx = WorkerContext(opts, 0, 1, lambda kind, data: None)
+    ctx = WorkerContext(opts, 0, 1, lambda m: None)
 
     def send(cls: str, n: int) -> None:
         for k in range(n):

@@ -9,17 +9,18 @@ from typing import Any
 import gevent
 
 from vllm_users.distributed import open_loop
+from vllm_users.distributed.messages import Ready, ToMaster
 from vllm_users.distributed.open_loop import OpenLoopSchedule
 from vllm_users.options import Options
 
 
-def _schedule(users: int, sent: list[tuple[str, Any]], started: list[float]) -> OpenLoopSchedule:
+def _schedule(users: int, sent: list[ToMaster], started: list[float]) -> OpenLoopSchedule:
     o = Options(request_rate=200.0, num_prompts=6, burstiness=float("inf"))
-    return OpenLoopSchedule(o, 0, 1, "w0", lambda k, d: sent.append((k, d)), lambda: users, started.append)
+    return OpenLoopSchedule(o, 0, 1, "w0", sent.append, lambda: users, started.append)
 
 
 def test_ready_once_spawned_and_every_user_waits_then_arrivals_from_t0() -> None:
-    sent: list[tuple[str, Any]] = []
+    sent: list[ToMaster] = []
     started: list[float] = []
     s = _schedule(3, sent, started)
     s.start()
@@ -32,7 +33,7 @@ def test_ready_once_spawned_and_every_user_waits_then_arrivals_from_t0() -> None
     assert sent == []  # the third user is still in its setup
     users.append(gevent.spawn(lambda: got.append((s.take(), time.time()))))
     gevent.sleep(0.1)
-    assert sent == [("vllm_ready", {"worker": "w0", "users": 3})]
+    assert sent == [Ready("w0", 3)]
     assert got == []  # no arrival before the master's t0
     t0 = time.time() + 0.05
     s.on_t0(t0)
@@ -45,12 +46,12 @@ def test_ready_once_spawned_and_every_user_waits_then_arrivals_from_t0() -> None
 
 def test_stuck_users_do_not_hold_the_schedule_forever(monkeypatch: Any) -> None:
     monkeypatch.setattr(open_loop, "USERS_READY_WAIT_S", 0.05)
-    sent: list[tuple[str, Any]] = []
+    sent: list[ToMaster] = []
     s = _schedule(4, sent, [])
     s.start()
     s.on_spawned()  # no user ever asks for a ticket (one crashed in on_start, say)
     gevent.sleep(0.2)
-    assert sent == [("vllm_ready", {"worker": "w0", "users": 0})]
+    assert sent == [Ready("w0", 0)]
     s.stop()
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from vllm_users.distributed import worker_side
 from vllm_users.distributed.master_side import Collector
+from vllm_users.distributed.messages import Batch, ToMaster
 from vllm_users.distributed.worker_side import WorkerContext
 from vllm_users.measure.record import RequestRecord
 from vllm_users.options import Options
@@ -24,24 +25,24 @@ def _rec(i: int) -> RequestRecord:
 def test_records_stay_local_until_the_drain(tmp_path: Any, monkeypatch: Any) -> None:
     monkeypatch.setattr(worker_side, "END_CHUNK_RECORDS", 7)  # several chunks
     col = Collector(str(tmp_path / "run"))
-    sent: list[dict[str, Any]] = []
+    sent: list[Batch] = []
 
-    def send(kind: str, data: Any) -> None:
-        if kind == "vllm_batch":
-            sent.append(data)
-            col.on_batch(data, "c1")
+    def send(msg: ToMaster) -> None:
+        if isinstance(msg, Batch):
+            sent.append(msg)
+            col.on_batch(msg, "c1")
 
     ctx = WorkerContext(_opts(str(tmp_path / "w"), True), 0, 1, send)
     for i in range(20):
         ctx.submit(_rec(i))
     live = ctx.take_batch()
-    assert live["n"] == 0 and live["records"] == "" and live["cols"] is None
-    assert live["hists"] and live["totals"]["ok"] == 20  # histograms and counters still flow every second
-    send("vllm_batch", live)
+    assert live.n == 0 and live.records == "" and live.cols is None
+    assert live.hists and live.totals and live.totals["ok"] == 20  # histograms and counters still flow every second
+    send(live)
     for i in range(20, 25):
         ctx.submit(_rec(i))
     ctx.drain(0)
-    assert [b["n"] for b in sent] == [0, 7, 7, 7, 4, 0] and sent[-1]["final"]
+    assert [b.n for b in sent] == [0, 7, 7, 7, 4, 0] and sent[-1].final
     col.close()
     lines = (tmp_path / "run" / "records.jsonl").read_text().splitlines()
     assert sorted(json.loads(x)["seq"] for x in lines) == list(range(25))
@@ -49,8 +50,8 @@ def test_records_stay_local_until_the_drain(tmp_path: Any, monkeypatch: Any) -> 
 
 
 def test_default_mode_streams_records_every_batch(tmp_path: Any) -> None:
-    ctx = WorkerContext(_opts(str(tmp_path / "w"), False), 0, 1, lambda k, d: None)
+    ctx = WorkerContext(_opts(str(tmp_path / "w"), False), 0, 1, lambda m: None)
     for i in range(3):
         ctx.submit(_rec(i))
     b = ctx.take_batch()
-    assert b["n"] == 3 and b["cols"] is not None
+    assert b.n == 3 and b.cols is not None

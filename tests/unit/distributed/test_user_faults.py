@@ -58,23 +58,23 @@ def test_the_master_says_which_write_failed_once_and_keeps_counting(tmp_path) ->
 
 def test_a_worker_whose_local_file_fails_sends_its_records_on_and_says_so(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("VLLM_LOCUST_WORKER_DIR", str(tmp_path))
-    ctx = WorkerContext(Options(num_prompts=4), 0, 1, lambda k, d: None)
+    ctx = WorkerContext(Options(num_prompts=4), 0, 1, lambda m: None)
     ctx._file = _Full()
     ctx.submit(rec(0.0, [10, 20], out=2))  # never raises into the user's task
     ctx.submit(rec(1.0, [10, 20], out=2))
     assert ctx.write_error == "writing /full/records.jsonl failed: No space left on device"
     batch = ctx.take_batch()
-    assert batch["n"] == 2 and batch["totals"]["write_error"] == ctx.write_error
+    assert batch.n == 2 and batch.totals and batch.totals["write_error"] == ctx.write_error
 
 
 def test_records_at_end_fall_back_to_the_batches_when_the_local_file_fails(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("VLLM_LOCUST_WORKER_DIR", str(tmp_path))
-    ctx = WorkerContext(Options(num_prompts=4, records_at_end=True), 0, 1, lambda k, d: None)
+    ctx = WorkerContext(Options(num_prompts=4, records_at_end=True), 0, 1, lambda m: None)
     ctx.submit(rec(0.0, [10, 20], out=2))  # kept in the local file
-    assert ctx.take_batch()["n"] == 0
+    assert ctx.take_batch().n == 0
     ctx._file = _Full()
     ctx.submit(rec(1.0, [10, 20], out=2))
-    assert ctx.write_error and ctx.take_batch()["n"] == 1  # not lost: in the next batch
+    assert ctx.write_error and ctx.take_batch().n == 1  # not lost: in the next batch
 
 
 def _raise(exc: BaseException) -> BaseException:
