@@ -37,8 +37,8 @@ _MAX_COUNT_BINS = 1 << 27  # gaps up to ~134 s use counts; larger gaps fall back
 
 @dataclass(frozen=True)
 class Slo:
-    """A goodput objective: every named metric must be <= its limit in ms; with `require_valid` (the word `valid`,
-    issue 22) the answer must also not be marked invalid (rec.valid False: json/tools scenarios, a `check` hook)."""
+    """A goodput objective: every named metric must be <= its limit in ms; with `require_valid` (the word `valid`:
+    a wrong answer is not good however fast) the answer must also not be marked invalid (rec.valid False: json/tools scenarios, a `check` hook)."""
 
     limits_ms: dict[str, float]
     require_valid: bool = False
@@ -374,7 +374,7 @@ def peak_output_tokens_per_s(records: Records, idx: np.ndarray | None = None, bl
     tok = c.a["output_tokens"][ok]
     w = np.where(tok > 0, tok, lens).astype(np.float64) / lens.astype(np.float64)
     pooled = np.isin(c.a["endpoint"][ok], [c.code("endpoint", e) for e in POOLING_ENDPOINTS])
-    if pooled.any():  # a pooling answer (issue 23.3) generates nothing: its one "chunk" (its end) weighs 0
+    if pooled.any():  # a pooling answer (embeddings/rerank/score) generates nothing: its one "chunk" (its end) weighs 0
         w[pooled] = 0.0
     flat, _ = ok_chunks(c, ok)
     ends = np.cumsum(lens)

@@ -1,4 +1,4 @@
-"""Per-class results (issue 22): each traffic class's requests, throughput, latency percentiles and goodput
+"""Per-class results (traffic classes share one server: did each get what its weight asked?): each traffic class's requests, throughput, latency percentiles and goodput
 against its own SLO, the share of the capacity it got against its weight, and Jain's fairness index of the
 weight-normalised goodput over the classes.
 

@@ -49,15 +49,15 @@ class RequestRecord:
     session: int | None = None  # the session (index of the ticket that started it) the request belongs to
     valid: bool | None = None  # json/tools: validation verdict
     extra: dict[str, Any] | None = None
-    # reasoning models and non-streamed answers (issue 23); None when they do not apply
+    # reasoning models and non-streamed answers: None when they do not apply (most requests have no reasoning)
     answer_us: int | None = None  # reasoning streamed: the first answer chunk (content/tool call), from start
     reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens, else reasoning chunks
     reasoning_estimated: bool | None = None  # reasoning_tokens counted from chunks (the server did not say)
     not_streamed: bool | None = None  # True: a non-streamed answer (no TTFT/ITL: its one "chunk" is the end)
-    # traffic classes and model mixes (issue 22), trace replay (issue 21); None when they do not apply
+    # traffic classes, model mixes and trace replay: None when the run uses none of them
     request_class: str | None = None  # the --class (or trace tenant) the request belongs to
     model: str | None = None  # the model name sent, when it is not the run's one model (a mix, a LoRA adapter)
-    # images (issue 23.2); None when the request sent none
+    # images: None when the request sent none (text requests are the common case)
     images: int | None = None  # image_url parts sent
     image_tokens: int | None = None  # prompt_tokens less the text's exact token count (absent when not exact)
 

@@ -59,7 +59,7 @@ def build_run_result(
     if (overall.get("windows") or {}).get("warning"):
         said.append(overall["windows"]["warning"])
     measured, _ = split(records, rows(records), parse_optional(meta.get("warmup")), parse_optional(meta.get("cooldown")))
-    classes = per_class(records, measured, class_table(meta), slo=slo, percentiles=pc.percentiles)  # issue 22
+    classes = per_class(records, measured, class_table(meta), slo=slo, percentiles=pc.percentiles)  # traffic classes
     named = {*header, "input_len_check", "warnings", "per_scenario", "ttft_by_turn", "tool"}
     return RunResult(
         **header,

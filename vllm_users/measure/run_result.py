@@ -48,7 +48,7 @@ class RunResult:
     input_len_check: Mapping[str, Any] | None = None
     warnings: tuple[str, ...] = ()
     per_scenario: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    classes: Mapping[str, Any] | None = None  # traffic classes (issue 22): vllm_users.measure.per_class
+    classes: Mapping[str, Any] | None = None  # traffic classes: vllm_users.measure.per_class
     ttft_by_turn: Mapping[str, Any] | None = None
     tool: str = TOOL
     meta: Mapping[str, Any] = field(default_factory=dict)

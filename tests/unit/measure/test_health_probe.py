@@ -1,4 +1,4 @@
-"""The health sampler's loop-lag probe (issue 20.6): a block is measured in full, and where Linux tells, the
+"""The health sampler's loop-lag probe: a block is measured in full, and where Linux tells, the
 lag is set against the time the loop's thread waited for a CPU (a busy machine rather than our code)."""
 
 from __future__ import annotations

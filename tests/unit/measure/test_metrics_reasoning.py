@@ -1,4 +1,4 @@
-"""TTFA, reasoning/answer tokens and TPOTs, and non-streamed runs in the result fields (issue 23 items 1, 5)."""
+"""TTFA, reasoning/answer tokens and TPOTs, and non-streamed runs in the result fields."""
 
 from __future__ import annotations
 

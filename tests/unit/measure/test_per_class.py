@@ -1,4 +1,4 @@
-"""Per-class results (issue 22): counts, shares, goodput against each class's own SLO, Jain's index, `valid`."""
+"""Per-class results: counts, shares, goodput against each class's own SLO, Jain's index, `valid`."""
 
 from __future__ import annotations
 
@@ -150,7 +150,7 @@ def test_summary_and_diagnosis_name_the_class() -> None:
 
 
 def test_a_pooling_class_prints_without_output_figures() -> None:
-    """An embeddings class (issue 23.6): no output tokens, TTFT or TPOT (absent in the block, n/a in the summary),
+    """An embeddings class: no output tokens, TTFT or TPOT (absent in the block, n/a in the summary),
     its E2EL and goodput printed; the summary used to raise on its output_throughput of None."""
     from orchestration.summary import class_lines
 

@@ -1,4 +1,4 @@
-"""The server's counters around the load (issue 20.8, 20.9): server_served from vllm:request_success_total's
+"""The server's counters around the load: server_served from vllm:request_success_total's
 increase between the sampler's scrape before the load and the master's after the drain (absent, never 0, where
 the server has no such counter); the prefix-cache warning of a random-prompt run that hit the cache."""
 
