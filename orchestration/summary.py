@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.metric_keys import percentile_keys
+from vllm_users.measure.run_result import RunResult
 
 _W = 50
 
@@ -31,17 +33,19 @@ def _metric_block(res: dict[str, Any], metric: K.Latency, title: str) -> list[st
 
 
 def format_summary(res: dict[str, Any], run_dir: str | None = None) -> str:
-    """A human-readable summary of a result dict."""
+    """A human-readable summary of a result dict (result.json's object): the metrics by their declared names
+    (vllm_users.measure.metric_keys), the rest through the typed RunResult."""
+    run = RunResult.from_json(res)
     out = ["{s:{c}^{n}}".format(s=" vllm-locust Result ", n=_W, c="=")]
     out.extend(window_lines(res))
     out.append(_line("Successful requests:", res.get(K.COMPLETED)))
     out.append(_line("Failed requests:", res.get(K.FAILED)))
     if res.get(K.INTERRUPTED):
         out.append(_line("Interrupted requests:", res.get(K.INTERRUPTED)))
-    if res.get("max_concurrency"):
-        out.append(_line("Maximum request concurrency:", res.get("max_concurrency")))
-    if res.get("request_rate") not in (None, "inf"):
-        out.append(_line("Request rate configured (RPS):", res.get("request_rate"), ".2f"))
+    if run.max_concurrency:
+        out.append(_line("Maximum request concurrency:", run.max_concurrency))
+    if run.request_rate not in (None, "inf"):
+        out.append(_line("Request rate configured (RPS):", run.request_rate, ".2f"))
     if res.get(K.COMPLETED) or res.get(K.FAILED) or res.get(K.INTERRUPTED):  # no request: no span to speak of
         out.append(_line("Benchmark duration (s):", res.get(K.DURATION), ".2f"))
     out.append(_line("Total input tokens:", res.get(K.TOTAL_INPUT_TOKENS)))
@@ -59,8 +63,8 @@ def format_summary(res: dict[str, Any], run_dir: str | None = None) -> str:
         out.extend(_rate_and_latency_lines(res))
     else:  # vLLM's fields say 0.00 for them; a figure that does not apply is left out, never shown as 0
         out.append("No request completed: no throughput or latency figures")
-    out.extend(_extras(res))
-    tls = (res.get("meta") or {}).get("tls")
+    out.extend(_extras(res, run))
+    tls = run.meta.get("tls")
     if tls:  # https: how the certificate was checked (--insecure said here, once)
         out.append("TLS: --insecure: the server's certificate was NOT verified" if tls.get("insecure") else
                    f"TLS: the server's certificate was verified against {tls.get('ca_bundle') or 'the system store'}")
@@ -124,7 +128,7 @@ def window_lines(res: dict[str, Any]) -> list[str]:
     return out
 
 
-def _extras(res: dict[str, Any]) -> list[str]:
+def _extras(res: dict[str, Any], run: RunResult) -> list[str]:
     out = [f"{' Run health ':-^{_W}}"]
     arr = res.get(K.ARRIVALS) or {}
     if arr.get("scheduled"):
@@ -135,7 +139,7 @@ def _extras(res: dict[str, Any]) -> list[str]:
         out.append(_line("Schedule lag p99 / max (ms):", lag_text))
         ttft_i = arr.get("ttft_from_intended_ms") or {}
         out.append(_line("TTFT from intended start p99 (ms):", ttft_i.get("p99"), ".2f"))
-    out.extend(replay_lines(res.get("replay")))
+    out.extend(replay_lines(run.replay))
     if res.get(K.ERRORS_BY_KIND):
         kinds = ", ".join(f"{k}={v}" for k, v in sorted(res[K.ERRORS_BY_KIND].items()))
         out.append(_line("Failures by kind:", kinds))
@@ -152,21 +156,21 @@ def _extras(res: dict[str, Any]) -> list[str]:
     if res.get(K.COMPRESSED_STREAMS):  # against Accept-Encoding: identity; decoded as the bytes came
         enc = ", ".join(f"{k}={v}" for k, v in sorted(res[K.COMPRESSED_STREAMS].items()))
         out.append(_line("Compressed by the server (decoded):", enc))
-    health = res.get("client_health") or {}
+    health = run.client_health or {}
     if health:
         cpu = max((w["cpu_mean"] for w in health.get("workers", {}).values()), default=0.0)
         lag = max((w["loop_lag_p99_ms"] for w in health.get("workers", {}).values()), default=0.0)
         verdict = "CLIENT-BOUND: numbers include client delay" if health.get("client_bound") else "ok"
         out.append(_line("Client (max worker CPU, loop lag p99):", f"{cpu:.0%}, {lag:.1f} ms -> {verdict}"))
-    loss = res.get("data_loss") or {}
+    loss = run.data_loss or {}
     for w in loss.get("workers_lost", []):
         out.append(f"WORKER LOST: {w['worker']}: {w['records_received']} records received; "
                    f"up to {w['possible_loss_window_s']} s of its samples may be missing")  # fmt: skip
-    if res.get("missing_vs_server") is not None:
-        out.append(_line("Requests served but not recorded:", res["missing_vs_server"]))
-    if len(res.get("per_scenario") or {}) > 1:
+    if run.missing_vs_server is not None:
+        out.append(_line("Requests served but not recorded:", run.missing_vs_server))
+    if len(run.per_scenario) > 1:
         out.append(f"{' Per scenario ':-^{_W}}")
-        for name, s in res["per_scenario"].items():
+        for name, s in run.per_scenario.items():
             if (ttft := K.TTFT.key("median")) in s:
                 lat = f"TTFT p50 {s[ttft]:8.1f} ms  TPOT p50 {s[K.TPOT.key('median')]:7.2f} ms"
                 if (ttfa := K.TTFA.key("median")) in s:
@@ -174,23 +178,23 @@ def _extras(res: dict[str, Any]) -> list[str]:
             else:
                 lat = f"not streamed: no TTFT/ITL  E2EL p50 {s[K.E2EL.key('median')]:8.1f} ms"
             out.append(f"{name:<14} ok {s[K.COMPLETED]:>6}  failed {s[K.FAILED]:>4}  {lat}")
-    out.extend(class_lines(res.get("classes")))
-    prof = res.get("profile")
+    out.extend(class_lines(run.classes))
+    prof = run.profile
     if prof:
         state = "traces written by the server" if prof.get("profiled") else f"not profiled: {prof.get('error')}"
         out.append(_line("Server profile (--profile):", state))
-    if res.get("cost"):
+    if run.cost:
         from vllm_users.measure.cost import format_cost
 
         out.append(f"{' Cost ':-^{_W}}")
-        out.extend(format_cost(res["cost"]))
-    for w in res.get("warnings") or []:
+        out.extend(format_cost(run.cost))
+    for w in run.warnings:
         out.append(f"WARNING: {w}")
     out.append("=" * _W)
     return out
 
 
-def replay_lines(rep: dict[str, Any] | None) -> list[str]:
+def replay_lines(rep: Mapping[str, Any] | None) -> list[str]:
     """--trace: how faithfully the trace was replayed (nothing for a run without a trace)."""
     if not rep:
         return []
@@ -211,7 +215,7 @@ def _ms(v: Any) -> str:
     return "n/a" if v is None else f"{v:.1f}"
 
 
-def class_lines(block: dict[str, Any] | None) -> list[str]:
+def class_lines(block: Mapping[str, Any] | None) -> list[str]:
     """Traffic classes: per class its weight against the capacity it got, latency, goodput against
     its own SLO; then Jain's fairness index (nothing for a run without classes)."""
     if not block:
