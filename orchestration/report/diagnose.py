@@ -17,6 +17,7 @@ import numpy as np
 from orchestration.report.postprocess import RunData
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.health import CPU_BOUND_FRACTION, LOOP_LAG_P99_MS
+from vllm_users.measure.run_result import RunResult
 
 TTFT_P99_OVER_MEAN = 3.0
 STARTUP_FRACTION = 0.10  # start-up: requests started in the first 10 % of the run...
@@ -95,8 +96,8 @@ def _prefix_cache(run: RunData) -> list[Finding]:
         rate, source = run.result.get(K.PREFIX_CACHE_HIT_RATE), "client (usage cached_tokens / prompt_tokens)"
     if rate is None or rate >= PREFIX_HIT_RATE_MIN:
         return []
-    meta = run.result.get("meta") or {}
-    shared = any(meta.get(k) for k in SHARING_SETTINGS) or bool(run.result.get("ttft_by_turn"))
+    typed = RunResult.from_json(run.result)
+    shared = any(typed.meta.get(k) for k in SHARING_SETTINGS) or bool(typed.ttft_by_turn)
     # Random prompts share nothing: a ~0 % hit rate there is expected, not a server problem.
     severity = "warning" if shared or rate >= NO_REUSE_HIT_RATE else "info"
     return [Finding("prefix_cache_low", run.name, severity, "Low prefix-cache hit rate",
@@ -119,8 +120,9 @@ def _failures(run: RunData) -> list[Finding]:
 
 
 def _client_bound(run: RunData) -> list[Finding]:
-    health = run.result.get("client_health") or {}
-    if not (run.result.get("client_bound") or health.get("client_bound")):
+    typed = RunResult.from_json(run.result)
+    health = typed.client_health or {}
+    if not (typed.client_bound or health.get("client_bound")):
         return []
     worst = [f"{n}: CPU {w.get('cpu_mean', 0):.0%}, loop lag p99 {w.get('loop_lag_p99_ms', 0):.1f} ms"
              for n, w in (health.get("workers") or {}).items() if w.get("client_bound")]  # fmt: skip
@@ -188,7 +190,7 @@ def _coalesced_chunks(run: RunData) -> list[Finding]:
 
 
 def _input_len(run: RunData) -> list[Finding]:
-    chk = run.result.get("input_len_check") or {}
+    chk = RunResult.from_json(run.result).input_len_check or {}
     if not chk or chk.get("ok", True):
         return []
     return [Finding("input_len_off", run.name, "critical", "Prompts were not the length asked for",
@@ -203,7 +205,7 @@ def _input_len(run: RunData) -> list[Finding]:
 def _class_slo(run: RunData) -> list[Finding]:
     """Traffic classes: each class below SLO attainment, and the class that took more of the capacity
     (share of output tokens) than its weight asked, most over first."""
-    per = (run.result.get("classes") or {}).get("per_class") or {}
+    per = (RunResult.from_json(run.result).classes or {}).get("per_class") or {}
     missed = [(n, c) for n, c in per.items() if c.get("slo_ms") and c.get("requests")
               and (c.get("good_fraction") is None or c["good_fraction"] < SLO_ATTAINMENT_MIN)]  # fmt: skip
     out = []
@@ -230,8 +232,8 @@ RUN_RULES: tuple[Callable[[RunData], list[Finding]], ...] = (
 
 def concurrency_of(run: RunData) -> float | None:
     """The concurrency a run was driven at: --max-concurrency, users, else the measured peak."""
-    res, meta = run.result, run.result.get("meta") or {}
-    for v in (res.get("max_concurrency"), meta.get("users"), res.get(K.MAX_CONCURRENT_REQUESTS)):
+    typed = RunResult.from_json(run.result)
+    for v in (typed.max_concurrency, typed.meta.get("users"), typed.metric(K.MAX_CONCURRENT_REQUESTS)):
         if isinstance(v, int | float) and v > 0:
             return float(v)
     return None
