@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import numpy as np
 
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.columns import Columns, Records, as_columns
+from vllm_users.measure.kinds import POOLING_ENDPOINTS, ErrorKind
 from vllm_users.measure.metrics import (
     DEFAULT_METRIC_PERCENTILES,
     DEFAULT_PERCENTILE_METRICS,
@@ -33,7 +34,6 @@ from vllm_users.measure.metrics import (
     stats_ms,
     streamed_rows,
 )
-from vllm_users.measure.record import POOLING_ENDPOINTS
 from vllm_users.measure.windows import Window, split
 
 
@@ -199,7 +199,15 @@ def _compressed(c: Columns, idx: np.ndarray) -> dict[str, int]:
 TOP_ERRORS = 10
 
 
-def error_messages(c: Columns, failed: np.ndarray) -> list[dict[str, Any]]:
+class ErrorMessage(TypedDict):
+    """One entry of a result's error_messages: a failure kind, the server's words, how many requests said them."""
+
+    kind: ErrorKind
+    message: str | None
+    count: int
+
+
+def error_messages(c: Columns, failed: np.ndarray) -> list[ErrorMessage]:
     """The most frequent (kind, message) pairs of the failures `failed`, most frequent first (at most TOP_ERRORS):
     the server's own words where it gave any (client.sse_forms keeps them short and without credentials)."""
     if not failed.size:
@@ -208,8 +216,8 @@ def error_messages(c: Columns, failed: np.ndarray) -> list[dict[str, Any]]:
     uniq, first, counts = np.unique(pairs, axis=0, return_index=True, return_counts=True)
     order = sorted(range(len(uniq)), key=lambda i: (-int(counts[i]), int(first[i])))[:TOP_ERRORS]
     kinds, details = c.tables["error"], c.tables["error_detail"]
-    return [{"kind": kinds[int(uniq[i][0])], "message": details[int(uniq[i][1])], "count": int(counts[i])}
-            for i in order]  # fmt: skip
+    return [{"kind": cast("ErrorKind", kinds[int(uniq[i][0])]), "message": details[int(uniq[i][1])],
+             "count": int(counts[i])} for i in order]  # fmt: skip
 
 
 def _pooling(c: Columns, idx: np.ndarray) -> int:
@@ -222,7 +230,7 @@ def _extras(c: Columns, sent: np.ndarray, ok: np.ndarray, idx: np.ndarray) -> di
     err = c.a["error"]
     e_sent = err[sent]
     failed_rows = sent[(e_sent != c.code("error", None)) & (e_sent != c.code("error", "interrupted"))]
-    errors = {c.tables["error"][k]: n for k, n in _counter(c, "error", failed_rows)}
+    errors: dict[ErrorKind, int] = {cast("ErrorKind", c.tables["error"][k]): n for k, n in _counter(c, "error", failed_rows)}
     http_rows = sent[e_sent == c.code("error", "http")]
     statuses = {str(k): n for k, n in _counter(c, "status", http_rows)}
     chunks = int(c.lens[ok].sum()) - _pooling(c, ok)  # a pooling answer's one "chunk" is its end, not output
