@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from time import perf_counter
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Literal, Protocol
 
 from vllm_users.measure.kinds import ERROR_KINDS, POOLING_ENDPOINTS, Api, ErrorKind
 
@@ -139,7 +139,7 @@ def record_from_stream(res: StreamOutcome, *, scenario: str, worker: str, user: 
         worker=worker,
         user=user,
         seq=seq,
-        endpoint=cast("Api", endpoint),  # client/ and the scenarios spell APIs and error kinds as plain strings
+        endpoint=endpoint,  # type: ignore[arg-type]  # client/ and the scenarios spell APIs and error kinds
         t_start=epoch(t0),
         t_intended=t_intended,
         chunk_times_us=[round((t - t0) * 1e6) for t in res.chunk_times],
@@ -150,7 +150,7 @@ def record_from_stream(res: StreamOutcome, *, scenario: str, worker: str, user: 
         tokens_estimated=not isinstance(out, int) and generates,
         finish_reason=res.finish_reason,
         status=res.status,
-        error=cast("ErrorKind | None", res.error),  # (they import nothing of measure/); a unit test holds them
+        error=res.error,  # type: ignore[arg-type]  # as plain strings (no import of measure/); a unit test holds them
         error_detail=res.error_detail,
         input_len=input_len,
         output_len=output_len,
@@ -193,8 +193,9 @@ def interrupted_record(*, scenario: str, worker: str, user: int, seq: int, endpo
                        turn: int | None, session: int | None) -> RequestRecord:  # fmt: skip
     """The record of a request the run's end stopped while it streamed (Ctrl-C, stop timeout)."""
     return RequestRecord(
-        scenario=scenario, worker=worker, user=user, seq=seq, endpoint=cast("Api", endpoint), t_start=time.time(),
-        t_intended=t_intended, error="interrupted", error_detail="run stopped while the request was in flight",
+        scenario=scenario, worker=worker, user=user, seq=seq, endpoint=endpoint,  # type: ignore[arg-type]
+        t_start=time.time(), t_intended=t_intended, error="interrupted",
+        error_detail="run stopped while the request was in flight",
         input_len=input_len, output_len=output_len, turn=turn, session=session,
     )  # fmt: skip
 
