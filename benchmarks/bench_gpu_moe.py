@@ -1,4 +1,4 @@
-"""MoE on real vLLM, one GPU (issue 26): the moe preset's concurrency sweep and the real router's expert balance.
+"""MoE on real vLLM, one GPU: the moe preset's concurrency sweep and the real router's expert balance.
 
 Three phases, each bounded, no bare waits:
   0. EPLB: vLLM's own config check (ParallelConfig with --enable-eplb --enable-expert-parallel), in the
@@ -9,7 +9,7 @@ Three phases, each bounded, no bare waits:
      `orchestration.cli run --preset moe` against it: output tok/s and scaling efficiency per concurrency.
   2. Restart it with `--enable-return-routed-experts` (capture costs speed: not during the sweep), send
      `--probe-requests` non-streamed completions and count the router's choices per layer and expert
-     (orchestration.presets.routed_expert_counts / routing_balance).
+     (benchmarks/moe_routing.py: routed_expert_counts / routing_balance).
 Writes OUT/moe_gpu.json and prints a table. Never asserts on a GPU figure.
 
     python benchmarks/bench_gpu_moe.py --out OUT [--model-dir /tmp/moe] [--sweep 1,2,4,8,16,32,64]
@@ -34,7 +34,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from orchestration import presets  # noqa: E402
+from benchmarks import moe_routing  # noqa: E402
+from orchestration import moe_experts, presets  # noqa: E402
 
 SERVE = ("python3 -m vllm.entrypoints.cli.main serve {model_dir} --served-model-name {model} --enforce-eager "
          "--no-enable-prefix-caching --max-model-len 4096 --gpu-memory-utilization 0.6 --host 127.0.0.1 "
@@ -186,7 +187,7 @@ def eplb_check(python: str) -> subprocess.Popen[str]:
 def eplb_answer(p: subprocess.Popen[str] | None, timeout: float = 120.0) -> dict[str, Any]:
     """What vLLM said to EPLB on one GPU: accepted, or the refusal's last line."""
     if p is None:
-        return {"checked": False, "note": presets.EPLB_ONE_GPU}
+        return {"checked": False, "note": moe_routing.EPLB_ONE_GPU}
     try:
         out, _ = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -197,7 +198,7 @@ def eplb_answer(p: subprocess.Popen[str] | None, timeout: float = 120.0) -> dict
     said = next((x.strip() for x in reversed(lines) if "eplb" in x.lower() or "expert" in x.lower()), "")
     said = said or (lines[-1] if lines else "")
     return {"checked": True, "accepted": p.returncode == 0, "vllm_says": said[-500:],
-            "note": None if p.returncode == 0 else presets.EPLB_ONE_GPU}  # fmt: skip
+            "note": None if p.returncode == 0 else moe_routing.EPLB_ONE_GPU}  # fmt: skip
 
 
 def log_lines(path: Path, words: tuple[str, ...] = ("eplb", "expert", "moe")) -> list[str]:
@@ -311,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
             except RuntimeError as e:
                 doc["server"]["routing"]["error"] = str(e)[-2000:]
                 log(f"the routing-capture server did not come up: {str(e)[-600:]}")
-        balance: dict[str, Any] = {"simulator_counters": presets.expert_counters(a.host) is not None}
+        balance: dict[str, Any] = {"simulator_counters": moe_experts.expert_counters(a.host) is not None}
         failed = (doc["server"] or {}).get("routing", {}).get("error")
         if failed:
             said = [x for x in failed.splitlines() if "error" in x.lower()]
@@ -320,24 +321,24 @@ def main(argv: list[str] | None = None) -> int:
             )
         elif healthy(a.host):
             try:
-                counts = presets.routed_expert_counts(a.host, a.model, experts_of(a), requests=a.probe_requests,
+                counts = moe_routing.routed_expert_counts(a.host, a.model, experts_of(a), requests=a.probe_requests,
                                                       max_tokens=a.probe_max_tokens)  # fmt: skip
             except (OSError, ValueError) as e:
                 counts, balance["error"] = None, f"{type(e).__name__}: {e}"
             if counts is None:
-                balance["note"] = presets.NO_ROUTING
+                balance["note"] = moe_routing.NO_ROUTING
             else:
                 balance.update(counts)
-                balance.update(presets.routing_balance(counts["per_layer"]))
+                balance.update(moe_routing.routing_balance(counts["per_layer"]))
         doc["expert_balance"] = balance
     except RuntimeError as e:
         doc["error"] = str(e)[-3000:]
         log(f"error: {str(e)[-1500:]}")
     finally:
         doc["eplb"] = (
-            eplb_answer(checker) if checker is not None else {"checked": False, "note": presets.EPLB_ONE_GPU}
+            eplb_answer(checker) if checker is not None else {"checked": False, "note": moe_routing.EPLB_ONE_GPU}
         )
-        doc["eplb"]["log_lines"] = [x for p in logs.values() for x in presets.eplb_log_lines(
+        doc["eplb"]["log_lines"] = [x for p in logs.values() for x in moe_routing.eplb_log_lines(
             p.read_text(errors="replace") if p.exists() else "")]  # fmt: skip
         doc["vllm_log_moe_lines"] = {k: log_lines(p) for k, p in logs.items()}
         (a.out / "moe_gpu.json").write_text(json.dumps(doc, indent=2, default=str))

@@ -1,4 +1,4 @@
-"""Event-loop lag and the TTFT error it causes, at many streams (issue 20.6): this checkout against another.
+"""Event-loop lag and the TTFT error it causes, at many streams: this checkout against another.
 
 `vllm-locust run --users STREAMS --workers W --run-time S` (closed loop, `--ignore-eos`), each code under
 test run in turn, interleaved over --reps, with random prompts and (--tokenizer) exact-length prompts.

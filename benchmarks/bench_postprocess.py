@@ -3,7 +3,8 @@
     python benchmarks/bench_postprocess.py --records 1000000 --tokens 128 --output bench_postprocess.json
 
 Post-processing reads records.cols (vllm_users.measure.columns), the columnar copy the master writes beside
-records.jsonl. Targets (issue 5): 1 M records -> result JSON <= 5 s; HTML report <= 20 s and <= 10 MB.
+records.jsonl. Targets, so a long run's report stays quick: 1 M records -> result JSON <= 5 s; HTML report
+<= 20 s and <= 10 MB.
 The records file is generated once per shape and cached under --workdir.
 """
 

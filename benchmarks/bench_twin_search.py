@@ -1,4 +1,4 @@
-"""`--find-max-rate` on real vLLM for CPU and on its twin, the same SLO (issue 25).
+"""`--find-max-rate` on real vLLM for CPU and on its twin, the same SLO: how close the twin's answer is.
 
     .venv/bin/python -m benchmarks.bench_twin_search [--rounds 2] [--steps 8] [--budget 60]
 

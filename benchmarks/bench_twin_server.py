@@ -3,7 +3,7 @@
     PYTHONPATH=/tmp/site:$PWD python3 -m benchmarks.bench_twin_server --host http://127.0.0.1:8000 --model rand \\
         --work /tmp/twin --phases calibrate,loads     # then, a call each: --phases search --rounds 1 --first-round K
 
-Issue 25's GPU comparison (../shared/gpu recipe; the device runs at most 10 minutes a call, so the phases resume
+The GPU comparison (../shared/gpu recipe; the device runs at most 10 minutes a call, so the phases resume
 from --work: `twin.json` and the results so far live there):
 
 - calibrate: `vllm-locust calibrate --budget` against the server; its twin.json;

@@ -13,9 +13,15 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
-from vllm_users.errors import UsageError  # raised here; `config.UsageError` stays importable
+from vllm_users.errors import UsageError as UsageError  # raised here; `config.UsageError` stays importable
 from vllm_users.exit_codes import USAGE
-from vllm_users.option_types import duration, fraction, nonneg_float, nonneg_int, pos_float, pos_int, rate  # noqa: F401
+from vllm_users.option_types import duration as duration  # these parsers are re-exported: `config.pos_float`
+from vllm_users.option_types import fraction as fraction
+from vllm_users.option_types import nonneg_float as nonneg_float
+from vllm_users.option_types import nonneg_int as nonneg_int
+from vllm_users.option_types import pos_float as pos_float
+from vllm_users.option_types import pos_int as pos_int
+from vllm_users.option_types import rate as rate
 from vllm_users.options import (
     API_KEY_ENV,
     DEFAULTS,
@@ -103,7 +109,7 @@ def load_config(path: str) -> dict[str, Any]:
 
 
 def _classes_key(doc: dict[str, Any], path: str) -> dict[str, Any]:
-    """A config's `classes:` list (mappings or --class texts; also `class:`) as the class_ option (issue 22)."""
+    """A config's `classes:` list (mappings or --class texts; also `class:`) as the class_ option (one syntax)."""
     from vllm_users.workload.classes import from_config
 
     for key in ("classes", "class"):

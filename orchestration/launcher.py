@@ -84,11 +84,11 @@ def locust_args(a: Options, host: str, model: str, run_dir: str, locustfile: str
     if a.run_time:
         args += ["--run-time", f"{int(math.ceil(a.run_time))}s"]
     set_by_run: dict[str, Any] = {"results_dir": run_dir, "model": model, "vllm_embedded_sim": embedded_sim}
-    if len(model_names(a.model)) > 1:  # a model mix (issue 22): the workers draw from it; `model` is its base
+    if len(model_names(a.model)) > 1:  # a model mix: the workers draw from it; `model` is its base
         set_by_run["model"] = a.model
     if not open_loop:
         set_by_run["max_concurrency"] = None  # closed loop: it only chose the users
-    if a.class_:  # traffic classes (issue 22): --class is run's (repeatable); the workers get them as JSON
+    if a.class_:  # traffic classes: --class is run's (repeatable); the workers get them as JSON
         set_by_run["vllm_classes"] = classes_json(a.class_)
     if lengths is not None:  # the workers take it from the spawn message instead of calibrating
         set_by_run["vllm_lengths"] = json.dumps(lengths.to_table(), separators=(",", ":"))

@@ -39,8 +39,7 @@ def _conn(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
         raise PreflightError(f"invalid --host {url!r}: expected http://HOST:PORT")
     # stdlib_http's connections skip interim 1xx responses (103 Early Hints from a proxy), which http.client does not;
     # its https:// ones verify the certificate with the run's TLS settings (tls.context(): --ca-bundle, --insecure)
-    cls = stdlib_http.HTTPSConnection if parts.scheme == "https" else stdlib_http.HTTPConnection
-    return cls(parts.hostname, parts.port, timeout=timeout), parts.path.rstrip("/")
+    return stdlib_http.connect(url, timeout)
 
 
 def _request(url: str, method: str, path: str, headers: dict[str, str], body: Any = None, timeout: float = 10.0):

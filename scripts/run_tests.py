@@ -69,6 +69,7 @@ class Job:
     xml: Path | None = None
     rc: int | None = None
     wall_s: float = 0.0
+    cpu_s: float = 0.0  # user + system seconds of the process and the children it waited for
     started: float = 0.0
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
@@ -192,11 +193,32 @@ def run(jobs: list[Job], n: int, pytest_args: list[str], work: Path, alone: list
     t0 = time.monotonic()
     alone = alone or []
     everything = jobs + alone
+    cpu0 = _cpu_times()
     _phase(jobs, n, pytest_args, work, t0, len(everything), 0)
+    busy = _busy_share(cpu0, _cpu_times())
     if alone:
         print(f"[{_fmt(time.monotonic() - t0)}] the exclusive tests, alone on the machine:", flush=True)
         _phase(alone, 1, pytest_args, work, t0, len(everything), len(jobs))
-    return _report(everything, time.monotonic() - t0)
+    rc = _report(everything, time.monotonic() - t0)
+    if busy is not None:  # well under 100 %: more jobs at once would finish sooner; near it, fewer tests would
+        print(f"the machine's {os.cpu_count()} CPUs were {busy:.0%} busy while the jobs ran side by side")
+    return rc
+
+
+def _cpu_times() -> tuple[int, int] | None:
+    """(busy, total) jiffies of all CPUs from /proc/stat, or None where there is none."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields[:8]) - idle, sum(fields[:8])
+
+
+def _busy_share(a: tuple[int, int] | None, b: tuple[int, int] | None) -> float | None:
+    if a is None or b is None or b[1] <= a[1]:
+        return None
+    return (b[0] - a[0]) / (b[1] - a[1])
 
 
 def _phase(
@@ -214,16 +236,20 @@ def _phase(
         time.sleep(0.2)
         for job in list(running):
             assert job.proc is not None
-            rc = job.proc.poll()
-            if rc is None:
+            # wait4, not poll: the process's CPU seconds (and those of the children it waited for) come with it
+            pid, status, usage = os.wait4(job.proc.pid, os.WNOHANG)
+            if pid == 0:
                 continue
+            rc = job.proc.returncode = os.waitstatus_to_exitcode(status)
             running.remove(job)
             done += 1
             job.rc, job.wall_s = rc, time.monotonic() - job.started
+            job.cpu_s = usage.ru_utime + usage.ru_stime
             c = _counts(job.xml)
             state = "ok" if rc in (0, 5) else f"FAILED (exit {rc})"
             counts = ", ".join(f"{v} {k}" for k, v in c.items() if v)
-            print(f"[{_fmt(time.monotonic() - t0)}] {done:3d}/{total} {state:<16} {job.wall_s:6.1f} s  "
+            print(f"[{_fmt(time.monotonic() - t0)}] {done:3d}/{total} {state:<16} {job.wall_s:6.1f} s "
+                  f"({job.cpu_s:6.1f} s CPU)  "
                   f"{job.name}{' -m ' + repr(job.marks) if job.marks else ''}  ({counts or 'no tests'})", flush=True)  # fmt: skip
 
 
@@ -256,10 +282,9 @@ def _report(jobs: list[Job], wall: float) -> int:
     for tier in ("unit", "integration", "e2e"):
         tj = [j for j in jobs if j.tier == tier]
         if tj:
-            busy = sum(j.wall_s for j in tj)
-            print(
-                f"{tier:<12} {len(tj):3d} jobs, {busy:7.1f} s of pytest processes, longest {max(j.wall_s for j in tj):6.1f} s"
-            )
+            busy, cpu = sum(j.wall_s for j in tj), sum(j.cpu_s for j in tj)
+            print(f"{tier:<12} {len(tj):3d} jobs, {busy:7.1f} s of pytest processes ({cpu:7.1f} s CPU), "
+                  f"longest {max(j.wall_s for j in tj):6.1f} s")  # fmt: skip
     # again at the very end, one line each: a log viewer that keeps only the head and the tail still shows why
     why = [f"{c.get('classname', '')}::{c.get('name', '')}: " + " ".join((bad.get("message") or "").split())[:400]
            for j in jobs for c in _cases(j.xml) for bad in c if bad.tag in ("failure", "error")]  # fmt: skip

@@ -1,4 +1,4 @@
-"""LoRA adapters and priority scheduling (issue 22): the names the simulator serves besides its model, how much
+"""LoRA adapters and priority scheduling (traffic classes): the names the simulator serves besides its model, how much
 slower an adapter decodes, and vLLM's `--scheduling-policy priority` order of the waiting queue.
 
 `--lora-modules a,b` (or vLLM's `name=path` items) serves `a` and `b` in /v1/models (vLLM's shape: `root` the

@@ -15,7 +15,7 @@ def _new_loop(cfg: SimConfig) -> asyncio.AbstractEventLoop:
     """A uvloop loop when importable (and not disabled), else the stdlib one."""
     if not cfg.no_uvloop:
         try:
-            import uvloop  # type: ignore[import-not-found]
+            import uvloop  # type: ignore[import-not-found, unused-ignore]
 
             return uvloop.new_event_loop()  # type: ignore[no-any-return]
         except ImportError:

@@ -34,7 +34,7 @@ class SimConfig:
     # reasoning model: every chat answer (without tools) thinks first
     reasoning_tokens: int = 0
     reasoning_field: str = "reasoning_content"
-    # pooling models (issue 23.3): /v1/embeddings' vector length (docs/simulator.md "Pooling and Responses")
+    # pooling models: /v1/embeddings' vector length (docs/simulator.md "Pooling and Responses")
     embed_dim: int = 64
     # continuous-batching model (defaults: a 7B model on one H100-class GPU)
     max_num_seqs: int = 256
@@ -44,14 +44,14 @@ class SimConfig:
     prefill_tokens_per_s: float = 20_000.0
     decode_step_ms: float = 8.0
     decode_per_seq_ms: float = 0.05
-    decode_per_ctx_token_us: float = 0.0  # issue 25: decode cost per context token of the decoding sequences
-    prefill_per_ctx_token_ns: float = 0.0  # issue 25: prefill cost per prefilled token per token before it
-    # twin of a real server (issue 25): a fixed cost per request, its constants from a profile, N engines
+    decode_per_ctx_token_us: float = 0.0  # the twin's fit: decode cost per context token of the decoding sequences
+    prefill_per_ctx_token_ns: float = 0.0  # the twin's fit: prefill cost per prefilled token per token before it
+    # twin of a real server (docs/twin.md): a fixed cost per request, its constants from a profile, N engines
     request_overhead_ms: float = 0.0
     twin: str = ""
     replicas: int = 1
     replica_policy: str = "round-robin"
-    # LoRA adapters and priority scheduling (issue 22: vllm_sim/adapters.py)
+    # LoRA adapters and priority scheduling (vllm_sim/adapters.py), for traffic classes
     lora_modules: str = ""
     slow_adapter: str = ""
     scheduling_policy: str = "fcfs"
@@ -201,7 +201,7 @@ def parse_config(argv: list[str] | None = None, env: Mapping[str, str] | None = 
         problems.append("--kv-cache-tokens must hold at least one block")
     if cfg.embed_dim < 1:
         problems.append("--embed-dim must be >= 1")
-    problems += adapter_problems(cfg)  # --lora-modules, --slow-adapter, --scheduling-policy (issue 22)
+    problems += adapter_problems(cfg)  # --lora-modules, --slow-adapter, --scheduling-policy
     if cfg.prefill_tokens_per_s <= 0:
         problems.append("--prefill-tokens-per-s must be > 0")
     if cfg.max_num_batched_tokens < 1:
@@ -249,7 +249,7 @@ def _apply_twin(parser: argparse.ArgumentParser, argv: list[str] | None) -> None
 
 
 def adapter_problems(cfg: SimConfig) -> list[str]:
-    """What is wrong with the LoRA and scheduling flags (issue 22), one line each."""
+    """What is wrong with the LoRA and scheduling flags, one line each."""
     from .adapters import POLICIES, parse_lora_modules, parse_slow
 
     try:

@@ -72,7 +72,7 @@ class FixedEngine:
         self.timer_at = 0.0
         self.live = 0
         self.paused_until = 0.0
-        self.slow = parse_slow(cfg.slow_adapter, parse_lora_modules(cfg.lora_modules))  # --slow-adapter (issue 22)
+        self.slow = parse_slow(cfg.slow_adapter, parse_lora_modules(cfg.lora_modules))  # --slow-adapter
 
     def _due(self, s: Stream) -> float:
         """When the stream's next write is due: TTFT + writes x gap, stretched for a --slow-adapter's requests."""
@@ -199,7 +199,7 @@ class BatchingEngine:
         self.running: list[_Seq] = []
         self.stepping = False
         self.paused_until = 0.0
-        self.priority = cfg.scheduling_policy == "priority"  # issue 22: vllm_sim/adapters.py
+        self.priority = cfg.scheduling_policy == "priority"  # waiting queue by priority: vllm_sim/adapters.py
         self.slow = parse_slow(cfg.slow_adapter, parse_lora_modules(cfg.lora_modules))
 
     def _queue(self, q: _Seq, front: bool = False) -> None:

@@ -1,4 +1,4 @@
-"""The simulator's image accounting (issue 23.2): tokens per image by resolution, inside the chat prompt.
+"""The simulator's image accounting: tokens per image by resolution, inside the chat prompt.
 
 Rule (Qwen2-VL's, `smart_resize` of its image processor): the image is resized so both sides are multiples of
 28 px (each side rounded to the nearest multiple, at least 28), then scaled into [MIN_PIXELS, MAX_PIXELS]

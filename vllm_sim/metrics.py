@@ -197,7 +197,7 @@ class _Collector:
 def make_registry(stats: SimStats) -> CollectorRegistry:
     """A private registry holding only the simulator's collector."""
     reg = CollectorRegistry(auto_describe=False)
-    reg.register(_Collector(stats))  # type: ignore[arg-type]
+    reg.register(_Collector(stats))  # type: ignore[arg-type, unused-ignore]
     return reg
 
 

@@ -95,7 +95,7 @@ class SimRequest:
     tool_choice: Any = "auto"
     request_id: str = ""
     api: str = ""  # "responses": /v1/responses on the chat engine (vllm_sim/responses.py writes it)
-    priority: int = 0  # vLLM's `priority` extension (issue 22): lower first under --scheduling-policy priority
+    priority: int = 0  # vLLM's `priority` extension: lower first under --scheduling-policy priority
 
     @property
     def prompt_tokens(self) -> int:
@@ -140,7 +140,7 @@ def _schema_of(body: dict[str, Any]) -> dict[str, Any] | None:
 def parse_request(raw: bytes, chat: bool, served_model: str, max_model_len: int,
                   adapters: tuple[str, ...] = ()) -> SimRequest:
     """Parse and validate a request body; raise ApiError with vLLM's status and message (`adapters`: the LoRA
-    names served besides the model, issue 22)."""
+    names served besides the model)."""
     try:
         body = json.loads(raw)
     except json.JSONDecodeError as e:

@@ -53,7 +53,7 @@ class SimServer:
         self.port = cfg.port
         self.created = int(time.time())
         self.conns: set[Connection] = set()
-        self.adapters = parse_lora_modules(cfg.lora_modules)  # issue 22: LoRA names served besides the model
+        self.adapters = parse_lora_modules(cfg.lora_modules)  # LoRA names served besides the model
 
     # -- lifecycle -------------------------------------------------------------------------
     def _factory(self) -> Connection:
@@ -126,7 +126,7 @@ class SimServer:
                 return
             self._generate(conn, req, path == "/v1/chat/completions")
             return
-        if path in pooling.PATHS or path == "/v1/responses":  # issue 23: pooling.py, responses.py
+        if path in pooling.PATHS or path == "/v1/responses":  # pooling.py, responses.py
             if m != "POST":
                 self._send(conn, 405, _NOT_ALLOWED)
             elif path == "/v1/responses":

@@ -147,7 +147,7 @@ def checked_text(parse: Callable[[str], Any], value: str) -> str:
 
 
 def image_sizes(value: str) -> str:
-    """Validate image size buckets `WxH[:WEIGHT],...` (issue 23.2) now, keep the text."""
+    """Validate image size buckets `WxH[:WEIGHT],...` now, keep the text."""
     from vllm_users.workload.images import parse_buckets
 
     return checked_text(parse_buckets, value)

@@ -109,7 +109,7 @@ class Options:
                            CALIBRATE, metavar="FILE", web_ui=False)  # fmt: skip
     client_key: str = opt("", T.text, "PEM private key of --client-cert", *BOTH, CALIBRATE, metavar="FILE",
                           web_ui=False)  # fmt: skip
-    # ----- endpoints: Responses, embeddings, rerank and score (issue 23.3-4; docs/scenarios.md) -----
+    # ----- endpoints: Responses, embeddings, rerank and score (docs/scenarios.md) -----
     endpoint: str = opt("chat", T.text, "OpenAI API to call (embeddings, rerank, score: the pooling users)", *BOTH,
                         choices=APIS)  # fmt: skip
     embed_batch: int = opt(1, T.pos_int, "--endpoint embeddings: inputs per request (a list input when > 1)",
@@ -137,7 +137,7 @@ class Options:
                                        *BOTH, choices=("linear", "exponential"))  # fmt: skip
     ramp_up_start_rps: float | None = opt(None, T.pos_float, "Ramp: rate of the first request", *BOTH)
     ramp_up_end_rps: float | None = opt(None, T.pos_float, "Ramp: rate of the last request", *BOTH)
-    # ----- trace replay (issue 21): --trace FILE sends each request of the file at its own timestamp -----
+    # ----- trace replay: --trace FILE sends each request of the file at its own timestamp -----
     trace: str = opt("", T.text, "Replay a trace: each request at its timestamp on the open-loop schedule "
                      "(docs/traces.md); every worker reads the file from this path", *BOTH, metavar="FILE")  # fmt: skip
     trace_format: str = opt("auto", T.text, "--trace's format (auto: from the file)", *BOTH,
@@ -181,7 +181,7 @@ class Options:
     burst_spike: float = opt(5.0, T.pos_float, "burst: seconds the spike lasts", *BOTH)
     burst_recover: float = opt(10.0, T.nonneg_float, "burst: seconds of quiet after the spike", *BOTH)
     burst_cycles: int = opt(1, T.pos_int, "burst: how many quiet/spike/recover cycles", *BOTH)
-    # ----- images (issue 23.2): vision-language load, chat only -----
+    # ----- images: vision-language load, chat only -----
     images: int = opt(0, T.nonneg_int, "Images per chat request, as image_url content parts (--scenario vision: "
                       "at least 1)", *BOTH, metavar="N")  # fmt: skip
     image_size: str = opt("512x512", T.image_sizes, "Image sizes, each image's drawn by weight (vLLM's random-mm "
@@ -190,7 +190,7 @@ class Options:
                             choices=IMAGE_FORMATS)  # fmt: skip
     image_url_base: str = opt("", T.url_base, "Send image URLs BASE/img_<w>x<h>_<k>.png for the server to fetch "
                               "instead of data URLs", *BOTH, metavar="URL")  # fmt: skip
-    # ----- traffic classes (issue 22: docs/classes.md) -----
+    # ----- traffic classes (docs/classes.md) -----
     class_: tuple[str, ...] = opt((), class_text, "A traffic class (repeatable): NAME:weight=W[,scenario=S][,model=M]"
                                   "[,priority=P][,ttft=MS][,tpot=MS][,e2el=MS]; per-class goodput and fairness",
                                   RUN, repeat=True, metavar="NAME:weight=W,...")  # fmt: skip
@@ -273,7 +273,7 @@ class Options:
                                    "does not hit the prefix cache an earlier run filled with the same prompts (vLLM "
                                    "serves it with VLLM_SERVER_DEV_MODE=1; a 404 is a warning)", RUN)  # fmt: skip
     sim_args: str = opt("", T.text, "Extra flags for the embedded simulator, e.g. '--fixed --ttft-ms 50'", RUN)
-    # twin of a real server (issue 25: docs/twin.md): the embedded simulator serves with a calibrated profile
+    # twin of a real server (docs/twin.md): the embedded simulator serves with a calibrated profile
     twin: str = opt("", T.text, "Twin profile (vllm-locust calibrate -o twin.json): without --host the embedded "
                     "simulator serves with its constants (--sim-args still override)", RUN, metavar="FILE")  # fmt: skip
     quiet: bool = opt(False, None, "No progress lines", RUN)

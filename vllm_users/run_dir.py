@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import time
 from typing import Any
 
 from vllm_users.errors import UsageError
@@ -18,8 +20,8 @@ __all__ = [
     "LOCUST_FAILURES", "LOCUST_HISTORY", "LOCUST_REPORT", "LOCUST_STATS", "MASTER_INGEST", "MASTER_LOG",
     "MASTER_OUT", "META", "PIDS", "PREFLIGHT", "PROFILE", "PROGRESS", "RECORDS", "REPEATS", "REPORT_DIR",
     "REPORT_HTML", "REPORT_JSON", "REPORT_MD", "REPORT_PDF", "RESULT", "SERVER_LOG", "SERVER_METRICS", "SWEEP",
-    "WEB_REPORT_HTML", "WORKER_OUT", "WORKERS_DIR", "check_writable", "make_dir", "path", "read_json",
-    "read_json_or_none", "worker_records",
+    "WEB_REPORT_HTML", "WORKER_OUT", "WORKERS_DIR", "check_writable", "make_dir", "named_dir", "path", "point_name",
+    "read_json", "read_json_or_none", "repeat_name", "stamp", "step_name", "worker_records",
 ]
 
 # --- one run (written by the master unless said otherwise) ---
@@ -62,6 +64,33 @@ REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 REPORT_PDF = "report.pdf"
 WEB_REPORT_HTML = "vllm-locust-report.html"  # the web UI's download name
+
+
+# --- directory names: a run's, a multi-run's and each of its steps' ---
+def stamp() -> str:
+    """The local time as a directory name carries it (a run's, a multi-run's or a report's: `20260131-235959`)."""
+    return time.strftime("%Y%m%d-%H%M%S")
+
+
+def named_dir(output_dir: str, run_name: str, label: str) -> str:
+    """`output_dir/run_name`, or without a --run-name `output_dir/STAMP-label` (label: the user mix of one run,
+    or a multi-run's kind: `sweep`, `search`, `repeats`, `server-sweep`)."""
+    return os.path.join(output_dir, run_name or f"{stamp()}-{label}")
+
+
+def step_name(number: int, what: str) -> str:
+    """The directory of a sweep's or a search's step `number` (from 1): `step-03-rate-4.5`, `step-01-probe`."""
+    return f"step-{number:02d}-{what}"
+
+
+def repeat_name(number: int) -> str:
+    """The directory of repeat `number` (from 1) of --repeats: `repeat-02`."""
+    return f"repeat-{number:02d}"
+
+
+def point_name(number: int, label: str) -> str:
+    """The directory of sweep-server's point `number` (from 1), its parameters in it as far as a name can hold them."""
+    return f"point-{number:02d}-" + re.sub(r"[^A-Za-z0-9_.=-]+", "_", label.replace(",", "_"))[:80]
 
 
 def path(run_dir: str, name: str) -> str:

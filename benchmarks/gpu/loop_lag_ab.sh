@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device (issue 20.6): this tree against the code before the loop fixes (.gpu_before), both driving real vLLM, ABBA
+# Device: this tree against the code before the loop fixes (.gpu_before), both driving real vLLM, ABBA
 # with repeats, each run grounded in vLLM's own TTFT histogram (client minus server) by benchmarks/bench_gpu_vllm.py.
 #
 #   On the device, after ../shared/gpu's setup.sh (vLLM serving `rand` at 127.0.0.1:8000, tokenizer /tmp/model):

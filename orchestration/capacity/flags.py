@@ -44,7 +44,7 @@ def validate(o: Options) -> Options:
 
 
 def _class_slos(texts: tuple[str, ...]) -> bool:
-    """True when a --class names an SLO of its own (issue 22: --find-max-rate then judges each class)."""
+    """True when a --class names an SLO of its own (--find-max-rate then judges each class against its own)."""
     from vllm_users.workload.classes import parse_class
 
     return any(parse_class(t).slo_ms() for t in texts)

@@ -10,15 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from orchestration.capacity.steps import (
-    REPEAT_STRIDE,
-    RunOne,
-    parent_dir,
-    shared_host,
-    step_args,
-    step_seed,
-    write_output_file,
-)
+from orchestration.capacity.steps import REPEAT_STEPS, RunOne, StepRunner, shared_host, write_output_file
 from orchestration.report.run_sets import aggregate
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
@@ -37,20 +29,20 @@ def run_repeats(a: Options, run_one: RunOne) -> int:
     """Run `a` a.repeats times into one directory and write repeats.json (and --output-file); returns the worst
     exit code."""
     n = int(a.repeats)
-    base = parent_dir(a, "repeats", REPEATS)
+    runner = StepRunner(a, run_one, REPEAT_STEPS)
+    base = runner.base
     worst, names = 0, []
     with shared_host(a) as host:  # one server for every repeat: the repeats differ only by chance
         for i in range(1, n + 1):
-            b = step_args(a, host, base, f"repeat-{i:02d}", repeats=1, seed=step_seed(a, i - 1, REPEAT_STRIDE))
             print(f"vllm-locust: repeat {i}/{n}", flush=True)
-            code = run_one(b)
-            worst = max(worst, code)
-            names.append(b.run_name)
-            if code == exit_codes.INTERRUPTED:
+            step = runner.step(host, i, repeats=1)
+            worst = max(worst, step.code)
+            names.append(step.name)
+            if step.code == exit_codes.INTERRUPTED:
                 break  # Ctrl-C: no further repeat; the ones that ran are aggregated
     results = []
     for d in names:
-        res = load_result(os.path.join(base, d))
+        res = load_result(runner.path(d))
         if res is not None:
             results.append(res.to_json())
         else:

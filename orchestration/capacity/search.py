@@ -30,14 +30,7 @@ import numpy as np
 
 from orchestration import config as C
 from orchestration.capacity.cost import add_step_costs
-from orchestration.capacity.steps import (
-    RunOne,
-    parent_dir,
-    shared_host,
-    step_args,
-    step_seed,
-    write_output_file,
-)
+from orchestration.capacity.steps import SEARCH_STEPS, RunOne, StepRunner, shared_host, write_output_file
 from orchestration.capacity.sweep import format_sweep, summarize_step
 from orchestration.report.run_sets import search_headline
 from vllm_users import exit_codes
@@ -187,7 +180,7 @@ def judge(run_dir: str, target: float, slo: Slo, percentile: float, max_error_ra
             reasons.append(f"{pname} {m.upper()} {v:.1f} ms > {lim:g} ms" if v is not None else f"no {m} samples")
     from vllm_users.measure.per_class import class_misses
 
-    missed = class_misses(res.get("classes"), pname)  # traffic classes (issue 22): each against its own SLO
+    missed = class_misses(res.get("classes"), pname)  # traffic classes: each against its own SLO
     reasons += [f"class {name}: {why}" for name, why in missed]
     achieved = offered = None
     if ok.size >= 10:
@@ -245,7 +238,8 @@ def run_search(a: Options, run_one: RunOne) -> int:
     """Search the highest rate that holds the SLO; write sweep.json (kind max_rate_search; --output-file gets it too)
     and the report."""
     slo = Slo.parse([a.goodput])
-    base = parent_dir(a, "search", SWEEP)
+    runner = StepRunner(a, run_one, SEARCH_STEPS)
+    base = runner.base
     steps: list[dict[str, Any]] = []
     lo = hi = None
     failures = 0
@@ -253,13 +247,11 @@ def run_search(a: Options, run_one: RunOne) -> int:
     retried = False
     with shared_host(a) as host:
         n = a.num_prompts or PROBE_REQUESTS
-        b = step_args(a, host, base, "step-01-probe", users=None, request_rate=math.inf, num_prompts=n, run_time=None,
-                      seed=step_seed(a, 0))  # fmt: skip
         print("vllm-locust: search step 1: throughput probe (every request at once)", flush=True)
-        code = run_one(b)
-        if code == exit_codes.INTERRUPTED:
-            return code
-        probe = summarize_step(b.run_name, "throughput", None, os.path.join(base, b.run_name), code)
+        ran = runner.step(host, 1, "probe", users=None, request_rate=math.inf, num_prompts=n, run_time=None)
+        if ran.code == exit_codes.INTERRUPTED:
+            return ran.code
+        probe = summarize_step(ran.name, "throughput", None, ran.run_dir, ran.code)
         probe["verdict"] = "probe"
         steps.append(probe)
         capacity = probe.get("achieved_rate")
@@ -267,14 +259,13 @@ def run_search(a: Options, run_one: RunOne) -> int:
             raise C.UsageError("--find-max-rate: the throughput probe completed no request; is the server up?")
         rate = round(capacity, 3)
         while len(steps) < a.search_steps:
-            name = f"step-{len(steps) + 1:02d}-rate-{rate:g}"
             count, limit = _step_size(a, rate)
-            b = step_args(a, host, base, name, users=None, request_rate=rate, num_prompts=count, run_time=limit,
-                          seed=step_seed(a, len(steps)))  # fmt: skip
             print(f"vllm-locust: search step {len(steps) + 1}: {rate:g} req/s ({count} requests)", flush=True)
-            code = run_one(b, watch=SaturationWatch(slo))
-            s = summarize_step(name, "rate", rate, os.path.join(base, name), code)
-            v = judge(os.path.join(base, name), rate, slo, a.slo_percentile, a.max_error_rate)
+            ran = runner.step(host, len(steps) + 1, f"rate-{rate:g}", watch=SaturationWatch(slo), users=None,
+                              request_rate=rate, num_prompts=count, run_time=limit)  # fmt: skip
+            code = ran.code
+            s = summarize_step(ran.name, "rate", rate, ran.run_dir, code)
+            v = judge(ran.run_dir, rate, slo, a.slo_percentile, a.max_error_rate)
             retry = v.get("invalid") and not retried
             s.update(verdict="holds" if v["passed"] else ("invalid" if retry else "fails"), judgement=v)
             steps.append(s)
@@ -302,7 +293,7 @@ def run_search(a: Options, run_one: RunOne) -> int:
            "uncertainty": _uncertainty(lo, hi)}  # fmt: skip
     first_miss = next((s["judgement"].get("classes_missed") for s in steps
                        if s.get("target") == hi and s.get("judgement", {}).get("classes_missed")), None)  # fmt: skip
-    if first_miss:  # issue 22: the class that missed its SLO first (at the lowest failing rate)
+    if first_miss:  # the class that limits the rate: it missed its SLO first (at the lowest failing rate)
         doc["limiting_classes"] = first_miss
     add_step_costs(steps, a.gpu_hour_price, a.gpus)
     if a.gpu_hour_price:

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestration.capacity.steps import RunOne, parent_dir, step_args, write_output_file
+from orchestration.capacity.steps import SERVER_POINTS, RunOne, StepRunner, write_output_file
 from orchestration.capacity.sweep import format_sweep, summarize_step
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
@@ -139,14 +139,15 @@ class ServerProcess:
 
 def run_server_sweep(own: argparse.Namespace, a: Options, run_one: RunOne) -> int:
     """Every grid point: start, wait for /health, run the load, stop; write sweep.json and the report."""
-    base = parent_dir(a, "server-sweep", SWEEP)
+    runner = StepRunner(a, run_one, SERVER_POINTS)
+    base = runner.base
     steps: list[dict[str, Any]] = []
     points = grid(own.param)
     # SIGTERM outside a load (e.g. while a server starts) must still stop the server, which runs in its own
     # session and would outlive us: raise like Ctrl-C so `finally` stops it (run's own handler covers the load)
     old_term = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        worst = _sweep_points(own, a, run_one, base, points, steps)
+        worst = _sweep_points(own, a, runner, points, steps)
     except KeyboardInterrupt:
         print("\nvllm-locust: interrupted; the server is stopped, the points so far are written", flush=True)
         worst = exit_codes.INTERRUPTED
@@ -178,14 +179,14 @@ def _interrupt(_signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _sweep_points(own: argparse.Namespace, a: Options, run_one: RunOne,
-                  base: str, points: list[list[tuple[Param, str]]], steps: list[dict[str, Any]]) -> int:  # fmt: skip
+def _sweep_points(own: argparse.Namespace, a: Options, runner: StepRunner,
+                  points: list[list[tuple[Param, str]]], steps: list[dict[str, Any]]) -> int:  # fmt: skip
     """Run every point (appending its row to `steps`); the worst exit code."""
     worst = 0
     for i, point in enumerate(points, 1):
         label = _label(point)
-        name = f"point-{i:02d}-" + re.sub(r"[^A-Za-z0-9_.=-]+", "_", label.replace(",", "_"))[:80]
-        run_dir = os.path.join(base, name)
+        name = SERVER_POINTS.name(i, label)
+        run_dir = runner.path(name)
         os.makedirs(run_dir, exist_ok=True)
         argv = shlex.split(own.serve_cmd)
         env = dict(os.environ)
@@ -201,7 +202,7 @@ def _sweep_points(own: argparse.Namespace, a: Options, run_one: RunOne,
             row: dict[str, Any]
             if ok:
                 print(f"vllm-locust: point {i}: healthy after {startup:.1f} s; running the load", flush=True)
-                code = run_one(step_args(a, a.host, base, name))
+                code = runner.step(a.host, i, label).code
                 worst = max(worst, code)
                 row = summarize_step(name, "server", None, run_dir, code)
             else:

@@ -1,28 +1,85 @@
-"""What repeats, sweeps and the SLO search share: how one run is called (RunOne), one server for every step, a
-step's arguments, its result."""
+"""The step runner that `vllm-locust run` and its multi-run modes (--repeats, --sweep, --find-max-rate,
+`sweep-server`) share. Each of these is decided here once:
+- the embedded simulator's command line (`simulator_args`), for one run and for the server shared by every step;
+- the directory of a run and of a multi-run (vllm_users.run_dir names them), and each step's;
+- each step's options and seed (`StepRunner.step`).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from orchestration import config as C
+from vllm_users import run_dir as R
 from vllm_users.atomic import atomic_json
 from vllm_users.measure.run_result import load_result
-from vllm_users.options import Options
-from vllm_users.run_dir import REPEATS, read_json
+from vllm_users.options import Options, env_api_key
 
-__all__ = ["REPEAT_STRIDE", "STEP_STRIDE", "RunOne", "parent_dir", "read_step", "shared_host", "step_args", "step_seed", "write_output_file"]
+if TYPE_CHECKING:
+    from vllm_sim.launch import SimProcess
+
+__all__ = [
+    "REPEAT_STEPS", "REPEAT_STRIDE", "SEARCH_STEPS", "SERVER_POINTS", "STEP_STRIDE", "SWEEP_STEPS", "RunOne", "Step",
+    "StepKind", "StepRunner", "check_twin", "embedded_simulator", "read_step", "shared_host",
+    "simulator_args", "step_seed", "with_twin", "write_output_file",
+]  # fmt: skip
+
 
 RunOne = Callable[..., int]  # commands.run.run: one run of these options (a step's `watch` may stop it early)
+
 
 # Settings that a step takes over from the parent and must not inherit (the parent's own job).
 # --repeats is not among them: a sweep or search step with --repeats N is itself repeated.
 _PARENT_ONLY = {"sweep": "", "find_max_rate": False, "concurrency_sweep": "", "output_file": ""}
+
+
+# ------------------------------------------------------------------------------------- the embedded simulator
+def check_twin(path: str, host: str) -> None:
+    """--twin is for the embedded simulator (no --host), and its profile must be readable: UsageError otherwise."""
+    from vllm_sim.twin import TwinError, read_twin
+
+    if host:
+        raise C.UsageError("--twin starts the embedded simulator with a profile: leave out --host")
+    try:
+        read_twin(path)
+    except TwinError as e:
+        raise C.UsageError(str(e)) from None
+
+
+def with_twin(a: Options) -> Options:
+    """--twin (checked) folded into --sim-args, first, so that --sim-args beside it still win (what-if planning):
+    the simulator of one run, or the one a multi-run's steps share, reads it from there."""
+    if not a.twin or a.host:
+        return a
+    check_twin(a.twin, a.host)
+    return dataclasses.replace(a, twin="", sim_args=f"--twin {a.twin} {a.sim_args}".strip())
+
+
+def simulator_args(a: Options) -> list[str]:
+    """The embedded simulator's flags: --sim-args, and the run's API key (--api-key or the environment's), which
+    it then requires of every request, unless --sim-args names a key of its own."""
+    args = a.sim_args.split() if a.sim_args else []
+    api_key = a.api_key or env_api_key()
+    if api_key and "--api-key" not in args:
+        args += ["--api-key", api_key]
+    return args
+
+
+@contextmanager
+def embedded_simulator(a: Options) -> Iterator[SimProcess]:
+    """The embedded simulator for `a` (a run without --host), stopped on the way out."""
+    from vllm_sim.launch import start_simulator
+
+    sim = start_simulator(simulator_args(a))
+    try:
+        yield sim
+    finally:
+        sim.stop()
 
 
 @contextmanager
@@ -31,30 +88,21 @@ def shared_host(a: Options) -> Iterator[str]:
     if a.host:
         yield a.host
         return
-    from vllm_sim.launch import start_simulator
-
-    sim = start_simulator(a.sim_args.split() if a.sim_args else [])
-    try:
+    with embedded_simulator(a) as sim:
         yield sim.url
-    finally:
-        sim.stop()
 
 
-def parent_dir(a: Options, kind: str, marker: str) -> str:
+# ------------------------------------------------------------------------------------- directories
+def _parent_dir(a: Options, kind: str, marker: str) -> str:
     """The directory holding every step (created); UsageError when it already holds `marker`."""
-    path = os.path.join(a.output_dir, a.run_name or f"{time.strftime('%Y%m%d-%H%M%S')}-{kind}")
+    path = R.named_dir(a.output_dir, a.run_name, kind)
     if os.path.exists(os.path.join(path, marker)):
         raise C.UsageError(f"{path} already holds a {kind}; choose another --run-name")
     os.makedirs(path, exist_ok=True)
     return path
 
 
-def step_args(a: Options, host: str, out_dir: str, name: str, **overrides: Any) -> Options:
-    """A copy of `a` for one step: its own run directory, the shared host, `overrides` applied."""
-    return dataclasses.replace(a, **{**_PARENT_ONLY, "host": host, "output_dir": out_dir, "run_name": name,
-                                     "no_report": True, **overrides})  # fmt: skip
-
-
+# ------------------------------------------------------------------------------------- a step's options and seed
 REPEAT_STRIDE, STEP_STRIDE = 1, 1000  # a sweep's step k may itself be repeated: its repeats take k*1000 + 0, 1, ...
 
 
@@ -66,15 +114,79 @@ def step_seed(a: Options, k: int, stride: int = STEP_STRIDE) -> int:
     step's prompts, and a server with prefix caching (vLLM's default) would answer the later steps from its
     cache (the second of two repeats hit 95 % of its prompt tokens; its TTFT read 16 ms against 41 ms). The
     seeds are fixed offsets, so a search or a sweep is as reproducible as one run. `sweep-server` keeps the
-    parent's seed: each configuration is a fresh server, and the same prompts make the configurations paired."""
+    parent's seed (stride 0): each configuration is a fresh server, and the same prompts make the
+    configurations paired."""
     return int(a.seed) + k * stride
 
 
+def _step_args(a: Options, host: str, out_dir: str, name: str, **overrides: Any) -> Options:
+    """A copy of `a` for one step: its own run directory, the shared host, `overrides` applied."""
+    return dataclasses.replace(a, **{**_PARENT_ONLY, "host": host, "output_dir": out_dir, "run_name": name,
+                                     "no_report": True, **overrides})  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StepKind:
+    """How a multi-run names its directory (without --run-name) and its steps', and how it seeds its steps."""
+
+    label: str  # the directory's label: STAMP-label
+    marker: str  # its summary file (a directory that holds one is taken)
+    stride: int  # step k's seed: --seed + k * stride
+    name: Callable[[int, str], str]  # (step number from 1, what it runs) -> its directory's name
+
+
+SWEEP_STEPS = StepKind("sweep", R.SWEEP, STEP_STRIDE, R.step_name)
+SEARCH_STEPS = StepKind("search", R.SWEEP, STEP_STRIDE, R.step_name)
+REPEAT_STEPS = StepKind("repeats", R.REPEATS, REPEAT_STRIDE, lambda number, _what: R.repeat_name(number))
+SERVER_POINTS = StepKind("server-sweep", R.SWEEP, 0, R.point_name)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step that ran: its options (its directory is `options.output_dir/options.run_name`) and exit code."""
+
+    options: Options
+    code: int
+
+    @property
+    def name(self) -> str:
+        """The step's directory name."""
+        return self.options.run_name
+
+    @property
+    def run_dir(self) -> str:
+        """The step's run directory."""
+        return os.path.join(self.options.output_dir, self.options.run_name)
+
+
+class StepRunner:
+    """One multi-run: its directory (made here), and each step run there with its own name, seed and options."""
+
+    def __init__(self, a: Options, run_one: RunOne, kind: StepKind) -> None:
+        self.a, self.run_one, self.kind = a, run_one, kind
+        self.base = _parent_dir(a, kind.label, kind.marker)
+
+    def path(self, name: str) -> str:
+        """The run directory of the step called `name`."""
+        return os.path.join(self.base, name)
+
+    def options(self, host: str, number: int, what: str = "", **overrides: Any) -> Options:
+        """Step `number`'s (from 1) options: the parent's, against `host`, in its own directory, with its seed."""
+        seed = step_seed(self.a, number - 1, self.kind.stride)
+        return _step_args(self.a, host, self.base, self.kind.name(number, what), **{"seed": seed, **overrides})
+
+    def step(self, host: str, number: int, what: str = "", watch: Any = None, **overrides: Any) -> Step:
+        """Run step `number` (from 1) of `what` against `host`; `watch` may stop it early (the search's)."""
+        b = self.options(host, number, what, **overrides)
+        return Step(b, self.run_one(b) if watch is None else self.run_one(b, watch=watch))
+
+
+# ------------------------------------------------------------------------------------- what a step left
 def read_step(run_dir: str) -> dict[str, Any]:
     """A step's result: result.json, or for a repeated step the repeats' means (with their CIs under `repeats`)."""
     try:
-        if os.path.exists(os.path.join(run_dir, REPEATS)):
-            doc = read_json(run_dir, REPEATS)
+        if os.path.exists(os.path.join(run_dir, R.REPEATS)):
+            doc = R.read_json(run_dir, R.REPEATS)
             res: dict[str, Any] = {k: m["mean"] for k, m in doc["metrics"].items()}
             res["repeats"] = doc
             return res

@@ -20,12 +20,11 @@ from typing import Any
 from orchestration import config as C
 from orchestration.capacity.cost import add_step_costs
 from orchestration.capacity.steps import (
+    SWEEP_STEPS,
     RunOne,
-    parent_dir,
+    StepRunner,
     read_step,
     shared_host,
-    step_args,
-    step_seed,
     write_output_file,
 )
 from vllm_users import exit_codes
@@ -104,22 +103,24 @@ def run_sweep(a: Options, run_one: RunOne) -> int:
     plan = parse_sweep(a.sweep)
     if plan.kind == "concurrency" and a.request_rate is not None:
         raise C.UsageError("--sweep concurrency: runs closed loop: leave out --request-rate")
-    base = parent_dir(a, "sweep", SWEEP)
+    runner = StepRunner(a, run_one, SWEEP_STEPS)
+    base = runner.base
     steps: list[dict[str, Any]] = []
     worst = 0
 
-    def step(host: str, name: str, kind: str, target: float | None, over: dict[str, Any]) -> dict[str, Any]:
+    def step(host: str, what: str, kind: str, target: float | None, over: dict[str, Any]) -> dict[str, Any]:
         nonlocal worst
-        from orchestration.presets import expert_balance, expert_counters
+        from orchestration.moe_experts import expert_balance, expert_counters
 
-        b = step_args(a, host, base, name, seed=step_seed(a, len(steps)), **over)
-        print(f"vllm-locust: sweep step {len(steps) + 1}: {kind} {'' if target is None else format(target, 'g')}",
+        number = len(steps) + 1
+        print(f"vllm-locust: sweep step {number}: {kind} {'' if target is None else format(target, 'g')}",
               flush=True)  # fmt: skip
         url, auth = connection_headers(host, header_lines(a.header), a.api_key or env_api_key())
         before = expert_counters(url, headers=auth)
-        code = run_one(b)
+        ran = runner.step(host, number, what, **over)
+        code = ran.code
         worst = max(worst, code)
-        s = summarize_step(name, kind, target, os.path.join(base, name), code)
+        s = summarize_step(ran.name, kind, target, ran.run_dir, code)
         if kind == "concurrency":
             s["concurrency"] = int(target or 0)
         load = expert_balance(before, expert_counters(url, headers=auth))
@@ -151,15 +152,15 @@ def _run_plan(a: Options, plan: SweepPlan, step: Callable[..., dict[str, Any]]) 
     """The steps of `plan`, in order (auto: the rates come from the first two steps' results)."""
     with shared_host(a) as host:
         if plan.kind == "rates":
-            for i, r in enumerate(plan.values):
-                step(host, f"step-{i + 1:02d}-rate-{r:g}", "rate", r, _rate(a, r))
+            for r in plan.values:
+                step(host, f"rate-{r:g}", "rate", r, _rate(a, r))
         elif plan.kind == "concurrency":
-            for i, c in enumerate(plan.values):
-                step(host, f"step-{i + 1:02d}-c{int(c):03d}", "concurrency", c, _closed(a, int(c)))
+            for c in plan.values:
+                step(host, f"c{int(c):03d}", "concurrency", c, _closed(a, int(c)))
         else:
-            sync = step(host, "step-01-synchronous", "synchronous", None, _closed(a, 1))
+            sync = step(host, "synchronous", "synchronous", None, _closed(a, 1))
             n_thr = a.num_prompts or STEP_MAX
-            thr = step(host, "step-02-throughput", "throughput", None,
+            thr = step(host, "throughput", "throughput", None,
                        {"users": None, "request_rate": math.inf, "num_prompts": n_thr})  # fmt: skip
             lo, hi = sync.get("achieved_rate"), thr.get("achieved_rate")
             if not lo or not hi or hi <= lo:
@@ -169,7 +170,7 @@ def _run_plan(a: Options, plan: SweepPlan, step: Callable[..., dict[str, Any]]) 
                 n = int(plan.values[0])
                 for k in range(1, n + 1):
                     r = round(lo + (hi - lo) * k / (n + 1), 4)
-                    step(host, f"step-{k + 2:02d}-rate-{r:g}", "rate", r, _rate(a, r))
+                    step(host, f"rate-{r:g}", "rate", r, _rate(a, r))
 
 
 def summarize_step(name: str, kind: str, target: float | None, run_dir: str, code: int) -> dict[str, Any]:

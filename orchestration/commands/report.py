@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from collections.abc import Sequence
 
 from orchestration.commands import reported
@@ -18,7 +17,7 @@ from orchestration.report.postprocess import expand_run_dirs
 from orchestration.report.run_sets import is_sweep_dir
 from vllm_users import errors, exit_codes
 from vllm_users.measure.metrics import Slo
-from vllm_users.run_dir import REPORT_DIR
+from vllm_users.run_dir import REPORT_DIR, stamp
 
 __all__ = ["PROG", "main", "parse_formats"]
 
@@ -74,7 +73,7 @@ def _report(a: argparse.Namespace) -> int:
     runs = expand_run_dirs(a.runs)
     out = a.output_dir or (
         os.path.join(runs[0], REPORT_DIR) if len(runs) == 1 and os.path.isdir(runs[0])
-        else f"report-{time.strftime('%Y%m%d-%H%M%S')}"
+        else f"report-{stamp()}"
     )  # fmt: skip
     return generate(runs, out, formats, slo=slo, quiet=a.quiet)
 

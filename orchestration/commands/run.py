@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,7 +18,9 @@ from orchestration import config as C
 from orchestration import presets
 from orchestration.capacity.flags import validate as capacity_validate
 from orchestration.capacity.run_hooks import multi_run
+from orchestration.capacity.steps import check_twin, embedded_simulator, with_twin
 from orchestration.commands import reported
+from orchestration.input_checks import prepare
 from orchestration.launcher import header_dict, launch, say
 from orchestration.preflight import (
     PreflightError,
@@ -102,15 +104,15 @@ def check_users(mix: list[tuple[str, int]], files: list[str]) -> dict[str, Any] 
 def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
     """Cross-option checks (UsageError with one line); the options with the run's choices filled in, the user
     mix and the locustfiles."""
-    if a.trace:  # issue 21: the trace is the schedule and the requests (its user is the `trace` scenario)
+    if a.trace:  # the trace is the schedule and the requests (its user is the `trace` scenario): nothing else
         a = _trace_options(a)
     mix, files = resolve_users(a.scenario, a.locustfile)
     try:  # --endpoint embeddings/rerank/score run the pooling users; a scenario that cannot use it: exit 2
         mix = for_endpoint(mix, a.endpoint)
     except ValueError as e:
         raise C.UsageError(str(e)) from None
-    a = presets.prepare(a, [n for n, _ in mix])  # scenario defaults; dataset, schema and tokenizer checked
-    class_models(a.class_)  # issue 22: the classes checked together (names unique), their scenarios run
+    a = prepare(a, [n for n, _ in mix])  # scenario defaults; dataset, schema and tokenizer checked
+    class_models(a.class_)  # the classes checked together (names unique) before anything is sent
     if not files:  # -f's users name their scenarios when they load
         check_scenarios(a.class_, [n for n, _ in mix])
     a = capacity_validate(a)
@@ -130,7 +132,7 @@ def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
     check_windows(a)
     if a.workers is None:
         a = dataclasses.replace(a, workers=max(1, os.cpu_count() or 1))
-    try:  # images (issue 23.2): chat only, JPEG with Pillow
+    try:  # images ride only on chat requests, and JPEG needs Pillow: a bad choice is exit 2 before anything runs
         check_images(a, a.endpoint, "vision" in (n for n, _ in mix))
     except ValueError as e:
         raise C.UsageError(str(e)) from None
@@ -172,9 +174,7 @@ def _trace_options(a: Options) -> Options:
 def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None) -> int:
     """Execute `vllm-locust run`; returns the exit code (UsageError on bad options). `watch` (--find-max-rate's
     steps) reads the progress and names a reason to stop the run early."""
-    if a.twin and not a.host:  # the embedded simulator (of one run, or shared by a search's steps) reads it;
-        check_twin(a.twin, a.host)  # first in its flags: --sim-args beside it still win (what-if planning)
-        a = dataclasses.replace(a, twin="", sim_args=f"--twin {a.twin} {a.sim_args}".strip())
+    a = with_twin(a)  # the embedded simulator (of one run, or shared by a multi-run's steps) reads it
     R.check_writable(a.output_dir)  # a file in the way or no permission: one line, exit 2, before anything runs
     code = multi_run(a, run, lambda o: validate(o)[0])  # --find-max-rate, --sweep, --repeats: several runs
     if code is not None:
@@ -182,20 +182,16 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
     a, mix, files = validate(a)
     api_key = a.api_key or env_api_key()
     names = mix_label(mix, files)
-    run_dir = os.path.join(a.output_dir, a.run_name or f"{time.strftime('%Y%m%d-%H%M%S')}-{names}")
+    run_dir = R.named_dir(a.output_dir, a.run_name, names)
     if os.path.exists(result_path(run_dir)):
         raise C.UsageError(f"run directory {run_dir} already holds a result; choose another --run-name")
     R.make_dir(run_dir)
-    sim = None
-    try:  # the host's userinfo becomes a header here: the URL every process, file and line sees has none
+    with contextlib.ExitStack() as stack:
+        # the host's userinfo becomes a header here: the URL every process, file and line sees has none
         host, headers = connection_headers(a.host, header_dict(a), api_key)
+        sim = None
         if not host:
-            from vllm_sim.launch import start_simulator
-
-            sim_args = a.sim_args.split() if a.sim_args else []
-            if api_key and "--api-key" not in sim_args:
-                sim_args += ["--api-key", api_key]
-            sim = start_simulator(sim_args)
+            sim = stack.enter_context(embedded_simulator(a))
             host = sim.url
             say(a, f"embedded simulator at {host} (pid {sim.pid})")
         try:
@@ -220,9 +216,6 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
         with open(locustfile, "w") as fh:
             fh.write(locustfile_source(mix, files))
         return launch(a, host, info.model, run_dir, locustfile, api_key, sim, watch, lengths, headers)
-    finally:
-        if sim is not None:
-            sim.stop()
 
 
 def _synthetic_lengths(a: Options, files: list[str]) -> bool:
@@ -233,18 +226,6 @@ def _synthetic_lengths(a: Options, files: list[str]) -> bool:
 def _output_len(a: Options) -> int:
     """The max_tokens a request asks for (a pooling API generates none)."""
     return 0 if a.endpoint in ("embeddings", "rerank", "score") else a.output_len
-
-
-def check_twin(path: str, host: str) -> None:
-    """--twin is for the embedded simulator (no --host), and its profile must be readable: UsageError otherwise."""
-    from vllm_sim.twin import TwinError, read_twin
-
-    if host:
-        raise C.UsageError("--twin starts the embedded simulator with a profile: leave out --host")
-    try:
-        read_twin(path)
-    except TwinError as e:
-        raise C.UsageError(str(e)) from None
 
 
 def lengths_line(lm: LengthModel) -> str:

@@ -22,7 +22,7 @@ SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
     ("request_goodput", "Request goodput (req/s)", ".2f"),
     ("output_throughput", "Output token throughput (tok/s)", ".2f"),
     ("total_token_throughput", "Total token throughput (tok/s)", ".2f"),
-    ("input_throughput", "Input token throughput (tok/s)", ".2f"),  # pooling runs only (issue 23.3)
+    ("input_throughput", "Input token throughput (tok/s)", ".2f"),  # pooling runs only: they have no output tokens
     ("max_output_tokens_per_s", "Peak output tokens/s", ".2f"),
     ("max_concurrent_requests", "Peak concurrent requests", "d"),
 )
@@ -35,7 +35,7 @@ SUMMARY_TAIL_ROWS: tuple[tuple[str, str, str], ...] = (
     ("total_answer_tokens", "Answer tokens", "d"),
     ("not_streamed_requests", "Requests not streamed (no TTFT/ITL)", "d"),
     ("pooling_requests", "Pooling requests (embeddings/rerank/score)", "d"),
-    ("total_images", "Images sent", "d"),  # images (issue 23.2): runs that sent images only
+    ("total_images", "Images sent", "d"),  # runs that sent images only: absent otherwise, never 0
     ("mean_images_per_request", "Images per request", ".2f"),
     ("mean_image_tokens_per_request", "Image tokens per request (estimated)", ".1f"),
 )

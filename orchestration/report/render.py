@@ -177,7 +177,7 @@ def render_markdown(report: Report) -> str:
     for r in report.runs:
         out += _class_markdown(r.name, r.result.get("classes"))
     for r in report.runs:
-        if r.result.get("replay"):  # --trace (issue 21): the summary's lines of it
+        if r.result.get("replay"):  # --trace: how faithfully the trace was replayed, the summary's lines
             from orchestration.summary import replay_lines
 
             out.append("\n" + f"Replay fidelity of {r.name}: " + "; ".join(
@@ -205,7 +205,7 @@ def render_markdown(report: Report) -> str:
 
 
 def _class_markdown(name: str, block: dict[str, Any] | None) -> list[str]:
-    """Traffic classes (issue 22): one row per class, then Jain's index (nothing without classes)."""
+    """Traffic classes: one row per class, then Jain's index (nothing without classes)."""
     if not block:
         return []
     out = ["", f"### Per class: {name}", "", "| class | weight | got | ok | failed | TTFT p99 ms | E2EL p99 ms | SLO | good |",

@@ -45,7 +45,7 @@ def search_headline(doc: dict[str, Any]) -> list[str]:
         return [f"Max rate >= {lo:g} req/s: every tried rate held the SLO ({slo} at p{pct:g}; {n} steps)."]
     lines = [f"Max rate within the SLO ({slo} at p{pct:g}, failures <= {doc['max_error_rate']:.1%}): {lo:g} req/s "
             f"(held at {lo:g}, failed at {hi:g}: the maximum lies in [{lo:g}, {hi:g}), +{(hi - lo) / lo:.1%}; {n} steps)."]
-    if doc.get("limiting_classes"):  # traffic classes (issue 22): who missed first
+    if doc.get("limiting_classes"):  # traffic classes: which class missed its SLO first
         lines.append(f"First class to miss its SLO (at {hi:g} req/s): {', '.join(doc['limiting_classes'])}.")
     c = (doc.get("cost") or {}).get("at_slo_max_rate")
     if c and c.get("usd_per_million_output_tokens") is not None:

@@ -1,5 +1,7 @@
-"""The bounded probe of a real server: a small direct client (one thread per stream, stdlib HTTP) that times
-TTFT and TPOT of streamed completions, scrapes /metrics, and never runs past its deadline.
+"""The bounded probe of a real server: a small direct client (one thread per stream) that times TTFT and TPOT of
+streamed completions, scrapes /metrics, and never runs past its deadline. It talks through the project's HTTP
+client for everything off the hot path (vllm_users.client.stdlib_http: interim 1xx answers such as 103 Early Hints
+skipped, the process's TLS context) with the headers every request of a run carries (vllm_users.redact).
 
 A direct client rather than `vllm-locust run` steps: a probe point is a handful of requests started at the same
 instant (a batch of exactly c sequences), which a Locust run cannot promise, and it costs no process start-up out
@@ -9,19 +11,20 @@ a hard bound: what runs past it is cut and counted as cut, never waited for.
 
 from __future__ import annotations
 
-import http.client
 import json
 import random
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm_users.client import stdlib_http
-from vllm_users.redact import with_api_key
+from vllm_users.redact import connection_headers
 from vllm_users.workload.prompts import VOCAB
+
+if TYPE_CHECKING:
+    import http.client
 
 __all__ = ["Budget", "Probe", "Shot", "metric_sum", "parse_metrics", "scrape"]
 
@@ -78,30 +81,29 @@ class Probe:
 
     def __post_init__(self) -> None:
         self._rng.seed(self.seed)
-        u = urllib.parse.urlsplit(self.host)
-        self._netloc = (u.hostname or "127.0.0.1", u.port or (443 if u.scheme == "https" else 80))
-        self._https = u.scheme == "https"
+        # as every other request of a run: the URL's userinfo is Basic auth, below the API key and --header
+        self.host, self._headers = connection_headers(self.host, self.extra_headers, self.api_key)
 
-    def _conn(self, timeout: float) -> http.client.HTTPConnection:
-        # stdlib_http's https connections verify the certificate with the process's TLS settings (tls.py)
-        cls = stdlib_http.HTTPSConnection if self._https else stdlib_http.HTTPConnection
-        return cls(self._netloc[0], self._netloc[1], timeout=max(0.05, timeout))
+    def _conn(self, timeout: float) -> tuple[http.client.HTTPConnection, str]:
+        # stdlib_http's connections skip interim 1xx answers (103 Early Hints from a proxy), and its https ones
+        # verify the certificate with the process's TLS settings (tls.py), as the preflight's do
+        return stdlib_http.connect(self.host, max(0.05, timeout))
 
     def headers(self) -> dict[str, str]:
-        """Request headers: --header's and the API key's Bearer (unless --header names an Authorization)."""
-        return {"Content-Type": "application/json", **with_api_key(self.extra_headers, self.api_key)}
+        """Request headers: the URL's userinfo, the API key's Bearer and --header's, as every request of a run."""
+        return {"Content-Type": "application/json", **self._headers}
 
     def get(self, path: str, timeout: float = 5.0) -> tuple[int, bytes]:
         """GET path: (status, body); (0, b"") when it fails or the budget is spent."""
         t = min(timeout, self.budget.left())
         if t <= 0:
             return 0, b""
-        conn = self._conn(t)
+        conn, base = self._conn(t)
         try:
-            conn.request("GET", path, headers=self.headers())
+            conn.request("GET", base + path, headers=self.headers())
             resp = conn.getresponse()
             return resp.status, resp.read()
-        except (OSError, http.client.HTTPException):
+        except (OSError, stdlib_http.HTTPException):
             return 0, b""
         finally:
             conn.close()
@@ -127,11 +129,11 @@ class Probe:
         body = json.dumps({"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "stream": True,
                            "ignore_eos": True, "temperature": 0.0,
                            "stream_options": {"include_usage": True}}).encode()  # fmt: skip
-        conn = self._conn(left)
+        conn, base = self._conn(left)
         first = last = None
         try:
             s.started = time.perf_counter()
-            conn.request("POST", "/v1/completions", body=body, headers=self.headers())
+            conn.request("POST", base + "/v1/completions", body=body, headers=self.headers())
             resp = conn.getresponse()
             if resp.status != 200:
                 s.error = f"HTTP {resp.status}: {resp.read()[:200].decode(errors='replace')}"
@@ -161,7 +163,7 @@ class Probe:
             s.error = "budget"
             with self._lock:
                 self.cut += 1
-        except (OSError, http.client.HTTPException, ValueError) as e:
+        except (OSError, stdlib_http.HTTPException, ValueError) as e:
             s.error = f"{type(e).__name__}: {e}"
         finally:
             conn.close()

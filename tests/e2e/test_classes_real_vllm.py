@@ -1,4 +1,4 @@
-"""Traffic classes against real vLLM for CPU (issue 22): two LoRA adapters of the tiny model made here by hand
+"""Traffic classes against real vLLM for CPU: two LoRA adapters of the tiny model made here by hand
 (adapter_config.json + adapter_model.safetensors, written with torch and safetensors from the vLLM venv: no peft,
 no download), a model mix sent per request, the preflight's check of every name, and `--scheduling-policy
 priority`: under overload the high-priority class's TTFT p99 is lower.

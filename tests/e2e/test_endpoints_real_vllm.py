@@ -1,4 +1,4 @@
-"""`--endpoint embeddings|rerank|score|responses` against real vLLM for CPU (issue 23.3-4).
+"""`--endpoint embeddings|rerank|score|responses` against real vLLM for CPU.
 
 The pooling endpoints run on two servers of this module's own, both the tiny Llama made a pooling model: an
 embedding model (`--runner pooling --convert embed`; vLLM 0.32 also serves /v1/score and /v1/rerank for it, a

@@ -1,4 +1,4 @@
-"""Against real vLLM (issue 20.8, 20.9): the result's server_served is vLLM's own vllm:request_success_total
+"""Against real vLLM: the result's server_served is vLLM's own vllm:request_success_total
 increase over the load (the preflight's requests not in it) and equals what we completed; --reset-prefix-cache on
 a server without dev mode (VLLM_SERVER_DEV_MODE unset: POST /reset_prefix_cache is 404) is a one-line warning, the
 run goes on; the same random prompts sent again (same --seed) hit vLLM's prefix cache, and the result says so."""

@@ -10,7 +10,7 @@ from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [*sorted(ROOT.glob("docs/*.md")), ROOT / "README.md"]
+DOCS = [*sorted(ROOT.glob("docs/*.md")), ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "CHANGELOG.md"]
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 GENERATED = ("benchmarks/results/",)  # written by the benchmarks, not kept in git: named, never present here
 

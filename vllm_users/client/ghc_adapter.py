@@ -127,4 +127,4 @@ class ResponseWithHeaderHook(HTTPSocketPoolResponse):
 
 
 # geventhttpclient's HTTPClient.request builds its responses from this module global: the same fix for them
-_ghc_client.HTTPSocketPoolResponse = ResponseWithHeaderHook  # type: ignore[misc]
+_ghc_client.HTTPSocketPoolResponse = ResponseWithHeaderHook  # type: ignore[misc, attr-defined, unused-ignore]

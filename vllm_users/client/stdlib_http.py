@@ -12,10 +12,13 @@ from __future__ import annotations
 import http.client
 import urllib.request
 from typing import Any
+from urllib.parse import urlsplit
 
 from vllm_users.client import tls
 
-__all__ = ["HTTPConnection", "HTTPSConnection", "InterimSkippingResponse", "urlopen"]
+__all__ = ["HTTPConnection", "HTTPException", "HTTPSConnection", "InterimSkippingResponse", "connect", "urlopen"]
+
+HTTPException = http.client.HTTPException  # what a malformed answer raises (beside OSError for the connection's faults)
 
 
 class InterimSkippingResponse(http.client.HTTPResponse):
@@ -45,6 +48,14 @@ class HTTPSConnection(http.client.HTTPSConnection):
 
     def __init__(self, host: str, port: int | None = None, *, context: Any = None, **kw: Any) -> None:
         super().__init__(host, port, context=context or tls.context(), **kw)
+
+
+def connect(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
+    """A connection to `url`'s host and port (https: the process's TLS context) and the URL's path without its
+    trailing slash: the prefix of every request path (a server behind a gateway's path)."""
+    parts = urlsplit(url)
+    cls = HTTPSConnection if parts.scheme == "https" else HTTPConnection
+    return cls(parts.hostname or "", parts.port, timeout=timeout), parts.path.rstrip("/")
 
 
 class _SkipInterim(urllib.request.AbstractHTTPHandler):

@@ -2,7 +2,7 @@
 
 Everything comes from what the master already has: the workers' live totals, the merged HdrHistograms
 (exact to 3 significant digits, not Locust's rounded response times), the workers' health samples, and
-the tail of server_metrics.jsonl when the run scrapes the server. A run with traffic classes (issue 22) also
+the tail of server_metrics.jsonl when the run scrapes the server. A run with traffic classes also
 gets per-class rows (`classes`): the workers' per-class counts and histograms, judged as per_class.py judges
 the result (each class against its own SLO, Jain's index of goodput / weight over the classes).
 """
@@ -133,7 +133,7 @@ class LiveView:
             "totals": tot,
             "rates": {k: round(v, 2) for k, v in rates.items()},
             "latency": (lat := latency_table(c)),
-            "ttfa": ttfa_rows(lat) or None,  # reasoning runs only (issue 23): time to the first answer token
+            "ttfa": ttfa_rows(lat) or None,  # reasoning runs only: time to the first answer token
             "goodput": self._goodput(tot),
             "errors": tot.pop("errors"),
             "classes": self._classes(tot.pop("classes"), span if finished else dt, span, finished),

@@ -198,7 +198,7 @@ def final_result(results_dir: str, meta: dict[str, Any], o: Options, collector: 
     if warning:
         log.warning("vllm-locust: %s", warning)
         res = res.replace(warnings=(*res.warnings, warning))
-    if o.trace:  # issue 21: how faithfully the trace was replayed
+    if o.trace:  # how faithfully the trace was replayed
         res = res.replace(replay=trace_replay(results_dir, o, counters))
     if profile is not None:
         res = res.replace(profile=profile)
@@ -248,7 +248,7 @@ def run_meta(o: Options, env: Environment, t_start: float, run_time: float | Non
         "range_ratio": o.range_ratio,
         "seed": o.seed,
         "goodput": o.goodput or None,
-        "classes": json.loads(o.vllm_classes) if o.vllm_classes else None,  # issue 22: the --class table
+        "classes": json.loads(o.vllm_classes) if o.vllm_classes else None,  # the --class table
         "ramp_up_strategy": ramp or None,
         "ramp_up_start_rps": o.ramp_up_start_rps if ramp else None,
         "ramp_up_end_rps": o.ramp_up_end_rps if ramp else None,

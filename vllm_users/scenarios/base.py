@@ -67,7 +67,7 @@ class RequestSpec:
     session: int | None = None  # None: the ticket's index (a session spanning tickets names its first one)
     context: dict[str, Any] = field(default_factory=dict)
     endpoint: str | None = None  # None: chat or completions by `chat`; else responses|embeddings|rerank|score
-    request_class: str | None = None  # the traffic class the request belongs to (issue 22), kept in its record
+    request_class: str | None = None  # the traffic class the request belongs to, kept in its record
 
 
 def responses_body(body: dict[str, Any]) -> dict[str, Any]:
@@ -105,7 +105,7 @@ _shared_lock = gevent.lock.BoundedSemaphore()  # hundreds of users start at once
 
 
 def _base_model(text: str) -> str:
-    """--model's one name, or a mix's base (issue 22); "" when none is given."""
+    """--model's one name, or a mix's base; "" when none is given."""
     mix = parse_mix(text)
     return mix.base if mix is not None else ""
 
@@ -115,7 +115,7 @@ class LLMUser(FastHttpUser):
 
     abstract = True
     scenario = "base"
-    min_images = 0  # images (issue 23.2): image parts per chat request at least (the vision scenario: 1)
+    min_images = 0  # images: image parts per chat request at least (the vision scenario: 1)
     wait_time = constant(0)
     network_timeout = 120.0
     connection_timeout = 10.0
@@ -152,11 +152,11 @@ class LLMUser(FastHttpUser):
         with _shared_lock:
             self.model = _base_model(o.model) or _shared.get("model") or self._resolve_model()
             _shared["model"] = self.model
-            pk = ("plan", o.vllm_classes, o.model, o.seed)  # issue 22: the class / model-mix draw, once per process
+            pk = ("plan", o.vllm_classes, o.model, o.seed)  # the class / model-mix draw, once per process
             self._plan = _shared.get(pk) or _shared.setdefault(pk, plan_from(o.vllm_classes, o.model, o.seed))
         self.user_id = id(self) & 0xFFFFFF
         self._preconnect()
-        if o.images or self.min_images:  # images (issue 23.2): the pool is encoded now, off the hot path
+        if o.images or self.min_images:  # images: the pool is encoded now, off the hot path
             image_set(o)
         self.setup_scenario()
 
@@ -307,15 +307,15 @@ class LLMUser(FastHttpUser):
                      ticket.index if spec.session is None else spec.session,
                      ticket.sent if spec.turn is None else spec.turn)  # fmt: skip
         ticket.sent += 1
-        if self._plan.active:  # traffic classes / model mix (issue 22): class, model and priority by the session
+        if self._plan.active:  # traffic classes / model mix: class, model and priority by the session
             spec.request_class = self._plan.apply(spec.body, link.session, link.scenario, spec.request_class)
         api = spec.endpoint or ("chat" if spec.chat else "completions")
-        n_images = 0  # images (issue 23.2): --images N (or the request's own count) on any chat request
+        n_images = 0  # images: --images N (or the request's own count) on any chat request
         if api == "chat":
             n_images = request_images(spec.body, self.options, link.session, link.turn, self.min_images,
                                       spec.context.get("images"))  # fmt: skip
         path = path_of(api)
-        body = encode_body(spec.body)  # json.dumps, image data spliced in (not re-scanned: issue 23.2)
+        body = encode_body(spec.body)  # json.dumps, image data spliced in (not re-scanned: base64 is large)
         me = gevent.getcurrent()
         ctx.first_request()  # --run-time counts from the run's first one
         ctx.inflight.add(me)
@@ -345,9 +345,9 @@ class LLMUser(FastHttpUser):
         )  # fmt: skip
         if rec.error_detail and self._redactor.secrets:
             rec.error_detail = self._redactor.text(rec.error_detail)
-        rec.request_class = spec.request_class  # issue 22: the class, and the model when it is not the run's one
+        rec.request_class = spec.request_class  # the class, and the model when it is not the run's one
         rec.model = m if (m := spec.body.get("model")) != self.model else None
-        if n_images:  # images (issue 23.2): the parts sent and, where the text's count is exact, their tokens
+        if n_images:  # images: the parts sent and, where the text's count is exact, their tokens
             add_images(rec, n_images, spec.context.get("text_tokens"))
         if rec.error is None:
             self.check(spec, res, rec)

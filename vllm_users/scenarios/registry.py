@@ -10,9 +10,9 @@ SCENARIOS: dict[str, str] = {
     "tools": "vllm_users.scenarios.tools_user:ToolsUser",
     "multi-turn": "vllm_users.scenarios.multiturn:MultiTurnUser",
     "burst": "vllm_users.scenarios.burst:BurstUser",
-    "vision": "vllm_users.scenarios.vision:VisionUser",  # images (issue 23.2)
+    "vision": "vllm_users.scenarios.vision:VisionUser",  # images, chat only
     "trace": "vllm_users.scenarios.trace_user:TraceUser",  # --trace FILE (run picks it; docs/traces.md)
-    # the pooling users (issue 23.3): --endpoint embeddings / rerank / score run them in place of `chat`
+    # the pooling users: --endpoint embeddings / rerank / score run them in place of `chat`
     "embeddings": "vllm_users.scenarios.pooling:EmbeddingsUser",
     "rerank": "vllm_users.scenarios.pooling:RerankUser",  # /v1/rerank or /v1/score, by --endpoint
 }

@@ -1,4 +1,4 @@
-"""The vision scenario (issue 23.2): chat prompts with random images, like `vllm bench serve`'s random-mm.
+"""The vision scenario: chat prompts with random images, like `vllm bench serve`'s random-mm.
 
 Each request is the chat scenario's prompt (--input-len text tokens) with max(--images, 1) image_url parts
 after its text (`LLMUser.send` attaches them: vllm_users/workload/images.py). Where the prompt text's token

@@ -26,9 +26,7 @@ class _Poster:
     """post(path, body) against one base URL: a keep-alive connection per thread, the budget's timeout each."""
 
     def __init__(self, url: str, headers: dict[str, str], budget: Budget) -> None:
-        parts = urlsplit(url)
-        self.https = parts.scheme == "https"
-        self.host, self.port, self.base = parts.hostname or "", parts.port, parts.path.rstrip("/")
+        self.url, self.base = url, urlsplit(url).path.rstrip("/")
         self.headers = {"Content-Type": "application/json", **headers}
         self.budget = budget
         self.local = threading.local()
@@ -37,8 +35,8 @@ class _Poster:
     def _conn(self, timeout: float) -> http.client.HTTPConnection:
         conn: http.client.HTTPConnection | None = getattr(self.local, "conn", None)
         if conn is None:
-            cls = stdlib_http.HTTPSConnection if self.https else stdlib_http.HTTPConnection
-            conn = self.local.conn = cls(self.host, self.port, timeout=timeout)
+            conn, _ = stdlib_http.connect(self.url, timeout)
+            self.local.conn = conn
             self.conns.append(conn)
         conn.timeout = timeout
         if conn.sock is not None:
@@ -82,11 +80,9 @@ def calibrate_url(url: str, model: str, chat: bool, headers: dict[str, str] | No
 
 def resolve_model(url: str, headers: dict[str, str] | None = None, timeout: float = 10.0) -> str | None:
     """The one model the server at `url` lists (GET /v1/models), or None when it lists none, several, or fails."""
-    parts = urlsplit(url)
-    cls = stdlib_http.HTTPSConnection if parts.scheme == "https" else stdlib_http.HTTPConnection
-    conn = cls(parts.hostname or "", parts.port, timeout=timeout)
+    conn, base = stdlib_http.connect(url, timeout)
     try:
-        conn.request("GET", parts.path.rstrip("/") + "/v1/models", headers=headers or {})
+        conn.request("GET", base + "/v1/models", headers=headers or {})
         resp = conn.getresponse()
         doc = json.loads(resp.read(1 << 20)) if resp.status == 200 else None
         ids = [m["id"] for m in doc["data"]] if isinstance(doc, dict) else []

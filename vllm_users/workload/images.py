@@ -1,4 +1,4 @@
-"""Random images for vision-language load (issue 23.2): seeded pixels, encoded here, sent as image_url parts.
+"""Random images for vision-language load: seeded pixels, encoded here, sent as image_url parts.
 
 Like `vllm bench serve`'s random-mm dataset: each image's size is drawn from buckets with weights
 (`--image-size 512x512:3,1024x768:1`, vLLM's `--random-mm-bucket-config`), its pixels are uniform random bytes.

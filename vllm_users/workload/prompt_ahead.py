@@ -1,4 +1,4 @@
-"""Prompts built off the event loop, ahead of their requests (issue 20.6).
+"""Prompts built off the event loop, ahead of their requests, so a tokenizer never holds the event loop.
 
 An exact-length prompt (`--tokenizer`) costs several tokenizations: about 1 ms at 128 tokens and 12 ms at 1,024
 on one core, all of it holding a worker's gevent loop, so every stream of the worker waits (loop lag, and the

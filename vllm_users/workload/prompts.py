@@ -291,8 +291,9 @@ def tokenize_count(raw: bytes) -> int | None:
     except ValueError:
         return None
     if isinstance(doc, dict):
-        if isinstance(doc.get("count"), int):
-            return doc["count"]
+        count = doc.get("count")
+        if isinstance(count, int):
+            return count
         if isinstance(doc.get("tokens"), list):
             return len(doc["tokens"])
     return None

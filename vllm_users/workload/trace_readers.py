@@ -146,7 +146,7 @@ def _messages(d: dict[str, Any], path: str, n: int) -> list[dict[str, Any]] | No
 
 
 def _endpoint_images(d: dict[str, Any], path: str, n: int) -> tuple[str | None, int | None]:
-    """A line's `endpoint` (one of the APIs) and `images` (an int >= 0, only on a chat line: issue 23.6)."""
+    """A line's `endpoint` (one of the APIs) and `images` (an int >= 0, only on a chat line)."""
     ep = d.get("endpoint")
     if ep is not None and ep not in APIS:
         raise bad(path, n, "endpoint", "one of " + "|".join(APIS), ep)

@@ -1,4 +1,4 @@
-"""Open loop with many users: the schedule's clock starts once every user is set up (issue 20.7).
+"""Open loop with many users: the schedule's clock starts once every user is set up.
 
 Arrivals must not wait for users to spawn or to finish their setup (model lookup, calibration, a tokenizer,
 a dataset): the master agrees t0 with the workers once all their users wait for tickets. The bound here

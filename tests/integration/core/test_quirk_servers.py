@@ -1,4 +1,4 @@
-"""`vllm-locust run` against servers met in the wild (issue 20, items 1 and 2), through the simulator's quirk flags:
+"""`vllm-locust run` against servers met in the wild, through the simulator's quirk flags:
 one that ignores max_tokens (every answer 64 tokens at 10 ms: each calibration probe a full answer), one whose
 usage.prompt_tokens is always 32 (and no /tokenize), and runs that complete no request at all."""
 

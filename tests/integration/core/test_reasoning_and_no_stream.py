@@ -1,4 +1,4 @@
-"""Reasoning models (TTFT and TTFA) and non-streamed requests against the simulator's fixed mode (issue 23 1, 5)."""
+"""Reasoning models (TTFT and TTFA) and non-streamed requests against the simulator's fixed mode."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Against a server that is not the embedded simulator (a simulator process of our own, reached by --host), the
-result's server_served comes from the server's /metrics (issue 20.8): vllm:request_success_total's increase over
+result's server_served comes from the server's /metrics: vllm:request_success_total's increase over
 the load, which counts every request the engine finished, an in-stream error too, and neither a 500 refused before
 the engine nor the preflight's. A random-prompt run that resends the previous run's prompts (same --seed) is warned
-about its prefix-cache hits; --reset-prefix-cache in the preflight takes the warning away (issue 20.9)."""
+about its prefix-cache hits; --reset-prefix-cache in the preflight takes the warning away."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Traffic classes against the simulator (issue 22): the mix by weight, models and priorities per request,
+"""Traffic classes against the simulator: the mix by weight, models and priorities per request,
 per-class results that agree with the records, priority scheduling under overload, preflight of adapter names."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`vllm-locust run --endpoint embeddings|rerank|score|responses` against the embedded simulator (issue 23.3-4):
+"""`vllm-locust run --endpoint embeddings|rerank|score|responses` against the embedded simulator:
 exact token counts, E2EL present and TTFT absent for pooling, TTFT and usage tokens for Responses; bad
 combinations exit 2 before any load."""
 
@@ -66,5 +66,7 @@ def test_responses_reasoning_gives_ttfa(tmp_path) -> None:
     res = run.result
     assert res["total_reasoning_tokens"] == 6 * 4 and res["total_answer_tokens"] == 6 * 6
     assert res["reasoning_tokens_estimated_requests"] == 0  # from response.completed's output_tokens_details
-    # the simulator's schedule is exact and a reader can only be late: lower bounds hold on a busy machine
-    assert res["median_ttft_ms"] >= 39.5 and res["median_ttfa_ms"] >= res["median_ttft_ms"] + 4 * 10 - 0.5
+    # the simulator's schedule is exact and a reader can only be late: lower bounds on the schedule hold on a busy
+    # machine (not on TTFT + 4 steps: a late first read shortens the gap after it)
+    assert res["median_ttft_ms"] >= 39.5 and res["median_ttfa_ms"] >= 40 + 4 * 10 - 0.5
+    assert res["median_ttfa_ms"] > res["median_ttft_ms"]

@@ -1,4 +1,4 @@
-"""`vllm-locust run --trace` against the embedded simulator with 2 workers (issue 21): each request at t0 +
+"""`vllm-locust run --trace` against the embedded simulator with 2 workers: each request at t0 +
 offset / --time-scale on the one global schedule, entry i on worker i mod 2; a mooncake trace's block reuse
 reaching the server's prefix cache; sessions closed within (think time after the previous turn completed, the
 real answers carried), open across; a run replayed from its records; a bad line refused before any load."""
@@ -176,7 +176,7 @@ def test_a_bad_line_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
     assert clash.rc == USAGE and "--request-rate" in clash.err
 
 
-MIXED: list[dict[str, Any]] = [  # issue 23.6: a line's endpoint and image count
+MIXED: list[dict[str, Any]] = [  # a line's endpoint and image count
     {"timestamp": 0.0, "input_len": 30, "output_len": 4, "images": 2},
     {"timestamp": 0.1, "input_len": 20, "endpoint": "embeddings"},
     {"timestamp": 0.2, "input_len": 25, "output_len": 5, "endpoint": "responses"},

@@ -1,4 +1,4 @@
-"""`--scenario vision` against the embedded simulator (issue 23.2): usage.prompt_tokens of every request is its
+"""`--scenario vision` against the embedded simulator: usage.prompt_tokens of every request is its
 text's tokens plus exactly the simulator's rule for the images it sent; the result's image rows; bad input."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The simulator's vllm:request_success_total means what vLLM's does (issue 20.8): a request its engine finished,
+"""The simulator's vllm:request_success_total means what vLLM's does: a request its engine finished,
 by finish reason, an error in the stream too; not a request refused before the engine (an injected 500, a 400)
-nor one the client abandoned. And POST /reset_prefix_cache, vLLM's (dev mode) endpoint (issue 20.9)."""
+nor one the client abandoned. And POST /reset_prefix_cache, vLLM's (dev mode) endpoint."""
 
 from __future__ import annotations
 

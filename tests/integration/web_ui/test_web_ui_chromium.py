@@ -108,12 +108,12 @@ def test_llm_tab_tells_the_truth_in_chromium(tmp_path) -> None:  # type: ignore[
     tmp = str(tmp_path)
     port = free_port()
     # server time dominates (E2EL ~0.8 s): the offered rate is steady even on a busy machine
-    # 4 reasoning tokens first (issue 23): the tab's TTFA table must show TTFT + 4 ITL = 140 ms
+    # 4 reasoning tokens first: the tab's TTFA table must show TTFT + 4 ITL = 140 ms
     with start_simulator(["--fixed", "--ttft-ms", "40", "--itl-ms", "25", "--reasoning-tokens", "4",
                           "--api-key", SECRET]) as sim:  # fmt: skip
         counter = SimCounter(sim.url)
         counter.start()
-        # two traffic classes (issue 22): the tab's per-class rows against result.json's `classes` block
+        # two traffic classes: the tab's per-class rows against result.json's `classes` block
         # a URL password and a gateway header beside the key: Locust's page shows the host, never with them
         host = sim.url.replace("http://", f"http://alice:{PASSWORD}@")
         p = _start_ui_run(tmp, host, port, ["--header", f"X-Gateway-Token: {GATEWAY}", "--users", "10", "--num-prompts", "400", "--output-len", "32",

@@ -1,5 +1,6 @@
 """--output-file with the multi-run modes: --repeats writes its repeats summary there (repeats.json's object),
---sweep and --find-max-rate their sweep.json; no step writes it; --help says what is written (issue 20.3)."""
+--sweep and --find-max-rate their sweep.json; no step writes it; --help says what is written (a user must learn
+which of the two documents the file holds)."""
 
 from __future__ import annotations
 

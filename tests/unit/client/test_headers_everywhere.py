@@ -14,8 +14,8 @@ from contextlib import contextmanager
 import pytest
 
 from orchestration.capacity.serve_sweep import ServerProcess
+from orchestration.moe_experts import expert_counters
 from orchestration.preflight import reset_prefix_cache
-from orchestration.presets import expert_counters
 from orchestration.server_metrics import ServerMetricsSampler
 from orchestration.twin.probe import Budget, Probe
 from vllm_users.distributed.server_profile import ServerProfile

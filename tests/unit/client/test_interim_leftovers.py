@@ -1,4 +1,4 @@
-"""The last stdlib clients skip interim 1xx responses too (RFC 9110 §15.2; issue 20.5's leftovers): the MoE
+"""The last stdlib clients skip interim 1xx responses too (RFC 9110 §15.2), like the main client: the MoE
 sweep's expert counters, sweep-server's /health wait and `k8s wait`'s readiness poll (they used plain urllib,
 which returned a 103 Early Hints as the answer)."""
 
@@ -14,7 +14,7 @@ import pytest
 
 from orchestration.capacity.serve_sweep import ServerProcess
 from orchestration.k8s.wait import healthy
-from orchestration.presets import expert_counters
+from orchestration.moe_experts import expert_counters
 from tests.unit.client.quirk_server import CONTINUE, EARLY_HINTS, Quirks, QuirkServer
 
 pytestmark = pytest.mark.timeout(30)

@@ -1,4 +1,4 @@
-"""--reset-prefix-cache's preflight call (issue 20.9): POST /reset_prefix_cache; a server without it (vLLM outside
+"""--reset-prefix-cache's preflight call: POST /reset_prefix_cache; a server without it (vLLM outside
 VLLM_SERVER_DEV_MODE answers 404) or one that cannot reset gets a one-line warning, never a failure."""
 
 from __future__ import annotations

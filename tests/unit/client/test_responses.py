@@ -1,4 +1,4 @@
-"""The Responses API and the pooling answers in the reader (issue 23 items 3 and 4): which events are output,
+"""The Responses API and the pooling answers in the reader: which events are output,
 usage in chat's names, the end without [DONE], error events; the records they make."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Reasoning streams and non-streamed answers in the reader and the record (issue 23 items 1 and 5)."""
+"""Reasoning streams and non-streamed answers in the reader and the record."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The per-second batch is built in steps with the loop free between them (issue 20.6), and loses nothing."""
+"""The per-second batch is built in steps with the loop free between them, and loses nothing."""
 
 from __future__ import annotations
 

@@ -66,7 +66,7 @@ def test_server_tail_reads_appended_samples(tmp_path) -> None:  # type: ignore[n
 
 
 def test_ttfa_rows_only_for_reasoning_runs(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """The LLM tab's TTFA table (issue 23): the answers' percentiles beside TTFT, absent without reasoning."""
+    """The LLM tab's TTFA table: the answers' percentiles beside TTFT, absent without reasoning."""
     c = Collector(str(tmp_path))
     c.started = time.time() - 10
     h = HistogramSet()

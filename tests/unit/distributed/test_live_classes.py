@@ -1,4 +1,4 @@
-"""The LLM tab's per-class rows (issue 22): records of two classes through the live path (worker counts and
+"""The LLM tab's per-class rows: records of two classes through the live path (worker counts and
 histograms -> batch -> master -> snapshot) give the numbers per_class.py computes from the same records."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The open-loop schedule's clock starts once every user is set up (issue 20.7): a worker reports ready only
+"""The open-loop schedule's clock starts once every user is set up: a worker reports ready only
 after spawning completed and each of its users waits for a ticket; arrivals are due from the agreed t0."""
 
 from __future__ import annotations

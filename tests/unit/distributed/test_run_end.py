@@ -1,4 +1,4 @@
-"""The end of a run that completed no request (issue 20, item 1): a failure with a one-line reason, and a summary
+"""The end of a run that completed no request: a failure with a one-line reason, and a summary
 that prints no latency of requests that never were; the calibration's warning reaches the result."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from orchestration import config as C
-from orchestration import presets
+from orchestration import moe_experts, presets
 from orchestration.capacity.sweep import parse_sweep, sweep_doc
 from orchestration.commands.run import add_run_parser
 from vllm_users.options import RUN, Options
@@ -123,11 +123,11 @@ def test_sweep_math() -> None:
                    {"kind": "concurrency", "target": 4, "output_throughput": 300.0}],
                   argparse.Namespace(sweep="concurrency:1,4", host="", gpu_hour_price=None, gpus=1, preset=None))  # fmt: skip
     assert [x["scaling_efficiency"] for x in s["steps"]] == [1.0, 0.75]
-    b = presets.expert_balance({"0": 10, "1": 10}, {"0": 30, "1": 50})
+    b = moe_experts.expert_balance({"0": 10, "1": 10}, {"0": 30, "1": 50})
     assert (
         b is not None and b["max_over_mean"] == pytest.approx(40 / 30) and b["cv"] == pytest.approx(10 / 30)
     )
-    assert presets.expert_balance(None, None) is None
+    assert moe_experts.expert_balance(None, None) is None
 
 
 def test_preset_scenario_is_not_added_to_a_locustfile() -> None:

@@ -1,4 +1,4 @@
-"""Pooling endpoints (issue 23.3): which scenarios run with which --endpoint, and what a pooling run's result and
+"""Pooling endpoints: which scenarios run with which --endpoint, and what a pooling run's result and
 summary say (E2EL, requests/s, input tokens/s; no output or TTFT figures: absent, not 0)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The preflight probes the run's --endpoint before any load (issue 23.6): a server without it is one line, exit 3."""
+"""The preflight probes the run's --endpoint before any load: a server without it is one line, exit 3."""
 
 from __future__ import annotations
 

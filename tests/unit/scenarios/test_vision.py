@@ -1,4 +1,4 @@
-"""The vision scenario (issue 23.2): registered for chat only, the text's exact token count only when it is
+"""The vision scenario: registered for chat only, the text's exact token count only when it is
 exact, the record's image fields, and the result's image rows (absent when no image was sent)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The simulator's LoRA adapters (issue 22): served names, requests to them, a slow adapter, bad flags."""
+"""The simulator's LoRA adapters: served names, requests to them, a slow adapter, bad flags."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The simulator's image accounting (issue 23.2): Qwen2-VL's tokens by resolution, the size read from a data
+"""The simulator's image accounting: Qwen2-VL's tokens by resolution, the size read from a data
 URL's PNG/JPEG header or a URL's name, the tokens inside the prompt (usage and prefill), bad image parts."""
 
 from __future__ import annotations

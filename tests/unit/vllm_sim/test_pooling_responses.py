@@ -1,4 +1,4 @@
-"""The simulator's pooling APIs and the Responses API (issue 23.3-4): token counts, shapes, errors."""
+"""The simulator's pooling APIs and the Responses API: token counts, shapes, errors."""
 
 from __future__ import annotations
 

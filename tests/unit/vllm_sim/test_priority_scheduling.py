@@ -1,4 +1,4 @@
-"""The simulator's `--scheduling-policy priority` (issue 22): under overload, the high-priority class waits less."""
+"""The simulator's `--scheduling-policy priority`: under overload, the high-priority class waits less."""
 
 from __future__ import annotations
 

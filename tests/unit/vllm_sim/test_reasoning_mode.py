@@ -1,4 +1,4 @@
-"""The simulator's --reasoning-tokens mode: thinking first (counted in max_tokens), then the answer (issue 23 item 1)."""
+"""The simulator's --reasoning-tokens mode: thinking first (counted in max_tokens), then the answer."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The batching engine's step time: fixed, per sequence, per context token of the decoding sequences (issue 25),
-per prefilled token, and per prefill token pair (each prefilled token per token before it: issue 25)."""
+"""The batching engine's step time: fixed, per sequence, per context token of the decoding sequences,
+per prefilled token, and per prefill token pair (each prefilled token per token before it), the terms the twin fits."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Prompt-length calibration at the edges (issue 20, items 1 and 2): bounded in probes and seconds, rejected when the
+"""Prompt-length calibration at the edges: bounded in probes and seconds, rejected when the
 server's counts do not grow with the text, handed on as a table, and never inflating a prompt past the word bound."""
 
 from __future__ import annotations

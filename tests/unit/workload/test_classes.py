@@ -1,4 +1,4 @@
-"""Traffic classes (issue 22): the --class syntax, config entries, the draw by weight, the model mix."""
+"""Traffic classes: the --class syntax, config entries, the draw by weight, the model mix."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Images of the vision load (issue 23.2): buckets and their errors, PNG/JPEG bytes that decoders read back at
+"""Images of the vision load: buckets and their errors, PNG/JPEG bytes that decoders read back at
 the size asked, seeded pools, the draw's weights, and how parts are attached to a chat body."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Exact-length prompts are built off the event loop, ahead of their requests (issue 20.6).
+"""Exact-length prompts are built off the event loop, ahead of their requests (a tokenizer never holds the loop).
 
 Before: every `--tokenizer` prompt ran its 5-6 tokenizations on the worker's loop thread (a greenlet calling
 ExactPrompts.get), holding every stream of the worker. Now AheadPrompts builds them on native threads; the

@@ -1,4 +1,4 @@
-"""--tokenizer is loaded once per process (issue 20.6/20.7): every user builds its prompt source, and loading a
+"""--tokenizer is loaded once per process: every user builds its prompt source, and loading a
 real tokenizer.json holds the event loop 10-40 ms; 128 users a worker blocked it for seconds at the start."""
 
 from __future__ import annotations

@@ -141,7 +141,7 @@
           fmt(a.backlog, 0)]], "arrivals"));
       side.push(rateControl(a.target_rate));
     }
-    if (s.ttfa) {  // reasoning runs (issue 23): the user waits for the first answer token, not the first token
+    if (s.ttfa) {  // reasoning runs: the user waits for the first answer token, not the first token
       side.push(el("h3", {}, "Time to first answer token (reasoning)"));
       side.push(table(["scenario", "answers", "TTFT p50 ms", "TTFA p50 ms", "TTFA p90 ms", "TTFA p99 ms"],
         s.ttfa.map((r) => [r.name, fmt(r.answers, 0), fmt(r.ttft_p50, 2), fmt(r.ttfa_p50, 2), fmt(r.ttfa_p90, 2),
@@ -176,7 +176,7 @@
     return parts.length ? parts.join(" ") : "none";
   }
 
-  // Traffic classes (issue 22): each judged by its own SLO; fairness is Jain's index of goodput / weight.
+  // Traffic classes: each judged by its own SLO; fairness is Jain's index of goodput / weight.
   function classesTable(cl) {
     const per = cl.per_class || {};
     const rows = (cl.order || Object.keys(per)).map((name) => [name, per[name]]).map(([name, c]) => [name, pct(c.weight_share),

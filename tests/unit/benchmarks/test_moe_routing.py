@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from orchestration import presets
+from benchmarks import moe_routing
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
@@ -36,19 +36,19 @@ def _npy(a: np.ndarray) -> bytes:
 @pytest.mark.parametrize("dtype", ["uint8", "<u2", ">u2", "int32", "int64"])
 def test_decode_npy_matches_numpy(dtype: str) -> None:
     a = np.arange(2 * 3 * 2, dtype=dtype).reshape(2, 3, 2)
-    shape, flat = presets.decode_npy(_npy(a))
+    shape, flat = moe_routing.decode_npy(_npy(a))
     assert shape == (2, 3, 2) and flat == a.ravel().tolist()
 
 
 def test_decode_npy_refuses_what_it_cannot_read() -> None:
     with pytest.raises(ValueError, match="not a .npy"):
-        presets.decode_npy(b"PK\x03\x04 zip")
+        moe_routing.decode_npy(b"PK\x03\x04 zip")
     with pytest.raises(ValueError, match="'<f4'"):
-        presets.decode_npy(_npy(np.zeros((2, 2), dtype="float32")))
+        moe_routing.decode_npy(_npy(np.zeros((2, 2), dtype="float32")))
     with pytest.raises(ValueError, match="expected ints"):
-        presets.decode_npy(_npy(np.asfortranarray(np.arange(6, dtype="uint8").reshape(2, 3))))
+        moe_routing.decode_npy(_npy(np.asfortranarray(np.arange(6, dtype="uint8").reshape(2, 3))))
     with pytest.raises(ValueError, match="values for shape"):
-        presets.decode_npy(_npy(np.arange(6, dtype="uint8").reshape(2, 3))[:-1])
+        moe_routing.decode_npy(_npy(np.arange(6, dtype="uint8").reshape(2, 3))[:-1])
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -89,7 +89,7 @@ def test_routed_expert_counts_per_layer_and_expert() -> None:
     r1 = np.array([[[0, 1], [2, 3]], [[0, 2], [2, 3]]], dtype="uint8")
     r2 = np.array([[[1, 0], [3, 2]]], dtype="uint8")
     with _server([r1, r2]) as url:
-        got = presets.routed_expert_counts(url, "moe", experts=4, requests=2, max_tokens=8)
+        got = moe_routing.routed_expert_counts(url, "moe", experts=4, requests=2, max_tokens=8)
         sent = list(_Handler.bodies)
     assert got is not None
     assert got["per_layer"] == [[3, 2, 1, 0], [0, 0, 3, 3]]
@@ -100,7 +100,7 @@ def test_routed_expert_counts_per_layer_and_expert() -> None:
 
 def test_routed_expert_counts_absent_without_routing() -> None:
     with _server([None]) as url:
-        assert presets.routed_expert_counts(url, "moe", experts=8, requests=3) is None
+        assert moe_routing.routed_expert_counts(url, "moe", experts=8, requests=3) is None
         assert len(_Handler.bodies) == 1  # it stops at the first answer without routing
 
 
@@ -109,11 +109,11 @@ def test_routed_expert_counts_refuses_an_expert_outside_the_model() -> None:
         _server([np.array([[[0, 9]]], dtype="uint8")]) as url,
         pytest.raises(ValueError, match="expert id 9"),
     ):
-        presets.routed_expert_counts(url, "moe", experts=8, requests=1)
+        moe_routing.routed_expert_counts(url, "moe", experts=8, requests=1)
 
 
 def test_routing_balance_by_hand() -> None:
-    b = presets.routing_balance([[4, 0, 2, 2], [1, 1, 1, 1]])
+    b = moe_routing.routing_balance([[4, 0, 2, 2], [1, 1, 1, 1]])
     # totals 5, 1, 3, 3: mean 3
     assert b["experts"] == 4 and b["tokens"] == 12 and b["max_over_mean"] == pytest.approx(5 / 3)
     assert b["cv"] == pytest.approx(np.std([5, 1, 3, 3]) / 3)
@@ -126,16 +126,16 @@ def test_routing_balance_by_hand() -> None:
 
 
 def test_routing_balance_uneven_halves() -> None:
-    spread = presets.routing_balance([[6, 2, 1, 1]], ranks=(2,))["eplb_balancedness_if_spread"]
+    spread = moe_routing.routing_balance([[6, 2, 1, 1]], ranks=(2,))["eplb_balancedness_if_spread"]
     assert spread["2"] == pytest.approx(5 / 8)  # ranks 8 and 2: mean 5, max 8
 
 
 def test_eplb_log_lines() -> None:
     text = ("INFO 12-01 10:00:00 [eplb_state.py:598] EPLB step: 12 for model Mixtral: avg_tokens=1024.50, "
             "max_tokens=1500, balancedness=0.6830, steps until the next rearrangement: 2988\nother line\n")  # fmt: skip
-    assert presets.eplb_log_lines(text) == [{"step": 12, "model": "Mixtral", "avg_tokens": 1024.5,
+    assert moe_routing.eplb_log_lines(text) == [{"step": 12, "model": "Mixtral", "avg_tokens": 1024.5,
                                              "max_tokens": 1500, "balancedness": 0.683}]  # fmt: skip
-    assert presets.eplb_log_lines("no eplb here") == []
+    assert moe_routing.eplb_log_lines("no eplb here") == []
 
 
 def test_driver_rows_per_gpu_and_absent_balance() -> None:
@@ -154,7 +154,7 @@ def test_driver_reports_vllms_eplb_refusal() -> None:
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
     e = bench.eplb_answer(p)
     assert e["checked"] and e["accepted"] is False and e["vllm_says"] == msg
-    assert e["note"] == presets.EPLB_ONE_GPU
+    assert e["note"] == moe_routing.EPLB_ONE_GPU
     ok = subprocess.Popen([sys.executable, "-c", "print('EPLB accepted on one GPU')"], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)  # fmt: skip
     assert bench.eplb_answer(ok)["accepted"] is True and bench.eplb_answer(None)["checked"] is False
