@@ -19,20 +19,9 @@ CITATION = re.compile(r"\bissue\s?#?\d+", re.IGNORECASE)
 # clean (the test fails on a listed file that no longer cites a number), and never add one.
 PENDING = frozenset(
     {
-        "orchestration/report/diagnose.py",
-        "orchestration/summary.py",
         "vllm_users/distributed/master_plugin.py",
         "vllm_users/distributed/open_loop.py",
         "vllm_users/distributed/worker_side.py",
-        "vllm_users/measure/columns.py",
-        "vllm_users/measure/health.py",
-        "vllm_users/measure/histograms.py",
-        "vllm_users/measure/metrics.py",
-        "vllm_users/measure/metrics_summary.py",
-        "vllm_users/measure/per_class.py",
-        "vllm_users/measure/record.py",
-        "vllm_users/measure/results.py",
-        "vllm_users/measure/run_result.py",
     }
 )
 
