@@ -8,7 +8,7 @@ from typing import Literal, get_args
 
 __all__ = [
     "APIS", "Api", "ERROR_KINDS", "ErrorKind", "GENERATIVE_APIS", "GenerativeApi", "POOLING_ENDPOINTS", "PoolingApi",
-    "REQUEST_KINDS", "RequestKind", "request_kind",
+    "REQUEST_KINDS", "RequestKind",
 ]  # fmt: skip
 
 GenerativeApi = Literal["chat", "completions", "responses"]
@@ -39,10 +39,3 @@ ERROR_KINDS: tuple[ErrorKind, ...] = get_args(ErrorKind)
 # one body (output tokens, E2EL only) and a pooling answer (embeddings/rerank/score: no output at all).
 RequestKind = Literal["streamed", "not_streamed", "pooling"]
 REQUEST_KINDS: tuple[RequestKind, ...] = get_args(RequestKind)
-
-
-def request_kind(endpoint: str, not_streamed: bool | None) -> RequestKind:
-    """The kind of one request, from its record's endpoint and not_streamed fields."""
-    if endpoint in POOLING_ENDPOINTS:
-        return "pooling"
-    return "not_streamed" if not_streamed else "streamed"

@@ -9,7 +9,7 @@ from pathlib import Path
 from tests.unit.measure.helpers import rand_records, rec
 from vllm_users.client import responses as R
 from vllm_users.measure import metric_keys as K
-from vllm_users.measure.kinds import APIS, ERROR_KINDS, POOLING_ENDPOINTS, request_kind
+from vllm_users.measure.kinds import APIS, ERROR_KINDS, POOLING_ENDPOINTS
 from vllm_users.measure.metrics import Slo
 from vllm_users.measure.metrics_summary import build_metrics, compute_metrics
 from vllm_users.measure.record import RequestRecord
@@ -86,11 +86,6 @@ def test_the_latency_family_is_made_from_the_declaration() -> None:
         K.declared("max_ttft_ms") is None and K.declared("mean_foo_ms") is None and K.declared("nope") is None
     )
     assert K.declared(K.OUTPUT_THROUGHPUT) == K.Key("output_throughput", "tok/s", K.GENERATIVE)
-
-
-def test_request_kinds() -> None:
-    assert request_kind("rerank", True) == "pooling"
-    assert request_kind("chat", True) == "not_streamed" and request_kind("completions", None) == "streamed"
 
 
 def test_the_clients_spellings_are_the_declared_ones() -> None:
