@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+from vllm_users.measure import metric_keys as K
+from vllm_users.measure.metric_keys import percentile_keys
+from vllm_users.measure.run_result import RunResult
 
 _W = 50
 
@@ -17,55 +22,49 @@ def _line(label: str, value: Any, fmt: str = "") -> str:
     return f"{label:<40}{text:<10}"
 
 
-def percentile_keys(res: dict[str, Any], metric: str) -> list[tuple[str, str]]:
-    """(key, "99.9") of the `p{N}_{metric}_ms` fields in `res`, in its order (the run's --metric-percentiles)."""
-    tail = f"_{metric}_ms"
-    # the middle must be a number: p99_tpot_ms is TPOT's, p99_answer_tpot_ms is not
-    return [(k, k[1 : -len(tail)]) for k in res
-            if k.startswith("p") and k.endswith(tail) and k[1 : -len(tail)].replace(".", "", 1).isdigit()]
-
-
-def _metric_block(res: dict[str, Any], metric: str, title: str) -> list[str]:
+def _metric_block(res: dict[str, Any], metric: K.Latency, title: str) -> list[str]:
     lines = [f"{title:-^{_W}}"]
-    name = metric.replace("_", " ").upper().replace("REASONING", "Reasoning").replace("ANSWER", "Answer")
-    lines.append(_line(f"Mean {name} (ms):", res.get(f"mean_{metric}_ms"), ".2f"))
-    lines.append(_line(f"Median {name} (ms):", res.get(f"median_{metric}_ms"), ".2f"))
-    for key, p in percentile_keys(res, metric):  # like vLLM bench serve: every chosen one, P50 included
+    name = metric.name.replace("_", " ").upper().replace("REASONING", "Reasoning").replace("ANSWER", "Answer")
+    lines.append(_line(f"Mean {name} (ms):", res.get(metric.key("mean")), ".2f"))
+    lines.append(_line(f"Median {name} (ms):", res.get(metric.key("median")), ".2f"))
+    for key, p in percentile_keys(res, metric.name):  # like vLLM bench serve: every chosen one, P50 included
         lines.append(_line(f"P{p} {name} (ms):", res[key], ".2f"))
     return lines
 
 
 def format_summary(res: dict[str, Any], run_dir: str | None = None) -> str:
-    """A human-readable summary of a result dict."""
+    """A human-readable summary of a result dict (result.json's object): the metrics by their declared names
+    (vllm_users.measure.metric_keys), the rest through the typed RunResult."""
+    run = RunResult.from_json(res)
     out = ["{s:{c}^{n}}".format(s=" vllm-locust Result ", n=_W, c="=")]
     out.extend(window_lines(res))
-    out.append(_line("Successful requests:", res.get("completed")))
-    out.append(_line("Failed requests:", res.get("failed")))
-    if res.get("interrupted"):
-        out.append(_line("Interrupted requests:", res.get("interrupted")))
-    if res.get("max_concurrency"):
-        out.append(_line("Maximum request concurrency:", res.get("max_concurrency")))
-    if res.get("request_rate") not in (None, "inf"):
-        out.append(_line("Request rate configured (RPS):", res.get("request_rate"), ".2f"))
-    if res.get("completed") or res.get("failed") or res.get("interrupted"):  # no request: no span to speak of
-        out.append(_line("Benchmark duration (s):", res.get("duration"), ".2f"))
-    out.append(_line("Total input tokens:", res.get("total_input_tokens")))
+    out.append(_line("Successful requests:", res.get(K.COMPLETED)))
+    out.append(_line("Failed requests:", res.get(K.FAILED)))
+    if res.get(K.INTERRUPTED):
+        out.append(_line("Interrupted requests:", res.get(K.INTERRUPTED)))
+    if run.max_concurrency:
+        out.append(_line("Maximum request concurrency:", run.max_concurrency))
+    if run.request_rate not in (None, "inf"):
+        out.append(_line("Request rate configured (RPS):", run.request_rate, ".2f"))
+    if res.get(K.COMPLETED) or res.get(K.FAILED) or res.get(K.INTERRUPTED):  # no request: no span to speak of
+        out.append(_line("Benchmark duration (s):", res.get(K.DURATION), ".2f"))
+    out.append(_line("Total input tokens:", res.get(K.TOTAL_INPUT_TOKENS)))
     if not _pooling_only(res):  # embeddings/rerank/score generate nothing: no output figures, not zeros
-        out.append(_line("Total generated tokens:", res.get("total_output_tokens")))
-    if "total_reasoning_tokens" in res:  # a reasoning model: its output split in thinking and answer
-        est = " (counted from chunks)" if res.get("reasoning_tokens_estimated_requests") else ""
-        out.append(_line("Reasoning tokens:", f"{res['total_reasoning_tokens']}{est}"))
-        out.append(_line("Answer tokens:", res.get("total_answer_tokens")))
-    if res.get("total_images"):  # images (issue 23.2): only runs that sent them
-        out.append(_line("Images per request:", res.get("mean_images_per_request"), ".2f"))
-        if "mean_image_tokens_per_request" in res:  # prompt_tokens less the text's count (docs/metrics.md)
-            out.append(_line("Image tokens per request (est.):", res["mean_image_tokens_per_request"], ".1f"))
-    if res.get("completed"):
+        out.append(_line("Total generated tokens:", res.get(K.TOTAL_OUTPUT_TOKENS)))
+    if K.TOTAL_REASONING_TOKENS in res:  # a reasoning model: its output split in thinking and answer
+        est = " (counted from chunks)" if res.get(K.REASONING_TOKENS_ESTIMATED_REQUESTS) else ""
+        out.append(_line("Reasoning tokens:", f"{res[K.TOTAL_REASONING_TOKENS]}{est}"))
+        out.append(_line("Answer tokens:", res.get(K.TOTAL_ANSWER_TOKENS)))
+    if res.get(K.TOTAL_IMAGES):  # images: only runs that sent them (a text run shows no image lines)
+        out.append(_line("Images per request:", res.get(K.MEAN_IMAGES_PER_REQUEST), ".2f"))
+        if K.MEAN_IMAGE_TOKENS_PER_REQUEST in res:  # prompt_tokens less the text's count (docs/metrics.md)
+            out.append(_line("Image tokens per request (est.):", res[K.MEAN_IMAGE_TOKENS_PER_REQUEST], ".1f"))
+    if res.get(K.COMPLETED):
         out.extend(_rate_and_latency_lines(res))
     else:  # vLLM's fields say 0.00 for them; a figure that does not apply is left out, never shown as 0
         out.append("No request completed: no throughput or latency figures")
-    out.extend(_extras(res))
-    tls = (res.get("meta") or {}).get("tls")
+    out.extend(_extras(res, run))
+    tls = run.meta.get("tls")
     if tls:  # https: how the certificate was checked (--insecure said here, once)
         out.append("TLS: --insecure: the server's certificate was NOT verified" if tls.get("insecure") else
                    f"TLS: the server's certificate was verified against {tls.get('ca_bundle') or 'the system store'}")
@@ -75,47 +74,47 @@ def format_summary(res: dict[str, Any], run_dir: str | None = None) -> str:
 
 
 def _pooling_only(res: dict[str, Any]) -> bool:
-    """Every completed request was a pooling one (its result has no output figures: None, issue 23.3)."""
-    return bool(res.get("pooling_requests")) and res.get("total_output_tokens") is None
+    """Every completed request was a pooling one (its result's output figures are None: they do not apply)."""
+    return bool(res.get(K.POOLING_REQUESTS)) and res.get(K.TOTAL_OUTPUT_TOKENS) is None
 
 
 def _rate_and_latency_lines(res: dict[str, Any]) -> list[str]:
     """Throughputs and the latency blocks (a run that completed requests)."""
-    out = [_line("Request throughput (req/s):", res.get("request_throughput"), ".2f")]
-    if res.get("request_goodput") is not None:
-        out.append(_line("Request goodput (req/s):", res.get("request_goodput"), ".2f"))
-        if (res.get("goodput") or {}).get("requires_valid"):  # `--goodput ... valid`: the latency-only figure too
-            g = res["goodput"]
+    out = [_line("Request throughput (req/s):", res.get(K.REQUEST_THROUGHPUT), ".2f")]
+    if res.get(K.REQUEST_GOODPUT) is not None:
+        out.append(_line("Request goodput (req/s):", res.get(K.REQUEST_GOODPUT), ".2f"))
+        if (res.get(K.GOODPUT) or {}).get("requires_valid"):  # `--goodput ... valid`: the latency-only figure too
+            g = res[K.GOODPUT]
             out.append(_line("  latency only (req/s), invalid:", f"{g['request_goodput_latency_only']:.2f}, "
                              f"{g['invalid']} invalid"))  # fmt: skip
     if _pooling_only(res):
-        out.append(_line("Input token throughput (tok/s):", res.get("input_throughput"), ".2f"))
+        out.append(_line("Input token throughput (tok/s):", res.get(K.INPUT_THROUGHPUT), ".2f"))
     else:
-        out.append(_line("Output token throughput (tok/s):", res.get("output_throughput"), ".2f"))
-        out.append(_line("Peak output token throughput (tok/s):", res.get("max_output_tokens_per_s"), ".2f"))
-    out.append(_line("Peak concurrent requests:", res.get("max_concurrent_requests")))
-    out.append(_line("Total token throughput (tok/s):", res.get("total_token_throughput"), ".2f"))
+        out.append(_line("Output token throughput (tok/s):", res.get(K.OUTPUT_THROUGHPUT), ".2f"))
+        out.append(_line("Peak output token throughput (tok/s):", res.get(K.MAX_OUTPUT_TOKENS_PER_S), ".2f"))
+    out.append(_line("Peak concurrent requests:", res.get(K.MAX_CONCURRENT_REQUESTS)))
+    out.append(_line("Total token throughput (tok/s):", res.get(K.TOTAL_TOKEN_THROUGHPUT), ".2f"))
     if _pooling_only(res):
         out.append("Pooling requests (embeddings/rerank/score): no TTFT/ITL/TPOT (E2EL only)")
-    elif "mean_ttft_ms" not in res and res.get("not_streamed_requests"):
+    elif K.TTFT.key("mean") not in res and res.get(K.NOT_STREAMED_REQUESTS):
         out.append("Requests not streamed: no TTFT/ITL/TPOT (E2EL only)")
     for metric, title in (
-        ("ttft", " Time to First Token "),
-        ("ttfa", " Time to First Answer Token "),
-        ("tpot", " Time per Output Token (excl. 1st token) "),
-        ("reasoning_tpot", " TPOT while reasoning "),
-        ("answer_tpot", " TPOT of the answer (excl. 1st) "),
-        ("itl", " Inter-token Latency "),
-        ("e2el", " End-to-end Latency "),
+        (K.TTFT, " Time to First Token "),
+        (K.TTFA, " Time to First Answer Token "),
+        (K.TPOT, " Time per Output Token (excl. 1st token) "),
+        (K.REASONING_TPOT, " TPOT while reasoning "),
+        (K.ANSWER_TPOT, " TPOT of the answer (excl. 1st) "),
+        (K.ITL, " Inter-token Latency "),
+        (K.E2EL, " End-to-end Latency "),
     ):
-        if f"mean_{metric}_ms" in res:  # a figure that does not apply is left out (reasoning, non-streamed)
+        if metric.key("mean") in res:  # a figure that does not apply is left out (reasoning, non-streamed)
             out.extend(_metric_block(res, metric, title))
     return out
 
 
 def window_lines(res: dict[str, Any]) -> list[str]:
     """The warm-up / cool-down windows left out of the statistics (nothing when none was asked)."""
-    w = res.get("windows") or {}
+    w = res.get(K.WINDOWS) or {}
     out = []
     for name, label in (("warmup", "Warm-up"), ("cooldown", "Cool-down")):
         if name in w:
@@ -129,9 +128,9 @@ def window_lines(res: dict[str, Any]) -> list[str]:
     return out
 
 
-def _extras(res: dict[str, Any]) -> list[str]:
+def _extras(res: dict[str, Any], run: RunResult) -> list[str]:
     out = [f"{' Run health ':-^{_W}}"]
-    arr = res.get("arrivals") or {}
+    arr = res.get(K.ARRIVALS) or {}
     if arr.get("scheduled"):
         out.append(_line("Arrivals scheduled / sent / dropped:", f"{arr['scheduled']} / {arr['sent']} / {arr['dropped']}"))
         out.append(_line("Late arrivals (> 10 ms):", arr.get("late")))
@@ -140,62 +139,62 @@ def _extras(res: dict[str, Any]) -> list[str]:
         out.append(_line("Schedule lag p99 / max (ms):", lag_text))
         ttft_i = arr.get("ttft_from_intended_ms") or {}
         out.append(_line("TTFT from intended start p99 (ms):", ttft_i.get("p99"), ".2f"))
-    out.extend(replay_lines(res.get("replay")))
-    if res.get("errors_by_kind"):
-        kinds = ", ".join(f"{k}={v}" for k, v in sorted(res["errors_by_kind"].items()))
+    out.extend(replay_lines(run.replay))
+    if res.get(K.ERRORS_BY_KIND):
+        kinds = ", ".join(f"{k}={v}" for k, v in sorted(res[K.ERRORS_BY_KIND].items()))
         out.append(_line("Failures by kind:", kinds))
-    for e in res.get("error_messages") or []:  # the server's own words, most frequent first
+    for e in res.get(K.ERROR_MESSAGES) or []:  # the server's own words, most frequent first
         out.append(f"  {e['count']:>6} x {e['kind']}: {e.get('message') or '(no message)'}")
-    if res.get("prefix_cache_hit_rate") is not None:
-        out.append(_line("Prefix cache hit rate (usage):", res["prefix_cache_hit_rate"], ".1%"))
-    if res.get("validity_rate") is not None:
-        out.append(_line("Valid outputs (json/tools):", res["validity_rate"], ".1%"))
-    if res.get("chunk_token_ratio") is not None:
-        out.append(_line("Chunks per output token:", res["chunk_token_ratio"], ".3f"))
-    if res.get("missing_done_requests"):  # successes all the same: complete bodies with a finish_reason
-        out.append(_line("Streams without [DONE] (complete):", res["missing_done_requests"]))
-    if res.get("compressed_streams"):  # against Accept-Encoding: identity; decoded as the bytes came
-        enc = ", ".join(f"{k}={v}" for k, v in sorted(res["compressed_streams"].items()))
+    if res.get(K.PREFIX_CACHE_HIT_RATE) is not None:
+        out.append(_line("Prefix cache hit rate (usage):", res[K.PREFIX_CACHE_HIT_RATE], ".1%"))
+    if res.get(K.VALIDITY_RATE) is not None:
+        out.append(_line("Valid outputs (json/tools):", res[K.VALIDITY_RATE], ".1%"))
+    if res.get(K.CHUNK_TOKEN_RATIO) is not None:
+        out.append(_line("Chunks per output token:", res[K.CHUNK_TOKEN_RATIO], ".3f"))
+    if res.get(K.MISSING_DONE_REQUESTS):  # successes all the same: complete bodies with a finish_reason
+        out.append(_line("Streams without [DONE] (complete):", res[K.MISSING_DONE_REQUESTS]))
+    if res.get(K.COMPRESSED_STREAMS):  # against Accept-Encoding: identity; decoded as the bytes came
+        enc = ", ".join(f"{k}={v}" for k, v in sorted(res[K.COMPRESSED_STREAMS].items()))
         out.append(_line("Compressed by the server (decoded):", enc))
-    health = res.get("client_health") or {}
+    health = run.client_health or {}
     if health:
         cpu = max((w["cpu_mean"] for w in health.get("workers", {}).values()), default=0.0)
         lag = max((w["loop_lag_p99_ms"] for w in health.get("workers", {}).values()), default=0.0)
         verdict = "CLIENT-BOUND: numbers include client delay" if health.get("client_bound") else "ok"
         out.append(_line("Client (max worker CPU, loop lag p99):", f"{cpu:.0%}, {lag:.1f} ms -> {verdict}"))
-    loss = res.get("data_loss") or {}
+    loss = run.data_loss or {}
     for w in loss.get("workers_lost", []):
         out.append(f"WORKER LOST: {w['worker']}: {w['records_received']} records received; "
                    f"up to {w['possible_loss_window_s']} s of its samples may be missing")  # fmt: skip
-    if res.get("missing_vs_server") is not None:
-        out.append(_line("Requests served but not recorded:", res["missing_vs_server"]))
-    if len(res.get("per_scenario") or {}) > 1:
+    if run.missing_vs_server is not None:
+        out.append(_line("Requests served but not recorded:", run.missing_vs_server))
+    if len(run.per_scenario) > 1:
         out.append(f"{' Per scenario ':-^{_W}}")
-        for name, s in res["per_scenario"].items():
-            if "median_ttft_ms" in s:
-                lat = f"TTFT p50 {s['median_ttft_ms']:8.1f} ms  TPOT p50 {s['median_tpot_ms']:7.2f} ms"
-                if "median_ttfa_ms" in s:
-                    lat += f"  TTFA p50 {s['median_ttfa_ms']:8.1f} ms"
+        for name, s in run.per_scenario.items():
+            if (ttft := K.TTFT.key("median")) in s:
+                lat = f"TTFT p50 {s[ttft]:8.1f} ms  TPOT p50 {s[K.TPOT.key('median')]:7.2f} ms"
+                if (ttfa := K.TTFA.key("median")) in s:
+                    lat += f"  TTFA p50 {s[ttfa]:8.1f} ms"
             else:
-                lat = f"not streamed: no TTFT/ITL  E2EL p50 {s['median_e2el_ms']:8.1f} ms"
-            out.append(f"{name:<14} ok {s['completed']:>6}  failed {s['failed']:>4}  {lat}")
-    out.extend(class_lines(res.get("classes")))
-    prof = res.get("profile")
+                lat = f"not streamed: no TTFT/ITL  E2EL p50 {s[K.E2EL.key('median')]:8.1f} ms"
+            out.append(f"{name:<14} ok {s[K.COMPLETED]:>6}  failed {s[K.FAILED]:>4}  {lat}")
+    out.extend(class_lines(run.classes))
+    prof = run.profile
     if prof:
         state = "traces written by the server" if prof.get("profiled") else f"not profiled: {prof.get('error')}"
         out.append(_line("Server profile (--profile):", state))
-    if res.get("cost"):
+    if run.cost:
         from vllm_users.measure.cost import format_cost
 
         out.append(f"{' Cost ':-^{_W}}")
-        out.extend(format_cost(res["cost"]))
-    for w in res.get("warnings") or []:
+        out.extend(format_cost(run.cost))
+    for w in run.warnings:
         out.append(f"WARNING: {w}")
     out.append("=" * _W)
     return out
 
 
-def replay_lines(rep: dict[str, Any] | None) -> list[str]:
+def replay_lines(rep: Mapping[str, Any] | None) -> list[str]:
     """--trace: how faithfully the trace was replayed (nothing for a run without a trace)."""
     if not rep:
         return []
@@ -216,8 +215,8 @@ def _ms(v: Any) -> str:
     return "n/a" if v is None else f"{v:.1f}"
 
 
-def class_lines(block: dict[str, Any] | None) -> list[str]:
-    """Traffic classes (issue 22): per class its weight against the capacity it got, latency, goodput against
+def class_lines(block: Mapping[str, Any] | None) -> list[str]:
+    """Traffic classes: per class its weight against the capacity it got, latency, goodput against
     its own SLO; then Jain's fairness index (nothing for a run without classes)."""
     if not block:
         return []
@@ -227,10 +226,10 @@ def class_lines(block: dict[str, Any] | None) -> list[str]:
     for name, c in block["per_class"].items():
         slo = " ".join(f"{k}:{v:g}" for k, v in c["slo_ms"].items()) or "-"
         good = "n/a" if c["good_fraction"] is None else f"{c['good_fraction']:.0%}"
-        ttft = f"{_ms(c.get('median_ttft_ms'))}/{_ms(c.get('p99_ttft_ms'))}"
-        out.append(f"{name:<12} {c['weight_share']:>6.0%} {c['output_token_share']:>5.0%} {c['completed']:>6} "
-                   f"{c['failed']:>4} {_ms(c.get('output_throughput')):>8} {ttft:>17} {_ms(c.get('p99_tpot_ms')):>8} "
-                   f"{_ms(c.get('p99_e2el_ms')):>9} {c['request_goodput']:>8.2f} {good:>5}  {slo}")  # fmt: skip
+        ttft = f"{_ms(c.get(K.TTFT.key('median')))}/{_ms(c.get(K.percentile_key(99, 'ttft')))}"
+        out.append(f"{name:<12} {c['weight_share']:>6.0%} {c['output_token_share']:>5.0%} {c[K.COMPLETED]:>6} "
+                   f"{c[K.FAILED]:>4} {_ms(c.get(K.OUTPUT_THROUGHPUT)):>8} {ttft:>17} "
+                   f"{_ms(c.get(K.percentile_key(99, 'tpot'))):>8} {_ms(c.get(K.percentile_key(99, 'e2el'))):>9} {c[K.REQUEST_GOODPUT]:>8.2f} {good:>5}  {slo}")  # fmt: skip
     j = block["fairness"]["jain_index"]
     out.append(_line("Fairness (Jain, goodput/weight):", j, ".3f"))
     out.append("(weight: share asked; got: share of output tokens; goodput: good req/s against the class's SLO)")

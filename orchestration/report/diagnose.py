@@ -15,7 +15,9 @@ from typing import Any
 import numpy as np
 
 from orchestration.report.postprocess import RunData
+from vllm_users.measure import metric_keys as K
 from vllm_users.measure.health import CPU_BOUND_FRACTION, LOOP_LAG_P99_MS
+from vllm_users.measure.run_result import RunResult
 
 TTFT_P99_OVER_MEAN = 3.0
 STARTUP_FRACTION = 0.10  # start-up: requests started in the first 10 % of the run...
@@ -54,7 +56,7 @@ class Finding:
 def _startup_tail(run: RunData) -> Finding | None:
     """An info finding when the TTFT tail disappears without the requests of the run's start-up."""
     ttft, starts = run.arrays.get("ttft"), run.ttft_starts_s
-    if ttft is None or starts is None or starts.size != ttft.size or not ttft.size or run.result.get("windows"):
+    if ttft is None or starts is None or starts.size != ttft.size or not ttft.size or run.result.get(K.WINDOWS):
         return None
     cut = max(STARTUP_MIN_S, STARTUP_FRACTION * float(starts.max()))
     steady = ttft[starts >= cut]
@@ -73,8 +75,8 @@ def _startup_tail(run: RunData) -> Finding | None:
 
 def _ttft_fluctuation(run: RunData) -> list[Finding]:
     res = run.result
-    mean, p99 = res.get("mean_ttft_ms"), res.get("p99_ttft_ms")
-    if not mean or p99 is None or not res.get("completed") or p99 <= TTFT_P99_OVER_MEAN * mean:
+    mean, p99 = res.get(K.TTFT.key("mean")), res.get(K.percentile_key(99, K.TTFT.name))
+    if not mean or p99 is None or not res.get(K.COMPLETED) or p99 <= TTFT_P99_OVER_MEAN * mean:
         return []
     startup = _startup_tail(run)
     if startup is not None:
@@ -91,11 +93,11 @@ def _prefix_cache(run: RunData) -> list[Finding]:
     sm = run.result.get("server_metrics") or {}
     rate, source = sm.get("prefix_cache_hit_rate"), "server (vllm:prefix_cache_hits/queries)"
     if rate is None or not sm.get("prefix_cache_queries"):
-        rate, source = run.result.get("prefix_cache_hit_rate"), "client (usage cached_tokens / prompt_tokens)"
+        rate, source = run.result.get(K.PREFIX_CACHE_HIT_RATE), "client (usage cached_tokens / prompt_tokens)"
     if rate is None or rate >= PREFIX_HIT_RATE_MIN:
         return []
-    meta = run.result.get("meta") or {}
-    shared = any(meta.get(k) for k in SHARING_SETTINGS) or bool(run.result.get("ttft_by_turn"))
+    typed = RunResult.from_json(run.result)
+    shared = any(typed.meta.get(k) for k in SHARING_SETTINGS) or bool(typed.ttft_by_turn)
     # Random prompts share nothing: a ~0 % hit rate there is expected, not a server problem.
     severity = "warning" if shared or rate >= NO_REUSE_HIT_RATE else "info"
     return [Finding("prefix_cache_low", run.name, severity, "Low prefix-cache hit rate",
@@ -106,10 +108,10 @@ def _prefix_cache(run: RunData) -> list[Finding]:
 
 
 def _failures(run: RunData) -> list[Finding]:
-    ok, failed = run.result.get("completed") or 0, run.result.get("failed") or 0
+    ok, failed = run.result.get(K.COMPLETED) or 0, run.result.get(K.FAILED) or 0
     if not failed or failed / (ok + failed) <= FAILURE_RATE_MAX:
         return []
-    kinds = ", ".join(f"{k}={v}" for k, v in sorted((run.result.get("errors_by_kind") or {}).items()))
+    kinds = ", ".join(f"{k}={v}" for k, v in sorted((run.result.get(K.ERRORS_BY_KIND) or {}).items()))
     return [Finding("failures", run.name, "critical", "Requests failed", f"failure rate > {FAILURE_RATE_MAX:.0%}",
                     f"{failed} of {ok + failed} failed ({failed / (ok + failed):.1%}); {kinds or 'kinds unknown'}",
                     "Read errors_by_kind: http 429/503 = overload (lower the rate); timeout/truncated = server stalls "
@@ -118,8 +120,9 @@ def _failures(run: RunData) -> list[Finding]:
 
 
 def _client_bound(run: RunData) -> list[Finding]:
-    health = run.result.get("client_health") or {}
-    if not (run.result.get("client_bound") or health.get("client_bound")):
+    typed = RunResult.from_json(run.result)
+    health = typed.client_health or {}
+    if not (typed.client_bound or health.get("client_bound")):
         return []
     worst = [f"{n}: CPU {w.get('cpu_mean', 0):.0%}, loop lag p99 {w.get('loop_lag_p99_ms', 0):.1f} ms"
              for n, w in (health.get("workers") or {}).items() if w.get("client_bound")]  # fmt: skip
@@ -145,7 +148,7 @@ def _gpu_util(run: RunData) -> list[Finding]:
 
 
 def _slo(run: RunData) -> list[Finding]:
-    gp = run.result.get("goodput") or {}
+    gp = run.result.get(K.GOODPUT) or {}
     frac = gp.get("good_fraction")
     if frac is None or frac >= SLO_ATTAINMENT_MIN:
         return []
@@ -161,7 +164,7 @@ def _slo(run: RunData) -> list[Finding]:
 
 
 def _schedule(run: RunData) -> list[Finding]:
-    arr = run.result.get("arrivals") or {}
+    arr = run.result.get(K.ARRIVALS) or {}
     sched = arr.get("scheduled") or 0
     dropped, late = arr.get("dropped") or 0, arr.get("late") or 0
     if not sched or (not dropped and late / sched <= LATE_ARRIVALS_MAX):
@@ -174,7 +177,7 @@ def _schedule(run: RunData) -> list[Finding]:
 
 
 def _coalesced_chunks(run: RunData) -> list[Finding]:
-    ratio = run.result.get("chunk_token_ratio")
+    ratio = run.result.get(K.CHUNK_TOKEN_RATIO)
     if ratio is None or ratio >= CHUNKS_PER_TOKEN_MIN:
         return []
     return [Finding("coalesced_chunks", run.name, "warning", "The server sends several tokens per chunk",
@@ -187,7 +190,7 @@ def _coalesced_chunks(run: RunData) -> list[Finding]:
 
 
 def _input_len(run: RunData) -> list[Finding]:
-    chk = run.result.get("input_len_check") or {}
+    chk = RunResult.from_json(run.result).input_len_check or {}
     if not chk or chk.get("ok", True):
         return []
     return [Finding("input_len_off", run.name, "critical", "Prompts were not the length asked for",
@@ -200,9 +203,9 @@ def _input_len(run: RunData) -> list[Finding]:
 
 
 def _class_slo(run: RunData) -> list[Finding]:
-    """Traffic classes (issue 22): each class below SLO attainment, and the class that took more of the capacity
+    """Traffic classes: each class below SLO attainment, and the class that took more of the capacity
     (share of output tokens) than its weight asked, most over first."""
-    per = (run.result.get("classes") or {}).get("per_class") or {}
+    per = (RunResult.from_json(run.result).classes or {}).get("per_class") or {}
     missed = [(n, c) for n, c in per.items() if c.get("slo_ms") and c.get("requests")
               and (c.get("good_fraction") is None or c["good_fraction"] < SLO_ATTAINMENT_MIN)]  # fmt: skip
     out = []
@@ -229,8 +232,8 @@ RUN_RULES: tuple[Callable[[RunData], list[Finding]], ...] = (
 
 def concurrency_of(run: RunData) -> float | None:
     """The concurrency a run was driven at: --max-concurrency, users, else the measured peak."""
-    res, meta = run.result, run.result.get("meta") or {}
-    for v in (res.get("max_concurrency"), meta.get("users"), res.get("max_concurrent_requests")):
+    typed = RunResult.from_json(run.result)
+    for v in (typed.max_concurrency, typed.meta.get("users"), typed.metric(K.MAX_CONCURRENT_REQUESTS)):
         if isinstance(v, int | float) and v > 0:
             return float(v)
     return None
@@ -238,11 +241,11 @@ def concurrency_of(run: RunData) -> float | None:
 
 def plateau(runs: Sequence[RunData]) -> list[Finding]:
     """Throughput that stops growing while concurrency keeps rising (needs two or more runs)."""
-    pts = [(c, r) for r in runs if (c := concurrency_of(r)) and r.result.get("output_throughput")]
+    pts = [(c, r) for r in runs if (c := concurrency_of(r)) and r.result.get(K.OUTPUT_THROUGHPUT)]
     pts.sort(key=lambda p: p[0])
     out = []
     for (c0, r0), (c1, r1) in zip(pts, pts[1:], strict=False):
-        t0, t1 = r0.result["output_throughput"], r1.result["output_throughput"]
+        t0, t1 = r0.result[K.OUTPUT_THROUGHPUT], r1.result[K.OUTPUT_THROUGHPUT]
         if c1 >= PLATEAU_CONCURRENCY_STEP * c0 and t1 < t0 * (1 + PLATEAU_THROUGHPUT_GAIN):
             out.append(Finding("throughput_plateau", r1.name, "warning", "Throughput plateau",
                                f"concurrency x{PLATEAU_CONCURRENCY_STEP:g} or more, output throughput "

@@ -15,25 +15,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 FOLDERS = ("vllm_users", "orchestration", "vllm_sim", "locustfiles", "scripts", "tests", "benchmarks")
 CITATION = re.compile(r"\bissue\s?#?\d+", re.IGNORECASE)
 
-# Files still being reworded on other branches. This list must shrink to empty: remove a file as soon as it is
-# clean (the test fails on a listed file that no longer cites a number), and never add one.
-PENDING = frozenset(
-    {
-        "orchestration/report/diagnose.py",
-        "orchestration/summary.py",
-        "vllm_users/measure/columns.py",
-        "vllm_users/measure/health.py",
-        "vllm_users/measure/histograms.py",
-        "vllm_users/measure/metrics.py",
-        "vllm_users/measure/metrics_summary.py",
-        "vllm_users/measure/per_class.py",
-        "vllm_users/measure/record.py",
-        "vllm_users/measure/results.py",
-        "vllm_users/measure/run_result.py",
-    }
-)
-
-
 def python_files() -> Iterator[str]:
     """Every .py file under FOLDERS, as a path relative to the repository root."""
     for top in FOLDERS:
@@ -79,21 +60,11 @@ def test_the_reader_finds_comments_and_docstrings_only() -> None:
 
 
 def test_no_comment_or_docstring_cites_an_issue_number() -> None:
-    """Outside PENDING, no file cites one; the offenders are named with their lines."""
+    """No file cites one; the offenders are named with their lines."""
     offenders = [
         f"{rel}:{line}: {text}"
         for rel in python_files()
-        if rel not in PENDING
         for line, text in citations(_read(rel))
     ]
     assert not offenders, "comments say why, not which issue:\n" + "\n".join(offenders)
 
-
-def test_the_pending_list_only_shrinks() -> None:
-    """Every PENDING file exists and still cites a number: a clean one must leave the list."""
-    clean = [
-        rel
-        for rel in sorted(PENDING)
-        if not os.path.exists(os.path.join(ROOT, rel)) or not citations(_read(rel))
-    ]
-    assert not clean, f"remove from PENDING (now clean or gone): {clean}"

@@ -17,14 +17,14 @@ records.jsonl holds. A run directory without records.cols is converted once.
 
 Columns: t_start/t_intended (float64, NaN = None), end_us, prompt/output/cached tokens, input_len,
 output_len, seq, session (int64, -1 = None), user/turn/status (int32, -1 = None turn), valid (int8 -1/0/1),
-tokens_estimated (bool), scenario/worker/endpoint/finish_reason/error and (issue 22, None in older frames)
+tokens_estimated (bool), scenario/worker/endpoint/finish_reason/error and (None in older frames)
 request_class/model (int32 codes into string tables),
 chunk_lens (int32) and the flat chunk_times_us (int32, int64 when a value needs it). extra is only in
 records.jsonl, but for its `no_done` flag (bool column no_done; False in older frames) and its `content_encoding`
 (a string column). error_detail is a string column too (None in frames written before it).
-Reasoning and non-streaming (issue 23): answer_us and reasoning_tokens (int64, -1 = None), reasoning_estimated
+Reasoning and non-streaming: answer_us and reasoning_tokens (int64, -1 = None), reasoning_estimated
 and not_streamed (bool); frames written before them read as None / False.
-Images (issue 23.2): images and image_tokens (int64, -1 = None).
+Images: images and image_tokens (int64, -1 = None).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ NUMERIC: dict[str, tuple[np.dtype, Any]] = {
     "status": (_I4, 0),
     "answer_us": (_I8, -1),  # reasoning streamed: first answer chunk (columns newer than a file: -1 there)
     "reasoning_tokens": (_I8, -1),
-    "images": (_I8, -1),  # images (issue 23.2): image_url parts sent, and their tokens where known
+    "images": (_I8, -1),  # image_url parts sent, and their tokens where known
     "image_tokens": (_I8, -1),
 }
 FLAGS = ("reasoning_estimated", "not_streamed")  # bool record fields, None/absent = False
@@ -205,7 +205,7 @@ def _merge(parts: list[tuple[int, dict[str, np.ndarray], dict[str, list[str | No
         gidx: dict[str | None, int] = {}
         mapped = []
         for _n, arrays, tabs in parts:
-            if name not in tabs:  # a column newer than the frame (request_class, model: issue 22): None there
+            if name not in tabs:  # a column newer than the frame (request_class, model): None there
                 mapped.append(np.full(_n, gidx.setdefault(None, len(gidx)), _I4))
                 continue
             m = np.array([gidx.setdefault(s, len(gidx)) for s in tabs[name]] or [0], dtype=_I4)

@@ -28,7 +28,7 @@ def run_cost(metrics: Mapping[str, Any], price: float, gpus: int) -> dict[str, A
             "at_measured_rate": cost_at(price, gpus, metrics.get("output_throughput"), metrics.get("request_throughput"))}  # fmt: skip
 
 
-def format_cost(cost: dict[str, Any]) -> list[str]:
+def format_cost(cost: Mapping[str, Any]) -> list[str]:
     """Summary lines of a cost block."""
     out = [f"Cost at ${cost['gpu_hour_price_usd']:g}/GPU-hour x {cost['gpus']} GPU(s):"]
     for key, label in (("at_measured_rate", "measured rate"), ("at_slo_max_rate", "SLO-max rate")):

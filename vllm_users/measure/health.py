@@ -22,7 +22,7 @@ WARMUP_S = 2.0  # samples start this long after the test starts
 
 
 # lag samples over this are explained, where the kernel tells (Linux /proc/thread-self/schedstat), by the time the
-# loop's thread waited for a CPU in the same window: a busy machine, not our code (issue 20.6: lag with "idle" CPUs)
+# loop's thread waited for a CPU in the same window: a busy machine, not our code (lag was seen with "idle" CPUs)
 LAG_EXPLAINED_OVER_MS = 5.0
 SCHEDSTAT = "/proc/thread-self/schedstat"  # "on-CPU ns, run-queue wait ns, timeslices" of the calling thread
 

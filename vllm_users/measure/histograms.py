@@ -85,7 +85,7 @@ class HistogramSet:
 
     def add_record(self, r: RequestRecord, key: str | None = None) -> None:
         """Record a successful request's TTFT, TPOT, ITLs and E2EL (kept as they are until read), under its
-        scenario or `key` (a set keyed by traffic class: the live per-class rows, issue 22)."""
+        scenario or `key` (a set keyed by traffic class: the live per-class rows)."""
         if r.error is not None or not r.chunk_times_us:
             return
         k = r.scenario if key is None else key

@@ -19,10 +19,11 @@ from typing import Any
 import numpy as np
 
 from vllm_users.measure.columns import Columns, Records, as_columns
+from vllm_users.measure.metric_keys import LATENCIES, percentile_name, stat_key
 from vllm_users.measure.record import POOLING_ENDPOINTS, RequestRecord
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (50, 90, 95, 99)  # our own distributions (arrivals, histograms)
-METRICS = ("ttft", "tpot", "itl", "e2el")
+METRICS = tuple(m.name for m in LATENCIES)  # ("ttft", "tpot", "itl", "e2el")
 # `vllm bench serve`'s --percentile-metrics and --metric-percentiles and their defaults (generative models)
 DEFAULT_PERCENTILE_METRICS: tuple[str, ...] = ("ttft", "tpot", "itl")
 DEFAULT_METRIC_PERCENTILES: tuple[float, ...] = (99.0,)
@@ -36,8 +37,8 @@ _MAX_COUNT_BINS = 1 << 27  # gaps up to ~134 s use counts; larger gaps fall back
 
 @dataclass(frozen=True)
 class Slo:
-    """A goodput objective: every named metric must be <= its limit in ms; with `require_valid` (the word `valid`,
-    issue 22) the answer must also not be marked invalid (rec.valid False: json/tools scenarios, a `check` hook)."""
+    """A goodput objective: every named metric must be <= its limit in ms; with `require_valid` (the word `valid`:
+    a wrong answer is not good however fast) the answer must also not be marked invalid (rec.valid False: json/tools scenarios, a `check` hook)."""
 
     limits_ms: dict[str, float]
     require_valid: bool = False
@@ -270,11 +271,6 @@ def stats_ms(values_s: Sequence[float] | np.ndarray, percentiles: Sequence[float
     return out
 
 
-def percentile_name(p: float) -> str:
-    """The key of percentile `p` in the statistics, as vLLM bench serve writes it: "p99", "p99.9"."""
-    return f"p{int(p)}" if float(p).is_integer() else f"p{float(p)}"
-
-
 def _lerp(a: float, b: float, t: float) -> float:
     d = b - a
     return b - d * (1 - t) if t >= 0.5 else a + d * t  # numpy's _lerp
@@ -341,7 +337,7 @@ def latency_stats(c: Columns, ok: np.ndarray, percentiles: Sequence[float]) -> d
         else:
             st = stats_ms(samples[m], percentiles)
         for k, v in st.items():
-            res[f"{k}_{m}_ms"] = v
+            res[stat_key(k, m)] = v
     return res
 
 
@@ -378,7 +374,7 @@ def peak_output_tokens_per_s(records: Records, idx: np.ndarray | None = None, bl
     tok = c.a["output_tokens"][ok]
     w = np.where(tok > 0, tok, lens).astype(np.float64) / lens.astype(np.float64)
     pooled = np.isin(c.a["endpoint"][ok], [c.code("endpoint", e) for e in POOLING_ENDPOINTS])
-    if pooled.any():  # a pooling answer (issue 23.3) generates nothing: its one "chunk" (its end) weighs 0
+    if pooled.any():  # a pooling answer (embeddings/rerank/score) generates nothing: its one "chunk" (its end) weighs 0
         w[pooled] = 0.0
     flat, _ = ok_chunks(c, ok)
     ends = np.cumsum(lens)

@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import numpy as np
 
+from vllm_users.measure import metric_keys as K
 from vllm_users.measure.columns import Columns, Records, as_columns
+from vllm_users.measure.kinds import POOLING_ENDPOINTS, ErrorKind
 from vllm_users.measure.metrics import (
     DEFAULT_METRIC_PERCENTILES,
     DEFAULT_PERCENTILE_METRICS,
     DEFAULT_PERCENTILES,
     LATE_THRESHOLD_S,
-    METRICS,
     Slo,
     duration_s,
     latency_stats,
@@ -25,7 +26,6 @@ from vllm_users.measure.metrics import (
     or_zero,
     peak_concurrency,
     peak_output_tokens_per_s,
-    percentile_name,
     reasoning_samples,
     request_spans,
     rows,
@@ -34,7 +34,6 @@ from vllm_users.measure.metrics import (
     stats_ms,
     streamed_rows,
 )
-from vllm_users.measure.record import POOLING_ENDPOINTS
 from vllm_users.measure.windows import Window, split
 
 
@@ -49,7 +48,7 @@ class LatencyCache:
         key = (hashlib.blake2b(ok.tobytes(), digest_size=16).digest(), tuple(percentiles))
         if key not in self.d:
             res = latency_stats(c, ok, percentiles)
-            res["max_output_tokens_per_s"] = peak_output_tokens_per_s(c, ok)
+            res[K.MAX_OUTPUT_TOKENS_PER_S] = peak_output_tokens_per_s(c, ok)
             self.d[key] = res
         return self.d[key]
 
@@ -81,34 +80,35 @@ def compute_metrics(
     total_out = int(or_zero(c.a["output_tokens"][ok]).sum())
     lat = cache.stats(c, ok, percentiles)
     res: dict[str, Any] = {
-        "duration": dur,
-        "completed": int(ok.size),
-        "failed": int(failed),
-        "total_input_tokens": total_in,
-        "total_output_tokens": total_out,
-        "request_throughput": ok.size / dur,
-        "request_goodput": None,
-        "output_throughput": total_out / dur,
-        "total_token_throughput": (total_in + total_out) / dur,
-        "max_output_tokens_per_s": lat["max_output_tokens_per_s"],
-        "max_concurrent_requests": peak_concurrency(c, sent),
+        K.DURATION: dur,
+        K.COMPLETED: int(ok.size),
+        K.FAILED: int(failed),
+        K.TOTAL_INPUT_TOKENS: total_in,
+        K.TOTAL_OUTPUT_TOKENS: total_out,
+        K.REQUEST_THROUGHPUT: ok.size / dur,
+        K.REQUEST_GOODPUT: None,
+        K.OUTPUT_THROUGHPUT: total_out / dur,
+        K.TOTAL_TOKEN_THROUGHPUT: (total_in + total_out) / dur,
+        K.MAX_OUTPUT_TOKENS_PER_S: lat[K.MAX_OUTPUT_TOKENS_PER_S],
+        K.MAX_CONCURRENT_REQUESTS: peak_concurrency(c, sent),
     }
-    if _pooling(c, sent):  # embeddings/rerank/score (issue 23.3): their throughput is input tokens/s
-        res["input_throughput"] = total_in / dur
+    if _pooling(c, sent):  # embeddings/rerank/score generate nothing: their throughput is input tokens/s
+        res[K.INPUT_THROUGHPUT] = total_in / dur
         if ok.size and not (c.a["output_tokens"][ok] != -1).any():  # only pooling answers: no output figures
-            for k in ("total_output_tokens", "output_throughput", "max_output_tokens_per_s"):
-                res[k] = None
+            for k in res:  # the output figures: None, never 0
+                if "pooling" not in K.DECLARED[k].applies_to:
+                    res[k] = None
     streamed = streamed_rows(c, ok)
     # nothing streamed but non-streamed answers: TTFT/ITL/TPOT do not apply and are left out, never 0
     no_stream = not streamed.size and bool(c.a["not_streamed"][sent].any())
-    if no_stream and "e2el" not in percentile_metrics:  # E2EL is all there is: its percentiles, as vllm bench
-        percentile_metrics = (*percentile_metrics, "e2el")  # serve's pooling default (--percentile-metrics e2el)
-    for m in METRICS:
-        if no_stream and m != "e2el":
-            continue
-        chosen = percentiles if m in percentile_metrics else ()
-        for k in ("mean", "median", "std", *(percentile_name(p) for p in chosen)):
-            res[f"{k}_{m}_ms"] = lat[f"{k}_{m}_ms"]
+    if no_stream and K.E2EL.name not in percentile_metrics:  # E2EL is all there is: its percentiles, as vllm bench
+        percentile_metrics = (*percentile_metrics, K.E2EL.name)  # serve's pooling default (--percentile-metrics e2el)
+    for m in K.LATENCIES:
+        if no_stream and "not_streamed" not in m.applies_to:
+            continue  # TTFT/TPOT/ITL of answers read as one body: absent
+        chosen = percentiles if m.name in percentile_metrics else ()
+        for key in (*(m.key(s) for s in K.LATENCY_STATS), *(K.percentile_key(p, m.name) for p in chosen)):
+            res[key] = lat[key]
     res.update(_reasoning_fields(c, ok, percentiles, percentile_metrics))
     res.update(_image_fields(c, ok))
     if slo is not None:
@@ -116,19 +116,19 @@ def compute_metrics(
         in_time = np.logical_and.reduce([*met.values(), np.ones(ok.size, dtype=bool)])
         valid = c.a["valid"][ok] != 0  # rec.valid False: a wrong answer (json, tools, a check hook)
         good = int((in_time & valid).sum()) if slo.require_valid else int(in_time.sum())
-        res["request_goodput"] = good / dur
-        res["goodput"] = {
+        res[K.REQUEST_GOODPUT] = good / dur
+        res[K.GOODPUT] = {
             "slo_ms": dict(slo.limits_ms),
             "good": good,
             "good_fraction": good / ok.size if ok.size else 0.0,
             "per_metric_met_fraction": {k: (int(m_.sum()) / ok.size if ok.size else 0.0) for k, m_ in met.items()},
         }
         if slo.require_valid:  # `valid` named: good = in time and valid; the latency-only figures beside it
-            res["goodput"].update(requires_valid=True, good_latency_only=int(in_time.sum()),
+            res[K.GOODPUT].update(requires_valid=True, good_latency_only=int(in_time.sum()),
                                   request_goodput_latency_only=int(in_time.sum()) / dur,
                                   invalid=int((~valid).sum()))  # fmt: skip
     res.update(_extras(c, sent, ok, idx))
-    res["interrupted"] = interrupted
+    res[K.INTERRUPTED] = interrupted
     return res
 
 
@@ -144,24 +144,24 @@ def _reasoning_fields(
         return {}
     total_r = int(r[has].sum())
     out: dict[str, Any] = {
-        "reasoning_requests": int(has.sum()),
-        "reasoning_tokens_estimated_requests": int(c.a["reasoning_estimated"][ok].sum()),
-        "total_reasoning_tokens": total_r,
-        "total_answer_tokens": int(or_zero(c.a["output_tokens"][ok]).sum()) - total_r,
+        K.REASONING_REQUESTS: int(has.sum()),
+        K.REASONING_TOKENS_ESTIMATED_REQUESTS: int(c.a["reasoning_estimated"][ok].sum()),
+        K.TOTAL_REASONING_TOKENS: total_r,
+        K.TOTAL_ANSWER_TOKENS: int(or_zero(c.a["output_tokens"][ok]).sum()) - total_r,
     }
-    follows = {"ttfa": "ttft", "reasoning_tpot": "tpot", "answer_tpot": "tpot"}
+    follows = {m.name: m.follows for m in K.REASONING_LATENCIES}
     for m, values in reasoning_samples(c, ok).items():
         if not values.size:  # e.g. no request reached its answer: no TTFA at all
             continue
         chosen = percentiles if follows[m] in percentile_metrics else ()
         for k, v in stats_ms(values, chosen).items():
             if k != "max":
-                out[f"{k}_{m}_ms"] = v
+                out[K.stat_key(k, m)] = v
     return out
 
 
 def _image_fields(c: Columns, ok: np.ndarray) -> dict[str, Any]:
-    """Images sent per request and their prompt tokens where known (issue 23.2); nothing for a run without.
+    """Images sent per request and their prompt tokens where known; nothing for a run without.
 
     Image tokens are estimated: usage.prompt_tokens less the text's exact token count (record.add_images),
     over the requests where that count was exact; absent when it never was."""
@@ -170,15 +170,15 @@ def _image_fields(c: Columns, ok: np.ndarray) -> dict[str, Any]:
     if not has.any():
         return {}
     out: dict[str, Any] = {
-        "image_requests": int(has.sum()),
-        "total_images": int(n[has].sum()),
-        "mean_images_per_request": float(n[has].mean()),
+        K.IMAGE_REQUESTS: int(has.sum()),
+        K.TOTAL_IMAGES: int(n[has].sum()),
+        K.MEAN_IMAGES_PER_REQUEST: float(n[has].mean()),
     }
     t = c.a["image_tokens"][ok]
     known = t != -1
     if known.any():
-        out["mean_image_tokens_per_request"] = float(t[known].mean())
-        out["image_tokens_estimated_requests"] = int(known.sum())
+        out[K.MEAN_IMAGE_TOKENS_PER_REQUEST] = float(t[known].mean())
+        out[K.IMAGE_TOKENS_ESTIMATED_REQUESTS] = int(known.sum())
     return out
 
 
@@ -199,7 +199,15 @@ def _compressed(c: Columns, idx: np.ndarray) -> dict[str, int]:
 TOP_ERRORS = 10
 
 
-def error_messages(c: Columns, failed: np.ndarray) -> list[dict[str, Any]]:
+class ErrorMessage(TypedDict):
+    """One entry of a result's error_messages: a failure kind, the server's words, how many requests said them."""
+
+    kind: ErrorKind
+    message: str | None
+    count: int
+
+
+def error_messages(c: Columns, failed: np.ndarray) -> list[ErrorMessage]:
     """The most frequent (kind, message) pairs of the failures `failed`, most frequent first (at most TOP_ERRORS):
     the server's own words where it gave any (client.sse_forms keeps them short and without credentials)."""
     if not failed.size:
@@ -208,8 +216,8 @@ def error_messages(c: Columns, failed: np.ndarray) -> list[dict[str, Any]]:
     uniq, first, counts = np.unique(pairs, axis=0, return_index=True, return_counts=True)
     order = sorted(range(len(uniq)), key=lambda i: (-int(counts[i]), int(first[i])))[:TOP_ERRORS]
     kinds, details = c.tables["error"], c.tables["error_detail"]
-    return [{"kind": kinds[int(uniq[i][0])], "message": details[int(uniq[i][1])], "count": int(counts[i])}
-            for i in order]  # fmt: skip
+    return [{"kind": cast("ErrorKind", kinds[int(uniq[i][0])]), "message": details[int(uniq[i][1])],
+             "count": int(counts[i])} for i in order]  # fmt: skip
 
 
 def _pooling(c: Columns, idx: np.ndarray) -> int:
@@ -222,7 +230,7 @@ def _extras(c: Columns, sent: np.ndarray, ok: np.ndarray, idx: np.ndarray) -> di
     err = c.a["error"]
     e_sent = err[sent]
     failed_rows = sent[(e_sent != c.code("error", None)) & (e_sent != c.code("error", "interrupted"))]
-    errors = {c.tables["error"][k]: n for k, n in _counter(c, "error", failed_rows)}
+    errors: dict[ErrorKind, int] = {cast("ErrorKind", c.tables["error"][k]): n for k, n in _counter(c, "error", failed_rows)}
     http_rows = sent[e_sent == c.code("error", "http")]
     statuses = {str(k): n for k, n in _counter(c, "status", http_rows)}
     chunks = int(c.lens[ok].sum()) - _pooling(c, ok)  # a pooling answer's one "chunk" is its end, not output
@@ -234,30 +242,30 @@ def _extras(c: Columns, sent: np.ndarray, ok: np.ndarray, idx: np.ndarray) -> di
     scheduled = int((~np.isnan(c.a["t_intended"][idx])).sum())
     dropped = int((err[idx] == c.code("error", "dropped")).sum())
     extras: dict[str, Any] = {
-        "errors_by_kind": errors,
-        "http_errors_by_status": statuses,
-        "chunk_token_ratio": (chunks / out_tokens) if out_tokens else None,
-        "tokens_estimated_requests": int(c.a["tokens_estimated"][ok].sum()),
-        **({"missing_done_requests": n} if (n := int(c.a["no_done"][ok].sum())) else {}),  # only when any
-        **({"compressed_streams": enc} if (enc := _compressed(c, sent)) else {}),  # only when any
-        **({"error_messages": msgs} if (msgs := error_messages(c, failed_rows)) else {}),
-        **({"not_streamed_requests": n} if (n := int(c.a["not_streamed"][sent].sum())) else {}),
-        **({"pooling_requests": n} if (n := _pooling(c, sent)) else {}),  # embeddings/rerank/score: no output
-        "prefix_cache_hit_rate": (cached / prompt) if prompt else None,
-        "cached_tokens_reported": bool(has_cached.any()),
+        K.ERRORS_BY_KIND: errors,
+        K.HTTP_ERRORS_BY_STATUS: statuses,
+        K.CHUNK_TOKEN_RATIO: (chunks / out_tokens) if out_tokens else None,
+        K.TOKENS_ESTIMATED_REQUESTS: int(c.a["tokens_estimated"][ok].sum()),
+        **({K.MISSING_DONE_REQUESTS: n} if (n := int(c.a["no_done"][ok].sum())) else {}),  # only when any
+        **({K.COMPRESSED_STREAMS: enc} if (enc := _compressed(c, sent)) else {}),  # only when any
+        **({K.ERROR_MESSAGES: msgs} if (msgs := error_messages(c, failed_rows)) else {}),
+        **({K.NOT_STREAMED_REQUESTS: n} if (n := int(c.a["not_streamed"][sent].sum())) else {}),
+        **({K.POOLING_REQUESTS: n} if (n := _pooling(c, sent)) else {}),  # embeddings/rerank/score: no output
+        K.PREFIX_CACHE_HIT_RATE: (cached / prompt) if prompt else None,
+        K.CACHED_TOKENS_REPORTED: bool(has_cached.any()),
     }
     valid = c.a["valid"][sent]
     validated = valid != -1
-    extras["validity_rate"] = (int((valid[validated] == 1).sum()) / int(validated.sum())) if validated.any() else None
+    extras[K.VALIDITY_RATE] = (int((valid[validated] == 1).sum()) / int(validated.sum())) if validated.any() else None
     # prompt_tokens of a request with images hold their tokens too: left out of the text-length check
     req = ok[(c.a["input_len"][ok] != -1) & (c.a["prompt_tokens"][ok] != -1) & (c.a["images"][ok] == -1)]
     if req.size:
-        extras["input_len_requested_mean"] = float(np.mean(c.a["input_len"][req]))
-        extras["input_len_actual_mean"] = float(np.mean(c.a["prompt_tokens"][req]))
+        extras[K.INPUT_LEN_REQUESTED_MEAN] = float(np.mean(c.a["input_len"][req]))
+        extras[K.INPUT_LEN_ACTUAL_MEAN] = float(np.mean(c.a["prompt_tokens"][req]))
     if scheduled:
-        extras["arrivals"] = arrival_stats(c, idx)
+        extras[K.ARRIVALS] = arrival_stats(c, idx)
     else:
-        extras["arrivals"] = {"scheduled": 0, "sent": int(sent.size), "dropped": dropped}
+        extras[K.ARRIVALS] = {"scheduled": 0, "sent": int(sent.size), "dropped": dropped}
     return extras
 
 
@@ -402,7 +410,7 @@ def build_metrics(
     kw: dict[str, Any] = {"slo": slo, "percentiles": percentiles, "percentile_metrics": percentile_metrics}
     res = compute_metrics(c, measured, cache=cache, **kw)
     if windows is not None:
-        res["windows"] = windows
+        res[K.WINDOWS] = windows
     sent = sent_rows(c, measured)
     scen = per_scenario(c, sent, cache=cache, **kw)
     return res, scen, ttft_by_turn(c, measured), int(sent_rows(c, everything).size)

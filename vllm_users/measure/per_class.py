@@ -1,4 +1,4 @@
-"""Per-class results (issue 22): each traffic class's requests, throughput, latency percentiles and goodput
+"""Per-class results (traffic classes share one server: did each get what its weight asked?): each traffic class's requests, throughput, latency percentiles and goodput
 against its own SLO, the share of the capacity it got against its weight, and Jain's fairness index of the
 weight-normalised goodput over the classes.
 
@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from vllm_users.measure import metric_keys as K
 from vllm_users.measure.columns import Records, as_columns
 from vllm_users.measure.metrics import Slo, duration_s, ok_rows, or_zero, rows, sent_rows
 from vllm_users.measure.metrics_summary import compute_metrics
@@ -80,15 +81,15 @@ def per_class(
             c, mine, slo=cslo, percentiles=pcs, percentile_metrics=CLASS_METRICS, duration=dur
         )
         ok = ok_rows(c, mine)
-        good = m["goodput"]["good"] if cslo is not None else int(ok.size)
+        good = m[K.GOODPUT]["good"] if cslo is not None else int(ok.size)
         entry: dict[str, Any] = {
             "weight": spec.get("weight"),
             "weight_share": weights[name] / wsum,
             "requests": int(mine.size),
-            "completed": m["completed"],
-            "failed": m["failed"],
-            "request_throughput": m["request_throughput"],
-            "output_throughput": m["output_throughput"],
+            K.COMPLETED: m[K.COMPLETED],
+            K.FAILED: m[K.FAILED],
+            K.REQUEST_THROUGHPUT: m[K.REQUEST_THROUGHPUT],
+            K.OUTPUT_THROUGHPUT: m[K.OUTPUT_THROUGHPUT],
             "request_share": int(ok.size) / total_ok,
             "output_token_share": int(or_zero(c.a["output_tokens"][ok]).sum()) / total_out,
             "slo_ms": dict(cslo.limits_ms) if cslo is not None else {},
@@ -100,8 +101,8 @@ def per_class(
             if spec.get(key) is not None:
                 entry[key] = spec[key]
         if cslo is not None and cslo.require_valid:
-            entry["good_latency_only"] = m["goodput"]["good_latency_only"]
-            entry["invalid"] = m["goodput"]["invalid"]
+            entry["good_latency_only"] = m[K.GOODPUT]["good_latency_only"]
+            entry["invalid"] = m[K.GOODPUT]["invalid"]
         if ok.size:  # latency figures only where the class has successes (absent, never 0)
             entry.update(
                 {f: v for f, v in m.items() if f.endswith("_ms") and f.split("_")[1] in CLASS_METRICS}

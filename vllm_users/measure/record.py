@@ -12,31 +12,14 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from time import perf_counter
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
+
+from vllm_users.measure.kinds import ERROR_KINDS, POOLING_ENDPOINTS, Api, ErrorKind
 
 __all__ = [
     "ERROR_KINDS", "POOLING_ENDPOINTS", "RequestRecord", "StreamOutcome", "add_images", "dropped_record", "epoch",
     "interrupted_record", "parse_lines", "read_records", "record_from_stream",
 ]  # fmt: skip
-
-# endpoints whose answer is one JSON body with no output tokens (embeddings, rerank, score: issue 23.3)
-POOLING_ENDPOINTS = ("embeddings", "rerank", "score")
-
-# Error kinds, written down in one place (docs/failure_kinds.md explains each).
-ERROR_KINDS = (
-    "http",  # non-2xx status (status field holds the code)
-    "connection",  # connect refused/reset before or during the request
-    "timeout",  # connect or read timeout
-    "truncated",  # stream ended without [DONE] / torn line
-    "inband_error",  # an {"error": ...} event inside a 200 stream
-    "no_output",  # stream finished without any output-carrying chunk (e.g. zero tokens)
-    "usage_only",  # stream carried a usage chunk and nothing else
-    "bad_response",  # not SSE / not OpenAI-shaped (e.g. HTML page)
-    "invalid_json",  # json scenario: output does not parse or does not match the schema
-    "invalid_tool_call",  # tools scenario: tool call missing, unknown name or bad arguments
-    "interrupted",  # stopped by the run ending (Ctrl-C, stop timeout) while streaming
-    "dropped",  # open loop: scheduled but never sent (never becomes a request to the server)
-)
 
 
 @dataclass(slots=True)
@@ -47,7 +30,7 @@ class RequestRecord:
     worker: str
     user: int
     seq: int
-    endpoint: str  # "chat" | "completions" | "responses" | "embeddings" | "rerank" | "score" ("-": dropped)
+    endpoint: Api | Literal["-"]  # "-": dropped (never sent)
     t_start: float  # epoch s, just before the request bytes were sent
     t_intended: float | None = None  # epoch s, open loop: when the schedule said to send
     chunk_times_us: list[int] = field(default_factory=list)  # each output-carrying chunk, from start
@@ -58,7 +41,7 @@ class RequestRecord:
     tokens_estimated: bool = False  # output_tokens not from usage
     finish_reason: str | None = None
     status: int = 0
-    error: str | None = None  # one of ERROR_KINDS, None on success
+    error: ErrorKind | None = None  # None on success
     error_detail: str | None = None
     input_len: int | None = None  # requested prompt tokens
     output_len: int | None = None  # requested max_tokens
@@ -66,15 +49,15 @@ class RequestRecord:
     session: int | None = None  # the session (index of the ticket that started it) the request belongs to
     valid: bool | None = None  # json/tools: validation verdict
     extra: dict[str, Any] | None = None
-    # reasoning models and non-streamed answers (issue 23); None when they do not apply
+    # reasoning models and non-streamed answers: None when they do not apply (most requests have no reasoning)
     answer_us: int | None = None  # reasoning streamed: the first answer chunk (content/tool call), from start
     reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens, else reasoning chunks
     reasoning_estimated: bool | None = None  # reasoning_tokens counted from chunks (the server did not say)
     not_streamed: bool | None = None  # True: a non-streamed answer (no TTFT/ITL: its one "chunk" is the end)
-    # traffic classes and model mixes (issue 22), trace replay (issue 21); None when they do not apply
+    # traffic classes, model mixes and trace replay: None when the run uses none of them
     request_class: str | None = None  # the --class (or trace tenant) the request belongs to
     model: str | None = None  # the model name sent, when it is not the run's one model (a mix, a LoRA adapter)
-    # images (issue 23.2); None when the request sent none
+    # images: None when the request sent none (text requests are the common case)
     images: int | None = None  # image_url parts sent
     image_tokens: int | None = None  # prompt_tokens less the text's exact token count (absent when not exact)
 
@@ -156,7 +139,7 @@ def record_from_stream(res: StreamOutcome, *, scenario: str, worker: str, user: 
         worker=worker,
         user=user,
         seq=seq,
-        endpoint=endpoint,
+        endpoint=endpoint,  # type: ignore[arg-type]  # client/ and the scenarios spell APIs and error kinds
         t_start=epoch(t0),
         t_intended=t_intended,
         chunk_times_us=[round((t - t0) * 1e6) for t in res.chunk_times],
@@ -167,7 +150,7 @@ def record_from_stream(res: StreamOutcome, *, scenario: str, worker: str, user: 
         tokens_estimated=not isinstance(out, int) and generates,
         finish_reason=res.finish_reason,
         status=res.status,
-        error=res.error,
+        error=res.error,  # type: ignore[arg-type]  # as plain strings (no import of measure/); a unit test holds them
         error_detail=res.error_detail,
         input_len=input_len,
         output_len=output_len,
@@ -210,8 +193,9 @@ def interrupted_record(*, scenario: str, worker: str, user: int, seq: int, endpo
                        turn: int | None, session: int | None) -> RequestRecord:  # fmt: skip
     """The record of a request the run's end stopped while it streamed (Ctrl-C, stop timeout)."""
     return RequestRecord(
-        scenario=scenario, worker=worker, user=user, seq=seq, endpoint=endpoint, t_start=time.time(),
-        t_intended=t_intended, error="interrupted", error_detail="run stopped while the request was in flight",
+        scenario=scenario, worker=worker, user=user, seq=seq, endpoint=endpoint,  # type: ignore[arg-type]
+        t_start=time.time(), t_intended=t_intended, error="interrupted",
+        error_detail="run stopped while the request was in flight",
         input_len=input_len, output_len=output_len, turn=turn, session=session,
     )  # fmt: skip
 

@@ -8,6 +8,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from vllm_users.measure import metric_keys as K
 from vllm_users.measure.columns import Records, as_columns, load_columns
 from vllm_users.measure.metrics import PercentileChoice, Slo, rows
 from vllm_users.measure.metrics_summary import build_metrics
@@ -56,10 +57,10 @@ def build_run_result(
     said: list[str] = []
     if check is not None and not check["ok"]:
         said.append(check["message"])
-    if (overall.get("windows") or {}).get("warning"):
-        said.append(overall["windows"]["warning"])
+    if (overall.get(K.WINDOWS) or {}).get("warning"):
+        said.append(overall[K.WINDOWS]["warning"])
     measured, _ = split(records, rows(records), parse_optional(meta.get("warmup")), parse_optional(meta.get("cooldown")))
-    classes = per_class(records, measured, class_table(meta), slo=slo, percentiles=pc.percentiles)  # issue 22
+    classes = per_class(records, measured, class_table(meta), slo=slo, percentiles=pc.percentiles)  # traffic classes
     named = {*header, "input_len_check", "warnings", "per_scenario", "ttft_by_turn", "tool"}
     return RunResult(
         **header,
@@ -92,7 +93,7 @@ def input_len_check(scenarios: dict[str, dict[str, Any]], meta: dict[str, Any]) 
     --input-len; other scenarios add schemas, tools, history). Actual = mean usage.prompt_tokens less the
     tokens the server adds around a prompt (chat template, BOS) where calibration measured them."""
     s = scenarios.get("chat") or {}
-    want, got = s.get("input_len_requested_mean"), s.get("input_len_actual_mean")
+    want, got = s.get(K.INPUT_LEN_REQUESTED_MEAN), s.get(K.INPUT_LEN_ACTUAL_MEAN)
     if not want or got is None:
         return None
     cal = meta.get("prompt_calibration") or {}

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_users.atomic import atomic_json
+from vllm_users.measure import metric_keys as K
 from vllm_users.run_dir import RESULT
 
 HEADER_FIELDS = ("date", "backend", "model_id", "tokenizer_id", "num_prompts", "request_rate", "burstiness",
@@ -48,7 +49,7 @@ class RunResult:
     input_len_check: Mapping[str, Any] | None = None
     warnings: tuple[str, ...] = ()
     per_scenario: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    classes: Mapping[str, Any] | None = None  # traffic classes (issue 22): vllm_users.measure.per_class
+    classes: Mapping[str, Any] | None = None  # traffic classes: vllm_users.measure.per_class
     ttft_by_turn: Mapping[str, Any] | None = None
     tool: str = TOOL
     meta: Mapping[str, Any] = field(default_factory=dict)
@@ -70,22 +71,22 @@ class RunResult:
     @property
     def completed(self) -> int:
         """Successful requests in the measured window."""
-        return int(self.metrics.get("completed") or 0)
+        return int(self.metrics.get(K.COMPLETED) or 0)
 
     @property
     def failed(self) -> int:
         """Failed requests in the measured window (interrupted ones not counted)."""
-        return int(self.metrics.get("failed") or 0)
+        return int(self.metrics.get(K.FAILED) or 0)
 
     @property
     def recorded(self) -> int:
         """Requests sent and recorded in the measured window: completed, failed and interrupted."""
-        return self.completed + self.failed + int(self.metrics.get("interrupted") or 0)
+        return self.completed + self.failed + int(self.metrics.get(K.INTERRUPTED) or 0)
 
     @property
     def dropped(self) -> int:
         """Open loop: scheduled requests never sent."""
-        return int((self.metrics.get("arrivals") or {}).get("dropped") or 0)
+        return int((self.metrics.get(K.ARRIVALS) or {}).get("dropped") or 0)
 
     def replace(self, **changes: Any) -> RunResult:
         """A copy with `changes` (field names) applied."""

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_users.client import stdlib_http
+from vllm_users.measure import metric_keys as K
 from vllm_users.measure.server_metric_names import (
     AVERAGED,
     KEPT_PREFIXES,
@@ -139,12 +140,12 @@ def prefix_cache_warning(counters: LoadCounters | None, metrics: dict[str, Any],
         hits, queries = counters.delta(PREFIX_HITS), counters.delta(PREFIX_QUERIES)
     if hits is not None and queries:
         frac, source = hits / queries, f"{hits:.0f} of {queries:.0f} prompt tokens, the server's prefix-cache counters"
-    elif metrics.get("cached_tokens_reported") and metrics.get("prefix_cache_hit_rate") is not None:
-        frac, source = float(metrics["prefix_cache_hit_rate"]), "usage's cached_tokens"
+    elif metrics.get(K.CACHED_TOKENS_REPORTED) and metrics.get(K.PREFIX_CACHE_HIT_RATE) is not None:
+        frac, source = float(metrics[K.PREFIX_CACHE_HIT_RATE]), "usage's cached_tokens"
     else:
         return None
-    prompt = metrics.get("input_len_actual_mean") or (metrics.get("total_input_tokens") or 0) / max(
-        1, metrics.get("completed") or 0)  # fmt: skip
+    prompt = metrics.get(K.INPUT_LEN_ACTUAL_MEAN) or (metrics.get(K.TOTAL_INPUT_TOKENS) or 0) / max(
+        1, metrics.get(K.COMPLETED) or 0)  # fmt: skip
     share = min(1.0, overhead_tokens / prompt) if isinstance(overhead_tokens, int) and prompt else 0.0
     if frac - share <= PREFIX_HIT_WARN:
         return None

@@ -17,7 +17,8 @@ def rec(t_start: float, chunks_ms: list[float], out: int | None, prompt: int = 1
     us = [round(c * 1000) for c in chunks_ms]
     kw.setdefault("end_us", (us[-1] + 1000) if us else 5000)
     return RequestRecord(
-        scenario=kw.pop("scenario", "chat"), worker="w", user=0, seq=0, endpoint="chat", t_start=t_start,
+        scenario=kw.pop("scenario", "chat"), worker="w", user=0, seq=0, endpoint=kw.pop("endpoint", "chat"),
+        t_start=t_start,
         chunk_times_us=us, prompt_tokens=prompt, output_tokens=out, **kw,
     )  # fmt: skip
 
