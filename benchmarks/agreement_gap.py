@@ -75,26 +75,69 @@ def one_run(tool: str, env, srv, out_dir: Path, seed: int, metrics_url: str | No
     if tool == "bench":
         name = f"bench-{seed}.json"
         argv = bench_argv(env, srv, out_dir, name, n=N, c=C, in_len=IN, out_len=OUT, seed=seed)
-        proc = subprocess.run(argv, env=env.bench_env(), capture_output=True, text=True, timeout=1200,
-                              preexec_fn=client_preexec())  # fmt: skip
+        proc = subprocess.run(
+            argv,
+            env=env.bench_env(),
+            capture_output=True,
+            text=True,
+            timeout=1200,
+            preexec_fn=client_preexec(),
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         result = json.loads((out_dir / name).read_text())
     else:
-        result = run_vllm_locust(srv.url, out_dir, f"ours-{seed}", "--scenario", "chat", "--model", srv.model_name,
-                                 "--request-rate", "inf", "--max-concurrency", str(C), "--num-prompts", str(N),
-                                 "--input-len", str(IN), "--output-len", str(OUT), "--ignore-eos", "--seed",
-                                 str(seed), "--no-server-metrics", "--workers", "1").result  # fmt: skip
+        result = run_vllm_locust(
+            srv.url,
+            out_dir,
+            f"ours-{seed}",
+            "--scenario",
+            "chat",
+            "--model",
+            srv.model_name,
+            "--request-rate",
+            "inf",
+            "--max-concurrency",
+            str(C),
+            "--num-prompts",
+            str(N),
+            "--input-len",
+            str(IN),
+            "--output-len",
+            str(OUT),
+            "--ignore-eos",
+            "--seed",
+            str(seed),
+            "--no-server-metrics",
+            "--workers",
+            "1",
+        ).result
     wall = time.monotonic() - t0
     stop.set()
     watcher.join()
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     time.sleep(0.5)
     after = scrape_full(metrics_url)
-    keep = ("completed", "duration", "total_input_tokens", "output_throughput", "median_ttft_ms", "mean_ttft_ms",
-            "median_tpot_ms", "mean_tpot_ms", "median_itl_ms", "median_e2el_ms")  # fmt: skip
-    return {"tool": tool, "seed": seed, "wall_s": wall, "client": {k: result.get(k) for k in keep},
-            "client_cpu_s": (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime),
-            "affinity": seen, "server": delta(before, after)}  # fmt: skip
+    keep = (
+        "completed",
+        "duration",
+        "total_input_tokens",
+        "output_throughput",
+        "median_ttft_ms",
+        "mean_ttft_ms",
+        "median_tpot_ms",
+        "mean_tpot_ms",
+        "median_itl_ms",
+        "median_e2el_ms",
+    )
+    return {
+        "tool": tool,
+        "seed": seed,
+        "wall_s": wall,
+        "client": {k: result.get(k) for k in keep},
+        "client_cpu_s": (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime),
+        "affinity": seen,
+        "server": delta(before, after),
+    }
 
 
 def capture_bodies(tool: str, env, srv, out_dir: Path, seed: int) -> list[bytes]:
@@ -108,8 +151,11 @@ def capture_bodies(tool: str, env, srv, out_dir: Path, seed: int) -> list[bytes]
     finally:
         proxy.server.shutdown()
         proxy.server.server_close()
-    bodies = [ex.request for body, ex in proxy.chat_posts("messages")
-              if (body.get("max_tokens") or body.get("max_completion_tokens")) == OUT]  # fmt: skip
+    bodies = [
+        ex.request
+        for body, ex in proxy.chat_posts("messages")
+        if (body.get("max_tokens") or body.get("max_completion_tokens")) == OUT
+    ]
     assert len(bodies) == N, len(bodies)
     return bodies
 
@@ -152,10 +198,12 @@ def replay_rounds(env, srv, tmp: Path, rounds: int) -> list[dict[str, Any]]:
             time.sleep(0.5)
             s = delta(before, scrape_full(srv.url))
             out.append({"bodies_of": tool, "wall_s": wall, "server": s})
-            print(f"replay {i + 1} bodies of {tool:5s}: wall {wall:6.1f} s, server TPOT mean "
-                  f"{s['request_time_per_output_token_seconds']['mean'] * 1e3:6.2f} ms, TTFT mean "
-                  f"{s['time_to_first_token_seconds']['mean'] * 1e3:7.1f} ms, steps {s['iteration_tokens_total']['count']:.0f}",
-                  flush=True)  # fmt: skip
+            print(
+                f"replay {i + 1} bodies of {tool:5s}: wall {wall:6.1f} s, server TPOT mean "
+                f"{s['request_time_per_output_token_seconds']['mean'] * 1e3:6.2f} ms, TTFT mean "
+                f"{s['time_to_first_token_seconds']['mean'] * 1e3:7.1f} ms, steps {s['iteration_tokens_total']['count']:.0f}",
+                flush=True,
+            )
     return out
 
 
@@ -182,8 +230,10 @@ def busy_client_core(url: str, model: str, rounds: int) -> list[dict[str, Any]]:
             out.append(
                 {"client_cpus_busy": busy, "output_tok_s": m["output_tok_s"], "server_mean_tpot_ms": tpot}
             )
-            print(f"busy client core {busy!s:5s}: {m['output_tok_s']:7.1f} tok/s, server TPOT mean {tpot:6.2f} ms",
-                  flush=True)  # fmt: skip
+            print(
+                f"busy client core {busy!s:5s}: {m['output_tok_s']:7.1f} tok/s, server TPOT mean {tpot:6.2f} ms",
+                flush=True,
+            )
     return out
 
 
@@ -213,20 +263,39 @@ def main(argv: list[str] | None = None) -> int:
                 r = one_run(tool, env, srv, tmp, 1000 + 2 * i + (tool == "ours"))
                 runs.append(r)
                 s, c = r["server"], r["client"]
-                print(f"round {i + 1} {tool:5s} tok/s {c['output_throughput']:7.1f} TTFT p50 {c['median_ttft_ms']:6.1f} "
-                      f"TPOT p50 {c['median_tpot_ms']:5.2f} | server TTFT mean {s['time_to_first_token_seconds']['mean'] * 1e3:6.1f} "
-                      f"queue {s['request_queue_time_seconds']['mean'] * 1e3:6.1f} ms, TPOT mean "
-                      f"{s['request_time_per_output_token_seconds']['mean'] * 1e3:5.2f} ms, e2e mean "
-                      f"{s['e2e_request_latency_seconds']['mean']:5.3f} s, iter tok mean {s['iteration_tokens_total']['mean']:5.2f} "
-                      f"n_iter {s['iteration_tokens_total']['count']:.0f}, prompt tok mean "
-                      f"{s['request_prompt_tokens']['mean']:.1f}, api cpu {s['process_cpu_seconds_total']:.1f} s, "
-                      f"client cpu {r['client_cpu_s']:.1f} s", flush=True)  # fmt: skip
+                print(
+                    f"round {i + 1} {tool:5s} tok/s {c['output_throughput']:7.1f} TTFT p50 {c['median_ttft_ms']:6.1f} "
+                    f"TPOT p50 {c['median_tpot_ms']:5.2f} | server TTFT mean {s['time_to_first_token_seconds']['mean'] * 1e3:6.1f} "
+                    f"queue {s['request_queue_time_seconds']['mean'] * 1e3:6.1f} ms, TPOT mean "
+                    f"{s['request_time_per_output_token_seconds']['mean'] * 1e3:5.2f} ms, e2e mean "
+                    f"{s['e2e_request_latency_seconds']['mean']:5.3f} s, iter tok mean {s['iteration_tokens_total']['mean']:5.2f} "
+                    f"n_iter {s['iteration_tokens_total']['count']:.0f}, prompt tok mean "
+                    f"{s['request_prompt_tokens']['mean']:.1f}, api cpu {s['process_cpu_seconds_total']:.1f} s, "
+                    f"client cpu {r['client_cpu_s']:.1f} s",
+                    flush=True,
+                )
     by_tool = {t: [r for r in runs if r["tool"] == t] for t in ("bench", "ours")}
-    summary = {t: {"median_output_throughput": statistics.median(r["client"]["output_throughput"] for r in rs)} if rs else {}
-               for t, rs in by_tool.items()}  # fmt: skip
+    summary = {
+        t: {"median_output_throughput": statistics.median(r["client"]["output_throughput"] for r in rs)}
+        if rs
+        else {}
+        for t, rs in by_tool.items()
+    }
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M:%S"), "cpu_split_pin": os.environ.get(
-        "VLLM_LOCUST_E2E_PIN", "1"), "runs": runs, "replays": replays, "busy_client_core": busy, "summary": summary}, indent=1) + "\n")  # fmt: skip
+    Path(a.out).write_text(
+        json.dumps(
+            {
+                "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "cpu_split_pin": os.environ.get("VLLM_LOCUST_E2E_PIN", "1"),
+                "runs": runs,
+                "replays": replays,
+                "busy_client_core": busy,
+                "summary": summary,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(json.dumps(summary))
     return 0
 

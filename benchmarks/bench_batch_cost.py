@@ -40,9 +40,24 @@ def records(n: int, tokens: int, rng: random.Random) -> list[RequestRecord]:
         for _ in range(tokens):
             chunks.append(t)
             t += rng.randint(5_000, 15_000)
-        out.append(RequestRecord(scenario="chat", worker="w0", user=i % 256, seq=i, endpoint="chat", t_start=t0 + i * 0.01,
-                                 chunk_times_us=chunks, end_us=t + 500, prompt_tokens=512, output_tokens=tokens,
-                                 finish_reason="length", status=200, input_len=512, output_len=tokens))  # fmt: skip
+        out.append(
+            RequestRecord(
+                scenario="chat",
+                worker="w0",
+                user=i % 256,
+                seq=i,
+                endpoint="chat",
+                t_start=t0 + i * 0.01,
+                chunk_times_us=chunks,
+                end_us=t + 500,
+                prompt_tokens=512,
+                output_tokens=tokens,
+                finish_reason="length",
+                status=200,
+                input_len=512,
+                output_len=tokens,
+            )
+        )
     return out
 
 
@@ -68,10 +83,16 @@ def measure(n: int, tokens: int, batch_records: int) -> dict[str, float]:
         master_cpu = time.process_time() - c0
         col.close()
     nbytes = sum(len(b) for b in wire)
-    return {"output_tokens": tokens, "records": n, "batch_records": batch_records,
-            "master_records_per_cpu_s": n / master_cpu, "master_tokens_per_cpu_s": n * tokens / master_cpu,
-            "bytes_per_record": nbytes / n, "bytes_per_token": nbytes / (n * tokens),
-            "worker_cpu_us_per_record": worker_cpu / n * 1e6}  # fmt: skip
+    return {
+        "output_tokens": tokens,
+        "records": n,
+        "batch_records": batch_records,
+        "master_records_per_cpu_s": n / master_cpu,
+        "master_tokens_per_cpu_s": n * tokens / master_cpu,
+        "bytes_per_record": nbytes / n,
+        "bytes_per_token": nbytes / (n * tokens),
+        "worker_cpu_us_per_record": worker_cpu / n * 1e6,
+    }
 
 
 def main() -> None:
@@ -79,7 +100,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=20000)
     ap.add_argument("--output-tokens", default="64,256,1024")
-    ap.add_argument("--batch-records", type=int, default=500, help="records per batch (a worker's BATCH_INTERVAL_S)")
+    ap.add_argument(
+        "--batch-records", type=int, default=500, help="records per batch (a worker's BATCH_INTERVAL_S)"
+    )
     a = ap.parse_args()
     rows = [measure(a.records, int(t), a.batch_records) for t in a.output_tokens.split(",")]
     print_table(rows, list(rows[0]), f"master ingest (batches every {BATCH_INTERVAL_S} s per worker)")

@@ -148,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--run-time", type=float, default=12)
     ap.add_argument("--levels", default="", help="comma-separated stream counts (default 16,64,256)")
-    ap.add_argument("--gc", default="default", help="GC variants, interleaved: default,freeze,gen0:N,freeze+gen0:N")
+    ap.add_argument(
+        "--gc", default="default", help="GC variants, interleaved: default,freeze,gen0:N,freeze+gen0:N"
+    )
     a = ap.parse_args(argv)
     variants = [v.strip() for v in a.gc.split(",") if v.strip()]
     for v in variants:
@@ -172,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
                 )
             f = reference(n, rt)
             refs.append(f)
-            print(f"  {n} streams: ref {f['ttft_err_p50_ms']:+.2f}/{f['ttft_err_p99_ms']:+.2f} ms", flush=True)
+            print(
+                f"  {n} streams: ref {f['ttft_err_p50_ms']:+.2f}/{f['ttft_err_p99_ms']:+.2f} ms", flush=True
+            )
         mine = per[variants[0]]
         bound_at[n] = sum(m["client_bound"] for m in mine) * 2 > len(mine)
         for v in variants:

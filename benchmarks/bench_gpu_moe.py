@@ -37,12 +37,16 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import moe_routing  # noqa: E402
 from orchestration import moe_experts, presets  # noqa: E402
 
-SERVE = ("python3 -m vllm.entrypoints.cli.main serve {model_dir} --served-model-name {model} --enforce-eager "
-         "--no-enable-prefix-caching --max-model-len 4096 --gpu-memory-utilization 0.6 --host 127.0.0.1 "
-         "--port {port} --attention-backend FLASH_ATTN")  # fmt: skip
+SERVE = (
+    "python3 -m vllm.entrypoints.cli.main serve {model_dir} --served-model-name {model} --enforce-eager "
+    "--no-enable-prefix-caching --max-model-len 4096 --gpu-memory-utilization 0.6 --host 127.0.0.1 "
+    "--port {port} --attention-backend FLASH_ATTN"
+)
 ROUTING_FLAG = "--enable-return-routed-experts"
-EPLB_CHECK = ("from vllm.config import ParallelConfig\n"
-              "ParallelConfig(enable_expert_parallel=True, enable_eplb=True)\nprint('EPLB accepted on one GPU')")  # fmt: skip
+EPLB_CHECK = (
+    "from vllm.config import ParallelConfig\n"
+    "ParallelConfig(enable_expert_parallel=True, enable_eplb=True)\nprint('EPLB accepted on one GPU')"
+)
 
 
 def log(msg: str) -> None:
@@ -83,12 +87,24 @@ def stop_group(pid: int, what: str, grace: float = 30.0) -> None:
 
 def start_server(cmd: str, log_path: Path, pidfile: Path) -> subprocess.Popen[bytes]:
     """`cmd` in its own session (it outlives a device call), output to log_path, its pid to pidfile."""
-    env = dict(os.environ, VLLM_USE_FLASHINFER_SAMPLER="0", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1",
-               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")  # fmt: skip
+    env = dict(
+        os.environ,
+        VLLM_USE_FLASHINFER_SAMPLER="0",
+        VLLM_NO_USAGE_STATS="1",
+        DO_NOT_TRACK="1",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+    )
     log(f"starting: {cmd}")
     with open(log_path, "wb") as fh:
-        p = subprocess.Popen(shlex.split(cmd), stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             env=env, start_new_session=True)  # fmt: skip
+        p = subprocess.Popen(
+            shlex.split(cmd),
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
     pidfile.write_text(str(p.pid))
     return p
 
@@ -114,10 +130,17 @@ def completions(host: str, model: str, n: int, max_tokens: int, deadline: float,
     """n concurrent non-streamed completions (warm-up), waited on until `deadline` (time.time()); errors ignored."""
 
     def one(i: int) -> None:
-        body = {"model": model, "prompt": f"warm up {i} " + "word " * words, "max_tokens": max_tokens,
-                "ignore_eos": True}  # fmt: skip
-        req = urllib.request.Request(host + "/v1/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})  # fmt: skip
+        body = {
+            "model": model,
+            "prompt": f"warm up {i} " + "word " * words,
+            "max_tokens": max_tokens,
+            "ignore_eos": True,
+        }
+        req = urllib.request.Request(
+            host + "/v1/completions",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         try:
             urllib.request.urlopen(req, timeout=max(1.0, deadline - time.time())).read()
         except OSError:
@@ -141,9 +164,29 @@ def warm_up(host: str, model: str, budget: float = 120.0) -> float:
 
 def run_sweep(a: argparse.Namespace, runs: Path) -> dict[str, Any] | None:
     """`vllm-locust run --preset moe` against a.host; sweep.json's object, None if it wrote none."""
-    cmd = [sys.executable, "-m", "orchestration.cli", "run", "--preset", "moe", "--host", a.host, "--model", a.model,
-           "--concurrency-sweep", a.sweep, "--output-dir", str(runs), "--run-name", "moe-sweep", "--quiet",
-           "--gpus", str(a.gpus), "--workers", str(a.workers)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "orchestration.cli",
+        "run",
+        "--preset",
+        "moe",
+        "--host",
+        a.host,
+        "--model",
+        a.model,
+        "--concurrency-sweep",
+        a.sweep,
+        "--output-dir",
+        str(runs),
+        "--run-name",
+        "moe-sweep",
+        "--quiet",
+        "--gpus",
+        str(a.gpus),
+        "--workers",
+        str(a.workers),
+    ]
     if a.tokenizer:
         cmd += ["--tokenizer", a.tokenizer]
     if a.num_prompts:
@@ -169,11 +212,21 @@ def sweep_rows(doc: dict[str, Any] | None, gpus: int) -> list[dict[str, Any]]:
     for s in (doc or {}).get("steps", []):
         tput = s.get("output_throughput")
         load = s.get("expert_load") or {}
-        rows.append({"concurrency": s.get("concurrency"), "completed": s.get("completed"), "failed": s.get("failed"),
-                     "out_tok_s": tput, "out_tok_s_per_gpu": tput / gpus if tput is not None else None,
-                     "efficiency": s.get("scaling_efficiency"), "ttft_p50_ms": s.get("ttft_p50_ms"),
-                     "tpot_p50_ms": s.get("tpot_p50_ms"), "e2el_p99_ms": s.get("e2el_p99_ms"),
-                     "experts_max_over_mean": load.get("max_over_mean"), "experts_cv": load.get("cv")})  # fmt: skip
+        rows.append(
+            {
+                "concurrency": s.get("concurrency"),
+                "completed": s.get("completed"),
+                "failed": s.get("failed"),
+                "out_tok_s": tput,
+                "out_tok_s_per_gpu": tput / gpus if tput is not None else None,
+                "efficiency": s.get("scaling_efficiency"),
+                "ttft_p50_ms": s.get("ttft_p50_ms"),
+                "tpot_p50_ms": s.get("tpot_p50_ms"),
+                "e2el_p99_ms": s.get("e2el_p99_ms"),
+                "experts_max_over_mean": load.get("max_over_mean"),
+                "experts_cv": load.get("cv"),
+            }
+        )
     return rows
 
 
@@ -197,8 +250,12 @@ def eplb_answer(p: subprocess.Popen[str] | None, timeout: float = 120.0) -> dict
     lines = [x for x in out.strip().splitlines() if x.strip()]
     said = next((x.strip() for x in reversed(lines) if "eplb" in x.lower() or "expert" in x.lower()), "")
     said = said or (lines[-1] if lines else "")
-    return {"checked": True, "accepted": p.returncode == 0, "vllm_says": said[-500:],
-            "note": None if p.returncode == 0 else moe_routing.EPLB_ONE_GPU}  # fmt: skip
+    return {
+        "checked": True,
+        "accepted": p.returncode == 0,
+        "vllm_says": said[-500:],
+        "note": None if p.returncode == 0 else moe_routing.EPLB_ONE_GPU,
+    }
 
 
 def log_lines(path: Path, words: tuple[str, ...] = ("eplb", "expert", "moe")) -> list[str]:
@@ -264,8 +321,14 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_term)  # `timeout` stops us: still write what was measured
     a.out.mkdir(parents=True, exist_ok=True)
     port = a.host.rsplit(":", 1)[-1].strip("/")
-    doc: dict[str, Any] = {"host": a.host, "model": a.model, "model_dir": a.model_dir, "gpus": a.gpus,
-                           "sweep": a.sweep, "server": None if a.no_server else {}}  # fmt: skip
+    doc: dict[str, Any] = {
+        "host": a.host,
+        "model": a.model,
+        "model_dir": a.model_dir,
+        "gpus": a.gpus,
+        "sweep": a.sweep,
+        "server": None if a.no_server else {},
+    }
     model_info = Path(a.model_dir) / ".done"
     if model_info.exists():
         doc["model_info"] = json.loads(model_info.read_text())
@@ -287,8 +350,10 @@ def main(argv: list[str] | None = None) -> int:
                 )
             cmd = a.serve.format(model_dir=a.model_dir, model=a.model, port=port) + " " + a.serve_extra
             proc = start_server(cmd.strip(), logs["plain"], a.pidfile)
-            doc["server"]["plain"] = {"cmd": cmd.strip(), "healthy_s": wait_healthy(a.host, proc, a.health_timeout,
-                                                                                      logs["plain"])}  # fmt: skip
+            doc["server"]["plain"] = {
+                "cmd": cmd.strip(),
+                "healthy_s": wait_healthy(a.host, proc, a.health_timeout, logs["plain"]),
+            }
             log(f"healthy after {doc['server']['plain']['healthy_s']:.0f} s")
             doc["server"]["plain"]["warm_up_s"] = warm_up(a.host, a.model)
         elif not healthy(a.host):
@@ -321,8 +386,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         elif healthy(a.host):
             try:
-                counts = moe_routing.routed_expert_counts(a.host, a.model, experts_of(a), requests=a.probe_requests,
-                                                      max_tokens=a.probe_max_tokens)  # fmt: skip
+                counts = moe_routing.routed_expert_counts(
+                    a.host, a.model, experts_of(a), requests=a.probe_requests, max_tokens=a.probe_max_tokens
+                )
             except (OSError, ValueError) as e:
                 counts, balance["error"] = None, f"{type(e).__name__}: {e}"
             if counts is None:
@@ -336,10 +402,15 @@ def main(argv: list[str] | None = None) -> int:
         log(f"error: {str(e)[-1500:]}")
     finally:
         doc["eplb"] = (
-            eplb_answer(checker) if checker is not None else {"checked": False, "note": moe_routing.EPLB_ONE_GPU}
+            eplb_answer(checker)
+            if checker is not None
+            else {"checked": False, "note": moe_routing.EPLB_ONE_GPU}
         )
-        doc["eplb"]["log_lines"] = [x for p in logs.values() for x in moe_routing.eplb_log_lines(
-            p.read_text(errors="replace") if p.exists() else "")]  # fmt: skip
+        doc["eplb"]["log_lines"] = [
+            x
+            for p in logs.values()
+            for x in moe_routing.eplb_log_lines(p.read_text(errors="replace") if p.exists() else "")
+        ]
         doc["vllm_log_moe_lines"] = {k: log_lines(p) for k, p in logs.items()}
         (a.out / "moe_gpu.json").write_text(json.dumps(doc, indent=2, default=str))
         print_summary(doc)
@@ -362,17 +433,23 @@ def _f(v: Any, spec: str = ".2f") -> str:
 def print_summary(doc: dict[str, Any]) -> None:
     """The sweep table, the expert balance and EPLB's answer."""
     print(f"\n== MoE on {doc['host']} ({doc['gpus']} GPU), model {doc['model']}")
-    print(f"{'conc':>5}{'done':>6}{'out tok/s':>11}{'tok/s/GPU':>11}{'eff':>6}{'TTFT p50':>10}{'TPOT p50':>10}"
-          f"{'exp max/mean':>13}")  # fmt: skip
+    print(
+        f"{'conc':>5}{'done':>6}{'out tok/s':>11}{'tok/s/GPU':>11}{'eff':>6}{'TTFT p50':>10}{'TPOT p50':>10}"
+        f"{'exp max/mean':>13}"
+    )
     for r in doc.get("rows", []):
-        print(f"{_f(r['concurrency'], 'd'):>5}{_f(r['completed'], 'd'):>6}{_f(r['out_tok_s'], '.1f'):>11}"
-              f"{_f(r['out_tok_s_per_gpu'], '.1f'):>11}{_f(r['efficiency']):>6}{_f(r['ttft_p50_ms'], '.1f'):>10}"
-              f"{_f(r['tpot_p50_ms']):>10}{_f(r['experts_max_over_mean']):>13}")  # fmt: skip
+        print(
+            f"{_f(r['concurrency'], 'd'):>5}{_f(r['completed'], 'd'):>6}{_f(r['out_tok_s'], '.1f'):>11}"
+            f"{_f(r['out_tok_s_per_gpu'], '.1f'):>11}{_f(r['efficiency']):>6}{_f(r['ttft_p50_ms'], '.1f'):>10}"
+            f"{_f(r['tpot_p50_ms']):>10}{_f(r['experts_max_over_mean']):>13}"
+        )
     b = doc.get("expert_balance") or {}
     if b.get("per_layer"):
-        print(f"router (routed_experts, {b['requests']} requests, {b['token_positions']} token positions, "
-              f"{b['layers']} layers, top-{b['topk']}): experts max/mean {_f(b['max_over_mean'])}, "
-              f"CV {_f(b['cv'], '.3f')}, mean per-layer max/mean {_f(b['layer_max_over_mean'])}")  # fmt: skip
+        print(
+            f"router (routed_experts, {b['requests']} requests, {b['token_positions']} token positions, "
+            f"{b['layers']} layers, top-{b['topk']}): experts max/mean {_f(b['max_over_mean'])}, "
+            f"CV {_f(b['cv'], '.3f')}, mean per-layer max/mean {_f(b['layer_max_over_mean'])}"
+        )
         print(
             "EPLB-style balancedness if spread over N GPUs (before rearrangement): "
             + ", ".join(f"N={n}: {_f(v, '.3f')}" for n, v in b["eplb_balancedness_if_spread"].items())

@@ -23,15 +23,27 @@ def predicted_tokens(host: str) -> float:
     text = urllib.request.urlopen(host + "/metrics", timeout=10).read().decode()
     m = re.search(r"^llamacpp:tokens_predicted_total\s+([0-9.e+]+)", text, re.M)
     if not m:
-        raise RuntimeError("no llamacpp:tokens_predicted_total in /metrics (start llama-server with --metrics)")
+        raise RuntimeError(
+            "no llamacpp:tokens_predicted_total in /metrics (start llama-server with --metrics)"
+        )
     return float(m.group(1))
 
 
 def one(host: str, n: int, users: int, seconds: float, output_len: int) -> dict[str, Any]:
     """One run of n workers with `users` streams each."""
     before = predicted_tokens(host)
-    r = run_ours(host, users=n * users, run_time=seconds, workers=n, output_len=output_len, input_len=64,
-                 pin=f"0-{NCPU - 1}", tag=f"gpu-{n}", sampler=False, extra=["--stop-timeout", "30"])  # fmt: skip
+    r = run_ours(
+        host,
+        users=n * users,
+        run_time=seconds,
+        workers=n,
+        output_len=output_len,
+        input_len=64,
+        pin=f"0-{NCPU - 1}",
+        tag=f"gpu-{n}",
+        sampler=False,
+        extra=["--stop-timeout", "30"],
+    )
     after = predicted_tokens(host)
     res = r["result"]
     health = res.get("client_health", {}).get("workers", {})
@@ -70,14 +82,35 @@ def main(argv: list[str] | None = None) -> int:
     for n in (int(x) for x in a.workers.split(",")):
         x = one(a.host, n, a.users_per_worker, a.seconds, a.output_len)
         rows.append(x)
-        print(f"  {n} workers: {x['output_tok_s']:.0f} tok/s, ours {x['our_output_tokens']} vs server "
-              f"{x['server_tokens']:.0f} tokens, worker CPU max {x['worker_cpu_max']:.0%}", flush=True)
+        print(
+            f"  {n} workers: {x['output_tok_s']:.0f} tok/s, ours {x['our_output_tokens']} vs server "
+            f"{x['server_tokens']:.0f} tokens, worker CPU max {x['worker_cpu_max']:.0%}",
+            flush=True,
+        )
     base = rows[0]["output_tok_s"] if rows else float("nan")
     for x in rows:
         x["scaling"] = x["output_tok_s"] / base
-    print_table(rows, ["workers", "streams", "output_tok_s", "scaling", "completed", "failed", "ttft_p50_ms",
-                       "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "our_output_tokens", "server_tokens",
-                       "token_diff", "worker_cpu_max", "client_bound"], f"{a.label}: our tool at N workers")  # fmt: skip
+    print_table(
+        rows,
+        [
+            "workers",
+            "streams",
+            "output_tok_s",
+            "scaling",
+            "completed",
+            "failed",
+            "ttft_p50_ms",
+            "ttft_p99_ms",
+            "tpot_p50_ms",
+            "tpot_p99_ms",
+            "our_output_tokens",
+            "server_tokens",
+            "token_diff",
+            "worker_cpu_max",
+            "client_bound",
+        ],
+        f"{a.label}: our tool at N workers",
+    )
     path = write_json("gpu_server", {"label": a.label, "users_per_worker": a.users_per_worker, "rows": rows})
     print(f"wrote {path}")
     return 0

@@ -35,8 +35,13 @@ from common import RESULTS, print_table, write_json
 
 Snapshot = dict[tuple[str, str], float]
 TTFT_HIST = "vllm:time_to_first_token_seconds"
-COUNTERS = ("vllm:generation_tokens_total", "vllm:prompt_tokens_total", "vllm:request_success_total",
-            "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total")  # fmt: skip
+COUNTERS = (
+    "vllm:generation_tokens_total",
+    "vllm:prompt_tokens_total",
+    "vllm:request_success_total",
+    "vllm:prefix_cache_hits_total",
+    "vllm:prefix_cache_queries_total",
+)
 
 
 def scrape(host: str) -> Snapshot:
@@ -71,12 +76,39 @@ def run_ours(a: argparse.Namespace, c: int, n: int, seed: int, out: Path, tree: 
         tree = os.path.abspath(tree)
         env["PYTHONPATH"] = os.pathsep.join([tree, *filter(None, [env.get("PYTHONPATH", "")])])
     tokenizer = os.path.abspath(a.tokenizer) if os.path.exists(a.tokenizer) else a.tokenizer
-    cmd = [sys.executable, "-m", "orchestration.cli", "run", "--host", a.host, "--model", a.model,
-           "--tokenizer", tokenizer, *([] if "--request-rate" in a.ours_args else ["--users", str(c)]),
-           "--num-prompts", str(n), "--workers", str(a.workers),
-           "--input-len", str(a.input_len), "--output-len", str(a.output_len), "--ignore-eos",
-           "--seed", str(seed), "--output-dir", str(out), "--run-name", name, "--no-report", "--quiet",
-           "--stop-timeout", "60", *shlex.split(a.ours_args)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "orchestration.cli",
+        "run",
+        "--host",
+        a.host,
+        "--model",
+        a.model,
+        "--tokenizer",
+        tokenizer,
+        *([] if "--request-rate" in a.ours_args else ["--users", str(c)]),
+        "--num-prompts",
+        str(n),
+        "--workers",
+        str(a.workers),
+        "--input-len",
+        str(a.input_len),
+        "--output-len",
+        str(a.output_len),
+        "--ignore-eos",
+        "--seed",
+        str(seed),
+        "--output-dir",
+        str(out),
+        "--run-name",
+        name,
+        "--no-report",
+        "--quiet",
+        "--stop-timeout",
+        "60",
+        *shlex.split(a.ours_args),
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout, env=env, cwd=tree or None)
     path = out / name / "result.json"
     if not path.exists():
@@ -85,17 +117,24 @@ def run_ours(a: argparse.Namespace, c: int, n: int, seed: int, out: Path, tree: 
     workers = (res.get("client_health") or {}).get("workers") or {}
     first, rest = first_wave(out / name / "records.jsonl", c)
     return {
-        "exit": p.returncode, "completed": res["completed"], "failed": res["failed"],
-        "mean_ttft_ms": res["mean_ttft_ms"], "median_ttft_ms": res["median_ttft_ms"],
-        "p99_ttft_ms": res.get("p99_ttft_ms"), "mean_tpot_ms": res["mean_tpot_ms"],
-        "output_tok_s": res["output_throughput"], "output_tokens": res["total_output_tokens"],
+        "exit": p.returncode,
+        "completed": res["completed"],
+        "failed": res["failed"],
+        "mean_ttft_ms": res["mean_ttft_ms"],
+        "median_ttft_ms": res["median_ttft_ms"],
+        "p99_ttft_ms": res.get("p99_ttft_ms"),
+        "mean_tpot_ms": res["mean_tpot_ms"],
+        "output_tok_s": res["output_throughput"],
+        "output_tokens": res["total_output_tokens"],
         "loop_lag_p99_ms": max((w.get("loop_lag_p99_ms", 0.0) for w in workers.values()), default=None),
         "loop_lag_max_ms": max((w.get("loop_lag_max_ms", 0.0) for w in workers.values()), default=None),
         "worker_cpu_max": max((w.get("cpu_mean", 0.0) for w in workers.values()), default=None),
         "client_bound": bool(res.get("client_bound")),
-        "server_served": res.get("server_served"), "missing_vs_server": res.get("missing_vs_server"),
-        "ttft_first_wave_ms": first, "ttft_after_first_wave_ms": rest,
-    }  # fmt: skip
+        "server_served": res.get("server_served"),
+        "missing_vs_server": res.get("missing_vs_server"),
+        "ttft_first_wave_ms": first,
+        "ttft_after_first_wave_ms": rest,
+    }
 
 
 def first_wave(records: Path, c: int) -> tuple[float | None, float | None]:
@@ -117,23 +156,56 @@ def first_wave(records: Path, c: int) -> tuple[float | None, float | None]:
 def run_bench(a: argparse.Namespace, c: int, n: int, seed: int, out: Path) -> dict[str, Any]:
     """One `vllm bench serve` on the random dataset at c in flight, the same lengths."""
     name = f"bench-c{c}-s{seed}.json"
-    cmd = [*shlex.split(a.bench_cmd), "--backend", "openai-chat", "--base-url", a.host,
-           "--endpoint", "/v1/chat/completions", "--model", a.model, "--tokenizer", a.tokenizer,
-           "--dataset-name", "random", "--random-input-len", str(a.input_len),
-           "--random-output-len", str(a.output_len), "--num-prompts", str(n), "--request-rate", "inf",
-           "--max-concurrency", str(c), "--ignore-eos", "--seed", str(seed), "--disable-tqdm",
-           "--save-result", "--result-dir", str(out), "--result-filename", name]  # fmt: skip
+    cmd = [
+        *shlex.split(a.bench_cmd),
+        "--backend",
+        "openai-chat",
+        "--base-url",
+        a.host,
+        "--endpoint",
+        "/v1/chat/completions",
+        "--model",
+        a.model,
+        "--tokenizer",
+        a.tokenizer,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(a.input_len),
+        "--random-output-len",
+        str(a.output_len),
+        "--num-prompts",
+        str(n),
+        "--request-rate",
+        "inf",
+        "--max-concurrency",
+        str(c),
+        "--ignore-eos",
+        "--seed",
+        str(seed),
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir",
+        str(out),
+        "--result-filename",
+        name,
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
     path = out / name
     if not path.exists():
         raise RuntimeError(f"vllm bench wrote no result (exit {p.returncode}): {p.stderr[-800:]}")
     res = json.loads(path.read_text())
     return {
-        "exit": p.returncode, "completed": res["completed"], "failed": res.get("failed", 0),
-        "mean_ttft_ms": res["mean_ttft_ms"], "median_ttft_ms": res["median_ttft_ms"],
-        "p99_ttft_ms": res.get("p99_ttft_ms"), "mean_tpot_ms": res["mean_tpot_ms"],
-        "output_tok_s": res["output_throughput"], "output_tokens": res["total_output_tokens"],
-    }  # fmt: skip
+        "exit": p.returncode,
+        "completed": res["completed"],
+        "failed": res.get("failed", 0),
+        "mean_ttft_ms": res["mean_ttft_ms"],
+        "median_ttft_ms": res["median_ttft_ms"],
+        "p99_ttft_ms": res.get("p99_ttft_ms"),
+        "mean_tpot_ms": res["mean_tpot_ms"],
+        "output_tok_s": res["output_throughput"],
+        "output_tokens": res["total_output_tokens"],
+    }
 
 
 def one(a: argparse.Namespace, tool: str, c: int, seed: int, out: Path) -> dict[str, Any]:
@@ -147,12 +219,18 @@ def one(a: argparse.Namespace, tool: str, c: int, seed: int, out: Path) -> dict[
         row = run_ours(a, c, n, seed, out, tool.partition(":")[2])
     wall = time.time() - t0
     sv = server_delta(before, scrape(a.host))
-    row.update(tool=tool, concurrency=c, seed=seed, wall_s=wall, server_mean_ttft_ms=sv["server_mean_ttft_ms"],
-               ttft_minus_server_ms=row["mean_ttft_ms"] - sv["server_mean_ttft_ms"],
-               server_output_tokens=sv["vllm:generation_tokens_total"],
-               server_success=sv["vllm:request_success_total"],
-               token_diff=row["output_tokens"] - sv["vllm:generation_tokens_total"],
-               prefix_hits=sv["vllm:prefix_cache_hits_total"])  # fmt: skip
+    row.update(
+        tool=tool,
+        concurrency=c,
+        seed=seed,
+        wall_s=wall,
+        server_mean_ttft_ms=sv["server_mean_ttft_ms"],
+        ttft_minus_server_ms=row["mean_ttft_ms"] - sv["server_mean_ttft_ms"],
+        server_output_tokens=sv["vllm:generation_tokens_total"],
+        server_success=sv["vllm:request_success_total"],
+        token_diff=row["output_tokens"] - sv["vllm:generation_tokens_total"],
+        prefix_hits=sv["vllm:prefix_cache_hits_total"],
+    )
     return row
 
 
@@ -168,18 +246,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--input-len", type=int, default=128)
     p.add_argument("--output-len", type=int, default=128)
     p.add_argument("--workers", type=int, default=4)
-    p.add_argument("--tools", default="ours,bench",
-                   help="comma list of ours, bench and ours:TREE (another checkout, e.g. the code before a fix)")
-    p.add_argument("--seed", type=int, default=int(time.time()) % 100_000, help="first seed; each run adds one")
+    p.add_argument(
+        "--tools",
+        default="ours,bench",
+        help="comma list of ours, bench and ours:TREE (another checkout, e.g. the code before a fix)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=int(time.time()) % 100_000, help="first seed; each run adds one"
+    )
     p.add_argument("--bench-cmd", default=f"{sys.executable} -m vllm.entrypoints.cli.main bench serve")
     p.add_argument("--timeout", type=float, default=400.0)
-    p.add_argument("--ours-args", default="", help="extra flags for every `vllm-locust run` (ours and ours:TREE), "
-                   "e.g. '--spawn-rate 64': the same staggered start for both trees")  # fmt: skip
+    p.add_argument(
+        "--ours-args",
+        default="",
+        help="extra flags for every `vllm-locust run` (ours and ours:TREE), "
+        "e.g. '--spawn-rate 64': the same staggered start for both trees",
+    )
     p.add_argument("--name", default="gpu_vllm")
     a = p.parse_args(argv)
-    out = Path(tempfile.mkdtemp(prefix="bench-gpu-", dir=str(RESULTS) if RESULTS.exists() else None)).resolve()
+    out = Path(
+        tempfile.mkdtemp(prefix="bench-gpu-", dir=str(RESULTS) if RESULTS.exists() else None)
+    ).resolve()
     tools = a.tools.split(",")
-    for t in tools:  # a before/after tree that is not there fails here, in one line, not as every one of its runs
+    for (
+        t
+    ) in tools:  # a before/after tree that is not there fails here, in one line, not as every one of its runs
         tree = t.partition(":")[2]
         if t.startswith("ours:") and not os.path.isfile(os.path.join(tree, "orchestration", "cli.py")):
             p.error(f"--tools {t}: {tree!r} is not a checkout of the project (no orchestration/cli.py)")
@@ -203,21 +294,56 @@ def main(argv: list[str] | None = None) -> int:
         for tool in tools:
             rs = [r for r in rows if r["tool"] == tool and r["concurrency"] == c]
             if rs:
-                summary.append({"tool": tool, "concurrency": c, "runs": len(rs),
-                                **{k: statistics.median(r[k] for r in rs) for k in _MEDIANS if rs[0].get(k) is not None}})  # fmt: skip
+                summary.append(
+                    {
+                        "tool": tool,
+                        "concurrency": c,
+                        "runs": len(rs),
+                        **{
+                            k: statistics.median(r[k] for r in rs)
+                            for k in _MEDIANS
+                            if rs[0].get(k) is not None
+                        },
+                    }
+                )
     print_table(summary, ["tool", "concurrency", "runs", *_MEDIANS], "medians over the rounds")
-    path = write_json(a.name, {"args": vars(a), "runs": rows, "summary": summary,
-                               "gpu": os.environ.get("GPU_NAME", "")})  # fmt: skip
+    path = write_json(
+        a.name, {"args": vars(a), "runs": rows, "summary": summary, "gpu": os.environ.get("GPU_NAME", "")}
+    )
     print(f"wrote {path}")
     return 0
 
 
-_COLS = ["tool", "concurrency", "seed", "completed", "mean_ttft_ms", "server_mean_ttft_ms", "ttft_minus_server_ms",
-         "median_ttft_ms", "mean_tpot_ms", "output_tok_s", "token_diff", "prefix_hits", "loop_lag_p99_ms",
-         "loop_lag_max_ms", "worker_cpu_max", "missing_vs_server", "ttft_first_wave_ms",
-         "ttft_after_first_wave_ms"]  # fmt: skip
-_MEDIANS = ["mean_ttft_ms", "server_mean_ttft_ms", "ttft_minus_server_ms", "mean_tpot_ms", "output_tok_s",
-            "token_diff", "loop_lag_p99_ms", "loop_lag_max_ms"]  # fmt: skip
+_COLS = [
+    "tool",
+    "concurrency",
+    "seed",
+    "completed",
+    "mean_ttft_ms",
+    "server_mean_ttft_ms",
+    "ttft_minus_server_ms",
+    "median_ttft_ms",
+    "mean_tpot_ms",
+    "output_tok_s",
+    "token_diff",
+    "prefix_hits",
+    "loop_lag_p99_ms",
+    "loop_lag_max_ms",
+    "worker_cpu_max",
+    "missing_vs_server",
+    "ttft_first_wave_ms",
+    "ttft_after_first_wave_ms",
+]
+_MEDIANS = [
+    "mean_ttft_ms",
+    "server_mean_ttft_ms",
+    "ttft_minus_server_ms",
+    "mean_tpot_ms",
+    "output_tok_s",
+    "token_diff",
+    "loop_lag_p99_ms",
+    "loop_lag_max_ms",
+]
 
 if __name__ == "__main__":
     sys.exit(main())

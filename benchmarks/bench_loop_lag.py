@@ -48,16 +48,43 @@ TRACER = Path(__file__).resolve().parent / "loop_trace"
 STEADY_AFTER_S = 2.0
 
 
-def run_one(code: str, host: str, a: argparse.Namespace, tokenizer: str, name: str, trace: bool) -> dict[str, Any]:
+def run_one(
+    code: str, host: str, a: argparse.Namespace, tokenizer: str, name: str, trace: bool
+) -> dict[str, Any]:
     """One `vllm-locust run` of the checkout at `code`; its run directory's figures."""
     out_dir = RESULTS / "runs"
-    cmd = [sys.executable, "-m", "orchestration.cli", "run", "--host", host, "--workers", str(a.workers),
-           "--input-len", str(a.input_len), "--output-len", str(a.output_len), "--ignore-eos",
-           "--output-dir", str(out_dir), "--run-name", name, "--no-report", "--quiet",
-           "--seed", str(int(time.time()) % 100_000)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "orchestration.cli",
+        "run",
+        "--host",
+        host,
+        "--workers",
+        str(a.workers),
+        "--input-len",
+        str(a.input_len),
+        "--output-len",
+        str(a.output_len),
+        "--ignore-eos",
+        "--output-dir",
+        str(out_dir),
+        "--run-name",
+        name,
+        "--no-report",
+        "--quiet",
+        "--seed",
+        str(int(time.time()) % 100_000),
+    ]
     if a.request_rate:  # open loop: --streams is the in-flight cap (users)
-        cmd += ["--request-rate", str(a.request_rate), "--max-concurrency", str(a.streams),
-                "--num-prompts", str(a.num_prompts or int(a.request_rate * a.seconds))]  # fmt: skip
+        cmd += [
+            "--request-rate",
+            str(a.request_rate),
+            "--max-concurrency",
+            str(a.streams),
+            "--num-prompts",
+            str(a.num_prompts or int(a.request_rate * a.seconds)),
+        ]
     else:
         cmd += ["--users", str(a.streams), "--run-time", f"{a.seconds}s"]
     if a.model:
@@ -66,7 +93,11 @@ def run_one(code: str, host: str, a: argparse.Namespace, tokenizer: str, name: s
         cmd += ["--tokenizer", tokenizer]
     if not a.host:
         cmd += ["--no-server-metrics"]  # the simulator's truth is fixed; a real server's comes from /metrics
-    path = [*([str(TRACER)] if trace else []), code, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    path = [
+        *([str(TRACER)] if trace else []),
+        code,
+        *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)),
+    ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     run_dir = out_dir / name
     if trace:
@@ -109,8 +140,12 @@ def figures(run_dir: Path, real_server: bool) -> dict[str, Any]:
         "lag_runq_share": median([w["lag_runq_share"] for w in ws if w.get("lag_runq_share") is not None]),
     }
     if sched:  # open loop: t_start - t_intended of every arrival sent, from the first one on
-        row |= {"sched_lag_p50_ms": pctl(sched, 50), "sched_lag_p99_ms": pctl(sched, 99),
-                "sched_lag_max_ms": max(sched), "late_over_10ms": sum(x > 10.0 for x in sched)}  # fmt: skip
+        row |= {
+            "sched_lag_p50_ms": pctl(sched, 50),
+            "sched_lag_p99_ms": pctl(sched, 99),
+            "sched_lag_max_ms": max(sched),
+            "late_over_10ms": sum(x > 10.0 for x in sched),
+        }
     if not real_server:
         row["ttft_err_p50_ms"] = pctl(ttft, 50) - TTFT_MS
         row["ttft_err_p99_ms"] = pctl(ttft, 99) - TTFT_MS
@@ -156,7 +191,9 @@ def read_trace(prefix: str, completed: int = 0) -> dict[str, Any]:
         "off_cpu": len(spans) - len(on_cpu),
         "max_cpu_ms": max((s["cpu_ms"] for s in spans), default=0.0),
         "max_wall_ms": max((s["wall_ms"] for s in spans), default=0.0),
-        "top_on_cpu": [{"where": w, "n": len(v), "cpu_ms_sum": round(sum(v), 1), "cpu_ms_max": max(v)} for w, v in top],
+        "top_on_cpu": [
+            {"where": w, "n": len(v), "cpu_ms_sum": round(sum(v), 1), "cpu_ms_max": max(v)} for w, v in top
+        ],
         "completed": completed,
         "holds_per_1000": per_1000(holds, completed, 8),
         "calls_per_1000": per_1000(calls, completed, 12),
@@ -168,8 +205,16 @@ def per_1000(table: dict[str, list[float]], completed: int, top: int) -> list[di
     whose CPU is not taken) per 1,000 completed requests, and the longest one."""
     k = 1000.0 / completed if completed else float("nan")
     rows = sorted(table.items(), key=lambda kv: -kv[1][1])[:top]
-    return [{"where": w, "n": round(n * k, 1), "ms": round(total * k, 1), "cpu_ms": round(cpu * k, 1),
-             "max_ms": round(mx, 2)} for w, (n, total, mx, cpu) in rows]  # fmt: skip
+    return [
+        {
+            "where": w,
+            "n": round(n * k, 1),
+            "ms": round(total * k, 1),
+            "cpu_ms": round(cpu * k, 1),
+            "max_ms": round(mx, 2),
+        }
+        for w, (n, total, mx, cpu) in rows
+    ]
 
 
 @contextlib.contextmanager
@@ -194,11 +239,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--input-len", type=int, default=128)
     ap.add_argument("--output-len", type=int, default=64)
-    ap.add_argument("--other", default="", help="another checkout's root (e.g. `git archive` of main) to compare")
+    ap.add_argument(
+        "--other", default="", help="another checkout's root (e.g. `git archive` of main) to compare"
+    )
     ap.add_argument("--no-random", action="store_true", help="only the --tokenizer prompts")
     ap.add_argument("--trace", action="store_true", help="one traced run per variant: what held the loop")
-    ap.add_argument("--request-rate", type=float, default=0.0,
-                    help="open loop at this rate (--streams: --max-concurrency); adds the schedule lag")
+    ap.add_argument(
+        "--request-rate",
+        type=float,
+        default=0.0,
+        help="open loop at this rate (--streams: --max-concurrency); adds the schedule lag",
+    )
     ap.add_argument("--num-prompts", type=int, default=0, help="open loop: arrivals (default rate x seconds)")
     a = ap.parse_args(argv)
     if a.tokenizer:  # each run's working directory is its checkout
@@ -212,21 +263,47 @@ def main(argv: list[str] | None = None) -> int:
         for rep in range(a.reps):
             for c, pr in variants if rep % 2 == 0 else variants[::-1]:  # ABBA: drift hits both alike
                 key = f"{c}/{pr}"
-                x = run_one(codes[c], host, a, a.tokenizer if pr == "tokenizer" else "",
-                            f"looplag-{c}-{pr}-{os.getpid()}-{rep}", trace=False)  # fmt: skip
+                x = run_one(
+                    codes[c],
+                    host,
+                    a,
+                    a.tokenizer if pr == "tokenizer" else "",
+                    f"looplag-{c}-{pr}-{os.getpid()}-{rep}",
+                    trace=False,
+                )
                 runs[key].append(x)
-                print(f"  {key} rep {rep}: lag p50/p99/max {x['lag_p50_ms']:.2f}/{x['lag_p99_ms']:.2f}/"
-                      f"{x['lag_max_ms']:.1f} ms, TTFT err p50/p99 {x['ttft_err_p50_ms']:+.2f}/"
-                      f"{x['ttft_err_p99_ms']:+.2f} ms, cpu {x['cpu_max']:.0%}", flush=True)  # fmt: skip
+                print(
+                    f"  {key} rep {rep}: lag p50/p99/max {x['lag_p50_ms']:.2f}/{x['lag_p99_ms']:.2f}/"
+                    f"{x['lag_max_ms']:.1f} ms, TTFT err p50/p99 {x['ttft_err_p50_ms']:+.2f}/"
+                    f"{x['ttft_err_p99_ms']:+.2f} ms, cpu {x['cpu_max']:.0%}",
+                    flush=True,
+                )
         if a.trace:
             for c, pr in variants:
                 key = f"{c}/{pr}"
-                x = run_one(codes[c], host, a, a.tokenizer if pr == "tokenizer" else "",
-                            f"looplag-trace-{c}-{pr}-{os.getpid()}", trace=True)  # fmt: skip
+                x = run_one(
+                    codes[c],
+                    host,
+                    a,
+                    a.tokenizer if pr == "tokenizer" else "",
+                    f"looplag-trace-{c}-{pr}-{os.getpid()}",
+                    trace=True,
+                )
                 traces[key] = x["trace"]
                 print(f"  traced {key}: {json.dumps(x['trace'], indent=1)}", flush=True)
-    cols = ["lag_p50_ms", "lag_p99_ms", "lag_max_ms", "ttft_err_p50_ms", "ttft_err_p99_ms", "ttft_err_mean_ms",
-            *([] if a.host else ["steady_ttft_err_p99_ms"]), "cpu_max", "gc_pause_max_ms", "lag_runq_share", "output_tok_s"]  # fmt: skip
+    cols = [
+        "lag_p50_ms",
+        "lag_p99_ms",
+        "lag_max_ms",
+        "ttft_err_p50_ms",
+        "ttft_err_p99_ms",
+        "ttft_err_mean_ms",
+        *([] if a.host else ["steady_ttft_err_p99_ms"]),
+        "cpu_max",
+        "gc_pause_max_ms",
+        "lag_runq_share",
+        "output_tok_s",
+    ]
     if a.request_rate:
         cols += ["sched_lag_p50_ms", "sched_lag_p99_ms", "sched_lag_max_ms", "late_over_10ms"]
     rows = []
@@ -236,9 +313,14 @@ def main(argv: list[str] | None = None) -> int:
         row["client_bound"] = f"{sum(x['client_bound'] for x in xs)}/{len(xs)}"
         rows.append(row)
     truth = "server's TTFT histogram" if a.host else f"truth {TTFT_MS:g} ms"
-    load = f"open loop {a.request_rate:g} req/s, cap {a.streams}" if a.request_rate else f"{a.streams} streams"
-    print_table(rows, ["variant", "reps", *cols, "client_bound"],
-                f"{load} over {a.workers} workers, {a.seconds} s, TTFT error vs {truth} (medians)")
+    load = (
+        f"open loop {a.request_rate:g} req/s, cap {a.streams}" if a.request_rate else f"{a.streams} streams"
+    )
+    print_table(
+        rows,
+        ["variant", "reps", *cols, "client_bound"],
+        f"{load} over {a.workers} workers, {a.seconds} s, TTFT error vs {truth} (medians)",
+    )
     path = write_json("loop_lag", {"args": vars(a), "rows": rows, "runs": runs, "traces": traces})
     print(f"wrote {path}")
     return 0

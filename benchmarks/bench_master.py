@@ -35,12 +35,24 @@ def _records(n: int, worker: str, seq0: int) -> list[Any]:
 
     base = [48_000 + 10_000 * i for i in range(64)]
     return [
-        RequestRecord(scenario="chat", worker=worker, user=i % 256, seq=seq0 + i, endpoint="chat",
-                      t_start=time.time() - 1 + i / n, chunk_times_us=[x + (i * 37) % 900 for x in base],
-                      end_us=base[-1] + 300, prompt_tokens=32, output_tokens=64, status=200,
-                      finish_reason="length", input_len=32, output_len=64)
+        RequestRecord(
+            scenario="chat",
+            worker=worker,
+            user=i % 256,
+            seq=seq0 + i,
+            endpoint="chat",
+            t_start=time.time() - 1 + i / n,
+            chunk_times_us=[x + (i * 37) % 900 for x in base],
+            end_us=base[-1] + 300,
+            prompt_tokens=32,
+            output_tokens=64,
+            status=200,
+            finish_reason="length",
+            input_len=32,
+            output_len=64,
+        )
         for i in range(n)
-    ]  # fmt: skip
+    ]
 
 
 def _batch(worker: str, n: int, seq0: int, with_records: bool) -> dict[str, Any]:
@@ -77,7 +89,9 @@ def _driver(port: int, names: list[str], rate: int, at_end: bool, out: str) -> N
 
     sys.path.insert(0, str(ROOT))
     sent: dict[str, int] = {}
-    end_chunks: dict[int, dict[str, Any]] = {}  # built once per driver: the driver must not be what is measured
+    end_chunks: dict[
+        int, dict[str, Any]
+    ] = {}  # built once per driver: the driver must not be what is measured
 
     def worker(name: str) -> None:
         c = zmqrpc.Client("127.0.0.1", port, name)
@@ -88,7 +102,11 @@ def _driver(port: int, names: list[str], rate: int, at_end: bool, out: str) -> N
         def beat() -> None:
             while not state["quit"]:
                 st = "running" if state["running"] else "ready"
-                c.send(Message("heartbeat", {"state": st, "current_cpu_usage": 5.0, "current_memory_usage": 1}, name))
+                c.send(
+                    Message(
+                        "heartbeat", {"state": st, "current_cpu_usage": 5.0, "current_memory_usage": 1}, name
+                    )
+                )
                 gevent.sleep(1.0)
 
         def batches() -> None:
@@ -111,8 +129,16 @@ def _driver(port: int, names: list[str], rate: int, at_end: bool, out: str) -> N
             if msg.type == "spawn":
                 state["running"] = True
                 c.send(Message("spawning", None, name))
-                c.send(Message("spawning_complete", {"user_classes_count": msg.data["user_classes_count"],
-                                                     "user_count": sum(msg.data["user_classes_count"].values())}, name))  # fmt: skip
+                c.send(
+                    Message(
+                        "spawning_complete",
+                        {
+                            "user_classes_count": msg.data["user_classes_count"],
+                            "user_count": sum(msg.data["user_classes_count"].values()),
+                        },
+                        name,
+                    )
+                )
             elif msg.type == "vllm_stop":
                 state["stop"] = True
                 if at_end:  # the records kept locally all along, sent now in chunks
@@ -121,9 +147,13 @@ def _driver(port: int, names: list[str], rate: int, at_end: bool, out: str) -> N
                         k = min(left, 20_000)
                         if k not in end_chunks:
                             end_chunks[k] = dict(_batch(name, k, 0, True), hists={}, health={})
-                        c.send(Message("vllm_batch", dict(end_chunks[k], worker=name, sent_at=time.time()), name))
+                        c.send(
+                            Message("vllm_batch", dict(end_chunks[k], worker=name, sent_at=time.time()), name)
+                        )
                         left -= k
-                fin = dict(template, records="", n=0, cols=None, final=True, sent_at=time.time(), total=state["n"])
+                fin = dict(
+                    template, records="", n=0, cols=None, final=True, sent_at=time.time(), total=state["n"]
+                )
                 c.send(Message("vllm_batch", fin, name))
                 sent[name] = state["n"]
             elif msg.type == "quit":
@@ -150,19 +180,46 @@ def one(n: int, rate: int, seconds: float, at_end: bool, drivers: int) -> dict[s
     port = free_port()
     run_dir = Path(tempfile.mkdtemp(prefix=f"master-{n}-"))
     exe = Path(sys.executable).with_name("locust")
-    cmd = [*([str(exe)] if exe.exists() else [sys.executable, "-m", "locust"]), "-f", str(ROOT / "locustfiles" / "chat.py"), "--master", "--headless",
-           "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port), "--expect-workers", str(n),
-           "-u", str(n), "-r", str(n * 10), "-t", f"{int(seconds)}s", "--host", "http://127.0.0.1:9",
-           "--results-dir", str(run_dir), "--stop-timeout", "30", "--only-summary"]  # fmt: skip
+    cmd = [
+        *([str(exe)] if exe.exists() else [sys.executable, "-m", "locust"]),
+        "-f",
+        str(ROOT / "locustfiles" / "chat.py"),
+        "--master",
+        "--headless",
+        "--master-bind-host",
+        "127.0.0.1",
+        "--master-bind-port",
+        str(port),
+        "--expect-workers",
+        str(n),
+        "-u",
+        str(n),
+        "-r",
+        str(n * 10),
+        "-t",
+        f"{int(seconds)}s",
+        "--host",
+        "http://127.0.0.1:9",
+        "--results-dir",
+        str(run_dir),
+        "--stop-timeout",
+        "30",
+        "--only-summary",
+    ]
     if at_end:
         cmd.append("--records-at-end")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    )
     log = open(run_dir / "master.log", "w")
     master = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     names = [f"syn{i:03d}" for i in range(n)]
     ctx = mp.get_context("spawn")
     outs = [str(run_dir / f"driver{d}.json") for d in range(drivers)]
-    procs = [ctx.Process(target=_driver, args=(port, names[d::drivers], rate, at_end, outs[d])) for d in range(drivers)]
+    procs = [
+        ctx.Process(target=_driver, args=(port, names[d::drivers], rate, at_end, outs[d]))
+        for d in range(drivers)
+    ]
     for p in procs:
         p.start()
     t0 = time.time()
@@ -178,7 +235,11 @@ def one(n: int, rate: int, seconds: float, at_end: bool, drivers: int) -> dict[s
     t_end = time.time()
     for p in procs:
         p.join(30)
-    ingest = json.loads((run_dir / "master_ingest.json").read_text()) if (run_dir / "master_ingest.json").exists() else {}
+    ingest = (
+        json.loads((run_dir / "master_ingest.json").read_text())
+        if (run_dir / "master_ingest.json").exists()
+        else {}
+    )
     # the steady window: from 3 s after the first batch to the stop (CPU per wall second)
     steady = [s for s in samples if t0 + 8 <= s[0] <= t0 + 5 + seconds - 1]
     cpu = (steady[-1][1] - steady[0][1]) / (steady[-1][0] - steady[0][0]) if len(steady) > 2 else float("nan")
@@ -210,18 +271,39 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=int, default=500, help="records per second per synthetic worker")
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--drivers", type=int, default=max(1, min(8, (os.cpu_count() or 2) - 2)))
-    ap.add_argument("--records-at-end", action="store_true", help="also run each count in the records-at-end mode")
+    ap.add_argument(
+        "--records-at-end", action="store_true", help="also run each count in the records-at-end mode"
+    )
     a = ap.parse_args(argv)
     rows = []
     for n in (int(x) for x in a.workers.split(",")):
-        for at_end in ([False, True] if a.records_at_end else [False]):
+        for at_end in [False, True] if a.records_at_end else [False]:
             r = one(n, a.rate, a.seconds, at_end, min(a.drivers, n))
             rows.append(r)
-            print(f"  {n} workers {r['mode']}: {r['records_ingested']} records, master CPU {r['master_cpu']:.0%}, "
-                  f"lag p99 {r['lag_p99_s']} s, RSS {r['peak_rss_mb']:.0f} MB", flush=True)  # fmt: skip
-    print_table(rows, ["workers", "mode", "offered_rec_s", "records_ingested", "ingested_rec_min", "master_cpu",
-                       "peak_rss_mb", "lag_p50_s", "lag_p99_s", "lag_max_s", "batch_cost_p99_ms", "wall_s", "rc"],
-                f"one master, synthetic workers at {a.rate} records/s each, {a.seconds:.0f} s")  # fmt: skip
+            print(
+                f"  {n} workers {r['mode']}: {r['records_ingested']} records, master CPU {r['master_cpu']:.0%}, "
+                f"lag p99 {r['lag_p99_s']} s, RSS {r['peak_rss_mb']:.0f} MB",
+                flush=True,
+            )
+    print_table(
+        rows,
+        [
+            "workers",
+            "mode",
+            "offered_rec_s",
+            "records_ingested",
+            "ingested_rec_min",
+            "master_cpu",
+            "peak_rss_mb",
+            "lag_p50_s",
+            "lag_p99_s",
+            "lag_max_s",
+            "batch_cost_p99_ms",
+            "wall_s",
+            "rc",
+        ],
+        f"one master, synthetic workers at {a.rate} records/s each, {a.seconds:.0f} s",
+    )
     path = write_json("master_ceiling", {"rate_per_worker": a.rate, "seconds": a.seconds, "rows": rows})
     print(f"wrote {path}")
     return 0

@@ -130,7 +130,13 @@ def vllm_bench(load: dict[str, Any], seconds: float) -> dict[str, Any] | None:
         )
         # VLLM_TARGET_DEVICE=cpu: the shim hides vLLM's "cpu" version, and the generic platform would load the
         # AVX-512 kernels (SIGILL on AVX2-only machines; tests/e2e/cpu_platform.py)
-        env = dict(os.environ, PYTHONPATH=str(SHIM), HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1", VLLM_TARGET_DEVICE="cpu")
+        env = dict(
+            os.environ,
+            PYTHONPATH=str(SHIM),
+            HF_HUB_OFFLINE="1",
+            VLLM_NO_USAGE_STATS="1",
+            VLLM_TARGET_DEVICE="cpu",
+        )
         rc, info = _run_tree(cmd, sim.url, env, timeout=seconds * 6 + 240)
     path = Path(tmp) / "r.json"
     if not path.exists():
@@ -158,15 +164,22 @@ def vllm_bench(load: dict[str, Any], seconds: float) -> dict[str, Any] | None:
 def guidellm_command(target: str, streams: int, seconds: float, out: Path) -> list[str]:
     """`guidellm run` (0.8's CLI: every option is kind=...,key=value) for a concurrent load of synthetic text."""
     return [
-        str(GUIDELLM), "run",
-        "--backend", f"kind=openai_http,target={target},model=sim-model",
-        "--profile", f"kind=concurrent,streams={streams}",
-        "--constraint", f"kind=max_duration,seconds={int(seconds)}",
-        "--tokenizer", f"kind=huggingface_auto,model={TOKENIZER}",
-        "--data", f"kind=synthetic_text,prompt_tokens={INPUT_LEN},output_tokens={OUTPUT_LEN}",
-        "--output", f"kind=json,path={out}",
+        str(GUIDELLM),
+        "run",
+        "--backend",
+        f"kind=openai_http,target={target},model=sim-model",
+        "--profile",
+        f"kind=concurrent,streams={streams}",
+        "--constraint",
+        f"kind=max_duration,seconds={int(seconds)}",
+        "--tokenizer",
+        f"kind=huggingface_auto,model={TOKENIZER}",
+        "--data",
+        f"kind=synthetic_text,prompt_tokens={INPUT_LEN},output_tokens={OUTPUT_LEN}",
+        "--output",
+        f"kind=json,path={out}",
         "--disable-console-interactive",
-    ]  # fmt: skip
+    ]
 
 
 def guidellm(load: dict[str, Any], seconds: float) -> dict[str, Any] | None:
@@ -225,9 +238,28 @@ def locust_bare(load: dict[str, Any], seconds: float) -> dict[str, Any] | None:
     out = Path(tmp) / "t.json"
     n = load["streams"]
     with start_sim(load["itl_ms"], load["ttft_ms"], load["extra"]) as sim:
-        cmd = _pinned([*locust, "-f", str(LOCUSTFILE), "--headless", "-u", str(n), "-r", str(n * 4),
-                       "-t", f"{int(seconds)}s", "--host", sim.url, "--only-summary", "--stop-timeout", "5"])  # fmt: skip
-        env = dict(os.environ, PEER_OUT=str(out), PEER_OUTPUT_LEN=str(OUTPUT_LEN), PEER_INPUT_WORDS=str(INPUT_LEN))
+        cmd = _pinned(
+            [
+                *locust,
+                "-f",
+                str(LOCUSTFILE),
+                "--headless",
+                "-u",
+                str(n),
+                "-r",
+                str(n * 4),
+                "-t",
+                f"{int(seconds)}s",
+                "--host",
+                sim.url,
+                "--only-summary",
+                "--stop-timeout",
+                "5",
+            ]
+        )
+        env = dict(
+            os.environ, PEER_OUT=str(out), PEER_OUTPUT_LEN=str(OUTPUT_LEN), PEER_INPUT_WORDS=str(INPUT_LEN)
+        )
         rc, info = _run_tree(cmd, sim.url, env, timeout=seconds * 4 + 120)
     ttft: list[float] = []
     itl: list[float] = []
@@ -248,7 +280,9 @@ def locust_bare(load: dict[str, Any], seconds: float) -> dict[str, Any] | None:
     }
 
 
-def ours(load: dict[str, Any], seconds: float, *, label: str = "vllm-locust", pythonpath: str = "") -> dict[str, Any]:
+def ours(
+    load: dict[str, Any], seconds: float, *, label: str = "vllm-locust", pythonpath: str = ""
+) -> dict[str, Any]:
     """One vllm-locust run (1 worker) at the load; `pythonpath` runs another checkout's code (A/B)."""
     old = os.environ.get("PYTHONPATH")
     if pythonpath:
@@ -304,9 +338,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--loads", default=",".join(LOADS))
     ap.add_argument("--no-guidellm", action="store_true")
     ap.add_argument("--no-vllm", action="store_true")
-    ap.add_argument("--no-locust", action="store_true", help="leave out bare Locust (FastHttpUser + readline)")
-    ap.add_argument("--ab", default="", help="also run another checkout of ours (its root, put first on "
-                    "PYTHONPATH), interleaved: an A/B of our own code")  # fmt: skip
+    ap.add_argument(
+        "--no-locust", action="store_true", help="leave out bare Locust (FastHttpUser + readline)"
+    )
+    ap.add_argument(
+        "--ab",
+        default="",
+        help="also run another checkout of ours (its root, put first on "
+        "PYTHONPATH), interleaved: an A/B of our own code",
+    )
     a = ap.parse_args(argv)
     reps, secs = (1, 8.0) if a.quick else (a.reps, a.seconds)
     notes = []
@@ -322,7 +362,9 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(reps):
             clients: list[tuple[str, Any]] = [("vllm-locust", ours)]
             if a.ab:
-                clients.append(("vllm-locust (B)", lambda ld, sc: ours(ld, sc, label="vllm-locust (B)", pythonpath=a.ab)))
+                clients.append(
+                    ("vllm-locust (B)", lambda ld, sc: ours(ld, sc, label="vllm-locust (B)", pythonpath=a.ab))
+                )
             if not a.no_locust:
                 clients.append(("Locust FastHttpUser+readline", locust_bare))
             if not a.no_vllm:

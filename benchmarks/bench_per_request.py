@@ -37,10 +37,25 @@ def one_round(impl: dict, n: int, chunks: int) -> dict[str, float]:
     base = [50_000 + 10_000 * i for i in range(chunks)]
     out: dict[str, float] = {}
     t = time.process_time()
-    recs = [R(scenario="chat", worker="w", user=i, seq=i, endpoint="chat", t_start=1.7e9 + i,
-              chunk_times_us=[x + (i % 7) for x in base], end_us=base[-1] + 100, prompt_tokens=32,
-              output_tokens=chunks, output_len=chunks, input_len=32, status=200, finish_reason="length")
-            for i in range(n)]  # fmt: skip
+    recs = [
+        R(
+            scenario="chat",
+            worker="w",
+            user=i,
+            seq=i,
+            endpoint="chat",
+            t_start=1.7e9 + i,
+            chunk_times_us=[x + (i % 7) for x in base],
+            end_us=base[-1] + 100,
+            prompt_tokens=32,
+            output_tokens=chunks,
+            output_len=chunks,
+            input_len=32,
+            status=200,
+            finish_reason="length",
+        )
+        for i in range(n)
+    ]
     out["build"] = time.process_time() - t
     hs = HS()
     t = time.process_time()
@@ -76,7 +91,11 @@ def main(argv: list[str] | None = None) -> int:
             res[k].append(one_round(impl, a.n, a.chunks))
     for k, rounds in res.items():
         med = {s: statistics.median(r[s] for r in rounds) for s in rounds[0]}
-        print(f"{k:6s} " + "  ".join(f"{s} {v:6.1f} µs" for s, v in med.items()) + f"  total {sum(med.values()):6.1f} µs")
+        print(
+            f"{k:6s} "
+            + "  ".join(f"{s} {v:6.1f} µs" for s, v in med.items())
+            + f"  total {sum(med.values()):6.1f} µs"
+        )
     return 0
 
 

@@ -53,15 +53,34 @@ def make_run_dir(path: str, n: int, tokens: int, seed: int = 0) -> str:
             for i in range(m):
                 ok = not fails[i]
                 c = chunks[i].tolist() if ok else []
-                lines.append(json.dumps({
-                    "scenario": "chat", "worker": f"w{i % 8}", "user": i % conc, "seq": b0 + i, "endpoint": "chat",
-                    "t_start": float(starts[i]), "t_intended": None, "chunk_times_us": c,
-                    "end_us": int(chunks[i][-1]) + 300, "prompt_tokens": 128 if ok else None,
-                    "output_tokens": tokens if ok else None, "cached_tokens": None, "tokens_estimated": False,
-                    "finish_reason": "length" if ok else None, "status": 200 if ok else 500,
-                    "error": None if ok else "http", "error_detail": None, "input_len": 128, "output_len": tokens,
-                    "turn": None, "valid": None,
-                }, separators=(",", ":")))  # fmt: skip
+                lines.append(
+                    json.dumps(
+                        {
+                            "scenario": "chat",
+                            "worker": f"w{i % 8}",
+                            "user": i % conc,
+                            "seq": b0 + i,
+                            "endpoint": "chat",
+                            "t_start": float(starts[i]),
+                            "t_intended": None,
+                            "chunk_times_us": c,
+                            "end_us": int(chunks[i][-1]) + 300,
+                            "prompt_tokens": 128 if ok else None,
+                            "output_tokens": tokens if ok else None,
+                            "cached_tokens": None,
+                            "tokens_estimated": False,
+                            "finish_reason": "length" if ok else None,
+                            "status": 200 if ok else 500,
+                            "error": None if ok else "http",
+                            "error_detail": None,
+                            "input_len": 128,
+                            "output_len": tokens,
+                            "turn": None,
+                            "valid": None,
+                        },
+                        separators=(",", ":"),
+                    )
+                )
             text = "\n".join(lines) + "\n"
             fh.write(text)
             jsonl_end += len(text)
@@ -73,33 +92,67 @@ def make_run_dir(path: str, n: int, tokens: int, seed: int = 0) -> str:
     return path
 
 
-def _pack_block(b0: int, m: int, conc: int, starts: np.ndarray, chunks: np.ndarray, fails: np.ndarray,
-                tokens: int) -> bytes:  # fmt: skip
+def _pack_block(
+    b0: int, m: int, conc: int, starts: np.ndarray, chunks: np.ndarray, fails: np.ndarray, tokens: int
+) -> bytes:
     """The columns payload of one block: what pack_records makes of the same records (checked by the tests)."""
     i = np.arange(m)
     ok = ~fails
     neg = np.full(m, -1, np.int64)
     arrays = {
-        "t_start": starts.astype(np.float64), "t_intended": np.full(m, np.nan),
-        "end_us": chunks[:, -1].astype(np.int64) + 300, "prompt_tokens": np.where(ok, 128, -1),
-        "output_tokens": np.where(ok, tokens, -1), "cached_tokens": neg, "input_len": np.full(m, 128),
-        "output_len": np.full(m, tokens), "seq": b0 + i, "user": (i % conc).astype(np.int32), "turn": neg.astype(np.int32),
-        "status": np.where(ok, 200, 500).astype(np.int32), "tokens_estimated": np.zeros(m, bool),
-        "valid": np.full(m, -1, np.int8), "scenario": np.zeros(m, np.int32), "worker": (i % 8).astype(np.int32),
-        "endpoint": np.zeros(m, np.int32), "finish_reason": np.where(ok, 0, 1).astype(np.int32),
-        "error": np.where(ok, 0, 1).astype(np.int32), "chunk_lens": np.where(ok, tokens, 0).astype(np.int32),
+        "t_start": starts.astype(np.float64),
+        "t_intended": np.full(m, np.nan),
+        "end_us": chunks[:, -1].astype(np.int64) + 300,
+        "prompt_tokens": np.where(ok, 128, -1),
+        "output_tokens": np.where(ok, tokens, -1),
+        "cached_tokens": neg,
+        "input_len": np.full(m, 128),
+        "output_len": np.full(m, tokens),
+        "seq": b0 + i,
+        "user": (i % conc).astype(np.int32),
+        "turn": neg.astype(np.int32),
+        "status": np.where(ok, 200, 500).astype(np.int32),
+        "tokens_estimated": np.zeros(m, bool),
+        "valid": np.full(m, -1, np.int8),
+        "scenario": np.zeros(m, np.int32),
+        "worker": (i % 8).astype(np.int32),
+        "endpoint": np.zeros(m, np.int32),
+        "finish_reason": np.where(ok, 0, 1).astype(np.int32),
+        "error": np.where(ok, 0, 1).astype(np.int32),
+        "chunk_lens": np.where(ok, tokens, 0).astype(np.int32),
         "chunks": chunks[ok].ravel().astype(np.int32),
-    }  # fmt: skip
-    tables = {"scenario": ["chat"], "worker": [f"w{k}" for k in range(8)], "endpoint": ["chat"],
-              "finish_reason": ["length", None], "error": [None, "http"]}  # fmt: skip
+    }
+    tables = {
+        "scenario": ["chat"],
+        "worker": [f"w{k}" for k in range(8)],
+        "endpoint": ["chat"],
+        "finish_reason": ["length", None],
+        "error": [None, "http"],
+    }
     return columns._pack(m, {k: np.asarray(v) for k, v in arrays.items()}, tables)  # type: ignore[arg-type]
 
 
 def pack_cost_us(tokens: int, n: int = 2000) -> float:
     """Worker CPU per record of pack_records (columns for a batch), median of 5, in µs."""
-    recs = [RequestRecord("chat", "w0", i, i, "chat", 1.7e9 + i, chunk_times_us=list(range(20_000, 20_000 + tokens * 9000, 9000)),
-                          end_us=tokens * 9000 + 20_300, prompt_tokens=128, output_tokens=tokens, finish_reason="length",
-                          status=200, input_len=128, output_len=tokens) for i in range(n)]  # fmt: skip
+    recs = [
+        RequestRecord(
+            "chat",
+            "w0",
+            i,
+            i,
+            "chat",
+            1.7e9 + i,
+            chunk_times_us=list(range(20_000, 20_000 + tokens * 9000, 9000)),
+            end_us=tokens * 9000 + 20_300,
+            prompt_tokens=128,
+            output_tokens=tokens,
+            finish_reason="length",
+            status=200,
+            input_len=128,
+            output_len=tokens,
+        )
+        for i in range(n)
+    ]
     times = []
     for _ in range(5):
         t = time.perf_counter()
@@ -163,9 +216,24 @@ def main() -> int:
         print(f"{name:<26}{value:>14}  {note}")
     ok = result_s <= 5 and html_s <= 20 and html_mb <= 10 and code == 0
     with open(a.output, "w") as fh:
-        json.dump({"records": a.records, "tokens": a.tokens, "records_mb": size_mb, "cols_mb": cols_mb,
-                   "result_s": result_s, "html_s": html_s, "result_runs_s": result_runs, "html_runs_s": html_runs,
-                   "pack_us_per_record": pack_us, "html_mb": html_mb, "cores": os.cpu_count(), "targets_met": ok}, fh, indent=1)  # fmt: skip
+        json.dump(
+            {
+                "records": a.records,
+                "tokens": a.tokens,
+                "records_mb": size_mb,
+                "cols_mb": cols_mb,
+                "result_s": result_s,
+                "html_s": html_s,
+                "result_runs_s": result_runs,
+                "html_runs_s": html_runs,
+                "pack_us_per_record": pack_us,
+                "html_mb": html_mb,
+                "cores": os.cpu_count(),
+                "targets_met": ok,
+            },
+            fh,
+            indent=1,
+        )
     return 0 if ok else 1
 
 

@@ -34,20 +34,34 @@ from common import (
 )
 
 
-def records_window(run_dir: str, cpu_samples: list[tuple[float, float]], skip_s: float = 2.0,
-                   tail_s: float = 1.0) -> dict[str, float]:
+def records_window(
+    run_dir: str, cpu_samples: list[tuple[float, float]], skip_s: float = 2.0, tail_s: float = 1.0
+) -> dict[str, float]:
     """Tokens (chunk arrivals in records.jsonl, one token per chunk) and workers' CPU over the steady window:
     with several simulators behind one port, no single simulator's counter sees every token."""
-    times = np.sort(np.concatenate([r["t_start"] + np.asarray(r["chunk_times_us"], dtype=float) / 1e6
-                                    for r in read_records(run_dir) if r.get("chunk_times_us")]))  # fmt: skip
+    times = np.sort(
+        np.concatenate(
+            [
+                r["t_start"] + np.asarray(r["chunk_times_us"], dtype=float) / 1e6
+                for r in read_records(run_dir)
+                if r.get("chunk_times_us")
+            ]
+        )
+    )
     a, b = times[0] + skip_s, times[-1] - tail_s
     ts = np.array([t for t, _c in cpu_samples])
     cs = np.array([c for _t, c in cpu_samples])
     cpu = float(np.interp(b, ts, cs) - np.interp(a, ts, cs))
     tokens = int(np.searchsorted(times, b) - np.searchsorted(times, a))
     wall = b - a
-    return {"tokens": tokens, "cpu_s": cpu, "wall_s": wall, "tok_s": tokens / wall, "cpu_util": cpu / wall,
-            "tok_per_cpu_s": tokens / cpu if cpu > 0 else float("nan")}  # fmt: skip
+    return {
+        "tokens": tokens,
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "tok_s": tokens / wall,
+        "cpu_util": cpu / wall,
+        "tok_per_cpu_s": tokens / cpu if cpu > 0 else float("nan"),
+    }
 
 
 def one(n: int, per_worker: int, seconds: float, pin: str | None, sims: int = 1) -> dict[str, Any]:
@@ -55,8 +69,9 @@ def one(n: int, per_worker: int, seconds: float, pin: str | None, sims: int = 1)
     with contextlib.ExitStack() as stack:
         first = stack.enter_context(start_sim(extra=["--chunks-per-write", "8", "--reuse-port"]))
         for i in range(1, sims):
-            stack.enter_context(start_sim(extra=["--chunks-per-write", "8", "--reuse-port", "--port",
-                                                 str(first.port)], cpu=i))  # fmt: skip
+            stack.enter_context(
+                start_sim(extra=["--chunks-per-write", "8", "--reuse-port", "--port", str(first.port)], cpu=i)
+            )
         r = run_ours(
             first.url,
             users=n * per_worker,
@@ -94,8 +109,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", default="1,2,4,8")
     ap.add_argument("--max-workers", type=int, default=0, help="drop N above this (default: cores - 2)")
     ap.add_argument("--per-worker", type=int, default=128, help="streams per worker")
-    ap.add_argument("--sims", type=int, default=1, help="simulator processes on one port (SO_REUSEPORT), "
-                    "pinned to cores 0..K-1, so that the target is never the bottleneck")  # fmt: skip
+    ap.add_argument(
+        "--sims",
+        type=int,
+        default=1,
+        help="simulator processes on one port (SO_REUSEPORT), "
+        "pinned to cores 0..K-1, so that the target is never the bottleneck",
+    )
     a = ap.parse_args(argv)
     reps, rt = (1, 8.0) if a.quick else (a.reps, a.run_time)
     cap = a.max_workers or max(1, NCPU - 1 - a.sims)

@@ -61,14 +61,24 @@ class _Reader(asyncio.Protocol):
             self.done.set_exception(ConnectionError("closed"))
 
 
-async def _client(host: str, port: int, streams: int, duration: float, max_tokens: int,
-                  out: dict[str, Any]) -> None:
+async def _client(
+    host: str, port: int, streams: int, duration: float, max_tokens: int, out: dict[str, Any]
+) -> None:
     """``streams`` closed-loop keep-alive connections, each streaming completions back to back."""
     loop = asyncio.get_running_loop()
-    body = json.dumps({"model": "sim-model", "prompt": "hello", "max_tokens": max_tokens, "ignore_eos": True,
-                       "stream": True}).encode()
-    req = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-           b"Accept-Encoding: identity\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    body = json.dumps(
+        {
+            "model": "sim-model",
+            "prompt": "hello",
+            "max_tokens": max_tokens,
+            "ignore_eos": True,
+            "stream": True,
+        }
+    ).encode()
+    req = (
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Accept-Encoding: identity\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
     tokens = 0
     requests = 0
     errors = 0
@@ -103,9 +113,15 @@ async def _client(host: str, port: int, streams: int, duration: float, max_token
     t0 = time.perf_counter()
     c0 = time.process_time()
     await asyncio.gather(sample(), *(one() for _ in range(streams)))
-    out.update(tokens=tokens, requests=requests, errors=errors, wall_s=time.perf_counter() - t0,
-               client_cpu_s=time.process_time() - c0, measured_tokens=window["n1"] - window["n0"],
-               measured_s=window["t1"] - window["t0"])
+    out.update(
+        tokens=tokens,
+        requests=requests,
+        errors=errors,
+        wall_s=time.perf_counter() - t0,
+        client_cpu_s=time.process_time() - c0,
+        measured_tokens=window["n1"] - window["n0"],
+        measured_s=window["t1"] - window["t0"],
+    )
 
 
 def _client_proc(host: str, port: int, streams: int, duration: float, max_tokens: int, q: Any) -> None:
@@ -150,12 +166,19 @@ def run_phase(streams: int, itl_ms: float, duration: float, max_tokens: int, pin
     # the counted events include one [DONE] per request
     achieved = client["measured_tokens"] / client["measured_s"] * max_tokens / (max_tokens + 1)
     return {
-        "streams": streams, "itl_ms": itl_ms, "offered_tok_s": offered, "achieved_tok_s": achieved,
-        "requests": client["requests"], "errors": client["errors"],
-        "server_cpu_util": server_cpu / client["wall_s"], "client_cpu_util": client["client_cpu_s"] / client["wall_s"],
+        "streams": streams,
+        "itl_ms": itl_ms,
+        "offered_tok_s": offered,
+        "achieved_tok_s": achieved,
+        "requests": client["requests"],
+        "errors": client["errors"],
+        "server_cpu_util": server_cpu / client["wall_s"],
+        "client_cpu_util": client["client_cpu_s"] / client["wall_s"],
         "server_tok_per_cpu_s": client["tokens"] / server_cpu if server_cpu else None,
-        "lateness_p50_ms": stats["lateness_s"]["p50"] * 1000, "lateness_p99_ms": stats["lateness_s"]["p99"] * 1000,
-        "lateness_mean_ms": stats["lateness_s"]["mean"] * 1000, "lateness_max_ms": stats["lateness_s"]["max"] * 1000,
+        "lateness_p50_ms": stats["lateness_s"]["p50"] * 1000,
+        "lateness_p99_ms": stats["lateness_s"]["p99"] * 1000,
+        "lateness_mean_ms": stats["lateness_s"]["mean"] * 1000,
+        "lateness_max_ms": stats["lateness_s"]["max"] * 1000,
         "writes": stats["lateness_s"]["count"],
     }
 
@@ -164,8 +187,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run the capacity and half-load phases, print a table, write JSON."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--streams", type=int, default=256)
-    ap.add_argument("--capacity-itl-ms", type=float, default=2.0,
-                    help="ITL of the capacity phase (offered load = streams/ITL, above capacity)")
+    ap.add_argument(
+        "--capacity-itl-ms",
+        type=float,
+        default=2.0,
+        help="ITL of the capacity phase (offered load = streams/ITL, above capacity)",
+    )
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--max-tokens", type=int, default=200)
     ap.add_argument("--no-pin", action="store_true")
@@ -175,14 +202,32 @@ def main(argv: list[str] | None = None) -> int:
     half_itl = round(a.streams * 1000.0 / (cap["achieved_tok_s"] / 2), 3)
     half = run_phase(a.streams, half_itl, a.duration, a.max_tokens, not a.no_pin)
     rows = [("capacity", cap), ("half load", half)]
-    cols = ["streams", "itl_ms", "offered_tok_s", "achieved_tok_s", "server_cpu_util", "client_cpu_util",
-            "lateness_p50_ms", "lateness_p99_ms", "lateness_max_ms", "errors"]
+    cols = [
+        "streams",
+        "itl_ms",
+        "offered_tok_s",
+        "achieved_tok_s",
+        "server_cpu_util",
+        "client_cpu_util",
+        "lateness_p50_ms",
+        "lateness_p99_ms",
+        "lateness_max_ms",
+        "errors",
+    ]
     print("phase      " + " ".join(f"{c:>16}" for c in cols))
     for name, r in rows:
-        print(f"{name:<10} " + " ".join(
-            f"{r[c]:>16.2f}" if isinstance(r[c], float) else f"{r[c]:>16}" for c in cols))
-    result = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "python": platform.python_version(),
-              "cpus": os.cpu_count(), "pinned": not a.no_pin, "capacity": cap, "half_load": half}
+        print(
+            f"{name:<10} "
+            + " ".join(f"{r[c]:>16.2f}" if isinstance(r[c], float) else f"{r[c]:>16}" for c in cols)
+        )
+    result = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "pinned": not a.no_pin,
+        "capacity": cap,
+        "half_load": half,
+    }
     out = Path(a.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))

@@ -129,8 +129,11 @@ class SoakSampler(threading.Thread):
         p = s["progress"]
         done = (p.get("ok") or 0) + (p.get("failed") or 0)
         sim = s["sim"] or {}
-        print(f"  [{s['elapsed_s']:7.0f} s] done {done} (failed {p.get('failed') or 0}, in flight {p.get('inflight')}), "
-              f"sim requests {sim.get('generate_requests')}; RSS MiB {rss}", flush=True)  # fmt: skip
+        print(
+            f"  [{s['elapsed_s']:7.0f} s] done {done} (failed {p.get('failed') or 0}, in flight {p.get('inflight')}), "
+            f"sim requests {sim.get('generate_requests')}; RSS MiB {rss}",
+            flush=True,
+        )
 
     def stop(self) -> None:
         """Take a last sample and stop."""
@@ -142,8 +145,13 @@ def calibrate(sim_url: str, seconds: float) -> dict[str, Any]:
     """Tokens per worker CPU-second of one worker, closed loop, 256 streams (bench_client_capacity's segment@256)."""
     r = run_ours(sim_url, users=256, run_time=seconds, workers=1, output_len=OUTPUT_LEN, tag="soak-calib")
     w = r["window"]
-    return {"tok_per_cpu_s": w["tok_per_cpu_s"], "tok_s": w["tok_s"], "worker_cpu": w["cpu_util"],
-            "seconds": seconds, "run_dir": r["run_dir"]}  # fmt: skip
+    return {
+        "tok_per_cpu_s": w["tok_per_cpu_s"],
+        "tok_s": w["tok_s"],
+        "worker_cpu": w["cpu_util"],
+        "seconds": seconds,
+        "run_dir": r["run_dir"],
+    }
 
 
 def fit_slope(xs: list[float], ys: list[float]) -> float:
@@ -174,9 +182,18 @@ def rss_rows(samples: list[dict[str, Any]], run_s: float) -> list[dict[str, Any]
         mid = min(load, key=lambda p: abs(p[0] - run_s / 2))
         first = steady[0] if steady else load[0]
         slope = fit_slope([p[0] for p in steady], [p[1] for p in steady]) * 3600.0
-        rows.append({"process": n, "rss_start_mb": first[1], "rss_mid_mb": mid[1], "rss_end_mb": load[-1][1],
-                     "rss_max_mb": max(p[1] for p in pts), "growth_mb_per_h": slope,
-                     "steady_from_s": first[0], "points": len(steady)})  # fmt: skip
+        rows.append(
+            {
+                "process": n,
+                "rss_start_mb": first[1],
+                "rss_mid_mb": mid[1],
+                "rss_end_mb": load[-1][1],
+                "rss_max_mb": max(p[1] for p in pts),
+                "growth_mb_per_h": slope,
+                "steady_from_s": first[0],
+                "points": len(steady),
+            }
+        )
     return rows
 
 
@@ -207,8 +224,16 @@ def windows(run_dir: Path, window_s: float) -> tuple[list[dict[str, Any]], dict[
                 counts["dropped"] += 1
                 continue
             c = r.get("chunk_times_us")
-            sent.append((r["t_start"], r.get("t_intended"), r.get("output_tokens") or 0, c[0] / 1000.0 if c else None,
-                         r.get("error") is not None, r["t_start"] + (r.get("end_us") or 0) / 1e6))  # fmt: skip
+            sent.append(
+                (
+                    r["t_start"],
+                    r.get("t_intended"),
+                    r.get("output_tokens") or 0,
+                    c[0] / 1000.0 if c else None,
+                    r.get("error") is not None,
+                    r["t_start"] + (r.get("end_us") or 0) / 1e6,
+                )
+            )
     if not sent:
         return [], counts
     t0, t1 = min(x[0] for x in sent), max(x[0] for x in sent)
@@ -228,11 +253,22 @@ def windows(run_dir: Path, window_s: float) -> tuple[list[dict[str, Any]], dict[
     for i, w in enumerate(acc):
         span = t1 - t0 - i * window_s if i == n - 1 else window_s  # the last one: to the last send
         span = max(span, 1e-6)
-        rows.append({"window": i, "start_min": i * window_s / 60.0, "span_s": span, "requests": w["n"],
-                     "failed": w["failed"], "req_s": w["n"] / span, "output_tok_s": w["tok"] / span,
-                     "ttft_p50_ms": pctl(w["ttft"], 50), "ttft_p99_ms": pctl(w["ttft"], 99),
-                     "sched_lag_p50_ms": pctl(w["lag"], 50), "sched_lag_p99_ms": pctl(w["lag"], 99),
-                     "sched_lag_max_ms": max(w["lag"]) if w["lag"] else float("nan")})  # fmt: skip
+        rows.append(
+            {
+                "window": i,
+                "start_min": i * window_s / 60.0,
+                "span_s": span,
+                "requests": w["n"],
+                "failed": w["failed"],
+                "req_s": w["n"] / span,
+                "output_tok_s": w["tok"] / span,
+                "ttft_p50_ms": pctl(w["ttft"], 50),
+                "ttft_p99_ms": pctl(w["ttft"], 99),
+                "sched_lag_p50_ms": pctl(w["lag"], 50),
+                "sched_lag_p99_ms": pctl(w["lag"], 99),
+                "sched_lag_max_ms": max(w["lag"]) if w["lag"] else float("nan"),
+            }
+        )
     return rows, counts
 
 
@@ -250,11 +286,34 @@ def soak_cmd(host: str, rate: float, minutes: float, workers: int, name: str) ->
     # in-flight slots: twice the requests a 64-token stream keeps in flight at this rate (Little's law), so the cap
     # (launcher.DEFAULT_OPEN_LOOP_SLOTS = 256 without it) never holds the schedule back
     slots = max(256, math.ceil(2 * rate * (TTFT_MS + (OUTPUT_LEN - 1) * ITL_MS) / 1000.0))
-    cmd = [*vllm_locust_cmd(), "run", "--host", host, "--workers", str(workers), "--request-rate", f"{rate:.1f}",
-           "--max-concurrency", str(slots),
-           "--run-time", f"{int(minutes * 60)}s", "--output-len", str(OUTPUT_LEN), "--input-len", str(INPUT_LEN),
-           "--ignore-eos", "--seed", "0", "--output-dir", str(RESULTS / "runs"), "--run-name", name, "--no-report",
-           "--quiet", "--no-server-metrics"]  # fmt: skip
+    cmd = [
+        *vllm_locust_cmd(),
+        "run",
+        "--host",
+        host,
+        "--workers",
+        str(workers),
+        "--request-rate",
+        f"{rate:.1f}",
+        "--max-concurrency",
+        str(slots),
+        "--run-time",
+        f"{int(minutes * 60)}s",
+        "--output-len",
+        str(OUTPUT_LEN),
+        "--input-len",
+        str(INPUT_LEN),
+        "--ignore-eos",
+        "--seed",
+        "0",
+        "--output-dir",
+        str(RESULTS / "runs"),
+        "--run-name",
+        name,
+        "--no-report",
+        "--quiet",
+        "--no-server-metrics",
+    ]
     return ["taskset", "-c", str(CLIENT_CPU), *cmd] if PIN else cmd
 
 
@@ -301,8 +360,11 @@ def main(argv: list[str] | None = None) -> int:
             if not rate > 0:  # NaN: the calibration run streamed nothing
                 print(f"calibration failed (no tokens): see {calib['run_dir'] if calib else '?'}", flush=True)
                 return 1
-        print(f"soak: {a.minutes:g} min at {rate:.1f} req/s × {OUTPUT_LEN} tokens = {rate * OUTPUT_LEN:,.0f} tok/s "
-              f"offered, {a.workers} worker(s); rate {how}", flush=True)  # fmt: skip
+        print(
+            f"soak: {a.minutes:g} min at {rate:.1f} req/s × {OUTPUT_LEN} tokens = {rate * OUTPUT_LEN:,.0f} tok/s "
+            f"offered, {a.workers} worker(s); rate {how}",
+            flush=True,
+        )
         before = sim_stats(sim.url)
         name = f"soak-{os.getpid()}-{int(time.time())}"
         run_dir = RESULTS / "runs" / name
@@ -350,37 +412,102 @@ def main(argv: list[str] | None = None) -> int:
     rss = rss_rows(smp.samples, run_s)
     cpu = cpu_rows(smp.samples, run_s)
     health = result.get("client_health") or {}
-    lag = [{"worker": w, **{k: v for k, v in h.items() if k.startswith(("loop_lag", "cpu", "gc_"))}}
-           for w, h in (health.get("workers") or {}).items()]  # fmt: skip
+    lag = [
+        {"worker": w, **{k: v for k, v in h.items() if k.startswith(("loop_lag", "cpu", "gc_"))}}
+        for w, h in (health.get("workers") or {}).items()
+    ]
     sched = (result.get("arrivals") or {}).get("schedule_lag_ms") or {}
     loads = [x["load1"] for x in smp.samples]
-    print_table(rss, ["process", "rss_start_mb", "rss_mid_mb", "rss_end_mb", "rss_max_mb", "growth_mb_per_h",
-                      "steady_from_s", "points"], "RSS (MiB) and growth per hour over the steady part")  # fmt: skip
+    print_table(
+        rss,
+        [
+            "process",
+            "rss_start_mb",
+            "rss_mid_mb",
+            "rss_end_mb",
+            "rss_max_mb",
+            "growth_mb_per_h",
+            "steady_from_s",
+            "points",
+        ],
+        "RSS (MiB) and growth per hour over the steady part",
+    )
     print_table(
         [{"process": k, "cpu_pct": 100 * v} for k, v in cpu.items()],
         ["process", "cpu_pct"],
         "mean CPU, steady part",
     )
-    print_table(wins, ["window", "start_min", "requests", "failed", "req_s", "output_tok_s", "ttft_p50_ms",
-                       "ttft_p99_ms", "sched_lag_p50_ms", "sched_lag_p99_ms", "sched_lag_max_ms"],
-                f"per {window_s / 60:g}-minute window from the first send (records; tok/s by completion)")  # fmt: skip
-    print_table([{"count": k, "value": v} for k, v in count.items()], ["count", "value"],
-                "records vs the simulator's count of completion requests")  # fmt: skip
-    print_table(lag, ["worker", "cpu_mean", "cpu_max", "loop_lag_p50_ms", "loop_lag_p99_ms", "loop_lag_max_ms",
-                      "gc_collections", "gc_pause_max_ms"], "loop lag, whole run (client_health; no per-time samples kept)")  # fmt: skip
-    print(f"\nrc {rc}, wall {wall:.0f} s; result: output {result.get('output_throughput')} tok/s, failed "
-          f"{result.get('failed')}, client_bound {result.get('client_bound')}; schedule lag (whole run) p50 "
-          f"{sched.get('median')} / p99 {sched.get('p99')} / max {sched.get('max')} ms; load average "
-          f"{load0[0]:.2f} at start, {load1[0]:.2f} at end, {min(loads, default=0):.2f}-{max(loads, default=0):.2f} "
-          f"over the samples")  # fmt: skip
-    path = write_json("soak", {
-        "code_at_start": code,
-        "minutes": a.minutes, "workers": a.workers, "rate": rate, "rate_from": how, "calibration": calib,
-        "output_len": OUTPUT_LEN, "window_s": window_s, "command": cmd, "rc": rc, "wall_s": wall, "run_dir": str(run_dir),
-        "load_avg_end": load1, "rss": rss, "cpu": cpu, "windows": wins, "counts": count, "loop_lag": lag,
-        "schedule_lag_ms": sched, "exit_code": result.get("exit_code"), "client_bound": result.get("client_bound"),
-        "output_throughput": result.get("output_throughput"), "samples": smp.samples,
-    })  # fmt: skip
+    print_table(
+        wins,
+        [
+            "window",
+            "start_min",
+            "requests",
+            "failed",
+            "req_s",
+            "output_tok_s",
+            "ttft_p50_ms",
+            "ttft_p99_ms",
+            "sched_lag_p50_ms",
+            "sched_lag_p99_ms",
+            "sched_lag_max_ms",
+        ],
+        f"per {window_s / 60:g}-minute window from the first send (records; tok/s by completion)",
+    )
+    print_table(
+        [{"count": k, "value": v} for k, v in count.items()],
+        ["count", "value"],
+        "records vs the simulator's count of completion requests",
+    )
+    print_table(
+        lag,
+        [
+            "worker",
+            "cpu_mean",
+            "cpu_max",
+            "loop_lag_p50_ms",
+            "loop_lag_p99_ms",
+            "loop_lag_max_ms",
+            "gc_collections",
+            "gc_pause_max_ms",
+        ],
+        "loop lag, whole run (client_health; no per-time samples kept)",
+    )
+    print(
+        f"\nrc {rc}, wall {wall:.0f} s; result: output {result.get('output_throughput')} tok/s, failed "
+        f"{result.get('failed')}, client_bound {result.get('client_bound')}; schedule lag (whole run) p50 "
+        f"{sched.get('median')} / p99 {sched.get('p99')} / max {sched.get('max')} ms; load average "
+        f"{load0[0]:.2f} at start, {load1[0]:.2f} at end, {min(loads, default=0):.2f}-{max(loads, default=0):.2f} "
+        f"over the samples"
+    )
+    path = write_json(
+        "soak",
+        {
+            "code_at_start": code,
+            "minutes": a.minutes,
+            "workers": a.workers,
+            "rate": rate,
+            "rate_from": how,
+            "calibration": calib,
+            "output_len": OUTPUT_LEN,
+            "window_s": window_s,
+            "command": cmd,
+            "rc": rc,
+            "wall_s": wall,
+            "run_dir": str(run_dir),
+            "load_avg_end": load1,
+            "rss": rss,
+            "cpu": cpu,
+            "windows": wins,
+            "counts": count,
+            "loop_lag": lag,
+            "schedule_lag_ms": sched,
+            "exit_code": result.get("exit_code"),
+            "client_bound": result.get("client_bound"),
+            "output_throughput": result.get("output_throughput"),
+            "samples": smp.samples,
+        },
+    )
     print(f"wrote {path}")
     return 0
 

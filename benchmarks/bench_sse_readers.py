@@ -42,8 +42,14 @@ def _client(kind: str, url: str, streams: int, seconds: float) -> dict[str, Any]
     import gevent
 
     host, port = url.rsplit("//", 1)[1].split(":")
-    body = {"model": "sim-model", "messages": [{"role": "user", "content": "hello " * 32}], "max_tokens": OUTPUT_LEN,
-            "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": True}  # fmt: skip
+    body = {
+        "model": "sim-model",
+        "messages": [{"role": "user", "content": "hello " * 32}],
+        "max_tokens": OUTPUT_LEN,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "ignore_eos": True,
+    }
     raw = json.dumps(body).encode()
     ttft: list[float] = []
     itl: list[float] = []
@@ -80,8 +86,12 @@ def _client(kind: str, url: str, streams: int, seconds: float) -> dict[str, Any]
             session = requests.Session()
             while time.perf_counter() < deadline:
                 t0 = time.perf_counter()
-                resp = session.post(url + "/v1/chat/completions", data=raw, stream=True,
-                                    headers={"Content-Type": "application/json"})  # fmt: skip
+                resp = session.post(
+                    url + "/v1/chat/completions",
+                    data=raw,
+                    stream=True,
+                    headers={"Content-Type": "application/json"},
+                )
                 times: list[float] = []
                 n = 0
                 for event in sseclient.SSEClient(resp).events():
@@ -108,12 +118,20 @@ def _client(kind: str, url: str, streams: int, seconds: float) -> dict[str, Any]
 
 def _vllm_events(n: int, spaced: bool) -> list[bytes]:
     """One chat stream as vLLM 0.32 writes it (role, n content events, finish, usage, [DONE]), one bytes per event."""
-    head = {"id": "chatcmpl-0123456789abcdef", "object": "chat.completion.chunk", "created": 1764000000,
-            "model": "sim-model"}  # fmt: skip
+    head = {
+        "id": "chatcmpl-0123456789abcdef",
+        "object": "chat.completion.chunk",
+        "created": 1764000000,
+        "model": "sim-model",
+    }
 
     def choice(delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
-        return {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish,
-                                     "token_ids": None}]}  # fmt: skip
+        return {
+            **head,
+            "choices": [
+                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, "token_ids": None}
+            ],
+        }
 
     docs = [choice({"role": "assistant", "content": ""}, None)]
     docs += [choice({"content": f" word{i}"}, "length" if i == n - 1 else None) for i in range(n)]
@@ -182,8 +200,19 @@ def _cases(mods: dict[str, Any]) -> dict[str, Any]:
 
 def _instructions(root: str, case: str, streams: int) -> int:
     """Instructions (valgrind's callgrind count) of one process that feeds `streams` streams of `case`."""
-    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, os.path.abspath(__file__),
-           "--parser-one", root, "--case", case, "--streams", str(streams)]  # fmt: skip
+    cmd = [
+        "valgrind",
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        os.path.abspath(__file__),
+        "--parser-one",
+        root,
+        "--case",
+        case,
+        "--streams",
+        str(streams),
+    ]
     err = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=1800).stderr
     return int(next(ln for ln in err.splitlines() if "Collected" in ln).split(":")[-1].strip())
 
@@ -287,25 +316,43 @@ def main(argv: list[str] | None = None) -> int:
     with start_sim(ITL_MS, TTFT_MS) as sim:
         for rep in range(a.reps):
             for kind in ("ours", "sseclient"):
-                cmd = [sys.executable, os.path.abspath(__file__), "--client", kind, "--url", sim.url,
-                       "--streams", str(a.streams), "--seconds", str(a.seconds)]  # fmt: skip
+                cmd = [
+                    sys.executable,
+                    os.path.abspath(__file__),
+                    "--client",
+                    kind,
+                    "--url",
+                    sim.url,
+                    "--streams",
+                    str(a.streams),
+                    "--seconds",
+                    str(a.seconds),
+                ]
                 if PIN:
                     cmd = ["taskset", "-c", str(CLIENT_CPU), *cmd]
                 out = subprocess.run(
                     cmd, capture_output=True, text=True, check=True, timeout=a.seconds * 10 + 60
                 )
                 d = json.loads(out.stdout.strip().splitlines()[-1])
-                row = {"rep": rep, "client": kind, "requests": d["requests"],
-                       "ttft_err_p50_ms": _pctl(d["ttft_s"], 50) * 1e3 - TTFT_MS,
-                       "ttft_err_p99_ms": _pctl(d["ttft_s"], 99) * 1e3 - TTFT_MS,
-                       "itl_p50_ms": _pctl(d["itl_s"], 50) * 1e3,
-                       "tok_per_cpu_s": d["tokens"] / d["cpu_s"] if d["cpu_s"] else float("nan"),
-                       "tok_s": d["tokens"] / a.seconds}  # fmt: skip
+                row = {
+                    "rep": rep,
+                    "client": kind,
+                    "requests": d["requests"],
+                    "ttft_err_p50_ms": _pctl(d["ttft_s"], 50) * 1e3 - TTFT_MS,
+                    "ttft_err_p99_ms": _pctl(d["ttft_s"], 99) * 1e3 - TTFT_MS,
+                    "itl_p50_ms": _pctl(d["itl_s"], 50) * 1e3,
+                    "tok_per_cpu_s": d["tokens"] / d["cpu_s"] if d["cpu_s"] else float("nan"),
+                    "tok_s": d["tokens"] / a.seconds,
+                }
                 rows.append(row)
-                print("  ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
-                      flush=True)  # fmt: skip
-    print(f"\nsimulator --fixed TTFT {TTFT_MS} ms ITL {ITL_MS} ms, {OUTPUT_LEN} tokens, {a.streams} streams, "
-          f"{a.seconds} s per run, pinned={PIN}; medians over {a.reps} interleaved reps:")  # fmt: skip
+                print(
+                    "  ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
+                    flush=True,
+                )
+    print(
+        f"\nsimulator --fixed TTFT {TTFT_MS} ms ITL {ITL_MS} ms, {OUTPUT_LEN} tokens, {a.streams} streams, "
+        f"{a.seconds} s per run, pinned={PIN}; medians over {a.reps} interleaved reps:"
+    )
     for kind in ("ours", "sseclient"):
         mine = [r for r in rows if r["client"] == kind]
         med = {k: sorted(r[k] for r in mine)[len(mine) // 2] for k in mine[0] if k not in ("rep", "client")}

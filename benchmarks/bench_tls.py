@@ -31,8 +31,15 @@ def one(host: str, sim_url: str, users: int, seconds: float, mode: str, extra: l
     """One closed-loop run of `users` streams for about `seconds` through the gateway."""
     per_request_s = (TTFT_MS + (OUTPUT_LEN - 1) * ITL_MS) / 1000
     n = max(users * 2, int(users * seconds / per_request_s))
-    r = run_ours(host, users=users, num_prompts=n, output_len=OUTPUT_LEN, tag=f"tls-{mode}-{users}",
-                 extra=["--spawn-rate", str(max(100, users)), *extra], stats_url=sim_url)  # fmt: skip
+    r = run_ours(
+        host,
+        users=users,
+        num_prompts=n,
+        output_len=OUTPUT_LEN,
+        tag=f"tls-{mode}-{users}",
+        extra=["--spawn-rate", str(max(100, users)), *extra],
+        stats_url=sim_url,
+    )
     res, win = r["result"], r["window"] or {}
     return {
         "mode": mode,
@@ -59,8 +66,9 @@ def main() -> int:
     if NGINX is None:
         print("bench_tls: nginx is not installed (apt-get install -y nginx)", file=sys.stderr)
         return 2
-    reps, users_list, seconds = (1, [64], 6.0) if a.quick else (a.reps, [int(x) for x in a.users.split(",")],
-                                                                 a.seconds)  # fmt: skip
+    reps, users_list, seconds = (
+        (1, [64], 6.0) if a.quick else (a.reps, [int(x) for x in a.users.split(",")], a.seconds)
+    )
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-tls-") as tmp:
         certs = make_certs(Path(tmp) / "certs")
@@ -80,26 +88,50 @@ def main() -> int:
                         row = one(host, sim.url, users, seconds, mode, extra)
                         row["rep"] = rep
                         rows.append(row)
-                        print(f"  {mode:5s} users={users} rep={rep}: ttft err p50 {row['ttft_err_p50_ms']:+.3f} ms, "
-                              f"{row['tok_per_cpu_s']:.0f} tok/CPU-s", flush=True)  # fmt: skip
-    cols = ["mode", "users", "rep", "completed", "failed", "ttft_err_p50_ms", "ttft_err_p99_ms", "itl_err_p50_ms",
-            "tok_s", "cpu_util", "tok_per_cpu_s"]  # fmt: skip
+                        print(
+                            f"  {mode:5s} users={users} rep={rep}: ttft err p50 {row['ttft_err_p50_ms']:+.3f} ms, "
+                            f"{row['tok_per_cpu_s']:.0f} tok/CPU-s",
+                            flush=True,
+                        )
+    cols = [
+        "mode",
+        "users",
+        "rep",
+        "completed",
+        "failed",
+        "ttft_err_p50_ms",
+        "ttft_err_p99_ms",
+        "itl_err_p50_ms",
+        "tok_s",
+        "cpu_util",
+        "tok_per_cpu_s",
+    ]
     print_table(rows, cols, "runs (TTFT/ITL errors against the simulator's fixed 50 / 10 ms)")
     summary = []
     for users in users_list:
         by = {m: [r for r in rows if r["users"] == users and r["mode"] == m] for m in ("plain", "tls")}
         p50 = {m: median([r["ttft_err_p50_ms"] for r in by[m]]) for m in by}
         cap = {m: median([r["tok_per_cpu_s"] for r in by[m]]) for m in by}
-        summary.append({"users": users, "plain_ttft_err_p50_ms": p50["plain"], "tls_ttft_err_p50_ms": p50["tls"],
-                        "tls_minus_plain_p50_ms": p50["tls"] - p50["plain"], "plain_tok_per_cpu_s": cap["plain"],
-                        "tls_tok_per_cpu_s": cap["tls"], "tls_over_plain": cap["tls"] / cap["plain"]})  # fmt: skip
+        summary.append(
+            {
+                "users": users,
+                "plain_ttft_err_p50_ms": p50["plain"],
+                "tls_ttft_err_p50_ms": p50["tls"],
+                "tls_minus_plain_p50_ms": p50["tls"] - p50["plain"],
+                "plain_tok_per_cpu_s": cap["plain"],
+                "tls_tok_per_cpu_s": cap["tls"],
+                "tls_over_plain": cap["tls"] / cap["plain"],
+            }
+        )
     print_table(
         summary,
         list(summary[0]),
         "TLS vs plain (medians over reps; goals: |p50 diff| <= 0.5 ms, ratio >= 0.7)",
     )
-    path = write_json("bench_tls", {"reps": reps, "seconds": seconds, "output_len": OUTPUT_LEN, "runs": rows,
-                                    "summary": summary})  # fmt: skip
+    path = write_json(
+        "bench_tls",
+        {"reps": reps, "seconds": seconds, "output_len": OUTPUT_LEN, "runs": rows, "summary": summary},
+    )
     print(f"wrote {path}")
     return 0
 

@@ -45,8 +45,14 @@ def write_trace(path: Path, n: int, seconds: float, seed: int = 0) -> None:
         ids += list(range(own, own + k))
         own += k
         length = len(ids) * BLOCK - rng.randint(0, BLOCK - 1)
-        rows.append({"timestamp": round(t * 1000, 3), "input_length": length, "output_length": OUTPUT,
-                     "hash_ids": ids})  # fmt: skip
+        rows.append(
+            {
+                "timestamp": round(t * 1000, 3),
+                "input_length": length,
+                "output_length": OUTPUT,
+                "hash_ids": ids,
+            }
+        )
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
@@ -54,8 +60,21 @@ def replay(trace: Path, workers: int, tag: str) -> dict[str, Any]:
     """One `vllm-locust run --trace` against the embedded simulator; its result.json."""
     out = RESULTS / "runs"
     name = f"{tag}-{int(time.time())}"
-    cmd = [*vllm_locust_cmd(), "run", "--trace", str(trace), "--workers", str(workers), "--ignore-eos",
-           "--output-dir", str(out), "--run-name", name, "--no-report", "--quiet"]  # fmt: skip
+    cmd = [
+        *vllm_locust_cmd(),
+        "run",
+        "--trace",
+        str(trace),
+        "--workers",
+        str(workers),
+        "--ignore-eos",
+        "--output-dir",
+        str(out),
+        "--run-name",
+        name,
+        "--no-report",
+        "--quiet",
+    ]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     res_path = out / name / "result.json"
@@ -82,24 +101,55 @@ def main(argv: list[str] | None = None) -> int:
     rep = res["replay"]
     lag = rep["lag_ms"] or {}
     row = {
-        "requests": rep["trace_requests"], "sent": rep["sent"], "dropped": rep["dropped"], "failed": res["failed"],
-        "lag_p50_ms": lag.get("p50"), "lag_p99_ms": lag.get("p99"), "lag_max_ms": lag.get("max"),
+        "requests": rep["trace_requests"],
+        "sent": rep["sent"],
+        "dropped": rep["dropped"],
+        "failed": res["failed"],
+        "lag_p50_ms": lag.get("p50"),
+        "lag_p99_ms": lag.get("p99"),
+        "lag_max_ms": lag.get("max"),
         "block_reuse_pct": 100 * rep["expected_block_reuse"],
-        "server_hit_pct": None if rep["server_prefix_hit_rate"] is None else 100 * rep["server_prefix_hit_rate"],
+        "server_hit_pct": None
+        if rep["server_prefix_hit_rate"] is None
+        else 100 * rep["server_prefix_hit_rate"],
         "gap_points": rep["reuse_gap_points"],
         "client_bound": bool(res.get("client_bound")),
-    }  # fmt: skip
+    }
     row["lag_ok"] = row["lag_p99_ms"] is not None and row["lag_p99_ms"] <= 5.0
     row["all_sent"] = bool(rep["all_sent"])
     row["reuse_ok"] = row["gap_points"] is not None and abs(row["gap_points"]) <= 5.0
-    cols = ["requests", "sent", "dropped", "failed", "lag_p50_ms", "lag_p99_ms", "lag_max_ms", "block_reuse_pct",
-            "server_hit_pct", "gap_points", "lag_ok", "all_sent", "reuse_ok", "client_bound"]  # fmt: skip
+    cols = [
+        "requests",
+        "sent",
+        "dropped",
+        "failed",
+        "lag_p50_ms",
+        "lag_p99_ms",
+        "lag_max_ms",
+        "block_reuse_pct",
+        "server_hit_pct",
+        "gap_points",
+        "lag_ok",
+        "all_sent",
+        "reuse_ok",
+        "client_bound",
+    ]
     print_table(
         [row], cols, f"trace replay: {n} requests over {secs:g} s, --time-scale 1, {a.workers} workers"
     )
-    path = write_json("trace_replay", {"requests": n, "seconds": secs, "workers": a.workers, "row": row,
-                                       "replay": rep, "run_dir": res["_run_dir"], "wall_s": res["_wall_s"],
-                                       "exit_code": res["_rc"]})  # fmt: skip
+    path = write_json(
+        "trace_replay",
+        {
+            "requests": n,
+            "seconds": secs,
+            "workers": a.workers,
+            "row": row,
+            "replay": rep,
+            "run_dir": res["_run_dir"],
+            "wall_s": res["_wall_s"],
+            "exit_code": res["_rc"],
+        },
+    )
     print(f"wrote {path}")
     return 0
 

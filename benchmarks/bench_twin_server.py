@@ -31,16 +31,21 @@ from benchmarks.common import print_table, write_json
 from orchestration.twin.check import Load, compare, run_load
 from vllm_sim.launch import start_simulator
 
-SLO = ("--find-max-rate --goodput ttft:300 tpot:25 --slo-percentile 90 --input-len 1024 --output-len 64 "
-       "--ignore-eos --workers 4")  # fmt: skip
+SLO = (
+    "--find-max-rate --goodput ttft:300 tpot:25 --slo-percentile 90 --input-len 1024 --output-len 64 "
+    "--ignore-eos --workers 4"
+)
 KEYS = ("ttft_ms_median", "tpot_ms_median", "output_tok_s")
 
 
 def gpu_loads(max_model_len: int) -> list[Load]:
     """A closed loop of 32 users, a Poisson 20 req/s, and a prompt near the server's longest (the probe's: 1536)."""
     long_prompt = min(3500, max_model_len - 64)
-    return [Load("closed-32", 96, 512, 64, concurrency=32, output_spread=0.5),
-            Load("poisson-20/s", 100, 256, 64, rate=20.0), Load(f"long-prompt-{long_prompt}", 4, long_prompt, 16)]  # fmt: skip
+    return [
+        Load("closed-32", 96, 512, 64, concurrency=32, output_spread=0.5),
+        Load("poisson-20/s", 100, 256, 64, rate=20.0),
+        Load(f"long-prompt-{long_prompt}", 4, long_prompt, 16),
+    ]
 
 
 def _loads(host: str, model: str, twin_url: str, doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -49,11 +54,21 @@ def _loads(host: str, model: str, twin_url: str, doc: dict[str, Any]) -> list[di
     for load in gpu_loads(int(doc["constants"]["max_model_len"]["value"])):
         real1 = run_load(host, model, load, timeout_s=300, tokens_per_word=tpw)
         tw = run_load(twin_url, model, load, timeout_s=300)
-        real2 = run_load(host, model, dataclasses.replace(load, seed=load.seed + 1000), timeout_s=300,
-                         tokens_per_word=tpw)  # fmt: skip
-        real = {k: (real1[k] + real2[k]) / 2 if real1[k] is not None and real2[k] is not None else None for k in KEYS}
-        row = {"load": load.name, "server": real1, "server_again": real2, "twin": tw, "error": compare(real, tw),
-               "drift": {k: abs(v) for k, v in compare(real1, real2).items() if v is not None}}  # fmt: skip
+        real2 = run_load(
+            host, model, dataclasses.replace(load, seed=load.seed + 1000), timeout_s=300, tokens_per_word=tpw
+        )
+        real = {
+            k: (real1[k] + real2[k]) / 2 if real1[k] is not None and real2[k] is not None else None
+            for k in KEYS
+        }
+        row = {
+            "load": load.name,
+            "server": real1,
+            "server_again": real2,
+            "twin": tw,
+            "error": compare(real, tw),
+            "drift": {k: abs(v) for k, v in compare(real1, real2).items() if v is not None},
+        }
         print(json.dumps(row), flush=True)
         rows.append(row)
     return rows
@@ -66,10 +81,15 @@ def _table(rows: list[dict[str, Any]]) -> None:
         for k in KEYS:
             a, b, t = r["server"][k], r["server_again"][k], r["twin"][k]
             e, d = r["error"].get(k), r["drift"].get(k)
-            cell[k] = (f"{a:.4g}, {b:.4g} / {t:.4g} ({e:+.1%}; {d:.1%})" if None not in (a, b, t, e, d)
-                       else f"{a}, {b} / {t}")  # fmt: skip
+            cell[k] = (
+                f"{a:.4g}, {b:.4g} / {t:.4g} ({e:+.1%}; {d:.1%})"
+                if None not in (a, b, t, e, d)
+                else f"{a}, {b} / {t}"
+            )
         flat.append(cell)
-    print_table(flat, ["load", *KEYS], "server first, again / twin (twin's error vs the server's mean; its drift)")
+    print_table(
+        flat, ["load", *KEYS], "server first, again / twin (twin's error vs the server's mean; its drift)"
+    )
 
 
 def main() -> None:
@@ -91,15 +111,30 @@ def main() -> None:
     res: dict[str, Any] = json.loads(res_path.read_text()) if res_path.exists() else {}
     phases = a.phases.split(",")
     if "calibrate" in phases:
-        p = run_cli(["calibrate", "--host", a.host, "--model", a.model, "--budget", f"{a.budget}s", "-o", str(twin),
-                     *shlex.split(a.calibrate_args)], a.budget + 120)  # fmt: skip
+        p = run_cli(
+            [
+                "calibrate",
+                "--host",
+                a.host,
+                "--model",
+                a.model,
+                "--budget",
+                f"{a.budget}s",
+                "-o",
+                str(twin),
+                *shlex.split(a.calibrate_args),
+            ],
+            a.budget + 120,
+        )
         print(p.stdout[-6000:], flush=True)
         if p.returncode != 0:
             raise SystemExit(f"calibrate failed ({p.returncode}): {p.stderr[-800:]}")
         res["calibrate"] = {"stdout": p.stdout[-8000:]}
     doc = json.loads(twin.read_text())
-    res["constants"] = {k: {"value": v.get("value"), "uncertainty": v.get("uncertainty"), "source": v.get("source")}
-                        for k, v in doc["constants"].items()}  # fmt: skip
+    res["constants"] = {
+        k: {"value": v.get("value"), "uncertainty": v.get("uncertainty"), "source": v.get("source")}
+        for k, v in doc["constants"].items()
+    }
     res["fit"] = doc.get("fit")
     with start_simulator(["--twin", str(twin)], cpu=a.sim_cpu) as sim:
         if "loads" in phases:
@@ -111,8 +146,18 @@ def main() -> None:
                 seed = 100_000 * (r + 1)  # its own prompts: nothing of an earlier round in the prefix cache
                 for name, url in (("server", a.host), ("twin", sim.url)):
                     before = sim_lateness(sim.url) if name == "twin" else None
-                    row = {"server": name, "round": r + 1, **search(["--host", url, "--model", a.model], a.steps,
-                           seed, a.work / f"{name}-{r}", 600, slo)}  # fmt: skip
+                    row = {
+                        "server": name,
+                        "round": r + 1,
+                        **search(
+                            ["--host", url, "--model", a.model],
+                            a.steps,
+                            seed,
+                            a.work / f"{name}-{r}",
+                            600,
+                            slo,
+                        ),
+                    }
                     if before is not None:
                         row["sim_lateness_s"] = sim_lateness(sim.url, before)
                     print(json.dumps(row), flush=True)
@@ -122,8 +167,11 @@ def main() -> None:
     if "loads" in res:
         _table(res["loads"])
     if "search" in res:
-        print_table(res["search"]["runs"], ["server", "round", "probe", "max_rate", "failing", "seconds", "rc"],
-                    "find-max-rate")  # fmt: skip
+        print_table(
+            res["search"]["runs"],
+            ["server", "round", "probe", "max_rate", "failing", "seconds", "rc"],
+            "find-max-rate",
+        )
         print(json.dumps(res["search"]["summary"], indent=1))
     print(f"wrote {write_json('twin_server', res)}")
 

@@ -43,8 +43,6 @@ from orchestration.ports import free_port
 TTFT_MS, ITL_MS, OUTPUT_LEN = 50.0, 10.0, 64
 
 
-
-
 def _get(url: str, data: bytes | None = None) -> bytes:
     with urllib.request.urlopen(url, data=data, timeout=10) as resp:
         return bytes(resp.read())
@@ -55,10 +53,33 @@ def run_ui(host: str, streams: int, run_time: float, poll_s: float) -> dict[str,
     port = free_port()
     name = f"webui-{os.getpid()}-{int(time.time())}"
     run_dir = RESULTS / "runs" / name
-    cmd = [*vllm_locust_cmd(), "run", "--host", host, "--workers", "1", "--users", str(streams),
-           "--output-len", str(OUTPUT_LEN), "--input-len", "32", "--ignore-eos", "--output-dir", str(RESULTS / "runs"),
-           "--run-name", name, "--no-report", "--quiet", "--no-server-metrics", "--web-ui", "--web-port", str(port),
-           "--run-time", f"{int(run_time)}s"]  # fmt: skip
+    cmd = [
+        *vllm_locust_cmd(),
+        "run",
+        "--host",
+        host,
+        "--workers",
+        "1",
+        "--users",
+        str(streams),
+        "--output-len",
+        str(OUTPUT_LEN),
+        "--input-len",
+        "32",
+        "--ignore-eos",
+        "--output-dir",
+        str(RESULTS / "runs"),
+        "--run-name",
+        name,
+        "--no-report",
+        "--quiet",
+        "--no-server-metrics",
+        "--web-ui",
+        "--web-port",
+        str(port),
+        "--run-time",
+        f"{int(run_time)}s",
+    ]
     if PIN:
         cmd = ["taskset", "-c", str(CLIENT_CPU), *cmd]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -100,7 +121,9 @@ def run_ui(host: str, streams: int, run_time: float, poll_s: float) -> dict[str,
         sampler.start()
         poller = threading.Thread(target=poll, daemon=True)
         poller.start()
-        form = urllib.parse.urlencode({"user_count": streams, "spawn_rate": streams * 4, "host": host}).encode()
+        form = urllib.parse.urlencode(
+            {"user_count": streams, "spawn_rate": streams * 4, "host": host}
+        ).encode()
         _get(ui + "/swarm", form)
         deadline = time.time() + run_time + 90
         while not (run_dir / "result.json").exists() and time.time() < deadline:
@@ -114,16 +137,29 @@ def run_ui(host: str, streams: int, run_time: float, poll_s: float) -> dict[str,
         except subprocess.TimeoutExpired:
             proc.kill()
     result = json.loads((run_dir / "result.json").read_text())
-    return {"run_dir": str(run_dir), "result": result, "window": sampler.window(), "polls": polls["n"],
-            "poll_bytes": polls["bytes"]}  # fmt: skip
+    return {
+        "run_dir": str(run_dir),
+        "result": result,
+        "window": sampler.window(),
+        "polls": polls["n"],
+        "poll_bytes": polls["bytes"],
+    }
 
 
 def row(kind: str, r: dict[str, Any]) -> dict[str, Any]:
     """One line of the table."""
     res, w = r["result"], r["window"]
-    return {"mode": kind, "tok_s": w["tok_s"], "worker_cpu": w["cpu_util"], "tok_per_cpu_s": w["tok_per_cpu_s"],
-            "ttft_p50_err_ms": res["median_ttft_ms"] - TTFT_MS, "ttft_p99_err_ms": res["p99_ttft_ms"] - TTFT_MS,
-            "completed": res["completed"], "failed": res["failed"], "polls": r.get("polls", 0)}  # fmt: skip
+    return {
+        "mode": kind,
+        "tok_s": w["tok_s"],
+        "worker_cpu": w["cpu_util"],
+        "tok_per_cpu_s": w["tok_per_cpu_s"],
+        "ttft_p50_err_ms": res["median_ttft_ms"] - TTFT_MS,
+        "ttft_p99_err_ms": res["p99_ttft_ms"] - TTFT_MS,
+        "completed": res["completed"],
+        "failed": res["failed"],
+        "polls": r.get("polls", 0),
+    }
 
 
 def main() -> int:
@@ -139,22 +175,52 @@ def main() -> int:
         for kind in ("headless", "web-ui") if rep % 2 == 0 else ("web-ui", "headless"):
             with start_sim(ITL_MS, TTFT_MS) as sim:
                 if kind == "headless":
-                    r = run_ours(sim.url, users=a.streams, run_time=a.run_time, workers=1, output_len=OUTPUT_LEN,
-                                 tag="webui-headless")  # fmt: skip
+                    r = run_ours(
+                        sim.url,
+                        users=a.streams,
+                        run_time=a.run_time,
+                        workers=1,
+                        output_len=OUTPUT_LEN,
+                        tag="webui-headless",
+                    )
                 else:
                     r = run_ui(sim.url, a.streams, a.run_time, a.poll_s)
             rows.append(row(kind, r))
             print(rows[-1], flush=True)
     summary = {}
     for kind in ("headless", "web-ui"):
-        summary[kind] = {k: median([x[k] for x in rows if x["mode"] == kind])
-                         for k in ("tok_s", "worker_cpu", "tok_per_cpu_s", "ttft_p50_err_ms", "ttft_p99_err_ms")}  # fmt: skip
+        summary[kind] = {
+            k: median([x[k] for x in rows if x["mode"] == kind])
+            for k in ("tok_s", "worker_cpu", "tok_per_cpu_s", "ttft_p50_err_ms", "ttft_p99_err_ms")
+        }
     ratio = summary["web-ui"]["tok_per_cpu_s"] / summary["headless"]["tok_per_cpu_s"]
-    print_table(rows, ["mode", "tok_s", "worker_cpu", "tok_per_cpu_s", "ttft_p50_err_ms", "ttft_p99_err_ms",
-                       "completed", "failed", "polls"], title=f"web UI vs headless, {a.streams} streams")  # fmt: skip
+    print_table(
+        rows,
+        [
+            "mode",
+            "tok_s",
+            "worker_cpu",
+            "tok_per_cpu_s",
+            "ttft_p50_err_ms",
+            "ttft_p99_err_ms",
+            "completed",
+            "failed",
+            "polls",
+        ],
+        title=f"web UI vs headless, {a.streams} streams",
+    )
     print(f"capacity with the UI polled / headless (median tok per worker CPU-s): {ratio:.3f}")
-    path = write_json("web_ui", {"rows": rows, "summary": summary, "capacity_ratio": ratio, "streams": a.streams,
-                                  "run_time_s": a.run_time, "poll_s": a.poll_s})  # fmt: skip
+    path = write_json(
+        "web_ui",
+        {
+            "rows": rows,
+            "summary": summary,
+            "capacity_ratio": ratio,
+            "streams": a.streams,
+            "run_time_s": a.run_time,
+            "poll_s": a.poll_s,
+        },
+    )
     print(f"wrote {path}")
     return 0
 

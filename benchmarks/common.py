@@ -322,7 +322,9 @@ def run_ours(
         "wall_s": wall,
         "result": result,
         "window": smp.window() if smp else None,
-        "cpu_samples": [(t + time.time() - time.perf_counter(), c) for t, _tok, c in smp.samples] if smp else [],
+        "cpu_samples": [(t + time.time() - time.perf_counter(), c) for t, _tok, c in smp.samples]
+        if smp
+        else [],
     }
     return out
 

@@ -16,13 +16,19 @@ from typing import Any
 from orchestration.moe_experts import expert_balance
 from vllm_users.client import stdlib_http
 
-EPLB_ONE_GPU = ("vLLM 0.26 refuses --enable-eplb on one GPU: EPLB needs --enable-expert-parallel over "
-                "TP x PCP x DP > 1 ranks (vllm/config/parallel.py); its balancedness exists from 2 GPUs on")  # fmt: skip
-NO_ROUTING = ("the server returned no routed_experts: start vLLM with --enable-return-routed-experts "
-              "(a MoE model, non-streamed requests) for the real router's expert balance")  # fmt: skip
+EPLB_ONE_GPU = (
+    "vLLM 0.26 refuses --enable-eplb on one GPU: EPLB needs --enable-expert-parallel over "
+    "TP x PCP x DP > 1 ranks (vllm/config/parallel.py); its balancedness exists from 2 GPUs on"
+)
+NO_ROUTING = (
+    "the server returned no routed_experts: start vLLM with --enable-return-routed-experts "
+    "(a MoE model, non-streamed requests) for the real router's expert balance"
+)
 _NPY_CODES = {"u1": "B", "i1": "b", "u2": "H", "i2": "h", "u4": "I", "i4": "i", "u8": "Q", "i8": "q"}
-_EPLB_RE = re.compile(r"EPLB step: (\d+) for model (\S+): avg_tokens=([0-9.]+), max_tokens=(\d+), "
-                      r"balancedness=([0-9.]+)")  # fmt: skip
+_EPLB_RE = re.compile(
+    r"EPLB step: (\d+) for model (\S+): avg_tokens=([0-9.]+), max_tokens=(\d+), "
+    r"balancedness=([0-9.]+)"
+)
 
 
 def decode_npy(raw: bytes) -> tuple[tuple[int, ...], list[int]]:
@@ -34,7 +40,9 @@ def decode_npy(raw: bytes) -> tuple[tuple[int, ...], list[int]]:
 
     if raw[:6] != b"\x93NUMPY" or len(raw) < 10:
         raise ValueError("not a .npy array")
-    hlen, start = (struct.unpack("<H", raw[8:10])[0], 10) if raw[6] == 1 else (struct.unpack("<I", raw[8:12])[0], 12)  # fmt: skip
+    hlen, start = (
+        (struct.unpack("<H", raw[8:10])[0], 10) if raw[6] == 1 else (struct.unpack("<I", raw[8:12])[0], 12)
+    )
     header = ast.literal_eval(raw[start : start + hlen].decode("latin1"))
     descr, shape = str(header.get("descr", "")), tuple(int(x) for x in header.get("shape", ()))
     code = _NPY_CODES.get(descr[1:])
@@ -75,10 +83,19 @@ def routed_expert_counts(
     positions = 0
     topk = None
     for _ in range(requests):
-        body = {"model": model, "prompt": random_words(prompt_words, rng), "max_tokens": max_tokens,
-                "ignore_eos": True, "temperature": 0.0, "stream": False}  # fmt: skip
-        req = urllib.request.Request(host.rstrip("/") + "/v1/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})  # fmt: skip
+        body = {
+            "model": model,
+            "prompt": random_words(prompt_words, rng),
+            "max_tokens": max_tokens,
+            "ignore_eos": True,
+            "temperature": 0.0,
+            "stream": False,
+        }
+        req = urllib.request.Request(
+            host.rstrip("/") + "/v1/completions",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with stdlib_http.urlopen(req, timeout=timeout) as resp:
             doc = json.loads(resp.read())
         b64 = (doc.get("choices") or [{}])[0].get("routed_experts")
@@ -96,8 +113,14 @@ def routed_expert_counts(
                         raise ValueError(f"routed_experts: expert id {e} outside 0..{experts - 1}")
                     per_layer[layer][e] += 1
         positions += n_tok
-    return {"source": "routed_experts", "requests": requests, "token_positions": positions, "topk": topk,
-            "layers": len(per_layer), "per_layer": per_layer}  # fmt: skip
+    return {
+        "source": "routed_experts",
+        "requests": requests,
+        "token_positions": positions,
+        "topk": topk,
+        "layers": len(per_layer),
+        "per_layer": per_layer,
+    }
 
 
 def routing_balance(per_layer: list[list[int]], ranks: tuple[int, ...] = (2, 4, 8)) -> dict[str, Any]:
@@ -123,5 +146,7 @@ def routing_balance(per_layer: list[list[int]], ranks: tuple[int, ...] = (2, 4, 
 
 def eplb_log_lines(text: str) -> list[dict[str, Any]]:
     """vLLM's `EPLB step: ... balancedness=...` log lines (`--eplb-config '{"log_balancedness": true}'`)."""
-    return [{"step": int(s), "model": m, "avg_tokens": float(a), "max_tokens": int(x), "balancedness": float(b)}
-            for s, m, a, x, b in _EPLB_RE.findall(text)]  # fmt: skip
+    return [
+        {"step": int(s), "model": m, "avg_tokens": float(a), "max_tokens": int(x), "balancedness": float(b)}
+        for s, m, a, x, b in _EPLB_RE.findall(text)
+    ]

@@ -31,7 +31,9 @@ def summarize(collapsed: Path, top: int = 30) -> str:
         stack, _, n = line.rpartition(" ")
         k = int(n)
         total += k
-        frames = [f.split(" (")[0] + " " + f.split("/")[-1].rstrip(")") if "(" in f else f for f in stack.split(";")]
+        frames = [
+            f.split(" (")[0] + " " + f.split("/")[-1].rstrip(")") if "(" in f else f for f in stack.split(";")
+        ]
         for f in set(frames):
             incl[f] += k
         self_[frames[-1]] += k
@@ -60,8 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     with start_sim(cfg["itl_ms"], cfg["ttft_ms"], cfg["extra"]) as sim:
         th = threading.Thread(
             target=lambda: result.update(
-                run_ours(sim.url, users=a.streams, run_time=a.seconds + 14, workers=1, tag="profile",
-                         extra=a.extra.split() if a.extra else ())
+                run_ours(
+                    sim.url,
+                    users=a.streams,
+                    run_time=a.seconds + 14,
+                    workers=1,
+                    tag="profile",
+                    extra=a.extra.split() if a.extra else (),
+                )
             )
         )
         th.start()
@@ -76,8 +84,24 @@ def main(argv: list[str] | None = None) -> int:
         assert pids_file is not None, "no pids.json"
         pid = json.loads(pids_file.read_text())["workers"][0]
         time.sleep(8)
-        subprocess.run([spy, "record", "-p", str(pid), "-r", str(a.rate), "-d", str(int(a.seconds)), "-f", "raw",
-                        "-o", str(out.with_suffix(".txt")), "--nonblocking"], check=False)
+        subprocess.run(
+            [
+                spy,
+                "record",
+                "-p",
+                str(pid),
+                "-r",
+                str(a.rate),
+                "-d",
+                str(int(a.seconds)),
+                "-f",
+                "raw",
+                "-o",
+                str(out.with_suffix(".txt")),
+                "--nonblocking",
+            ],
+            check=False,
+        )
         th.join()
     w = result.get("window") or {}
     print(f"tok/CPU-s {w.get('tok_per_cpu_s', float('nan')):.0f}, CPU {w.get('cpu_util', float('nan')):.0%}")

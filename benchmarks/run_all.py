@@ -53,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="comma-separated names: " + ",".join(SUITE))
     ap.add_argument("--skip", default="")
     ap.add_argument("--repeats", type=int, default=0, help="repetitions per figure (scripts with --reps)")
-    ap.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md's generated section")
+    ap.add_argument(
+        "--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md's generated section"
+    )
     a = ap.parse_args(argv)
     names = [n for n in (a.only.split(",") if a.only else SUITE) if n and n not in a.skip.split(",")]
     unknown = [n for n in names if n not in SUITE]

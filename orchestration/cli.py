@@ -16,17 +16,39 @@ __all__ = ["COMMANDS", "PROG", "main", "parser"]
 PROG = "vllm-locust"
 COMMANDS: dict[str, tuple[str, str]] = {  # name -> (module with `main`, one-line help)
     "run": ("orchestration.commands.run", "Run a load test (against the embedded simulator when no --host)"),
-    "sim": ("orchestration.commands.sim", "Run the embedded vLLM-compatible simulator (see `vllm-locust sim --help`)"),
-    "report": ("orchestration.commands.report", "Build reports from run directories (see `vllm-locust report --help`)"),
-    "gate": ("orchestration.commands.gate", "Fail CI on a regression beyond the noise (see `vllm-locust gate --help`)"),
-    "worker": ("orchestration.commands.worker", "Join a remote master as a worker (see `vllm-locust worker --help`)"),
-    "sweep-server": ("orchestration.commands.sweep_server",
-                     "Restart the server per parameter point, same load each (see --help)"),
-    "k8s": ("orchestration.commands.k8s", "Kubernetes manifests for a run (see `vllm-locust k8s render --help`)"),
-    "trace": ("orchestration.commands.trace", "Export a run as a replayable trace, or describe a trace file (--help)"),
-    "calibrate": ("orchestration.commands.calibrate",
-                  "Probe a server (bounded) and write a simulator twin of it: twin.json (see --help)"),
-}  # fmt: skip
+    "sim": (
+        "orchestration.commands.sim",
+        "Run the embedded vLLM-compatible simulator (see `vllm-locust sim --help`)",
+    ),
+    "report": (
+        "orchestration.commands.report",
+        "Build reports from run directories (see `vllm-locust report --help`)",
+    ),
+    "gate": (
+        "orchestration.commands.gate",
+        "Fail CI on a regression beyond the noise (see `vllm-locust gate --help`)",
+    ),
+    "worker": (
+        "orchestration.commands.worker",
+        "Join a remote master as a worker (see `vllm-locust worker --help`)",
+    ),
+    "sweep-server": (
+        "orchestration.commands.sweep_server",
+        "Restart the server per parameter point, same load each (see --help)",
+    ),
+    "k8s": (
+        "orchestration.commands.k8s",
+        "Kubernetes manifests for a run (see `vllm-locust k8s render --help`)",
+    ),
+    "trace": (
+        "orchestration.commands.trace",
+        "Export a run as a replayable trace, or describe a trace file (--help)",
+    ),
+    "calibrate": (
+        "orchestration.commands.calibrate",
+        "Probe a server (bounded) and write a simulator twin of it: twin.json (see --help)",
+    ),
+}
 
 
 def parser() -> C.OneLineParser:
@@ -60,7 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return reported(f"{PROG} {name}")(lambda rest: _command(name)(rest))(argv[1:])
     top = parser()
     if argv:
-        top.parse_args(argv)  # --help (exit 0), or a one-line error naming the unknown command or flag (exit 2)
+        top.parse_args(
+            argv
+        )  # --help (exit 0), or a one-line error naming the unknown command or flag (exit 2)
     top.print_help()
     return exit_codes.USAGE
 

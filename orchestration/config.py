@@ -49,15 +49,21 @@ class OneLineParser(argparse.ArgumentParser):
 class _Join(argparse.Action):
     """nargs='+' words kept as one text (--goodput ttft:500 tpot:50 -> 'ttft:500 tpot:50'), checked as one."""
 
-    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace, values: Any, opt: Any = None) -> None:
+    def __call__(
+        self, parser: argparse.ArgumentParser, ns: argparse.Namespace, values: Any, opt: Any = None
+    ) -> None:
         try:
             setattr(ns, self.dest, coerce(self.dest, list(values)))
         except argparse.ArgumentTypeError as e:
             parser.error(f"argument {flag(self.dest)}: {e}")
 
 
-def add_options(p: argparse.ArgumentParser, scope: str, choices: Mapping[str, Sequence[str]] | None = None,
-                defaults: Mapping[str, Any] | None = None) -> None:  # fmt: skip
+def add_options(
+    p: argparse.ArgumentParser,
+    scope: str,
+    choices: Mapping[str, Sequence[str]] | None = None,
+    defaults: Mapping[str, Any] | None = None,
+) -> None:
     """Add every option of `scope` (run or worker) to `p`, with the table's parser, default and help."""
     for name, spec, default in table(scope):
         default = (defaults or {}).get(name, default)
@@ -137,8 +143,9 @@ def _checked(raw: Mapping[str, Any], names: set[str], where: str) -> dict[str, A
     return out
 
 
-def layers(parser: argparse.ArgumentParser, argv: Sequence[str], scope: str,
-           environ: Mapping[str, str] | None = None) -> tuple[dict[str, dict[str, Any]], argparse.Namespace]:  # fmt: skip
+def layers(
+    parser: argparse.ArgumentParser, argv: Sequence[str], scope: str, environ: Mapping[str, str] | None = None
+) -> tuple[dict[str, dict[str, Any]], argparse.Namespace]:
     """Each layer's values (LAYERS order), checked, and the parser's own arguments that are not options (k8s
     render's --out, ...): what the command line, environment, config file and preset set."""
     environ = os.environ if environ is None else environ
@@ -159,7 +166,9 @@ def layers(parser: argparse.ArgumentParser, argv: Sequence[str], scope: str,
     for name in cli:
         if SPECS[name].repeat:
             cli[name] = tuple(cli[name])
-    env = _checked({n: environ[env_name(n)] for n in names if env_name(n) in environ}, names, "the environment")
+    env = _checked(
+        {n: environ[env_name(n)] for n in names if env_name(n) in environ}, names, "the environment"
+    )
     path = cli.get("config") or env.get("config")
     where = f"config file {path}"
     own_file = scope != WORKER  # a worker's --config is its master's file: it takes only the users from it
@@ -181,16 +190,18 @@ def merge(by_layer: Mapping[str, Mapping[str, Any]]) -> Options:
     return Options(**values)
 
 
-def parse_all(parser: argparse.ArgumentParser, argv: Sequence[str], scope: str,
-              environ: Mapping[str, str] | None = None) -> tuple[Options, argparse.Namespace]:  # fmt: skip
+def parse_all(
+    parser: argparse.ArgumentParser, argv: Sequence[str], scope: str, environ: Mapping[str, str] | None = None
+) -> tuple[Options, argparse.Namespace]:
     """The command's frozen options (command line > environment > config file > preset > default) and its
     other arguments."""
     by_layer, extras = layers(parser, argv, scope, environ)
     return merge(by_layer), extras
 
 
-def parse_options(parser: argparse.ArgumentParser, argv: Sequence[str], scope: str,
-                  environ: Mapping[str, str] | None = None) -> Options:  # fmt: skip
+def parse_options(
+    parser: argparse.ArgumentParser, argv: Sequence[str], scope: str, environ: Mapping[str, str] | None = None
+) -> Options:
     """The command's frozen options from its command line, environment, config file and (run) preset."""
     return parse_all(parser, argv, scope, environ)[0]
 
@@ -198,7 +209,9 @@ def parse_options(parser: argparse.ArgumentParser, argv: Sequence[str], scope: s
 def child_env(api_key: str | None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a Locust process we start: no option variables (its options come on its command line
     or from its master, so a variable cannot undo a flag), the API key only under VLLM_LOCUST_API_KEY."""
-    drop = {env_name(n) for n, _, _ in table()} | {env_name(s.locust_name) for _, s, _ in table() if s.locust_name}
+    drop = {env_name(n) for n, _, _ in table()} | {
+        env_name(s.locust_name) for _, s, _ in table() if s.locust_name
+    }
     env = {k: v for k, v in os.environ.items() if k not in drop and k not in API_KEY_ENV}
     env["PYTHONUNBUFFERED"] = "1"
     if api_key:

@@ -35,13 +35,21 @@ from vllm_users.workload.model_mix import model_names
 from vllm_users.workload.prompts import LengthModel
 
 __all__ = [
-    "DEFAULT_OPEN_LOOP_SLOTS", "FULL_DISK_BYTES", "RESULT_LINE_PREFIX", "header_dict", "launch", "locust_args",
-    "no_result_line", "say",
-]  # fmt: skip
+    "DEFAULT_OPEN_LOOP_SLOTS",
+    "FULL_DISK_BYTES",
+    "RESULT_LINE_PREFIX",
+    "header_dict",
+    "launch",
+    "locust_args",
+    "no_result_line",
+    "say",
+]
 
 RESULT_LINE_PREFIX = "VLLM_LOCUST_RESULT "  # --print-result: this, then the result JSON on one line
 DEFAULT_OPEN_LOOP_SLOTS = 256  # users (max in flight) for open loop without --max-concurrency
-FULL_DISK_BYTES = 1 << 20  # less free than this where the results go: the disk is full, as far as a run is concerned
+FULL_DISK_BYTES = (
+    1 << 20
+)  # less free than this where the results go: the disk is full, as far as a run is concerned
 
 
 def say(a: Options, msg: str) -> None:
@@ -50,15 +58,21 @@ def say(a: Options, msg: str) -> None:
         print(f"vllm-locust: {msg}", flush=True)
 
 
-
-
 def header_dict(a: Options) -> dict[str, str]:
     """--header NAME:VALUE ... as a dict."""
     return header_lines(a.header)
 
 
-def locust_args(a: Options, host: str, model: str, run_dir: str, locustfile: str, port: int,
-                embedded_sim: bool = False, lengths: LengthModel | None = None) -> list[str]:  # fmt: skip
+def locust_args(
+    a: Options,
+    host: str,
+    model: str,
+    run_dir: str,
+    locustfile: str,
+    port: int,
+    embedded_sim: bool = False,
+    lengths: LengthModel | None = None,
+) -> list[str]:
     """Master command line (`embedded_sim`: the host is our simulator; the result cross-checks its count;
     `lengths`: the preflight's prompt-length calibration, for the workers)."""
     open_loop = a.open_loop  # --request-rate or --trace
@@ -67,14 +81,36 @@ def locust_args(a: Options, host: str, model: str, run_dir: str, locustfile: str
     else:
         users = a.users or a.max_concurrency or 8
     args = [
-        "-f", locustfile, "--master", "--master-bind-host", a.master_bind_host, "--master-bind-port", str(port),
-        "--expect-workers", str(a.expect_workers or a.workers), "--expect-workers-max-wait", "120", "--host", host,
-        "-u", str(users), "-r", str(a.spawn_rate or users * 4),  # default: every user within ~0.25 s, like vllm bench
-        "--csv", R.path(run_dir, R.LOCUST_CSV), "--csv-full-history",
-        "--html", R.path(run_dir, R.LOCUST_REPORT),
-        "--stop-timeout", f"{int(math.ceil(a.stop_timeout)) + 5}s", "--loglevel", "INFO",
-        "--logfile", R.path(run_dir, R.MASTER_LOG), "--only-summary",
-    ]  # fmt: skip
+        "-f",
+        locustfile,
+        "--master",
+        "--master-bind-host",
+        a.master_bind_host,
+        "--master-bind-port",
+        str(port),
+        "--expect-workers",
+        str(a.expect_workers or a.workers),
+        "--expect-workers-max-wait",
+        "120",
+        "--host",
+        host,
+        "-u",
+        str(users),
+        "-r",
+        str(a.spawn_rate or users * 4),  # default: every user within ~0.25 s, like vllm bench
+        "--csv",
+        R.path(run_dir, R.LOCUST_CSV),
+        "--csv-full-history",
+        "--html",
+        R.path(run_dir, R.LOCUST_REPORT),
+        "--stop-timeout",
+        f"{int(math.ceil(a.stop_timeout)) + 5}s",
+        "--loglevel",
+        "INFO",
+        "--logfile",
+        R.path(run_dir, R.MASTER_LOG),
+        "--only-summary",
+    ]
     if a.web_ui:
         args += ["--web-port", str(a.web_port), "--web-host", a.web_host]
         if a.web_login:
@@ -95,8 +131,18 @@ def locust_args(a: Options, host: str, model: str, run_dir: str, locustfile: str
     return args + locust_argv(a, **set_by_run)
 
 
-def launch(a: Options, host: str, model: str, run_dir: str, locustfile: str, api_key: str | None, sim: Any,
-           watch: Any, lengths: LengthModel | None = None, headers: dict[str, str] | None = None) -> int:  # fmt: skip
+def launch(
+    a: Options,
+    host: str,
+    model: str,
+    run_dir: str,
+    locustfile: str,
+    api_key: str | None,
+    sim: Any,
+    watch: Any,
+    lengths: LengthModel | None = None,
+    headers: dict[str, str] | None = None,
+) -> int:
     """Start the master and `a.workers` local workers on `locustfile`, wait for the run, summarise it; its exit
     code. `sim`: the embedded simulator (or None); `watch`: see orchestration.commands.run.run; `lengths`: the
     preflight's prompt-length calibration; `headers`: every request's (--header, the host's userinfo, the key)."""
@@ -111,25 +157,50 @@ def launch(a: Options, host: str, model: str, run_dir: str, locustfile: str, api
         extra[env_name("extra_headers")] = json.dumps(shipped)
     env = C.child_env(api_key, extra)
     py = [sys.executable, "-m", "locust"]
-    margs = locust_args(a, host, model, run_dir, locustfile, port, embedded_sim=sim is not None, lengths=lengths)
+    margs = locust_args(
+        a, host, model, run_dir, locustfile, port, embedded_sim=sim is not None, lengths=lengths
+    )
     known = Redactor(secret_values(headers or {}, api_key))  # e.g. a key repeated inside --sim-args
     with open(R.path(run_dir, R.COMMAND), "w") as fh:
-        json.dump({"argv": _redact(sys.argv[1:], known), "locust_master": _redact(margs, known)}, fh, indent=1)
+        json.dump(
+            {"argv": _redact(sys.argv[1:], known), "locust_master": _redact(margs, known)}, fh, indent=1
+        )
     sampler = None
     if not a.no_server_metrics:  # a background thread here, started before load and stopped after it
-        sampler = ServerMetricsSampler(metrics_url, R.path(run_dir, R.SERVER_METRICS), headers=metrics_headers)
+        sampler = ServerMetricsSampler(
+            metrics_url, R.path(run_dir, R.SERVER_METRICS), headers=metrics_headers
+        )
         sampler.start()
     master_log = open(R.path(run_dir, R.MASTER_OUT), "w")
     # own session (Ctrl-C is forwarded, so results get written), but SIGTERM when we die, however we die;
     # workers follow a silent master by themselves (VLLM_LOCUST_MASTER_TIMEOUT)
-    master = subprocess.Popen(py + margs, env=env, stdout=master_log, stderr=subprocess.STDOUT, start_new_session=True,
-                              preexec_fn=die_with_parent(signal.SIGTERM))  # fmt: skip
+    master = subprocess.Popen(
+        py + margs,
+        env=env,
+        stdout=master_log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=die_with_parent(signal.SIGTERM),
+    )
     workers = []
     for i in range(a.workers or 0):
         wlog = open(R.path(run_dir, R.WORKER_OUT.format(i)), "w")
-        wargs = ["-f", locustfile, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port),
-                 "--loglevel", "INFO"]  # fmt: skip
-        workers.append(subprocess.Popen(py + wargs, env=env, stdout=wlog, stderr=subprocess.STDOUT, start_new_session=True))
+        wargs = [
+            "-f",
+            locustfile,
+            "--worker",
+            "--master-host",
+            "127.0.0.1",
+            "--master-port",
+            str(port),
+            "--loglevel",
+            "INFO",
+        ]
+        workers.append(
+            subprocess.Popen(
+                py + wargs, env=env, stdout=wlog, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        )
     with open(R.path(run_dir, R.PIDS), "w") as fh:
         json.dump({"master": master.pid, "workers": [w.pid for w in workers], "master_port": port}, fh)
     say(a, f"run {run_dir}: master + {a.workers} worker(s) against {host} (model {model})")
@@ -180,8 +251,7 @@ def _redact(argv: list[str], known: Redactor) -> list[str]:
     return [known.text(x) for x in redact_argv(argv, secret, HEADER_FLAGS)]
 
 
-def _wait(a: Options, master: subprocess.Popen, run_dir: str, watch: Any,
-          on_result: Any = None) -> bool:  # fmt: skip
+def _wait(a: Options, master: subprocess.Popen, run_dir: str, watch: Any, on_result: Any = None) -> bool:
     """Wait for the master, printing progress; forward Ctrl-C/SIGTERM so results get written.
     `on_result` (web UI) is called once when the result file appears while the master keeps running."""
     interrupted = False
@@ -194,7 +264,10 @@ def _wait(a: Options, master: subprocess.Popen, run_dir: str, watch: Any,
                 atomic_json(R.path(run_dir, R.INTERRUPTED), {"signal": signal.Signals(signum).name})
             except OSError:
                 pass
-            print("\nvllm-locust: stopping (in-flight streams get --stop-timeout); writing results...", flush=True)
+            print(
+                "\nvllm-locust: stopping (in-flight streams get --stop-timeout); writing results...",
+                flush=True,
+            )
             master.send_signal(signal.SIGTERM)
 
     old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -236,8 +309,10 @@ def _progress_line(run_dir: str) -> str:
         return ""
     lat = "  ".join(f"{k.replace('_ms', '')} {v:.1f}ms" for k, v in p.items() if k.endswith("_ms"))
     lost = f"  LOST {','.join(p['workers_lost'])}" if p.get("workers_lost") else ""
-    return (f"[{p['elapsed_s']:7.1f}s] ok {int(p['ok'])}  failed {int(p['failed'])}  in-flight {int(p['inflight'])}  "
-            f"{p['output_tok_per_s']:.0f} tok/s  {lat}{lost}")  # fmt: skip
+    return (
+        f"[{p['elapsed_s']:7.1f}s] ok {int(p['ok'])}  failed {int(p['failed'])}  in-flight {int(p['inflight'])}  "
+        f"{p['output_tok_per_s']:.0f} tok/s  {lat}{lost}"
+    )
 
 
 def _finish(a: Options, run_dir: str, master_rc: int | None, interrupted: bool) -> int:
@@ -260,11 +335,16 @@ def _finish(a: Options, run_dir: str, master_rc: int | None, interrupted: bool) 
     if a.print_result:
         print(RESULT_LINE_PREFIX + json.dumps(doc, separators=(",", ":")), flush=True)
     reason = no_completed_reason(res)
-    if reason and not interrupted:  # the run failed: its one-line reason, last (the summary said what it could)
+    if (
+        reason and not interrupted
+    ):  # the run failed: its one-line reason, last (the summary said what it could)
         print(f"vllm-locust: error: {reason}", file=sys.stderr, flush=True)
     if res.meta.get("write_error"):  # a full disk: the run stopped early
-        print(f"vllm-locust: error: {res.meta['write_error']}; the run stopped, what was written is kept",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"vllm-locust: error: {res.meta['write_error']}; the run stopped, what was written is kept",
+            file=sys.stderr,
+            flush=True,
+        )
     raised = summary_line(list(res.meta.get("user_errors") or []))
     if raised:  # the user's bug, by type, message and line: the last line (Locust's CSV lacks the type)
         print(f"vllm-locust: error: {raised}", file=sys.stderr, flush=True)
@@ -280,8 +360,10 @@ def no_result_line(run_dir: str, master_rc: int | None) -> str:
     except OSError:
         free = None
     if free is not None and free < FULL_DISK_BYTES:
-        return (f"the disk holding {run_dir} is full ({free} bytes free): the master could not write the results; "
-                "what reached the disk is kept there")  # fmt: skip
+        return (
+            f"the disk holding {run_dir} is full ({free} bytes free): the master could not write the results; "
+            "what reached the disk is kept there"
+        )
     return f"the master exited ({master_rc}) without writing results; see {R.path(run_dir, R.MASTER_LOG)}"
 
 

@@ -43,5 +43,10 @@ def expert_balance(before: dict[str, float] | None, after: dict[str, float] | No
     if mean <= 0:
         return {"experts": n, "tokens": 0.0, "max_over_mean": None, "cv": None}
     std = math.sqrt(sum((d - mean) ** 2 for d in delta) / n)
-    return {"experts": n, "tokens": sum(delta), "max_over_mean": max(delta) / mean, "cv": std / mean,
-            "per_expert": delta}  # fmt: skip
+    return {
+        "experts": n,
+        "tokens": sum(delta),
+        "max_over_mean": max(delta) / mean,
+        "cv": std / mean,
+        "per_expert": delta,
+    }

@@ -42,7 +42,9 @@ def _conn(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
     return stdlib_http.connect(url, timeout)
 
 
-def _request(url: str, method: str, path: str, headers: dict[str, str], body: Any = None, timeout: float = 10.0):
+def _request(
+    url: str, method: str, path: str, headers: dict[str, str], body: Any = None, timeout: float = 10.0
+):
     conn, base = _conn(url, timeout)
     try:
         data = json.dumps(body).encode() if body is not None else None
@@ -52,15 +54,23 @@ def _request(url: str, method: str, path: str, headers: dict[str, str], body: An
         try:  # a proxy may compress whatever the client accepts (http.client sends `Accept-Encoding: identity`)
             raw = sse_forms.decode_all(raw, resp.getheader("content-encoding") or "")
         except sse_forms.DecodeError as e:
-            raise PreflightError(f"{url} answered {method} {path} with a body that cannot be read: {e}") from None
+            raise PreflightError(
+                f"{url} answered {method} {path} with a body that cannot be read: {e}"
+            ) from None
         return resp.status, resp.getheader("content-type") or "", raw
-    except ssl.SSLError as e:  # a wrong CA, a bad certificate: the host and the verification failure, one line
+    except (
+        ssl.SSLError
+    ) as e:  # a wrong CA, a bad certificate: the host and the verification failure, one line
         raise PreflightError(tls.describe_error(e, url) or str(e)) from None
     except (ConnectionRefusedError, socket.gaierror, TimeoutError, OSError) as e:
-        reason = "connection refused" if isinstance(e, ConnectionRefusedError) else (str(e) or type(e).__name__)
+        reason = (
+            "connection refused" if isinstance(e, ConnectionRefusedError) else (str(e) or type(e).__name__)
+        )
         raise PreflightError(f"cannot reach {url}: {reason}") from None
     except http.client.HTTPException as e:
-        raise PreflightError(f"{url} sent a malformed HTTP response to {method} {path}: {type(e).__name__}") from None
+        raise PreflightError(
+            f"{url} sent a malformed HTTP response to {method} {path}: {type(e).__name__}"
+        ) from None
     finally:
         conn.close()
 
@@ -79,8 +89,14 @@ LOAD_ONLY_HEADERS = frozenset({"x-sim-fault"})
 REJECTED = "rejected the API key or credentials (HTTP {}): set VLLM_LOCUST_API_KEY or --api-key, or a gateway's --header"
 
 
-def check_server(url: str, model: str | None, api_key: str | None, endpoint: str = "chat",
-                 also: Sequence[str] = (), headers: Headers = None) -> ServerInfo:  # fmt: skip
+def check_server(
+    url: str,
+    model: str | None,
+    api_key: str | None,
+    endpoint: str = "chat",
+    also: Sequence[str] = (),
+    headers: Headers = None,
+) -> ServerInfo:
     """Raise PreflightError with a one-line reason, or return the model to use (a --model mix's base; every name
     of the mix and `also`, the traffic classes' models, must be served: a missing LoRA adapter stops here).
     `headers`: --header's (they win over the API key's Authorization and over the URL's userinfo)."""
@@ -95,20 +111,28 @@ def check_server(url: str, model: str | None, api_key: str | None, endpoint: str
     if status == 401 or status == 403:
         raise PreflightError(f"{url} {REJECTED.format(status)}")
     if status != 200:
-        raise PreflightError(f"{url} is not an OpenAI-compatible server: GET /v1/models returned HTTP {status}")
+        raise PreflightError(
+            f"{url} is not an OpenAI-compatible server: GET /v1/models returned HTTP {status}"
+        )
     try:
         models = [m["id"] for m in json.loads(body)["data"]]
     except (ValueError, KeyError, TypeError):
         kind = ctype.split(";")[0] or "an unknown content type"
-        raise PreflightError(f"{url} is not an OpenAI-compatible server: GET /v1/models returned {kind}") from None
+        raise PreflightError(
+            f"{url} is not an OpenAI-compatible server: GET /v1/models returned {kind}"
+        ) from None
     for name in dict.fromkeys((*names, *also)):
         if name not in models:
             what = "model" if name == model else "model (of the mix or a --class)"
-            raise PreflightError(f"{what} {name!r} is not served by {url} (it serves: {', '.join(models) or 'none'})")
+            raise PreflightError(
+                f"{what} {name!r} is not served by {url} (it serves: {', '.join(models) or 'none'})"
+            )
     if not model and len(models) == 1:
         model = models[0]
     elif not model:
-        raise PreflightError(f"{url} serves {len(models)} models ({', '.join(models)}); choose one with --model")
+        raise PreflightError(
+            f"{url} serves {len(models)} models ({', '.join(models)}); choose one with --model"
+        )
     attempts: list[int] = []
     for i in range(RETRIES):
         status = _check_stream(url, model, h, endpoint, last=i == RETRIES - 1)
@@ -121,15 +145,24 @@ def check_server(url: str, model: str | None, api_key: str | None, endpoint: str
 
 # --endpoint -> its probe's path and body (beside "model"); the pooling APIs answer one JSON body, not SSE
 _PROBES: dict[str, tuple[str, dict[str, Any]]] = {
-    "chat": ("/v1/chat/completions", {"messages": [{"role": "user", "content": "preflight"}], "max_tokens": 2,
-                                      "stream": True, "stream_options": {"include_usage": True}}),
-    "completions": ("/v1/completions", {"prompt": "preflight", "max_tokens": 2, "stream": True,
-                                        "stream_options": {"include_usage": True}}),
+    "chat": (
+        "/v1/chat/completions",
+        {
+            "messages": [{"role": "user", "content": "preflight"}],
+            "max_tokens": 2,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+    ),
+    "completions": (
+        "/v1/completions",
+        {"prompt": "preflight", "max_tokens": 2, "stream": True, "stream_options": {"include_usage": True}},
+    ),
     "responses": ("/v1/responses", {"input": "preflight", "max_output_tokens": 2, "stream": True}),
     "embeddings": ("/v1/embeddings", {"input": "preflight"}),
     "rerank": ("/v1/rerank", {"query": "preflight", "documents": ["preflight"]}),
     "score": ("/v1/score", {"text_1": "preflight", "text_2": ["preflight"]}),
-}  # fmt: skip
+}
 
 
 def _check_stream(url: str, model: str, h: dict[str, str], endpoint: str, last: bool = True) -> int:
@@ -141,8 +174,10 @@ def _check_stream(url: str, model: str, h: dict[str, str], endpoint: str, last: 
     if status in RETRY_STATUSES and not last:
         return status
     if status in (404, 405) and endpoint != "chat":  # the server lacks the API (pooling models: no chat)
-        raise PreflightError(f"--endpoint {endpoint}: POST {path} on {url} returned HTTP {status}: the server does "
-                             "not serve it (docs/scenarios.md)")  # fmt: skip
+        raise PreflightError(
+            f"--endpoint {endpoint}: POST {path} on {url} returned HTTP {status}: the server does "
+            "not serve it (docs/scenarios.md)"
+        )
     if status != 200:
         msg = sse_forms.body_error(raw[:65536]) if raw else "empty body"
         msg = Redactor(secret_values(h)).text(msg)  # a server may quote the request's credentials
@@ -150,14 +185,18 @@ def _check_stream(url: str, model: str, h: dict[str, str], endpoint: str, last: 
     kind = sse_forms.media_type(ctype) or "no content type"
     if not probe.get("stream"):
         if "json" not in kind:
-            raise PreflightError(f"POST {path} on {url} answered {kind}, not JSON; not an OpenAI-compatible server")
+            raise PreflightError(
+                f"POST {path} on {url} answered {kind}, not JSON; not an OpenAI-compatible server"
+            )
         return status
     if not sse_forms.is_event_stream(ctype) or b"data:" not in raw:
         err, detail = sse_forms.not_a_stream(raw, ctype, "")  # a 200 error JSON says what went wrong
         if err == "inband_error":
             detail = Redactor(secret_values(h)).text(detail)
             raise PreflightError(f"POST {path} on {url} answered HTTP 200 with an error: {detail}")
-        raise PreflightError(f"POST {path} on {url} did not stream SSE (got {kind}); not an OpenAI-compatible server")
+        raise PreflightError(
+            f"POST {path} on {url} did not stream SSE (got {kind}); not an OpenAI-compatible server"
+        )
     streamed_error = sse_forms.stream_error(raw)
     if streamed_error:
         streamed_error = Redactor(secret_values(h)).text(streamed_error)
@@ -165,8 +204,15 @@ def _check_stream(url: str, model: str, h: dict[str, str], endpoint: str, last: 
     return status
 
 
-def check_context_fits(url: str, model: str, api_key: str | None, input_len: int, output_len: int,
-                       overhead: int = 0, headers: Headers = None) -> int | None:  # fmt: skip
+def check_context_fits(
+    url: str,
+    model: str,
+    api_key: str | None,
+    input_len: int,
+    output_len: int,
+    overhead: int = 0,
+    headers: Headers = None,
+) -> int | None:
     """--input-len and --output-len must fit the model's context (`max_model_len` of GET /v1/models, as vLLM and
     the simulator list it), or every request fails with a 400: PreflightError naming both. `overhead`: the tokens
     the server adds around a prompt (BOS, chat template; the calibration's). The context length, or None when the
@@ -183,11 +229,15 @@ def check_context_fits(url: str, model: str, api_key: str | None, input_len: int
     prompt = input_len + overhead
     around = f" (+ {overhead} tokens the server adds: template, BOS)" if overhead else ""
     if prompt >= listed:  # vLLM: a prompt must leave room for one generated token
-        raise PreflightError(f"--input-len {input_len}{around} does not fit: {where}; every request would fail "
-                             "with HTTP 400 (lower --input-len)")  # fmt: skip
+        raise PreflightError(
+            f"--input-len {input_len}{around} does not fit: {where}; every request would fail "
+            "with HTTP 400 (lower --input-len)"
+        )
     if prompt + output_len > listed:
-        raise PreflightError(f"--input-len {input_len}{around} + --output-len {output_len} = {prompt + output_len} "
-                             f"tokens do not fit: {where}; every request would fail with HTTP 400 (lower them)")  # fmt: skip
+        raise PreflightError(
+            f"--input-len {input_len}{around} + --output-len {output_len} = {prompt + output_len} "
+            f"tokens do not fit: {where}; every request would fail with HTTP 400 (lower them)"
+        )
     return listed
 
 
@@ -200,8 +250,10 @@ def reset_prefix_cache(url: str, api_key: str | None, headers: Headers = None) -
     except PreflightError as e:
         return f"warning: --reset-prefix-cache: {e}; the prefix cache was not reset"
     if status in (404, 405):
-        return (f"warning: --reset-prefix-cache: POST /reset_prefix_cache returned HTTP {status} (vLLM serves it "
-                "with VLLM_SERVER_DEV_MODE=1); the prefix cache was not reset")  # fmt: skip
+        return (
+            f"warning: --reset-prefix-cache: POST /reset_prefix_cache returned HTTP {status} (vLLM serves it "
+            "with VLLM_SERVER_DEV_MODE=1); the prefix cache was not reset"
+        )
     if status != 200:
         return f"warning: --reset-prefix-cache: POST /reset_prefix_cache returned HTTP {status}; not reset"
     try:
@@ -213,8 +265,9 @@ def reset_prefix_cache(url: str, api_key: str | None, headers: Headers = None) -
     return "prefix cache reset (POST /reset_prefix_cache)"
 
 
-def calibrate_prompts(url: str, model: str, api_key: str | None, endpoint: str = "chat",
-                      headers: Headers = None) -> LengthModel:  # fmt: skip
+def calibrate_prompts(
+    url: str, model: str, api_key: str | None, endpoint: str = "chat", headers: Headers = None
+) -> LengthModel:
     """The run's one prompt-length calibration (bounded: calibration.MAX_PROBES and MAX_SECONDS), handed to every
     worker; `probes` says what it cost, `warning` when it was rejected or cut short. Never raises for the server."""
     url, h = _auth(url, api_key, headers)

@@ -17,18 +17,45 @@ SIM_MOE = "--num-experts 16 --topk 2 --router-skew 0.8"
 DEFAULT_SWEEP = "1,2,4,8,16,32,64"
 
 PRESETS: dict[str, dict[str, Any]] = {
-    "latency": {"users": 1, "workers": 1, "num_prompts": 32, "input_len": 128, "output_len": 128,
-                "ignore_eos": True, "range_ratio": 0.0},
-    "throughput": {"request_rate": math.inf, "max_concurrency": 64, "num_prompts": 512, "input_len": 512,
-                   "output_len": 256, "ignore_eos": True},
-    "prefix-caching": {"scenario": "multi-turn", "prefix_len": 512, "cache_rate": 0.75, "num_prefixes": 4,
-                       "num_turns": 4, "users": 8, "num_prompts": 128, "input_len": 64, "output_len": 64,
-                       "sim_args": SIM_DETAILS},
-    "moe": {"concurrency_sweep": DEFAULT_SWEEP, "input_len": 128, "output_len": 128, "ignore_eos": True,
-            "sim_args": SIM_MOE},
+    "latency": {
+        "users": 1,
+        "workers": 1,
+        "num_prompts": 32,
+        "input_len": 128,
+        "output_len": 128,
+        "ignore_eos": True,
+        "range_ratio": 0.0,
+    },
+    "throughput": {
+        "request_rate": math.inf,
+        "max_concurrency": 64,
+        "num_prompts": 512,
+        "input_len": 512,
+        "output_len": 256,
+        "ignore_eos": True,
+    },
+    "prefix-caching": {
+        "scenario": "multi-turn",
+        "prefix_len": 512,
+        "cache_rate": 0.75,
+        "num_prefixes": 4,
+        "num_turns": 4,
+        "users": 8,
+        "num_prompts": 128,
+        "input_len": 64,
+        "output_len": 64,
+        "sim_args": SIM_DETAILS,
+    },
+    "moe": {
+        "concurrency_sweep": DEFAULT_SWEEP,
+        "input_len": 128,
+        "output_len": 128,
+        "ignore_eos": True,
+        "sim_args": SIM_MOE,
+    },
     "short-long": {"input_len": 64, "output_len": 2048, "ignore_eos": True, "users": 8, "num_prompts": 32},
     "long-short": {"input_len": 4096, "output_len": 128, "ignore_eos": True, "users": 8, "num_prompts": 32},
-}  # fmt: skip
+}
 DESCRIPTIONS = {
     "latency": "one request at a time, fixed lengths: the latency floor",
     "throughput": "all requests at once (rate inf) capped by --max-concurrency: peak throughput",

@@ -47,10 +47,27 @@ from vllm_users.measure.server_metric_names import (
 from vllm_users.run_dir import SERVER_METRICS
 
 __all__ = [
-    "AVERAGED", "GEN_TOKENS", "GPU_UTIL", "HISTOGRAMS", "KEPT_PREFIXES", "KV_USAGE", "PREEMPTIONS", "PREFIX_HITS",
-    "PREFIX_QUERIES", "PROMPT_TOKENS", "RUNNING", "SERVER_METRICS_FILE", "WAITING", "ServerMetricsSampler",
-    "histogram_stats", "parse_metrics", "read_samples", "scrape_target", "summarize", "summarize_file",
-]  # fmt: skip
+    "AVERAGED",
+    "GEN_TOKENS",
+    "GPU_UTIL",
+    "HISTOGRAMS",
+    "KEPT_PREFIXES",
+    "KV_USAGE",
+    "PREEMPTIONS",
+    "PREFIX_HITS",
+    "PREFIX_QUERIES",
+    "PROMPT_TOKENS",
+    "RUNNING",
+    "SERVER_METRICS_FILE",
+    "WAITING",
+    "ServerMetricsSampler",
+    "histogram_stats",
+    "parse_metrics",
+    "read_samples",
+    "scrape_target",
+    "summarize",
+    "summarize_file",
+]
 
 SERVER_METRICS_FILE = SERVER_METRICS  # vllm_users.run_dir's name, kept under its old name for callers here
 
@@ -71,8 +88,14 @@ def scrape_target(a: Options, host: str, headers: Mapping[str, str]) -> tuple[st
 class ServerMetricsSampler:
     """A daemon thread scraping URL every `interval` s into `path` (JSONL); never raises into the run."""
 
-    def __init__(self, url: str, path: str, interval: float = 2.0, timeout: float = 2.0,
-                 headers: Mapping[str, str] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        url: str,
+        path: str,
+        interval: float = 2.0,
+        timeout: float = 2.0,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         self.url, basic = split_userinfo(url)  # written in the file's first line: never with its userinfo
         self.headers = {"Accept": "text/plain", **basic, **(headers or {})}
         self._redactor = Redactor(secret_values(self.headers, urls=[url]))
@@ -84,7 +107,9 @@ class ServerMetricsSampler:
         self.samples = 0
         self.errors = 0
         self.last_error: str | None = None
-        self.write_error: str | None = None  # the samples file could not be written (a full disk): sampling stopped
+        self.write_error: str | None = (
+            None  # the samples file could not be written (a full disk): sampling stopped
+        )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._fh: IO[str] | None = None
@@ -188,7 +213,9 @@ def histogram_stats(first: dict[str, float], last: dict[str, float], name: str) 
         return None
     prefix = name + "_bucket|"
     bounds = sorted(
-        (float(k[len(prefix) :]), (counter_delta(first, last, k) or 0.0)) for k in last if k.startswith(prefix)
+        (float(k[len(prefix) :]), (counter_delta(first, last, k) or 0.0))
+        for k in last
+        if k.startswith(prefix)
     )
     out = {"count": count, "mean": total / count * 1000.0}
     for p in (50, 90, 99):
@@ -211,8 +238,9 @@ def _bucket_quantile(bounds: list[tuple[float, float]], q: float, count: float) 
     return prev_le
 
 
-def summarize(samples: Sequence[dict[str, Any]], client: dict[str, Any] | None = None, *,
-              max_points: int = 600) -> dict[str, Any]:  # fmt: skip
+def summarize(
+    samples: Sequence[dict[str, Any]], client: dict[str, Any] | None = None, *, max_points: int = 600
+) -> dict[str, Any]:
     """Server-side figures over the run: cache hit rate, KV peak, queue depth, TTFT/queue time, tokens."""
     if not samples:
         return {"available": False, "reason": "no server metric samples"}
@@ -250,8 +278,11 @@ def summarize(samples: Sequence[dict[str, Any]], client: dict[str, Any] | None =
             out[f"{key}_mean"] = sum(finite) / len(finite)
     if "kv_cache_usage_max" in out:
         out["kv_cache_usage_peak"] = out["kv_cache_usage_max"]
-    for key, name in (("generation_tokens", GEN_TOKENS), ("prompt_tokens", PROMPT_TOKENS),
-                      ("preemptions", PREEMPTIONS)):  # fmt: skip
+    for key, name in (
+        ("generation_tokens", GEN_TOKENS),
+        ("prompt_tokens", PROMPT_TOKENS),
+        ("preemptions", PREEMPTIONS),
+    ):
         d = counter_delta(first, last, name)
         if d is not None:
             out[key] = d

@@ -66,8 +66,11 @@ def format_summary(res: dict[str, Any], run_dir: str | None = None) -> str:
     out.extend(_extras(res, run))
     tls = run.meta.get("tls")
     if tls:  # https: how the certificate was checked (--insecure said here, once)
-        out.append("TLS: --insecure: the server's certificate was NOT verified" if tls.get("insecure") else
-                   f"TLS: the server's certificate was verified against {tls.get('ca_bundle') or 'the system store'}")
+        out.append(
+            "TLS: --insecure: the server's certificate was NOT verified"
+            if tls.get("insecure")
+            else f"TLS: the server's certificate was verified against {tls.get('ca_bundle') or 'the system store'}"
+        )
     if run_dir:
         out.append(f"Results: {run_dir}")
     return "\n".join(out)
@@ -83,10 +86,16 @@ def _rate_and_latency_lines(res: dict[str, Any]) -> list[str]:
     out = [_line("Request throughput (req/s):", res.get(K.REQUEST_THROUGHPUT), ".2f")]
     if res.get(K.REQUEST_GOODPUT) is not None:
         out.append(_line("Request goodput (req/s):", res.get(K.REQUEST_GOODPUT), ".2f"))
-        if (res.get(K.GOODPUT) or {}).get("requires_valid"):  # `--goodput ... valid`: the latency-only figure too
+        if (res.get(K.GOODPUT) or {}).get(
+            "requires_valid"
+        ):  # `--goodput ... valid`: the latency-only figure too
             g = res[K.GOODPUT]
-            out.append(_line("  latency only (req/s), invalid:", f"{g['request_goodput_latency_only']:.2f}, "
-                             f"{g['invalid']} invalid"))  # fmt: skip
+            out.append(
+                _line(
+                    "  latency only (req/s), invalid:",
+                    f"{g['request_goodput_latency_only']:.2f}, {g['invalid']} invalid",
+                )
+            )
     if _pooling_only(res):
         out.append(_line("Input token throughput (tok/s):", res.get(K.INPUT_THROUGHPUT), ".2f"))
     else:
@@ -132,7 +141,12 @@ def _extras(res: dict[str, Any], run: RunResult) -> list[str]:
     out = [f"{' Run health ':-^{_W}}"]
     arr = res.get(K.ARRIVALS) or {}
     if arr.get("scheduled"):
-        out.append(_line("Arrivals scheduled / sent / dropped:", f"{arr['scheduled']} / {arr['sent']} / {arr['dropped']}"))
+        out.append(
+            _line(
+                "Arrivals scheduled / sent / dropped:",
+                f"{arr['scheduled']} / {arr['sent']} / {arr['dropped']}",
+            )
+        )
         out.append(_line("Late arrivals (> 10 ms):", arr.get("late")))
         lag = arr.get("schedule_lag_ms") or {}
         lag_text = " / ".join("n/a" if lag.get(k) is None else f"{lag[k]:.2f}" for k in ("p99", "max"))
@@ -164,8 +178,10 @@ def _extras(res: dict[str, Any], run: RunResult) -> list[str]:
         out.append(_line("Client (max worker CPU, loop lag p99):", f"{cpu:.0%}, {lag:.1f} ms -> {verdict}"))
     loss = run.data_loss or {}
     for w in loss.get("workers_lost", []):
-        out.append(f"WORKER LOST: {w['worker']}: {w['records_received']} records received; "
-                   f"up to {w['possible_loss_window_s']} s of its samples may be missing")  # fmt: skip
+        out.append(
+            f"WORKER LOST: {w['worker']}: {w['records_received']} records received; "
+            f"up to {w['possible_loss_window_s']} s of its samples may be missing"
+        )
     if run.missing_vs_server is not None:
         out.append(_line("Requests served but not recorded:", run.missing_vs_server))
     if len(run.per_scenario) > 1:
@@ -181,7 +197,9 @@ def _extras(res: dict[str, Any], run: RunResult) -> list[str]:
     out.extend(class_lines(run.classes))
     prof = run.profile
     if prof:
-        state = "traces written by the server" if prof.get("profiled") else f"not profiled: {prof.get('error')}"
+        state = (
+            "traces written by the server" if prof.get("profiled") else f"not profiled: {prof.get('error')}"
+        )
         out.append(_line("Server profile (--profile):", state))
     if run.cost:
         from vllm_users.measure.cost import format_cost
@@ -200,14 +218,26 @@ def replay_lines(rep: Mapping[str, Any] | None) -> list[str]:
         return []
     scale = f" x{rep['time_scale']:g}" if rep.get("time_scale") not in (None, 1, 1.0) else ""
     out = [f"{' Replay fidelity ':-^{_W}}", _line("Trace:", f"{rep.get('format')}{scale} {rep.get('trace')}")]
-    out.append(_line("Trace requests / sent / not sent:",
-                     f"{rep['trace_requests']} / {rep['sent']} / {rep['not_sent']}"))  # fmt: skip
+    out.append(
+        _line(
+            "Trace requests / sent / not sent:",
+            f"{rep['trace_requests']} / {rep['sent']} / {rep['not_sent']}",
+        )
+    )
     lag = rep.get("lag_ms")
-    out.append(_line("Send lag vs trace p50 / p99 (ms):", None if not lag else f"{lag['p50']:.2f} / {lag['p99']:.2f}"))
+    out.append(
+        _line(
+            "Send lag vs trace p50 / p99 (ms):", None if not lag else f"{lag['p50']:.2f} / {lag['p99']:.2f}"
+        )
+    )
     if rep.get("expected_block_reuse") is not None:
         hit = rep.get("server_prefix_hit_rate")
-        out.append(_line("Block reuse (trace) / server hits:", f"{rep['expected_block_reuse']:.1%} / "
-                         + ("n/a" if hit is None else f"{hit:.1%}")))  # fmt: skip
+        out.append(
+            _line(
+                "Block reuse (trace) / server hits:",
+                f"{rep['expected_block_reuse']:.1%} / " + ("n/a" if hit is None else f"{hit:.1%}"),
+            )
+        )
     return out
 
 
@@ -220,17 +250,23 @@ def class_lines(block: Mapping[str, Any] | None) -> list[str]:
     its own SLO; then Jain's fairness index (nothing for a run without classes)."""
     if not block:
         return []
-    out = [f"{' Per class ':-^{_W}}",
-           f"{'class':<12} {'weight':>6} {'got':>5} {'ok':>6} {'fail':>4} {'tok/s':>8} {'TTFT p50/p99 ms':>17} "
-           f"{'TPOT p99':>8} {'E2EL p99':>9} {'goodput':>8} {'good':>5}  SLO"]  # fmt: skip
+    out = [
+        f"{' Per class ':-^{_W}}",
+        f"{'class':<12} {'weight':>6} {'got':>5} {'ok':>6} {'fail':>4} {'tok/s':>8} {'TTFT p50/p99 ms':>17} "
+        f"{'TPOT p99':>8} {'E2EL p99':>9} {'goodput':>8} {'good':>5}  SLO",
+    ]
     for name, c in block["per_class"].items():
         slo = " ".join(f"{k}:{v:g}" for k, v in c["slo_ms"].items()) or "-"
         good = "n/a" if c["good_fraction"] is None else f"{c['good_fraction']:.0%}"
         ttft = f"{_ms(c.get(K.TTFT.key('median')))}/{_ms(c.get(K.percentile_key(99, 'ttft')))}"
-        out.append(f"{name:<12} {c['weight_share']:>6.0%} {c['output_token_share']:>5.0%} {c[K.COMPLETED]:>6} "
-                   f"{c[K.FAILED]:>4} {_ms(c.get(K.OUTPUT_THROUGHPUT)):>8} {ttft:>17} "
-                   f"{_ms(c.get(K.percentile_key(99, 'tpot'))):>8} {_ms(c.get(K.percentile_key(99, 'e2el'))):>9} {c[K.REQUEST_GOODPUT]:>8.2f} {good:>5}  {slo}")  # fmt: skip
+        out.append(
+            f"{name:<12} {c['weight_share']:>6.0%} {c['output_token_share']:>5.0%} {c[K.COMPLETED]:>6} "
+            f"{c[K.FAILED]:>4} {_ms(c.get(K.OUTPUT_THROUGHPUT)):>8} {ttft:>17} "
+            f"{_ms(c.get(K.percentile_key(99, 'tpot'))):>8} {_ms(c.get(K.percentile_key(99, 'e2el'))):>9} {c[K.REQUEST_GOODPUT]:>8.2f} {good:>5}  {slo}"
+        )
     j = block["fairness"]["jain_index"]
     out.append(_line("Fairness (Jain, goodput/weight):", j, ".3f"))
-    out.append("(weight: share asked; got: share of output tokens; goodput: good req/s against the class's SLO)")
+    out.append(
+        "(weight: share asked; got: share of output tokens; goodput: good req/s against the class's SLO)"
+    )
     return out

@@ -39,8 +39,13 @@ EXCLUSIVE = "mark.exclusive"  # how a test file marks the tests that must not sh
 # tests run in one process because they share servers that cost minutes to start: the image tier's build, and the
 # e2e tier's vLLM servers. The e2e tier is two groups, run side by side: the files that use the tier's one normal
 # server (tests/e2e/conftest.py) and the files that start servers of their own (LoRA, pooling, MoE, sweeps)
-E2E_OWN_SERVERS = ("test_capacity_real_vllm.py", "test_classes_real_vllm.py", "test_endpoints_real_vllm.py",
-                   "test_make_moe_model.py", "test_platform.py")  # fmt: skip
+E2E_OWN_SERVERS = (
+    "test_capacity_real_vllm.py",
+    "test_classes_real_vllm.py",
+    "test_endpoints_real_vllm.py",
+    "test_make_moe_model.py",
+    "test_platform.py",
+)
 GROUPS = ("tests/integration/deploy", "tests/e2e[vllm_server]", "tests/e2e[own servers]")
 
 
@@ -140,8 +145,21 @@ def _start(job: Job, work: Path, index: int, pytest_args: list[str]) -> None:
     job.log = work / f"job{index:03d}.log"
     job.xml = work / f"job{index:03d}.xml"
     marks = ["-m", job.marks] if job.marks else []
-    cmd = [sys.executable, "-m", "pytest", "-q", "-ra", "-p", "no:cacheprovider", f"--junitxml={job.xml}",
-           "-o", "junit_family=xunit2", *marks, *pytest_args, *job.paths]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-ra",
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={job.xml}",
+        "-o",
+        "junit_family=xunit2",
+        *marks,
+        *pytest_args,
+        *job.paths,
+    ]
     job.started = time.monotonic()
     with open(job.log, "wb") as out:
         job.proc = subprocess.Popen(
@@ -200,7 +218,9 @@ def run(jobs: list[Job], n: int, pytest_args: list[str], work: Path, alone: list
         print(f"[{_fmt(time.monotonic() - t0)}] the exclusive tests, alone on the machine:", flush=True)
         _phase(alone, 1, pytest_args, work, t0, len(everything), len(jobs))
     rc = _report(everything, time.monotonic() - t0)
-    if busy is not None:  # well under 100 %: more jobs at once would finish sooner; near it, fewer tests would
+    if (
+        busy is not None
+    ):  # well under 100 %: more jobs at once would finish sooner; near it, fewer tests would
         print(f"the machine's {os.cpu_count()} CPUs were {busy:.0%} busy while the jobs ran side by side")
     return rc
 
@@ -248,9 +268,12 @@ def _phase(
             c = _counts(job.xml)
             state = "ok" if rc in (0, 5) else f"FAILED (exit {rc})"
             counts = ", ".join(f"{v} {k}" for k, v in c.items() if v)
-            print(f"[{_fmt(time.monotonic() - t0)}] {done:3d}/{total} {state:<16} {job.wall_s:6.1f} s "
-                  f"({job.cpu_s:6.1f} s CPU)  "
-                  f"{job.name}{' -m ' + repr(job.marks) if job.marks else ''}  ({counts or 'no tests'})", flush=True)  # fmt: skip
+            print(
+                f"[{_fmt(time.monotonic() - t0)}] {done:3d}/{total} {state:<16} {job.wall_s:6.1f} s "
+                f"({job.cpu_s:6.1f} s CPU)  "
+                f"{job.name}{' -m ' + repr(job.marks) if job.marks else ''}  ({counts or 'no tests'})",
+                flush=True,
+            )
 
 
 def _report(jobs: list[Job], wall: float) -> int:
@@ -273,8 +296,11 @@ def _report(jobs: list[Job], wall: float) -> int:
     print("\n".join(sorted(lines, key=lambda ln: not ln.startswith(("FAILED", "ERROR")))) or "(none)")
     for e in extra:
         print("\n" + e)
-    cases = [(float(c.get("time", 0)), f"{c.get('classname', '')}::{c.get('name', '')}")
-             for j in jobs for c in _cases(j.xml)]  # fmt: skip
+    cases = [
+        (float(c.get("time", 0)), f"{c.get('classname', '')}::{c.get('name', '')}")
+        for j in jobs
+        for c in _cases(j.xml)
+    ]
     print("\n" + "=" * 30 + " slowest 20 tests (setup + call + teardown) " + "=" * 30)
     for t, name in sorted(cases, reverse=True)[:20]:
         print(f"{t:8.2f} s  {name}")
@@ -283,11 +309,19 @@ def _report(jobs: list[Job], wall: float) -> int:
         tj = [j for j in jobs if j.tier == tier]
         if tj:
             busy, cpu = sum(j.wall_s for j in tj), sum(j.cpu_s for j in tj)
-            print(f"{tier:<12} {len(tj):3d} jobs, {busy:7.1f} s of pytest processes ({cpu:7.1f} s CPU), "
-                  f"longest {max(j.wall_s for j in tj):6.1f} s")  # fmt: skip
+            print(
+                f"{tier:<12} {len(tj):3d} jobs, {busy:7.1f} s of pytest processes ({cpu:7.1f} s CPU), "
+                f"longest {max(j.wall_s for j in tj):6.1f} s"
+            )
     # again at the very end, one line each: a log viewer that keeps only the head and the tail still shows why
-    why = [f"{c.get('classname', '')}::{c.get('name', '')}: " + " ".join((bad.get("message") or "").split())[:400]
-           for j in jobs for c in _cases(j.xml) for bad in c if bad.tag in ("failure", "error")]  # fmt: skip
+    why = [
+        f"{c.get('classname', '')}::{c.get('name', '')}: "
+        + " ".join((bad.get("message") or "").split())[:400]
+        for j in jobs
+        for c in _cases(j.xml)
+        for bad in c
+        if bad.tag in ("failure", "error")
+    ]
     if why:
         print("\n" + "=" * 30 + " why each failed " + "=" * 30)
         print("\n".join(why))
@@ -295,8 +329,10 @@ def _report(jobs: list[Job], wall: float) -> int:
     for j in jobs:
         for k, v in _counts(j.xml).items():
             total[k] += v
-    print(f"\n{total['passed']} passed, {total['failed']} failed, {total['error']} errors, {total['skipped']} "
-          f"skipped in {wall:.0f} s ({_fmt(wall)}) wall, {len(jobs)} pytest processes")  # fmt: skip
+    print(
+        f"\n{total['passed']} passed, {total['failed']} failed, {total['error']} errors, {total['skipped']} "
+        f"skipped in {wall:.0f} s ({_fmt(wall)}) wall, {len(jobs)} pytest processes"
+    )
     return 1 if failed else 0
 
 
@@ -320,8 +356,13 @@ def main(argv: list[str] | None = None) -> int:
     """Parse the command line, run the jobs, print the summary; the exit status is the suite's."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("paths", nargs="*", default=["tests"], help="test files or folders (default: tests)")
-    ap.add_argument("--jobs", "-j", type=int, default=int(os.environ.get("VLLM_LOCUST_TEST_JOBS", "4")),
-                    help="pytest processes at once (default 4, or $VLLM_LOCUST_TEST_JOBS)")  # fmt: skip
+    ap.add_argument(
+        "--jobs",
+        "-j",
+        type=int,
+        default=int(os.environ.get("VLLM_LOCUST_TEST_JOBS", "4")),
+        help="pytest processes at once (default 4, or $VLLM_LOCUST_TEST_JOBS)",
+    )
     ap.add_argument(
         "--shuffle",
         type=int,

@@ -38,6 +38,7 @@ if ! command -v kubectl >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >
     echo "test.sh: no kubectl package in this machine's apt sources; manifest rendering tests will be skipped" >&2
 fi
 "$VENV/bin/ruff" check .
+"$VENV/bin/ruff" format --check . # the formatter's output depends on its version: pyproject pins it
 # mypy runs beside the tests (it waits on nothing they need); its verdict is read at the end
 mypy_log="$(mktemp)"
 "$VENV/bin/mypy" vllm_users orchestration vllm_sim >"$mypy_log" 2>&1 &

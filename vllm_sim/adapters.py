@@ -15,8 +15,15 @@ import bisect
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["POLICIES", "adapter_entries", "check_priority", "insert_by_priority", "parse_lora_modules",
-           "parse_slow", "priority_of"]  # fmt: skip
+__all__ = [
+    "POLICIES",
+    "adapter_entries",
+    "check_priority",
+    "insert_by_priority",
+    "parse_lora_modules",
+    "parse_slow",
+    "priority_of",
+]
 
 POLICIES = ("fcfs", "priority")
 
@@ -57,8 +64,19 @@ def adapter_entries(
     base: str, adapters: Iterable[str], created: int, max_model_len: int
 ) -> list[dict[str, Any]]:
     """The adapters' /v1/models entries, as vLLM lists a LoRA module (after the base model's)."""
-    return [{"id": a, "object": "model", "created": created, "owned_by": "vllm", "root": f"/adapters/{a}",
-             "parent": base, "max_model_len": max_model_len, "permission": []} for a in adapters]  # fmt: skip
+    return [
+        {
+            "id": a,
+            "object": "model",
+            "created": created,
+            "owned_by": "vllm",
+            "root": f"/adapters/{a}",
+            "parent": base,
+            "max_model_len": max_model_len,
+            "permission": [],
+        }
+        for a in adapters
+    ]
 
 
 def priority_of(body: dict[str, Any]) -> int:

@@ -44,8 +44,11 @@ async def _serve(cfg: SimConfig) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the simulator until SIGTERM/SIGINT; return the process exit code."""
     cfg = parse_config(argv)
-    logging.basicConfig(level=getattr(logging, cfg.log_level.upper(), logging.WARNING), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, cfg.log_level.upper(), logging.WARNING),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     loop = _new_loop(cfg)
     asyncio.set_event_loop(loop)
     try:

@@ -44,8 +44,12 @@ class SimConfig:
     prefill_tokens_per_s: float = 20_000.0
     decode_step_ms: float = 8.0
     decode_per_seq_ms: float = 0.05
-    decode_per_ctx_token_us: float = 0.0  # the twin's fit: decode cost per context token of the decoding sequences
-    prefill_per_ctx_token_ns: float = 0.0  # the twin's fit: prefill cost per prefilled token per token before it
+    decode_per_ctx_token_us: float = (
+        0.0  # the twin's fit: decode cost per context token of the decoding sequences
+    )
+    prefill_per_ctx_token_ns: float = (
+        0.0  # the twin's fit: prefill cost per prefilled token per token before it
+    )
     # twin of a real server (docs/twin.md): a fixed cost per request, its constants from a profile, N engines
     request_overhead_ms: float = 0.0
     twin: str = ""
@@ -171,11 +175,16 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
             if raw is not None:
                 default = _env_bool(raw)
             if f.name == "enable_prefix_caching":
-                parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default,
-                                    help=f"{help_text} [env {env_name}]")
+                parser.add_argument(
+                    flag,
+                    action=argparse.BooleanOptionalAction,
+                    default=default,
+                    help=f"{help_text} [env {env_name}]",
+                )
             else:
-                parser.add_argument(flag, action="store_true", default=default,
-                                    help=f"{help_text} [env {env_name}]")
+                parser.add_argument(
+                    flag, action="store_true", default=default, help=f"{help_text} [env {env_name}]"
+                )
             continue
         conv: type = {"int": int, "float": float}.get(str(f.type), str)
         if raw is not None:

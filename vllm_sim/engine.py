@@ -147,8 +147,19 @@ class FixedEngine:
 class _Seq:
     """Scheduler state of one request in the batching engine."""
 
-    __slots__ = ("s", "blocks", "prompt_len", "target", "computed", "chunk", "admitted", "cached_once", "credit",
-                 "slow", "key")
+    __slots__ = (
+        "s",
+        "blocks",
+        "prompt_len",
+        "target",
+        "computed",
+        "chunk",
+        "admitted",
+        "cached_once",
+        "credit",
+        "slow",
+        "key",
+    )
 
     def __init__(self, s: Stream, hashes: list[int]) -> None:
         self.s = s
@@ -176,9 +187,16 @@ def step_seconds(
     """One engine step's duration: a fixed cost, a cost per sequence, per context token of the decoding
     sequences (attention over their KV cache), per prefilled token, and per prefill token pair (``pairs``:
     prefill attention, quadratic in the prompt)."""
-    return ((cfg.decode_step_ms + cfg.decode_per_seq_ms * seqs + cfg.decode_per_ctx_token_us * context_tokens
-             / 1000.0) / 1000.0 + prefill_tokens / cfg.prefill_tokens_per_s
-            + cfg.prefill_per_ctx_token_ns * pairs / 1e9)  # fmt: skip
+    return (
+        (
+            cfg.decode_step_ms
+            + cfg.decode_per_seq_ms * seqs
+            + cfg.decode_per_ctx_token_us * context_tokens / 1000.0
+        )
+        / 1000.0
+        + prefill_tokens / cfg.prefill_tokens_per_s
+        + cfg.prefill_per_ctx_token_ns * pairs / 1e9
+    )
 
 
 def _key(q: _Seq) -> tuple[int, float]:
@@ -193,8 +211,9 @@ class BatchingEngine:
         self.cfg = cfg
         self.stats = stats
         self.router = router
-        self.bm = BlockManager(cfg.kv_cache_tokens // cfg.block_size, cfg.block_size,
-                               cfg.enable_prefix_caching)
+        self.bm = BlockManager(
+            cfg.kv_cache_tokens // cfg.block_size, cfg.block_size, cfg.enable_prefix_caching
+        )
         self.waiting: deque[_Seq] = deque()
         self.running: list[_Seq] = []
         self.stepping = False
@@ -244,8 +263,11 @@ class BatchingEngine:
                 if not self.running and self.bm.blocks_for(need) > self.bm.total:
                     # can never fit: fail it rather than block the queue forever
                     self.waiting.popleft()
-                    q.s.conn.respond(400, b'{"error":{"message":"Prompt does not fit in the KV cache",'
-                                          b'"type":"BadRequestError","param":null,"code":400}}')
+                    q.s.conn.respond(
+                        400,
+                        b'{"error":{"message":"Prompt does not fit in the KV cache",'
+                        b'"type":"BadRequestError","param":null,"code":400}}',
+                    )
                     continue
                 break
             self.waiting.popleft()
@@ -358,7 +380,9 @@ class BatchingEngine:
             if q.s.cancelled:
                 done.add(id(q))
                 continue
-            if q.slow > 1.0:  # --slow-adapter: a token every `slow` steps (its prefill and decode take longer)
+            if (
+                q.slow > 1.0
+            ):  # --slow-adapter: a token every `slow` steps (its prefill and decode take longer)
                 q.credit += 1.0 / q.slow
                 if q.credit < 1.0 - 1e-9:
                     continue

@@ -60,11 +60,20 @@ def parse_fault(value: str) -> Fault:
 
 def global_rates(cfg: SimConfig) -> list[tuple[str, float]]:
     """The configured global fault rates, in a fixed order (so the seeded draw is reproducible)."""
-    return [(k, r) for k, r in (
-        ("500", cfg.fault_rate_500), ("429", cfg.fault_rate_429), ("close", cfg.fault_rate_close),
-        ("torn", cfg.fault_rate_torn), ("reset", cfg.fault_rate_reset), ("stall", cfg.fault_rate_stall),
-        ("inband_error", cfg.fault_rate_inband_error), ("delay_headers", cfg.fault_rate_delay_headers),
-    ) if r > 0]
+    return [
+        (k, r)
+        for k, r in (
+            ("500", cfg.fault_rate_500),
+            ("429", cfg.fault_rate_429),
+            ("close", cfg.fault_rate_close),
+            ("torn", cfg.fault_rate_torn),
+            ("reset", cfg.fault_rate_reset),
+            ("stall", cfg.fault_rate_stall),
+            ("inband_error", cfg.fault_rate_inband_error),
+            ("delay_headers", cfg.fault_rate_delay_headers),
+        )
+        if r > 0
+    ]
 
 
 def draw_fault(cfg: SimConfig, rates: list[tuple[str, float]], rng: random.Random) -> Fault | None:

@@ -18,10 +18,20 @@ from dataclasses import dataclass, field
 
 log = logging.getLogger("vllm_sim.http")
 
-REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
-           411: "Length Required", 413: "Request Entity Too Large", 429: "Too Many Requests",
-           431: "Request Header Fields Too Large", 500: "Internal Server Error", 501: "Not Implemented",
-           503: "Service Unavailable"}
+REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    411: "Length Required",
+    413: "Request Entity Too Large",
+    429: "Too Many Requests",
+    431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
+    501: "Not Implemented",
+    503: "Service Unavailable",
+}
 MAX_HEADER_BYTES = 64 * 1024
 
 _date_cache: tuple[int, bytes] = (0, b"")
@@ -70,9 +80,13 @@ def _turn_time(loop: asyncio.AbstractEventLoop) -> float:
 class Connection(asyncio.Protocol):
     """One client connection; hands complete requests to ``handler(conn, request)``."""
 
-    def __init__(self, handler: Callable[[Connection, HttpRequest], None], max_body: int,
-                 on_open: Callable[[Connection], None] | None = None,
-                 on_close: Callable[[Connection], None] | None = None) -> None:
+    def __init__(
+        self,
+        handler: Callable[[Connection, HttpRequest], None],
+        max_body: int,
+        on_open: Callable[[Connection], None] | None = None,
+        on_close: Callable[[Connection], None] | None = None,
+    ) -> None:
         self.handler = handler
         self.max_body = max_body
         self.on_open = on_open
@@ -155,13 +169,16 @@ class Connection(asyncio.Protocol):
                 self._fail(411, b'{"detail":"Chunked request bodies are not supported"}')
                 return
             if length > self.max_body:
-                self._fail(413, b'{"error":{"message":"Request body too large","type":"BadRequestError",'
-                                b'"param":null,"code":413}}')
+                self._fail(
+                    413,
+                    b'{"error":{"message":"Request body too large","type":"BadRequestError",'
+                    b'"param":null,"code":413}}',
+                )
                 return
             total = end + 4 + length
             if len(self.buf) < total:
                 return
-            body = bytes(self.buf[end + 4:total])
+            body = bytes(self.buf[end + 4 : total])
             del self.buf[:total]
             received = self.started_at
             if self.buf:  # a pipelined request follows: it is here now at the latest
@@ -177,8 +194,11 @@ class Connection(asyncio.Protocol):
             except Exception:  # the server must keep serving whatever a handler does
                 log.exception("handler failed")
                 if self.busy and not self.closed:
-                    self.respond(500, b'{"error":{"message":"Internal error","type":"InternalServerError",'
-                                      b'"param":null,"code":500}}')
+                    self.respond(
+                        500,
+                        b'{"error":{"message":"Internal error","type":"InternalServerError",'
+                        b'"param":null,"code":500}}',
+                    )
         if self.transport and not self.busy and not self.closed:
             self.transport.resume_reading()
 
@@ -189,11 +209,19 @@ class Connection(asyncio.Protocol):
         self.respond(status, body)
 
     # -- responses -------------------------------------------------------------------------
-    def _head(self, status: int, headers: list[tuple[str, str]], content_type: str,
-              length: int | None, vary: bool = True) -> bytes:
+    def _head(
+        self,
+        status: int,
+        headers: list[tuple[str, str]],
+        content_type: str,
+        length: int | None,
+        vary: bool = True,
+    ) -> bytes:
         """Status line and headers, in uvicorn's order (length, type, extra, vary, connection, TE)."""
-        out = [b"HTTP/1.1 %d %s\r\ndate: %s\r\nserver: uvicorn\r\n" % (
-            status, REASONS.get(status, "Unknown").encode(), _date())]
+        out = [
+            b"HTTP/1.1 %d %s\r\ndate: %s\r\nserver: uvicorn\r\n"
+            % (status, REASONS.get(status, "Unknown").encode(), _date())
+        ]
         if length is not None:
             out.append(b"content-length: %d\r\n" % length)
         if content_type:
@@ -207,16 +235,26 @@ class Connection(asyncio.Protocol):
         out.append(b"\r\n" if length is not None else b"transfer-encoding: chunked\r\n\r\n")
         return b"".join(out)
 
-    def respond(self, status: int, body: bytes, content_type: str = "application/json",
-                headers: list[tuple[str, str]] | None = None, vary: bool = True) -> None:
+    def respond(
+        self,
+        status: int,
+        body: bytes,
+        content_type: str = "application/json",
+        headers: list[tuple[str, str]] | None = None,
+        vary: bool = True,
+    ) -> None:
         """Send a complete response and move on to the next request (or close)."""
         if self.closed or self.transport is None:
             return
         self.transport.write(self._head(status, headers or [], content_type, len(body), vary) + body)
         self._finish()
 
-    def start_stream(self, status: int = 200, headers: list[tuple[str, str]] | None = None,
-                     content_type: str = "text/event-stream; charset=utf-8") -> None:
+    def start_stream(
+        self,
+        status: int = 200,
+        headers: list[tuple[str, str]] | None = None,
+        content_type: str = "text/event-stream; charset=utf-8",
+    ) -> None:
         """Send the headers of a chunked (SSE) response."""
         if self.closed or self.transport is None:
             return

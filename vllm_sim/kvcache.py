@@ -11,7 +11,7 @@ def block_hashes(token_ids: Sequence[int], block_size: int) -> list[int]:
     out = []
     prev = 0
     for i in range(0, len(token_ids) - block_size + 1, block_size):
-        prev = hash((prev, tuple(token_ids[i:i + block_size])))
+        prev = hash((prev, tuple(token_ids[i : i + block_size])))
         out.append(prev)
     return out
 
@@ -99,7 +99,7 @@ class BlockManager:
         """After prefill: publish the sequence's full prompt blocks in the prefix cache."""
         if not self.caching:
             return
-        for h in seq.hashes[len(seq.held):]:
+        for h in seq.hashes[len(seq.held) :]:
             if seq.private == 0:
                 break
             if h in self.refs:

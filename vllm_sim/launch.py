@@ -77,13 +77,15 @@ class SimProcess:
     def __enter__(self) -> SimProcess:
         return self
 
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
 
-def start_simulator(args: list[str], timeout: float = 20, cpu: int | None = None,
-                    env: dict[str, str] | None = None) -> SimProcess:
+def start_simulator(
+    args: list[str], timeout: float = 20, cpu: int | None = None, env: dict[str, str] | None = None
+) -> SimProcess:
     """Start ``python -m vllm_sim --port 0 *args``; wait for SIM_READY (pin to ``cpu`` if given)."""
     cmd = [sys.executable, "-m", "vllm_sim", "--port", "0", *args]
     if cpu is not None and hasattr(os, "sched_setaffinity"):
@@ -93,7 +95,9 @@ def start_simulator(args: list[str], timeout: float = 20, cpu: int | None = None
     with os.fdopen(fd, "wb") as log:
         # the simulator's lifetime is tied to ours on every exit path: parent-death signal (even SIGKILL),
         # atexit (_stop_leftovers), and our process group (a terminal's Ctrl-C reaches it too)
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=full_env, preexec_fn=die_with_parent())
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=log, env=full_env, preexec_fn=die_with_parent()
+        )
     assert proc.stdout is not None
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)

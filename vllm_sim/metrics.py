@@ -16,15 +16,95 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 # vLLM's bucket boundaries (seconds)
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-                10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-               20.0, 40.0, 80.0)
-E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
-               240.0, 480.0, 960.0, 1920.0, 7680.0)
+TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
+ITL_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+E2E_BUCKETS = (
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)
 # fine buckets for our own lateness histogram: 50 µs .. 1 s
-LATENESS_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.005,
-                    0.0075, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
+LATENESS_BUCKETS = (
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.00075,
+    0.001,
+    0.0015,
+    0.002,
+    0.003,
+    0.005,
+    0.0075,
+    0.01,
+    0.02,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+)
 
 
 class FastHistogram:
@@ -119,9 +199,13 @@ class SimStats:
             "prefix_cache_hits": self.prefix_hits,
             "preemptions": self.preemptions,
             "finished": dict(self.success),
-            "lateness_s": {"count": self.lateness.count, "max": self.lateness.max,
-                           "mean": self.lateness.sum / self.lateness.count if self.lateness.count else 0.0,
-                           "p50": self.lateness.quantile(0.5), "p99": self.lateness.quantile(0.99)},
+            "lateness_s": {
+                "count": self.lateness.count,
+                "max": self.lateness.max,
+                "mean": self.lateness.sum / self.lateness.count if self.lateness.count else 0.0,
+                "p50": self.lateness.quantile(0.5),
+                "p99": self.lateness.quantile(0.99),
+            },
             "expert_tokens": list(self.expert_tokens),
         }
 
@@ -157,16 +241,26 @@ class _Collector:
         yield gauge("vllm:num_requests_running", "Number of requests in model execution batches.", s.running)
         yield gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", s.waiting)
         yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", s.kv_usage)
-        yield counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
-                      s.prefix_queries)
-        yield counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", s.prefix_hits)
-        yield counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", s.preemptions)
+        yield counter(
+            "vllm:prefix_cache_queries",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            s.prefix_queries,
+        )
+        yield counter(
+            "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", s.prefix_hits
+        )
+        yield counter(
+            "vllm:num_preemptions", "Cumulative number of preemption from the engine.", s.preemptions
+        )
         yield counter("vllm:prompt_tokens", "Number of prefill tokens processed.", s.prompt_tokens)
         yield counter("vllm:generation_tokens", "Number of generation tokens processed.", s.generation_tokens)
         # vLLM's meaning: a request the engine finished, by finish reason (an in-stream error under "error"); not
         # one refused before the engine (400, an injected 500/429) nor one the client abandoned (stream.py counts)
-        succ = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.",
-                                   labels=["engine", "finished_reason", "model_name"])
+        succ = CounterMetricFamily(
+            "vllm:request_success",
+            "Count of successfully processed requests.",
+            labels=["engine", "finished_reason", "model_name"],
+        )
         for reason in ("stop", "length", "abort", "error", "repetition"):
             n = s.success.get(reason, 0) + (s.success.get("tool_calls", 0) if reason == "stop" else 0)
             succ.add_metric(["0", reason, s.model], n)
@@ -174,21 +268,30 @@ class _Collector:
         yield hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", s.ttft)
         yield hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", s.itl)
         yield hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", s.e2e)
-        yield hist("vllm:request_queue_time_seconds",
-                   "Histogram of time spent in WAITING phase for request.", s.queue)
+        yield hist(
+            "vllm:request_queue_time_seconds",
+            "Histogram of time spent in WAITING phase for request.",
+            s.queue,
+        )
         lbl, val = ["model_name"], [s.model]  # our own metrics: no engine label
-        yield hist("sim:emit_lateness_seconds",
-                   "Simulator: actual minus scheduled emit time of SSE writes.", s.lateness)
+        yield hist(
+            "sim:emit_lateness_seconds",
+            "Simulator: actual minus scheduled emit time of SSE writes.",
+            s.lateness,
+        )
         yield counter("sim:requests_served", "Simulator: HTTP responses completed.", s.served)
-        faults = CounterMetricFamily("sim:faults_injected", "Simulator: faults injected, by kind.",
-                                     labels=["model_name", "kind"])
+        faults = CounterMetricFamily(
+            "sim:faults_injected", "Simulator: faults injected, by kind.", labels=["model_name", "kind"]
+        )
         for kind, n in sorted(s.faults.items()):
             faults.add_metric([s.model, kind], n)
         yield faults
         if s.expert_tokens:
-            moe = CounterMetricFamily("vllm:moe_expert_tokens",
-                                      "Simulator extension: tokens routed to each MoE expert.",
-                                      labels=["engine", "expert", "model_name"])
+            moe = CounterMetricFamily(
+                "vllm:moe_expert_tokens",
+                "Simulator extension: tokens routed to each MoE expert.",
+                labels=["engine", "expert", "model_name"],
+            )
             for i, n in enumerate(s.expert_tokens):
                 moe.add_metric(["0", str(i), s.model], n)
             yield moe

@@ -23,8 +23,14 @@ from .request import ApiError, json_object
 
 __all__ = ["PATHS", "answer", "pooling_delay_s"]
 
-PATHS = {"/v1/embeddings": "embeddings", "/v1/rerank": "rerank", "/rerank": "rerank", "/v2/rerank": "rerank",
-         "/v1/score": "score", "/score": "score"}  # fmt: skip
+PATHS = {
+    "/v1/embeddings": "embeddings",
+    "/v1/rerank": "rerank",
+    "/rerank": "rerank",
+    "/v2/rerank": "rerank",
+    "/v1/score": "score",
+    "/score": "score",
+}
 
 
 def _ids(x: Any, field: str) -> list[int]:
@@ -77,8 +83,14 @@ def answer(api: str, raw: bytes, model: str, max_model_len: int, embed_dim: int)
                 }
             )
         lens = [len(t) for t in ids]
-        obj: dict[str, Any] = {"id": "embd-" + secrets.token_hex(8), "object": "list", "created": created,
-                               "model": model, "data": data, "usage": _usage(sum(lens))}  # fmt: skip
+        obj: dict[str, Any] = {
+            "id": "embd-" + secrets.token_hex(8),
+            "object": "list",
+            "created": created,
+            "model": model,
+            "data": data,
+            "usage": _usage(sum(lens)),
+        }
         return json.dumps(obj, separators=(",", ":")).encode(), lens
     q_field, d_field = ("query", "documents") if api == "rerank" else ("text_1", "text_2")
     query = body.get(q_field)
@@ -90,8 +102,12 @@ def answer(api: str, raw: bytes, model: str, max_model_len: int, embed_dim: int)
     q_ids = tok.encode_text(query)
     pairs = [len(q_ids) + len(tok.encode_text(d)) for d in docs]
     if max(pairs) > max_model_len:
-        raise ApiError(400, f"This model's maximum context length is {max_model_len} tokens. However, a query and "
-                            f"document have {max(pairs)} tokens.", "input_tokens")  # fmt: skip
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {max_model_len} tokens. However, a query and "
+            f"document have {max(pairs)} tokens.",
+            "input_tokens",
+        )
     n = sum(pairs)
     scores = [_score(query, d) for d in docs]
     if api == "score":
@@ -121,9 +137,13 @@ def answer(api: str, raw: bytes, model: str, max_model_len: int, embed_dim: int)
 def _check_len(ids: list[list[int]], max_model_len: int) -> None:
     for t in ids:
         if len(t) > max_model_len:
-            raise ApiError(400, f"This model's maximum context length is {max_model_len} tokens. However, you "
-                                f"requested {len(t)} tokens in the input for embedding generation. Please reduce "
-                                "the length of the input.", "input_tokens")  # fmt: skip
+            raise ApiError(
+                400,
+                f"This model's maximum context length is {max_model_len} tokens. However, you "
+                f"requested {len(t)} tokens in the input for embedding generation. Please reduce "
+                "the length of the input.",
+                "input_tokens",
+            )
 
 
 def pooling_delay_s(lengths: list[int], cfg: SimConfig) -> float:

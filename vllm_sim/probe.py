@@ -54,19 +54,29 @@ def _dechunk(buf: bytearray) -> tuple[bytes, bool, int]:
             return bytes(out), False, pos
         if len(buf) < nl + 2 + size + 2:
             return bytes(out), False, pos
-        out += buf[nl + 2:nl + 2 + size]
+        out += buf[nl + 2 : nl + 2 + size]
         pos = nl + 2 + size + 2
 
 
-def request(url: str, path: str, body: Any = None, method: str | None = None,
-            headers: dict[str, str] | None = None, timeout: float = 10.0,
-            sock: socket.socket | None = None) -> ProbeResult:
+def request(
+    url: str,
+    path: str,
+    body: Any = None,
+    method: str | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 10.0,
+    sock: socket.socket | None = None,
+) -> ProbeResult:
     """Send one request and read the whole response, timestamping each SSE event as it arrives."""
     u = urlparse(url)
     raw = b"" if body is None else body if isinstance(body, bytes) else json.dumps(body).encode()
     method = method or ("GET" if body is None else "POST")
-    hdrs = {"Host": u.netloc, "Content-Type": "application/json", "Accept-Encoding": "identity",
-            **(headers or {})}
+    hdrs = {
+        "Host": u.netloc,
+        "Content-Type": "application/json",
+        "Accept-Encoding": "identity",
+        **(headers or {}),
+    }
     if body is not None:
         hdrs["Content-Length"] = str(len(raw))
     head = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items()) + "\r\n"
@@ -93,7 +103,7 @@ def request(url: str, path: str, body: Any = None, method: str | None = None,
         for line in lines[1:]:
             k, _, v = line.partition(":")
             res.headers[k.strip().lower()] = v.strip()
-        del buf[:end + 4]
+        del buf[: end + 4]
         chunked = "chunked" in res.headers.get("transfer-encoding", "")
         length = int(res.headers.get("content-length", "-1"))
         body_acc = bytearray()
@@ -108,7 +118,7 @@ def request(url: str, path: str, body: Any = None, method: str | None = None,
                 while b"\n\n" in pending:
                     i = pending.index(b"\n\n")
                     res.events.append((now, bytes(pending[:i])))
-                    del pending[:i + 2]
+                    del pending[: i + 2]
                 if last:
                     res.complete = True
                     break

@@ -15,8 +15,14 @@ from .adapters import priority_of
 from .schema_gen import generate
 
 # error type names of vLLM's ErrorResponse, by status
-ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 413: "BadRequestError",
-               429: "RateLimitError", 500: "InternalServerError", 503: "ServiceUnavailableError"}
+ERROR_TYPES = {
+    400: "BadRequestError",
+    404: "NotFoundError",
+    413: "BadRequestError",
+    429: "RateLimitError",
+    500: "InternalServerError",
+    503: "ServiceUnavailableError",
+}
 
 
 class ApiError(Exception):
@@ -47,15 +53,29 @@ def json_object(raw: bytes) -> dict[str, Any]:
 
 def error_body(status: int, message: str, param: str | None = None, kind: str | None = None) -> bytes:
     """vLLM's error JSON: ``{"error": {"message", "type", "param", "code"}}``."""
-    return json.dumps({"error": {"message": message, "type": kind or ERROR_TYPES.get(status, "BadRequestError"),
-                                 "param": param, "code": status}}, separators=(",", ":")).encode()
+    return json.dumps(
+        {
+            "error": {
+                "message": message,
+                "type": kind or ERROR_TYPES.get(status, "BadRequestError"),
+                "param": param,
+                "code": status,
+            }
+        },
+        separators=(",", ":"),
+    ).encode()
 
 
 def _validation_error(kind: str, loc: str, msg: str, inp: str, ctx: str = "") -> ApiError:
     """FastAPI request-validation errors as vLLM 0.32 renders them (type "Bad Request", param = loc)."""
     extra = f", 'ctx': {{'error': '{ctx}'}}" if ctx else ""
-    return ApiError(400, f"1 validation error:\n  {{'type': '{kind}', 'loc': '{loc}', 'msg': '{msg}', "
-                         f"'input': '{inp}'{extra}}}", loc, "Bad Request")
+    return ApiError(
+        400,
+        f"1 validation error:\n  {{'type': '{kind}', 'loc': '{loc}', 'msg': '{msg}', "
+        f"'input': '{inp}'{extra}}}",
+        loc,
+        "Bad Request",
+    )
 
 
 @dataclass
@@ -66,7 +86,9 @@ class Plan:
     finish_reason: str
     tool_name: str | None = None
     tool_id: str | None = None
-    reasoning: int = 0  # the first `reasoning` pieces are thinking (--reasoning-tokens), streamed as reasoning deltas
+    reasoning: int = (
+        0  # the first `reasoning` pieces are thinking (--reasoning-tokens), streamed as reasoning deltas
+    )
     reasoning_key: str = "reasoning_content"
 
     @property
@@ -137,21 +159,25 @@ def _schema_of(body: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def parse_request(raw: bytes, chat: bool, served_model: str, max_model_len: int,
-                  adapters: tuple[str, ...] = ()) -> SimRequest:
+def parse_request(
+    raw: bytes, chat: bool, served_model: str, max_model_len: int, adapters: tuple[str, ...] = ()
+) -> SimRequest:
     """Parse and validate a request body; raise ApiError with vLLM's status and message (`adapters`: the LoRA
     names served besides the model)."""
     try:
         body = json.loads(raw)
     except json.JSONDecodeError as e:
-        raise _validation_error("json_invalid", f"body.{e.pos}", "JSON decode error", "<dict of 0 items>",
-                                e.msg) from None
+        raise _validation_error(
+            "json_invalid", f"body.{e.pos}", "JSON decode error", "<dict of 0 items>", e.msg
+        ) from None
     except (ValueError, UnicodeDecodeError):
-        raise _validation_error("json_invalid", "body.0", "JSON decode error", "<dict of 0 items>",
-                                "Invalid encoding") from None
+        raise _validation_error(
+            "json_invalid", "body.0", "JSON decode error", "<dict of 0 items>", "Invalid encoding"
+        ) from None
     if not isinstance(body, dict):
-        raise _validation_error("model_attributes_type", "body", "Input should be a valid dictionary",
-                                type(body).__name__)
+        raise _validation_error(
+            "model_attributes_type", "body", "Input should be a valid dictionary", type(body).__name__
+        )
     model = body.get("model")
     if model is None:
         model = served_model
@@ -166,9 +192,12 @@ def parse_request(raw: bytes, chat: bool, served_model: str, max_model_len: int,
     if chat:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
-            raise _validation_error("missing" if messages is None else "list_type", "body.messages",
-                                    "Field required" if messages is None else "Input should be a valid list",
-                                    f"<dict of {len(body)} items>")
+            raise _validation_error(
+                "missing" if messages is None else "list_type",
+                "body.messages",
+                "Field required" if messages is None else "Input should be a valid list",
+                f"<dict of {len(body)} items>",
+            )
         try:  # image parts add their tokens by resolution (vllm_sim/images.py)
             prompt_ids = images.encode_chat(messages)
         except ValueError as e:
@@ -179,13 +208,19 @@ def parse_request(raw: bytes, chat: bool, served_model: str, max_model_len: int,
             prompt = prompt[0]
         if isinstance(prompt, str):
             prompt_ids = tok.encode_text(prompt)
-        elif isinstance(prompt, list) and prompt and all(
-                isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+        elif (
+            isinstance(prompt, list)
+            and prompt
+            and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt)
+        ):
             prompt_ids = [int(t) for t in prompt]
         else:
-            raise _validation_error("missing" if prompt is None else "string_type", "body.prompt",
-                                    "Field required" if prompt is None else "Input should be a valid string",
-                                    f"<dict of {len(body)} items>")
+            raise _validation_error(
+                "missing" if prompt is None else "string_type",
+                "body.prompt",
+                "Field required" if prompt is None else "Input should be a valid string",
+                f"<dict of {len(body)} items>",
+            )
     n = body.get("n", 1)
     if n != 1:
         raise ApiError(400, "The simulator supports n=1 only.", "n")
@@ -205,38 +240,56 @@ def parse_request(raw: bytes, chat: bool, served_model: str, max_model_len: int,
     if plen >= max_model_len:
         shown = min(plen, max_model_len + 1)
         raise ApiError(
-            400, f"This model's maximum context length is {max_model_len} tokens. However, your prompt "
+            400,
+            f"This model's maximum context length is {max_model_len} tokens. However, your prompt "
             f"contains at least {shown} input tokens, which exceeds this limit even without any output "
             f"tokens. Please reduce the length of the input prompt. (parameter=input_tokens, value={shown})",
-            "input_tokens")
+            "input_tokens",
+        )
     if mt is not None and mt > max_model_len:
-        raise ApiError(400, f"max_tokens={mt} cannot be greater than max_model_len={max_model_len}. Please "
-                            f"request fewer output tokens. (parameter=max_tokens, value={mt})", "max_tokens")
+        raise ApiError(
+            400,
+            f"max_tokens={mt} cannot be greater than max_model_len={max_model_len}. Please "
+            f"request fewer output tokens. (parameter=max_tokens, value={mt})",
+            "max_tokens",
+        )
     if mt is None:
         mt = max_model_len - plen
     if plen + mt > max_model_len:
         raise ApiError(
-            400, f"This model's maximum context length is {max_model_len} tokens. However, you requested "
+            400,
+            f"This model's maximum context length is {max_model_len} tokens. However, you requested "
             f"{mt} output tokens and your prompt contains at least {plen} input tokens, for a total of at "
             f"least {plen + mt} tokens. Please reduce the length of the input prompt or the number of "
-            f"requested output tokens. (parameter=input_tokens, value={plen})", "input_tokens")
+            f"requested output tokens. (parameter=input_tokens, value={plen})",
+            "input_tokens",
+        )
     min_tokens = _int_field(body, "min_tokens", 0) or 0
     if min_tokens > mt:
-        raise ApiError(400, f"min_tokens must be less than or equal to max_tokens={mt}, got {min_tokens}.",
-                       "min_tokens")
+        raise ApiError(
+            400, f"min_tokens must be less than or equal to max_tokens={mt}, got {min_tokens}.", "min_tokens"
+        )
     seed = body.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ApiError(400, "seed must be an integer", "seed")
     stop = body.get("stop")
-    stops = [stop] if isinstance(stop, str) else [s for s in stop if isinstance(s, str)] \
-        if isinstance(stop, list) else []
+    stops = (
+        [stop]
+        if isinstance(stop, str)
+        else [s for s in stop if isinstance(s, str)]
+        if isinstance(stop, list)
+        else []
+    )
     try:
         schema = _schema_of(body)
     except ValueError:
         raise ApiError(400, "invalid JSON schema", "response_format") from None
     tools = body.get("tools") if chat else None
-    tools = [t for t in tools if isinstance(t, dict) and isinstance(t.get("function"), dict)] \
-        if isinstance(tools, list) else []
+    tools = (
+        [t for t in tools if isinstance(t, dict) and isinstance(t.get("function"), dict)]
+        if isinstance(tools, list)
+        else []
+    )
     tool_choice = body.get("tool_choice", "auto" if tools else "none")
     if isinstance(tool_choice, dict):
         fn = tool_choice.get("function")
@@ -246,12 +299,22 @@ def parse_request(raw: bytes, chat: bool, served_model: str, max_model_len: int,
     elif tool_choice == "required" and not tools:
         raise ApiError(400, "tool_choice 'required' needs `tools`", "tool_choice")
     return SimRequest(
-        chat=chat, stream=stream, model=model, prompt_ids=prompt_ids, max_tokens=mt, min_tokens=min_tokens,
+        chat=chat,
+        stream=stream,
+        model=model,
+        prompt_ids=prompt_ids,
+        max_tokens=mt,
+        min_tokens=min_tokens,
         ignore_eos=bool(body.get("ignore_eos", False)),
         include_usage=bool(so.get("include_usage")) if isinstance(so, dict) else False,
         continuous_usage=bool(so.get("continuous_usage_stats")) if isinstance(so, dict) else False,
-        seed=seed, stop=stops, schema=schema, tools=tools, tool_choice=tool_choice,
-        request_id=("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(8), priority=priority,
+        seed=seed,
+        stop=stops,
+        schema=schema,
+        tools=tools,
+        tool_choice=tool_choice,
+        request_id=("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(8),
+        priority=priority,
     )
 
 
@@ -279,8 +342,13 @@ def _apply_stop(pieces: list[str], stops: list[str]) -> tuple[list[str], bool]:
     return out, True
 
 
-def build_plan(req: SimRequest, server_rng: random.Random, early_stop_prob: float, reasoning_tokens: int = 0,
-               reasoning_key: str = "reasoning_content") -> Plan:  # fmt: skip
+def build_plan(
+    req: SimRequest,
+    server_rng: random.Random,
+    early_stop_prob: float,
+    reasoning_tokens: int = 0,
+    reasoning_key: str = "reasoning_content",
+) -> Plan:
     """Decide the whole output of a request up front (deterministic given ``seed``).
 
     With ``reasoning_tokens`` (chat, no tool call) the output starts with that many thinking tokens, counted
@@ -305,10 +373,15 @@ def _answer_plan(req: SimRequest, rng: random.Random, early_stop_prob: float) ->
         args = json.dumps(generate(params, rng))
         pieces = tok.split_pieces(args)
         if len(pieces) + 1 > req.max_tokens:
-            return Plan(pieces[: req.max_tokens - 1], "length", str(tool["function"].get("name")),
-                        "chatcmpl-tool-" + secrets.token_hex(8))
-        return Plan(pieces, "tool_calls", str(tool["function"].get("name")),
-                    "chatcmpl-tool-" + secrets.token_hex(8))
+            return Plan(
+                pieces[: req.max_tokens - 1],
+                "length",
+                str(tool["function"].get("name")),
+                "chatcmpl-tool-" + secrets.token_hex(8),
+            )
+        return Plan(
+            pieces, "tool_calls", str(tool["function"].get("name")), "chatcmpl-tool-" + secrets.token_hex(8)
+        )
     if req.schema is not None:
         pieces = tok.split_pieces(json.dumps(generate(req.schema, rng)))
         if len(pieces) > req.max_tokens:

@@ -45,23 +45,37 @@ def as_chat_body(raw: bytes) -> bytes:
 
 def _event(kind: str, seq: int, **fields: Any) -> str:
     """One SSE event as vLLM writes it: an `event:` line and the JSON with its type and sequence number."""
-    return f"event: {kind}\ndata: " + json.dumps({**fields, "sequence_number": seq, "type": kind},
-                                                 separators=(",", ":")) + "\n\n"  # fmt: skip
+    return (
+        f"event: {kind}\ndata: "
+        + json.dumps({**fields, "sequence_number": seq, "type": kind}, separators=(",", ":"))
+        + "\n\n"
+    )
 
 
 def _usage(prompt: int, completion: int, reasoning: int, cached: int | None) -> dict[str, Any]:
-    return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached or 0},
-            "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": reasoning},
-            "total_tokens": prompt + completion}  # fmt: skip
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": cached or 0},
+        "output_tokens": completion,
+        "output_tokens_details": {"reasoning_tokens": reasoning},
+        "total_tokens": prompt + completion,
+    }
 
 
 def _response(
     req: SimRequest, created: int, status: str, output: list[Any], usage: Any, length: bool
 ) -> dict[str, Any]:
-    return {"id": "resp_" + req.request_id.rpartition("-")[2], "created_at": created, "model": req.model,
-            "object": "response", "output": output, "status": status, "usage": usage,
-            "incomplete_details": {"reason": "max_output_tokens"} if length else None,
-            "max_output_tokens": req.max_tokens}  # fmt: skip
+    return {
+        "id": "resp_" + req.request_id.rpartition("-")[2],
+        "created_at": created,
+        "model": req.model,
+        "object": "response",
+        "output": output,
+        "status": status,
+        "usage": usage,
+        "incomplete_details": {"reason": "max_output_tokens"} if length else None,
+        "max_output_tokens": req.max_tokens,
+    }
 
 
 class ResponsesWriter:
@@ -94,10 +108,18 @@ class ResponsesWriter:
             "status": "in_progress",
             "content": [],
         }
-        return (self._next("response.created", response=r) + self._next("response.in_progress", response=r)
-                + self._next("response.output_item.added", item=item, output_index=0)
-                + self._next("response.content_part.added", item_id=self.item, output_index=0, content_index=0,
-                             part={"type": "output_text", "text": "", "annotations": []}))  # fmt: skip
+        return (
+            self._next("response.created", response=r)
+            + self._next("response.in_progress", response=r)
+            + self._next("response.output_item.added", item=item, output_index=0)
+            + self._next(
+                "response.content_part.added",
+                item_id=self.item,
+                output_index=0,
+                content_index=0,
+                part={"type": "output_text", "text": "", "annotations": []},
+            )
+        )
 
     def pieces(self, p0: int, p1: int, n_done: int, last: bool) -> str:
         """Output pieces p0:p1 as deltas: reasoning ones first while the plan thinks, then answer text."""
@@ -105,11 +127,22 @@ class ResponsesWriter:
         out = ""
         r = min(p1, plan.reasoning)
         if p0 < r:
-            out += self._next("response.reasoning_text.delta", item_id="rs_" + self.item, output_index=0,
-                              content_index=0, delta="".join(plan.pieces[p0:r]))  # fmt: skip
+            out += self._next(
+                "response.reasoning_text.delta",
+                item_id="rs_" + self.item,
+                output_index=0,
+                content_index=0,
+                delta="".join(plan.pieces[p0:r]),
+            )
         if p1 > max(p0, r):
-            out += self._next("response.output_text.delta", item_id=self.item, output_index=0, content_index=0,
-                              delta="".join(plan.pieces[max(p0, r) : p1]), logprobs=[])  # fmt: skip
+            out += self._next(
+                "response.output_text.delta",
+                item_id=self.item,
+                output_index=0,
+                content_index=0,
+                delta="".join(plan.pieces[max(p0, r) : p1]),
+                logprobs=[],
+            )
         return out
 
     def tool_header(self, last: bool) -> str:
@@ -128,16 +161,40 @@ class ResponsesWriter:
         r = min(plan.reasoning, completion)
         text = "".join(plan.pieces[r:completion])
         length = plan.finish_reason == "length"
-        msg = {"id": self.item, "type": "message", "role": "assistant", "status": "completed",
-               "content": [{"type": "output_text", "text": text, "annotations": []}]}  # fmt: skip
-        resp = _response(self.req, self.created, "incomplete" if length else "completed", [msg],
-                         _usage(self.req.prompt_tokens, completion, r, self.cached_tokens), length)  # fmt: skip
-        return (self._next("response.output_text.done", item_id=self.item, output_index=0, content_index=0,
-                           text=text, logprobs=[])
-                + self._next("response.content_part.done", item_id=self.item, output_index=0, content_index=0,
-                             part=msg["content"][0])
-                + self._next("response.output_item.done", item=msg, output_index=0)
-                + self._next("response.incomplete" if length else "response.completed", response=resp))  # fmt: skip
+        msg = {
+            "id": self.item,
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
+        }
+        resp = _response(
+            self.req,
+            self.created,
+            "incomplete" if length else "completed",
+            [msg],
+            _usage(self.req.prompt_tokens, completion, r, self.cached_tokens),
+            length,
+        )
+        return (
+            self._next(
+                "response.output_text.done",
+                item_id=self.item,
+                output_index=0,
+                content_index=0,
+                text=text,
+                logprobs=[],
+            )
+            + self._next(
+                "response.content_part.done",
+                item_id=self.item,
+                output_index=0,
+                content_index=0,
+                part=msg["content"][0],
+            )
+            + self._next("response.output_item.done", item=msg, output_index=0)
+            + self._next("response.incomplete" if length else "response.completed", response=resp)
+        )
 
 
 def full_response(req: SimRequest, plan: Plan, n_tokens: int, cached: int | None) -> bytes:
@@ -145,8 +202,14 @@ def full_response(req: SimRequest, plan: Plan, n_tokens: int, cached: int | None
     r = min(plan.reasoning, n_tokens)
     output: list[Any] = []
     if r:
-        output.append({"id": "rs_" + req.request_id, "type": "reasoning", "summary": [],
-                       "content": [{"type": "reasoning_text", "text": "".join(plan.pieces[:r])}]})  # fmt: skip
+        output.append(
+            {
+                "id": "rs_" + req.request_id,
+                "type": "reasoning",
+                "summary": [],
+                "content": [{"type": "reasoning_text", "text": "".join(plan.pieces[:r])}],
+            }
+        )
     output.append(
         {
             "id": "msg_" + req.request_id,
@@ -157,6 +220,12 @@ def full_response(req: SimRequest, plan: Plan, n_tokens: int, cached: int | None
         }
     )
     length = plan.finish_reason == "length"
-    obj = _response(req, int(time.time()), "incomplete" if length else "completed", output,
-                    _usage(req.prompt_tokens, n_tokens, r, cached), length)  # fmt: skip
+    obj = _response(
+        req,
+        int(time.time()),
+        "incomplete" if length else "completed",
+        output,
+        _usage(req.prompt_tokens, n_tokens, r, cached),
+        length,
+    )
     return json.dumps(obj, separators=(",", ":")).encode()

@@ -41,11 +41,16 @@ class SimServer:
         self.registry = make_registry(self.stats)
         self.router = MoeRouter(cfg, self.stats)
         self.engine: FixedEngine | BatchingEngine | ReplicaSet
-        if cfg.replicas > 1:  # --replicas N: N engines behind this port, their statistics summed (replicas.py)
+        if (
+            cfg.replicas > 1
+        ):  # --replicas N: N engines behind this port, their statistics summed (replicas.py)
             self.engine = ReplicaSet(cfg, self.stats)
         else:
-            self.engine = (FixedEngine(cfg, self.stats, self.router) if cfg.fixed
-                           else BatchingEngine(cfg, self.stats, self.router))
+            self.engine = (
+                FixedEngine(cfg, self.stats, self.router)
+                if cfg.fixed
+                else BatchingEngine(cfg, self.stats, self.router)
+            )
         self.rng = random.Random(cfg.seed)
         self.fault_rng = random.Random(cfg.seed + 1)
         self.rates = global_rates(cfg)
@@ -61,9 +66,14 @@ class SimServer:
 
     async def listen(self) -> int:
         """Start listening; return the bound port."""
-        self.server = await self.loop.create_server(self._factory, self.cfg.host, self.port,
-                                                    reuse_address=True, backlog=1024,
-                                                    reuse_port=self.cfg.reuse_port or None)
+        self.server = await self.loop.create_server(
+            self._factory,
+            self.cfg.host,
+            self.port,
+            reuse_address=True,
+            backlog=1024,
+            reuse_port=self.cfg.reuse_port or None,
+        )
         self.port = self.server.sockets[0].getsockname()[1]
         return self.port
 
@@ -95,8 +105,15 @@ class SimServer:
         self.loop.create_task(relisten())
 
     # -- dispatch --------------------------------------------------------------------------
-    def _send(self, conn: Connection, status: int, body: bytes, content_type: str = "application/json",
-              headers: list[tuple[str, str]] | None = None, vary: bool = True) -> None:
+    def _send(
+        self,
+        conn: Connection,
+        status: int,
+        body: bytes,
+        content_type: str = "application/json",
+        headers: list[tuple[str, str]] | None = None,
+        vary: bool = True,
+    ) -> None:
         """Respond and count it."""
         self.stats.served += 1
         self.stats.by_status[status] += 1
@@ -168,14 +185,37 @@ class SimServer:
     def _models(self) -> dict[str, Any]:
         """The /v1/models listing, shaped like vLLM's."""
         mid = self.cfg.model
-        return {"object": "list", "data": [{
-            "id": mid, "object": "model", "created": self.created, "owned_by": "vllm", "root": mid,
-            "parent": None, "max_model_len": self.cfg.max_model_len,
-            "permission": [{"id": "modelperm-sim", "object": "model_permission", "created": self.created,
-                            "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True,
-                            "allow_search_indices": False, "allow_view": True, "allow_fine_tuning": False,
-                            "organization": "*", "group": None, "is_blocking": False}]},
-            *adapter_entries(mid, self.adapters, self.created, self.cfg.max_model_len)]}
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": mid,
+                    "object": "model",
+                    "created": self.created,
+                    "owned_by": "vllm",
+                    "root": mid,
+                    "parent": None,
+                    "max_model_len": self.cfg.max_model_len,
+                    "permission": [
+                        {
+                            "id": "modelperm-sim",
+                            "object": "model_permission",
+                            "created": self.created,
+                            "allow_create_engine": False,
+                            "allow_sampling": True,
+                            "allow_logprobs": True,
+                            "allow_search_indices": False,
+                            "allow_view": True,
+                            "allow_fine_tuning": False,
+                            "organization": "*",
+                            "group": None,
+                            "is_blocking": False,
+                        }
+                    ],
+                },
+                *adapter_entries(mid, self.adapters, self.created, self.cfg.max_model_len),
+            ],
+        }
 
     def _reset_prefix_cache(self, conn: Connection, method: str) -> None:
         """vLLM's POST /reset_prefix_cache: ``{"success": false}`` while running requests hold cached blocks."""
@@ -196,7 +236,7 @@ class SimServer:
                 raise ApiError(404, f"The model `{model}` does not exist.", "model")
             if self.cfg.tokenize_api == "llama.cpp":  # llama-server: {"content", "add_special"} -> {"tokens"}
                 if not isinstance(body.get("content"), str):
-                    raise ApiError(400, "\"content\" must be provided")
+                    raise ApiError(400, '"content" must be provided')
                 self._json(conn, {"tokens": tok.encode_text(body["content"])})
                 return
             if isinstance(body.get("messages"), list):
@@ -212,8 +252,10 @@ class SimServer:
         except (ValueError, UnicodeDecodeError) as e:
             self._send(conn, 400, error_body(400, f"Invalid JSON body: {e}"))
             return
-        self._json(conn, {"count": len(ids), "max_model_len": self.cfg.max_model_len, "tokens": ids,
-                          "token_strs": None})
+        self._json(
+            conn,
+            {"count": len(ids), "max_model_len": self.cfg.max_model_len, "tokens": ids, "token_strs": None},
+        )
 
     def _control(self, conn: Connection, req: HttpRequest) -> None:
         """POST /sim/control: ``{"down_for_s": S}`` and/or ``{"stall_for_s": S}``."""
@@ -276,7 +318,9 @@ class SimServer:
             fault = draw_fault(cfg, self.rates, self.fault_rng)
         try:
             sreq = parse_request(req.body, chat, cfg.model, cfg.max_model_len, self.adapters)
-            refused = check_priority(sreq.priority, cfg.scheduling_policy)  # vLLM's 400 without priority scheduling
+            refused = check_priority(
+                sreq.priority, cfg.scheduling_policy
+            )  # vLLM's 400 without priority scheduling
             if refused:
                 raise ApiError(400, refused, "priority")
         except ApiError as e:
@@ -289,8 +333,12 @@ class SimServer:
             if fault.kind == "500":
                 self._send(conn, 500, error_body(500, "Simulated internal server error"))
             else:
-                self._send(conn, 429, error_body(429, "Simulated rate limit: retry later"),
-                           headers=[("retry-after", "1")])
+                self._send(
+                    conn,
+                    429,
+                    error_body(429, "Simulated rate limit: retry later"),
+                    headers=[("retry-after", "1")],
+                )
             return
         plan = build_plan(sreq, self.rng, cfg.early_stop_prob, cfg.reasoning_tokens, cfg.reasoning_field)
         if fault is not None and fault.kind == "delay_headers":
@@ -299,7 +347,9 @@ class SimServer:
             return
         self._begin(conn, sreq, plan, fault, req.received)
 
-    def _begin(self, conn: Connection, sreq: Any, plan: Any, fault: Fault | None, arrival: float | None) -> None:
+    def _begin(
+        self, conn: Connection, sreq: Any, plan: Any, fault: Fault | None, arrival: float | None
+    ) -> None:
         """Send headers (streams) and submit to the engine; arrival: the request's first byte (None: now)."""
         if conn.closed:
             return
@@ -311,7 +361,9 @@ class SimServer:
         if self.cfg.fixed:
             self.stats.prompt_tokens += sreq.prompt_tokens
             self.stats.prefix_queries += sreq.prompt_tokens
-        elif self.cfg.request_overhead_ms > 0:  # a twin's fixed cost per request (HTTP, tokenizing) before scheduling
+        elif (
+            self.cfg.request_overhead_ms > 0
+        ):  # a twin's fixed cost per request (HTTP, tokenizing) before scheduling
             self.loop.call_later(self.cfg.request_overhead_ms / 1000.0, self.engine.submit, s)
             return
         self.engine.submit(s)

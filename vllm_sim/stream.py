@@ -33,12 +33,38 @@ class Status(Enum):
 class Stream:
     """Per-request output state shared by both engines."""
 
-    __slots__ = ("conn", "req", "plan", "stats", "fault", "writer", "total", "done", "arrival",
-                 "first_at", "last_at", "cancelled", "cached_tokens", "stalled_until", "stall_ms",
-                 "shift", "writes", "heap_key", "_cached_field")
+    __slots__ = (
+        "conn",
+        "req",
+        "plan",
+        "stats",
+        "fault",
+        "writer",
+        "total",
+        "done",
+        "arrival",
+        "first_at",
+        "last_at",
+        "cancelled",
+        "cached_tokens",
+        "stalled_until",
+        "stall_ms",
+        "shift",
+        "writes",
+        "heap_key",
+        "_cached_field",
+    )
 
-    def __init__(self, conn: Connection, req: SimRequest, plan: Plan, stats: SimStats, fault: Fault | None,
-                 arrival: float, report_cached: bool) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        req: SimRequest,
+        plan: Plan,
+        stats: SimStats,
+        fault: Fault | None,
+        arrival: float,
+        report_cached: bool,
+    ) -> None:
         self.conn = conn
         self.req = req
         self.plan = plan
@@ -205,7 +231,9 @@ class Stream:
             if self.writer is None:
                 conn.respond(500, wire.inband_error()[6:-2].encode())
             else:
-                conn.end_stream(data + _framed([wire.inband_error(), *filter(None, [self.writer.done_event])]))
+                conn.end_stream(
+                    data + _framed([wire.inband_error(), *filter(None, [self.writer.done_event])])
+                )
             return Status.FINISHED
         if kind == "torn" and self.writer is not None:
             line = self.writer.head

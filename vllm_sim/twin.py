@@ -42,7 +42,10 @@ CONSTANTS: dict[str, type] = {
 OPTIONAL: dict[str, tuple[type, float]] = {
     "decode_per_ctx_token_us": (float, 0.0),
     "prefill_per_ctx_token_ns": (float, 0.0),
-    "max_num_batched_tokens": (int, 8192),  # SimConfig's default, which every profile before it was fitted with
+    "max_num_batched_tokens": (
+        int,
+        8192,
+    ),  # SimConfig's default, which every profile before it was fitted with
 }
 
 
@@ -69,8 +72,9 @@ def validate_twin(doc: Any, where: str = "twin") -> None:
         raise TwinError(f'{where}: not a twin profile (expected "kind": "{KIND}")')
     version = doc.get("version")
     if version != VERSION:
-        raise TwinError(f"{where}: twin profile version {version!r}; this build reads version {VERSION} "
-                        "(calibrate again)")  # fmt: skip
+        raise TwinError(
+            f"{where}: twin profile version {version!r}; this build reads version {VERSION} (calibrate again)"
+        )
     consts = doc.get("constants")
     if not isinstance(consts, dict):
         raise TwinError(f'{where}: missing field "constants"')
@@ -85,8 +89,14 @@ def validate_twin(doc: Any, where: str = "twin") -> None:
             raise TwinError(f"{where}: constants.{name}.value must be a {kind.__name__}, got {v!r}")
         if kind is not bool and not v >= 0:
             raise TwinError(f"{where}: constants.{name}.value must be >= 0, got {v!r}")
-    for name in ("prefill_tokens_per_s", "max_num_seqs", "kv_cache_tokens", "block_size", "max_model_len",
-                 *(["max_num_batched_tokens"] if "max_num_batched_tokens" in consts else [])):
+    for name in (
+        "prefill_tokens_per_s",
+        "max_num_seqs",
+        "kv_cache_tokens",
+        "block_size",
+        "max_model_len",
+        *(["max_num_batched_tokens"] if "max_num_batched_tokens" in consts else []),
+    ):
         if not consts[name]["value"] > 0:
             raise TwinError(f"{where}: constants.{name}.value must be > 0")
 

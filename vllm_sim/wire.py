@@ -30,10 +30,15 @@ def fingerprint(model: str) -> str:
     return f"vllm-{VERSION}-{zlib.crc32(model.encode()):08x}"
 
 
-def usage_dict(prompt: int, completion: int, cached: int | None, details_null: bool = False) -> dict[str, Any]:
+def usage_dict(
+    prompt: int, completion: int, cached: int | None, details_null: bool = False
+) -> dict[str, Any]:
     """vLLM's UsageInfo, fields in its order; prompt_tokens_details only when enabled (cached not None)."""
-    u: dict[str, Any] = {"prompt_tokens": prompt, "total_tokens": prompt + completion,
-                         "completion_tokens": completion}
+    u: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "total_tokens": prompt + completion,
+        "completion_tokens": completion,
+    }
     if cached is not None:
         u["prompt_tokens_details"] = {"cached_tokens": cached}
     elif details_null:
@@ -59,8 +64,10 @@ class ChunkWriter:
         created = int(time.time()) if created is None else created
         model = json.dumps(req.model)
         kind = "chat.completion.chunk" if req.chat else "text_completion"
-        self.head = (f'data: {{"id":"{req.request_id}","object":"{kind}",'
-                     f'"created":{created},"model":{model},"choices":[')
+        self.head = (
+            f'data: {{"id":"{req.request_id}","object":"{kind}",'
+            f'"created":{created},"model":{model},"choices":['
+        )
         self.fp = ',"system_fingerprint":"' + fingerprint(req.model) + '"'
         self.prompt_tokens = req.prompt_tokens
         self.cached_tokens: int | None = None
@@ -79,9 +86,12 @@ class ChunkWriter:
 
     def role(self) -> str:
         """Chat's first event: the assistant role with empty content."""
-        return (self.head + '{"index":0,"delta":{"role":"assistant","content":""},'
-                '"logprobs":null,"finish_reason":null}]' + self._cont_usage(0)
-                + ',"prompt_token_ids":null,"prompt_text":null}\n\n')
+        return (
+            self.head + '{"index":0,"delta":{"role":"assistant","content":""},'
+            '"logprobs":null,"finish_reason":null}]'
+            + self._cont_usage(0)
+            + ',"prompt_token_ids":null,"prompt_text":null}\n\n'
+        )
 
     def _fin(self, last: bool) -> str:
         """finish_reason (plus stop_reason on the last event) and token_ids."""
@@ -99,8 +109,9 @@ class ChunkWriter:
         text = _q("".join(plan.pieces[p0:p1]) if p1 - p0 != 1 else plan.pieces[p0])
         if self.req.chat:
             if plan.tool_name is not None:
-                body = self._choice('{"content":null,"tool_calls":[{"index":0,"function":{"arguments":'
-                                    + text + "}}]}", last)
+                body = self._choice(
+                    '{"content":null,"tool_calls":[{"index":0,"function":{"arguments":' + text + "}}]}", last
+                )
             elif p0 < plan.reasoning:  # thinking first (--reasoning-tokens); an event across the end has both
                 r = min(p1, plan.reasoning)
                 delta = '{"' + plan.reasoning_key + '":' + _q("".join(plan.pieces[p0:r]))
@@ -110,16 +121,22 @@ class ChunkWriter:
             else:
                 body = self._choice('{"content":' + text + "}", last)
         else:
-            body = ('{"index":0,"text":' + text + ',"logprobs":null,"finish_reason":'
-                    + (f'"{plan.finish_reason}"' if last else "null")
-                    + ',"stop_reason":null,"prompt_token_ids":null,"token_ids":null}]')
+            body = (
+                '{"index":0,"text":'
+                + text
+                + ',"logprobs":null,"finish_reason":'
+                + (f'"{plan.finish_reason}"' if last else "null")
+                + ',"stop_reason":null,"prompt_token_ids":null,"token_ids":null}]'
+            )
         return self.head + body + self._cont_usage(n_done) + self._end(last)
 
     def tool_header(self, last: bool) -> str:
         """First tool-call event: index, id, type and the function name."""
         plan = self.plan
-        delta = ('{"content":null,"tool_calls":[{"id":"' + str(plan.tool_id) + '","type":"function",'
-                 '"index":0,"function":{"name":' + _q(str(plan.tool_name)) + "}}]}")
+        delta = (
+            '{"content":null,"tool_calls":[{"id":"' + str(plan.tool_id) + '","type":"function",'
+            '"index":0,"function":{"name":' + _q(str(plan.tool_name)) + "}}]}"
+        )
         return self.head + self._choice(delta, last) + self._cont_usage(1) + self._end(last)
 
     def empty_finish(self) -> str:
@@ -127,8 +144,10 @@ class ChunkWriter:
         if self.req.chat:
             body = '{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop","stop_reason":null,"token_ids":null}]'
         else:
-            body = ('{"index":0,"text":"","logprobs":null,"finish_reason":"stop","stop_reason":null,'
-                    '"prompt_token_ids":null,"token_ids":null}]')
+            body = (
+                '{"index":0,"text":"","logprobs":null,"finish_reason":"stop","stop_reason":null,'
+                '"prompt_token_ids":null,"token_ids":null}]'
+            )
         return self.head + body + self._cont_usage(0) + self._end(True)
 
     def usage(self, completion: int) -> str:
@@ -139,8 +158,9 @@ class ChunkWriter:
         return self.head + '],"usage":' + _compact(u) + self.fp + "}\n\n"
 
 
-def full_response(req: SimRequest, plan: Plan, n_tokens: int, cached: int | None,
-                  created: int | None = None) -> bytes:
+def full_response(
+    req: SimRequest, plan: Plan, n_tokens: int, cached: int | None, created: int | None = None
+) -> bytes:
     """Non-streamed body of a finished request that produced ``n_tokens`` tokens."""
     created = int(time.time()) if created is None else created
     usage = usage_dict(req.prompt_tokens, n_tokens, cached, details_null=True)
@@ -153,27 +173,76 @@ def full_response(req: SimRequest, plan: Plan, n_tokens: int, cached: int | None
         usage["completion_tokens_details"] = {"reasoning_tokens": r}
     fp = fingerprint(req.model)
     if req.chat:
-        message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None,
-                                   "annotations": None, "audio": None, "function_call": None}
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": text,
+            "refusal": None,
+            "annotations": None,
+            "audio": None,
+            "function_call": None,
+        }
         if plan.tool_name is not None and n_tokens > 0:
             message["content"] = None
-            message["tool_calls"] = [{"id": plan.tool_id, "type": "function",
-                                      "function": {"name": plan.tool_name, "arguments": text}}]
+            message["tool_calls"] = [
+                {
+                    "id": plan.tool_id,
+                    "type": "function",
+                    "function": {"name": plan.tool_name, "arguments": text},
+                }
+            ]
         message["reasoning"] = None
         if thought is not None:
             message[plan.reasoning_key] = thought
-        choice: dict[str, Any] = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish,
-                                  "stop_reason": None, "token_ids": None, "routed_experts": None}
-        obj = {"id": req.request_id, "object": "chat.completion", "created": created, "model": req.model,
-               "choices": [choice], "service_tier": None, "system_fingerprint": fp, "usage": usage,
-               "prompt_logprobs": None, "prompt_token_ids": None, "prompt_text": None,
-               "kv_transfer_params": None, "ec_transfer_params": None, "metrics": None}
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": message,
+            "logprobs": None,
+            "finish_reason": finish,
+            "stop_reason": None,
+            "token_ids": None,
+            "routed_experts": None,
+        }
+        obj = {
+            "id": req.request_id,
+            "object": "chat.completion",
+            "created": created,
+            "model": req.model,
+            "choices": [choice],
+            "service_tier": None,
+            "system_fingerprint": fp,
+            "usage": usage,
+            "prompt_logprobs": None,
+            "prompt_token_ids": None,
+            "prompt_text": None,
+            "kv_transfer_params": None,
+            "ec_transfer_params": None,
+            "metrics": None,
+        }
     else:
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None,
-                  "token_ids": None, "prompt_logprobs": None, "prompt_token_ids": None, "routed_experts": None}
-        obj = {"id": req.request_id, "object": "text_completion", "created": created, "model": req.model,
-               "choices": [choice], "service_tier": None, "system_fingerprint": fp, "usage": usage,
-               "kv_transfer_params": None, "ec_transfer_params": None, "metrics": None}
+        choice = {
+            "index": 0,
+            "text": text,
+            "logprobs": None,
+            "finish_reason": finish,
+            "stop_reason": None,
+            "token_ids": None,
+            "prompt_logprobs": None,
+            "prompt_token_ids": None,
+            "routed_experts": None,
+        }
+        obj = {
+            "id": req.request_id,
+            "object": "text_completion",
+            "created": created,
+            "model": req.model,
+            "choices": [choice],
+            "service_tier": None,
+            "system_fingerprint": fp,
+            "usage": usage,
+            "kv_transfer_params": None,
+            "ec_transfer_params": None,
+            "metrics": None,
+        }
     return _compact(obj).encode()
 
 

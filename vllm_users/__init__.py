@@ -39,10 +39,23 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
-    "BurstShape", "BurstUser", "ChatUser", "JsonUser", "LLMUser", "MultiTurnUser", "Prompt", "Reply",
-    "RequestFailure", "RequestRecord", "RequestSpec", "StreamResult", "Ticket", "ToolsUser", "prompt_source",
+    "BurstShape",
+    "BurstUser",
+    "ChatUser",
+    "JsonUser",
+    "LLMUser",
+    "MultiTurnUser",
+    "Prompt",
+    "Reply",
+    "RequestFailure",
+    "RequestRecord",
+    "RequestSpec",
+    "StreamResult",
+    "Ticket",
+    "ToolsUser",
+    "prompt_source",
     "random_words",
-]  # fmt: skip
+]
 assert sorted(__all__) == sorted(_EXPORTS)  # one list of public names; a test pins it
 
 if TYPE_CHECKING:

@@ -11,7 +11,9 @@ from typing import Any
 def write_atomic(path: str, data: str | bytes) -> None:
     """Write `data` to `path` through `path.tmp` and os.replace."""
     tmp = path + ".tmp"
-    with open(tmp, "wb" if isinstance(data, bytes) else "w", encoding=None if isinstance(data, bytes) else "utf-8") as fh:
+    with open(
+        tmp, "wb" if isinstance(data, bytes) else "w", encoding=None if isinstance(data, bytes) else "utf-8"
+    ) as fh:
         fh.write(data)
     os.replace(tmp, path)
 

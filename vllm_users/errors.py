@@ -13,9 +13,17 @@ from typing import TextIO
 from vllm_users import exit_codes
 
 __all__ = [
-    "DatasetError", "PreflightError", "ReportError", "SchemaError", "TokenizerError", "TraceError", "UsageError",
-    "UserClassError", "VllmLocustError", "report",
-]  # fmt: skip
+    "DatasetError",
+    "PreflightError",
+    "ReportError",
+    "SchemaError",
+    "TokenizerError",
+    "TraceError",
+    "UsageError",
+    "UserClassError",
+    "VllmLocustError",
+    "report",
+]
 
 
 class VllmLocustError(Exception):

@@ -11,8 +11,12 @@ CLIENT_BOUND = 5  # the load generator was the bottleneck (CPU or loop lag past 
 DATA_LOSS = 6  # a worker was lost mid-run: samples may be missing (result says how many)
 ABORTED = 7  # the master or every worker died: partial results only
 GATE_REGRESSED = 8  # `vllm-locust gate`: a rule regressed (the candidate is worse than its limit allows)
-NOTHING_MEASURED = 9  # no request completed, and none failed: nothing was measured (none sent, or all cut off)
-WRITE_FAILED = 10  # a run file could not be written (disk full, file size limit): the run stopped, what was written kept
+NOTHING_MEASURED = (
+    9  # no request completed, and none failed: nothing was measured (none sent, or all cut off)
+)
+WRITE_FAILED = (
+    10  # a run file could not be written (disk full, file size limit): the run stopped, what was written kept
+)
 INTERRUPTED = 130  # Ctrl-C / SIGTERM: partial results written
 
 DESCRIPTIONS = {

@@ -106,7 +106,9 @@ def _checked_by(parse: Callable[[str], Any], name: str) -> Callable[[str], str]:
 
 
 percentile_metrics = _checked_by(parse_percentile_metrics, "percentile_metrics")  # vLLM's: ttft,tpot,itl,e2el
-metric_percentiles = _checked_by(parse_metric_percentiles, "metric_percentiles")  # vLLM's: numbers in (0, 100]
+metric_percentiles = _checked_by(
+    parse_metric_percentiles, "metric_percentiles"
+)  # vLLM's: numbers in (0, 100]
 
 
 def header(value: str) -> str:

@@ -19,16 +19,41 @@ from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 __all__ = [
-    "MASK", "Redactor", "connection_headers", "header_lines", "is_secret_header", "redact_argv", "redact_url",
-    "same_origin", "secret_values", "split_userinfo", "with_api_key", "without_api_key",
-]  # fmt: skip
+    "MASK",
+    "Redactor",
+    "connection_headers",
+    "header_lines",
+    "is_secret_header",
+    "redact_argv",
+    "redact_url",
+    "same_origin",
+    "secret_values",
+    "split_userinfo",
+    "with_api_key",
+    "without_api_key",
+]
 
 MASK = "***"
 # a header whose lower-cased name contains one of these carries a credential
-_SECRET_NAME_PARTS = ("auth", "key", "token", "secret", "cookie", "session", "passw", "credential", "signature",
-                      "jwt", "csrf", "xsrf", "bearer", "sig")  # fmt: skip
-_AUTH_SCHEMES = re.compile(r"^\s*(basic|bearer|digest|token|apikey|api-key|negotiate|ntlm|hmac|aws4|sharedkey)\b",
-                           re.IGNORECASE)  # fmt: skip
+_SECRET_NAME_PARTS = (
+    "auth",
+    "key",
+    "token",
+    "secret",
+    "cookie",
+    "session",
+    "passw",
+    "credential",
+    "signature",
+    "jwt",
+    "csrf",
+    "xsrf",
+    "bearer",
+    "sig",
+)
+_AUTH_SCHEMES = re.compile(
+    r"^\s*(basic|bearer|digest|token|apikey|api-key|negotiate|ntlm|hmac|aws4|sharedkey)\b", re.IGNORECASE
+)
 _OPAQUE = re.compile(r"^[A-Za-z0-9._~+/=:-]{20,}$")  # a long run without spaces: a token, most likely
 # shorter values are masked where they are named (a header's value), not searched for in text
 MIN_SECRET_LEN = 4
@@ -79,8 +104,9 @@ def with_api_key(headers: Mapping[str, str], api_key: str | None) -> dict[str, s
     return out
 
 
-def connection_headers(url: str, explicit: Mapping[str, str] | None = None,
-                       api_key: str | None = None) -> tuple[str, dict[str, str]]:  # fmt: skip
+def connection_headers(
+    url: str, explicit: Mapping[str, str] | None = None, api_key: str | None = None
+) -> tuple[str, dict[str, str]]:
     """(the URL without userinfo, every header a request to it carries): userinfo < API key < `explicit` (--header)."""
     clean, basic = split_userinfo(url)
     base = {} if api_key else basic  # the API key's Bearer takes Authorization over URL userinfo
@@ -109,8 +135,11 @@ def same_origin(a: str, b: str) -> bool:
         return False
 
 
-def secret_values(headers: Mapping[str, str] = {}, api_key: str | None = None,  # noqa: B006 - never mutated
-                  urls: Sequence[str] = ()) -> list[str]:  # fmt: skip
+def secret_values(
+    headers: Mapping[str, str] = {},
+    api_key: str | None = None,  # noqa: B006 - never mutated
+    urls: Sequence[str] = (),
+) -> list[str]:
     """The strings that must never be written: secret headers' values (and a scheme's token alone), the API key,
     the userinfo of `urls` (the password, raw and percent-decoded, and the Basic token)."""
     out: list[str] = []

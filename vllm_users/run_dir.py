@@ -16,12 +16,52 @@ from typing import Any
 from vllm_users.errors import UsageError
 
 __all__ = [
-    "CLIENT_HEALTH", "COLS", "COMMAND", "EARLY_STOP", "EXIT_CODE", "HISTOGRAMS", "INTERRUPTED", "LOCUSTFILE", "LOCUST_CSV",
-    "LOCUST_FAILURES", "LOCUST_HISTORY", "LOCUST_REPORT", "LOCUST_STATS", "MASTER_INGEST", "MASTER_LOG",
-    "MASTER_OUT", "META", "PIDS", "PREFLIGHT", "PROFILE", "PROGRESS", "RECORDS", "REPEATS", "REPORT_DIR",
-    "REPORT_HTML", "REPORT_JSON", "REPORT_MD", "REPORT_PDF", "RESULT", "SERVER_LOG", "SERVER_METRICS", "SWEEP",
-    "WEB_REPORT_HTML", "WORKER_OUT", "WORKERS_DIR", "check_writable", "make_dir", "named_dir", "path", "point_name",
-    "read_json", "read_json_or_none", "repeat_name", "stamp", "step_name", "worker_records",
+    "CLIENT_HEALTH",
+    "COLS",
+    "COMMAND",
+    "EARLY_STOP",
+    "EXIT_CODE",
+    "HISTOGRAMS",
+    "INTERRUPTED",
+    "LOCUSTFILE",
+    "LOCUST_CSV",
+    "LOCUST_FAILURES",
+    "LOCUST_HISTORY",
+    "LOCUST_REPORT",
+    "LOCUST_STATS",
+    "MASTER_INGEST",
+    "MASTER_LOG",
+    "MASTER_OUT",
+    "META",
+    "PIDS",
+    "PREFLIGHT",
+    "PROFILE",
+    "PROGRESS",
+    "RECORDS",
+    "REPEATS",
+    "REPORT_DIR",
+    "REPORT_HTML",
+    "REPORT_JSON",
+    "REPORT_MD",
+    "REPORT_PDF",
+    "RESULT",
+    "SERVER_LOG",
+    "SERVER_METRICS",
+    "SWEEP",
+    "WEB_REPORT_HTML",
+    "WORKER_OUT",
+    "WORKERS_DIR",
+    "check_writable",
+    "make_dir",
+    "named_dir",
+    "path",
+    "point_name",
+    "read_json",
+    "read_json_or_none",
+    "repeat_name",
+    "stamp",
+    "step_name",
+    "worker_records",
 ]
 
 # --- one run (written by the master unless said otherwise) ---
@@ -140,4 +180,6 @@ def make_dir(directory: str, flag: str = "--output-dir") -> None:
             fh.write("ok")
         os.unlink(probe)
     except OSError as e:
-        raise UsageError(f"{flag} {directory}: cannot write there ({e.strerror or type(e).__name__})") from None
+        raise UsageError(
+            f"{flag} {directory}: cannot write there ({e.strerror or type(e).__name__})"
+        ) from None

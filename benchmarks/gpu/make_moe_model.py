@@ -121,11 +121,23 @@ def build(a: argparse.Namespace) -> dict[str, Any]:
     d = json.loads(tc.read_text())
     d["model_max_length"] = a.max_len
     tc.write_text(json.dumps(d, indent=2))
-    info = {"architecture": "MixtralForCausalLM", "params": sum(p.numel() for p in model.parameters()),
-            "layers": a.layers, "hidden": a.hidden, "experts": a.experts, "topk": a.topk,
-            "intermediate": cfg.intermediate_size, "vocab": len(tok), "dtype": "bfloat16", "device": dev,
-            "seed": a.seed, "tokenizer_copied": copied, "tok_s": round(t1 - t0, 1), "model_s": round(time.time() - t1, 1),
-            "files": sorted(p.name for p in a.out.iterdir())}  # fmt: skip
+    info = {
+        "architecture": "MixtralForCausalLM",
+        "params": sum(p.numel() for p in model.parameters()),
+        "layers": a.layers,
+        "hidden": a.hidden,
+        "experts": a.experts,
+        "topk": a.topk,
+        "intermediate": cfg.intermediate_size,
+        "vocab": len(tok),
+        "dtype": "bfloat16",
+        "device": dev,
+        "seed": a.seed,
+        "tokenizer_copied": copied,
+        "tok_s": round(t1 - t0, 1),
+        "model_s": round(time.time() - t1, 1),
+        "files": sorted(p.name for p in a.out.iterdir()),
+    }
     (a.out / ".done").write_text(json.dumps(info))
     return info
 

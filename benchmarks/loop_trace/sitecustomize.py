@@ -84,7 +84,9 @@ def _install() -> None:
     import greenlet
     from gevent import monkey
 
-    ident = monkey.get_original("_thread", "get_ident")  # the OS thread (threading's is a greenlet's when patched)
+    ident = monkey.get_original(
+        "_thread", "get_ident"
+    )  # the OS thread (threading's is a greenlet's when patched)
     main = ident()
     holds: dict[str, list[float]] = {}
     calls: dict[str, list[float]] = {}
@@ -100,7 +102,9 @@ def _install() -> None:
         if now - st["t"] >= _HOLD_S and "Hub" not in type(origin).__name__ and ident() == main:
             _count(holds, _where(origin, 3), (now - st["t"]) * 1e3, (cpu - st["c"]) * 1e3)
         if st["it"] is not None and "Hub" not in type(origin).__name__ and now - st["t"] > 0.001:
-            st["runs"].append([round((now - st["t"]) * 1e3, 2), round((cpu - st["c"]) * 1e3, 2), _where(origin)])
+            st["runs"].append(
+                [round((now - st["t"]) * 1e3, 2), round((cpu - st["c"]) * 1e3, 2), _where(origin)]
+            )
         st["t"], st["c"] = now, cpu
 
     loop = gevent.get_hub().loop
@@ -116,9 +120,14 @@ def _install() -> None:
         t0, c0 = st["it"]
         wall = time.perf_counter() - t0
         if wall >= _MIN_S:
-            spans.append({"t": round(time.time(), 3), "wall_ms": round(wall * 1e3, 2),
-                          "cpu_ms": round((time.thread_time() - c0) * 1e3, 2),
-                          "greenlets": sorted(st["runs"], reverse=True)[:3]})  # fmt: skip
+            spans.append(
+                {
+                    "t": round(time.time(), 3),
+                    "wall_ms": round(wall * 1e3, 2),
+                    "cpu_ms": round((time.thread_time() - c0) * 1e3, 2),
+                    "greenlets": sorted(st["runs"], reverse=True)[:3],
+                }
+            )
         st["it"] = None
 
     check.start(on_check)
@@ -144,7 +153,9 @@ if _PREFIX and "--worker" in sys.argv:
 
     def _import(name: str, *a: Any, **kw: Any) -> Any:
         mod = _real_import(name, *a, **kw)
-        if name == "vllm_users.distributed.plugin" and builtins.__import__ is _import:  # the worker's loop exists
+        if (
+            name == "vllm_users.distributed.plugin" and builtins.__import__ is _import
+        ):  # the worker's loop exists
             builtins.__import__ = _real_import
             _install()
         return mod

@@ -20,12 +20,18 @@ from locust.contrib.fasthttp import FastHttpUser
 
 TTFT: list[float] = []
 ITL: list[float] = []
-BODY = json.dumps({
-    "model": os.environ.get("PEER_MODEL", "sim-model"),
-    "messages": [{"role": "user", "content": " ".join(["hi"] * int(os.environ.get("PEER_INPUT_WORDS", "32")))}],
-    "max_tokens": int(os.environ.get("PEER_OUTPUT_LEN", "64")), "ignore_eos": True, "stream": True,
-    "stream_options": {"include_usage": True},
-})  # fmt: skip
+BODY = json.dumps(
+    {
+        "model": os.environ.get("PEER_MODEL", "sim-model"),
+        "messages": [
+            {"role": "user", "content": " ".join(["hi"] * int(os.environ.get("PEER_INPUT_WORDS", "32")))}
+        ],
+        "max_tokens": int(os.environ.get("PEER_OUTPUT_LEN", "64")),
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+)
 HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream", "Accept-Encoding": "identity"}
 
 

@@ -41,10 +41,14 @@ class AgentUser(LLMUser):
             if not reply.ok or not self.think(THINK_S):  # a failure, or the run is stopping: end the session
                 return
             observation = json.dumps({"tool": f"search_{step}", "result": random_words(30, rng)})
-            messages += [{"role": "assistant", "content": reply.text},
-                         {"role": "user", "content": f"Tool result: {observation}. Next step?"}]  # fmt: skip
+            messages += [
+                {"role": "assistant", "content": reply.text},
+                {"role": "user", "content": f"Tool result: {observation}. Next step?"},
+            ]
             reply = self.ask(ticket, messages, out)  # turns 1..STEPS
         if reply.ok and self.think(THINK_S):
-            messages += [{"role": "assistant", "content": reply.text},
-                         {"role": "user", "content": "Now answer in two sentences."}]  # fmt: skip
+            messages += [
+                {"role": "assistant", "content": reply.text},
+                {"role": "user", "content": "Now answer in two sentences."},
+            ]
             self.ask(ticket, messages, out)  # turn STEPS + 1: the answer

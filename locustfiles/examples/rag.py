@@ -35,10 +35,18 @@ class RagUser(LLMUser):
         body = self.sampling_params(self.options.output_len)
         body["messages"] = [
             {"role": "system", "content": SYSTEM},
-            {"role": "user", "content": f"Context:\n{self.documents[ticket.index % DOCUMENTS]}\n\nQuestion: {question}"},
+            {
+                "role": "user",
+                "content": f"Context:\n{self.documents[ticket.index % DOCUMENTS]}\n\nQuestion: {question}",
+            },
         ]
-        return RequestSpec(body=body, want_text=True, input_len=self.options.input_len,
-                           output_len=self.options.output_len, context={"document": ticket.index % DOCUMENTS})  # fmt: skip
+        return RequestSpec(
+            body=body,
+            want_text=True,
+            input_len=self.options.input_len,
+            output_len=self.options.output_len,
+            context={"document": ticket.index % DOCUMENTS},
+        )
 
     def check(self, spec: RequestSpec, res: StreamResult, rec: RequestRecord) -> None:
         """An empty answer is not an answer: valid=False (result.json's validity_rate counts it)."""

@@ -14,4 +14,7 @@ def add_step_costs(steps: list[dict[str, Any]], price: float | None, gpus: int) 
         return
     for s in steps:
         c = cost_at(price, gpus, s.get("output_throughput"), s.get("achieved_rate"))
-        s["usd_per_million_output_tokens"], s["usd_per_request"] = c["usd_per_million_output_tokens"], c["usd_per_request"]
+        s["usd_per_million_output_tokens"], s["usd_per_request"] = (
+            c["usd_per_million_output_tokens"],
+            c["usd_per_request"],
+        )

@@ -18,11 +18,15 @@ def validate(o: Options) -> Options:
         o = dataclasses.replace(o, sweep="concurrency:" + o.concurrency_sweep, concurrency_sweep="")
     if o.find_max_rate:
         if not o.goodput and not _class_slos(o.class_):
-            raise C.UsageError("--find-max-rate needs the SLO: --goodput ttft:MS tpot:MS [e2el:MS] (or a --class "
-                               "with ttft=, tpot= or e2el=)")  # fmt: skip
+            raise C.UsageError(
+                "--find-max-rate needs the SLO: --goodput ttft:MS tpot:MS [e2el:MS] (or a --class "
+                "with ttft=, tpot= or e2el=)"
+            )
         if o.users is not None or o.request_rate is not None or o.sweep or o.ramp_up_strategy:
-            raise C.UsageError("--find-max-rate chooses the rates itself: leave out --users, --request-rate, --sweep "
-                               "and --ramp-up-strategy")  # fmt: skip
+            raise C.UsageError(
+                "--find-max-rate chooses the rates itself: leave out --users, --request-rate, --sweep "
+                "and --ramp-up-strategy"
+            )
     if o.sweep:
         from orchestration.capacity.sweep import parse_sweep
 

@@ -21,8 +21,18 @@ from vllm_users.run_dir import REPEATS
 __all__ = ["SUMMARY_METRICS", "format_repeats", "run_repeats"]
 
 # Printed after the repeats (every metric is in repeats.json and the report).
-SUMMARY_METRICS = ("request_throughput", "output_throughput", "request_goodput", "median_ttft_ms", "p99_ttft_ms",
-                   "median_tpot_ms", "p99_tpot_ms", "median_itl_ms", "median_e2el_ms", "p99_e2el_ms")  # fmt: skip
+SUMMARY_METRICS = (
+    "request_throughput",
+    "output_throughput",
+    "request_goodput",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "median_tpot_ms",
+    "p99_tpot_ms",
+    "median_itl_ms",
+    "median_e2el_ms",
+    "p99_e2el_ms",
+)
 
 
 def run_repeats(a: Options, run_one: RunOne) -> int:

@@ -65,7 +65,11 @@ class SaturationWatch:
 
     def __call__(self, p: dict[str, Any]) -> str | None:
         """A reason to stop now, or None."""
-        t, inflight, ok = float(p.get("elapsed_s", 0.0)), float(p.get("inflight", 0.0)), float(p.get("ok", 0.0))
+        t, inflight, ok = (
+            float(p.get("elapsed_s", 0.0)),
+            float(p.get("inflight", 0.0)),
+            float(p.get("ok", 0.0)),
+        )
         # a baseline only once the step is past its ramp: until requests complete at the rate they arrive, the
         # in-flight count grows at any rate (Little's law: it climbs to rate x latency over one latency). Past
         # the ramp as many have completed as are in flight; over-saturated, completions keep up with half of
@@ -81,9 +85,14 @@ class SaturationWatch:
         lim = self.slo.limits_ms.get("ttft")
         if lim and p.get("ok", 0) >= LIVE_SLO_MIN_OK:
             # the median, not the p99: a start-up burst must not end a step that may still hold
-            p50 = max((v for k, v in p.items() if k.endswith("_ttft_p50_ms") and isinstance(v, int | float)), default=0.0)
+            p50 = max(
+                (v for k, v in p.items() if k.endswith("_ttft_p50_ms") and isinstance(v, int | float)),
+                default=0.0,
+            )
             if p50 > LIVE_SLO_FACTOR * lim:
-                return f"live TTFT p50 {p50:.0f} ms > {LIVE_SLO_FACTOR:g} x the SLO {lim:g} ms: already failed"
+                return (
+                    f"live TTFT p50 {p50:.0f} ms > {LIVE_SLO_FACTOR:g} x the SLO {lim:g} ms: already failed"
+                )
         return None
 
 
@@ -98,7 +107,9 @@ def _measured(run_dir: str, percentile: float) -> tuple[dict[str, Any], Any, np.
     meta = read_json(run_dir, META)
     cols = load_columns(run_dir)
     res = build_result(cols, meta, percentiles=PercentileChoice(METRICS, (50.0, percentile)))
-    measured, _ = split(cols, np.arange(cols.n), parse_optional(meta.get("warmup")), parse_optional(meta.get("cooldown")))
+    measured, _ = split(
+        cols, np.arange(cols.n), parse_optional(meta.get("warmup")), parse_optional(meta.get("cooldown"))
+    )
     return res, cols, ok_rows(cols, measured)
 
 
@@ -177,7 +188,9 @@ def judge(run_dir: str, target: float, slo: Slo, percentile: float, max_error_ra
         v = res.get(f"{pname}_{m}_ms")
         values[m] = v
         if v is None or v > lim:
-            reasons.append(f"{pname} {m.upper()} {v:.1f} ms > {lim:g} ms" if v is not None else f"no {m} samples")
+            reasons.append(
+                f"{pname} {m.upper()} {v:.1f} ms > {lim:g} ms" if v is not None else f"no {m} samples"
+            )
     from vllm_users.measure.per_class import class_misses
 
     missed = class_misses(res.get("classes"), pname)  # traffic classes: each against its own SLO
@@ -187,31 +200,52 @@ def judge(run_dir: str, target: float, slo: Slo, percentile: float, max_error_ra
         starts = cols.a["t_start"][ok]
         ends = starts + cols.a["end_us"][ok] / 1e6
         intended = cols.a["t_intended"][ok]
-        sched = np.where(np.isnan(intended), starts, intended)  # closed-loop rows have no schedule: their starts
+        sched = np.where(
+            np.isnan(intended), starts, intended
+        )  # closed-loop rows have no schedule: their starts
         rates = _kept_up(sched, ends)
         if rates is not None:
             achieved, offered = rates
             if achieved < ACHIEVED_MIN * offered:
-                reasons.append(f"achieved {achieved:.2f} req/s < {ACHIEVED_MIN:.0%} of the offered {offered:.2f} "
-                               f"(target {target:g})")  # fmt: skip
+                reasons.append(
+                    f"achieved {achieved:.2f} req/s < {ACHIEVED_MIN:.0%} of the offered {offered:.2f} "
+                    f"(target {target:g})"
+                )
         order = np.argsort(starts)
         ttft = cols.first_chunk(ok)[order] / 1e3
         third = ttft.size // 3
         first, last = float(np.median(ttft[:third])), float(np.median(ttft[-third:]))
         if last > TTFT_TREND_RATIO * first + TTFT_TREND_MS:
-            reasons.append(f"TTFT rising: median {first:.1f} ms in the first third, {last:.1f} ms in the last")
+            reasons.append(
+                f"TTFT rising: median {first:.1f} ms in the first third, {last:.1f} ms in the last"
+            )
     q = _queue_growing(run_dir)
     if q:
         reasons.append(q)
-    measured = {"error_rate": err, "slo_values_ms": values, "percentile": pname,
-                "achieved_completion_rate": achieved, "offered_rate": offered}  # fmt: skip
+    measured = {
+        "error_rate": err,
+        "slo_values_ms": values,
+        "percentile": pname,
+        "achieved_completion_rate": achieved,
+        "offered_rate": offered,
+    }
     late = _late_fraction(cols, target)
     if late > LATE_MAX:  # the load generator did not deliver the schedule: this step measured the client
-        return {"passed": False, "invalid": True, "reasons": reasons + [
-            f"client behind its schedule: {late:.0%} of arrivals sent more than half a gap late: not a measurement"],
-            **measured}  # fmt: skip
-    return {"passed": not reasons, "reasons": reasons, **measured,
-            **({"classes_missed": [n for n, _ in missed]} if missed else {})}  # fmt: skip
+        return {
+            "passed": False,
+            "invalid": True,
+            "reasons": reasons
+            + [
+                f"client behind its schedule: {late:.0%} of arrivals sent more than half a gap late: not a measurement"
+            ],
+            **measured,
+        }
+    return {
+        "passed": not reasons,
+        "reasons": reasons,
+        **measured,
+        **({"classes_missed": [n for n, _ in missed]} if missed else {}),
+    }
 
 
 # ------------------------------------------------------------------------------------- the search
@@ -256,13 +290,23 @@ def run_search(a: Options, run_one: RunOne) -> int:
         steps.append(probe)
         capacity = probe.get("achieved_rate")
         if not capacity:
-            raise C.UsageError("--find-max-rate: the throughput probe completed no request; is the server up?")
+            raise C.UsageError(
+                "--find-max-rate: the throughput probe completed no request; is the server up?"
+            )
         rate = round(capacity, 3)
         while len(steps) < a.search_steps:
             count, limit = _step_size(a, rate)
             print(f"vllm-locust: search step {len(steps) + 1}: {rate:g} req/s ({count} requests)", flush=True)
-            ran = runner.step(host, len(steps) + 1, f"rate-{rate:g}", watch=SaturationWatch(slo), users=None,
-                              request_rate=rate, num_prompts=count, run_time=limit)  # fmt: skip
+            ran = runner.step(
+                host,
+                len(steps) + 1,
+                f"rate-{rate:g}",
+                watch=SaturationWatch(slo),
+                users=None,
+                request_rate=rate,
+                num_prompts=count,
+                run_time=limit,
+            )
             code = ran.code
             s = summarize_step(ran.name, "rate", rate, ran.run_dir, code)
             v = judge(ran.run_dir, rate, slo, a.slo_percentile, a.max_error_rate)
@@ -276,8 +320,11 @@ def run_search(a: Options, run_one: RunOne) -> int:
                 print(f"vllm-locust: {rate:g} req/s: invalid ({v['reasons'][-1]}); once more", flush=True)
                 continue
             retried = False
-            print(f"vllm-locust: {rate:g} req/s: {s['verdict']}" + ("" if v["passed"] else ": " + "; ".join(v["reasons"])),
-                  flush=True)  # fmt: skip
+            print(
+                f"vllm-locust: {rate:g} req/s: {s['verdict']}"
+                + ("" if v["passed"] else ": " + "; ".join(v["reasons"])),
+                flush=True,
+            )
             if v["passed"]:
                 lo = rate if lo is None else max(lo, rate)
             else:
@@ -287,21 +334,44 @@ def run_search(a: Options, run_one: RunOne) -> int:
             if lo is not None and hi is not None and (hi - lo) <= a.search_tolerance * lo:
                 break
             rate = round(next_rate(lo, hi, failures, kept_up), 3)
-    doc = {"kind": "max_rate_search", "sweep": "find-max-rate", "host": redact_url(a.host) or "embedded simulator",
-           "slo_ms": slo.limits_ms, "slo_percentile": a.slo_percentile, "max_error_rate": a.max_error_rate,
-           "probe_capacity_rps": capacity, "max_rate": lo, "lowest_failing_rate": hi, "steps": steps,
-           "uncertainty": _uncertainty(lo, hi)}  # fmt: skip
-    first_miss = next((s["judgement"].get("classes_missed") for s in steps
-                       if s.get("target") == hi and s.get("judgement", {}).get("classes_missed")), None)  # fmt: skip
+    doc = {
+        "kind": "max_rate_search",
+        "sweep": "find-max-rate",
+        "host": redact_url(a.host) or "embedded simulator",
+        "slo_ms": slo.limits_ms,
+        "slo_percentile": a.slo_percentile,
+        "max_error_rate": a.max_error_rate,
+        "probe_capacity_rps": capacity,
+        "max_rate": lo,
+        "lowest_failing_rate": hi,
+        "steps": steps,
+        "uncertainty": _uncertainty(lo, hi),
+    }
+    first_miss = next(
+        (
+            s["judgement"].get("classes_missed")
+            for s in steps
+            if s.get("target") == hi and s.get("judgement", {}).get("classes_missed")
+        ),
+        None,
+    )
     if first_miss:  # the class that limits the rate: it missed its SLO first (at the lowest failing rate)
         doc["limiting_classes"] = first_miss
     add_step_costs(steps, a.gpu_hour_price, a.gpus)
     if a.gpu_hour_price:
         best = next((s for s in steps if s["target"] == lo and s.get("verdict") == "holds"), None)
-        doc["cost"] = {"gpu_hour_price_usd": a.gpu_hour_price, "gpus": a.gpus,
-                       "at_slo_max_rate": cost_at(a.gpu_hour_price, a.gpus, best["output_throughput"], best["achieved_rate"])
-                       if best else None,
-                       "at_measured_rate": cost_at(a.gpu_hour_price, a.gpus, probe["output_throughput"], probe["achieved_rate"])}  # fmt: skip
+        doc["cost"] = {
+            "gpu_hour_price_usd": a.gpu_hour_price,
+            "gpus": a.gpus,
+            "at_slo_max_rate": cost_at(
+                a.gpu_hour_price, a.gpus, best["output_throughput"], best["achieved_rate"]
+            )
+            if best
+            else None,
+            "at_measured_rate": cost_at(
+                a.gpu_hour_price, a.gpus, probe["output_throughput"], probe["achieved_rate"]
+            ),
+        }
     atomic_json(os.path.join(base, SWEEP), doc)
     write_output_file(a, doc)
     print(format_sweep(doc, base), flush=True)
@@ -317,6 +387,9 @@ def run_search(a: Options, run_one: RunOne) -> int:
 
 
 def _uncertainty(lo: float | None, hi: float | None) -> dict[str, Any]:
-    return {"low": lo, "high": hi, "relative": (hi - lo) / lo if lo and hi else None,
-            "meaning": "the SLO held at `low` and failed at `high`: the maximum lies in [low, high)"}  # fmt: skip
-
+    return {
+        "low": lo,
+        "high": hi,
+        "relative": (hi - lo) / lo if lo and hi else None,
+        "meaning": "the SLO held at `low` and failed at `high`: the maximum lies in [low, high)",
+    }

@@ -82,23 +82,36 @@ def shown_cmd(argv: list[str], api_key: str | None = None) -> str:
 class ServerProcess:
     """The server under test, in its own process group (stopped by PID: SIGTERM, then SIGKILL to the group)."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], log_path: str, api_key: str | None = None) -> None:
+    def __init__(
+        self, argv: list[str], env: dict[str, str], log_path: str, api_key: str | None = None
+    ) -> None:
         self.log_path = log_path
         with open(log_path, "wb") as log:
             log.write(("$ " + shown_cmd(argv, api_key) + "\n").encode())
             log.flush()
-            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                         start_new_session=True)  # fmt: skip
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
 
-    def wait_healthy(self, url: str, timeout: float, headers: Mapping[str, str] | None = None,
-                     api_key: str | None = None) -> tuple[bool, float, str]:  # fmt: skip
+    def wait_healthy(
+        self, url: str, timeout: float, headers: Mapping[str, str] | None = None, api_key: str | None = None
+    ) -> tuple[bool, float, str]:
         """(healthy, seconds waited, why not); `headers`: the run's (--header, the key, the URL's userinfo)."""
         url, auth = connection_headers(url, headers, api_key or env_api_key())
         req = urllib.request.Request(url.rstrip("/") + "/health", headers=auth)
         t0 = time.monotonic()
         while True:
             if self.proc.poll() is not None:
-                return False, time.monotonic() - t0, f"the server exited with {self.proc.returncode} before /health answered"
+                return (
+                    False,
+                    time.monotonic() - t0,
+                    f"the server exited with {self.proc.returncode} before /health answered",
+                )
             try:
                 with stdlib_http.urlopen(req, timeout=2) as r:  # interim 1xx skipped
                     if r.status == 200:
@@ -153,10 +166,14 @@ def run_server_sweep(own: argparse.Namespace, a: Options, run_one: RunOne) -> in
         worst = exit_codes.INTERRUPTED
     finally:
         signal.signal(signal.SIGTERM, old_term)
-    doc = {"kind": "server_sweep", "sweep": "sweep-server", "host": redact_url(a.host),
-           "serve_cmd": shown_cmd(shlex.split(own.serve_cmd), a.api_key),
-           "params": [{"name": p.name, "env": p.env, "values": list(p.values)} for p in own.param],
-           "steps": steps}  # fmt: skip
+    doc = {
+        "kind": "server_sweep",
+        "sweep": "sweep-server",
+        "host": redact_url(a.host),
+        "serve_cmd": shown_cmd(shlex.split(own.serve_cmd), a.api_key),
+        "params": [{"name": p.name, "env": p.env, "values": list(p.values)} for p in own.param],
+        "steps": steps,
+    }
     if a.gpu_hour_price:
         from orchestration.capacity.cost import add_step_costs
 
@@ -179,8 +196,13 @@ def _interrupt(_signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _sweep_points(own: argparse.Namespace, a: Options, runner: StepRunner,
-                  points: list[list[tuple[Param, str]]], steps: list[dict[str, Any]]) -> int:  # fmt: skip
+def _sweep_points(
+    own: argparse.Namespace,
+    a: Options,
+    runner: StepRunner,
+    points: list[list[tuple[Param, str]]],
+    steps: list[dict[str, Any]],
+) -> int:
     """Run every point (appending its row to `steps`); the worst exit code."""
     worst = 0
     for i, point in enumerate(points, 1):
@@ -198,7 +220,9 @@ def _sweep_points(own: argparse.Namespace, a: Options, runner: StepRunner,
         print(f"vllm-locust: point {i}/{len(points)}: {label}: starting the server", flush=True)
         server = ServerProcess(argv, env, os.path.join(run_dir, SERVER_LOG), a.api_key)
         try:
-            ok, startup, why = server.wait_healthy(a.host, own.health_timeout, header_lines(a.header), a.api_key)
+            ok, startup, why = server.wait_healthy(
+                a.host, own.health_timeout, header_lines(a.header), a.api_key
+            )
             row: dict[str, Any]
             if ok:
                 print(f"vllm-locust: point {i}: healthy after {startup:.1f} s; running the load", flush=True)
@@ -207,10 +231,22 @@ def _sweep_points(own: argparse.Namespace, a: Options, runner: StepRunner,
                 row = summarize_step(name, "server", None, run_dir, code)
             else:
                 print(f"vllm-locust: point {i}: failed to start: {why}", flush=True)
-                row = {"name": name, "kind": "server", "target": None, "run_dir": run_dir, "exit_code": None,
-                       "error": why, "log_tail": server.log_tail()}  # fmt: skip
-            row.update(label=label, params={("env:" if p.env else "") + p.name: v for p, v in point},
-                       started=ok, startup_s=round(startup, 3), verdict="ran" if ok else "failed start")  # fmt: skip
+                row = {
+                    "name": name,
+                    "kind": "server",
+                    "target": None,
+                    "run_dir": run_dir,
+                    "exit_code": None,
+                    "error": why,
+                    "log_tail": server.log_tail(),
+                }
+            row.update(
+                label=label,
+                params={("env:" if p.env else "") + p.name: v for p, v in point},
+                started=ok,
+                startup_s=round(startup, 3),
+                verdict="ran" if ok else "failed start",
+            )
         finally:
             server.stop(own.stop_grace)
         row["server_exit_code"] = server.proc.returncode

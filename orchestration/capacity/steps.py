@@ -24,10 +24,25 @@ if TYPE_CHECKING:
     from vllm_sim.launch import SimProcess
 
 __all__ = [
-    "REPEAT_STEPS", "REPEAT_STRIDE", "SEARCH_STEPS", "SERVER_POINTS", "STEP_STRIDE", "SWEEP_STEPS", "RunOne", "Step",
-    "StepKind", "StepRunner", "check_twin", "embedded_simulator", "read_step", "shared_host",
-    "simulator_args", "step_seed", "with_twin", "write_output_file",
-]  # fmt: skip
+    "REPEAT_STEPS",
+    "REPEAT_STRIDE",
+    "SEARCH_STEPS",
+    "SERVER_POINTS",
+    "STEP_STRIDE",
+    "SWEEP_STEPS",
+    "RunOne",
+    "Step",
+    "StepKind",
+    "StepRunner",
+    "check_twin",
+    "embedded_simulator",
+    "read_step",
+    "shared_host",
+    "simulator_args",
+    "step_seed",
+    "with_twin",
+    "write_output_file",
+]
 
 
 RunOne = Callable[..., int]  # commands.run.run: one run of these options (a step's `watch` may stop it early)
@@ -103,7 +118,10 @@ def _parent_dir(a: Options, kind: str, marker: str) -> str:
 
 
 # ------------------------------------------------------------------------------------- a step's options and seed
-REPEAT_STRIDE, STEP_STRIDE = 1, 1000  # a sweep's step k may itself be repeated: its repeats take k*1000 + 0, 1, ...
+REPEAT_STRIDE, STEP_STRIDE = (
+    1,
+    1000,
+)  # a sweep's step k may itself be repeated: its repeats take k*1000 + 0, 1, ...
 
 
 def step_seed(a: Options, k: int, stride: int = STEP_STRIDE) -> int:
@@ -121,8 +139,17 @@ def step_seed(a: Options, k: int, stride: int = STEP_STRIDE) -> int:
 
 def _step_args(a: Options, host: str, out_dir: str, name: str, **overrides: Any) -> Options:
     """A copy of `a` for one step: its own run directory, the shared host, `overrides` applied."""
-    return dataclasses.replace(a, **{**_PARENT_ONLY, "host": host, "output_dir": out_dir, "run_name": name,
-                                     "no_report": True, **overrides})  # fmt: skip
+    return dataclasses.replace(
+        a,
+        **{
+            **_PARENT_ONLY,
+            "host": host,
+            "output_dir": out_dir,
+            "run_name": name,
+            "no_report": True,
+            **overrides,
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -173,7 +200,9 @@ class StepRunner:
     def options(self, host: str, number: int, what: str = "", **overrides: Any) -> Options:
         """Step `number`'s (from 1) options: the parent's, against `host`, in its own directory, with its seed."""
         seed = step_seed(self.a, number - 1, self.kind.stride)
-        return _step_args(self.a, host, self.base, self.kind.name(number, what), **{"seed": seed, **overrides})
+        return _step_args(
+            self.a, host, self.base, self.kind.name(number, what), **{"seed": seed, **overrides}
+        )
 
     def step(self, host: str, number: int, what: str = "", watch: Any = None, **overrides: Any) -> Step:
         """Run step `number` (from 1) of `what` against `host`; `watch` may stop it early (the search's)."""

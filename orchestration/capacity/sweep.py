@@ -33,22 +33,38 @@ from vllm_users.options import Options, env_api_key
 from vllm_users.redact import connection_headers, header_lines, redact_url
 from vllm_users.run_dir import SWEEP
 
-__all__ = ["STEP_FIELDS", "SweepPlan", "format_sweep", "parse_sweep", "run_sweep", "summarize_step", "sweep_doc"]
+__all__ = [
+    "STEP_FIELDS",
+    "SweepPlan",
+    "format_sweep",
+    "parse_sweep",
+    "run_sweep",
+    "summarize_step",
+    "sweep_doc",
+]
 
 AUTO_RATES = 5
 STEP_SECONDS = 20.0  # a rate step without --num-prompts/--run-time sends rate x 20 s requests...
 STEP_MIN, STEP_MAX = 20, 400  # ...at least 20, at most 400
 # per step: (result key, sweep.json key)
 STEP_FIELDS = (
-    ("completed", "completed"), ("failed", "failed"), ("duration", "duration"),
-    ("request_throughput", "achieved_rate"), ("output_throughput", "output_throughput"),
-    ("total_token_throughput", "total_token_throughput"), ("request_goodput", "request_goodput"),
-    ("median_ttft_ms", "ttft_p50_ms"), ("p99_ttft_ms", "ttft_p99_ms"),
-    ("median_tpot_ms", "tpot_p50_ms"), ("p99_tpot_ms", "tpot_p99_ms"),
-    ("median_itl_ms", "itl_p50_ms"), ("p99_itl_ms", "itl_p99_ms"),
-    ("median_e2el_ms", "e2el_p50_ms"), ("p99_e2el_ms", "e2el_p99_ms"),
+    ("completed", "completed"),
+    ("failed", "failed"),
+    ("duration", "duration"),
+    ("request_throughput", "achieved_rate"),
+    ("output_throughput", "output_throughput"),
+    ("total_token_throughput", "total_token_throughput"),
+    ("request_goodput", "request_goodput"),
+    ("median_ttft_ms", "ttft_p50_ms"),
+    ("p99_ttft_ms", "ttft_p99_ms"),
+    ("median_tpot_ms", "tpot_p50_ms"),
+    ("p99_tpot_ms", "tpot_p99_ms"),
+    ("median_itl_ms", "itl_p50_ms"),
+    ("p99_itl_ms", "itl_p99_ms"),
+    ("median_e2el_ms", "e2el_p50_ms"),
+    ("p99_e2el_ms", "e2el_p99_ms"),
     ("max_concurrent_requests", "max_concurrent_requests"),
-)  # fmt: skip
+)
 
 
 @dataclass(frozen=True)
@@ -89,8 +105,12 @@ def _rate_prompts(a: Options, rate: float) -> int | None:
 
 
 def _closed(a: Options, users: int) -> dict[str, Any]:
-    return {"users": users, "request_rate": None, "max_concurrency": None,
-            "num_prompts": a.num_prompts if (a.num_prompts or a.run_time) else max(STEP_MIN, 4 * users)}  # fmt: skip
+    return {
+        "users": users,
+        "request_rate": None,
+        "max_concurrency": None,
+        "num_prompts": a.num_prompts if (a.num_prompts or a.run_time) else max(STEP_MIN, 4 * users),
+    }
 
 
 def _rate(a: Options, rate: float) -> dict[str, Any]:
@@ -113,8 +133,10 @@ def run_sweep(a: Options, run_one: RunOne) -> int:
         from orchestration.moe_experts import expert_balance, expert_counters
 
         number = len(steps) + 1
-        print(f"vllm-locust: sweep step {number}: {kind} {'' if target is None else format(target, 'g')}",
-              flush=True)  # fmt: skip
+        print(
+            f"vllm-locust: sweep step {number}: {kind} {'' if target is None else format(target, 'g')}",
+            flush=True,
+        )
         url, auth = connection_headers(host, header_lines(a.header), a.api_key or env_api_key())
         before = expert_counters(url, headers=auth)
         ran = runner.step(host, number, what, **over)
@@ -160,12 +182,19 @@ def _run_plan(a: Options, plan: SweepPlan, step: Callable[..., dict[str, Any]]) 
         else:
             sync = step(host, "synchronous", "synchronous", None, _closed(a, 1))
             n_thr = a.num_prompts or STEP_MAX
-            thr = step(host, "throughput", "throughput", None,
-                       {"users": None, "request_rate": math.inf, "num_prompts": n_thr})  # fmt: skip
+            thr = step(
+                host,
+                "throughput",
+                "throughput",
+                None,
+                {"users": None, "request_rate": math.inf, "num_prompts": n_thr},
+            )
             lo, hi = sync.get("achieved_rate"), thr.get("achieved_rate")
             if not lo or not hi or hi <= lo:
-                print(f"vllm-locust: warning: auto sweep: throughput ({hi}) not above synchronous ({lo}); no rates between",
-                      flush=True)  # fmt: skip
+                print(
+                    f"vllm-locust: warning: auto sweep: throughput ({hi}) not above synchronous ({lo}); no rates between",
+                    flush=True,
+                )
             else:
                 n = int(plan.values[0])
                 for k in range(1, n + 1):
@@ -176,8 +205,14 @@ def _run_plan(a: Options, plan: SweepPlan, step: Callable[..., dict[str, Any]]) 
 def summarize_step(name: str, kind: str, target: float | None, run_dir: str, code: int) -> dict[str, Any]:
     """One step's row of sweep.json: what it was asked, what it achieved, its latency percentiles."""
     res = read_step(run_dir)
-    s: dict[str, Any] = {"name": name, "kind": kind, "target": target, "run_dir": run_dir, "exit_code": code,
-                         "label": kind if target is None else f"{kind} {target:g}"}  # fmt: skip
+    s: dict[str, Any] = {
+        "name": name,
+        "kind": kind,
+        "target": target,
+        "run_dir": run_dir,
+        "exit_code": code,
+        "label": kind if target is None else f"{kind} {target:g}",
+    }
     for key, out in STEP_FIELDS:
         v = res.get(key)
         s[out] = v if isinstance(v, int | float) and not isinstance(v, bool) else None
@@ -187,23 +222,37 @@ def summarize_step(name: str, kind: str, target: float | None, run_dir: str, cod
     s["median_ttft_ms"], s["median_tpot_ms"] = s["ttft_p50_ms"], s["tpot_p50_ms"]
     s["request_throughput"] = s["achieved_rate"]
     if res.get("repeats"):
-        s["repeats"] = {k: {x: m[x] for x in ("ci_low", "ci_high", "n")}
-                        for k, m in res["repeats"].get("metrics", {}).items() if k in dict(STEP_FIELDS)}  # fmt: skip
+        s["repeats"] = {
+            k: {x: m[x] for x in ("ci_low", "ci_high", "n")}
+            for k, m in res["repeats"].get("metrics", {}).items()
+            if k in dict(STEP_FIELDS)
+        }
     return s
 
 
 def sweep_doc(plan: SweepPlan, steps: list[dict[str, Any]], a: Options) -> dict[str, Any]:
     """sweep.json: the plan, every step and (concurrency steps) the scaling efficiency against 1 user."""
-    base = next((s["output_throughput"] for s in steps
-                 if s["kind"] == "synchronous" or (s["kind"] == "concurrency" and s["target"] == 1)), None)  # fmt: skip
+    base = next(
+        (
+            s["output_throughput"]
+            for s in steps
+            if s["kind"] == "synchronous" or (s["kind"] == "concurrency" and s["target"] == 1)
+        ),
+        None,
+    )
     for s in steps:
         if s["kind"] == "concurrency":
             tput = s.get("output_throughput")
             s["scaling_efficiency"] = tput / (s["target"] * base) if base and tput is not None else None
     add_step_costs(steps, a.gpu_hour_price, a.gpus)
-    return {"kind": "concurrency_sweep" if plan.kind == "concurrency" else f"{plan.kind}_sweep",
-            "sweep": a.sweep, "host": redact_url(a.host) or "embedded simulator", "preset": a.preset,
-            "steps": steps, "baseline_output_throughput": base}  # fmt: skip
+    return {
+        "kind": "concurrency_sweep" if plan.kind == "concurrency" else f"{plan.kind}_sweep",
+        "sweep": a.sweep,
+        "host": redact_url(a.host) or "embedded simulator",
+        "preset": a.preset,
+        "steps": steps,
+        "baseline_output_throughput": base,
+    }
 
 
 def _f(v: Any, spec: str) -> str:
@@ -216,17 +265,22 @@ def _f(v: Any, spec: str) -> str:
 def format_sweep(doc: dict[str, Any], path: str) -> str:
     """The sweep as a console table."""
     title = "concurrency sweep" if doc["kind"] == "concurrency_sweep" else doc["kind"].replace("_", " ")
-    rows = [f"{'step':<24}{'target':>8}{'req/s':>8}{'out tok/s':>10}{'TTFT p50':>9}{'TTFT p99':>9}"
-            f"{'TPOT p50':>9}{'TPOT p99':>9}{'E2EL p99':>9}{'tok/s/user':>11}"]  # fmt: skip
+    rows = [
+        f"{'step':<24}{'target':>8}{'req/s':>8}{'out tok/s':>10}{'TTFT p50':>9}{'TTFT p99':>9}"
+        f"{'TPOT p50':>9}{'TPOT p99':>9}{'E2EL p99':>9}{'tok/s/user':>11}"
+    ]
     for s in doc["steps"]:
         g = s.get
-        rows.append(f"{str(g('label') or g('kind'))[:23]:<24}{_f(g('target'), '8g')}{_f(g('achieved_rate'), '8.2f')}"
-                    f"{_f(g('output_throughput'), '10.1f')}{_f(g('ttft_p50_ms'), '9.1f')}{_f(g('ttft_p99_ms'), '9.1f')}"
-                    f"{_f(g('tpot_p50_ms'), '9.2f')}{_f(g('tpot_p99_ms'), '9.2f')}{_f(g('e2el_p99_ms'), '9.1f')}"
-                    f"{_f(g('output_tok_per_s_per_user'), '11.1f')}")  # fmt: skip
+        rows.append(
+            f"{str(g('label') or g('kind'))[:23]:<24}{_f(g('target'), '8g')}{_f(g('achieved_rate'), '8.2f')}"
+            f"{_f(g('output_throughput'), '10.1f')}{_f(g('ttft_p50_ms'), '9.1f')}{_f(g('ttft_p99_ms'), '9.1f')}"
+            f"{_f(g('tpot_p50_ms'), '9.2f')}{_f(g('tpot_p99_ms'), '9.2f')}{_f(g('e2el_p99_ms'), '9.1f')}"
+            f"{_f(g('output_tok_per_s_per_user'), '11.1f')}"
+        )
         if s.get("scaling_efficiency") is not None:
             rows[-1] += f"  efficiency {s['scaling_efficiency']:.2f}"
         if s.get("expert_load") and s["expert_load"].get("max_over_mean") is not None:
-            rows[-1] += f"  experts max/mean {s['expert_load']['max_over_mean']:.2f} CV {s['expert_load']['cv']:.3f}"
+            rows[-1] += (
+                f"  experts max/mean {s['expert_load']['max_over_mean']:.2f} CV {s['expert_load']['cv']:.3f}"
+            )
     return "\n".join([f"=== {title} ===", *rows, f"Sweep: {os.path.join(path, SWEEP)}"])
-

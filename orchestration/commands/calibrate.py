@@ -27,11 +27,11 @@ __all__ = ["batch_sizes", "main", "parse_budget"]
 PROG = "vllm-locust calibrate"
 
 
-
 def batch_sizes(largest: int) -> tuple[int, ...]:
     """The decode phase's batches: powers of two up to `largest`, and `largest` itself."""
     sizes = [1 << k for k in range(largest.bit_length()) if 1 << k <= largest]
     return tuple(sizes if sizes[-1] == largest else [*sizes, largest])
+
 
 def parse_budget(text: str) -> float:
     """'180', '180s', '3m' -> seconds (> 0); UsageError otherwise."""
@@ -46,8 +46,14 @@ def _parser() -> C.OneLineParser:
     p.add_argument("--host", required=True, help="the server to probe, e.g. http://127.0.0.1:8000")
     p.add_argument("--model", default=None, help="served model (needed when the server serves several)")
     p.add_argument("--api-key", default=None, help="API key (default: $VLLM_LOCUST_API_KEY)")
-    p.add_argument("--header", action="append", default=[], type=header, metavar="'NAME: VALUE'",
-                   help="extra request header (repeatable), e.g. a gateway's credentials; never written")  # fmt: skip
+    p.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        type=header,
+        metavar="'NAME: VALUE'",
+        help="extra request header (repeatable), e.g. a gateway's credentials; never written",
+    )
     p.add_argument("--budget", default="180s", help="hard bound on the probe's time (default 180s)")
     p.add_argument(
         "-o", "--output", default="twin.json", help="the twin profile to write (default twin.json)"
@@ -61,9 +67,13 @@ def _parser() -> C.OneLineParser:
         default=64,
         help="streams started at once to find the server's limits (64)",
     )
-    p.add_argument("--seed", type=int, default=None,
-                   help="seed of the probe's prompts (default: a new one each run, kept in the profile: a second "
-                        "calibration with the first one's prompts met them in the server's prefix cache)")  # fmt: skip
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed of the probe's prompts (default: a new one each run, kept in the profile: a second "
+        "calibration with the first one's prompts met them in the server's prefix cache)",
+    )
     C.add_options(p, CALIBRATE)  # --ca-bundle, --insecure, --client-cert, --client-key (the option table's)
     return p
 
@@ -102,7 +112,9 @@ def main(argv: Sequence[str]) -> int:
     budget = Budget(seconds)
     # http://user:pass@...: Basic auth (below the key and --header), and a URL without it everywhere after this
     host, headers = connection_headers(a.host, header_lines(a.header), api_key)
-    info = check_server(host, a.model, None, "completions", headers=headers)  # PreflightError: exit 3, nothing probed
+    info = check_server(
+        host, a.model, None, "completions", headers=headers
+    )  # PreflightError: exit 3, nothing probed
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(2**31)
     probe = Probe(host, info.model, budget, None, seed, extra_headers=headers)
     server = _server_info(host, info.model, probe)
@@ -115,8 +127,14 @@ def main(argv: Sequence[str]) -> int:
     try:
         raw["path_latency"] = path_latency(budget.left())
         # one progress line per phase (stderr): a long probe shows where it is
-        run_phases(probe, plan, raw, on_phase=lambda name: print(
-            f"{PROG}: {name} phase done ({budget.elapsed():.0f} s)", file=sys.stderr, flush=True))  # fmt: skip
+        run_phases(
+            probe,
+            plan,
+            raw,
+            on_phase=lambda name: print(
+                f"{PROG}: {name} phase done ({budget.elapsed():.0f} s)", file=sys.stderr, flush=True
+            ),
+        )
     except KeyboardInterrupt:
         stopped = "interrupted"
     if stopped is None and budget.left() <= 0 and len(raw["phases_done"]) < 5:
@@ -127,12 +145,24 @@ def main(argv: Sequence[str]) -> int:
             return exit_codes.INTERRUPTED
         why = raw.get("first_error") or stopped or "no request completed"
         raise errors.PreflightError(f"{host} failed the probe: {why}")
-    meta = {"budget_s": seconds, "elapsed_s": round(budget.elapsed(), 3), "requests": probe.requests,
-            "cut": probe.cut, "partial": stopped is not None, "stopped": stopped, "errors": raw["errors"],
-            "phases": raw["phases_done"], "rounds": raw.get("rounds", 0), "seed": seed}  # fmt: skip
+    meta = {
+        "budget_s": seconds,
+        "elapsed_s": round(budget.elapsed(), 3),
+        "requests": probe.requests,
+        "cut": probe.cut,
+        "partial": stopped is not None,
+        "stopped": stopped,
+        "errors": raw["errors"],
+        "phases": raw["phases_done"],
+        "rounds": raw.get("rounds", 0),
+        "seed": seed,
+    }
     doc = build_profile(raw, server, meta, plan)
     write_profile(a.output, doc)
     print(fit_table(doc), flush=True)
-    print(f"wrote {a.output}: serve it with `vllm-locust sim --twin {a.output}` or `vllm-locust run --twin "
-          f"{a.output} ...`", flush=True)  # fmt: skip
+    print(
+        f"wrote {a.output}: serve it with `vllm-locust sim --twin {a.output}` or `vllm-locust run --twin "
+        f"{a.output} ...`",
+        flush=True,
+    )
     return exit_codes.INTERRUPTED if stopped == "interrupted" else exit_codes.OK

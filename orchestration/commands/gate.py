@@ -36,23 +36,52 @@ def _parser() -> argparse.ArgumentParser:
         "samples (or their repeats). BASELINE and CANDIDATE: run directories, --repeats directories or "
         "baseline files.",
     )
-    p.add_argument("sides", nargs="+", metavar="RUN", help="BASELINE CANDIDATE (with --save-baseline: one RUN)")
-    p.add_argument("--max-regression", nargs="+", metavar="METRIC:LIMIT", default=None,
-                   help="Rules: METRIC:N%% (relative), METRIC:Npp (points of a rate), METRIC:N or :Nms "
-                   "(absolute); any metric of the result, plus error_rate. `defaults` inserts the default set: "
-                   + " ".join(DEFAULT_RULES).replace("%", "%%"))  # fmt: skip (argparse formats help with %)
-    p.add_argument("--junit", metavar="FILE", help="Write JUnit XML: one test case per rule, a regression fails")
-    p.add_argument("--markdown", metavar="FILE", help=f"Write the Markdown summary (also appended to ${STEP_SUMMARY} "
-                   "when it is set)")  # fmt: skip
+    p.add_argument(
+        "sides", nargs="+", metavar="RUN", help="BASELINE CANDIDATE (with --save-baseline: one RUN)"
+    )
+    p.add_argument(
+        "--max-regression",
+        nargs="+",
+        metavar="METRIC:LIMIT",
+        default=None,
+        help="Rules: METRIC:N%% (relative), METRIC:Npp (points of a rate), METRIC:N or :Nms "
+        "(absolute); any metric of the result, plus error_rate. `defaults` inserts the default set: "
+        + " ".join(DEFAULT_RULES).replace("%", "%%"),
+    )  # argparse formats help with %
+    p.add_argument(
+        "--junit", metavar="FILE", help="Write JUnit XML: one test case per rule, a regression fails"
+    )
+    p.add_argument(
+        "--markdown",
+        metavar="FILE",
+        help=f"Write the Markdown summary (also appended to ${STEP_SUMMARY} when it is set)",
+    )
     p.add_argument("--json", metavar="FILE", help="Write every verdict, value and interval as JSON")
-    p.add_argument("--save-baseline", metavar="FILE", help="Save RUN (a run or --repeats directory) with its "
-                   "per-request samples as a baseline file, then exit")  # fmt: skip
-    p.add_argument("--allow-mismatch", nargs="+", metavar="SETTING", default=[],
-                   help="Compare runs that differ in these settings (or `all`): " + ", ".join(SETTINGS))
-    p.add_argument("--confidence", type=float, default=CONFIDENCE,
-                   help=f"Family-wise confidence over all rules (default {CONFIDENCE})")  # fmt: skip
-    p.add_argument("--resamples", type=int, default=RESAMPLES, help=f"Bootstrap resamples (default {RESAMPLES})")
-    p.add_argument("--seed", type=int, default=0, help="Bootstrap seed: the same runs and seed, the same verdicts")
+    p.add_argument(
+        "--save-baseline",
+        metavar="FILE",
+        help="Save RUN (a run or --repeats directory) with its "
+        "per-request samples as a baseline file, then exit",
+    )
+    p.add_argument(
+        "--allow-mismatch",
+        nargs="+",
+        metavar="SETTING",
+        default=[],
+        help="Compare runs that differ in these settings (or `all`): " + ", ".join(SETTINGS),
+    )
+    p.add_argument(
+        "--confidence",
+        type=float,
+        default=CONFIDENCE,
+        help=f"Family-wise confidence over all rules (default {CONFIDENCE})",
+    )
+    p.add_argument(
+        "--resamples", type=int, default=RESAMPLES, help=f"Bootstrap resamples (default {RESAMPLES})"
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="Bootstrap seed: the same runs and seed, the same verdicts"
+    )
     p.add_argument("--quiet", action="store_true", help="Print only the last line")
     return p
 
@@ -61,16 +90,20 @@ def _check(a: argparse.Namespace) -> None:
     """UsageError for flags that cannot work together."""
     want = 1 if a.save_baseline else 2
     if len(a.sides) != want:
-        raise errors.UsageError("--save-baseline FILE takes one RUN" if a.save_baseline
-                                else f"expected BASELINE and CANDIDATE, got {len(a.sides)} path(s)")  # fmt: skip
+        raise errors.UsageError(
+            "--save-baseline FILE takes one RUN"
+            if a.save_baseline
+            else f"expected BASELINE and CANDIDATE, got {len(a.sides)} path(s)"
+        )
     if not 0.8 <= a.confidence < 1.0:
         raise errors.UsageError(f"--confidence {a.confidence}: expected a level in [0.8, 1), such as 0.95")
     if a.resamples < 200:
         raise errors.UsageError(f"--resamples {a.resamples}: at least 200 (the interval's tails need them)")
     unknown = sorted(set(a.allow_mismatch) - {*SETTINGS, "all"})
     if unknown:
-        raise errors.UsageError(f"--allow-mismatch {' '.join(unknown)}: expected settings among {', '.join(SETTINGS)}"
-                                " or all")  # fmt: skip
+        raise errors.UsageError(
+            f"--allow-mismatch {' '.join(unknown)}: expected settings among {', '.join(SETTINGS)} or all"
+        )
 
 
 def _same_settings(base: Side, cand: Side, allowed: Sequence[str]) -> dict[str, list[object]]:
@@ -79,8 +112,10 @@ def _same_settings(base: Side, cand: Side, allowed: Sequence[str]) -> dict[str, 
     refused = {k: v for k, v in diff.items() if k not in allowed and "all" not in allowed}
     if refused:
         said = ", ".join(f"{k} ({a!r} vs {b!r})" for k, (a, b) in refused.items())
-        raise errors.UsageError(f"baseline and candidate differ in {said}: they measure different things; "
-                                f"--allow-mismatch {' '.join(refused)} compares them anyway")  # fmt: skip
+        raise errors.UsageError(
+            f"baseline and candidate differ in {said}: they measure different things; "
+            f"--allow-mismatch {' '.join(refused)} compares them anyway"
+        )
     return {k: list(v) for k, v in diff.items()}
 
 
@@ -88,7 +123,9 @@ def _gate(a: argparse.Namespace) -> int:
     rules = parse_rules(a.max_regression)
     base, cand = load_side(a.sides[0]), load_side(a.sides[1])
     allowed = _same_settings(base, cand, a.allow_mismatch)
-    report = gate(base, cand, rules, confidence=a.confidence, resamples=a.resamples, seed=a.seed, allowed=allowed)
+    report = gate(
+        base, cand, rules, confidence=a.confidence, resamples=a.resamples, seed=a.seed, allowed=allowed
+    )
     if a.quiet:
         print(f"{PROG}: {report.headline()}")
     else:

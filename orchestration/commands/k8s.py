@@ -11,7 +11,10 @@ from vllm_users import exit_codes
 
 __all__ = ["SUBCOMMANDS", "USAGE", "main"]
 
-SUBCOMMANDS = {"render": "orchestration.k8s.render", "wait": "orchestration.k8s.wait"}  # name -> module with main
+SUBCOMMANDS = {
+    "render": "orchestration.k8s.render",
+    "wait": "orchestration.k8s.wait",
+}  # name -> module with main
 USAGE = "usage: vllm-locust k8s {render,wait} ...  (render: manifests for your run; wait: the pods' readiness wait)"
 
 

@@ -26,10 +26,18 @@ PROG = "vllm-locust report"
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="Reports, comparison and diagnosis of runs")
-    p.add_argument("runs", nargs="+", metavar="RUN_DIR",
-                   help="Run directories, or folders of them such as results/ (the first run is the baseline)")
-    p.add_argument("--output-dir", "-o", default="", help="Where to write (default: RUN_DIR/report for one run, "
-                   "./report-<time> for several)")  # fmt: skip
+    p.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="Run directories, or folders of them such as results/ (the first run is the baseline)",
+    )
+    p.add_argument(
+        "--output-dir",
+        "-o",
+        default="",
+        help="Where to write (default: RUN_DIR/report for one run, ./report-<time> for several)",
+    )
     p.add_argument(
         "--format", default="html,json,md", help="Comma list of html,pdf,json,md (default html,json,md)"
     )
@@ -72,9 +80,10 @@ def _report(a: argparse.Namespace) -> int:
         return exit_codes.OK
     runs = expand_run_dirs(a.runs)
     out = a.output_dir or (
-        os.path.join(runs[0], REPORT_DIR) if len(runs) == 1 and os.path.isdir(runs[0])
+        os.path.join(runs[0], REPORT_DIR)
+        if len(runs) == 1 and os.path.isdir(runs[0])
         else f"report-{stamp()}"
-    )  # fmt: skip
+    )
     return generate(runs, out, formats, slo=slo, quiet=a.quiet)
 
 

@@ -41,8 +41,19 @@ from vllm_users.workload.images import check_images
 from vllm_users.workload.prompts import LengthModel
 
 __all__ = [
-    "DEFAULT_NUM_PROMPTS", "PROG", "add_run_parser", "check_twin", "check_users", "check_windows", "lengths_line",
-    "main", "new_run_parser", "resolve_users", "run", "run_options", "validate",
+    "DEFAULT_NUM_PROMPTS",
+    "PROG",
+    "add_run_parser",
+    "check_twin",
+    "check_users",
+    "check_windows",
+    "lengths_line",
+    "main",
+    "new_run_parser",
+    "resolve_users",
+    "run",
+    "run_options",
+    "validate",
 ]
 
 PROG = "vllm-locust"  # run's errors read `vllm-locust: error: ...` (the plain command's name)
@@ -92,10 +103,16 @@ def check_users(mix: list[tuple[str, int]], files: list[str]) -> dict[str, Any] 
     argv = [sys.executable, "-m", "vllm_users.scenarios.loader", "--scenario", spec]
     for f in files:
         argv += ["-f", f]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONWARNINGS="ignore")
+    )
     if done.returncode != 0:
         lines = [x for x in done.stderr.splitlines() if x.strip()]
-        msg = lines[-1].removeprefix("error: ") if lines else f"checking the user classes failed ({done.returncode})"
+        msg = (
+            lines[-1].removeprefix("error: ")
+            if lines
+            else f"checking the user classes failed ({done.returncode})"
+        )
         raise C.UsageError(msg)
     found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return found
@@ -119,12 +136,16 @@ def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
     if a.request_rate is not None and a.users is not None:
         raise C.UsageError("--users is for closed loop and --request-rate for open loop: give one of them")
     if a.max_concurrency is not None and a.request_rate is None and a.users is not None:
-        raise C.UsageError("--max-concurrency caps an open-loop run: use it with --request-rate (or use --users)")
+        raise C.UsageError(
+            "--max-concurrency caps an open-loop run: use it with --request-rate (or use --users)"
+        )
     if a.request_rate is not None and math.isinf(a.request_rate) and a.num_prompts is None:
         raise C.UsageError("--request-rate inf needs --num-prompts")
     if a.host and not a.host.startswith(("http://", "https://")):
         raise C.UsageError(f"--host {redact_url(a.host)!r}: expected a URL like http://127.0.0.1:8000")
-    tls.configure(tls.TLSConfig.of(a))  # the preflight's, calibration's and /metrics' TLS; a bad file: exit 2 now
+    tls.configure(
+        tls.TLSConfig.of(a)
+    )  # the preflight's, calibration's and /metrics' TLS; a bad file: exit 2 now
     if a.twin:
         check_twin(a.twin, a.host)
     if a.num_prompts is None and a.run_time is None and not a.trace:  # a trace ends with its last request
@@ -150,19 +171,27 @@ def check_windows(a: Options) -> None:
     flags = " ".join(f"--{n} {w.text}" for n, w in (("warmup", warm), ("cooldown", cool)) if w is not None)
     count = sum(w.requests or 0 for w in (warm, cool) if w is not None)
     if a.num_prompts and not a.trace and count >= a.num_prompts:
-        raise C.UsageError(f"{flags} leaves out {count} requests, the run has {a.num_prompts} (--num-prompts): "
-                           "nothing would be measured; shorten the window or send more")  # fmt: skip
+        raise C.UsageError(
+            f"{flags} leaves out {count} requests, the run has {a.num_prompts} (--num-prompts): "
+            "nothing would be measured; shorten the window or send more"
+        )
     secs = sum(w.seconds or 0.0 for w in (warm, cool) if w is not None)
     if a.run_time and secs >= a.run_time:
-        raise C.UsageError(f"{flags} covers {secs:g} s, the run lasts {a.run_time:g} s (--run-time): nothing would "
-                           "be measured; shorten the window or run longer")  # fmt: skip
+        raise C.UsageError(
+            f"{flags} covers {secs:g} s, the run lasts {a.run_time:g} s (--run-time): nothing would "
+            "be measured; shorten the window or run longer"
+        )
 
 
 def _trace_options(a: Options) -> Options:
     """--trace: no other schedule or scenario; the file read and checked here, before anything is sent."""
-    for given, name in ((a.request_rate is not None, "--request-rate"), (a.users is not None, "--users"),
-                        (bool(a.ramp_up_strategy), "--ramp-up-strategy"), (bool(a.locustfile), "-f"),
-                        (a.scenario not in ("", "trace"), "--scenario")):  # fmt: skip
+    for given, name in (
+        (a.request_rate is not None, "--request-rate"),
+        (a.users is not None, "--users"),
+        (bool(a.ramp_up_strategy), "--ramp-up-strategy"),
+        (bool(a.locustfile), "-f"),
+        (a.scenario not in ("", "trace"), "--scenario"),
+    ):
         if given:
             raise C.UsageError(f"--trace replays the trace's own schedule and requests: leave out {name}")
     from vllm_users.workload.trace_schedule import check_trace
@@ -175,7 +204,9 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
     """Execute `vllm-locust run`; returns the exit code (UsageError on bad options). `watch` (--find-max-rate's
     steps) reads the progress and names a reason to stop the run early."""
     a = with_twin(a)  # the embedded simulator (of one run, or shared by a multi-run's steps) reads it
-    R.check_writable(a.output_dir)  # a file in the way or no permission: one line, exit 2, before anything runs
+    R.check_writable(
+        a.output_dir
+    )  # a file in the way or no permission: one line, exit 2, before anything runs
     code = multi_run(a, run, lambda o: validate(o)[0])  # --find-max-rate, --sweep, --repeats: several runs
     if code is not None:
         return code
@@ -196,20 +227,33 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
             say(a, f"embedded simulator at {host} (pid {sim.pid})")
         try:
             info = check_server(host, a.model or None, api_key, a.endpoint, class_models(a.class_), headers)
-        except PreflightError as e:  # one step of a sweep: its outcome (the sweep records the code and goes on)
+        except (
+            PreflightError
+        ) as e:  # one step of a sweep: its outcome (the sweep records the code and goes on)
             return errors.report(e, PROG)
         lengths = calibrate_prompts(host, info.model, api_key, a.endpoint, headers)  # once, for every worker
         say(a, lengths_line(lengths))
         if lengths.warning:
             print(f"{PROG}: warning: {lengths.warning}", file=sys.stderr, flush=True)
-        if _synthetic_lengths(a, files):  # --input-len/--output-len are what is sent: they must fit the context
+        if _synthetic_lengths(
+            a, files
+        ):  # --input-len/--output-len are what is sent: they must fit the context
             try:
-                check_context_fits(host, info.model, api_key, a.input_len, _output_len(a), lengths.overhead or 0, headers)
+                check_context_fits(
+                    host, info.model, api_key, a.input_len, _output_len(a), lengths.overhead or 0, headers
+                )
             except PreflightError as e:
                 return errors.report(e, PROG)
         with open(R.path(run_dir, R.PREFLIGHT), "w") as fh:
-            json.dump({"model": info.model, "models": info.models, "stream_attempts": info.attempts,
-                       "calibration": lengths.summary()}, fh)  # fmt: skip
+            json.dump(
+                {
+                    "model": info.model,
+                    "models": info.models,
+                    "stream_attempts": info.attempts,
+                    "calibration": lengths.summary(),
+                },
+                fh,
+            )
         if a.reset_prefix_cache:  # in the preflight: never inside the measured window
             print(f"vllm-locust: {reset_prefix_cache(host, api_key, headers)}", flush=True)
         locustfile = R.path(run_dir, R.LOCUSTFILE)
@@ -233,8 +277,10 @@ def lengths_line(lm: LengthModel) -> str:
     p = lm.probes
     kind = "exact" if lm.exact else f"{lm.tokens_per_word:.3g} tokens/word"
     cut = f", cut off at {p['cut']}" if p.get("cut") else ""
-    return (f"prompt lengths: {lm.source} ({kind}); calibrated with {p.get('requests', 0)} probes in "
-            f"{p.get('seconds', 0.0):.2f} s{cut}")
+    return (
+        f"prompt lengths: {lm.source} ({kind}); calibrated with {p.get('requests', 0)} probes in "
+        f"{p.get('seconds', 0.0):.2f} s{cut}"
+    )
 
 
 @reported(PROG)

@@ -19,12 +19,23 @@ PROG = "vllm-locust sweep-server"
 
 
 def _parser() -> C.OneLineParser:
-    p = C.OneLineParser(prog=PROG,
-                        description="Start the server once per parameter point, run the same load, one report")  # fmt: skip
-    p.add_argument("--serve-cmd", required=True, help='The server command, e.g. "vllm serve MODEL --port 8000"')
-    p.add_argument("--param", action="append", required=True, type=parse_param, metavar="NAME=V1,V2",
-                   help="A serve-command flag to sweep (--NAME V), or env:NAME=V1,V2 for an environment variable")
-    p.add_argument("--health-timeout", type=C.pos_float, default=600.0, help="Seconds a start may take (default 600)")
+    p = C.OneLineParser(
+        prog=PROG, description="Start the server once per parameter point, run the same load, one report"
+    )
+    p.add_argument(
+        "--serve-cmd", required=True, help='The server command, e.g. "vllm serve MODEL --port 8000"'
+    )
+    p.add_argument(
+        "--param",
+        action="append",
+        required=True,
+        type=parse_param,
+        metavar="NAME=V1,V2",
+        help="A serve-command flag to sweep (--NAME V), or env:NAME=V1,V2 for an environment variable",
+    )
+    p.add_argument(
+        "--health-timeout", type=C.pos_float, default=600.0, help="Seconds a start may take (default 600)"
+    )
     p.add_argument("--stop-grace", type=C.pos_float, default=20.0, help="Seconds between SIGTERM and SIGKILL")
     return p
 
@@ -39,9 +50,13 @@ def main(argv: Sequence[str]) -> int:
     try:
         a = C.parse_options(new_run_parser(PROG), rest, RUN)
         if not a.host:
-            raise errors.UsageError("--host: the URL where the started server listens, e.g. http://127.0.0.1:8000")
+            raise errors.UsageError(
+                "--host: the URL where the started server listens, e.g. http://127.0.0.1:8000"
+            )
         if a.sweep or a.find_max_rate:
-            raise errors.UsageError("sweep-server runs one load per point: leave out --sweep and --find-max-rate")
+            raise errors.UsageError(
+                "sweep-server runs one load per point: leave out --sweep and --find-max-rate"
+            )
         tls.configure(tls.TLSConfig.of(a))  # the health checks' TLS (each point's run sets it again)
         return run_server_sweep(own, a, run)
     except C.UsageError as e:  # orchestration.config's own class (the option checks), while it is not errors'

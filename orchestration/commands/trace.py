@@ -24,7 +24,7 @@ from vllm_users.workload.trace_formats import (
     load_trace,
     to_jsonl_line,
     trace_block_reuse,
-)  # fmt: skip
+)
 
 __all__ = ["PROG", "main", "trace_info"]
 
@@ -48,14 +48,28 @@ def _parser() -> C.OneLineParser:
     info.add_argument(
         "--trace-format", choices=TRACE_FORMATS, default="auto", help="Its format (default: detected)"
     )
-    info.add_argument("--trace-start", type=float, default=0.0, metavar="S",
-                      help="Describe the window from S seconds after the first request")  # fmt: skip
+    info.add_argument(
+        "--trace-start",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="Describe the window from S seconds after the first request",
+    )
     info.add_argument("--trace-duration", type=float, default=None, metavar="D", help="... lasting D seconds")
     info.add_argument("--num-prompts", type=int, default=None, metavar="N", help="... of at most N requests")
-    info.add_argument("--trace-block-size", type=int, default=512, metavar="TOKENS",
-                      help="Prompt tokens per mooncake hash id (default 512)")  # fmt: skip
-    info.add_argument("--trace-timestamp-unit", choices=tuple(TIMESTAMP_UNITS), default="auto",
-                      help="Unit of a mooncake/burstgpt/jsonl `timestamp` (default: the format's own)")  # fmt: skip
+    info.add_argument(
+        "--trace-block-size",
+        type=int,
+        default=512,
+        metavar="TOKENS",
+        help="Prompt tokens per mooncake hash id (default 512)",
+    )
+    info.add_argument(
+        "--trace-timestamp-unit",
+        choices=tuple(TIMESTAMP_UNITS),
+        default="auto",
+        help="Unit of a mooncake/burstgpt/jsonl `timestamp` (default: the format's own)",
+    )
     info.add_argument("--json", action="store_true", help="Print the figures as one JSON object")
     return p
 
@@ -72,8 +86,15 @@ def _lengths(values: list[int]) -> dict[str, float] | None:
         hi = min(lo + 1, len(v) - 1)
         return v[lo] + (v[hi] - v[lo]) * (x - lo)
 
-    return {"count": len(v), "mean": sum(v) / len(v), "min": v[0], "p50": pct(0.5), "p90": pct(0.9),
-            "p99": pct(0.99), "max": v[-1]}  # fmt: skip
+    return {
+        "count": len(v),
+        "mean": sum(v) / len(v),
+        "min": v[0],
+        "p50": pct(0.5),
+        "p90": pct(0.9),
+        "p99": pct(0.99),
+        "max": v[-1],
+    }
 
 
 def trace_info(trace: Trace) -> dict[str, Any]:
@@ -86,25 +107,31 @@ def trace_info(trace: Trace) -> dict[str, Any]:
         if r.session_id is not None:
             sessions[r.session_id] = sessions.get(r.session_id, 0) + 1
     return {
-        "path": trace.path, "format": trace.format, "requests": n, "duration_s": dur,
+        "path": trace.path,
+        "format": trace.format,
+        "requests": n,
+        "duration_s": dur,
         # arrivals per second over the trace: 1 / the mean gap between consecutive requests
         "mean_rate_rps": (n - 1) / dur if n > 1 and dur > 0 else None,
         "input_len": _lengths([r.input_len for r in reqs if r.input_len is not None]),
         "output_len": _lengths([r.output_len for r in reqs if r.output_len is not None]),
         "given_prompts": sum(1 for r in reqs if r.prompt is not None or r.messages is not None),
-        "sessions": len(sessions), "session_requests": sum(sessions.values()),
+        "sessions": len(sessions),
+        "session_requests": sum(sessions.values()),
         "max_turns": max(sessions.values()) if sessions else None,
         "skipped": dict(sorted(trace.skipped.items())),
         "block_size": trace.block_size if any(r.hash_ids for r in reqs) else None,
         "block_reuse": trace_block_reuse(trace),
-    }  # fmt: skip
+    }
 
 
 def _fmt_lengths(d: dict[str, float] | None) -> str:
     if d is None:
         return "-"
-    return (f"mean {d['mean']:.1f}, min {d['min']:g}, p50 {d['p50']:g}, p90 {d['p90']:g}, p99 {d['p99']:g}, "
-            f"max {d['max']:g} (of {d['count']})")  # fmt: skip
+    return (
+        f"mean {d['mean']:.1f}, min {d['min']:g}, p50 {d['p50']:g}, p90 {d['p90']:g}, p99 {d['p99']:g}, "
+        f"max {d['max']:g} (of {d['count']})"
+    )
 
 
 def _print_info(info: dict[str, Any]) -> None:
@@ -112,9 +139,7 @@ def _print_info(info: dict[str, Any]) -> None:
     lines = [
         f"trace      {info['path']} ({info['format']})",
         f"requests   {info['requests']}"
-        + (
-            f" ({info['given_prompts']} with their own prompt or messages)" if info["given_prompts"] else ""
-        ),  # fmt: skip
+        + (f" ({info['given_prompts']} with their own prompt or messages)" if info["given_prompts"] else ""),
         f"duration   {info['duration_s']:.3f} s, mean rate " + ("-" if rate is None else f"{rate:.3f} req/s"),
         f"input      {_fmt_lengths(info['input_len'])} tokens",
         f"output     {_fmt_lengths(info['output_len'])} tokens",
@@ -123,12 +148,14 @@ def _print_info(info: dict[str, Any]) -> None:
             f" ({info['session_requests']} requests, at most {info['max_turns']} turns)"
             if info["sessions"]
             else ""
-        ),  # fmt: skip
+        ),
         "skipped    " + (", ".join(f"{n} {why}" for why, n in info["skipped"].items()) or "none"),
     ]
     if info["block_reuse"] is not None:
-        lines.append(f"reuse      {info['block_reuse']:.1%} of prompt tokens in blocks of {info['block_size']} "
-                     f"seen before (the prefix-cache hit rate of an infinite cache)")  # fmt: skip
+        lines.append(
+            f"reuse      {info['block_reuse']:.1%} of prompt tokens in blocks of {info['block_size']} "
+            f"seen before (the prefix-cache hit rate of an infinite cache)"
+        )
     print("\n".join(lines))
 
 
@@ -141,8 +168,10 @@ def _export(a: argparse.Namespace) -> int:
         write_atomic(a.output, text)
         sessions = len({r.session_id for r in trace.requests if r.session_id is not None})
         skipped = ", ".join(f"{n} {why}" for why, n in sorted(trace.skipped.items()))
-        print(f"{PROG} export: {len(trace.requests)} requests over {trace.duration_s:.3f} s ({sessions} sessions) "
-              f"-> {a.output}" + (f"; skipped: {skipped}" if skipped else ""))  # fmt: skip
+        print(
+            f"{PROG} export: {len(trace.requests)} requests over {trace.duration_s:.3f} s ({sessions} sessions) "
+            f"-> {a.output}" + (f"; skipped: {skipped}" if skipped else "")
+        )
     return 0
 
 
@@ -152,8 +181,15 @@ def main(argv: Sequence[str]) -> int:
     a = _parser().parse_args(list(argv))
     if a.action == "export":
         return _export(a)
-    trace = load_trace(a.file, a.trace_format, start_s=a.trace_start, duration_s=a.trace_duration,
-                       limit=a.num_prompts, block_size=a.trace_block_size, timestamp_unit=a.trace_timestamp_unit)  # fmt: skip
+    trace = load_trace(
+        a.file,
+        a.trace_format,
+        start_s=a.trace_start,
+        duration_s=a.trace_duration,
+        limit=a.num_prompts,
+        block_size=a.trace_block_size,
+        timestamp_unit=a.trace_timestamp_unit,
+    )
     info = trace_info(trace)
     if a.json:
         print(json.dumps(info))

@@ -44,13 +44,25 @@ def main(argv: Sequence[str]) -> int:
     env = dict(os.environ, PYTHONUNBUFFERED="1", VLLM_LOCUST_WORKER_DIR=os.path.join(d, "records"))
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "locust", "-f", lf, "--worker", "--master-host", a.master_host,
-             "--master-port", str(a.master_port)],
+            [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                lf,
+                "--worker",
+                "--master-host",
+                a.master_host,
+                "--master-port",
+                str(a.master_port),
+            ],
             env=env,
-        )  # fmt: skip
+        )
         for _ in range(a.processes)
     ]
-    print(f"vllm-locust worker: {a.processes} process(es) -> {a.master_host}:{a.master_port}; records in {d}/records")
+    print(
+        f"vllm-locust worker: {a.processes} process(es) -> {a.master_host}:{a.master_port}; records in {d}/records"
+    )
     try:
         return max(p.wait() for p in procs)
     except KeyboardInterrupt:  # reported as INTERRUPTED once the workers are told to stop

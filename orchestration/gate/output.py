@@ -29,8 +29,18 @@ def _interval(r: RuleResult) -> str:
 
 
 def _rows(report: GateReport) -> list[list[str]]:
-    return [[r.rule, _val(r.baseline, r), _val(r.candidate, r), _num(r.change, r), _interval(r), r.verdict,
-             r.method if not r.reason else f"{r.method}: {r.reason}"] for r in report.results]  # fmt: skip
+    return [
+        [
+            r.rule,
+            _val(r.baseline, r),
+            _val(r.candidate, r),
+            _num(r.change, r),
+            _interval(r),
+            r.verdict,
+            r.method if not r.reason else f"{r.method}: {r.reason}",
+        ]
+        for r in report.results
+    ]
 
 
 def console(report: GateReport) -> str:
@@ -51,10 +61,18 @@ def markdown(report: GateReport) -> str:
     """The step summary: a headline, the table, the method."""
     mark = "❌" if report.regressed else "✅"
     head = ["rule", "baseline", "candidate", "change", f"{report.level:.1%} interval", "verdict", "method"]
-    rows = [[f"`{x[0]}`", *x[1:5], f"**{x[5]}**" if x[5] == "regressed" else x[5], x[6]] for x in _rows(report)]
-    lines = [f"### {mark} {TOOL}: {report.headline()}", "",
-             f"Baseline: `{report.baseline}`  ", f"Candidate: `{report.candidate}`", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]  # fmt: skip
+    rows = [
+        [f"`{x[0]}`", *x[1:5], f"**{x[5]}**" if x[5] == "regressed" else x[5], x[6]] for x in _rows(report)
+    ]
+    lines = [
+        f"### {mark} {TOOL}: {report.headline()}",
+        "",
+        f"Baseline: `{report.baseline}`  ",
+        f"Candidate: `{report.candidate}`",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in x) + " |" for x in rows]
     for k, (a, b) in report.allowed_mismatches.items():
         lines.append(f"\n{k} differs (baseline `{a}`, candidate `{b}`), allowed by `--allow-mismatch`.")
@@ -67,12 +85,21 @@ def junit(report: GateReport) -> str:
     failures = len(report.regressed)
     skipped = sum(r.verdict == "inconclusive" for r in report.results)
     suites = ET.Element("testsuites", name=TOOL, tests=str(len(report.results)), failures=str(failures))
-    suite = ET.SubElement(suites, "testsuite", name=TOOL, tests=str(len(report.results)), failures=str(failures),
-                          errors="0", skipped=str(skipped))  # fmt: skip
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name=TOOL,
+        tests=str(len(report.results)),
+        failures=str(failures),
+        errors="0",
+        skipped=str(skipped),
+    )
     for r in report.results:
         case = ET.SubElement(suite, "testcase", classname="vllm-locust.gate", name=r.rule)
-        line = (f"{r.metric}: {_val(r.baseline, r)} -> {_val(r.candidate, r)}, change {_num(r.change, r)}, "
-                f"{report.level:.1%} interval {_interval(r)}, limit {r.rule}: {r.verdict}")  # fmt: skip
+        line = (
+            f"{r.metric}: {_val(r.baseline, r)} -> {_val(r.candidate, r)}, change {_num(r.change, r)}, "
+            f"{report.level:.1%} interval {_interval(r)}, limit {r.rule}: {r.verdict}"
+        )
         detail = f"{line}\nmethod: {r.method}" + (f" ({r.reason})" if r.reason else "")
         if r.verdict == "regressed":
             ET.SubElement(case, "failure", message=line, type="regression").text = detail
@@ -95,4 +122,3 @@ def write_json(file: str, report: GateReport) -> None:
     """The JSON document, written atomically."""
     os.makedirs(os.path.dirname(os.path.abspath(file)), exist_ok=True)
     atomic_json(file, report.to_dict())
-

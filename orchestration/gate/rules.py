@@ -20,8 +20,13 @@ __all__ = ["DEFAULT_RULES", "FRACTIONS", "Rule", "direction", "parse_rules"]
 
 # The default gate: the TTFT tail and its median, decode speed, capacity and failures. p99 of a short run is
 # noisy; its limit is wider than the medians' so that only a real tail regression gets past the interval.
-DEFAULT_RULES = ("p99_ttft_ms:10%", "median_ttft_ms:10%", "median_tpot_ms:5%", "output_throughput:5%",
-                 "error_rate:0.5pp")  # fmt: skip
+DEFAULT_RULES = (
+    "p99_ttft_ms:10%",
+    "median_ttft_ms:10%",
+    "median_tpot_ms:5%",
+    "output_throughput:5%",
+    "error_rate:0.5pp",
+)
 FRACTIONS = ("error_rate", "validity_rate", "prefix_cache_hit_rate", "good_fraction")  # values in [0, 1]
 _LIMIT = re.compile(r"^(?P<num>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>%|pp|ms)?$")
 
@@ -64,12 +69,16 @@ def _parse_one(item: str) -> Rule:
     metric, sep, limit = item.strip().rpartition(":")
     m = _LIMIT.match(limit.strip().lower())
     if not sep or not metric or m is None:
-        raise errors.UsageError(f"--max-regression {item!r}: expected METRIC:LIMIT such as p99_ttft_ms:10%, "
-                                "error_rate:0.5pp or p99_ttft_ms:50ms")  # fmt: skip
+        raise errors.UsageError(
+            f"--max-regression {item!r}: expected METRIC:LIMIT such as p99_ttft_ms:10%, "
+            "error_rate:0.5pp or p99_ttft_ms:50ms"
+        )
     unit = {"%": "%", "pp": "pp", "ms": "abs", None: "abs"}[m.group("unit")]
     if unit == "pp" and metric not in FRACTIONS:
-        raise errors.UsageError(f"--max-regression {item!r}: pp (percentage points) is for fractions: "
-                                f"{', '.join(FRACTIONS)}; use % or an absolute limit")  # fmt: skip
+        raise errors.UsageError(
+            f"--max-regression {item!r}: pp (percentage points) is for fractions: "
+            f"{', '.join(FRACTIONS)}; use % or an absolute limit"
+        )
     if m.group("unit") == "ms" and not metric.endswith("_ms"):
         raise errors.UsageError(f"--max-regression {item!r}: ms limits are for *_ms metrics")
     return Rule(metric, float(m.group("num")), unit)

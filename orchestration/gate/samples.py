@@ -37,9 +37,24 @@ __all__ = ["BASELINE_FORMAT", "SETTINGS", "RunSamples", "Side", "load_side", "mi
 BASELINE_FORMAT = "vllm-locust-gate-baseline"
 BASELINE_VERSION = 1
 # Settings that make two runs measure different things: the gate refuses to compare them (--allow-mismatch)
-SETTINGS = ("model_id", "endpoint", "input_len", "output_len", "range_ratio", "request_rate", "burstiness",
-            "max_concurrency", "users", "user_classes", "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps",
-            "goodput", "warmup", "cooldown")  # fmt: skip
+SETTINGS = (
+    "model_id",
+    "endpoint",
+    "input_len",
+    "output_len",
+    "range_ratio",
+    "request_rate",
+    "burstiness",
+    "max_concurrency",
+    "users",
+    "user_classes",
+    "ramp_up_strategy",
+    "ramp_up_start_rps",
+    "ramp_up_end_rps",
+    "goodput",
+    "warmup",
+    "cooldown",
+)
 OK, FAILED, INTERRUPTED = 0, 1, 2  # a sent request's outcome, as compute_metrics counts it
 COLUMNS = ("start", "end", "outcome", "out_tok", "in_tok", "cached", "valid", "good", "lens", "chunks")
 
@@ -101,15 +116,18 @@ def _settings(meta: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
 def from_run_dir(run_dir: str) -> RunSamples:
     """The samples of one run directory; ReportError when it has no request records."""
     if not (os.path.exists(path(run_dir, RECORDS)) or os.path.exists(path(run_dir, COLS))):
-        raise errors.ReportError(f"{run_dir}: no {RECORDS}: the gate tests per-request samples, and a run without "
-                                 "records has none")  # fmt: skip
+        raise errors.ReportError(
+            f"{run_dir}: no {RECORDS}: the gate tests per-request samples, and a run without records has none"
+        )
     meta = read_json_or_none(run_dir, META) or {}
     res = load_result(run_dir)
     result = res.to_json() if res is not None else {}
     meta = meta or dict(result.get("meta") or {}, model_id=result.get("model_id"))
     c = load_columns(run_dir)
     # the result's measured window (build_metrics': windows over every row, then the sent ones)
-    measured, _windows = split(c, rows(c), parse_optional(meta.get("warmup")), parse_optional(meta.get("cooldown")))
+    measured, _windows = split(
+        c, rows(c), parse_optional(meta.get("warmup")), parse_optional(meta.get("cooldown"))
+    )
     sent = sent_rows(c, measured)
     idx = sent[np.argsort(c.a["t_start"][sent], kind="stable")]
     t_start = c.a["t_start"][idx]
@@ -130,14 +148,25 @@ def from_run_dir(run_dir: str) -> RunSamples:
             good[outcome == OK] = np.logical_and.reduce([*met.values(), np.ones(int(ok_lens.size), bool)])
         except ValueError:
             pass  # an unreadable --goodput: request_goodput has no samples, so rules on it are untested
-    figures = {k: float(v) for k, v in result.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    figures = {
+        k: float(v) for k, v in result.items() if isinstance(v, int | float) and not isinstance(v, bool)
+    }
     return RunSamples(
-        name=os.path.basename(os.path.normpath(run_dir)), settings=_settings(meta, result), figures=figures,
-        start=t_start - t0, end=t_start - t0 + c.a["end_us"][idx] / 1e6, outcome=outcome,
-        out_tok=c.a["output_tokens"][idx].astype(np.int64), in_tok=c.a["prompt_tokens"][idx].astype(np.int64),
-        cached=c.a["cached_tokens"][idx].astype(np.int64), valid=c.a["valid"][idx].astype(np.int8), good=good,
-        lens=lens, chunks=c.chunks[gather].astype(np.int64), warnings=list(c.warnings),
-    )  # fmt: skip
+        name=os.path.basename(os.path.normpath(run_dir)),
+        settings=_settings(meta, result),
+        figures=figures,
+        start=t_start - t0,
+        end=t_start - t0 + c.a["end_us"][idx] / 1e6,
+        outcome=outcome,
+        out_tok=c.a["output_tokens"][idx].astype(np.int64),
+        in_tok=c.a["prompt_tokens"][idx].astype(np.int64),
+        cached=c.a["cached_tokens"][idx].astype(np.int64),
+        valid=c.a["valid"][idx].astype(np.int8),
+        good=good,
+        lens=lens,
+        chunks=c.chunks[gather].astype(np.int64),
+        warnings=list(c.warnings),
+    )
 
 
 @dataclass
@@ -200,8 +229,12 @@ def _norm(v: Any) -> Any:
 # ------------------------------------------------------------------------------------- baseline files
 def save_baseline(file: str, side: Side) -> None:
     """Write `side` as a baseline file (atomically: a CI job never keeps half a file)."""
-    doc = {"format": BASELINE_FORMAT, "version": BASELINE_VERSION, "origin": side.origin or side.label,
-           "runs": [{"name": r.name, "settings": r.settings, "figures": r.figures} for r in side.runs]}  # fmt: skip
+    doc = {
+        "format": BASELINE_FORMAT,
+        "version": BASELINE_VERSION,
+        "origin": side.origin or side.label,
+        "runs": [{"name": r.name, "settings": r.settings, "figures": r.figures} for r in side.runs],
+    }
     arrays = {f"r{i}_{c}": a for i, r in enumerate(side.runs) for c, a in r.columns().items()}
     arrays["doc"] = np.frombuffer(json.dumps(doc).encode(), dtype=np.uint8)
     buf = io.BytesIO()
@@ -217,13 +250,23 @@ def _load_baseline(file: str) -> Side:
             if doc.get("format") != BASELINE_FORMAT:
                 raise ValueError("not a baseline")
             if int(doc.get("version", 0)) > BASELINE_VERSION:
-                raise errors.UsageError(f"{file}: a baseline file of a newer vllm-locust (version {doc['version']})")
-            runs = [RunSamples(name=r["name"], settings=r["settings"], figures=r["figures"],
-                               **{c: z[f"r{i}_{c}"] for c in COLUMNS})
-                    for i, r in enumerate(doc["runs"])]  # fmt: skip
+                raise errors.UsageError(
+                    f"{file}: a baseline file of a newer vllm-locust (version {doc['version']})"
+                )
+            runs = [
+                RunSamples(
+                    name=r["name"],
+                    settings=r["settings"],
+                    figures=r["figures"],
+                    **{c: z[f"r{i}_{c}"] for c in COLUMNS},
+                )
+                for i, r in enumerate(doc["runs"])
+            ]
     except (OSError, ValueError, KeyError) as e:
         if isinstance(e, errors.UsageError):
             raise
-        raise errors.UsageError(f"{file}: not a run directory, a repeats directory or a baseline file written by "
-                                "`vllm-locust gate --save-baseline`") from None  # fmt: skip
+        raise errors.UsageError(
+            f"{file}: not a run directory, a repeats directory or a baseline file written by "
+            "`vllm-locust gate --save-baseline`"
+        ) from None
     return Side(file, "baseline file", runs, origin=str(doc.get("origin") or ""))

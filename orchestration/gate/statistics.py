@@ -26,14 +26,24 @@ import numpy as np
 
 from orchestration.gate.samples import FAILED, INTERRUPTED, OK, RunSamples
 
-__all__ = ["MIN_SAMPLES", "Statistic", "block_counts", "block_length", "counts_of_blocks", "statistic_for", "weighted"]
+__all__ = [
+    "MIN_SAMPLES",
+    "Statistic",
+    "block_counts",
+    "block_length",
+    "counts_of_blocks",
+    "statistic_for",
+    "weighted",
+]
 
 MIN_SAMPLES = 20  # fewer samples (or time buckets) on a side: no interval
 # requests a side's bootstrap draws from; above, random whole blocks of them: the interval is then wider than the
 # run's samples allow (at 10 000 requests a median's is already a fraction of a percent), never narrower
 MAX_UNITS = 10_000
 MAX_VALUES = 100_000  # the same for the values they hold (ITL: every gap of every request)
-_CELLS = 500_000  # resamples x values computed at once: a few arrays of this many stay in the cache (2-3x faster)
+_CELLS = (
+    500_000  # resamples x values computed at once: a few arrays of this many stay in the cache (2-3x faster)
+)
 LATENCY = ("ttft", "tpot", "e2el")
 
 
@@ -51,7 +61,9 @@ def weighted(stat: str, values: np.ndarray, w: np.ndarray) -> np.ndarray:
     """`stat` of each row's multiset: sorted `values` taken w[row, i] times each (numpy's definitions: population
     std, percentiles by linear interpolation). One pass of counts instead of a sort per resample."""
     total = w.sum(axis=1).astype(np.float64)
-    empty = total == 0  # a row that drew no value (ITL: only requests without a gap): NaN, left out by the caller
+    empty = (
+        total == 0
+    )  # a row that drew no value (ITL: only requests without a gap): NaN, left out by the caller
     if empty.any():
         return np.where(empty, np.nan, weighted(stat, values, np.where(empty[:, None], 1, w)))
     if stat in ("mean", "std"):
@@ -63,7 +75,9 @@ def weighted(stat: str, values: np.ndarray, w: np.ndarray) -> np.ndarray:
     q = 50.0 if stat == "median" else float(stat[1:])
     pos = (total - 1.0) * (q / 100.0)
     lo = np.floor(pos)
-    cum: np.ndarray = np.cumsum(w, axis=1, dtype=np.int32 if w.dtype == np.int32 else np.int64)  # ints: 10x floats
+    cum: np.ndarray = np.cumsum(
+        w, axis=1, dtype=np.int32 if w.dtype == np.int32 else np.int64
+    )  # ints: 10x floats
     rows, m = w.shape
     step = int(cum[:, -1].max()) + 1  # rows shifted apart: one sorted array, one searchsorted
     shift = np.arange(rows, dtype=np.int64) * step
@@ -100,7 +114,9 @@ def counts_of_blocks(starts: np.ndarray, n: int, length: int) -> np.ndarray:
     wrap = end > n  # a block past the end goes on at 0
     size = rows * (n + 1)
     ups = np.bincount(np.concatenate([(starts + base).ravel(), base.repeat(k, axis=1)[wrap]]), minlength=size)
-    downs = np.bincount(np.concatenate([(np.minimum(end, n) + base).ravel(), (end - n + base)[wrap]]), minlength=size)
+    downs = np.bincount(
+        np.concatenate([(np.minimum(end, n) + base).ravel(), (end - n + base)[wrap]]), minlength=size
+    )
     edges = (ups - downs).astype(np.int32).reshape(rows, n + 1)
     # integers, contiguous rows: a float or strided cumsum is 4-10x slower; column n (the last block's end) is cut
     return np.cumsum(edges, axis=1, dtype=np.int32)[:, :n]
@@ -114,8 +130,9 @@ def _subsample(n: int, length: int, cap: int, rng: np.random.Generator) -> np.nd
     return (blocks[:, None] * length + np.arange(length)).ravel()
 
 
-def _draw(n: int, length: int, b: int, rng: np.random.Generator, width: int,
-          fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:  # fmt: skip
+def _draw(
+    n: int, length: int, b: int, rng: np.random.Generator, width: int, fn: Callable[[np.ndarray], np.ndarray]
+) -> np.ndarray:
     """fn(counts) over `b` block resamples of `n` units, a few at a time (`width`: cells per resample)."""
     per = max(1, _CELLS // max(width, n, 1))
     return np.concatenate([fn(block_counts(n, length, min(per, b - s), rng)) for s in range(0, b, per)])
@@ -265,7 +282,9 @@ def _ratio_parts(name: str, run: RunSamples) -> tuple[np.ndarray, np.ndarray]:
     ok = run.outcome == OK
     if name == "prefix_cache_hit_rate":
         rows = ok & (run.cached != -1)
-        return np.maximum(run.cached[rows], 0).astype(np.float64), np.maximum(run.in_tok[rows], 0).astype(np.float64)
+        return np.maximum(run.cached[rows], 0).astype(np.float64), np.maximum(run.in_tok[rows], 0).astype(
+            np.float64
+        )
     # chunk_token_ratio: chunks / output tokens of the successes
     return run.lens[ok].astype(np.float64), np.maximum(run.out_tok[ok], 0).astype(np.float64)
 

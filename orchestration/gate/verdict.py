@@ -37,10 +37,21 @@ from orchestration.gate.statistics import MIN_SAMPLES, Statistic, statistic_for
 from orchestration.report.stats import t_quantile
 from vllm_users import exit_codes
 
-__all__ = ["CONFIDENCE", "RESAMPLES", "TOOL", "GateReport", "RuleResult", "evaluate", "gate", "level_per_rule"]
+__all__ = [
+    "CONFIDENCE",
+    "RESAMPLES",
+    "TOOL",
+    "GateReport",
+    "RuleResult",
+    "evaluate",
+    "gate",
+    "level_per_rule",
+]
 
 CONFIDENCE = 0.95  # family-wise, over every rule of one gate
-RESAMPLES = 2000  # bootstrap resamples per side and rule, at least; more when the tails need them (TAIL_DRAWS)
+RESAMPLES = (
+    2000  # bootstrap resamples per side and rule, at least; more when the tails need them (TAIL_DRAWS)
+)
 TAIL_DRAWS = 20  # resamples beyond each end of an interval: a 5-rule gate's 1 % tails get 20 of 2000
 VERDICTS = ("regressed", "improved", "unchanged", "inconclusive")
 TOOL = "vllm-locust gate"
@@ -96,8 +107,10 @@ class GateReport:
 
     def headline(self) -> str:
         """One line: 'no regression (5 rules: 3 unchanged, 2 inconclusive)' or 'REGRESSED: ...'."""
-        counts = {v: sum(r.verdict == v for r in self.results) for v in ("regressed", "improved", "unchanged",
-                                                                          "inconclusive")}  # fmt: skip
+        counts = {
+            v: sum(r.verdict == v for r in self.results)
+            for v in ("regressed", "improved", "unchanged", "inconclusive")
+        }
         tally = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
         if self.regressed:
             names = ", ".join(f"{r.metric} ({r.signed(r.change)})" for r in self.regressed)
@@ -106,22 +119,33 @@ class GateReport:
 
     def method(self) -> str:
         """How the intervals were made (one paragraph)."""
-        return (f"Verdicts: {self.confidence:.0%} family-wise over {len(self.results)} rules (Bonferroni: each "
-                f"interval {self.level:.1%}, each verdict one-sided at {(1 - self.level) / 2:.2%}), from the per-request samples by a circular block bootstrap ({self.resamples} "
-                "resamples per side; blocks of "
-                "consecutive requests or time buckets: requests that run together are not independent), or "
-                "from the repeats' own spread when a side has --repeats. A rule regresses when its whole "
-                "interval lies past its limit; unchanged when it lies within the limit; inconclusive otherwise "
-                f"(more requests or --repeats would tell). Bootstrap seed {self.seed}.")  # fmt: skip
+        return (
+            f"Verdicts: {self.confidence:.0%} family-wise over {len(self.results)} rules (Bonferroni: each "
+            f"interval {self.level:.1%}, each verdict one-sided at {(1 - self.level) / 2:.2%}), from the per-request samples by a circular block bootstrap ({self.resamples} "
+            "resamples per side; blocks of "
+            "consecutive requests or time buckets: requests that run together are not independent), or "
+            "from the repeats' own spread when a side has --repeats. A rule regresses when its whole "
+            "interval lies past its limit; unchanged when it lies within the limit; inconclusive otherwise "
+            f"(more requests or --repeats would tell). Bootstrap seed {self.seed}."
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document."""
-        return {"tool": TOOL, "baseline": self.baseline, "candidate": self.candidate, "confidence": self.confidence,
-                "level_per_rule": self.level, "seed": self.seed, "resamples": self.resamples,
-                "headline": self.headline(),
-                "regressed": [r.metric for r in self.regressed], "exit_code": self.exit_code,
-                "allowed_mismatches": self.allowed_mismatches, "method": self.method(),
-                "rules": [r.to_dict() for r in self.results]}  # fmt: skip
+        return {
+            "tool": TOOL,
+            "baseline": self.baseline,
+            "candidate": self.candidate,
+            "confidence": self.confidence,
+            "level_per_rule": self.level,
+            "seed": self.seed,
+            "resamples": self.resamples,
+            "headline": self.headline(),
+            "regressed": [r.metric for r in self.regressed],
+            "exit_code": self.exit_code,
+            "allowed_mismatches": self.allowed_mismatches,
+            "method": self.method(),
+            "rules": [r.to_dict() for r in self.results],
+        }
 
 
 def level_per_rule(confidence: float, rules: int) -> float:
@@ -146,8 +170,9 @@ def _seed(seed: int, metric: str, side: int) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(metric.encode()), side])
 
 
-def _bootstrap(stat: Statistic, base: RunSamples, cand: RunSamples, level: float, resamples: int,
-               seed: int) -> tuple[float, float, float, float, str] | str:  # fmt: skip
+def _bootstrap(
+    stat: Statistic, base: RunSamples, cand: RunSamples, level: float, resamples: int, seed: int
+) -> tuple[float, float, float, float, str] | str:
     """(baseline, candidate, lo, hi of candidate - baseline, method), or why there is no interval."""
     b, c = stat.point(base), stat.point(cand)
     if b is None or c is None:
@@ -204,29 +229,55 @@ def _verdict(worse: str, limit: float, lo: float, hi: float) -> str:
     return "unchanged" if -limit <= wlo and whi <= limit else "inconclusive"
 
 
-def evaluate(rule: Rule, base: Side, cand: Side, *, level: float, resamples: int = RESAMPLES,
-             seed: int = 0) -> RuleResult:  # fmt: skip
+def evaluate(
+    rule: Rule, base: Side, cand: Side, *, level: float, resamples: int = RESAMPLES, seed: int = 0
+) -> RuleResult:
     """The verdict of one rule (its interval at two-sided `level`)."""
     stat = statistic_for(rule.metric)
     bv, cv = _values(stat, base, rule.metric), _values(stat, cand, rule.metric)
 
-    def result(verdict: str, method: str, reason: str = "", change: float | None = None,
-               lo: float | None = None, hi: float | None = None) -> RuleResult:  # fmt: skip
-        return RuleResult(rule.text, rule.metric, rule.limit, rule.unit, rule.worse,
-                          float(np.mean(bv)) if bv else None, float(np.mean(cv)) if cv else None,
-                          change, lo, hi, verdict, method, reason)  # fmt: skip
+    def result(
+        verdict: str,
+        method: str,
+        reason: str = "",
+        change: float | None = None,
+        lo: float | None = None,
+        hi: float | None = None,
+    ) -> RuleResult:
+        return RuleResult(
+            rule.text,
+            rule.metric,
+            rule.limit,
+            rule.unit,
+            rule.worse,
+            float(np.mean(bv)) if bv else None,
+            float(np.mean(cv)) if cv else None,
+            change,
+            lo,
+            hi,
+            verdict,
+            method,
+            reason,
+        )
 
     if not bv or not cv:
-        return result("inconclusive", "not tested", f"no value of {rule.metric} on "
-                      + ("the baseline" if not bv else "the candidate"))  # fmt: skip
+        return result(
+            "inconclusive",
+            "not tested",
+            f"no value of {rule.metric} on " + ("the baseline" if not bv else "the candidate"),
+        )
     if base.repeated or cand.repeated:
         if len(bv) < 2 and len(cv) < 2:
             return result("inconclusive", "not tested", "fewer than two repeats with a value")
         lo, hi, how = _welch(bv, cv, level)
         d, b0 = float(np.mean(cv) - np.mean(bv)), float(np.mean(bv))
     elif stat is None:
-        return result("inconclusive", "not tested", f"{rule.metric} has no per-request samples, one value per "
-                      "run: use --repeats N (>= 2) on a side to test it")  # fmt: skip
+        return result(
+            "inconclusive",
+            "not tested",
+            f"{rule.metric} has no per-request samples, one value per "
+            "run: use --repeats N (>= 2) on a side to test it",
+        )
     else:
         got = _bootstrap(stat, base.runs[0], cand.runs[0], level, resamples, seed)
         if isinstance(got, str):
@@ -237,18 +288,31 @@ def evaluate(rule: Rule, base: Side, cand: Side, *, level: float, resamples: int
     if change is None or clo is None or chi is None:
         if lo == 0 == hi:
             return result("unchanged", how, "0 on both sides", 0.0, 0.0, 0.0)
-        return result("inconclusive", how, "the baseline is 0: a relative change is undefined (give an absolute "
-                      "limit, such as error_rate:0.5pp)")  # fmt: skip
+        return result(
+            "inconclusive",
+            how,
+            "the baseline is 0: a relative change is undefined (give an absolute "
+            "limit, such as error_rate:0.5pp)",
+        )
     return result(_verdict(rule.worse, rule.limit, clo, chi), how, "", change, clo, chi)
 
 
-def gate(base: Side, cand: Side, rules: Sequence[Rule], *, confidence: float = CONFIDENCE,
-         resamples: int = RESAMPLES, seed: int = 0, allowed: dict[str, list[Any]] | None = None) -> GateReport:  # fmt: skip
+def gate(
+    base: Side,
+    cand: Side,
+    rules: Sequence[Rule],
+    *,
+    confidence: float = CONFIDENCE,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+    allowed: dict[str, list[Any]] | None = None,
+) -> GateReport:
     """Every rule's verdict for `cand` against `base`; the report's exit code is GATE_REGRESSED when one
     regressed, OK otherwise."""
     level = level_per_rule(confidence, len(rules))
     resamples = max(resamples, math.ceil(2 * TAIL_DRAWS / (1.0 - level)))
     results = [evaluate(r, base, cand, level=level, resamples=resamples, seed=seed) for r in rules]
     code = exit_codes.GATE_REGRESSED if any(r.verdict == "regressed" for r in results) else exit_codes.OK
-    return GateReport(base.describe(), cand.describe(), confidence, level, results, code, allowed or {}, seed,
-                      resamples)
+    return GateReport(
+        base.describe(), cand.describe(), confidence, level, results, code, allowed or {}, seed, resamples
+    )

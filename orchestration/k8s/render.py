@@ -27,16 +27,42 @@ from orchestration.k8s import tls as k8s_tls
 from vllm_users.options import DEFAULTS, RUN, Options, table
 from vllm_users.redact import is_secret_header, redact_url
 
-__all__ = ["CLUSTER_OWNED", "MANIFESTS", "METRICS_PORT", "main", "render", "render_parser", "run_config", "write"]
+__all__ = [
+    "CLUSTER_OWNED",
+    "MANIFESTS",
+    "METRICS_PORT",
+    "main",
+    "render",
+    "render_parser",
+    "run_config",
+    "write",
+]
 
 MANIFESTS = Path(__file__).with_name("manifests")
 # `run` options the cluster layout decides (master.yaml's flags) or that must not land in a ConfigMap: left out
 # of config.yaml (a local options file may hold output_dir or quiet; the pods use their own)
-CLUSTER_OWNED = frozenset({
-    "config", "workers", "expect_workers", "master_bind_host", "master_port", "output_dir", "run_name",
-    "web_ui", "web_port", "quiet", "sim_args", "output_file", "print_result", "api_key", "prometheus_port",
-})  # fmt: skip
-WIRING = frozenset({"expect_workers", "master_bind_host", "master_port"})  # refused: they would break the pods'
+CLUSTER_OWNED = frozenset(
+    {
+        "config",
+        "workers",
+        "expect_workers",
+        "master_bind_host",
+        "master_port",
+        "output_dir",
+        "run_name",
+        "web_ui",
+        "web_port",
+        "quiet",
+        "sim_args",
+        "output_file",
+        "print_result",
+        "api_key",
+        "prometheus_port",
+    }
+)
+WIRING = frozenset(
+    {"expect_workers", "master_bind_host", "master_port"}
+)  # refused: they would break the pods'
 RENDER_ONLY = frozenset({"out", "image", "namespace", "pvc", "ca_configmap", "client_tls_secret"})
 DEFAULT_WORKERS = 4
 # the master's /metrics port in base/ (its annotations, env VLLM_LOCUST_PROMETHEUS_PORT, container and Service
@@ -51,11 +77,21 @@ def render_parser() -> argparse.ArgumentParser:
     p.description = "Write a kustomization for this run: kubectl apply -k DIR"
     for action in p._actions:
         if action.dest == "workers":
-            action.help = f"Worker pods, one core each; the master waits for all of them (default {DEFAULT_WORKERS})"
-    p.add_argument("-o", "--out", default="vllm-locust-k8s", help="Directory to write (default ./vllm-locust-k8s)")
-    p.add_argument("--image", default="vllm-locust:latest", help="The image with vllm-locust (docker/Dockerfile)")
-    p.add_argument("--namespace", default="vllm-locust", help="Namespace of the Jobs (created by the manifests)")
-    p.add_argument("--pvc", default="", metavar="SIZE", help="Keep results on a PersistentVolumeClaim, e.g. 5Gi")
+            action.help = (
+                f"Worker pods, one core each; the master waits for all of them (default {DEFAULT_WORKERS})"
+            )
+    p.add_argument(
+        "-o", "--out", default="vllm-locust-k8s", help="Directory to write (default ./vllm-locust-k8s)"
+    )
+    p.add_argument(
+        "--image", default="vllm-locust:latest", help="The image with vllm-locust (docker/Dockerfile)"
+    )
+    p.add_argument(
+        "--namespace", default="vllm-locust", help="Namespace of the Jobs (created by the manifests)"
+    )
+    p.add_argument(
+        "--pvc", default="", metavar="SIZE", help="Keep results on a PersistentVolumeClaim, e.g. 5Gi"
+    )
     k8s_tls.add_flags(p)
     return p
 
@@ -79,18 +115,24 @@ def refuse_credentials(o: Options) -> None:
     for name in ("host", "server_metrics"):
         url = getattr(o, name)
         if url and redact_url(url) != url:
-            raise C.UsageError(f"--{name.replace('_', '-')}: its user:password would land in the ConfigMap "
-                               f"config.yaml; give the URL without it and the credential as {SECRET_HINT}")  # fmt: skip
+            raise C.UsageError(
+                f"--{name.replace('_', '-')}: its user:password would land in the ConfigMap "
+                f"config.yaml; give the URL without it and the credential as {SECRET_HINT}"
+            )
     for name in ("header", "metrics_header"):
         for item in getattr(o, name):
             key, _, value = item.partition(":")
             if is_secret_header(key, value.strip()):
-                raise C.UsageError(f"--{name.replace('_', '-')} '{key.strip()}: ...' carries a credential, which "
-                                   f"would land in the ConfigMap config.yaml; give it as {SECRET_HINT}")  # fmt: skip
+                raise C.UsageError(
+                    f"--{name.replace('_', '-')} '{key.strip()}: ...' carries a credential, which "
+                    f"would land in the ConfigMap config.yaml; give it as {SECRET_HINT}"
+                )
 
 
-SECRET_HINT = ("the API key (Secret vllm-locust-api-key, key api-key) or the header (Secret vllm-locust-header, key "
-               "header: 'NAME: VALUE'; docs/kubernetes.md)")  # fmt: skip
+SECRET_HINT = (
+    "the API key (Secret vllm-locust-api-key, key api-key) or the header (Secret vllm-locust-header, key "
+    "header: 'NAME: VALUE'; docs/kubernetes.md)"
+)
 
 
 def _image(ref: str) -> tuple[str, str]:
@@ -108,7 +150,9 @@ def render(given: Options, a: Options, r: argparse.Namespace) -> dict[str, str]:
         raise C.UsageError("--host: the cluster needs the target server's URL, e.g. http://vllm.default:8000")
     owned = [d for d in sorted(WIRING) if getattr(a, d) != DEFAULTS[d]]
     if owned:
-        raise C.UsageError(f"--{owned[0].replace('_', '-')}: the manifests set it (master.yaml); leave it out")
+        raise C.UsageError(
+            f"--{owned[0].replace('_', '-')}: the manifests set it (master.yaml); leave it out"
+        )
     workers = DEFAULT_WORKERS if a.workers is None else a.workers
     if workers < 1:
         raise C.UsageError(f"--workers {workers}: a cluster run needs at least one worker pod")
@@ -121,17 +165,20 @@ def render(given: Options, a: Options, r: argparse.Namespace) -> dict[str, str]:
     options = run_config(given)
     files = {str(f.relative_to(MANIFESTS)): f.read_text() for f in sorted(MANIFESTS.rglob("*.yaml"))}
     if a.prometheus_port == 5557 or (a.prometheus_port or 0) > 65535:
-        raise C.UsageError(f"--prometheus-port {a.prometheus_port}: not a port the master pod can serve (5557 is "
-                           "Locust's)")  # fmt: skip
+        raise C.UsageError(
+            f"--prometheus-port {a.prometheus_port}: not a port the master pod can serve (5557 is Locust's)"
+        )
     if a.prometheus_port and a.prometheus_port != METRICS_PORT:
         for rel in METRICS_FILES:
             files[rel] = re.sub(rf"\b{METRICS_PORT}\b", str(a.prometheus_port), files[rel])
     if not r.pvc:
         files = {k: v for k, v in files.items() if not k.startswith("pvc/")}
-    header = ("# vllm-locust run options, written by `vllm-locust k8s render`; the same file works locally:\n"
-              "#   vllm-locust run --config config.yaml\n"
-              "# The API key is not here: Secret vllm-locust-api-key (key api-key) -> env VLLM_LOCUST_API_KEY;\n"
-              "# nor a gateway's header: Secret vllm-locust-header (key header) -> env VLLM_LOCUST_HEADER.\n")  # fmt: skip
+    header = (
+        "# vllm-locust run options, written by `vllm-locust k8s render`; the same file works locally:\n"
+        "#   vllm-locust run --config config.yaml\n"
+        "# The API key is not here: Secret vllm-locust-api-key (key api-key) -> env VLLM_LOCUST_API_KEY;\n"
+        "# nor a gateway's header: Secret vllm-locust-header (key header) -> env VLLM_LOCUST_HEADER.\n"
+    )
     name, tag = _image(r.image)
     kust: dict[str, Any] = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
@@ -151,12 +198,16 @@ def render(given: Options, a: Options, r: argparse.Namespace) -> dict[str, str]:
     k8s_tls.apply(a, r, options, files, kust)  # the CA bundle / client certificate mounted in both Jobs
     files["config.yaml"] = header + yaml.safe_dump(options, sort_keys=False, default_flow_style=None)
     if r.pvc:
-        kust.setdefault("patches", []).append({
-            "target": {"kind": "PersistentVolumeClaim", "name": "vllm-locust-results"},
-            "patch": f'[{{"op": "replace", "path": "/spec/resources/requests/storage", "value": "{r.pvc}"}}]',
-        })  # fmt: skip
-    files["kustomization.yaml"] = (f"# kubectl apply -k {r.out}    ({workers} worker pods against {a.host})\n"
-                                   + yaml.safe_dump(kust, sort_keys=False))  # fmt: skip
+        kust.setdefault("patches", []).append(
+            {
+                "target": {"kind": "PersistentVolumeClaim", "name": "vllm-locust-results"},
+                "patch": f'[{{"op": "replace", "path": "/spec/resources/requests/storage", "value": "{r.pvc}"}}]',
+            }
+        )
+    files["kustomization.yaml"] = (
+        f"# kubectl apply -k {r.out}    ({workers} worker pods against {a.host})\n"
+        + yaml.safe_dump(kust, sort_keys=False)
+    )
     return files
 
 
@@ -183,7 +234,9 @@ def main(argv: Sequence[str]) -> int:
     given = C.merge({k: v for k, v in by_layer.items() if k != "preset"})  # the master applies the preset
     files = render(given, C.merge(by_layer), r)
     write(r.out, files)
-    print(f"vllm-locust k8s render: wrote {r.out}/ ({len(files)} files). Next:\n"
-          f"  kubectl apply -k {r.out}\n"
-          f"  kubectl -n {r.namespace} logs -f job/vllm-locust-master    # ends with VLLM_LOCUST_RESULT {{json}}")  # fmt: skip
+    print(
+        f"vllm-locust k8s render: wrote {r.out}/ ({len(files)} files). Next:\n"
+        f"  kubectl apply -k {r.out}\n"
+        f"  kubectl -n {r.namespace} logs -f job/vllm-locust-master    # ends with VLLM_LOCUST_RESULT {{json}}"
+    )
     return 0

@@ -29,10 +29,18 @@ FIELDS = ("ca_bundle", "insecure", "client_cert", "client_key")
 
 def add_flags(p: argparse.ArgumentParser) -> None:
     """render's own TLS flags (the files come from the cluster)."""
-    p.add_argument("--ca-configmap", default="", metavar="NAME",
-                   help="Trust the CAs of this existing ConfigMap (key ca.crt) instead of copying --ca-bundle")  # fmt: skip
-    p.add_argument("--client-tls-secret", default="", metavar="NAME",
-                   help="mTLS: the client certificate from this kubernetes.io/tls Secret (tls.crt, tls.key)")  # fmt: skip
+    p.add_argument(
+        "--ca-configmap",
+        default="",
+        metavar="NAME",
+        help="Trust the CAs of this existing ConfigMap (key ca.crt) instead of copying --ca-bundle",
+    )
+    p.add_argument(
+        "--client-tls-secret",
+        default="",
+        metavar="NAME",
+        help="mTLS: the client certificate from this kubernetes.io/tls Secret (tls.crt, tls.key)",
+    )
 
 
 def check(a: Options, r: argparse.Namespace) -> None:
@@ -40,14 +48,17 @@ def check(a: Options, r: argparse.Namespace) -> None:
     if a.ca_bundle and r.ca_configmap:
         raise C.UsageError("--ca-bundle FILE or --ca-configmap NAME: give one of them")
     if (a.client_cert or a.client_key) and not r.client_tls_secret:
-        raise C.UsageError("--client-cert: in a cluster the certificate and its key come from a Secret: create a "
-                           "kubernetes.io/tls Secret and name it with --client-tls-secret NAME")  # fmt: skip
+        raise C.UsageError(
+            "--client-cert: in a cluster the certificate and its key come from a Secret: create a "
+            "kubernetes.io/tls Secret and name it with --client-tls-secret NAME"
+        )
     if a.ca_bundle:
         context(TLSConfig(ca_bundle=a.ca_bundle))
 
 
-def apply(a: Options, r: argparse.Namespace, options: dict[str, Any], files: dict[str, str],
-          kust: dict[str, Any]) -> None:  # fmt: skip
+def apply(
+    a: Options, r: argparse.Namespace, options: dict[str, Any], files: dict[str, str], kust: dict[str, Any]
+) -> None:
     """Mount the TLS files into both Jobs (kust's patches), and point config.yaml's `options` at them (`check`
     passed)."""
     mounts: list[tuple[str, dict[str, Any], str]] = []  # (volume name, its source, where it is mounted)

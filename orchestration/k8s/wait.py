@@ -21,7 +21,9 @@ __all__ = ["healthy", "main", "target_host"]
 
 def target_host(host: str | None, config: str | None) -> str:
     """The target URL: --host, else env VLLM_LOCUST_HOST, else the config file's `host` (UsageError if none)."""
-    url = host or os.environ.get("VLLM_LOCUST_HOST") or (C.load_config(config).get("host") if config else None)
+    url = (
+        host or os.environ.get("VLLM_LOCUST_HOST") or (C.load_config(config).get("host") if config else None)
+    )
     if not url or not str(url).startswith(("http://", "https://")):
         raise C.UsageError(f"no target URL (--host, VLLM_LOCUST_HOST or the config's host): got {url!r}")
     return str(url).rstrip("/")
@@ -58,8 +60,9 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--timeout", type=C.pos_float, default=900.0, help="Give up after this many seconds")
     p.add_argument("--interval", type=C.pos_float, default=2.0, help="Seconds between attempts")
     a = p.parse_args(list(argv))
-    url, headers = connection_headers(target_host(a.host, a.config) + a.path, header_lines(run_headers(a.config)),
-                                      env_api_key())  # fmt: skip
+    url, headers = connection_headers(
+        target_host(a.host, a.config) + a.path, header_lines(run_headers(a.config)), env_api_key()
+    )
     tls.configure(config_tls(a.config))  # https: the run's CA bundle / --insecure / client certificate
     t0 = time.monotonic()
     last = ""

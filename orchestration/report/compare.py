@@ -9,9 +9,16 @@ from orchestration.report.postprocess import RunData
 from orchestration.summary import percentile_keys
 
 HEADLINE = (
-    "completed", "failed", "duration", "request_throughput", "request_goodput", "output_throughput",
-    "total_token_throughput", "max_output_tokens_per_s", "max_concurrent_requests",
-)  # fmt: skip
+    "completed",
+    "failed",
+    "duration",
+    "request_throughput",
+    "request_goodput",
+    "output_throughput",
+    "total_token_throughput",
+    "max_output_tokens_per_s",
+    "max_concurrent_requests",
+)
 STATS = ("mean", "median", "std")  # then every percentile field the runs have (their --metric-percentiles)
 LATENCY = ("ttft", "tpot", "itl", "e2el")
 HIGHER_BETTER = ("throughput", "goodput", "tokens_per_s", "completed", "hit_rate", "validity_rate")
@@ -43,8 +50,13 @@ def metric_names(results: Sequence[dict[str, Any]]) -> list[str]:
             pcts.update({k: float(p) for k, p in percentile_keys(r, m)})
         names += sorted(pcts, key=pcts.__getitem__)
     names += ["prefix_cache_hit_rate", "validity_rate", "chunk_token_ratio"]
-    names += ["server_prefix_cache_hit_rate", "server_kv_cache_usage_peak", "server_ttft_p50_ms", "server_ttft_p99_ms",
-              "server_queue_time_p99_ms"]  # fmt: skip
+    names += [
+        "server_prefix_cache_hit_rate",
+        "server_kv_cache_usage_peak",
+        "server_ttft_p50_ms",
+        "server_ttft_p99_ms",
+        "server_queue_time_p99_ms",
+    ]
     return [n for n in names if any(_value(r, n) is not None for r in results)]
 
 
@@ -81,7 +93,9 @@ def compare(runs: Sequence[RunData]) -> dict[str, Any]:
                 changes.append({"abs": None, "pct": None, "verdict": "n/a", "significance": None})
                 continue
             pct = (v - base) / abs(base) * 100.0 if base else None
-            changes.append({"abs": v - base, "pct": pct, "verdict": _verdict(base, v, d), "significance": t.get(name)})
+            changes.append(
+                {"abs": v - base, "pct": pct, "verdict": _verdict(base, v, d), "significance": t.get(name)}
+            )
         rows.append({"metric": name, "better": d, "values": vals, "changes": changes})
     return {
         "baseline": runs[0].name,
@@ -105,8 +119,12 @@ def _mismatches(runs: Sequence[RunData]) -> list[str]:
     """Differences in settings or scenario mix that make the comparison apples to oranges."""
     out = []
     for key in SETTINGS:
-        seen = {r.name: (r.result.get(key) if r.result.get(key) is not None else (r.result.get("meta") or {}).get(key))
-                for r in runs}  # fmt: skip
+        seen = {
+            r.name: (
+                r.result.get(key) if r.result.get(key) is not None else (r.result.get("meta") or {}).get(key)
+            )
+            for r in runs
+        }
         if len({repr(v) for v in seen.values() if v is not None}) > 1:
             out.append(f"runs differ in {key}: " + ", ".join(f"{n}={v}" for n, v in seen.items()))
     mixes = {r.name: ",".join(sorted(r.result.get("per_scenario") or {})) for r in runs}

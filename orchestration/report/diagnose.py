@@ -56,21 +56,34 @@ class Finding:
 def _startup_tail(run: RunData) -> Finding | None:
     """An info finding when the TTFT tail disappears without the requests of the run's start-up."""
     ttft, starts = run.arrays.get("ttft"), run.ttft_starts_s
-    if ttft is None or starts is None or starts.size != ttft.size or not ttft.size or run.result.get(K.WINDOWS):
+    if (
+        ttft is None
+        or starts is None
+        or starts.size != ttft.size
+        or not ttft.size
+        or run.result.get(K.WINDOWS)
+    ):
         return None
     cut = max(STARTUP_MIN_S, STARTUP_FRACTION * float(starts.max()))
     steady = ttft[starts >= cut]
-    if steady.size < STARTUP_MIN_STEADY or float(np.percentile(steady, 99)) > TTFT_P99_OVER_MEAN * float(steady.mean()):
+    if steady.size < STARTUP_MIN_STEADY or float(np.percentile(steady, 99)) > TTFT_P99_OVER_MEAN * float(
+        steady.mean()
+    ):
         return None
     n = int(ttft.size - steady.size)
-    return Finding("ttft_startup", run.name, "info", "TTFT tail from start-up requests only",
-                   f"p99 TTFT > {TTFT_P99_OVER_MEAN:g} x mean, but not without the requests started in the first "
-                   f"max({STARTUP_MIN_S:g} s, {STARTUP_FRACTION:.0%} of the run)",
-                   f"without the {n} requests started in the first {cut:.1f} s: p99 TTFT "
-                   f"{np.percentile(steady, 99) * 1e3:.1f} ms = {np.percentile(steady, 99) / steady.mean():.1f} x mean "
-                   f"{steady.mean() * 1e3:.1f} ms",
-                   f"The tail is the start-up burst (every user's first prefill at once), not the steady state: "
-                   f"add --warmup {math.ceil(cut)}s to leave it out of the statistics.")  # fmt: skip
+    return Finding(
+        "ttft_startup",
+        run.name,
+        "info",
+        "TTFT tail from start-up requests only",
+        f"p99 TTFT > {TTFT_P99_OVER_MEAN:g} x mean, but not without the requests started in the first "
+        f"max({STARTUP_MIN_S:g} s, {STARTUP_FRACTION:.0%} of the run)",
+        f"without the {n} requests started in the first {cut:.1f} s: p99 TTFT "
+        f"{np.percentile(steady, 99) * 1e3:.1f} ms = {np.percentile(steady, 99) / steady.mean():.1f} x mean "
+        f"{steady.mean() * 1e3:.1f} ms",
+        f"The tail is the start-up burst (every user's first prefill at once), not the steady state: "
+        f"add --warmup {math.ceil(cut)}s to leave it out of the statistics.",
+    )
 
 
 def _ttft_fluctuation(run: RunData) -> list[Finding]:
@@ -81,12 +94,19 @@ def _ttft_fluctuation(run: RunData) -> list[Finding]:
     startup = _startup_tail(run)
     if startup is not None:
         return [startup]
-    return [Finding("ttft_fluctuation", run.name, "warning", "TTFT fluctuates: a long tail",
-                    f"p99 TTFT > {TTFT_P99_OVER_MEAN:g} x mean TTFT",
-                    f"p99 TTFT {p99:.1f} ms = {p99 / mean:.1f} x mean {mean:.1f} ms",
-                    "Requests queue behind long prefills or preemptions: look at server waiting/KV usage over time; "
-                    "enable chunked prefill or lower --max-num-batched-tokens to bound prefill stalls, or cap "
-                    "concurrency (--max-num-seqs).")]  # fmt: skip
+    return [
+        Finding(
+            "ttft_fluctuation",
+            run.name,
+            "warning",
+            "TTFT fluctuates: a long tail",
+            f"p99 TTFT > {TTFT_P99_OVER_MEAN:g} x mean TTFT",
+            f"p99 TTFT {p99:.1f} ms = {p99 / mean:.1f} x mean {mean:.1f} ms",
+            "Requests queue behind long prefills or preemptions: look at server waiting/KV usage over time; "
+            "enable chunked prefill or lower --max-num-batched-tokens to bound prefill stalls, or cap "
+            "concurrency (--max-num-seqs).",
+        )
+    ]
 
 
 def _prefix_cache(run: RunData) -> list[Finding]:
@@ -100,11 +120,19 @@ def _prefix_cache(run: RunData) -> list[Finding]:
     shared = any(typed.meta.get(k) for k in SHARING_SETTINGS) or bool(typed.ttft_by_turn)
     # Random prompts share nothing: a ~0 % hit rate there is expected, not a server problem.
     severity = "warning" if shared or rate >= NO_REUSE_HIT_RATE else "info"
-    return [Finding("prefix_cache_low", run.name, severity, "Low prefix-cache hit rate",
-                    f"hit rate < {PREFIX_HIT_RATE_MIN:.0%}", f"hit rate {rate:.1%} from {source}",
-                    "If the workload shares prefixes (system prompts, multi-turn history, few-shot), check that "
-                    "--enable-prefix-caching is on, that the shared part comes first and is byte-identical, and "
-                    "that KV capacity is not evicting it (KV usage near 100 %). Random prompts never hit.")]  # fmt: skip
+    return [
+        Finding(
+            "prefix_cache_low",
+            run.name,
+            severity,
+            "Low prefix-cache hit rate",
+            f"hit rate < {PREFIX_HIT_RATE_MIN:.0%}",
+            f"hit rate {rate:.1%} from {source}",
+            "If the workload shares prefixes (system prompts, multi-turn history, few-shot), check that "
+            "--enable-prefix-caching is on, that the shared part comes first and is byte-identical, and "
+            "that KV capacity is not evicting it (KV usage near 100 %). Random prompts never hit.",
+        )
+    ]
 
 
 def _failures(run: RunData) -> list[Finding]:
@@ -112,11 +140,19 @@ def _failures(run: RunData) -> list[Finding]:
     if not failed or failed / (ok + failed) <= FAILURE_RATE_MAX:
         return []
     kinds = ", ".join(f"{k}={v}" for k, v in sorted((run.result.get(K.ERRORS_BY_KIND) or {}).items()))
-    return [Finding("failures", run.name, "critical", "Requests failed", f"failure rate > {FAILURE_RATE_MAX:.0%}",
-                    f"{failed} of {ok + failed} failed ({failed / (ok + failed):.1%}); {kinds or 'kinds unknown'}",
-                    "Read errors_by_kind: http 429/503 = overload (lower the rate); timeout/truncated = server stalls "
-                    "or --stream-timeout too low; connection = server restarts. Latency of the survivors is "
-                    "biased low.")]  # fmt: skip
+    return [
+        Finding(
+            "failures",
+            run.name,
+            "critical",
+            "Requests failed",
+            f"failure rate > {FAILURE_RATE_MAX:.0%}",
+            f"{failed} of {ok + failed} failed ({failed / (ok + failed):.1%}); {kinds or 'kinds unknown'}",
+            "Read errors_by_kind: http 429/503 = overload (lower the rate); timeout/truncated = server stalls "
+            "or --stream-timeout too low; connection = server restarts. Latency of the survivors is "
+            "biased low.",
+        )
+    ]
 
 
 def _client_bound(run: RunData) -> list[Finding]:
@@ -124,15 +160,25 @@ def _client_bound(run: RunData) -> list[Finding]:
     health = typed.client_health or {}
     if not (typed.client_bound or health.get("client_bound")):
         return []
-    worst = [f"{n}: CPU {w.get('cpu_mean', 0):.0%}, loop lag p99 {w.get('loop_lag_p99_ms', 0):.1f} ms"
-             for n, w in (health.get("workers") or {}).items() if w.get("client_bound")]  # fmt: skip
+    worst = [
+        f"{n}: CPU {w.get('cpu_mean', 0):.0%}, loop lag p99 {w.get('loop_lag_p99_ms', 0):.1f} ms"
+        for n, w in (health.get("workers") or {}).items()
+        if w.get("client_bound")
+    ]
     th = health.get("thresholds") or {}
-    return [Finding("client_bound", run.name, "critical", "The load generator was the bottleneck",
-                    f"worker CPU mean > {th.get('cpu_mean', CPU_BOUND_FRACTION):.0%} or loop lag p99 > "
-                    f"{th.get('loop_lag_p99_ms', LOOP_LAG_P99_MS):g} ms",
-                    "; ".join(worst) or "client_bound flag set by the run",
-                    "Latencies include client delay: add workers (--workers, one per core) or machines, or lower "
-                    "the load per worker, and rerun.")]  # fmt: skip
+    return [
+        Finding(
+            "client_bound",
+            run.name,
+            "critical",
+            "The load generator was the bottleneck",
+            f"worker CPU mean > {th.get('cpu_mean', CPU_BOUND_FRACTION):.0%} or loop lag p99 > "
+            f"{th.get('loop_lag_p99_ms', LOOP_LAG_P99_MS):g} ms",
+            "; ".join(worst) or "client_bound flag set by the run",
+            "Latencies include client delay: add workers (--workers, one per core) or machines, or lower "
+            "the load per worker, and rerun.",
+        )
+    ]
 
 
 def _gpu_util(run: RunData) -> list[Finding]:
@@ -140,11 +186,19 @@ def _gpu_util(run: RunData) -> list[Finding]:
     util = sm.get("gpu_util_mean")
     if util is None or util >= GPU_UTIL_MIN:
         return []
-    return [Finding("gpu_underutilized", run.name, "warning", "GPU under-utilised",
-                    f"mean DCGM_FI_DEV_GPU_UTIL < {GPU_UTIL_MIN:g} %", f"mean GPU utilisation {util:.0f} %",
-                    "The GPU waits on something else: more concurrency or a higher rate, a larger "
-                    "--max-num-seqs / --max-num-batched-tokens, or look for CPU-side bottlenecks "
-                    "(tokenisation, detokenisation, the client).")]  # fmt: skip
+    return [
+        Finding(
+            "gpu_underutilized",
+            run.name,
+            "warning",
+            "GPU under-utilised",
+            f"mean DCGM_FI_DEV_GPU_UTIL < {GPU_UTIL_MIN:g} %",
+            f"mean GPU utilisation {util:.0f} %",
+            "The GPU waits on something else: more concurrency or a higher rate, a larger "
+            "--max-num-seqs / --max-num-batched-tokens, or look for CPU-side bottlenecks "
+            "(tokenisation, detokenisation, the client).",
+        )
+    ]
 
 
 def _slo(run: RunData) -> list[Finding]:
@@ -157,10 +211,18 @@ def _slo(run: RunData) -> list[Finding]:
     ev = f"{frac:.1%} of requests met every SLO {gp.get('slo_ms')}" + (
         f"; weakest: {worst} met by {per[worst]:.1%}" if worst else ""
     )
-    return [Finding("slo_miss", run.name, "critical" if frac < 0.9 else "warning", "SLO misses",
-                    f"SLO attainment < {SLO_ATTAINMENT_MIN:.0%}", ev,
-                    "Lower the offered load until attainment recovers (that rate is your capacity at this SLO), or "
-                    "tune for the weakest metric: TTFT -> prefill/queueing, TPOT -> batch size/decode.")]  # fmt: skip
+    return [
+        Finding(
+            "slo_miss",
+            run.name,
+            "critical" if frac < 0.9 else "warning",
+            "SLO misses",
+            f"SLO attainment < {SLO_ATTAINMENT_MIN:.0%}",
+            ev,
+            "Lower the offered load until attainment recovers (that rate is your capacity at this SLO), or "
+            "tune for the weakest metric: TTFT -> prefill/queueing, TPOT -> batch size/decode.",
+        )
+    ]
 
 
 def _schedule(run: RunData) -> list[Finding]:
@@ -169,65 +231,112 @@ def _schedule(run: RunData) -> list[Finding]:
     dropped, late = arr.get("dropped") or 0, arr.get("late") or 0
     if not sched or (not dropped and late / sched <= LATE_ARRIVALS_MAX):
         return []
-    return [Finding("schedule_slip", run.name, "warning", "Offered load not delivered on time",
-                    f"any dropped arrival or late arrivals > {LATE_ARRIVALS_MAX:.0%}",
-                    f"{dropped} dropped, {late} late of {sched} scheduled",
-                    "Raise --max-concurrency (slots were full) or add workers; the rate you asked for is not the rate "
-                    "the server saw.")]  # fmt: skip
+    return [
+        Finding(
+            "schedule_slip",
+            run.name,
+            "warning",
+            "Offered load not delivered on time",
+            f"any dropped arrival or late arrivals > {LATE_ARRIVALS_MAX:.0%}",
+            f"{dropped} dropped, {late} late of {sched} scheduled",
+            "Raise --max-concurrency (slots were full) or add workers; the rate you asked for is not the rate "
+            "the server saw.",
+        )
+    ]
 
 
 def _coalesced_chunks(run: RunData) -> list[Finding]:
     ratio = run.result.get(K.CHUNK_TOKEN_RATIO)
     if ratio is None or ratio >= CHUNKS_PER_TOKEN_MIN:
         return []
-    return [Finding("coalesced_chunks", run.name, "warning", "The server sends several tokens per chunk",
-                    f"output chunks per output token < {CHUNKS_PER_TOKEN_MIN:g}",
-                    f"{ratio:.3f} chunks per output token ({1 / ratio:.2f} tokens per chunk)",
-                    "The server's front end (the API server process) falls behind its engine and packs tokens "
-                    "into one chunk. ITL is per chunk (vLLM bench's definition), so it mixes near-zero and long "
-                    "gaps; TPOT (per token) is not affected. Give the API server CPU (more cores, "
-                    "--api-server-count), or lower the load.")]  # fmt: skip
+    return [
+        Finding(
+            "coalesced_chunks",
+            run.name,
+            "warning",
+            "The server sends several tokens per chunk",
+            f"output chunks per output token < {CHUNKS_PER_TOKEN_MIN:g}",
+            f"{ratio:.3f} chunks per output token ({1 / ratio:.2f} tokens per chunk)",
+            "The server's front end (the API server process) falls behind its engine and packs tokens "
+            "into one chunk. ITL is per chunk (vLLM bench's definition), so it mixes near-zero and long "
+            "gaps; TPOT (per token) is not affected. Give the API server CPU (more cores, "
+            "--api-server-count), or lower the load.",
+        )
+    ]
 
 
 def _input_len(run: RunData) -> list[Finding]:
     chk = RunResult.from_json(run.result).input_len_check or {}
     if not chk or chk.get("ok", True):
         return []
-    return [Finding("input_len_off", run.name, "critical", "Prompts were not the length asked for",
-                    f"mean prompt text tokens more than {chk.get('tolerance', 0.1):.0%} off --input-len",
-                    f"{chk.get('actual_text_mean', 0):.1f} tokens where {chk.get('requested_mean', 0):.1f} were asked "
-                    f"({chk.get('off_fraction', 0):+.0%}; calibration: {chk.get('calibration') or 'unknown'})",
-                    "Latency and throughput are for these lengths. Give --tokenizer (the model's tokenizer files) "
-                    "or use a server with /tokenize or usage.prompt_tokens; docs/scenarios.md says how lengths "
-                    "are calibrated.")]  # fmt: skip
+    return [
+        Finding(
+            "input_len_off",
+            run.name,
+            "critical",
+            "Prompts were not the length asked for",
+            f"mean prompt text tokens more than {chk.get('tolerance', 0.1):.0%} off --input-len",
+            f"{chk.get('actual_text_mean', 0):.1f} tokens where {chk.get('requested_mean', 0):.1f} were asked "
+            f"({chk.get('off_fraction', 0):+.0%}; calibration: {chk.get('calibration') or 'unknown'})",
+            "Latency and throughput are for these lengths. Give --tokenizer (the model's tokenizer files) "
+            "or use a server with /tokenize or usage.prompt_tokens; docs/scenarios.md says how lengths "
+            "are calibrated.",
+        )
+    ]
 
 
 def _class_slo(run: RunData) -> list[Finding]:
     """Traffic classes: each class below SLO attainment, and the class that took more of the capacity
     (share of output tokens) than its weight asked, most over first."""
     per = (RunResult.from_json(run.result).classes or {}).get("per_class") or {}
-    missed = [(n, c) for n, c in per.items() if c.get("slo_ms") and c.get("requests")
-              and (c.get("good_fraction") is None or c["good_fraction"] < SLO_ATTAINMENT_MIN)]  # fmt: skip
+    missed = [
+        (n, c)
+        for n, c in per.items()
+        if c.get("slo_ms")
+        and c.get("requests")
+        and (c.get("good_fraction") is None or c["good_fraction"] < SLO_ATTAINMENT_MIN)
+    ]
     out = []
     for name, c in missed:
         over = {n: o["output_token_share"] - o["weight_share"] for n, o in per.items() if n != name}
         taker = max(over, key=lambda n: over[n]) if over else None
-        took = (f"; class {taker} took {per[taker]['output_token_share']:.0%} of the output tokens for a weight of "
-                f"{per[taker]['weight_share']:.0%}") if taker is not None and over[taker] > 0 else ""  # fmt: skip
+        took = (
+            (
+                f"; class {taker} took {per[taker]['output_token_share']:.0%} of the output tokens for a weight of "
+                f"{per[taker]['weight_share']:.0%}"
+            )
+            if taker is not None and over[taker] > 0
+            else ""
+        )
         frac = "none completed" if c.get("good_fraction") is None else f"{c['good_fraction']:.1%} good"
-        out.append(Finding("class_slo_miss", run.name, "critical" if (c.get("good_fraction") or 0) < 0.9 else "warning",
-                           f"Class {name} misses its SLO", f"class attainment < {SLO_ATTAINMENT_MIN:.0%}",
-                           f"class {name}: {frac} against {c['slo_ms']} (got {c['output_token_share']:.0%} of the "
-                           f"output tokens for a weight of {c['weight_share']:.0%}){took}",
-                           "Give the class a lower `priority` value (with vLLM's --scheduling-policy priority), lower "
-                           "the other classes' load or weight, or add capacity; docs/classes.md."))  # fmt: skip
+        out.append(
+            Finding(
+                "class_slo_miss",
+                run.name,
+                "critical" if (c.get("good_fraction") or 0) < 0.9 else "warning",
+                f"Class {name} misses its SLO",
+                f"class attainment < {SLO_ATTAINMENT_MIN:.0%}",
+                f"class {name}: {frac} against {c['slo_ms']} (got {c['output_token_share']:.0%} of the "
+                f"output tokens for a weight of {c['weight_share']:.0%}){took}",
+                "Give the class a lower `priority` value (with vLLM's --scheduling-policy priority), lower "
+                "the other classes' load or weight, or add capacity; docs/classes.md.",
+            )
+        )
     return out
 
 
 RUN_RULES: tuple[Callable[[RunData], list[Finding]], ...] = (
-    _failures, _client_bound, _slo, _class_slo, _ttft_fluctuation, _prefix_cache, _gpu_util, _schedule,
-    _coalesced_chunks, _input_len,
-)  # fmt: skip
+    _failures,
+    _client_bound,
+    _slo,
+    _class_slo,
+    _ttft_fluctuation,
+    _prefix_cache,
+    _gpu_util,
+    _schedule,
+    _coalesced_chunks,
+    _input_len,
+)
 
 
 def concurrency_of(run: RunData) -> float | None:
@@ -247,15 +356,22 @@ def plateau(runs: Sequence[RunData]) -> list[Finding]:
     for (c0, r0), (c1, r1) in zip(pts, pts[1:], strict=False):
         t0, t1 = r0.result[K.OUTPUT_THROUGHPUT], r1.result[K.OUTPUT_THROUGHPUT]
         if c1 >= PLATEAU_CONCURRENCY_STEP * c0 and t1 < t0 * (1 + PLATEAU_THROUGHPUT_GAIN):
-            out.append(Finding("throughput_plateau", r1.name, "warning", "Throughput plateau",
-                               f"concurrency x{PLATEAU_CONCURRENCY_STEP:g} or more, output throughput "
-                               f"+{PLATEAU_THROUGHPUT_GAIN:.0%} or less",
-                               f"concurrency {c0:g} -> {c1:g} (x{c1 / c0:.1f}); output throughput {t0:.0f} -> "
-                               f"{t1:.0f} tok/s ({(t1 / t0 - 1) * 100:+.1f} %)",
-                               "The server is saturated (likely memory bound: KV cache full, requests wait). Try "
-                               "KV-cache quantization (--kv-cache-dtype fp8), a larger --max-num-batched-tokens, "
-                               "more GPU memory (--gpu-memory-utilization) or tensor parallelism; past this point "
-                               "more load only adds latency."))  # fmt: skip
+            out.append(
+                Finding(
+                    "throughput_plateau",
+                    r1.name,
+                    "warning",
+                    "Throughput plateau",
+                    f"concurrency x{PLATEAU_CONCURRENCY_STEP:g} or more, output throughput "
+                    f"+{PLATEAU_THROUGHPUT_GAIN:.0%} or less",
+                    f"concurrency {c0:g} -> {c1:g} (x{c1 / c0:.1f}); output throughput {t0:.0f} -> "
+                    f"{t1:.0f} tok/s ({(t1 / t0 - 1) * 100:+.1f} %)",
+                    "The server is saturated (likely memory bound: KV cache full, requests wait). Try "
+                    "KV-cache quantization (--kv-cache-dtype fp8), a larger --max-num-batched-tokens, "
+                    "more GPU memory (--gpu-memory-utilization) or tensor parallelism; past this point "
+                    "more load only adds latency.",
+                )
+            )
     return out
 
 

@@ -22,8 +22,14 @@ FORMATS = ("html", "pdf", "json", "md")
 AFTER_RUN_FORMATS = ("html", "json", "md")  # the PDF repeats the HTML; on demand only
 
 
-def generate(run_dirs: Sequence[str], output_dir: str, formats: Sequence[str], *, slo: Slo | None = None,
-             quiet: bool = False) -> int:  # fmt: skip
+def generate(
+    run_dirs: Sequence[str],
+    output_dir: str,
+    formats: Sequence[str],
+    *,
+    slo: Slo | None = None,
+    quiet: bool = False,
+) -> int:
     """Load, analyse and render; returns an exit code (USAGE when no run could be read)."""
     runs: list[RunData] = []
     failed: list[str] = []
@@ -87,9 +93,13 @@ def format_significance(comparison: dict[str, Any]) -> str:
     lines = []
     base = comparison["baseline"]
     for i, name in enumerate(comparison["runs"][1:]):
-        tested = [row for row in comparison["rows"] if (row["changes"][i].get("significance") or {}).get("test")]
+        tested = [
+            row for row in comparison["rows"] if (row["changes"][i].get("significance") or {}).get("test")
+        ]
         sig = [row for row in tested if row["changes"][i]["significance"]["significant"]]
-        lines.append(f"vllm-locust report: {name} vs {base}: {len(sig)} of {len(tested)} tested metrics differ significantly")
+        lines.append(
+            f"vllm-locust report: {name} vs {base}: {len(sig)} of {len(tested)} tested metrics differ significantly"
+        )
         for row in tested:
             c = row["changes"][i]
             pct = f"{c['pct']:+.1f} %" if c.get("pct") is not None else "n/a"

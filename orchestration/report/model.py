@@ -22,7 +22,11 @@ SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
     ("request_goodput", "Request goodput (req/s)", ".2f"),
     ("output_throughput", "Output token throughput (tok/s)", ".2f"),
     ("total_token_throughput", "Total token throughput (tok/s)", ".2f"),
-    ("input_throughput", "Input token throughput (tok/s)", ".2f"),  # pooling runs only: they have no output tokens
+    (
+        "input_throughput",
+        "Input token throughput (tok/s)",
+        ".2f",
+    ),  # pooling runs only: they have no output tokens
     ("max_output_tokens_per_s", "Peak output tokens/s", ".2f"),
     ("max_concurrent_requests", "Peak concurrent requests", "d"),
 )
@@ -79,7 +83,10 @@ class Report:
         out = []
         for m in _ROW_METRICS:
             name = m.replace("_", " ").upper()
-            out += [(f"mean_{m}_ms", f"Mean {name} (ms)", ".2f"), (f"median_{m}_ms", f"Median {name} (ms)", ".2f")]
+            out += [
+                (f"mean_{m}_ms", f"Mean {name} (ms)", ".2f"),
+                (f"median_{m}_ms", f"Median {name} (ms)", ".2f"),
+            ]
             keys: dict[str, str] = {}
             for r in self.runs:
                 keys.update(dict(percentile_keys(r.result, m)))
@@ -90,20 +97,43 @@ class Report:
     def server_rows(self) -> list[tuple[str, str, list[str]]]:
         """Server-side figures next to the client's (the difference is network + client overhead)."""
         spec: list[tuple[str, str, Any]] = [
-            ("server_prefix_cache_hit_rate", "Prefix cache hit rate (server)", lambda s, r: _pct(s.get("prefix_cache_hit_rate"))),
-            ("server_kv_cache_usage_peak", "KV cache usage peak", lambda s, r: _pct(s.get("kv_cache_usage_peak"))),
+            (
+                "server_prefix_cache_hit_rate",
+                "Prefix cache hit rate (server)",
+                lambda s, r: _pct(s.get("prefix_cache_hit_rate")),
+            ),
+            (
+                "server_kv_cache_usage_peak",
+                "KV cache usage peak",
+                lambda s, r: _pct(s.get("kv_cache_usage_peak")),
+            ),
             ("server_running_max", "Running requests max / mean", lambda s, r: _pair(s, "running")),
             ("server_waiting_max", "Waiting requests max / mean", lambda s, r: _pair(s, "waiting")),
             ("server_ttft", "TTFT server p50 / p99 (ms)", lambda s, r: _hist(s, "ttft_ms")),
-            ("client_ttft", "TTFT client p50 / p99 (ms)",
-             lambda s, r: f"{fmt(r.get('median_ttft_ms'), '.2f')} / {fmt(r.get('p99_ttft_ms'), '.2f')}"),
-            ("ttft_overhead", "Client - server TTFT mean (ms)",
-             lambda s, r: fmt((s.get("vs_client") or {}).get("ttft_mean_diff_ms"), ".2f")),
+            (
+                "client_ttft",
+                "TTFT client p50 / p99 (ms)",
+                lambda s, r: f"{fmt(r.get('median_ttft_ms'), '.2f')} / {fmt(r.get('p99_ttft_ms'), '.2f')}",
+            ),
+            (
+                "ttft_overhead",
+                "Client - server TTFT mean (ms)",
+                lambda s, r: fmt((s.get("vs_client") or {}).get("ttft_mean_diff_ms"), ".2f"),
+            ),
             ("server_queue_time", "Queue time server p50 / p99 (ms)", lambda s, r: _hist(s, "queue_time_ms")),
-            ("server_generation_tokens", "Generated tokens server / client",
-             lambda s, r: f"{fmt(s.get('generation_tokens'), '.0f')} / {fmt(r.get('total_output_tokens'), 'd')}"),
-            ("server_gpu_util", "GPU utilisation mean (DCGM)", lambda s, r: fmt(s.get("gpu_util_mean"), ".0f")),
-        ]  # fmt: skip
+            (
+                "server_generation_tokens",
+                "Generated tokens server / client",
+                lambda s, r: (
+                    f"{fmt(s.get('generation_tokens'), '.0f')} / {fmt(r.get('total_output_tokens'), 'd')}"
+                ),
+            ),
+            (
+                "server_gpu_util",
+                "GPU utilisation mean (DCGM)",
+                lambda s, r: fmt(s.get("gpu_util_mean"), ".0f"),
+            ),
+        ]
         if not any((r.result.get("server_metrics") or {}).get("available") for r in self.runs):
             return []
         rows = []
@@ -128,7 +158,7 @@ class Report:
                     "result": r.result,
                 }
                 for r in self.runs
-            ],  # fmt: skip
+            ],
             "comparison": self.comparison,
             "diagnosis": [f.to_dict() for f in self.findings],
             "failed_inputs": self.failed_inputs,

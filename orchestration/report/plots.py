@@ -22,8 +22,17 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from orchestration.report.postprocess import MAX_SAMPLE, RunData  # noqa: E402
 
-__all__ = ["LEVELS", "Plot", "all_plots", "cdf_figure", "cdf_points", "latency_throughput_figure", "scenario_figure",
-           "timeseries_figure", "turns_figure"]  # fmt: skip
+__all__ = [
+    "LEVELS",
+    "Plot",
+    "all_plots",
+    "cdf_figure",
+    "cdf_points",
+    "latency_throughput_figure",
+    "scenario_figure",
+    "timeseries_figure",
+    "turns_figure",
+]
 
 # Quantile levels: even in the body, log-spaced towards the tail where latency problems live.
 LEVELS = np.unique(np.concatenate([np.linspace(0.0, 0.99, 400), 1.0 - np.logspace(-2, -5, 120), [1.0]]))
@@ -139,8 +148,12 @@ def timeseries_figure(run: RunData) -> Plot | None:
     ax.set_title("Concurrency and server queue")
     ax.legend(loc="upper left", fontsize=7)
     ax = axes[2]
-    for key, label in (("ttft_p50_ms", "TTFT p50"), ("ttft_p99_ms", "TTFT p99"),
-                       ("e2el_p50_ms", "E2EL p50 (Locust)"), ("e2el_p99_ms", "E2EL p99 (Locust)")):  # fmt: skip
+    for key, label in (
+        ("ttft_p50_ms", "TTFT p50"),
+        ("ttft_p99_ms", "TTFT p99"),
+        ("e2el_p50_ms", "E2EL p50 (Locust)"),
+        ("e2el_p99_ms", "E2EL p99 (Locust)"),
+    ):
         if key in ts and any(not math.isnan(v) for v in ts[key]):
             ax.plot(t, ts[key], label=label, marker=".", ms=2, lw=1)
     ax.set_title("Latency over time (ms)")
@@ -179,8 +192,13 @@ def turns_figure(runs: Sequence[RunData]) -> Plot | None:
             marker="o",
             label=f"{r.name} p50",
         )
-        ax.plot([int(i) for i in idx], [turns[i]["ttft_ms"].get("p99", math.nan) for i in idx], marker="x",
-                ls="--", label=f"{r.name} p99")  # fmt: skip
+        ax.plot(
+            [int(i) for i in idx],
+            [turns[i]["ttft_ms"].get("p99", math.nan) for i in idx],
+            marker="x",
+            ls="--",
+            label=f"{r.name} p99",
+        )
     ax.set_xlabel("turn index")
     ax.set_ylabel("TTFT ms")
     ax.set_title("TTFT by turn")

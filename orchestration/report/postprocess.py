@@ -27,11 +27,21 @@ from vllm_users.measure.results import build_result
 from vllm_users.measure.run_result import RUN_FIELDS
 from vllm_users.run_dir import CLIENT_HEALTH, COLS, LOCUST_STATS, META, RECORDS, REPEATS, RESULT
 
-__all__ = ["MAX_SAMPLE", "ReportError", "RunData", "expand_run_dirs", "is_run_dir", "load_run", "write_json_atomic"]
+__all__ = [
+    "MAX_SAMPLE",
+    "ReportError",
+    "RunData",
+    "expand_run_dirs",
+    "is_run_dir",
+    "load_run",
+    "write_json_atomic",
+]
 
 # Keys the master adds beside build_result's output, kept when recomputing; the timeline stays in result.json only
 RUN_KEYS = tuple(k for k in RUN_FIELDS if k != "timeline")
-MAX_SAMPLE = 200_000  # values kept per CDF before taking quantiles (plots.cdf_points): tails to p99.99 stay visible
+MAX_SAMPLE = (
+    200_000  # values kept per CDF before taking quantiles (plots.cdf_points): tails to p99.99 stay visible
+)
 
 
 @dataclass
@@ -117,7 +127,9 @@ def load_run(run_dir: str, *, slo: Slo | None = None) -> RunData:
             run.arrays = plot_arrays(cols, MAX_SAMPLE)
             run.timeseries = timeseries(cols)
             ok_starts = cols.a["t_start"][ok_rows(cols, rows(cols))]
-            run.ttft_starts_s = ok_starts - float(np.nanmin(cols.a["t_start"])) if ok_starts.size else ok_starts
+            run.ttft_starts_s = (
+                ok_starts - float(np.nanmin(cols.a["t_start"])) if ok_starts.size else ok_starts
+            )
         else:
             warnings.append(f"{RECORDS} holds no request records (empty run)")
     if run is None and written is not None:
@@ -133,8 +145,10 @@ def load_run(run_dir: str, *, slo: Slo | None = None) -> RunData:
             run.timeseries = ts
             warnings.append("no records: figures come from Locust's CSVs (see approximate fields)")
     if run is None:
-        raise ReportError(f"{run_dir}: no {RECORDS}, {RESULT} or {LOCUST_STATS} to report from, and no run "
-                          "directories inside it")
+        raise ReportError(
+            f"{run_dir}: no {RECORDS}, {RESULT} or {LOCUST_STATS} to report from, and no run "
+            "directories inside it"
+        )
     if "client_health" not in run.result:
         health = _read_json(os.path.join(run_dir, CLIENT_HEALTH), run.warnings)
         if health:

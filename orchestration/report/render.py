@@ -146,8 +146,15 @@ def render_html(report: Report, plots: Sequence[Plot]) -> str:
     title = ", ".join(r.name for r in report.runs)
     from orchestration.report.significance import describe
 
-    return tpl.render(report=report, plots=plots, fmt=fmt, describe=describe, title=title, server_rows=report.server_rows(),
-                      problems=problems(report.findings))  # fmt: skip
+    return tpl.render(
+        report=report,
+        plots=plots,
+        fmt=fmt,
+        describe=describe,
+        title=title,
+        server_rows=report.server_rows(),
+        problems=problems(report.findings),
+    )
 
 
 def render_markdown(report: Report) -> str:
@@ -165,23 +172,39 @@ def render_markdown(report: Report) -> str:
         out.append("| Metric | " + " | ".join(f"Δ {n}" for n in others) + " |")
         out.append("|---|" + "---:|" * len(others))
         for row in report.comparison["rows"]:
-            cells = [(f"{fmt(c['abs'], '+.4g')} ({fmt(c['pct'], '+.1f')} %) {c['verdict']}, {_sig_word(c)}"
-                      if c["abs"] is not None else "n/a") for c in row["changes"]]  # fmt: skip
+            cells = [
+                (
+                    f"{fmt(c['abs'], '+.4g')} ({fmt(c['pct'], '+.1f')} %) {c['verdict']}, {_sig_word(c)}"
+                    if c["abs"] is not None
+                    else "n/a"
+                )
+                for c in row["changes"]
+            ]
             out.append(f"| {row['metric']} | " + " | ".join(cells) + " |")
     for r in report.runs:
         w = r.result.get("windows")
         if w:
-            parts = [f"{k} {w[k]['requests']} req" + (f" ({w[k]['spec']})" if w[k].get("spec") else "")
-                     for k in ("warmup", "measured", "cooldown") if k in w]  # fmt: skip
-            out.append(f"\nWindows of {r.name}: " + ", ".join(parts) + " (warm-up/cool-down left out of the statistics)")
+            parts = [
+                f"{k} {w[k]['requests']} req" + (f" ({w[k]['spec']})" if w[k].get("spec") else "")
+                for k in ("warmup", "measured", "cooldown")
+                if k in w
+            ]
+            out.append(
+                f"\nWindows of {r.name}: "
+                + ", ".join(parts)
+                + " (warm-up/cool-down left out of the statistics)"
+            )
     for r in report.runs:
         out += _class_markdown(r.name, r.result.get("classes"))
     for r in report.runs:
         if r.result.get("replay"):  # --trace: how faithfully the trace was replayed, the summary's lines
             from orchestration.summary import replay_lines
 
-            out.append("\n" + f"Replay fidelity of {r.name}: " + "; ".join(
-                " ".join(x.split()) for x in replay_lines(r.result["replay"])[1:]))  # fmt: skip
+            out.append(
+                "\n"
+                + f"Replay fidelity of {r.name}: "
+                + "; ".join(" ".join(x.split()) for x in replay_lines(r.result["replay"])[1:])
+            )
     for r in report.runs:
         if r.result.get("cost"):
             from vllm_users.measure.cost import format_cost
@@ -208,14 +231,21 @@ def _class_markdown(name: str, block: dict[str, Any] | None) -> list[str]:
     """Traffic classes: one row per class, then Jain's index (nothing without classes)."""
     if not block:
         return []
-    out = ["", f"### Per class: {name}", "", "| class | weight | got | ok | failed | TTFT p99 ms | E2EL p99 ms | SLO | good |",
-           "|---|---:|---:|---:|---:|---:|---:|---|---:|"]  # fmt: skip
+    out = [
+        "",
+        f"### Per class: {name}",
+        "",
+        "| class | weight | got | ok | failed | TTFT p99 ms | E2EL p99 ms | SLO | good |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---:|",
+    ]
     for cname, c in block["per_class"].items():
         slo = " ".join(f"{k}:{v:g}" for k, v in c["slo_ms"].items()) or "-"
         good = "n/a" if c["good_fraction"] is None else f"{c['good_fraction']:.1%}"
-        out.append(f"| {cname} | {c['weight_share']:.0%} | {c['output_token_share']:.0%} | {c['completed']} | "
-                   f"{c['failed']} | {fmt(c.get('p99_ttft_ms'), '.1f')} | {fmt(c.get('p99_e2el_ms'), '.1f')} | {slo} | "
-                   f"{good} |")  # fmt: skip
+        out.append(
+            f"| {cname} | {c['weight_share']:.0%} | {c['output_token_share']:.0%} | {c['completed']} | "
+            f"{c['failed']} | {fmt(c.get('p99_ttft_ms'), '.1f')} | {fmt(c.get('p99_e2el_ms'), '.1f')} | {slo} | "
+            f"{good} |"
+        )
     out.append(f"\nJain's fairness index (goodput / weight): {fmt(block['fairness']['jain_index'], '.3f')}")
     return out
 

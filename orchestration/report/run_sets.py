@@ -18,7 +18,15 @@ from orchestration.report.postprocess import RunData, load_run
 from orchestration.report.stats import mean_ci
 from vllm_users.run_dir import REPEATS, SWEEP, path, read_json
 
-__all__ = ["aggregate", "is_repeats_dir", "is_sweep_dir", "load_repeats", "load_sweep", "repeat_dirs", "search_headline"]
+__all__ = [
+    "aggregate",
+    "is_repeats_dir",
+    "is_sweep_dir",
+    "load_repeats",
+    "load_sweep",
+    "repeat_dirs",
+    "search_headline",
+]
 
 
 # ------------------------------------------------------------------------------------- sweeps and searches
@@ -34,24 +42,37 @@ def load_sweep(run_set: str) -> dict[str, Any]:
 
 def search_headline(doc: dict[str, Any]) -> list[str]:
     """The answer of an SLO search (sweep.json of kind max_rate_search) in one or two sentences."""
-    slo = " ".join(f"{k}:{v:g}ms" for k, v in doc["slo_ms"].items()) or "each class's own"  # --class SLOs only
+    slo = (
+        " ".join(f"{k}:{v:g}ms" for k, v in doc["slo_ms"].items()) or "each class's own"
+    )  # --class SLOs only
     pct = doc["slo_percentile"]
     lo, hi = doc.get("max_rate"), doc.get("lowest_failing_rate")
     n = len(doc["steps"])
     if lo is None:
-        who = [f"First class to miss its SLO: {', '.join(doc['limiting_classes'])}."] if doc.get("limiting_classes") else []
-        return [f"No tried rate held the SLO ({slo} at p{pct:g}); the lowest tried was {hi:g} req/s ({n} steps).", *who]
+        who = (
+            [f"First class to miss its SLO: {', '.join(doc['limiting_classes'])}."]
+            if doc.get("limiting_classes")
+            else []
+        )
+        return [
+            f"No tried rate held the SLO ({slo} at p{pct:g}); the lowest tried was {hi:g} req/s ({n} steps).",
+            *who,
+        ]
     if hi is None:
         return [f"Max rate >= {lo:g} req/s: every tried rate held the SLO ({slo} at p{pct:g}; {n} steps)."]
-    lines = [f"Max rate within the SLO ({slo} at p{pct:g}, failures <= {doc['max_error_rate']:.1%}): {lo:g} req/s "
-            f"(held at {lo:g}, failed at {hi:g}: the maximum lies in [{lo:g}, {hi:g}), +{(hi - lo) / lo:.1%}; {n} steps)."]
+    lines = [
+        f"Max rate within the SLO ({slo} at p{pct:g}, failures <= {doc['max_error_rate']:.1%}): {lo:g} req/s "
+        f"(held at {lo:g}, failed at {hi:g}: the maximum lies in [{lo:g}, {hi:g}), +{(hi - lo) / lo:.1%}; {n} steps)."
+    ]
     if doc.get("limiting_classes"):  # traffic classes: which class missed its SLO first
         lines.append(f"First class to miss its SLO (at {hi:g} req/s): {', '.join(doc['limiting_classes'])}.")
     c = (doc.get("cost") or {}).get("at_slo_max_rate")
     if c and c.get("usd_per_million_output_tokens") is not None:
-        lines.append(f"At that rate: ${c['usd_per_million_output_tokens']:.4g} per million output tokens, "
-                     f"${c['usd_per_request']:.4g} per request (${doc['cost']['gpu_hour_price_usd']:g}/GPU-hour x "
-                     f"{doc['cost']['gpus']}).")  # fmt: skip
+        lines.append(
+            f"At that rate: ${c['usd_per_million_output_tokens']:.4g} per million output tokens, "
+            f"${c['usd_per_request']:.4g} per request (${doc['cost']['gpu_hour_price_usd']:g}/GPU-hour x "
+            f"{doc['cost']['gpus']})."
+        )
     return lines
 
 
@@ -85,12 +106,19 @@ def load_repeats(run_set: str) -> RunData:
         raise ValueError(f"{run_set}: no repeat could be read")
     results = [r.result for r in runs]
     agg = aggregate(results)
-    res: dict[str, Any] = {k: v for k, v in runs[0].result.items() if not isinstance(v, int | float) or isinstance(v, bool)}
+    res: dict[str, Any] = {
+        k: v for k, v in runs[0].result.items() if not isinstance(v, int | float) or isinstance(v, bool)
+    }
     for name, m in agg.items():
         res[name] = m["mean"]
     res["repeats"] = {"n": len(runs), "runs": [r.run_dir for r in runs], "metrics": agg}
-    data = RunData(run_set, os.path.basename(os.path.normpath(run_set)), res, runs[0].source,
-                   warnings=[w for r in runs for w in r.warnings])  # fmt: skip
+    data = RunData(
+        run_set,
+        os.path.basename(os.path.normpath(run_set)),
+        res,
+        runs[0].source,
+        warnings=[w for r in runs for w in r.warnings],
+    )
     data.arrays = {k: np.concatenate([r.arrays[k] for r in runs if k in r.arrays]) for k in runs[0].arrays}
     data.timeseries = runs[0].timeseries
     data.repeat_results = results

@@ -48,7 +48,11 @@ def compare_pair(base: Any, other: Any, names: list[str]) -> dict[str, dict[str,
     tested: list[tuple[str, TwoSampleTest, bool]] = []  # name, result, effect large enough
     for name in names:
         if name.startswith(UNTESTED_PREFIXES):
-            out[name] = {"test": None, "significant": None, "reason": "spread or a duplicate of the median: not tested"}
+            out[name] = {
+                "test": None,
+                "significant": None,
+                "reason": "spread or a duplicate of the median: not tested",
+            }
             continue
         a, b = _repeat_values(base, name), _repeat_values(other, name)
         if a is not None and b is not None:
@@ -61,14 +65,22 @@ def compare_pair(base: Any, other: Any, names: list[str]) -> dict[str, dict[str,
             effect = abs(med_b - med_a) >= MIN_EFFECT * max(abs(med_a), 1e-12)
             tested.append((name, mann_whitney_u(xa, xb), effect))
             continue
-        out[name] = {"test": None, "significant": None,
-                     "reason": "one value per run: use --repeats N (>= 2) on both to test it"}  # fmt: skip
+        out[name] = {
+            "test": None,
+            "significant": None,
+            "reason": "one value per run: use --repeats N (>= 2) on both to test it",
+        }
     reject = holm([t.p_value for _n, t, _e in tested], ALPHA)
     for (name, t, effect), rej in zip(tested, reject, strict=True):
         detail = t.detail + (", Holm-corrected" if len(tested) > 1 else "")
         if t.test == "Mann-Whitney U":
             detail += f", and medians >= {MIN_EFFECT:.0%} apart"
-        out[name] = {"test": t.test, "p_value": t.p_value, "significant": bool(rej and effect), "detail": detail}
+        out[name] = {
+            "test": t.test,
+            "p_value": t.p_value,
+            "significant": bool(rej and effect),
+            "detail": detail,
+        }
     return out
 
 

@@ -111,8 +111,15 @@ class MeanCI:
 
     def to_dict(self) -> dict[str, float | int | None]:
         """Plain dict for JSON."""
-        return {"mean": self.mean, "ci_low": self.low, "ci_high": self.high, "ci_half_width": self.half_width,
-                "std": self.std, "n": self.n, "level": self.level}  # fmt: skip
+        return {
+            "mean": self.mean,
+            "ci_low": self.low,
+            "ci_high": self.high,
+            "ci_half_width": self.half_width,
+            "std": self.std,
+            "n": self.n,
+            "level": self.level,
+        }
 
 
 def mean_ci(values: Sequence[float], level: float = CONFIDENCE) -> MeanCI:
@@ -145,10 +152,16 @@ def welch_t_test(a: Sequence[float], b: Sequence[float]) -> TwoSampleTest:
     vx, vy = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
     diff = float(y.mean() - x.mean())
     if vx + vy == 0.0:  # no spread at all: identical means are no difference, different ones are certain
-        return TwoSampleTest("Welch's t-test", 0.0 if diff == 0 else math.copysign(math.inf, diff),
-                          1.0 if diff == 0 else 0.0, f"{x.size}+{y.size} repeats, no spread")  # fmt: skip
+        return TwoSampleTest(
+            "Welch's t-test",
+            0.0 if diff == 0 else math.copysign(math.inf, diff),
+            1.0 if diff == 0 else 0.0,
+            f"{x.size}+{y.size} repeats, no spread",
+        )
     t = diff / math.sqrt(vx + vy)
-    df = (vx + vy) ** 2 / ((vx**2 / (x.size - 1) if x.size > 1 else 0) + (vy**2 / (y.size - 1) if y.size > 1 else 0))
+    df = (vx + vy) ** 2 / (
+        (vx**2 / (x.size - 1) if x.size > 1 else 0) + (vy**2 / (y.size - 1) if y.size > 1 else 0)
+    )
     p = 2.0 * (1.0 - t_cdf(abs(t), df))
     return TwoSampleTest("Welch's t-test", t, float(min(1.0, p)), f"{x.size}+{y.size} repeats, df {df:.1f}")
 

@@ -19,12 +19,23 @@ from vllm_users.run_dir import REPORT_DIR, REPORT_HTML, REPORT_JSON, REPORT_MD
 __all__ = ["curves_figure", "pareto_figure", "render_markdown", "rewrite_report", "write_sweep_report"]
 
 CURVES = (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2el", "E2EL"))
-TABLE = (("label", "step", "s"), ("startup_s", "startup s", ".1f"), ("target", "target", ".4g"), ("achieved_rate", "req/s", ".3g"),
-         ("output_throughput", "out tok/s", ".1f"), ("ttft_p50_ms", "TTFT p50", ".1f"), ("ttft_p99_ms", "TTFT p99", ".1f"),
-         ("tpot_p50_ms", "TPOT p50", ".2f"), ("tpot_p99_ms", "TPOT p99", ".2f"), ("e2el_p50_ms", "E2EL p50", ".1f"),
-         ("e2el_p99_ms", "E2EL p99", ".1f"), ("output_tok_per_s_per_user", "tok/s/user", ".1f"),
-         ("failed", "failed", "d"), ("usd_per_million_output_tokens", "$/1M out tok", ".4g"),
-         ("verdict", "verdict", "s"))  # fmt: skip
+TABLE = (
+    ("label", "step", "s"),
+    ("startup_s", "startup s", ".1f"),
+    ("target", "target", ".4g"),
+    ("achieved_rate", "req/s", ".3g"),
+    ("output_throughput", "out tok/s", ".1f"),
+    ("ttft_p50_ms", "TTFT p50", ".1f"),
+    ("ttft_p99_ms", "TTFT p99", ".1f"),
+    ("tpot_p50_ms", "TPOT p50", ".2f"),
+    ("tpot_p99_ms", "TPOT p99", ".2f"),
+    ("e2el_p50_ms", "E2EL p50", ".1f"),
+    ("e2el_p99_ms", "E2EL p99", ".1f"),
+    ("output_tok_per_s_per_user", "tok/s/user", ".1f"),
+    ("failed", "failed", "d"),
+    ("usd_per_million_output_tokens", "$/1M out tok", ".4g"),
+    ("verdict", "verdict", "s"),
+)
 
 _HTML = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>vllm-locust {{ title }}</title>
 <style>body{font-family:system-ui,sans-serif;margin:24px;max-width:1200px;color:#1b1f23}
@@ -42,7 +53,9 @@ th{background:#f6f8fa}td.l{text-align:left}img{max-width:100%}.small{font-size:1
 
 
 def _points(steps: Sequence[dict[str, Any]], x: str, y: str) -> tuple[list[float], list[float]]:
-    pts = sorted((s[x], s[y]) for s in steps if isinstance(s.get(x), int | float) and isinstance(s.get(y), int | float))
+    pts = sorted(
+        (s[x], s[y]) for s in steps if isinstance(s.get(x), int | float) and isinstance(s.get(y), int | float)
+    )
     return [p[0] for p in pts], [p[1] for p in pts]
 
 
@@ -74,10 +87,17 @@ def pareto_figure(steps: Sequence[dict[str, Any]]) -> Plot | None:
     ax = fig.add_subplot(1, 1, 1)
     ax.plot(xs, ys, "o-")
     for s in steps:
-        if isinstance(s.get("output_throughput"), int | float) and isinstance(s.get("output_tok_per_s_per_user"), int | float):
+        if isinstance(s.get("output_throughput"), int | float) and isinstance(
+            s.get("output_tok_per_s_per_user"), int | float
+        ):
             label = s["kind"] if s.get("target") is None else f"{s['target']:g}"
-            ax.annotate(label, (s["output_throughput"], s["output_tok_per_s_per_user"]), fontsize=7,
-                        textcoords="offset points", xytext=(4, 4))  # fmt: skip
+            ax.annotate(
+                label,
+                (s["output_throughput"], s["output_tok_per_s_per_user"]),
+                fontsize=7,
+                textcoords="offset points",
+                xytext=(4, 4),
+            )
     ax.set_xlabel("total output tok/s")
     ax.set_ylabel("output tok/s per user (1000 / median TPOT)")
     ax.set_title("Throughput against interactivity (Pareto)")
@@ -96,8 +116,9 @@ def render_markdown(doc: dict[str, Any], title: str, headline: Sequence[str]) ->
     return "\n".join(out) + "\n"
 
 
-def write_sweep_report(path: str, doc: dict[str, Any] | None = None, *, title: str = "sweep",
-                       headline: Sequence[str] = ()) -> str:  # fmt: skip
+def write_sweep_report(
+    path: str, doc: dict[str, Any] | None = None, *, title: str = "sweep", headline: Sequence[str] = ()
+) -> str:
     """Write PATH/report/report.{html,md,json} for the sweep in PATH; returns the HTML path."""
     if doc is None:
         doc = load_sweep(path)
@@ -105,7 +126,9 @@ def write_sweep_report(path: str, doc: dict[str, Any] | None = None, *, title: s
     os.makedirs(out, exist_ok=True)
     plots = [p for p in (curves_figure(doc["steps"]), pareto_figure(doc["steps"])) if p is not None]
     env = jinja2.Environment(autoescape=True)
-    html = env.from_string(_HTML).render(doc=doc, plots=plots, table=TABLE, fmt=fmt, title=title, headline=headline)
+    html = env.from_string(_HTML).render(
+        doc=doc, plots=plots, table=TABLE, fmt=fmt, title=title, headline=headline
+    )
     write_atomic(os.path.join(out, REPORT_HTML), html)
     write_atomic(os.path.join(out, REPORT_MD), render_markdown(doc, title, headline))
     atomic_json(os.path.join(out, REPORT_JSON), {"tool": "vllm-locust report", "kind": title, **doc})
@@ -116,5 +139,7 @@ def rewrite_report(path: str) -> str:
     """The report of a sweep or SLO-search directory, from its sweep.json."""
     doc = load_sweep(path)
     if doc.get("kind") == "max_rate_search":
-        return write_sweep_report(path, doc, title="SLO search (--find-max-rate)", headline=search_headline(doc))
+        return write_sweep_report(
+            path, doc, title="SLO search (--find-max-rate)", headline=search_headline(doc)
+        )
     return write_sweep_report(path, doc)

@@ -24,7 +24,14 @@ from typing import Any
 from vllm_sim.config import SimConfig
 from vllm_sim.engine import prefill_pairs, step_seconds
 
-__all__ = ["BUDGETS", "burst_seconds_per_token", "replay_last_ttft_s", "replay_ttfts_s", "staircase_rms_ms", "step_config"]
+__all__ = [
+    "BUDGETS",
+    "burst_seconds_per_token",
+    "replay_last_ttft_s",
+    "replay_ttfts_s",
+    "staircase_rms_ms",
+    "step_config",
+]
 
 _MAX_STEPS = 100_000
 # the step costs beside the prefill rate (SimConfig fields, the twin's constants of the same names)
@@ -41,11 +48,14 @@ def step_config(c: dict[str, dict[str, Any]]) -> SimConfig:
         return float((c.get(name) or {}).get("value") or 0.0)
 
     return dataclasses.replace(
-        SimConfig(), decode_step_ms=v("decode_step_ms"), decode_per_seq_ms=v("decode_per_seq_ms"),
+        SimConfig(),
+        decode_step_ms=v("decode_step_ms"),
+        decode_per_seq_ms=v("decode_per_seq_ms"),
         decode_per_ctx_token_us=v("decode_per_ctx_token_us"),
         prefill_tokens_per_s=v("prefill_tokens_per_s") or SimConfig().prefill_tokens_per_s,
         prefill_per_ctx_token_ns=v("prefill_per_ctx_token_ns"),
-        max_num_batched_tokens=int(v("max_num_batched_tokens") or SimConfig().max_num_batched_tokens))
+        max_num_batched_tokens=int(v("max_num_batched_tokens") or SimConfig().max_num_batched_tokens),
+    )
 
 
 def replay_ttfts_s(
@@ -105,8 +115,13 @@ def staircase_rms_ms(cfg: SimConfig, bursts: list[dict[str, Any]], fixed_ms: flo
         measured, offsets = b.get("ttfts_ms"), b.get("offsets_ms") or []
         if not measured or len(measured) != len(offsets):
             continue
-        got = replay_ttfts_s(cfg, len(measured), max(1, round(b["prompt_tokens"])), int(b["output_tokens"]),
-                             [o / 1000.0 for o in offsets])  # fmt: skip
+        got = replay_ttfts_s(
+            cfg,
+            len(measured),
+            max(1, round(b["prompt_tokens"])),
+            int(b["output_tokens"]),
+            [o / 1000.0 for o in offsets],
+        )
         # finishing times since the first send, so that a stream's order of arrival needs no matching
         real = sorted(o + t for o, t in zip(offsets, measured, strict=True))
         twin = sorted(o + fixed_ms + 1000.0 * t for o, t in zip(sorted(offsets), got, strict=True))
@@ -129,8 +144,14 @@ def burst_seconds_per_token(
         offsets = [o / 1000.0 for o in b.get("offsets_ms") or []]
         target = (b["last_ttft_ms"] - c["request_overhead_ms"]["value"] - excess_ms) / 1000.0
 
-        def at(x: float, base: SimConfig = cfg, s: int = s, p: int = p, n: int = n,
-               offsets: list[float] = offsets) -> float:  # fmt: skip
+        def at(
+            x: float,
+            base: SimConfig = cfg,
+            s: int = s,
+            p: int = p,
+            n: int = n,
+            offsets: list[float] = offsets,
+        ) -> float:
             rate = 1.0 / x if x > 0 else unseen_rate
             return replay_last_ttft_s(dataclasses.replace(base, prefill_tokens_per_s=rate), s, p, n, offsets)
 

@@ -43,8 +43,12 @@ def run_load(
     probe = Probe(host, model, Budget(timeout_s), seed=load.seed, tokens_per_word=tokens_per_word)
     prompts = [probe.prompt(load.prompt_tokens) for _ in range(load.requests)]
     lengths = random.Random(load.seed + 1)
-    outputs = [max(2, round(load.output_tokens * lengths.uniform(1.0 - load.output_spread, 1.0 + load.output_spread)))
-               for _ in range(load.requests)]  # fmt: skip
+    outputs = [
+        max(
+            2, round(load.output_tokens * lengths.uniform(1.0 - load.output_spread, 1.0 + load.output_spread))
+        )
+        for _ in range(load.requests)
+    ]
     shots: list[Shot] = []
     lock = threading.Lock()
     t0 = time.perf_counter()
@@ -82,10 +86,15 @@ def run_load(
     wall = time.perf_counter() - t0
     ok = [s for s in shots if s.error is None and s.ttft_s is not None]
     tpots = [s.tpot_s * 1000.0 for s in ok if s.tpot_s is not None]
-    return {"load": load.name, "requests": load.requests, "completed": len(ok), "failed": len(shots) - len(ok),
-            "ttft_ms_median": statistics.median(s.ttft_s * 1000.0 for s in ok if s.ttft_s) if ok else None,
-            "tpot_ms_median": statistics.median(tpots) if tpots else None,
-            "output_tok_s": sum(s.output_tokens for s in ok) / wall if wall > 0 else None}  # fmt: skip
+    return {
+        "load": load.name,
+        "requests": load.requests,
+        "completed": len(ok),
+        "failed": len(shots) - len(ok),
+        "ttft_ms_median": statistics.median(s.ttft_s * 1000.0 for s in ok if s.ttft_s) if ok else None,
+        "tpot_ms_median": statistics.median(tpots) if tpots else None,
+        "output_tok_s": sum(s.output_tokens for s in ok) / wall if wall > 0 else None,
+    }
 
 
 def compare(real: dict[str, Any], twin: dict[str, Any]) -> dict[str, float | None]:

@@ -64,16 +64,22 @@ def predict_ttft_ms(c: dict[str, Any], prompt_tokens: float) -> float:
     steps = max(1, math.ceil(prompt_tokens / budget))
     step = c["decode_step_ms"]["value"] + c["decode_per_seq_ms"]["value"]
     pairs = prompt_tokens * (prompt_tokens - 1) / 2.0
-    return float(c["request_overhead_ms"]["value"] + steps * step
-                 + 1000.0 * prompt_tokens / c["prefill_tokens_per_s"]["value"]
-                 + _optional(c, "prefill_per_ctx_token_ns") * pairs / 1e6)  # fmt: skip
+    return float(
+        c["request_overhead_ms"]["value"]
+        + steps * step
+        + 1000.0 * prompt_tokens / c["prefill_tokens_per_s"]["value"]
+        + _optional(c, "prefill_per_ctx_token_ns") * pairs / 1e6
+    )
 
 
 def predict_tpot_ms(c: dict[str, Any], batch: float, context_tokens: float = 0.0) -> float:
     """The twin's time per output token in a batch of `batch` decoding sequences holding `context_tokens` in all."""
     per_ctx_us = _optional(c, "decode_per_ctx_token_us")
-    return float(c["decode_step_ms"]["value"] + c["decode_per_seq_ms"]["value"] * batch
-                 + per_ctx_us * context_tokens / 1000.0)  # fmt: skip
+    return float(
+        c["decode_step_ms"]["value"]
+        + c["decode_per_seq_ms"]["value"] * batch
+        + per_ctx_us * context_tokens / 1000.0
+    )
 
 
 _NO_CTX = "not measured (no TPOT points at two context lengths): decode time does not grow with the context"
@@ -100,18 +106,24 @@ def _decode(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[s
     return step, per, _const(0.0, None, "µs", "default", _NO_CTX)
 
 
-def _decode_plane(xs: list[float], ctx: list[float], coef: list[float], se: list[float],
-                  path: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:  # fmt: skip
+def _decode_plane(
+    xs: list[float], ctx: list[float], coef: list[float], se: list[float], path: dict[str, Any] | None
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """The plane's constants, each with SIGMAS standard errors (floored at the timing resolution over the span
     of its x) and the own-path correction's size (as for the line)."""
     lo, hi = tpot_excess(path, 1.0), tpot_excess(path, max(xs))
     ua = math.hypot(max(SIGMAS * se[0], RESOLUTION_MS), lo)
-    ub = math.hypot(max(SIGMAS * se[1], RESOLUTION_MS / (max(xs) - min(xs))),
-                    abs(hi - lo) / (max(xs) - 1.0) if max(xs) > 1 else 0.0)  # fmt: skip
+    ub = math.hypot(
+        max(SIGMAS * se[1], RESOLUTION_MS / (max(xs) - min(xs))),
+        abs(hi - lo) / (max(xs) - 1.0) if max(xs) > 1 else 0.0,
+    )
     uk = max(SIGMAS * se[2], RESOLUTION_MS / (max(ctx) - min(ctx)))
     note = None if coef[2] >= 0 else f"the fit said {1000 * coef[2]:.3g} µs (below 0): 0"
-    return (_const(max(coef[0], 0.0), ua, "ms", "fit"), _const(max(coef[1], 0.0), ub, "ms", "fit"),
-            _const(max(1000.0 * coef[2], 0.0), 1000.0 * uk, "µs", "fit", note))  # fmt: skip
+    return (
+        _const(max(coef[0], 0.0), ua, "ms", "fit"),
+        _const(max(coef[1], 0.0), ub, "ms", "fit"),
+        _const(max(1000.0 * coef[2], 0.0), 1000.0 * uk, "µs", "fit", note),
+    )
 
 
 def _decode_line(
@@ -154,8 +166,13 @@ def _ttft_curve(xs: list[float], ys: list[float]) -> tuple[Line, dict[str, Any]]
         return line, _const(0.0, None, PAIR_UNIT, "default", "too few TTFT points for a curvature")
     uq = max(SIGMAS * se[2], RESOLUTION_MS / (max(pairs) - min(pairs)))
     if not coef[2] > uq:  # a curvature within the noise would be overfitting: the line, as before the term
-        return line, _const(0.0, None, PAIR_UNIT, "default",
-                            f"not distinguishable from 0: {1e6 * coef[2]:.3g} ± {1e6 * uq:.3g} {PAIR_UNIT}")  # fmt: skip
+        return line, _const(
+            0.0,
+            None,
+            PAIR_UNIT,
+            "default",
+            f"not distinguishable from 0: {1e6 * coef[2]:.3g} ± {1e6 * uq:.3g} {PAIR_UNIT}",
+        )
     if coef[1] <= 0:
         # no cost per token left beside the curvature: b = 0, and TTFT is a line in the token pairs
         bent = linfit(pairs, ys)
@@ -182,16 +199,20 @@ def _prefill(
     step = c["decode_step_ms"]["value"] + c["decode_per_seq_ms"]["value"]
     xs = [float(p["prompt_tokens"]) for p in pts]
     ys = [
-        float(p["ttft_ms"]) - per_token * (float(p["prompt_tokens"]) - float(path.get("at_tokens") or 0))
+        float(p["ttft_ms"])
+        - per_token * (float(p["prompt_tokens"]) - float(path.get("at_tokens") or 0))
         - (max(1, math.ceil(float(p["prompt_tokens"]) / budget)) - 1) * step
         for p in pts
     ]
     try:
         line, per_pair = _ttft_curve(xs, ys)
     except ValueError:
-        return (_const(_DEFAULTS.prefill_tokens_per_s, None, "tok/s", "default"),
-                _const(0.0, None, "ms", "default"),
-                _const(0.0, None, PAIR_UNIT, "default", "no TTFT points at two prompt lengths"), None)  # fmt: skip
+        return (
+            _const(_DEFAULTS.prefill_tokens_per_s, None, "tok/s", "default"),
+            _const(0.0, None, "ms", "default"),
+            _const(0.0, None, PAIR_UNIT, "default", "no TTFT points at two prompt lengths"),
+            None,
+        )
     if line.b <= 0 and per_pair["source"] == "fit":
         rate = _const(UNSEEN_RATE, None, "tok/s", "fit", "no cost per token seen beside the quadratic term")
     elif line.b <= 0:
@@ -224,9 +245,14 @@ def _limits(raw: dict[str, Any], server: dict[str, Any]) -> dict[str, dict[str, 
             int(seats), 0.0, "sequences", "measured", "most requests running while others waited (/metrics)"
         )
     elif sat.get("max_running"):
-        out["max_num_seqs"] = _const(max(int(sat["max_running"]), _DEFAULTS.max_num_seqs), None, "sequences",
-                                     "lower_bound", f"{int(sat['max_running'])} ran at once and none waited: "
-                                     "the limit is higher; the value is vLLM's default or what ran")  # fmt: skip
+        out["max_num_seqs"] = _const(
+            max(int(sat["max_running"]), _DEFAULTS.max_num_seqs),
+            None,
+            "sequences",
+            "lower_bound",
+            f"{int(sat['max_running'])} ran at once and none waited: "
+            "the limit is higher; the value is vLLM's default or what ran",
+        )
     else:
         out["max_num_seqs"] = _const(_DEFAULTS.max_num_seqs, None, "sequences", "default")
     cc = sat.get("cache_config")
@@ -256,8 +282,11 @@ def _limits(raw: dict[str, Any], server: dict[str, Any]) -> dict[str, dict[str, 
     else:
         out["kv_cache_tokens"] = _const(_DEFAULTS.kv_cache_tokens, None, "tokens", "default")
     mml = server.get("max_model_len")
-    out["max_model_len"] = (_const(int(mml), 0.0, "tokens", "server", "/v1/models") if mml
-                            else _const(_DEFAULTS.max_model_len, None, "tokens", "default"))  # fmt: skip
+    out["max_model_len"] = (
+        _const(int(mml), 0.0, "tokens", "server", "/v1/models")
+        if mml
+        else _const(_DEFAULTS.max_model_len, None, "tokens", "default")
+    )
     return out
 
 
@@ -265,13 +294,24 @@ def _prefix(raw: dict[str, Any], intercept: float | None) -> dict[str, Any]:
     pts = raw.get("prefix") or []
     config = [str(p["config"]).lower() for p in pts if p.get("config") is not None]
     if config:  # vllm:cache_config_info's label: the server's own setting
-        return _const(config[-1] == "true", None, "", "metrics", f"vllm:cache_config_info enable_prefix_caching="
-                      f"{config[-1]}")  # fmt: skip
+        return _const(
+            config[-1] == "true",
+            None,
+            "",
+            "metrics",
+            f"vllm:cache_config_info enable_prefix_caching={config[-1]}",
+        )
     counted = [p for p in pts if p.get("cached_tokens") is not None and p.get("prompt_tokens")]
     if counted:  # vllm:prefix_cache_hits: the tokens the second request took from the cache
         hit = sum(p["cached_tokens"] >= 0.5 * p["prompt_tokens"] for p in counted)
-        return _const(hit * 2 > len(counted), None, "", "metrics", f"the same prompt again: {hit} of "
-                      f"{len(counted)} took half of it or more from the cache (vllm:prefix_cache_hits)")  # fmt: skip
+        return _const(
+            hit * 2 > len(counted),
+            None,
+            "",
+            "metrics",
+            f"the same prompt again: {hit} of "
+            f"{len(counted)} took half of it or more from the cache (vllm:prefix_cache_hits)",
+        )
     if not pts or intercept is None:
         return _const(True, None, "", "default")
     hits = 0
@@ -309,7 +349,10 @@ def _solve_bursts(
         trial["prefill_tokens_per_s"] = _const(1.0 / x if x > 0 else UNSEEN_RATE, None, "tok/s", "burst")
         without = {**trial, "request_overhead_ms": _const(0.0, None, "ms", "fit")}
         rest = [p["ttft_ms"] - predict_ttft_ms(without, p["prompt_tokens"]) for p in raw["ttft"]]
-        trial["request_overhead_ms"] = {**c["request_overhead_ms"], "value": max(statistics.mean(rest) - excess, 0.0)}
+        trial["request_overhead_ms"] = {
+            **c["request_overhead_ms"],
+            "value": max(statistics.mean(rest) - excess, 0.0),
+        }
     return x, u, trial
 
 
@@ -337,8 +380,11 @@ def _budget(raw: dict[str, Any], c: dict[str, dict[str, Any]]) -> dict[str, Any]
         return _const(default, None, "tokens", "default", "no burst kept each stream's first token")
     best = min(rms, key=lambda n: (rms[n], n != default))
     alike = [n for n in rms if rms[n] == rms[best]]  # budgets above a burst's tokens replay it alike
-    note = (f"any budget >= {min(alike)} replays the bursts alike; " if len(alike) > 1 else "") + \
-        "burst staircase rms error ms by budget: " + ", ".join(f"{n}: {rms[n]:.3g}" for n in sorted(rms))
+    note = (
+        (f"any budget >= {min(alike)} replays the bursts alike; " if len(alike) > 1 else "")
+        + "burst staircase rms error ms by budget: "
+        + ", ".join(f"{n}: {rms[n]:.3g}" for n in sorted(rms))
+    )
     if best != default and rms[best] <= 0.8 * rms[default]:  # another budget, only where clearly better
         return _const(min(alike), None, "tokens", "burst", note)
     return _const(default, None, "tokens", "burst" if alike == [default] else "default", note)
@@ -360,13 +406,18 @@ def _from_bursts(raw: dict[str, Any], c: dict[str, dict[str, Any]]) -> None:
     if u >= line_u:
         return
     b = bursts[-1]
-    note = (f"{len(bursts)} bursts of {b['streams']} x {b['prompt_tokens']:.0f} tokens (last first token "
-            f"{b['last_ttft_ms']:.1f} ms); the concurrency-1 line said {rate['value']:.4g}"
-            + (f" ± {rate['uncertainty']:.3g}" if known else ""))
+    note = (
+        f"{len(bursts)} bursts of {b['streams']} x {b['prompt_tokens']:.0f} tokens (last first token "
+        f"{b['last_ttft_ms']:.1f} ms); the concurrency-1 line said {rate['value']:.4g}"
+        + (f" ± {rate['uncertainty']:.3g}" if known else "")
+    )
     # the value the overhead was refitted with, however uncertain (the table flags it when u >= x): "free"
     # instead of an uncertain 21 ± 24 µs/token made the twin's bursts 35 % short on vLLM for CPU
-    c["prefill_tokens_per_s"] = (_const(1.0 / x, u / x**2, "tok/s", "burst", note) if x > 0 else
-                                 _const(UNSEEN_RATE, None, "tok/s", "burst", "no cost per token seen; " + note))  # fmt: skip
+    c["prefill_tokens_per_s"] = (
+        _const(1.0 / x, u / x**2, "tok/s", "burst", note)
+        if x > 0
+        else _const(UNSEEN_RATE, None, "tok/s", "burst", "no cost per token seen; " + note)
+    )
     c["request_overhead_ms"] = trial["request_overhead_ms"]
 
 
@@ -393,8 +444,11 @@ def point_errors(raw: dict[str, Any], c: dict[str, Any]) -> dict[str, list[dict[
     """Each raw point with the twin's prediction and its error (ms and % of the measured value)."""
 
     def err(measured: float, predicted: float) -> dict[str, float]:
-        return {"predicted_ms": round(predicted, 3), "error_ms": round(predicted - measured, 3),
-                "error_pct": round(100.0 * (predicted - measured) / measured, 2) if measured else 0.0}  # fmt: skip
+        return {
+            "predicted_ms": round(predicted, 3),
+            "error_ms": round(predicted - measured, 3),
+            "error_pct": round(100.0 * (predicted - measured) / measured, 2) if measured else 0.0,
+        }
 
     ttft = [{**p, **err(p["ttft_ms"], predict_ttft_ms(c, p["prompt_tokens"]))} for p in raw.get("ttft") or []]
     tpot = [
@@ -404,7 +458,12 @@ def point_errors(raw: dict[str, Any], c: dict[str, Any]) -> dict[str, list[dict[
     excess = _ttft_excess(raw)
     bursts = []
     for b in raw.get("bursts") or []:
-        last = 1000.0 * replay_last_ttft_s(step_config(c), int(b["streams"]), max(1, round(b["prompt_tokens"])),
-                                           int(b["output_tokens"]), [o / 1000.0 for o in b.get("offsets_ms") or []])  # fmt: skip
+        last = 1000.0 * replay_last_ttft_s(
+            step_config(c),
+            int(b["streams"]),
+            max(1, round(b["prompt_tokens"])),
+            int(b["output_tokens"]),
+            [o / 1000.0 for o in b.get("offsets_ms") or []],
+        )
         bursts.append({**b, **err(b["last_ttft_ms"], c["request_overhead_ms"]["value"] + excess + last)})
     return {"ttft": ttft, "tpot": tpot, "bursts": bursts}

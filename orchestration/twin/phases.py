@@ -18,7 +18,16 @@ from typing import Any
 from orchestration.twin.lsq import linfit
 from orchestration.twin.probe import Budget, Probe, Shot, scrape
 
-__all__ = ["ProbePlan", "batch_phase", "context_phase", "new_raw", "path_latency", "run_phases", "seats_limit", "tpot_excess"]
+__all__ = [
+    "ProbePlan",
+    "batch_phase",
+    "context_phase",
+    "new_raw",
+    "path_latency",
+    "run_phases",
+    "seats_limit",
+    "tpot_excess",
+]
 
 
 @dataclass(frozen=True)
@@ -131,10 +140,16 @@ def _tpot_point(probe: Probe, plan: ProbePlan, raw: dict[str, Any], c: int, leng
     out = {s.output_tokens for s in first}
     n = out.pop() if len(out) == 1 else plan.decode_tokens
     # the context each one attends over, averaged over the steps TPOT spans (outputs 1 .. n-1 already there)
-    raw["tpot"].append({"concurrency": c, "batch": batch, "prompt_tokens": round(prompt, 1),
-                        "context_tokens": round(batch * (prompt + n / 2.0), 1),
-                        "tpot_ms": statistics.median(s.tpot_s * 1000.0 for s in first if s.tpot_s),
-                        "tpot_spread_ms": _spread([s.tpot_s * 1000.0 for s in first if s.tpot_s])})  # fmt: skip
+    raw["tpot"].append(
+        {
+            "concurrency": c,
+            "batch": batch,
+            "prompt_tokens": round(prompt, 1),
+            "context_tokens": round(batch * (prompt + n / 2.0), 1),
+            "tpot_ms": statistics.median(s.tpot_s * 1000.0 for s in first if s.tpot_s),
+            "tpot_spread_ms": _spread([s.tpot_s * 1000.0 for s in first if s.tpot_s]),
+        }
+    )
 
 
 def tpot_phase(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
@@ -195,10 +210,17 @@ def batch_phase(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
     prompts = [float(s.prompt_tokens or round(s.words * probe.tokens_per_word) or length) for s in ok]
     ttfts = [s.ttft_s * 1000.0 for s in ok if s.ttft_s is not None]
     t0 = min(s.started for s in ok)  # the sends' spread: a step starts on the first arrival (burst.py)
-    raw.setdefault("bursts", []).append({"streams": b, "prompt_tokens": round(statistics.mean(prompts), 1),
-                                         "output_tokens": n, "last_ttft_ms": max(ttfts),
-                                         "first_ttft_ms": min(ttfts), "ttfts_ms": [round(t, 3) for t in ttfts],
-                                         "offsets_ms": [round(1000.0 * (s.started - t0), 3) for s in ok]})  # fmt: skip
+    raw.setdefault("bursts", []).append(
+        {
+            "streams": b,
+            "prompt_tokens": round(statistics.mean(prompts), 1),
+            "output_tokens": n,
+            "last_ttft_ms": max(ttfts),
+            "first_ttft_ms": min(ttfts),
+            "ttfts_ms": [round(t, 3) for t in ttfts],
+            "offsets_ms": [round(1000.0 * (s.started - t0), 3) for s in ok],
+        }
+    )
     t_all = max(s.times[0] for s in ok if s.times)
     t_end = min(s.times[-1] for s in ok if s.times)
     tpots = []
@@ -230,8 +252,11 @@ def seats_limit(samples: list[dict[str, Any]], scrapes: int = 2) -> int | None:
     if not runs:
         return None
     top = max(runs)
-    held = sum(1 for m in samples if m.get("running") is not None and int(m["running"]) == top
-               and (m.get("waiting") or 0) > 0)  # fmt: skip
+    held = sum(
+        1
+        for m in samples
+        if m.get("running") is not None and int(m["running"]) == top and (m.get("waiting") or 0) > 0
+    )
     return top if held >= scrapes else None
 
 
@@ -246,12 +271,19 @@ def saturation_phase(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None
     shots = probe.burst([(p, mt, w) for p, w, mt in specs], _watch(probe, samples))
     _errors(raw, shots)
     running = [m["running"] for m in samples if m.get("running") is not None]
-    sat: dict[str, Any] = {"requests": k, "scrapes": len(samples), "max_running": max(running) if running else None,
-                           "max_running_while_waiting": seats_limit(samples), "kv_samples": []}  # fmt: skip
+    sat: dict[str, Any] = {
+        "requests": k,
+        "scrapes": len(samples),
+        "max_running": max(running) if running else None,
+        "max_running_while_waiting": seats_limit(samples),
+        "kv_samples": [],
+    }
     for m in samples:
         if m.get("num_gpu_blocks") and m.get("block_size"):
-            sat["cache_config"] = {"num_gpu_blocks": int(float(m["num_gpu_blocks"])),
-                                   "block_size": int(float(m["block_size"]))}  # fmt: skip
+            sat["cache_config"] = {
+                "num_gpu_blocks": int(float(m["num_gpu_blocks"])),
+                "block_size": int(float(m["block_size"])),
+            }
         u = m.get("kv_usage")
         prog = m.get("progress") or []
         # only where every running stream is one we saw decoding: then we know what each one holds
@@ -280,11 +312,20 @@ def prefix_phase(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
         if cold.ttft_s is not None and warm.ttft_s is not None and cold.error is None and warm.error is None:
             # the server's own count of the tokens it took from its cache for the second one, where it shows it:
             # on a GPU a prefill can cost less than the TTFT's noise, and the TTFTs alone cannot tell
-            hits = (after["prefix_hits"] - before["prefix_hits"]
-                    if after.get("prefix_hits") is not None and before.get("prefix_hits") is not None else None)
-            raw["prefix"].append({"prompt_tokens": cold.prompt_tokens, "cold_ms": cold.ttft_s * 1000.0,
-                                  "warm_ms": warm.ttft_s * 1000.0, "cached_tokens": hits,
-                                  "config": after.get("prefix_caching")})  # fmt: skip
+            hits = (
+                after["prefix_hits"] - before["prefix_hits"]
+                if after.get("prefix_hits") is not None and before.get("prefix_hits") is not None
+                else None
+            )
+            raw["prefix"].append(
+                {
+                    "prompt_tokens": cold.prompt_tokens,
+                    "cold_ms": cold.ttft_s * 1000.0,
+                    "warm_ms": warm.ttft_s * 1000.0,
+                    "cached_tokens": hits,
+                    "config": after.get("prefix_caching"),
+                }
+            )
 
 
 def path_latency(budget_s: float, batches: tuple[int, ...] = (1, 16), n: int = 12) -> dict[str, Any] | None:
@@ -297,9 +338,19 @@ def path_latency(budget_s: float, batches: tuple[int, ...] = (1, 16), n: int = 1
 
     step_ms, ttft_ms, tokens = 10.0, 15.0, 32  # 5 ms overhead + one 10 ms step; prefill too fast to count
     try:
-        sim = start_simulator(["--request-overhead-ms", "5", "--decode-step-ms", str(step_ms),
-                               "--decode-per-seq-ms", "0", "--prefill-tokens-per-s", "1e12"],
-                              timeout=max(1.0, min(20.0, budget_s)))  # fmt: skip
+        sim = start_simulator(
+            [
+                "--request-overhead-ms",
+                "5",
+                "--decode-step-ms",
+                str(step_ms),
+                "--decode-per-seq-ms",
+                "0",
+                "--prefill-tokens-per-s",
+                "1e12",
+            ],
+            timeout=max(1.0, min(20.0, budget_s)),
+        )
     except (RuntimeError, OSError):
         return None
     out: dict[str, Any] = {"ttft": None, "tpot": []}
@@ -316,9 +367,13 @@ def path_latency(budget_s: float, batches: tuple[int, ...] = (1, 16), n: int = 1
                     got.append(s.ttft_s * 1000.0 - ttft_ms)
         if all(len(v) >= 3 for v in by_len.values()):
             short, long = by_len[32], by_len[1536]
-            out["ttft"] = {"excess_ms": statistics.median(short), "spread_ms": statistics.stdev(short),
-                           "n": len(short), "per_token_ms": (statistics.median(long) - statistics.median(short))
-                           / (1536 - 32), "at_tokens": 32}  # fmt: skip
+            out["ttft"] = {
+                "excess_ms": statistics.median(short),
+                "spread_ms": statistics.stdev(short),
+                "n": len(short),
+                "per_token_ms": (statistics.median(long) - statistics.median(short)) / (1536 - 32),
+                "at_tokens": 32,
+            }
         for b in batches:
             medians = []
             for _ in range(3):  # the machine's load comes and goes: the median of three bursts
@@ -327,8 +382,9 @@ def path_latency(budget_s: float, batches: tuple[int, ...] = (1, 16), n: int = 1
                 if len(tpots) == b:
                     medians.append(statistics.median(tpots))
             if medians:
-                out["tpot"].append({"batch": b, "excess_ms": statistics.median(medians) - step_ms,
-                                    "bursts": len(medians)})  # fmt: skip
+                out["tpot"].append(
+                    {"batch": b, "excess_ms": statistics.median(medians) - step_ms, "bursts": len(medians)}
+                )
     finally:
         sim.stop()
     return out
@@ -352,17 +408,23 @@ def new_raw() -> dict[str, Any]:
     return {"ttft": [], "tpot": [], "saturation": None, "prefix": [], "errors": {}, "phases_done": []}
 
 
-def run_phases(probe: Probe, plan: ProbePlan, raw: dict[str, Any],
-               on_phase: Callable[[str], None] | None = None) -> None:  # fmt: skip
+def run_phases(
+    probe: Probe, plan: ProbePlan, raw: dict[str, Any], on_phase: Callable[[str], None] | None = None
+) -> None:
     """Run every phase into `raw` while the budget lasts (a KeyboardInterrupt leaves what was measured);
     `on_phase(name)` after each phase of the first round."""
     if probe.budget.left() <= 0:
         return
     warmup(probe, raw)
     raw["phases_done"].append("warmup")
-    for name, phase in (("ttft", ttft_phase), ("tpot", tpot_phase), ("context", context_phase),
-                        ("batch", batch_phase), ("saturation", saturation_phase),
-                        ("prefix", prefix_phase)):  # fmt: skip
+    for name, phase in (
+        ("ttft", ttft_phase),
+        ("tpot", tpot_phase),
+        ("context", context_phase),
+        ("batch", batch_phase),
+        ("saturation", saturation_phase),
+        ("prefix", prefix_phase),
+    ):
         if probe.budget.left() <= 0:
             break
         phase(probe, plan, raw)

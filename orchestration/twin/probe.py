@@ -126,9 +126,17 @@ class Probe:
             return s
         with self._lock:
             self.requests += 1
-        body = json.dumps({"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "stream": True,
-                           "ignore_eos": True, "temperature": 0.0,
-                           "stream_options": {"include_usage": True}}).encode()  # fmt: skip
+        body = json.dumps(
+            {
+                "model": self.model,
+                "prompt": prompt,
+                "max_tokens": max_tokens,
+                "stream": True,
+                "ignore_eos": True,
+                "temperature": 0.0,
+                "stream_options": {"include_usage": True},
+            }
+        ).encode()
         conn, base = self._conn(left)
         first = last = None
         try:
@@ -179,14 +187,18 @@ class Probe:
         return s
 
     def burst(
-        self, specs: list[tuple[str, int, int]], during: Callable[[list[Shot]], None] | None = None,
+        self,
+        specs: list[tuple[str, int, int]],
+        during: Callable[[list[Shot]], None] | None = None,
         times: bool = False,
     ) -> list[Shot]:
         """Start one request per (prompt, max_tokens, words) at the same instant; `during(shots)` runs in this
         thread until they end (the saturation phase scrapes /metrics there); `times`: keep each token's time."""
         shots = [Shot(None, mt, words=w, times=[] if times else None) for _, mt, w in specs]
-        threads = [threading.Thread(target=self.shot, args=(p, mt, w, s), daemon=True)
-                   for (p, mt, w), s in zip(specs, shots, strict=True)]  # fmt: skip
+        threads = [
+            threading.Thread(target=self.shot, args=(p, mt, w, s), daemon=True)
+            for (p, mt, w), s in zip(specs, shots, strict=True)
+        ]
         for t in threads:
             t.start()
         if during is not None:
@@ -233,9 +245,13 @@ def scrape(probe: Probe) -> dict[str, Any] | None:
     usage = m.get("vllm:kv_cache_usage_perc") or m.get("vllm:gpu_cache_usage_perc")
     info = m.get("vllm:cache_config_info")
     cache: dict[str, str] = info[0][0] if info else {}
-    return {"t": time.perf_counter(), "running": metric_sum(m, "vllm:num_requests_running"),
-            "waiting": metric_sum(m, "vllm:num_requests_waiting"),
-            "kv_usage": (sum(v for _, v in usage) / len(usage)) if usage else None,
-            "num_gpu_blocks": cache.get("num_gpu_blocks"), "block_size": cache.get("block_size"),
-            "prefix_caching": cache.get("enable_prefix_caching"),
-            "prefix_hits": metric_sum(m, "vllm:prefix_cache_hits_total")}  # fmt: skip
+    return {
+        "t": time.perf_counter(),
+        "running": metric_sum(m, "vllm:num_requests_running"),
+        "waiting": metric_sum(m, "vllm:num_requests_waiting"),
+        "kv_usage": (sum(v for _, v in usage) / len(usage)) if usage else None,
+        "num_gpu_blocks": cache.get("num_gpu_blocks"),
+        "block_size": cache.get("block_size"),
+        "prefix_caching": cache.get("enable_prefix_caching"),
+        "prefix_hits": metric_sum(m, "vllm:prefix_cache_hits_total"),
+    }

@@ -31,9 +31,12 @@ def _summary(points: list[dict[str, Any]]) -> dict[str, Any]:
     if not points:
         return {"points": 0}
     errs = [abs(p["error_pct"]) for p in points]
-    return {"points": len(points), "mean_abs_error_pct": round(sum(errs) / len(errs), 2),
-            "max_abs_error_pct": round(max(errs), 2),
-            "max_abs_error_ms": round(max(abs(p["error_ms"]) for p in points), 3)}  # fmt: skip
+    return {
+        "points": len(points),
+        "mean_abs_error_pct": round(sum(errs) / len(errs), 2),
+        "max_abs_error_pct": round(max(errs), 2),
+        "max_abs_error_ms": round(max(abs(p["error_ms"]) for p in points), 3),
+    }
 
 
 def build_profile(
@@ -43,17 +46,30 @@ def build_profile(
     constants = fit_constants(raw, server)
     errors = point_errors(raw, constants)
     doc = {
-        "kind": KIND, "version": VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "server": server, "probe": {**probe, "plan": dataclasses.asdict(plan)}, "constants": constants,
+        "kind": KIND,
+        "version": VERSION,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "server": server,
+        "probe": {**probe, "plan": dataclasses.asdict(plan)},
+        "constants": constants,
         "uncertainty": f"{SIGMAS:g} standard errors of the least-squares fit, at least what a {RESOLUTION_MS} ms "
-                       "timing resolution allows; 0 for a limit the server shows; null where nothing was measured",
-        "points": {"ttft": errors["ttft"], "tpot": errors["tpot"], "saturation": raw.get("saturation"),
-                   "prefix": raw.get("prefix") or [], "tokens_per_word": raw.get("tokens_per_word"),
+        "timing resolution allows; 0 for a limit the server shows; null where nothing was measured",
+        "points": {
+            "ttft": errors["ttft"],
+            "tpot": errors["tpot"],
+            "saturation": raw.get("saturation"),
+            "prefix": raw.get("prefix") or [],
+            "tokens_per_word": raw.get("tokens_per_word"),
             "prompt_tokens_estimated": bool(raw.get("prompt_tokens_estimated")),
-                   "path_latency": raw.get("path_latency"), "bursts": errors["bursts"]},
-        "fit": {"ttft": _summary(errors["ttft"]), "tpot": _summary(errors["tpot"]),
-                "bursts": _summary(errors["bursts"])},
-    }  # fmt: skip
+            "path_latency": raw.get("path_latency"),
+            "bursts": errors["bursts"],
+        },
+        "fit": {
+            "ttft": _summary(errors["ttft"]),
+            "tpot": _summary(errors["tpot"]),
+            "bursts": _summary(errors["bursts"]),
+        },
+    }
     validate_twin(doc, "the profile being written")
     return doc
 
@@ -73,10 +89,13 @@ def _fmt(v: Any) -> str:
 
 def fit_table(doc: dict[str, Any]) -> str:
     """The constants (value ± uncertainty, source) and every point's measured, predicted and error, as text."""
-    lines = [f"twin of {doc['server'].get('host')} ({doc['server'].get('model')}): "
-             f"{doc['probe'].get('requests', 0)} requests in {doc['probe'].get('elapsed_s', 0):.1f} s"
-             + (" (partial: " + str(doc["probe"].get("stopped")) + ")" if doc["probe"].get("partial") else ""),
-             f"{'constant':<24} {'value':>12} {'± uncertainty':>14}  source", "-" * 66]  # fmt: skip
+    lines = [
+        f"twin of {doc['server'].get('host')} ({doc['server'].get('model')}): "
+        f"{doc['probe'].get('requests', 0)} requests in {doc['probe'].get('elapsed_s', 0):.1f} s"
+        + (" (partial: " + str(doc["probe"].get("stopped")) + ")" if doc["probe"].get("partial") else ""),
+        f"{'constant':<24} {'value':>12} {'± uncertainty':>14}  source",
+        "-" * 66,
+    ]
     for name, c in doc["constants"].items():
         unc = "" if c.get("uncertainty") is None else _fmt(c["uncertainty"])
         note = f"  ({c['note']})" if c.get("note") else ""
@@ -84,9 +103,14 @@ def fit_table(doc: dict[str, Any]) -> str:
     for name, c in doc["constants"].items():
         u, v = c.get("uncertainty"), c.get("value")
         if c["source"] in ("fit", "burst") and isinstance(v, float) and v > 0 and u is not None and u >= v:
-            lines.append(f"not resolved: {name} {_fmt(v)} ± {_fmt(u)} (answers that lean on it are as uncertain"
-                         + ("; a larger --max-concurrency measures it over more batch sizes)" if name ==
-                            "decode_per_seq_ms" else ")"))  # fmt: skip
+            lines.append(
+                f"not resolved: {name} {_fmt(v)} ± {_fmt(u)} (answers that lean on it are as uncertain"
+                + (
+                    "; a larger --max-concurrency measures it over more batch sizes)"
+                    if name == "decode_per_seq_ms"
+                    else ")"
+                )
+            )
     for kind, x, xname in (("ttft", "prompt_tokens", "prompt"), ("tpot", "batch", "batch")):
         pts = doc["points"][kind]
         if not pts:
@@ -94,16 +118,22 @@ def fit_table(doc: dict[str, Any]) -> str:
             continue
         # the decode points' context (tokens in all)
         ctx = kind == "tpot" and any(p.get("context_tokens") for p in pts)
-        lines.append(f"{kind.upper()} points: {xname:>7} {'measured':>10} {'twin':>10} {'error':>9}"
-                     + ("  context" if ctx else ""))  # fmt: skip
+        lines.append(
+            f"{kind.upper()} points: {xname:>7} {'measured':>10} {'twin':>10} {'error':>9}"
+            + ("  context" if ctx else "")
+        )
         for p in pts:
-            lines.append(f"{'':<12} {p[x]:>7} {p[kind + '_ms']:>8.2f}ms {p['predicted_ms']:>8.2f}ms "
-                         f"{p['error_pct']:>+8.1f}%" + (f"  {p.get('context_tokens') or 0:>7.0f}" if ctx else ""))  # fmt: skip
+            lines.append(
+                f"{'':<12} {p[x]:>7} {p[kind + '_ms']:>8.2f}ms {p['predicted_ms']:>8.2f}ms "
+                f"{p['error_pct']:>+8.1f}%" + (f"  {p.get('context_tokens') or 0:>7.0f}" if ctx else "")
+            )
         s = doc["fit"][kind]
         lines.append(
             f"{'':<12} mean |error| {s['mean_abs_error_pct']:.1f} %, max {s['max_abs_error_pct']:.1f} %"
         )
     for b in doc["points"].get("bursts") or []:  # the batch phase: the last of B prompts' first token
-        lines.append(f"burst: {b['streams']} x {b['prompt_tokens']:.0f} tokens at once, last TTFT "
-                     f"{b['last_ttft_ms']:.2f}ms, twin {b['predicted_ms']:.2f}ms ({b['error_pct']:+.1f}%)")  # fmt: skip
+        lines.append(
+            f"burst: {b['streams']} x {b['prompt_tokens']:.0f} tokens at once, last TTFT "
+            f"{b['last_ttft_ms']:.2f}ms, twin {b['predicted_ms']:.2f}ms ({b['error_pct']:+.1f}%)"
+        )
     return "\n".join(lines)

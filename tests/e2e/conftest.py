@@ -116,8 +116,9 @@ def bench_platform(vllm_env: VllmEnv) -> PlatformProbe:
 
 
 def _started(vllm_env: VllmEnv, log_dir: Path, extra_args: tuple[str, ...] = ()) -> VllmServer:
-    server = start_vllm_server(vllm_env, log_dir=log_dir, extra_args=extra_args,
-                               startup_timeout=speed.scaled(600))  # fmt: skip
+    server = start_vllm_server(
+        vllm_env, log_dir=log_dir, extra_args=extra_args, startup_timeout=speed.scaled(600)
+    )
     try:
         if speed.current() is None:  # also the server's warm-up: no test pays for the first requests
             speed.calibrate(server.url, server.model_name, preexec=client_preexec())

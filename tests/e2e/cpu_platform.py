@@ -93,5 +93,10 @@ def probe_platform(python: Path | str, env: dict[str, str], timeout: float = 300
     for line in proc.stdout.splitlines():
         if line.startswith("{"):
             doc.update(json.loads(line))
-    return PlatformProbe(proc.returncode, doc.get("platform"), doc.get("is_cpu"), tuple(doc.get("kernels", ())),
-                         (proc.stdout + proc.stderr)[-3000:])  # fmt: skip
+    return PlatformProbe(
+        proc.returncode,
+        doc.get("platform"),
+        doc.get("is_cpu"),
+        tuple(doc.get("kernels", ())),
+        (proc.stdout + proc.stderr)[-3000:],
+    )

@@ -21,12 +21,25 @@ from tests.e2e.vllm_env import metric_samples
 
 Snapshot = dict[tuple[str, str], float]
 
-HISTOGRAMS = ("time_to_first_token_seconds", "request_queue_time_seconds", "request_prefill_time_seconds",
-              "request_decode_time_seconds", "inter_token_latency_seconds",
-              "request_time_per_output_token_seconds", "e2e_request_latency_seconds",
-              "request_inference_time_seconds", "iteration_tokens_total", "request_prompt_tokens")  # fmt: skip
-COUNTERS = ("vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:num_preemptions_total",
-            "vllm:prefix_cache_hits_total", "process_cpu_seconds_total")  # fmt: skip
+HISTOGRAMS = (
+    "time_to_first_token_seconds",
+    "request_queue_time_seconds",
+    "request_prefill_time_seconds",
+    "request_decode_time_seconds",
+    "inter_token_latency_seconds",
+    "request_time_per_output_token_seconds",
+    "e2e_request_latency_seconds",
+    "request_inference_time_seconds",
+    "iteration_tokens_total",
+    "request_prompt_tokens",
+)
+COUNTERS = (
+    "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total",
+    "vllm:num_preemptions_total",
+    "vllm:prefix_cache_hits_total",
+    "process_cpu_seconds_total",
+)
 
 
 def scrape_full(url: str) -> Snapshot:
@@ -73,8 +86,13 @@ def delta(before: dict, after: dict) -> dict[str, Any]:
             (float(le), after[(name + "_bucket", le)] - before.get((name + "_bucket", le), 0)) for le in les
         ]
         if cnt:
-            out[h] = {"count": cnt, "mean": tot / cnt, "p50": _quantile(buckets, cnt, 0.5),
-                      "p90": _quantile(buckets, cnt, 0.9), "p50_bucket": quantile_bucket(buckets, cnt, 0.5)}  # fmt: skip
+            out[h] = {
+                "count": cnt,
+                "mean": tot / cnt,
+                "p50": _quantile(buckets, cnt, 0.5),
+                "p90": _quantile(buckets, cnt, 0.9),
+                "p50_bucket": quantile_bucket(buckets, cnt, 0.5),
+            }
     for c in COUNTERS:
         out[c] = after.get((c, ""), 0) - before.get((c, ""), 0)
     return out
@@ -129,8 +147,9 @@ def ttft_margins(ours: float, server_ours: float, peer: float, server_peer: floa
     return server_ours - ours, ((ours - server_ours) - (peer - server_peer)) / peer
 
 
-def ttft_bracket(ours: float, server_ours: float, peer: float, server_peer: float, *, tol: float,
-                 slack: float) -> list[str]:  # fmt: skip
+def ttft_bracket(
+    ours: float, server_ours: float, peer: float, server_peer: float, *, tol: float, slack: float
+) -> list[str]:
     """Why our TTFT is not bracketed by the server's and the peer's (empty: it is). One figure each (ms, a mean
     or a median): ours, the server's for the requests ours sent, the peer's, the server's for the peer's.
 
@@ -150,10 +169,14 @@ def ttft_bracket(ours: float, server_ours: float, peer: float, server_peer: floa
     out = []
     under, excess = ttft_margins(ours, server_ours, peer, server_peer)
     if under > slack:
-        out.append(f"ours {ours:.2f} ms is under the server's own {server_ours:.2f} ms - {slack:.2f} ms slack: a "
-                   f"client cannot see its first token before the server produced it")  # fmt: skip
+        out.append(
+            f"ours {ours:.2f} ms is under the server's own {server_ours:.2f} ms - {slack:.2f} ms slack: a "
+            f"client cannot see its first token before the server produced it"
+        )
     over_ours, over_peer = ours - server_ours, peer - server_peer
     if excess > tol:
-        out.append(f"ours {ours:.2f} ms is {over_ours:+.2f} ms over the server's, the peer's {peer:.2f} ms "
-                   f"{over_peer:+.2f} ms: more than the peer's overhead + {tol:.0%} of its TTFT")  # fmt: skip
+        out.append(
+            f"ours {ours:.2f} ms is {over_ours:+.2f} ms over the server's, the peer's {peer:.2f} ms "
+            f"{over_peer:+.2f} ms: more than the peer's overhead + {tol:.0%} of its TTFT"
+        )
     return out

@@ -50,8 +50,10 @@ class Speed:
 
     def describe(self) -> str:
         """One line for the tier's summary."""
-        return (f"vLLM speed {self.output_tok_s:.0f} output tok/s at concurrency {CALIBRATION['concurrency']} "
-                f"(dev box {REFERENCE_TOK_S:.0f}): time limits x{self.factor:.2f}")  # fmt: skip
+        return (
+            f"vLLM speed {self.output_tok_s:.0f} output tok/s at concurrency {CALIBRATION['concurrency']} "
+            f"(dev box {REFERENCE_TOK_S:.0f}): time limits x{self.factor:.2f}"
+        )
 
 
 _measured: list[Speed] = []
@@ -98,8 +100,15 @@ def _one(url: str, model: str, i: int, max_tokens: int) -> int:
     text = " ".join(
         WORDS[(i * 7 + k * 3) % len(WORDS)] + str(k % 10) for k in range(CALIBRATION["prompt_words"])
     )
-    body = {"model": model, "messages": [{"role": "user", "content": text}], "max_tokens": max_tokens,
-            "temperature": 0, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": text}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
     try:
         conn.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
@@ -150,8 +159,14 @@ def measure(url: str, model: str) -> dict[str, float]:
 def calibrate(url: str, model: str, preexec=None) -> Speed:
     """Measure the server's speed with the calibration client in its own process (on the client CPUs,
     like every load generator of the tier); remember it for scaled()."""
-    proc = subprocess.run([sys.executable, "-m", "tests.e2e.speed", url, model], cwd=REPO, capture_output=True,
-                          text=True, timeout=scaled(600), preexec_fn=preexec)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.e2e.speed", url, model],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=scaled(600),
+        preexec_fn=preexec,
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     speed = Speed(json.loads(proc.stdout.strip().splitlines()[-1])["output_tok_s"])
     _measured.append(speed)

@@ -113,8 +113,11 @@ def _ttft_figures(reqs: list[dict[str, Any]], t_a: float, t_b: float) -> dict[st
     """Mean and median TTFT (ms) of the requests whose first token arrived in [t_a, t_b]: the requests whose
     TTFT vLLM's histogram took in between the two snapshots (to within a few at the edges)."""
     ttfts = [q["ttft"] * 1000 for q in reqs if t_a <= q["start"] + q["ttft"] <= t_b]
-    return {"n": len(ttfts), "mean_ttft_ms": statistics.fmean(ttfts),
-            "median_ttft_ms": statistics.median(ttfts)}  # fmt: skip
+    return {
+        "n": len(ttfts),
+        "mean_ttft_ms": statistics.fmean(ttfts),
+        "median_ttft_ms": statistics.median(ttfts),
+    }
 
 
 def test_paired_run_agrees_with_vllm_bench_serve(vllm_env, vllm_server_details, tmp_path):
@@ -122,10 +125,26 @@ def test_paired_run_agrees_with_vllm_bench_serve(vllm_env, vllm_server_details, 
     # perf_counter is CLOCK_MONOTONIC: one clock per machine
     perf_to_epoch = time.time() - time.perf_counter()
     name = "bench-paired.json"
-    argv = bench_argv(vllm_env, srv, tmp_path, name, n=N_BENCH, c=C_EACH, in_len=IN, out_len=OUT, seed=3001,
-                      extra=("--random-range-ratio", str(RANGE), "--save-detailed"))  # fmt: skip
-    bench = subprocess.Popen(argv, env=vllm_env.bench_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True, preexec_fn=client_preexec())  # fmt: skip
+    argv = bench_argv(
+        vllm_env,
+        srv,
+        tmp_path,
+        name,
+        n=N_BENCH,
+        c=C_EACH,
+        in_len=IN,
+        out_len=OUT,
+        seed=3001,
+        extra=("--random-range-ratio", str(RANGE), "--save-detailed"),
+    )
+    bench = subprocess.Popen(
+        argv,
+        env=vllm_env.bench_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=client_preexec(),
+    )
     try:
         deadline = time.monotonic() + scaled(180)
         # start ours once bench is sending: most of both runs then overlap
@@ -135,10 +154,33 @@ def test_paired_run_agrees_with_vllm_bench_serve(vllm_env, vllm_server_details, 
             time.sleep(0.1)
         # every 2 s: the TTFT window (the two tools' overlap) is known only afterwards
         with Scraper(srv.url) as scraper:
-            ours = run_vllm_locust(srv.url, tmp_path, "ours-paired", "--scenario", "chat", "--model", srv.model_name,
-                                   "--request-rate", "inf", "--max-concurrency", str(C_EACH), "--num-prompts", str(N_OURS),
-                                   "--input-len", str(IN), "--output-len", str(OUT), "--range-ratio", str(RANGE), "--ignore-eos", "--seed", "3002",
-                                   "--no-server-metrics", "--workers", "1")  # fmt: skip
+            ours = run_vllm_locust(
+                srv.url,
+                tmp_path,
+                "ours-paired",
+                "--scenario",
+                "chat",
+                "--model",
+                srv.model_name,
+                "--request-rate",
+                "inf",
+                "--max-concurrency",
+                str(C_EACH),
+                "--num-prompts",
+                str(N_OURS),
+                "--input-len",
+                str(IN),
+                "--output-len",
+                str(OUT),
+                "--range-ratio",
+                str(RANGE),
+                "--ignore-eos",
+                "--seed",
+                "3002",
+                "--no-server-metrics",
+                "--workers",
+                "1",
+            )
             # bench is still sending: one more snapshot after our last chunk
             ended, deadline = time.time(), time.monotonic() + 5 * scraper.every
             while not scraper.snapshots or scraper.snapshots[-1][0] < ended:
@@ -162,18 +204,29 @@ def test_paired_run_agrees_with_vllm_bench_serve(vllm_env, vllm_server_details, 
     server = delta(first, last)["time_to_first_token_seconds"]
     tb, to = _ttft_figures(b, t_a, t_b), _ttft_figures(o, t_a, t_b)
     fb, fo = {**_window_figures(b, lo, hi), **tb}, {**_window_figures(o, lo, hi), **to}
-    fs = {"n": server["count"], "mean_ttft_ms": server["mean"] * 1000,
-          "median_ttft_bucket_ms": [e * 1000 for e in server["p50_bucket"]]}  # fmt: skip
+    fs = {
+        "n": server["count"],
+        "mean_ttft_ms": server["mean"] * 1000,
+        "median_ttft_bucket_ms": [e * 1000 for e in server["p50_bucket"]],
+    }
     keys = (*TPUT_TPOT, "mean_ttft_ms", "median_ttft_ms")
     rel = {k: fo[k] / fb[k] - 1 for k in keys}
     # TTFT: ours between the server's truth and the peer's (ttft_bracket's docstring says why not two-sided)
-    failed = ttft_bracket(fo["mean_ttft_ms"], fs["mean_ttft_ms"], fb["mean_ttft_ms"], fs["mean_ttft_ms"],
-                          tol=TTFT_TOL, slack=SERVER_SLACK_MS)  # fmt: skip
+    failed = ttft_bracket(
+        fo["mean_ttft_ms"],
+        fs["mean_ttft_ms"],
+        fb["mean_ttft_ms"],
+        fs["mean_ttft_ms"],
+        tol=TTFT_TOL,
+        slack=SERVER_SLACK_MS,
+    )
     # the median's server figure is its bucket's lower edge: the peer's overhead above it is then overstated
     # by up to a bucket, so the upper side is plain ours <= peer + tol (the server's figure cancels)
     low = fs["median_ttft_bucket_ms"][0]
-    failed += [f"median: {m}" for m in ttft_bracket(fo["median_ttft_ms"], low, fb["median_ttft_ms"], low,
-                                                     tol=TTFT_TOL, slack=0.0)]  # fmt: skip
+    failed += [
+        f"median: {m}"
+        for m in ttft_bracket(fo["median_ttft_ms"], low, fb["median_ttft_ms"], low, tol=TTFT_TOL, slack=0.0)
+    ]
     mismatch = abs(fs["n"] - to["n"] - tb["n"]) / fs["n"]
     # bench's slack: its requests that ended before ours began or began after ours ended (the window needs none)
     o_lo, o_hi = min(q["start"] for q in o), max(q["chunks"][-1] for q in o)
@@ -181,23 +234,42 @@ def test_paired_run_agrees_with_vllm_bench_serve(vllm_env, vllm_server_details, 
         "before_ours": sum(q["chunks"][-1] < o_lo for q in b),
         "after_ours": sum(q["start"] > o_hi for q in b),
     }
-    report = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "window_s": hi - lo, "ttft_window_s": t_b - t_a,
-              "concurrency_each": C_EACH, "input_len": IN, "output_len": OUT, "vllm_bench_serve": fb,
-              "vllm_locust": fo, "server": fs, "relative_difference": rel,
-              "overhead_over_server_ms": {"vllm_bench_serve": fb["mean_ttft_ms"] - fs["mean_ttft_ms"],
-                                          "vllm_locust": fo["mean_ttft_ms"] - fs["mean_ttft_ms"]},
-              "tolerance": {**{k: TOLERANCE[k] for k in TPUT_TPOT}, "ttft_over_peer": TTFT_TOL,
-                            "ttft_under_server_ms": SERVER_SLACK_MS},
-              "ttft_failures": failed, "bench_requests_outside_ours": slack,
-              "input_tokens_per_request": {"vllm_bench_serve": doc["total_input_tokens"] / N_BENCH,
-                                           "vllm_locust": ours.result["total_input_tokens"] / N_OURS}}  # fmt: skip
+    report = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "window_s": hi - lo,
+        "ttft_window_s": t_b - t_a,
+        "concurrency_each": C_EACH,
+        "input_len": IN,
+        "output_len": OUT,
+        "vllm_bench_serve": fb,
+        "vllm_locust": fo,
+        "server": fs,
+        "relative_difference": rel,
+        "overhead_over_server_ms": {
+            "vllm_bench_serve": fb["mean_ttft_ms"] - fs["mean_ttft_ms"],
+            "vllm_locust": fo["mean_ttft_ms"] - fs["mean_ttft_ms"],
+        },
+        "tolerance": {
+            **{k: TOLERANCE[k] for k in TPUT_TPOT},
+            "ttft_over_peer": TTFT_TOL,
+            "ttft_under_server_ms": SERVER_SLACK_MS,
+        },
+        "ttft_failures": failed,
+        "bench_requests_outside_ours": slack,
+        "input_tokens_per_request": {
+            "vllm_bench_serve": doc["total_input_tokens"] / N_BENCH,
+            "vllm_locust": ours.result["total_input_tokens"] / N_OURS,
+        },
+    }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "agreement_paired.json").write_text(json.dumps(report, indent=1) + "\n")
     print(f"\npaired window {hi - lo:.1f} s (TTFT window {t_b - t_a:.1f} s):")
     for k in (*keys, "requests_in_window", "n"):
         print(f"  {k:20s} vllm bench {fb[k]:10.2f}   vllm-locust {fo[k]:10.2f}")
-    print(f"  server TTFT: {fs['n']:.0f} requests, mean {fs['mean_ttft_ms']:.2f} ms, median in "
-          f"[{low:.0f}, {fs['median_ttft_bucket_ms'][1]:.0f}] ms")  # fmt: skip
+    print(
+        f"  server TTFT: {fs['n']:.0f} requests, mean {fs['mean_ttft_ms']:.2f} ms, median in "
+        f"[{low:.0f}, {fs['median_ttft_bucket_ms'][1]:.0f}] ms"
+    )
     print("  relative (ours/bench - 1): " + ", ".join(f"{k} {v:+.1%}" for k, v in rel.items()))
     dump = json.dumps(report, indent=1)
     assert all(abs(rel[k]) <= TOLERANCE[k] for k in TPUT_TPOT), dump

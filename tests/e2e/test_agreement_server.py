@@ -24,10 +24,29 @@ def _delta(after: dict[str, float], before: dict[str, float], name: str) -> floa
 
 def _one_load(srv, tmp_path: Path, users: int, n: int, out_len: int, seed: int, workers: int) -> dict:
     before = scrape_metrics(srv.url, srv.model_name)
-    run = run_vllm_locust(srv.url, tmp_path, f"agree-c{users}", "--workers", str(workers), "--scenario", "chat",
-                          "--users", str(users),
-                          "--spawn-rate", "1000", "--num-prompts", str(n), "--input-len", "128",
-                          "--output-len", str(out_len), "--ignore-eos", "--seed", str(seed), "--no-server-metrics")  # fmt: skip
+    run = run_vllm_locust(
+        srv.url,
+        tmp_path,
+        f"agree-c{users}",
+        "--workers",
+        str(workers),
+        "--scenario",
+        "chat",
+        "--users",
+        str(users),
+        "--spawn-rate",
+        "1000",
+        "--num-prompts",
+        str(n),
+        "--input-len",
+        "128",
+        "--output-len",
+        str(out_len),
+        "--ignore-eos",
+        "--seed",
+        str(seed),
+        "--no-server-metrics",
+    )
     time.sleep(0.5)  # the last request's counters are updated right after its final chunk
     after = scrape_metrics(srv.url, srv.model_name)
     preflight = json.loads((run.run_dir / "preflight.json").read_text())
@@ -50,9 +69,11 @@ def _one_load(srv, tmp_path: Path, users: int, n: int, out_len: int, seed: int, 
     server_mean_ms = tot / cnt * 1000
     client_mean_ms = r["mean_ttft_ms"]
     diff_ms = client_mean_ms - server_mean_ms
-    print(f"\nusers {users}: output tokens vllm-locust {ours}, vLLM generation_tokens_total delta {server_tokens} "
-          f"(preflight {server_tokens - ours} in {attempts} request(s)); TTFT mean client {client_mean_ms:.2f} ms, "
-          f"server {server_mean_ms:.2f} ms, client - server {diff_ms:+.2f} ms")  # fmt: skip
+    print(
+        f"\nusers {users}: output tokens vllm-locust {ours}, vLLM generation_tokens_total delta {server_tokens} "
+        f"(preflight {server_tokens - ours} in {attempts} request(s)); TTFT mean client {client_mean_ms:.2f} ms, "
+        f"server {server_mean_ms:.2f} ms, client - server {diff_ms:+.2f} ms"
+    )
     return {
         "load": {
             "scenario": "chat",
@@ -62,20 +83,20 @@ def _one_load(srv, tmp_path: Path, users: int, n: int, out_len: int, seed: int, 
             "input_len": 128,
             "output_len": out_len,
             "ignore_eos": True,
-        },  # fmt: skip
+        },
         "output_tokens": {
             "vllm_locust": ours,
             "server_delta": server_tokens,
             "preflight": server_tokens - ours,
             "server_requests_delta": server_requests,
             "preflight_requests": attempts,
-        },  # fmt: skip
+        },
         "ttft_ms": {
             "client_mean": client_mean_ms,
             "client_median": r["median_ttft_ms"],
             "server_mean": server_mean_ms,
             "client_minus_server": diff_ms,
-        },  # fmt: skip
+        },
         "exit_code": run.code,
         "client_bound": r.get("client_bound"),
     }
@@ -90,8 +111,15 @@ def raw_client_ttft_ms(srv, n: int, out_len: int) -> list[float]:
     out = []
     for _ in range(n):
         text = " ".join(rng.choice(("alpha", "beta", "gamma", "delta", "omega", "sigma")) for _ in range(110))
-        body = {"model": srv.model_name, "messages": [{"role": "user", "content": text}], "max_tokens": out_len,
-                "temperature": 0, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
+        body = {
+            "model": srv.model_name,
+            "messages": [{"role": "user", "content": text}],
+            "max_tokens": out_len,
+            "temperature": 0,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         conn = http.client.HTTPConnection(srv.host, srv.port, timeout=scaled(60))
         t0 = time.perf_counter()
         conn.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
@@ -116,8 +144,10 @@ def test_tokens_and_ttft_agree_with_vllm_metrics(vllm_server_details, tmp_path):
     never sent and the run hangs) isolates the per-request overhead outside the server's TTFT; concurrency 4 adds the
     API server's own queueing: vLLM stamps arrival after parsing, chat template and tokenization, and
     its one event loop also writes every stream's chunks, so on 2 shared cores that gap grows."""
-    loads = [_one_load(vllm_server_details, tmp_path, 1, 16, 64, 21, workers=1),
-             _one_load(vllm_server_details, tmp_path, 4, 48, 64, 22, workers=2)]  # fmt: skip
+    loads = [
+        _one_load(vllm_server_details, tmp_path, 1, 16, 64, 21, workers=1),
+        _one_load(vllm_server_details, tmp_path, 4, 48, 64, 22, workers=2),
+    ]
     raw = raw_client_ttft_ms(vllm_server_details, 16, 64)
     raw_mean = sum(raw) / len(raw)
     ours_c1 = loads[0]["ttft_ms"]["client_mean"]
@@ -125,8 +155,11 @@ def test_tokens_and_ttft_agree_with_vllm_metrics(vllm_server_details, tmp_path):
         f"TTFT mean at concurrency 1: vllm-locust {ours_c1:.2f} ms, minimal http.client reader {raw_mean:.2f} ms"
     )
     RESULTS.mkdir(parents=True, exist_ok=True)
-    report = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "loads": loads,
-              "raw_client_c1_ttft_ms": {"mean": raw_mean, "values": raw}}  # fmt: skip
+    report = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "loads": loads,
+        "raw_client_c1_ttft_ms": {"mean": raw_mean, "values": raw},
+    }
     (RESULTS / "agreement_server.json").write_text(json.dumps(report, indent=1) + "\n")
     for load in loads:
         assert load["ttft_ms"]["client_minus_server"] >= 0, load

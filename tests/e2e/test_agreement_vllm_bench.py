@@ -43,9 +43,21 @@ from tests.e2e.vllm_env import client_preexec
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 C, N, IN, OUT = 8, 64, 128, 128
-FIELDS = ("completed", "failed", "duration", "total_input_tokens", "total_output_tokens", "output_throughput",
-          "median_ttft_ms", "mean_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "mean_tpot_ms", "median_itl_ms",
-          "median_e2el_ms")  # fmt: skip
+FIELDS = (
+    "completed",
+    "failed",
+    "duration",
+    "total_input_tokens",
+    "total_output_tokens",
+    "output_throughput",
+    "median_ttft_ms",
+    "mean_ttft_ms",
+    "p99_ttft_ms",
+    "median_tpot_ms",
+    "mean_tpot_ms",
+    "median_itl_ms",
+    "median_e2el_ms",
+)
 TOLERANCE = {"output_throughput": 0.05, "median_ttft_ms": 0.10, "median_tpot_ms": 0.10}
 LOOSE = {"output_throughput": 0.35, "median_ttft_ms": 0.5, "median_tpot_ms": 0.5}
 STRICT = os.environ.get("VLLM_LOCUST_STRICT_AGREEMENT") == "1"
@@ -58,33 +70,74 @@ TWO_SIDED = ("output_throughput", "median_tpot_ms")  # TTFT is one-sided (ttft_b
 SERVER_SLACK_MS = 1.0
 
 
-def bench_argv(env, server, out_dir: Path, name: str, *, n: int, c: int, in_len: int, out_len: int, seed: int,
-               extra: tuple[str, ...] = ()) -> list[str]:  # fmt: skip
+def bench_argv(
+    env,
+    server,
+    out_dir: Path,
+    name: str,
+    *,
+    n: int,
+    c: int,
+    in_len: int,
+    out_len: int,
+    seed: int,
+    extra: tuple[str, ...] = (),
+) -> list[str]:
     """`vllm bench serve` on the random dataset at `c` in flight, result saved as out_dir/name."""
     return env.bench_command() + [
-        "--backend", "openai-chat", "--base-url", server.url, "--endpoint", "/v1/chat/completions",
-        "--model", server.model_name, "--tokenizer", str(env.model_dir), "--dataset-name", "random",
-        "--random-input-len", str(in_len), "--random-output-len", str(out_len), "--num-prompts", str(n),
-        "--request-rate", "inf", "--max-concurrency", str(c), "--ignore-eos", "--temperature", "0",
-        "--seed", str(seed), "--disable-tqdm", "--save-result", "--result-dir", str(out_dir),
-        "--result-filename", name, *extra,
-    ]  # fmt: skip
+        "--backend",
+        "openai-chat",
+        "--base-url",
+        server.url,
+        "--endpoint",
+        "/v1/chat/completions",
+        "--model",
+        server.model_name,
+        "--tokenizer",
+        str(env.model_dir),
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(in_len),
+        "--random-output-len",
+        str(out_len),
+        "--num-prompts",
+        str(n),
+        "--request-rate",
+        "inf",
+        "--max-concurrency",
+        str(c),
+        "--ignore-eos",
+        "--temperature",
+        "0",
+        "--seed",
+        str(seed),
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir",
+        str(out_dir),
+        "--result-filename",
+        name,
+        *extra,
+    ]
 
 
 def server_view(before: dict, after: dict) -> dict[str, float]:
     """What vLLM's own /metrics saw of one run: its mean TTFT, TPOT and E2E latency (ms), its engine steps and
     their mean size, the prompt tokens per request, and the API server's CPU seconds."""
     d = delta(before, after)
-    return {"mean_ttft_ms": d["time_to_first_token_seconds"]["mean"] * 1e3,
-            # of the median the histogram knows only its bucket: the lower edge bounds it from below
-            "median_ttft_low_ms": d["time_to_first_token_seconds"]["p50_bucket"][0] * 1e3,
-            "mean_tpot_ms": d["request_time_per_output_token_seconds"]["mean"] * 1e3,
-            "mean_e2el_ms": d["e2e_request_latency_seconds"]["mean"] * 1e3,
-            "mean_queue_ms": d["request_queue_time_seconds"]["mean"] * 1e3,
-            "engine_steps": d["iteration_tokens_total"]["count"],
-            "mean_tokens_per_step": d["iteration_tokens_total"]["mean"],
-            "mean_prompt_tokens": d["request_prompt_tokens"]["mean"],
-            "api_server_cpu_s": d["process_cpu_seconds_total"]}  # fmt: skip
+    return {
+        "mean_ttft_ms": d["time_to_first_token_seconds"]["mean"] * 1e3,
+        # of the median the histogram knows only its bucket: the lower edge bounds it from below
+        "median_ttft_low_ms": d["time_to_first_token_seconds"]["p50_bucket"][0] * 1e3,
+        "mean_tpot_ms": d["request_time_per_output_token_seconds"]["mean"] * 1e3,
+        "mean_e2el_ms": d["e2e_request_latency_seconds"]["mean"] * 1e3,
+        "mean_queue_ms": d["request_queue_time_seconds"]["mean"] * 1e3,
+        "engine_steps": d["iteration_tokens_total"]["count"],
+        "mean_tokens_per_step": d["iteration_tokens_total"]["mean"],
+        "mean_prompt_tokens": d["request_prompt_tokens"]["mean"],
+        "api_server_cpu_s": d["process_cpu_seconds_total"],
+    }
 
 
 def settled(url: str, before: Snapshot, n: int, timeout: float = 10.0) -> Snapshot:
@@ -105,8 +158,14 @@ def settled(url: str, before: Snapshot, n: int, timeout: float = 10.0) -> Snapsh
 def run_bench(env, server, out_dir: Path, seed: int) -> dict[str, Any]:
     name = f"bench-{seed}.json"
     argv = bench_argv(env, server, out_dir, name, n=N, c=C, in_len=IN, out_len=OUT, seed=seed)
-    proc = subprocess.Popen(argv, env=env.bench_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=client_preexec())  # fmt: skip
+    proc = subprocess.Popen(
+        argv,
+        env=env.bench_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=client_preexec(),
+    )
     out = wait_bench(proc, server.url)
     assert proc.returncode == 0, out[-4000:]
     return json.loads((out_dir / name).read_text())
@@ -125,40 +184,76 @@ def wait_bench(proc: subprocess.Popen, url: str) -> str:
 
 
 def run_ours(server, out_dir: Path, seed: int) -> dict[str, Any]:
-    run = run_vllm_locust(server.url, out_dir, f"ours-{seed}", "--scenario", "chat", "--model", server.model_name,
-                          "--request-rate", "inf", "--max-concurrency", str(C), "--num-prompts", str(N),
-                          "--input-len", str(IN), "--output-len", str(OUT), "--ignore-eos", "--seed", str(seed),
-                          "--no-server-metrics", "--workers", "1")  # fmt: skip
+    run = run_vllm_locust(
+        server.url,
+        out_dir,
+        f"ours-{seed}",
+        "--scenario",
+        "chat",
+        "--model",
+        server.model_name,
+        "--request-rate",
+        "inf",
+        "--max-concurrency",
+        str(C),
+        "--num-prompts",
+        str(N),
+        "--input-len",
+        str(IN),
+        "--output-len",
+        str(OUT),
+        "--ignore-eos",
+        "--seed",
+        str(seed),
+        "--no-server-metrics",
+        "--workers",
+        "1",
+    )
     assert_monotonic(run.records)
     return run.result
 
 
-def ttft_figures(bench: dict[str, Any], ours: dict[str, Any], server_b: dict[str, float],
-                 server_o: dict[str, float]) -> dict[str, tuple[tuple[float, float, float, float], float]]:  # fmt: skip
+def ttft_figures(
+    bench: dict[str, Any], ours: dict[str, Any], server_b: dict[str, float], server_o: dict[str, float]
+) -> dict[str, tuple[tuple[float, float, float, float], float]]:
     """ttft_bracket's figures and slack for the mean (each tool against its own run's server mean) and the
     median (the server's median bucket's lower edge on both sides: the peer's side cancels, ours <= peer + tol)."""
     low = server_o["median_ttft_low_ms"]
-    return {"mean": ((ours["mean_ttft_ms"], server_o["mean_ttft_ms"], bench["mean_ttft_ms"],
-                      server_b["mean_ttft_ms"]), SERVER_SLACK_MS),
-            "median": ((ours["median_ttft_ms"], low, bench["median_ttft_ms"], low), 0.0)}  # fmt: skip
+    return {
+        "mean": (
+            (ours["mean_ttft_ms"], server_o["mean_ttft_ms"], bench["mean_ttft_ms"], server_b["mean_ttft_ms"]),
+            SERVER_SLACK_MS,
+        ),
+        "median": ((ours["median_ttft_ms"], low, bench["median_ttft_ms"], low), 0.0),
+    }
 
 
-def compare(bench: dict[str, Any], ours: dict[str, Any], server_b: dict[str, float],
-            server_o: dict[str, float]) -> dict[str, Any]:  # fmt: skip
+def compare(
+    bench: dict[str, Any], ours: dict[str, Any], server_b: dict[str, float], server_o: dict[str, float]
+) -> dict[str, Any]:
     """Relative differences (ours/bench - 1), the TTFT margins (ttft_margins: under the server's own in ms,
     excess over the peer's overhead as a fraction) and whether the round is within TOLERANCE."""
     rel = {k: (ours[k] - bench[k]) / bench[k] for k in TOLERANCE}
     figs = ttft_figures(bench, ours, server_b, server_o)
-    margins = {k: dict(zip(("under_server_ms", "excess"), ttft_margins(*a), strict=True))
-               for k, (a, _) in figs.items()}  # fmt: skip
+    margins = {
+        k: dict(zip(("under_server_ms", "excess"), ttft_margins(*a), strict=True))
+        for k, (a, _) in figs.items()
+    }
     tol = TOLERANCE["median_ttft_ms"]
     ttft_failed = [
         f"{k}: {m}" for k, (a, slack) in figs.items() for m in ttft_bracket(*a, tol=tol, slack=slack)
     ]
-    ok = (bench["completed"] == ours["completed"] and all(abs(rel[k]) <= TOLERANCE[k] for k in TWO_SIDED)
-          and not ttft_failed)  # fmt: skip
-    return {"relative_difference": rel, "ttft_margins": margins, "ttft_failures": ttft_failed,
-            "within_tolerance": ok}  # fmt: skip
+    ok = (
+        bench["completed"] == ours["completed"]
+        and all(abs(rel[k]) <= TOLERANCE[k] for k in TWO_SIDED)
+        and not ttft_failed
+    )
+    return {
+        "relative_difference": rel,
+        "ttft_margins": margins,
+        "ttft_failures": ttft_failed,
+        "within_tolerance": ok,
+    }
 
 
 def test_same_load_agrees_with_vllm_bench_serve(vllm_env, vllm_server_details, tmp_path):
@@ -176,11 +271,17 @@ def test_same_load_agrees_with_vllm_bench_serve(vllm_env, vllm_server_details, t
                 result = run_ours(srv, tmp_path, seeds[tool])
             seen[tool] = (result, server_view(before, settled(srv.url, before, int(result["completed"]))))
         (bench, server_b), (ours, server_o) = seen["bench"], seen["ours"]
-        row = {"order": ", ".join(order),
-               "vllm_bench_serve": {k: bench.get(k) for k in FIELDS},
-               "vllm_locust": {k: ours.get(k) for k in FIELDS}, **compare(bench, ours, server_b, server_o),
-               "server": {"vllm_bench_serve": server_b, "vllm_locust": server_o,
-                          "relative_difference": {k: server_o[k] / server_b[k] - 1 for k in SERVER_COMPARED}}}  # fmt: skip
+        row = {
+            "order": ", ".join(order),
+            "vllm_bench_serve": {k: bench.get(k) for k in FIELDS},
+            "vllm_locust": {k: ours.get(k) for k in FIELDS},
+            **compare(bench, ours, server_b, server_o),
+            "server": {
+                "vllm_bench_serve": server_b,
+                "vllm_locust": server_o,
+                "relative_difference": {k: server_o[k] / server_b[k] - 1 for k in SERVER_COMPARED},
+            },
+        }
         rounds.append(row)
         print(f"\nround {i + 1} ({row['order']}):")
         for k in FIELDS:
@@ -196,8 +297,13 @@ def test_same_load_agrees_with_vllm_bench_serve(vllm_env, vllm_server_details, t
             assert abs(res["mean_tpot_ms"] / sv["mean_tpot_ms"] - 1) <= CLIENT_VS_SERVER_TPOT, (tool, res, sv)
         # in every round, loose or strict: no client reads TTFT under the server's own for its run (physics;
         # the drift between runs does not enter). The upper side, against the peer, is drift-prone: below.
-        print("  TTFT margins: " + ", ".join(f"{k} under server {m['under_server_ms']:+.2f} ms, excess over peer "
-                                             f"{m['excess']:+.1%}" for k, m in row["ttft_margins"].items()))  # fmt: skip
+        print(
+            "  TTFT margins: "
+            + ", ".join(
+                f"{k} under server {m['under_server_ms']:+.2f} ms, excess over peer {m['excess']:+.1%}"
+                for k, m in row["ttft_margins"].items()
+            )
+        )
         slacks = {k: slack for k, (_, slack) in ttft_figures(bench, ours, server_b, server_o).items()}
         assert all(m["under_server_ms"] <= slacks[k] for k, m in row["ttft_margins"].items()), row
         assert bench["completed"] == ours["completed"] == N
@@ -216,7 +322,7 @@ def test_same_load_agrees_with_vllm_bench_serve(vllm_env, vllm_server_details, t
             "max_concurrency": C,
             "request_rate": "inf",
             "vllm_locust_workers": 1,
-        },  # fmt: skip
+        },
         "tolerance": TOLERANCE,
         "rounds": rounds,
         "passed_rounds": [i + 1 for i, r in enumerate(rounds) if r["within_tolerance"]],

@@ -37,20 +37,84 @@ def test_sweep_server_and_profile(vllm_env: VllmEnv, tmp_path: Path) -> None:
     traces = tmp_path / "traces"
     # a few engine iterations, no frontend trace and no Python stacks: with stacks, vLLM's worker builds its
     # CPU-time table (key_averages) for minutes on one core after /stop_profile, and the load stalls meanwhile
-    profiler = json.dumps({"profiler": "torch", "torch_profiler_dir": str(traces), "max_iterations": 8,
-                           "ignore_frontend": True, "torch_profiler_with_stack": False})  # fmt: skip
+    profiler = json.dumps(
+        {
+            "profiler": "torch",
+            "torch_profiler_dir": str(traces),
+            "max_iterations": 8,
+            "ignore_frontend": True,
+            "torch_profiler_with_stack": False,
+        }
+    )
     server_cpus = ",".join(map(str, cpu_split()[0]))
-    env_args = [f"{k}={v}" for k, v in {**SERVER_ENV, "VLLM_TARGET_DEVICE": "cpu",
-                                         "VLLM_CPU_OMP_THREADS_BIND": server_cpus}.items() if k != "VLLM_CPU_KVCACHE_SPACE"]  # fmt: skip
-    serve = shlex.join(["env", "-u", "PYTHONPATH", "-u", "VIRTUAL_ENV", *env_args, "taskset", "-c", server_cpus,
-                        str(vllm_env.python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(vllm_env.model_dir),
-                        "--served-model-name", DEFAULT_MODEL_NAME, "--host", "127.0.0.1", "--port", str(port),
-                        *DEFAULT_SERVER_ARGS, "--profiler-config", profiler])  # fmt: skip
-    cmd = [sys.executable, "-m", "orchestration.cli", "sweep-server", "--serve-cmd", serve,
-           "--param", "max-num-batched-tokens=512", "--param", "env:VLLM_CPU_KVCACHE_SPACE=1",
-           "--health-timeout", "400", "--host", f"http://127.0.0.1:{port}", "--profile",
-           "--users", "2", "--num-prompts", "12", "--input-len", "64", "--output-len", "16", "--ignore-eos",
-           "--workers", "1", "--output-dir", str(tmp_path), "--run-name", "ss"]  # fmt: skip
+    env_args = [
+        f"{k}={v}"
+        for k, v in {
+            **SERVER_ENV,
+            "VLLM_TARGET_DEVICE": "cpu",
+            "VLLM_CPU_OMP_THREADS_BIND": server_cpus,
+        }.items()
+        if k != "VLLM_CPU_KVCACHE_SPACE"
+    ]
+    serve = shlex.join(
+        [
+            "env",
+            "-u",
+            "PYTHONPATH",
+            "-u",
+            "VIRTUAL_ENV",
+            *env_args,
+            "taskset",
+            "-c",
+            server_cpus,
+            str(vllm_env.python),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(vllm_env.model_dir),
+            "--served-model-name",
+            DEFAULT_MODEL_NAME,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            *DEFAULT_SERVER_ARGS,
+            "--profiler-config",
+            profiler,
+        ]
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "orchestration.cli",
+        "sweep-server",
+        "--serve-cmd",
+        serve,
+        "--param",
+        "max-num-batched-tokens=512",
+        "--param",
+        "env:VLLM_CPU_KVCACHE_SPACE=1",
+        "--health-timeout",
+        "400",
+        "--host",
+        f"http://127.0.0.1:{port}",
+        "--profile",
+        "--users",
+        "2",
+        "--num-prompts",
+        "12",
+        "--input-len",
+        "64",
+        "--output-len",
+        "16",
+        "--ignore-eos",
+        "--workers",
+        "1",
+        "--output-dir",
+        str(tmp_path),
+        "--run-name",
+        "ss",
+    ]
     p = subprocess.run(
         cmd, capture_output=True, text=True, timeout=880, cwd=ROOT, preexec_fn=client_preexec()
     )

@@ -51,8 +51,20 @@ def make_adapter(env: VllmEnv, out: Path, seed: int) -> Path:
 
     cfg = json.loads((env.model_dir / "config.json").read_text())
     out.mkdir(parents=True, exist_ok=True)
-    subprocess.run([str(env.python), "-c", MAKE_ADAPTER, str(out), str(seed), str(cfg["num_hidden_layers"]),
-                    str(cfg["hidden_size"]), str(RANK)], check=True, timeout=300)  # fmt: skip
+    subprocess.run(
+        [
+            str(env.python),
+            "-c",
+            MAKE_ADAPTER,
+            str(out),
+            str(seed),
+            str(cfg["num_hidden_layers"]),
+            str(cfg["hidden_size"]),
+            str(RANK),
+        ],
+        check=True,
+        timeout=300,
+    )
     return out
 
 
@@ -61,18 +73,49 @@ def lora_server(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory) -> 
     """The tiny model with two LoRA adapters and priority scheduling, two seats."""
     root = tmp_path_factory.mktemp("adapters")
     mods = [f"{name}={make_adapter(vllm_env, root / name, i)}" for i, name in enumerate(ADAPTERS)]
-    args = ("--enable-lora", "--max-lora-rank", str(RANK), "--max-loras", "2", "--lora-modules", *mods,
-            "--scheduling-policy", "priority", "--max-num-seqs", "2")  # fmt: skip
-    with start_vllm_server(vllm_env, log_dir=tmp_path_factory.mktemp("vllm-logs-lora"), extra_args=args,
-                           startup_timeout=speed.scaled(600)) as server:  # fmt: skip
+    args = (
+        "--enable-lora",
+        "--max-lora-rank",
+        str(RANK),
+        "--max-loras",
+        "2",
+        "--lora-modules",
+        *mods,
+        "--scheduling-policy",
+        "priority",
+        "--max-num-seqs",
+        "2",
+    )
+    with start_vllm_server(
+        vllm_env,
+        log_dir=tmp_path_factory.mktemp("vllm-logs-lora"),
+        extra_args=args,
+        startup_timeout=speed.scaled(600),
+    ) as server:
         yield server
 
 
 def test_model_mix_and_classes_over_two_adapters(lora_server: VllmServer, tmp_path: Path) -> None:
     base = lora_server.model_name
-    out = run_vllm_locust(lora_server.url, tmp_path, "mix", "--num-prompts", "24", "--users", "4",
-                          "--input-len", "16", "--output-len", "8", "--model", f"{base}:1,lora-a:1,lora-b:1",
-                          "--class", "hi:weight=1,priority=0,model=lora-a", "--class", "lo:weight=1,priority=5")  # fmt: skip
+    out = run_vllm_locust(
+        lora_server.url,
+        tmp_path,
+        "mix",
+        "--num-prompts",
+        "24",
+        "--users",
+        "4",
+        "--input-len",
+        "16",
+        "--output-len",
+        "8",
+        "--model",
+        f"{base}:1,lora-a:1,lora-b:1",
+        "--class",
+        "hi:weight=1,priority=0,model=lora-a",
+        "--class",
+        "lo:weight=1,priority=5",
+    )
     assert out.result["failed"] == 0 and out.result["completed"] == 24
     by = Counter((r.request_class, r.model) for r in out.records)
     assert {m for (c, m) in by if c == "hi"} == {"lora-a"}
@@ -83,21 +126,53 @@ def test_model_mix_and_classes_over_two_adapters(lora_server: VllmServer, tmp_pa
 
 
 def test_missing_adapter_is_a_preflight_error(lora_server: VllmServer, tmp_path: Path) -> None:
-    argv = [sys.executable, "-m", "orchestration.cli", "run", "--host", lora_server.url, "--output-dir", str(tmp_path),
-            "--run-name", "missing", "--quiet", "--no-report", "--model", f"{lora_server.model_name}:1,lora-c:1"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "orchestration.cli",
+        "run",
+        "--host",
+        lora_server.url,
+        "--output-dir",
+        str(tmp_path),
+        "--run-name",
+        "missing",
+        "--quiet",
+        "--no-report",
+        "--model",
+        f"{lora_server.model_name}:1,lora-c:1",
+    ]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert proc.returncode == PREFLIGHT, proc.stderr
     assert "'lora-c' is not served" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_priority_class_ttft_p99_lower_under_overload(lora_server: VllmServer, tmp_path: Path) -> None:
-    out = run_vllm_locust(lora_server.url, tmp_path, "prio", "--model", lora_server.model_name, "--num-prompts", "60",
-                          "--users", "12",
-                          "--input-len", "32", "--output-len", "16", "--ignore-eos",
-                          "--class", "hi:weight=1,priority=0", "--class", "lo:weight=1,priority=10")  # fmt: skip
+    out = run_vllm_locust(
+        lora_server.url,
+        tmp_path,
+        "prio",
+        "--model",
+        lora_server.model_name,
+        "--num-prompts",
+        "60",
+        "--users",
+        "12",
+        "--input-len",
+        "32",
+        "--output-len",
+        "16",
+        "--ignore-eos",
+        "--class",
+        "hi:weight=1,priority=0",
+        "--class",
+        "lo:weight=1,priority=10",
+    )
     assert out.result["failed"] == 0
-    ttft = {c: [r.chunk_times_us[0] for r in out.records if r.request_class == c and r.chunk_times_us]
-            for c in ("hi", "lo")}  # fmt: skip
+    ttft = {
+        c: [r.chunk_times_us[0] for r in out.records if r.request_class == c and r.chunk_times_us]
+        for c in ("hi", "lo")
+    }
     assert min(len(v) for v in ttft.values()) >= 15, {c: len(v) for c, v in ttft.items()}
     pc = out.result["classes"]["per_class"]
     assert pc["hi"]["p99_ttft_ms"] < pc["lo"]["p99_ttft_ms"], (

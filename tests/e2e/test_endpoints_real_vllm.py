@@ -31,23 +31,34 @@ N = 8
 def pooling_server(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
     """The tiny model as an embedding model (one server for the module)."""
     log_dir = tmp_path_factory.mktemp("vllm-logs-pooling")
-    with start_vllm_server(vllm_env, log_dir=log_dir, extra_args=("--runner", "pooling", "--convert", "embed"),
-                           startup_timeout=speed.scaled(600)) as server:  # fmt: skip
+    with start_vllm_server(
+        vllm_env,
+        log_dir=log_dir,
+        extra_args=("--runner", "pooling", "--convert", "embed"),
+        startup_timeout=speed.scaled(600),
+    ) as server:
         yield server
 
 
 # a cross-encoder made from the same causal LM: a one-label classifier whose weights are the LM head's row of one
 # token (vLLM's online conversion, as for Qwen3-Reranker); num_labels = 1 enables /v1/score and /v1/rerank
-CROSS_ENCODER = ("--runner", "pooling", "--convert", "classify", "--hf-overrides",
-                 json.dumps({"classifier_from_token": ["yes"], "method": "no_post_processing"}))  # fmt: skip
+CROSS_ENCODER = (
+    "--runner",
+    "pooling",
+    "--convert",
+    "classify",
+    "--hf-overrides",
+    json.dumps({"classifier_from_token": ["yes"], "method": "no_post_processing"}),
+)
 
 
 @pytest.fixture(scope="module")
 def cross_encoder(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
     """The tiny model as a cross-encoder reranker (one server for the module; started after the embedding tests)."""
     log_dir = tmp_path_factory.mktemp("vllm-logs-cross-encoder")
-    with start_vllm_server(vllm_env, log_dir=log_dir, extra_args=CROSS_ENCODER,
-                           startup_timeout=speed.scaled(600)) as server:  # fmt: skip
+    with start_vllm_server(
+        vllm_env, log_dir=log_dir, extra_args=CROSS_ENCODER, startup_timeout=speed.scaled(600)
+    ) as server:
         yield server
 
 
@@ -68,9 +79,26 @@ def _preflight_tokens(server: VllmServer, endpoint: str) -> int:
 
 
 def test_an_endpoint_the_server_lacks_is_one_line_and_exit_3(pooling_server: VllmServer, tmp_path) -> None:
-    argv = [sys.executable, "-m", "orchestration.cli", "run", "--host", pooling_server.url, "--endpoint",
-            "completions", "--num-prompts", "2", "--output-dir", str(tmp_path), "--run-name", "x", "--quiet",
-            "--no-report", "--workers", "1"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "orchestration.cli",
+        "run",
+        "--host",
+        pooling_server.url,
+        "--endpoint",
+        "completions",
+        "--num-prompts",
+        "2",
+        "--output-dir",
+        str(tmp_path),
+        "--run-name",
+        "x",
+        "--quiet",
+        "--no-report",
+        "--workers",
+        "1",
+    ]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=speed.scaled(300))
     assert p.returncode == PREFLIGHT, p.stderr[-2000:]
     lines = p.stderr.strip().splitlines()
@@ -79,20 +107,38 @@ def test_an_endpoint_the_server_lacks_is_one_line_and_exit_3(pooling_server: Vll
     ), lines
 
 
-@pytest.mark.parametrize(("server", "endpoint", "args", "inputs"), [
-    ("pooling_server", "embeddings", ("--embed-batch", "2"), 2),
-    ("pooling_server", "score", ("--rerank-docs", "2"), 3),  # a bi-encoder: vLLM scores by cosine
-    ("pooling_server", "rerank", ("--rerank-docs", "2"), 3),
-    ("cross_encoder", "score", ("--rerank-docs", "2"), 3),
-    ("cross_encoder", "rerank", ("--rerank-docs", "2"), 3),
-])  # fmt: skip
-def test_pooling_endpoint(request: pytest.FixtureRequest, tmp_path, server: str, endpoint: str,
-                          args: tuple[str, ...], inputs: int) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("server", "endpoint", "args", "inputs"),
+    [
+        ("pooling_server", "embeddings", ("--embed-batch", "2"), 2),
+        ("pooling_server", "score", ("--rerank-docs", "2"), 3),  # a bi-encoder: vLLM scores by cosine
+        ("pooling_server", "rerank", ("--rerank-docs", "2"), 3),
+        ("cross_encoder", "score", ("--rerank-docs", "2"), 3),
+        ("cross_encoder", "rerank", ("--rerank-docs", "2"), 3),
+    ],
+)
+def test_pooling_endpoint(
+    request: pytest.FixtureRequest, tmp_path, server: str, endpoint: str, args: tuple[str, ...], inputs: int
+) -> None:
     pooling_server: VllmServer = request.getfixturevalue(server)
     probe = _preflight_tokens(pooling_server, endpoint)
     before = scrape_metrics(pooling_server.url).get(PROMPT_TOKENS)
-    out = run_vllm_locust(pooling_server.url, tmp_path, endpoint, "--endpoint", endpoint, *args, "--input-len", "16",
-                          "--num-prompts", str(N), "-u", "2", "--workers", "1")  # fmt: skip
+    out = run_vllm_locust(
+        pooling_server.url,
+        tmp_path,
+        endpoint,
+        "--endpoint",
+        endpoint,
+        *args,
+        "--input-len",
+        "16",
+        "--num-prompts",
+        str(N),
+        "-u",
+        "2",
+        "--workers",
+        "1",
+    )
     after = scrape_metrics(pooling_server.url).get(PROMPT_TOKENS)
     res = out.result
     assert res["completed"] == N and res["failed"] == 0

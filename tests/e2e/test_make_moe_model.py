@@ -24,9 +24,32 @@ def _safetensors_shapes(path: Path) -> dict[str, list[int]]:
 
 def test_tiny_mixtral_with_the_project_tokenizer(vllm_env: VllmEnv, tmp_path: Path) -> None:
     out = tmp_path / "moe"
-    p = subprocess.run([str(vllm_env.python), str(SCRIPT), str(out), "--layers", "2", "--hidden", "64",
-                        "--heads", "4", "--kv-heads", "2", "--experts", "4", "--topk", "2", "--intermediate", "96",
-                        "--device", "cpu"], capture_output=True, text=True, timeout=600)  # fmt: skip
+    p = subprocess.run(
+        [
+            str(vllm_env.python),
+            str(SCRIPT),
+            str(out),
+            "--layers",
+            "2",
+            "--hidden",
+            "64",
+            "--heads",
+            "4",
+            "--kv-heads",
+            "2",
+            "--experts",
+            "4",
+            "--topk",
+            "2",
+            "--intermediate",
+            "96",
+            "--device",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     done = json.loads((out / ".done").read_text())
     cfg = json.loads((out / "config.json").read_text())
@@ -46,9 +69,30 @@ def test_tiny_mixtral_with_the_project_tokenizer(vllm_env: VllmEnv, tmp_path: Pa
     assert tok["model_max_length"] == 4096 and (out / "tokenizer.json").exists()
     # a second build copies that tokenizer instead of training it again
     again = tmp_path / "moe2"
-    p = subprocess.run([str(vllm_env.python), str(SCRIPT), str(again), "--tokenizer-from", str(out), "--layers", "1",
-                        "--hidden", "64", "--heads", "4", "--kv-heads", "2", "--intermediate", "96", "--device", "cpu"],
-                       capture_output=True, text=True, timeout=600)  # fmt: skip
+    p = subprocess.run(
+        [
+            str(vllm_env.python),
+            str(SCRIPT),
+            str(again),
+            "--tokenizer-from",
+            str(out),
+            "--layers",
+            "1",
+            "--hidden",
+            "64",
+            "--heads",
+            "4",
+            "--kv-heads",
+            "2",
+            "--intermediate",
+            "96",
+            "--device",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     assert json.loads((again / ".done").read_text())["tokenizer_copied"] is True
     assert (again / "tokenizer.json").read_bytes() == (out / "tokenizer.json").read_bytes()

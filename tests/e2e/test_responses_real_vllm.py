@@ -12,8 +12,22 @@ N = 8
 
 
 def test_responses_streamed(vllm_server: VllmServer, tmp_path) -> None:
-    out = run_vllm_locust(vllm_server.url, tmp_path, "responses", "--endpoint", "responses", "--input-len", "16",
-                          "--output-len", "8", "--ignore-eos", "--num-prompts", str(N), "-u", "2")  # fmt: skip
+    out = run_vllm_locust(
+        vllm_server.url,
+        tmp_path,
+        "responses",
+        "--endpoint",
+        "responses",
+        "--input-len",
+        "16",
+        "--output-len",
+        "8",
+        "--ignore-eos",
+        "--num-prompts",
+        str(N),
+        "-u",
+        "2",
+    )
     res = out.result
     assert (
         res["completed"] == N and res["failed"] == 0 and res["mean_ttft_ms"] > 0 and res["mean_tpot_ms"] > 0
@@ -30,8 +44,22 @@ def test_responses_streamed(vllm_server: VllmServer, tmp_path) -> None:
 
 
 def test_responses_not_streamed(vllm_server: VllmServer, tmp_path) -> None:
-    out = run_vllm_locust(vllm_server.url, tmp_path, "responses-ns", "--endpoint", "responses", "--no-stream",
-                          "--input-len", "16", "--output-len", "8", "--num-prompts", "4", "-u", "2")  # fmt: skip
+    out = run_vllm_locust(
+        vllm_server.url,
+        tmp_path,
+        "responses-ns",
+        "--endpoint",
+        "responses",
+        "--no-stream",
+        "--input-len",
+        "16",
+        "--output-len",
+        "8",
+        "--num-prompts",
+        "4",
+        "-u",
+        "2",
+    )
     res = out.result
     assert res["completed"] == 4 and "mean_ttft_ms" not in res and res["mean_e2el_ms"] > 0
     assert all(r.not_streamed and r.output_tokens and not r.tokens_estimated for r in out.records)

@@ -58,8 +58,21 @@ def run_vllm_locust(
     (the CLI stops its master and workers), then SIGKILL to every PID in pids.json."""
     if "--workers" not in args:
         args = ("--workers", "2", *args)
-    argv = [sys.executable, "-m", "orchestration.cli", "run", "--host", host,
-            "--output-dir", str(out_dir), "--run-name", name, "--no-report", "--quiet", *args]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "orchestration.cli",
+        "run",
+        "--host",
+        host,
+        "--output-dir",
+        str(out_dir),
+        "--run-name",
+        name,
+        "--no-report",
+        "--quiet",
+        *args,
+    ]
     proc = subprocess.Popen(
         argv,
         cwd=REPO,
@@ -116,9 +129,12 @@ def _kill_leftovers(pids_file: Path) -> None:
 
 def assert_monotonic(records: list[RequestRecord]) -> None:
     """Chunk times never go back in time and the body ends after the last chunk (else TPOT/ITL < 0)."""
-    bad = [(rec.seq, rec.chunk_times_us[:3], rec.chunk_times_us[-3:]) for rec in records
-           if any(b < a for a, b in zip(rec.chunk_times_us, rec.chunk_times_us[1:], strict=False))
-           or (rec.chunk_times_us and rec.end_us < rec.chunk_times_us[-1])]  # fmt: skip
+    bad = [
+        (rec.seq, rec.chunk_times_us[:3], rec.chunk_times_us[-3:])
+        for rec in records
+        if any(b < a for a, b in zip(rec.chunk_times_us, rec.chunk_times_us[1:], strict=False))
+        or (rec.chunk_times_us and rec.end_us < rec.chunk_times_us[-1])
+    ]
     assert not bad, f"{len(bad)} of {len(records)} records have chunk times out of order, e.g. {bad[:3]}"
 
 
@@ -280,8 +296,21 @@ LENS = ("--input-len", "64", "--output-len", "32")
 def test_chat(vllm_server_details, tmp_path):
     require_scenario("chat")
     n = 16
-    run = run_vllm_locust(vllm_server_details.url, tmp_path, "chat", "--scenario", "chat", "--users", "4",
-                          "--num-prompts", str(n), *LENS, "--ignore-eos", "--seed", "11")  # fmt: skip
+    run = run_vllm_locust(
+        vllm_server_details.url,
+        tmp_path,
+        "chat",
+        "--scenario",
+        "chat",
+        "--users",
+        "4",
+        "--num-prompts",
+        str(n),
+        *LENS,
+        "--ignore-eos",
+        "--seed",
+        "11",
+    )
     r = run.result
     assert (r["completed"], r["failed"]) == (n, 0), r.get("errors_by_kind")
     assert r["total_output_tokens"] == n * 32
@@ -296,9 +325,22 @@ def test_chat(vllm_server_details, tmp_path):
 def test_json_verdicts_match_independent_parse(recording_proxy, tmp_path):
     require_scenario("json")
     n = 8
-    run = run_vllm_locust(recording_proxy.url, tmp_path, "json", "--scenario", "json", "--users", "4",
-                          "--num-prompts", str(n), *LENS, "--seed", "12", "--no-server-metrics",
-                          ok_codes=(0, 1, 5))  # fmt: skip
+    run = run_vllm_locust(
+        recording_proxy.url,
+        tmp_path,
+        "json",
+        "--scenario",
+        "json",
+        "--users",
+        "4",
+        "--num-prompts",
+        str(n),
+        *LENS,
+        "--seed",
+        "12",
+        "--no-server-metrics",
+        ok_codes=(0, 1, 5),
+    )
     captured = recording_proxy.chat_posts("response_format")
     assert len(captured) == len(run.records) == n
     ours, theirs = [], []
@@ -338,9 +380,24 @@ def test_tools_named_choice_verdicts_match_independent_parse(recording_proxy, tm
     seed = 13
     choice = _first_tool_name(seed)
     n = 8
-    run = run_vllm_locust(recording_proxy.url, tmp_path, "tools", "--scenario", "tools", "--users", "4",
-                          "--num-prompts", str(n), *LENS, "--seed", str(seed), "--tool-choice", choice,
-                          "--no-server-metrics", ok_codes=(0, 1, 5))  # fmt: skip
+    run = run_vllm_locust(
+        recording_proxy.url,
+        tmp_path,
+        "tools",
+        "--scenario",
+        "tools",
+        "--users",
+        "4",
+        "--num-prompts",
+        str(n),
+        *LENS,
+        "--seed",
+        str(seed),
+        "--tool-choice",
+        choice,
+        "--no-server-metrics",
+        ok_codes=(0, 1, 5),
+    )
     captured = recording_proxy.chat_posts("tools")
     assert len(captured) == len(run.records) == n
     ours = []
@@ -375,9 +432,27 @@ def test_tools_named_choice_verdicts_match_independent_parse(recording_proxy, tm
 def test_multi_turn_reports_cached_tokens(vllm_server_details, tmp_path):
     require_scenario("multi-turn")
     n = 24
-    run = run_vllm_locust(vllm_server_details.url, tmp_path, "mt", "--scenario", "multi-turn", "--users", "4",
-                          "--num-prompts", str(n), "--num-turns", "3", "--prefix-len", "256", "--cache-rate", "1",
-                          *LENS, "--ignore-eos", "--seed", "14")  # fmt: skip
+    run = run_vllm_locust(
+        vllm_server_details.url,
+        tmp_path,
+        "mt",
+        "--scenario",
+        "multi-turn",
+        "--users",
+        "4",
+        "--num-prompts",
+        str(n),
+        "--num-turns",
+        "3",
+        "--prefix-len",
+        "256",
+        "--cache-rate",
+        "1",
+        *LENS,
+        "--ignore-eos",
+        "--seed",
+        "14",
+    )
     r = run.result
     assert (r["completed"], r["failed"]) == (n, 0), r.get("errors_by_kind")
     assert r["cached_tokens_reported"] is True
@@ -400,9 +475,27 @@ def test_multi_turn_reports_cached_tokens(vllm_server_details, tmp_path):
 
 def test_burst(vllm_server_details, tmp_path):
     require_scenario("burst")
-    run = run_vllm_locust(vllm_server_details.url, tmp_path, "burst", "--scenario", "burst", "--users", "6",
-                          "--burst-quiet-users", "1", "--burst-quiet", "2", "--burst-spike", "4",
-                          "--burst-recover", "2", *LENS, "--ignore-eos", "--seed", "15")  # fmt: skip
+    run = run_vllm_locust(
+        vllm_server_details.url,
+        tmp_path,
+        "burst",
+        "--scenario",
+        "burst",
+        "--users",
+        "6",
+        "--burst-quiet-users",
+        "1",
+        "--burst-quiet",
+        "2",
+        "--burst-spike",
+        "4",
+        "--burst-recover",
+        "2",
+        *LENS,
+        "--ignore-eos",
+        "--seed",
+        "15",
+    )
     r = run.result
     assert r["failed"] == 0, r.get("errors_by_kind")
     assert r["completed"] == len(run.records) > 0

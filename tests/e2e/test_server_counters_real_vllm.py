@@ -8,8 +8,23 @@ from __future__ import annotations
 from tests.e2e.test_scenarios_real_vllm import run_vllm_locust
 
 # a --seed no other test of the tier uses: the first run's prompts are new to this shared server
-LOAD = ("--workers", "1", "--scenario", "chat", "--users", "2", "--num-prompts", "12", "--input-len", "128",
-        "--output-len", "16", "--ignore-eos", "--seed", "20208")  # fmt: skip
+LOAD = (
+    "--workers",
+    "1",
+    "--scenario",
+    "chat",
+    "--users",
+    "2",
+    "--num-prompts",
+    "12",
+    "--input-len",
+    "128",
+    "--output-len",
+    "16",
+    "--ignore-eos",
+    "--seed",
+    "20208",
+)
 
 
 def test_server_served_and_prefix_cache_warning_from_vllms_counters(vllm_server, tmp_path):
@@ -17,7 +32,10 @@ def test_server_served_and_prefix_cache_warning_from_vllms_counters(vllm_server,
     r = first.result
     assert (r["completed"], r["failed"]) == (12, 0), r.get("errors_by_kind")
     assert r["server_served"] == 12 and r["missing_vs_server"] == 0
-    assert "vllm-locust: warning: --reset-prefix-cache: POST /reset_prefix_cache returned HTTP 404" in first.stdout
+    assert (
+        "vllm-locust: warning: --reset-prefix-cache: POST /reset_prefix_cache returned HTTP 404"
+        in first.stdout
+    )
     assert not any(w.startswith("PREFIX CACHE HITS") for w in r.get("warnings", [])), r.get("warnings")
 
     again = run_vllm_locust(vllm_server.url, tmp_path, "counters-again", *LOAD)

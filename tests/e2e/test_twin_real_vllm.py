@@ -21,8 +21,11 @@ from vllm_sim.launch import start_simulator
 
 ROOT = Path(__file__).resolve().parents[2]
 BUDGET_S = 120
-LOADS = [Load("closed-4", 30, 128, 32, concurrency=4, output_spread=0.5), Load("poisson-1/s", 10, 64, 24, rate=1.0),
-         Load("long-prompt", 3, 1700, 8)]  # fmt: skip
+LOADS = [
+    Load("closed-4", 30, 128, 32, concurrency=4, output_spread=0.5),
+    Load("poisson-1/s", 10, 64, 24, rate=1.0),
+    Load("long-prompt", 3, 1700, 8),
+]
 
 
 def _tolerance(doc: dict[str, Any]) -> float:
@@ -37,17 +40,36 @@ def _tolerance(doc: dict[str, Any]) -> float:
 @pytest.mark.timeout(1200)
 def test_the_twin_predicts_vllm_for_cpu(vllm_server: VllmServer, tmp_path: Path) -> None:
     out = tmp_path / "twin.json"
-    cmd = [sys.executable, "-m", "orchestration.cli", "calibrate", "--host", vllm_server.url,
-           "--model", vllm_server.model_name, "--budget", f"{BUDGET_S}s", "--max-concurrency", "8",
-           "--saturation-requests", "32", "-o", str(out)]  # fmt: skip
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=BUDGET_S + 120, cwd=ROOT,
-                       preexec_fn=client_preexec())  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "orchestration.cli",
+        "calibrate",
+        "--host",
+        vllm_server.url,
+        "--model",
+        vllm_server.model_name,
+        "--budget",
+        f"{BUDGET_S}s",
+        "--max-concurrency",
+        "8",
+        "--saturation-requests",
+        "32",
+        "-o",
+        str(out),
+    ]
+    p = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=BUDGET_S + 120, cwd=ROOT, preexec_fn=client_preexec()
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     print(p.stdout)
     doc = json.loads(out.read_text())
     assert doc["probe"]["elapsed_s"] <= BUDGET_S + 5
     assert doc["constants"]["max_model_len"]["source"] == "server"
-    assert doc["constants"]["prefill_tokens_per_s"]["source"] in ("fit", "burst")  # burst: the batch phase knew it better
+    assert doc["constants"]["prefill_tokens_per_s"]["source"] in (
+        "fit",
+        "burst",
+    )  # burst: the batch phase knew it better
     assert doc["constants"]["decode_step_ms"]["source"] == "fit"
     # decode time grows with the context on this server (attention over the KV cache): the probe measures it
     assert doc["constants"]["decode_per_ctx_token_us"]["source"] == "fit"

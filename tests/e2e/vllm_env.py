@@ -171,7 +171,6 @@ def ensure_vllm(cache_dir: str | os.PathLike[str] | None = None, *, timeout: flo
     )
 
 
-
 @dataclass
 class VllmServer:
     proc: subprocess.Popen

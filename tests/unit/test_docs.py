@@ -15,8 +15,10 @@ ARCHITECTURE = ROOT / "docs" / "architecture.md"
 GENERATED = ("benchmarks/results/",)  # written by the benchmarks, not kept in git: named, never present here
 
 # `orchestration/commands/run.py`, `tests/e2e/test_agreement_*.py`, `orchestration/{commands,report}/`
-PATH = re.compile(r"(?<![\w./])((?:vllm_users|orchestration|vllm_sim|locustfiles|benchmarks|tests|docker|scripts)"
-                  r"/(?:[\w./*{},-]*[\w/*}])?)")  # fmt: skip
+PATH = re.compile(
+    r"(?<![\w./])((?:vllm_users|orchestration|vllm_sim|locustfiles|benchmarks|tests|docker|scripts)"
+    r"/(?:[\w./*{},-]*[\w/*}])?)"
+)
 # `vllm_users.measure.results.build_result`, `vllm_users.scenarios.chat:ChatUser`
 DOTTED = re.compile(r"(?<![\w./])((?:vllm_users|orchestration|vllm_sim)(?:\.\w+)+)(?::(\w+))?")
 
@@ -26,7 +28,7 @@ def _expand(path: str) -> list[str]:
     m = re.search(r"\{([^{}]*)\}", path)
     if m is None:
         return [path]
-    return [x for alt in m.group(1).split(",") for x in _expand(path[: m.start()] + alt + path[m.end():])]
+    return [x for alt in m.group(1).split(",") for x in _expand(path[: m.start()] + alt + path[m.end() :])]
 
 
 @cache
@@ -41,8 +43,11 @@ def _defined(module_file: Path) -> frozenset[str]:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             out.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
             if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets) and node.value is not None:
-                out.update(c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant)
-                           and isinstance(c.value, str))  # fmt: skip
+                out.update(
+                    c.value
+                    for c in ast.walk(node.value)
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                )
         elif isinstance(node, ast.Import | ast.ImportFrom):
             out.update((a.asname or a.name).split(".")[0] for a in node.names)
     return frozenset(out)
@@ -86,20 +91,27 @@ def stale_references(text: str) -> list[str]:
 
 
 def test_the_checker_finds_stale_references() -> None:
-    text = ("see `orchestration/run_cmd.py`, `orchestration.report.cli`, `vllm_users.run_dir.RECORDS_FILE`, "
-            "`orchestration/{commands,nowhere}/` and `vllm_users.scenarios.chat:Nope`; "
-            "but `orchestration/commands/run.py`, `vllm_users.run_dir.RECORDS`, `tests/e2e/test_agreement_*.py` "
-            "and `vllm_users.scenarios.chat:ChatUser` are there")  # fmt: skip
+    text = (
+        "see `orchestration/run_cmd.py`, `orchestration.report.cli`, `vllm_users.run_dir.RECORDS_FILE`, "
+        "`orchestration/{commands,nowhere}/` and `vllm_users.scenarios.chat:Nope`; "
+        "but `orchestration/commands/run.py`, `vllm_users.run_dir.RECORDS`, `tests/e2e/test_agreement_*.py` "
+        "and `vllm_users.scenarios.chat:ChatUser` are there"
+    )
     assert stale_references(text) == [
-        "orchestration/run_cmd.py", "orchestration/nowhere/",
+        "orchestration/run_cmd.py",
+        "orchestration/nowhere/",
         "orchestration.report.cli (cli is not defined in orchestration/report/__init__.py)",
         "vllm_users.run_dir.RECORDS_FILE (RECORDS_FILE is not defined in vllm_users/run_dir.py)",
         "vllm_users.scenarios.chat:Nope (Nope is not defined in vllm_users/scenarios/chat.py)",
-    ]  # fmt: skip
+    ]
 
 
 def test_docs_name_only_what_exists() -> None:
-    stale = {d.relative_to(ROOT).as_posix(): s for d in DOCS if (s := stale_references(d.read_text(encoding="utf-8")))}
+    stale = {
+        d.relative_to(ROOT).as_posix(): s
+        for d in DOCS
+        if (s := stale_references(d.read_text(encoding="utf-8")))
+    }
     assert not stale, f"the docs name files or modules that do not exist: {stale}"
 
 
@@ -119,8 +131,14 @@ def test_architecture_names_every_package_and_module() -> None:
     text = ARCHITECTURE.read_text(encoding="utf-8")
     named = set(_expand_all(PATH.findall(text)))
     missing = [p for p in _layers() if p not in named]
-    assert not missing, f"docs/architecture.md does not name {missing} (its picture of the layers is out of date)"
-    for guard in ("tests/unit/test_import_graph.py", "orchestration/commands/__init__.py", "vllm_users/errors.py"):
+    assert not missing, (
+        f"docs/architecture.md does not name {missing} (its picture of the layers is out of date)"
+    )
+    for guard in (
+        "tests/unit/test_import_graph.py",
+        "orchestration/commands/__init__.py",
+        "vllm_users/errors.py",
+    ):
         assert guard in named, guard
 
 

@@ -106,8 +106,9 @@ def test_load_runs_wait_while_vllm_progresses_and_stop_when_it_stalls(moving):
     srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{srv.server_address[1]}"
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3); print('done')"],
-                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(3); print('done')"], stdout=subprocess.PIPE, text=True
+    )
     try:
         if moving:  # a run longer than the stall limit finishes, because the server keeps counting
             assert speed.communicate_progressing(proc, url, stall_s=1.0).strip() == "done"
@@ -128,8 +129,14 @@ def test_unavailable_tier_skips_loudly_in_one_summary_line():
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_LOCUST_")}
     env["VLLM_LOCUST_E2E_UNAVAILABLE"] = "tests/e2e/setup_vllm.sh exited 2: need Python >=3.11,<3.15"
     repo = Path(__file__).resolve().parents[2]
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/e2e/test_vllm_smoke.py"],
-                          cwd=repo, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/e2e/test_vllm_smoke.py"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:]
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("SKIPPED [")]
     assert len(lines) == 1 and lines[0].startswith("SKIPPED [3]"), proc.stdout[-3000:]

@@ -135,8 +135,13 @@ def _circle(graph: Graph, group: list[str]) -> list[str]:
 
 
 def _layer_breaks(graph: Graph, lower: str, upper: str) -> list[str]:
-    return sorted(f"{m} -> {t}" for m, ts in graph.items() if m.split(".")[0] == lower
-                  for t in ts if t.split(".")[0] == upper)  # fmt: skip
+    return sorted(
+        f"{m} -> {t}"
+        for m, ts in graph.items()
+        if m.split(".")[0] == lower
+        for t in ts
+        if t.split(".")[0] == upper
+    )
 
 
 # ------------------------------------------------------------------------------------- the finder itself
@@ -158,8 +163,10 @@ def test_a_new_circle_in_a_package_is_found(tmp_path: Path) -> None:
         "a.py": "from . import b  # relative, and b is a module\n",
         "b.py": "from fakepkg.sub import c\n",
         "sub/__init__.py": "",
-        "sub/c.py": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from fakepkg import util\n\n"
-                     "def late() -> None:\n    from ..a import b  # function level, two dots\n"),  # fmt: skip
+        "sub/c.py": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from fakepkg import util\n\n"
+            "def late() -> None:\n    from ..a import b  # function level, two dots\n"
+        ),
     }
     for name, text in files.items():
         with open(os.path.join(pkg, name), "w", encoding="utf-8") as fh:
@@ -179,13 +186,25 @@ def test_no_import_circle() -> None:
 
 def test_layers() -> None:
     graph = import_graph(ROOT, PACKAGES)
-    assert "orchestration.report.postprocess" in graph["orchestration.report.generate"], "the graph was not read"
+    assert "orchestration.report.postprocess" in graph["orchestration.report.generate"], (
+        "the graph was not read"
+    )
     assert _layer_breaks(graph, "vllm_sim", "orchestration") == []
-    assert _layer_breaks(graph, "vllm_sim", "vllm_users") == []  # the simulator stands alone (its own package)
+    assert (
+        _layer_breaks(graph, "vllm_sim", "vllm_users") == []
+    )  # the simulator stands alone (its own package)
     # capacity/ runs sweeps and writes their reports: it imports report/, never the other way (the report reads
     # sweeps and repeats through orchestration.report.run_sets, its statistics are report.stats/significance)
-    assert sorted(f"{m} -> {t}" for m, ts in graph.items() if m.startswith("orchestration.report.")
-                  for t in ts if t.startswith("orchestration.capacity.")) == []  # fmt: skip
+    assert (
+        sorted(
+            f"{m} -> {t}"
+            for m, ts in graph.items()
+            if m.startswith("orchestration.report.")
+            for t in ts
+            if t.startswith("orchestration.capacity.")
+        )
+        == []
+    )
     # the end-of-run summary is below both (the launcher and the report print it)
     assert sorted(t for t in graph["orchestration.summary"] if t.startswith("orchestration.")) == []
     # vllm_users (what a user does and measures) never imports orchestration (what runs it)

@@ -15,6 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 FOLDERS = ("vllm_users", "orchestration", "vllm_sim", "locustfiles", "scripts", "tests", "benchmarks")
 CITATION = re.compile(r"\bissue\s?#?\d+", re.IGNORECASE)
 
+
 def python_files() -> Iterator[str]:
     """Every .py file under FOLDERS, as a path relative to the repository root."""
     for top in FOLDERS:
@@ -61,10 +62,5 @@ def test_the_reader_finds_comments_and_docstrings_only() -> None:
 
 def test_no_comment_or_docstring_cites_an_issue_number() -> None:
     """No file cites one; the offenders are named with their lines."""
-    offenders = [
-        f"{rel}:{line}: {text}"
-        for rel in python_files()
-        for line, text in citations(_read(rel))
-    ]
+    offenders = [f"{rel}:{line}: {text}" for rel in python_files() for line, text in citations(_read(rel))]
     assert not offenders, "comments say why, not which issue:\n" + "\n".join(offenders)
-

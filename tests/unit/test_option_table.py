@@ -38,15 +38,46 @@ from vllm_users.workload.classes import class_text
 
 ROOT = Path(__file__).resolve().parents[2]
 # a valid value that differs from the default, and an invalid one, per parser
-GOOD = {T.pos_int: "7", T.nonneg_int: "7", T.pos_float: "0.5", T.nonneg_float: "0.5", T.rate: "2.5",
-        T.ratio: "0.25", T.fraction: "0.25", T.duration: "90s", T.goodput: "ttft:500 tpot:50",
-        T.header: "X-A: b", T.window: "30s", T.text: "x", T.percentile_metrics: "e2el",
-        T.metric_percentiles: "50,90", T.percentile: "95", T.port: "8080", class_text: "a:weight=2",
-        T.image_sizes: "64x32:2,16x16", T.url_base: "http://img.example"}  # fmt: skip
-BAD = {T.pos_int: "-5", T.nonneg_int: "-1", T.pos_float: "-0.5", T.nonneg_float: "-1", T.rate: "-3",
-       T.ratio: "1.5", T.fraction: "2", T.duration: "5x", T.goodput: "ttft:abc", T.header: "no colon",
-       T.window: "abc", T.percentile_metrics: "ttft,latency", T.metric_percentiles: "p99", T.percentile: "100",
-       class_text: "a:weight=x", T.image_sizes: "0x10", T.url_base: "ftp://x"}  # fmt: skip
+GOOD = {
+    T.pos_int: "7",
+    T.nonneg_int: "7",
+    T.pos_float: "0.5",
+    T.nonneg_float: "0.5",
+    T.rate: "2.5",
+    T.ratio: "0.25",
+    T.fraction: "0.25",
+    T.duration: "90s",
+    T.goodput: "ttft:500 tpot:50",
+    T.header: "X-A: b",
+    T.window: "30s",
+    T.text: "x",
+    T.percentile_metrics: "e2el",
+    T.metric_percentiles: "50,90",
+    T.percentile: "95",
+    T.port: "8080",
+    class_text: "a:weight=2",
+    T.image_sizes: "64x32:2,16x16",
+    T.url_base: "http://img.example",
+}
+BAD = {
+    T.pos_int: "-5",
+    T.nonneg_int: "-1",
+    T.pos_float: "-0.5",
+    T.nonneg_float: "-1",
+    T.rate: "-3",
+    T.ratio: "1.5",
+    T.fraction: "2",
+    T.duration: "5x",
+    T.goodput: "ttft:abc",
+    T.header: "no colon",
+    T.window: "abc",
+    T.percentile_metrics: "ttft,latency",
+    T.metric_percentiles: "p99",
+    T.percentile: "100",
+    class_text: "a:weight=x",
+    T.image_sizes: "0x10",
+    T.url_base: "ftp://x",
+}
 
 
 def good_text(spec: Spec, default: Any = None) -> str:
@@ -90,7 +121,11 @@ def test_locust_parser_is_generated_from_the_table() -> None:
         else:  # no list in Locust's web UI for an option that may be unset (it would pick the first choice)
             assert a.choices is None, name
         # the same validation (where the default is None, Locust's '' or 0 also mean 'not given')
-        assert spec.parse is None or a.type is spec.parse or (default is None and a.type.__name__ == spec.parse.__name__)
+        assert (
+            spec.parse is None
+            or a.type is spec.parse
+            or (default is None and a.type.__name__ == spec.parse.__name__)
+        )
 
 
 def test_shared_options_have_the_same_default_in_both_parsers() -> None:
@@ -254,7 +289,9 @@ def test_readme_options_exist_in_the_run_parser() -> None:
     text = (ROOT / "README.md").read_text()
     section = text.split("### Main options of `vllm-locust run`", 1)[1].split("\n### ", 1)[0]
     run_flags = {flag(n) for n, _, _ in table(RUN)}
-    named = set(re.findall(r"^\| `(--[a-z][a-z-]*)", section, re.M)) | set(re.findall(r"^\| `-[a-z]`, `(--[a-z-]*)", section, re.M))
+    named = set(re.findall(r"^\| `(--[a-z][a-z-]*)", section, re.M)) | set(
+        re.findall(r"^\| `-[a-z]`, `(--[a-z-]*)", section, re.M)
+    )
     assert named and named <= run_flags, named - run_flags
 
 

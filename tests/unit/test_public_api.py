@@ -11,9 +11,23 @@ import pytest
 import vllm_users
 
 EXPORTED = {
-    "LLMUser", "RequestSpec", "Reply", "RequestFailure", "Ticket", "StreamResult", "RequestRecord", "Prompt",
-    "random_words", "prompt_source", "ChatUser", "JsonUser", "ToolsUser", "MultiTurnUser", "BurstUser", "BurstShape",
-}  # fmt: skip
+    "LLMUser",
+    "RequestSpec",
+    "Reply",
+    "RequestFailure",
+    "Ticket",
+    "StreamResult",
+    "RequestRecord",
+    "Prompt",
+    "random_words",
+    "prompt_source",
+    "ChatUser",
+    "JsonUser",
+    "ToolsUser",
+    "MultiTurnUser",
+    "BurstUser",
+    "BurstShape",
+}
 
 
 def test_exported_names_are_pinned() -> None:
@@ -37,21 +51,31 @@ def test_unknown_name_and_submodules() -> None:
 
 
 def _modules_after(code: str) -> list[str]:
-    out = subprocess.run([sys.executable, "-c", code + "; import sys, json; print(json.dumps(sorted(sys.modules)))"],
-                         capture_output=True, text=True, check=True, timeout=60).stdout  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code + "; import sys, json; print(json.dumps(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
 def test_import_is_lazy_and_patches_nothing() -> None:
     mods = _modules_after("import vllm_users; assert 'LLMUser' in dir(vllm_users)")
-    assert not [m for m in mods if m.split(".")[0] in ("gevent", "locust", "geventhttpclient", "ssl", "numpy")]
+    assert not [
+        m for m in mods if m.split(".")[0] in ("gevent", "locust", "geventhttpclient", "ssl", "numpy")
+    ]
 
 
 def test_a_locustfile_import_patches_before_ssl() -> None:
     """`from vllm_users import LLMUser` first in a locustfile: gevent has patched ssl when it is imported."""
-    code = ("from vllm_users import LLMUser; import ssl, socket, gevent.monkey; "
-            "assert gevent.monkey.is_module_patched('ssl') and gevent.monkey.is_module_patched('socket')")  # fmt: skip
-    p = subprocess.run([sys.executable, "-W", "error::UserWarning", "-c", code], capture_output=True, text=True,
-                       timeout=60)  # fmt: skip
+    code = (
+        "from vllm_users import LLMUser; import ssl, socket, gevent.monkey; "
+        "assert gevent.monkey.is_module_patched('ssl') and gevent.monkey.is_module_patched('socket')"
+    )
+    p = subprocess.run(
+        [sys.executable, "-W", "error::UserWarning", "-c", code], capture_output=True, text=True, timeout=60
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     assert "monkey" not in p.stderr.lower(), p.stderr

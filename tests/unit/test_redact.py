@@ -75,13 +75,37 @@ def test_values_that_look_like_credentials_are_secret_whatever_the_name() -> Non
 
 
 def test_argv_keeps_header_names_masks_values_and_drops_userinfo() -> None:
-    argv = ["run", "--host", "http://alice:pw1234@h:8000", "--api-key", "K123", "--header", "X-Sim-Fault: 500",
-            "--header=Authorization: Bearer T123", "--metrics-header", "X-Api-Key: M123", "--api-key=K456",
-            "--server-metrics", "https://bob:pw5678@m/metrics"]  # fmt: skip
+    argv = [
+        "run",
+        "--host",
+        "http://alice:pw1234@h:8000",
+        "--api-key",
+        "K123",
+        "--header",
+        "X-Sim-Fault: 500",
+        "--header=Authorization: Bearer T123",
+        "--metrics-header",
+        "X-Api-Key: M123",
+        "--api-key=K456",
+        "--server-metrics",
+        "https://bob:pw5678@m/metrics",
+    ]
     out = redact_argv(argv, ["--api-key"], ["--header", "--metrics-header"])
-    assert out == ["run", "--host", "http://h:8000", "--api-key", MASK, "--header", "X-Sim-Fault: 500",
-                   f"--header=Authorization: {MASK}", "--metrics-header", f"X-Api-Key: {MASK}", f"--api-key={MASK}",
-                   "--server-metrics", "https://m/metrics"]  # fmt: skip
+    assert out == [
+        "run",
+        "--host",
+        "http://h:8000",
+        "--api-key",
+        MASK,
+        "--header",
+        "X-Sim-Fault: 500",
+        f"--header=Authorization: {MASK}",
+        "--metrics-header",
+        f"X-Api-Key: {MASK}",
+        f"--api-key={MASK}",
+        "--server-metrics",
+        "https://m/metrics",
+    ]
 
 
 def test_redactor_masks_values_tokens_and_userinfo_in_free_text() -> None:
@@ -102,8 +126,10 @@ def test_same_origin_defaults_ports() -> None:
 def test_metrics_scrape_gets_its_own_url_and_headers() -> None:
     run = {"Authorization": "Bearer K", "X-Gw": "g", "Content-Type": "application/json"}
     o = Options(host="http://h:8000")
-    assert scrape_target(o, "http://h:8000", run) == ("http://h:8000/metrics", {"Authorization": "Bearer K",
-                                                                                "X-Gw": "g"})  # fmt: skip
+    assert scrape_target(o, "http://h:8000", run) == (
+        "http://h:8000/metrics",
+        {"Authorization": "Bearer K", "X-Gw": "g"},
+    )
     other = dataclasses.replace(o, server_metrics="http://prom:9090/metrics")
     assert scrape_target(other, "http://h:8000", run) == (
         "http://prom:9090/metrics",
@@ -118,9 +144,14 @@ def test_metrics_scrape_gets_its_own_url_and_headers() -> None:
     )
 
 
-@pytest.mark.parametrize(("field", "value"), [("host", "http://u:p@vllm:8000"),
-                                              ("header", ("Authorization: Bearer x",)),
-                                              ("metrics_header", ("X-Api-Key: k",))])  # fmt: skip
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("host", "http://u:p@vllm:8000"),
+        ("header", ("Authorization: Bearer x",)),
+        ("metrics_header", ("X-Api-Key: k",)),
+    ],
+)
 def test_k8s_render_keeps_credentials_out_of_the_configmap(field, value) -> None:
     with pytest.raises(UsageError, match="ConfigMap"):
         refuse_credentials(dataclasses.replace(Options(host="http://vllm:8000"), **{field: value}))

@@ -36,11 +36,14 @@ def test_a_read_only_output_dir_is_named(tmp_path: Path) -> None:
         run_dir.check_writable(str(ro / "runs"))
 
 
-@pytest.mark.parametrize(("opts", "said"), [
-    ({"warmup": "500r", "num_prompts": 10}, "--warmup 500r leaves out 500 requests, the run has 10"),
-    ({"warmup": "5r", "cooldown": "5r", "num_prompts": 10}, "--warmup 5r --cooldown 5r leaves out 10"),
-    ({"warmup": "30s", "run_time": 20.0}, "--warmup 30s covers 30 s, the run lasts 20 s"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("opts", "said"),
+    [
+        ({"warmup": "500r", "num_prompts": 10}, "--warmup 500r leaves out 500 requests, the run has 10"),
+        ({"warmup": "5r", "cooldown": "5r", "num_prompts": 10}, "--warmup 5r --cooldown 5r leaves out 10"),
+        ({"warmup": "30s", "run_time": 20.0}, "--warmup 30s covers 30 s, the run lasts 20 s"),
+    ],
+)
 def test_windows_that_take_the_whole_run_are_refused(opts: dict, said: str) -> None:
     with pytest.raises(UsageError, match=said):
         check_windows(Options(**opts))

@@ -31,10 +31,19 @@ from geventhttpclient.url import URL
 TESTED_VERSIONS = (">=2.6", "<2.7")  # pyproject.toml pins the same range
 
 __all__ = [
-    "HTTPClient", "HTTPConnectionClosed", "HTTPParseError", "ResponseWithHeaderHook", "TESTED_VERSIONS",
-    "client_for", "close_broken", "connection_pool", "request_bytes", "response_socket", "set_read_timeout",
+    "HTTPClient",
+    "HTTPConnectionClosed",
+    "HTTPParseError",
+    "ResponseWithHeaderHook",
+    "TESTED_VERSIONS",
+    "client_for",
+    "close_broken",
+    "connection_pool",
+    "request_bytes",
+    "response_socket",
+    "set_read_timeout",
     "take_body",
-]  # fmt: skip
+]
 
 
 def client_for(user_agent: Any, host: str) -> HTTPClient:

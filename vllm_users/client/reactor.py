@@ -45,7 +45,9 @@ class _Stream:
         self.events = events
         self.raw = sock._sock  # the non-blocking stdlib socket under gevent's
         parts = tls.ssl_parts(sock)
-        self.ssl = parts[0] if parts is not None else None  # https: the SSL object that decrypts what raw holds
+        self.ssl = (
+            parts[0] if parts is not None else None
+        )  # https: the SSL object that decrypts what raw holds
         self.waiter = waiter
         self.last_io = now
         self.silence_s: float | None = sock.timeout
@@ -122,7 +124,9 @@ class Reactor:
         resp = st.resp
         try:
             if st.ssl is not None:
-                data, now = tls.read_record(st.ssl, st.raw, BLOCK, resp.kernel, resp.wall_minus_perf, st.last_io)
+                data, now = tls.read_record(
+                    st.ssl, st.raw, BLOCK, resp.kernel, resp.wall_minus_perf, st.last_io
+                )
             else:
                 data, now = read_stamped(st.raw, BLOCK, resp.kernel, resp.wall_minus_perf)
         except (BlockingIOError, ssl.SSLWantReadError):

@@ -15,9 +15,23 @@ from typing import Any
 from vllm_users.client.sse_forms import clean_message, error_message
 
 __all__ = [
-    "ANSWER", "APIS", "ERROR", "NONE", "POOLING", "REASONING", "TERMINAL", "classify", "dispatch", "finish_of",
-    "path_of", "pooling_usage", "read_whole", "responses_usage", "whole_pooling", "whole_response",
-]  # fmt: skip
+    "ANSWER",
+    "APIS",
+    "ERROR",
+    "NONE",
+    "POOLING",
+    "REASONING",
+    "TERMINAL",
+    "classify",
+    "dispatch",
+    "finish_of",
+    "path_of",
+    "pooling_usage",
+    "read_whole",
+    "responses_usage",
+    "whole_pooling",
+    "whole_response",
+]
 
 # what each API is called (`--endpoint`) and its path
 _PATHS = {

@@ -16,9 +16,22 @@ import zlib
 from typing import Any, Protocol
 
 __all__ = [
-    "Decoded", "Decoding", "DecodeError", "Feed", "body_error", "clean_message", "compact", "decode_all", "decoder",
-    "error_message", "is_compact", "is_event_stream", "media_type", "not_a_stream", "stream_error",
-]  # fmt: skip
+    "Decoded",
+    "Decoding",
+    "DecodeError",
+    "Feed",
+    "body_error",
+    "clean_message",
+    "compact",
+    "decode_all",
+    "decoder",
+    "error_message",
+    "is_compact",
+    "is_event_stream",
+    "media_type",
+    "not_a_stream",
+    "stream_error",
+]
 
 _WS = frozenset(b" \t\r\n")
 _COLON = 58

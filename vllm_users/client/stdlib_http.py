@@ -16,9 +16,18 @@ from urllib.parse import urlsplit
 
 from vllm_users.client import tls
 
-__all__ = ["HTTPConnection", "HTTPException", "HTTPSConnection", "InterimSkippingResponse", "connect", "urlopen"]
+__all__ = [
+    "HTTPConnection",
+    "HTTPException",
+    "HTTPSConnection",
+    "InterimSkippingResponse",
+    "connect",
+    "urlopen",
+]
 
-HTTPException = http.client.HTTPException  # what a malformed answer raises (beside OSError for the connection's faults)
+HTTPException = (
+    http.client.HTTPException
+)  # what a malformed answer raises (beside OSError for the connection's faults)
 
 
 class InterimSkippingResponse(http.client.HTTPResponse):
@@ -77,7 +86,9 @@ class _HTTPSHandler(_SkipInterim, urllib.request.HTTPSHandler):
     pass
 
 
-_opener: tuple[Any, urllib.request.OpenerDirector] | None = None  # (the TLS context it was built with, opener)
+_opener: tuple[Any, urllib.request.OpenerDirector] | None = (
+    None  # (the TLS context it was built with, opener)
+)
 
 
 def urlopen(req: str | urllib.request.Request, timeout: float) -> Any:

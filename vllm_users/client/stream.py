@@ -74,9 +74,17 @@ class _Events:
     """Dispatch SSE events into a StreamResult (spec: data lines joined, dispatch on blank line)."""
 
     __slots__ = (
-        "res", "completions", "want_text", "pending", "data", "_is_out", "_after_cr", "_before_answer", "_responses",
+        "res",
+        "completions",
+        "want_text",
+        "pending",
+        "data",
+        "_is_out",
+        "_after_cr",
+        "_before_answer",
+        "_responses",
         "_mode",
-    )  # fmt: skip
+    )
 
     def __init__(self, res: StreamResult, api: str, want_text: bool) -> None:
         self.res = res

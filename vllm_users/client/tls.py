@@ -27,9 +27,16 @@ from urllib.parse import urlsplit
 from vllm_users.errors import UsageError
 
 __all__ = [
-    "TLSConfig", "configure", "context", "current", "describe_error", "peek_stamp", "read_record",
-    "ssl_parts", "user_context_factory",
-]  # fmt: skip
+    "TLSConfig",
+    "configure",
+    "context",
+    "current",
+    "describe_error",
+    "peek_stamp",
+    "read_record",
+    "ssl_parts",
+    "user_context_factory",
+]
 
 _HEADER = 5  # a TLS record: type (1), version (2), length (2), then `length` bytes
 _PEEK = bytearray(2048)  # peeked bytes are thrown away: one buffer per process; most SSE records fit
@@ -51,8 +58,12 @@ class TLSConfig:
     @classmethod
     def of(cls, o: Any) -> TLSConfig:
         """The TLS settings of an options object (vllm_users.options.Options or anything with its fields)."""
-        return cls(getattr(o, "ca_bundle", "") or "", bool(getattr(o, "insecure", False)),
-                   getattr(o, "client_cert", "") or "", getattr(o, "client_key", "") or "")  # fmt: skip
+        return cls(
+            getattr(o, "ca_bundle", "") or "",
+            bool(getattr(o, "insecure", False)),
+            getattr(o, "client_cert", "") or "",
+            getattr(o, "client_key", "") or "",
+        )
 
     def cafile(self) -> str | None:
         """The CA file to trust: --ca-bundle, else $SSL_CERT_FILE, else None (the system's store)."""
@@ -118,8 +129,9 @@ def _build(cfg: TLSConfig, cls: type[ssl.SSLContext]) -> ssl.SSLContext:
         try:
             ctx.load_cert_chain(cfg.client_cert, cfg.client_key or None)
         except (OSError, ssl.SSLError) as e:
-            raise UsageError(f"--client-cert {cfg.client_cert}: cannot load the certificate and key: "
-                             f"{_reason(e)}") from None  # fmt: skip
+            raise UsageError(
+                f"--client-cert {cfg.client_cert}: cannot load the certificate and key: {_reason(e)}"
+            ) from None
     return ctx
 
 
@@ -152,8 +164,10 @@ def describe_error(e: BaseException, url: str) -> str | None:
     parts = urlsplit(url)
     host = f"{parts.hostname}:{parts.port or 443}"
     if isinstance(e, ssl.SSLCertVerificationError):
-        return (f"TLS: the certificate of {host} failed verification: {_reason(e)} (--ca-bundle FILE trusts the CA "
-                "that signed it; --insecure skips the check)")  # fmt: skip
+        return (
+            f"TLS: the certificate of {host} failed verification: {_reason(e)} (--ca-bundle FILE trusts the CA "
+            "that signed it; --insecure skips the check)"
+        )
     return f"TLS handshake with {host} failed: {_reason(e)}"
 
 
@@ -200,8 +214,9 @@ def _stamp(anc: list[Any], wall_minus_perf: float) -> float | None:
     return float(sec + nsec * 1e-9 - wall_minus_perf)
 
 
-def read_record(sslobj: Any, raw: Any, size: int, kernel: bool, wall_minus_perf: float,
-                prev: float) -> tuple[bytes, float]:  # fmt: skip
+def read_record(
+    sslobj: Any, raw: Any, size: int, kernel: bool, wall_minus_perf: float, prev: float
+) -> tuple[bytes, float]:
     """Decrypt what one record holds (up to `size` bytes) and when it arrived (never in the future): b"" at the
     end of the connection. ssl.SSLWantReadError when no whole record is in yet (wait for `raw` to be readable).
     `prev`: the stamp of the read before, which bytes decrypted then and still pending carry."""

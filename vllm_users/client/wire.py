@@ -38,7 +38,9 @@ BLOCK = 65536
 _STAMPED: weakref.WeakSet[Any] = weakref.WeakSet()  # pooled sockets that already have SO_TIMESTAMPNS on
 
 
-def read_stamped(sock: Any, size: int, kernel: bool, wall_minus_perf: float, prev: float = 0.0) -> tuple[bytes, float]:
+def read_stamped(
+    sock: Any, size: int, kernel: bool, wall_minus_perf: float, prev: float = 0.0
+) -> tuple[bytes, float]:
     """One recv on `sock` and when its bytes arrived (perf_counter s): the kernel's receive stamp when
     `kernel`, else the clock right after the read; never in the future. A gevent socket waits for data; a
     non-blocking stdlib socket raises BlockingIOError when there is none. Over TLS (a gevent SSL socket) the bytes
@@ -60,8 +62,9 @@ def read_stamped(sock: Any, size: int, kernel: bool, wall_minus_perf: float, pre
     return data, perf_counter()
 
 
-def read_tls(sock: Any, parts: tuple[Any, Any], size: int, kernel: bool, wall_minus_perf: float,
-             prev: float = 0.0) -> tuple[bytes, float]:  # fmt: skip
+def read_tls(
+    sock: Any, parts: tuple[Any, Any], size: int, kernel: bool, wall_minus_perf: float, prev: float = 0.0
+) -> tuple[bytes, float]:
     """One decrypted read of a gevent SSL socket and its arrival stamp; waits (the socket's timeout: TimeoutError)
     until a whole record is in."""
     sslobj, raw = parts
@@ -134,8 +137,15 @@ def post(
                 continue
             raise
         try:
-            resp = StampedResponse(sock, pool, wall_minus_perf=wall_minus_perf, kernel=kernel,
-                                   block_size=BLOCK, method="POST", headers_type=client.headers_type)  # fmt: skip
+            resp = StampedResponse(
+                sock,
+                pool,
+                wall_minus_perf=wall_minus_perf,
+                kernel=kernel,
+                block_size=BLOCK,
+                method="POST",
+                headers_type=client.headers_type,
+            )
         except HTTPConnectionClosed:
             if attempt == 0:
                 continue

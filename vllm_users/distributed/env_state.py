@@ -22,9 +22,16 @@ from vllm_users.options import Options, from_namespace
 MessageHandler = Callable[[ToMaster, str], None]
 
 __all__ = [
-    "MessageHandler", "context", "context_or_none", "locust_option", "master_handler", "options",
-    "refresh_options", "set_context", "set_master_handler",
-]  # fmt: skip
+    "MessageHandler",
+    "context",
+    "context_or_none",
+    "locust_option",
+    "master_handler",
+    "options",
+    "refresh_options",
+    "set_context",
+    "set_master_handler",
+]
 
 _ATTR = "vllm_locust"  # the one attribute of the Environment that vllm-locust sets
 
@@ -33,7 +40,9 @@ _ATTR = "vllm_locust"  # the one attribute of the Environment that vllm-locust s
 class _State:
     """vllm-locust's state in one process's Environment."""
 
-    options: Options | None = None  # rebuilt at init and at each test start (the web UI's form may change them)
+    options: Options | None = (
+        None  # rebuilt at init and at each test start (the web UI's form may change them)
+    )
     context: WorkerContext | None = None  # a worker's (or the local runner's) run state, from test start on
     handler: MessageHandler | None = None  # the master's (or local runner's) message handler, from init on
 

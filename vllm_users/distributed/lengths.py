@@ -39,8 +39,12 @@ def calibrate_once(env: Environment) -> None:
     lm = calibrate_url(host, model, templated, headers)
     lm.probes["where"] = "master"
     p = lm.probes
-    log.info("vllm-locust: prompt lengths: %s, calibrated with %s probes in %.2f s", lm.source, p.get("requests"),
-             p.get("seconds", 0.0))  # fmt: skip
+    log.info(
+        "vllm-locust: prompt lengths: %s, calibrated with %s probes in %.2f s",
+        lm.source,
+        p.get("requests"),
+        p.get("seconds", 0.0),
+    )
     if lm.warning:
         log.warning("vllm-locust: %s", lm.warning)
     ns.vllm_lengths = json.dumps(lm.to_table(), separators=(",", ":"))

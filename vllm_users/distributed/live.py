@@ -98,7 +98,9 @@ class LiveView:
         self.target_rate: float | None = options.request_rate
         self.server = ServerTail(run_dir.path(results_dir, run_dir.SERVER_METRICS))
         self._prev: tuple[float, float, float, float, float] | None = None
-        self.class_table: list[dict[str, Any]] = json.loads(options.vllm_classes) if options.vllm_classes else []
+        self.class_table: list[dict[str, Any]] = (
+            json.loads(options.vllm_classes) if options.vllm_classes else []
+        )
         self.slo = Slo.parse([options.goodput]) if options.goodput else None
         self._class_tokens: dict[str, int] = {}  # per class: output tokens at the last snapshot (its tok/s)
 
@@ -117,8 +119,12 @@ class LiveView:
             "sent_s": (tot["sent"] - prev[4]) / dt,
         }
         if finished:  # the final numbers: means over the whole run, not the last 2 s
-            rates = {"req_s": tot["ok"] / span, "failed_s": tot["failed"] / span,
-                     "output_tok_s": tot["output_tokens"] / span, "sent_s": tot["sent"] / span}  # fmt: skip
+            rates = {
+                "req_s": tot["ok"] / span,
+                "failed_s": tot["failed"] / span,
+                "output_tok_s": tot["output_tokens"] / span,
+                "sent_s": tot["sent"] / span,
+            }
         self._prev = (now, tot["ok"], tot["failed"], tot["output_tokens"], tot["sent"])
         window = c.window.merged().get("ttft")
         c.window.reset()
@@ -145,9 +151,15 @@ class LiveView:
         queue = None
         if server and server.get("running") is not None:
             queue = float(server["running"]) + float(server.get("waiting") or 0.0)
-        point = {"t": round(now, 3), "output_tok_s": rates["output_tok_s"], "req_s": rates["req_s"],
-                 "ttft_p50_ms": win_ttft["p50"] if win_ttft else None, "ttft_p99_ms": win_ttft["p99"] if win_ttft else None,
-                 "inflight": tot["inflight"], "server_queue": queue}  # fmt: skip
+        point = {
+            "t": round(now, 3),
+            "output_tok_s": rates["output_tok_s"],
+            "req_s": rates["req_s"],
+            "ttft_p50_ms": win_ttft["p50"] if win_ttft else None,
+            "ttft_p99_ms": win_ttft["p99"] if win_ttft else None,
+            "inflight": tot["inflight"],
+            "server_queue": queue,
+        }
         for k in SERIES:
             self.series[k].append(point[k])
         snap["series"] = {k: list(v) for k, v in self.series.items()}
@@ -160,8 +172,12 @@ class LiveView:
             return None
         elapsed = max(time.time() - self.collector.started, 1e-6)
         done = tot["ok"] + tot["failed"]
-        return {"slo": slo, "good": tot["good"], "good_fraction": tot["good"] / done if done else None,
-                "good_req_s": round(tot["good"] / elapsed, 2)}  # fmt: skip
+        return {
+            "slo": slo,
+            "good": tot["good"],
+            "good_fraction": tot["good"] / done if done else None,
+            "good_req_s": round(tot["good"] / elapsed, 2),
+        }
 
     def _classes(
         self, counts: dict[str, dict[str, int]], dt: float, span: float, finished: bool
@@ -173,14 +189,22 @@ class LiveView:
         return class_block(self.class_table, counts, self.collector.class_hists, span, tok_s, self.slo)
 
     def _arrivals(self, tot: dict[str, Any], rates: dict[str, float]) -> dict[str, Any]:
-        return {"target_rate": self.target_rate, "achieved_rate": round(rates["sent_s"], 2), "sent": tot["sent"],
-                "late": tot["late"], "dropped": tot["dropped"], "backlog": tot["backlog"]}  # fmt: skip
+        return {
+            "target_rate": self.target_rate,
+            "achieved_rate": round(rates["sent_s"], 2),
+            "sent": tot["sent"],
+            "late": tot["late"],
+            "dropped": tot["dropped"],
+            "backlog": tot["backlog"],
+        }
 
 
 def _totals(c: Collector) -> dict[str, Any]:
     """Every worker's live totals added up (error kinds merged)."""
-    tot: dict[str, Any] = {k: 0 for k in ("ok", "failed", "output_tokens", "inflight", "good", "sent", "late",
-                                          "dropped", "backlog")}  # fmt: skip
+    tot: dict[str, Any] = {
+        k: 0
+        for k in ("ok", "failed", "output_tokens", "inflight", "good", "sent", "late", "dropped", "backlog")
+    }
     errors: dict[str, int] = {}
     classes: dict[str, dict[str, int]] = {}
     for w in c.workers.values():
@@ -242,8 +266,16 @@ def class_block(
                 entry.update({f"{percentile_name(p)}_{m}_ms": pct[f"p{int(p)}"] for p in CLASS_PERCENTILES})
         out[name] = entry
     x = [out[n]["request_goodput"] / weights[n] for n in out]
-    fairness = {"jain_index": jain_index(x), "of": "request_goodput / weight", "values": dict(zip(out, x, strict=True))}
-    return {"per_class": out, "order": list(out), "fairness": fairness}  # order: JSON objects come sorted by key
+    fairness = {
+        "jain_index": jain_index(x),
+        "of": "request_goodput / weight",
+        "values": dict(zip(out, x, strict=True)),
+    }
+    return {
+        "per_class": out,
+        "order": list(out),
+        "fairness": fairness,
+    }  # order: JSON objects come sorted by key
 
 
 def latency_table(c: Collector) -> dict[str, dict[str, dict[str, float]]]:
@@ -280,8 +312,14 @@ def ttfa_rows(latency: dict[str, dict[str, dict[str, float]]]) -> list[dict[str,
         a = metrics.get("ttfa")
         if a:
             ttft = metrics.get("ttft", {}).get("p50")
-            rows.append({"name": scen, "answers": int(a.get("count", 0)), "ttft_p50": ttft,
-                         **{f"ttfa_{p}": a.get(p) for p in ("p50", "p90", "p99")}})  # fmt: skip
+            rows.append(
+                {
+                    "name": scen,
+                    "answers": int(a.get("count", 0)),
+                    "ttft_p50": ttft,
+                    **{f"ttfa_{p}": a.get(p) for p in ("p50", "p90", "p99")},
+                }
+            )
     return rows
 
 
@@ -293,13 +331,17 @@ def workers(c: Collector, now: float) -> list[dict[str, Any]]:
         h = c.health.get(name, {"cpu": [], "lag_ms": []})
         cpu, lag = h["cpu"][-5:], h["lag_ms"][-200:]  # ~5 s and ~10 s of samples
         state = "lost" if w.lost_at is not None else ("finished" if w.final else "live")
-        out.append({
-            "name": name, "state": state, "records": w.records,
-            "cpu": round(float(np.mean(cpu)), 3) if cpu else None,
-            "loop_lag_p99_ms": round(float(np.percentile(lag, 99)), 2) if lag else None,
-            "client_bound": bool(verdict.get(name, {}).get("client_bound", False)),
-            "last_batch_s": round(now - w.last_batch, 1) if w.last_batch else None,
-        })  # fmt: skip
+        out.append(
+            {
+                "name": name,
+                "state": state,
+                "records": w.records,
+                "cpu": round(float(np.mean(cpu)), 3) if cpu else None,
+                "loop_lag_p99_ms": round(float(np.percentile(lag, 99)), 2) if lag else None,
+                "client_bound": bool(verdict.get(name, {}).get("client_bound", False)),
+                "last_batch_s": round(now - w.last_batch, 1) if w.last_batch else None,
+            }
+        )
     return out
 
 

@@ -36,17 +36,34 @@ from vllm_users.distributed.run_end import (
 from vllm_users.distributed.server_profile import ServerProfile
 from vllm_users.measure.run_result import RunResult, save_result
 
-__all__ = ["ABANDON_RUN_S", "FIRST_REQUEST_WAIT_S", "RATE_CHANGE_LEAD_S", "READY_WAIT_S", "SILENT_WORKER_S",
-           "T0_LEAD_S", "MasterPlugin"]
+__all__ = [
+    "ABANDON_RUN_S",
+    "FIRST_REQUEST_WAIT_S",
+    "RATE_CHANGE_LEAD_S",
+    "READY_WAIT_S",
+    "SILENT_WORKER_S",
+    "T0_LEAD_S",
+    "MasterPlugin",
+]
 
 log = logging.getLogger("vllm_locust")
 
 SILENT_WORKER_S = 3.5  # a worker that sent no batch for this long is reported lost (until it sends again)
-FIRST_REQUEST_WAIT_S = 60.0  # --run-time starts at the first load request, or this long after the start at the latest
-ABANDON_RUN_S = 10.0  # every worker silent this long: the run is stopped (a stall shorter than this is survived)
-RATE_CHANGE_LEAD_S = 0.5  # a live rate change starts this far ahead, so every worker switches at the same point
-T0_LEAD_S = 0.2  # open loop: the agreed t0 lies this far ahead, so every worker has it before the first arrival
-READY_WAIT_S = 90.0  # open loop: a worker not ready this long after the first one is left behind (dead, stuck)
+FIRST_REQUEST_WAIT_S = (
+    60.0  # --run-time starts at the first load request, or this long after the start at the latest
+)
+ABANDON_RUN_S = (
+    10.0  # every worker silent this long: the run is stopped (a stall shorter than this is survived)
+)
+RATE_CHANGE_LEAD_S = (
+    0.5  # a live rate change starts this far ahead, so every worker switches at the same point
+)
+T0_LEAD_S = (
+    0.2  # open loop: the agreed t0 lies this far ahead, so every worker has it before the first arrival
+)
+READY_WAIT_S = (
+    90.0  # open loop: a worker not ready this long after the first one is left behind (dead, stuck)
+)
 
 
 class MasterPlugin:
@@ -55,7 +72,9 @@ class MasterPlugin:
     def __init__(self, env: Environment) -> None:
         self.env = env
         env_state.set_master_handler(env, self.handle)
-        self.results_dir = options(env).results_dir or os.path.join("results", time.strftime("run-%Y%m%d-%H%M%S"))
+        self.results_dir = options(env).results_dir or os.path.join(
+            "results", time.strftime("run-%Y%m%d-%H%M%S")
+        )
         self.collector: Collector | None = None
         self.drained = False
         self.written = False
@@ -67,9 +86,13 @@ class MasterPlugin:
         self.granted: dict[str, int] = {}
         self.live: LiveView | None = None
         self.profile: ServerProfile | None = None
-        self.timeline: list[dict[str, Any]] = []  # starts, user and rate changes, stop (result.json "timeline")
+        self.timeline: list[
+            dict[str, Any]
+        ] = []  # starts, user and rate changes, stop (result.json "timeline")
         self.segments: list[list[float]] = []  # open loop: [offset s, rate] of the global schedule
-        self.t0: float | None = None  # open loop: the schedule's start (wall clock), agreed once every user is set up
+        self.t0: float | None = (
+            None  # open loop: the schedule's start (wall clock), agreed once every user is set up
+        )
         self.ready: set[str] = set()  # open loop: workers whose users all wait for tickets
         self._t0_round = 0  # which test's t0 is being agreed (a late fallback of an earlier one does nothing)
         self.headless = bool(env.parsed_options is None or env.parsed_options.headless)
@@ -115,8 +138,11 @@ class MasterPlugin:
                 self.run_time_s = locust_option(self.env, "run_time") or None
             if self.run_time_s:
                 log.info("vllm-locust: --run-time %gs counts from the first load request", self.run_time_s)
-                gevent.spawn_later(FIRST_REQUEST_WAIT_S, self.start_clock, f"no load request within "
-                                   f"{FIRST_REQUEST_WAIT_S:g} s of the start")  # fmt: skip
+                gevent.spawn_later(
+                    FIRST_REQUEST_WAIT_S,
+                    self.start_clock,
+                    f"no load request within {FIRST_REQUEST_WAIT_S:g} s of the start",
+                )
 
     def _signalled(self, name: str) -> None:
         """A signal stops the run: recorded unless an SLO search's step was stopped early on purpose."""
@@ -139,7 +165,9 @@ class MasterPlugin:
         if not self.drained:
             log.info("vllm-locust: --run-time reached; stopping")
             self.mark("stop", reason="run-time")
-        if self.headless:  # as Locust's own --run-time: a headless run quits, even one whose test already stopped
+        if (
+            self.headless
+        ):  # as Locust's own --run-time: a headless run quits, even one whose test already stopped
             runner.quit()
         elif not self.drained:
             runner.stop()
@@ -161,7 +189,10 @@ class MasterPlugin:
         if self.drained:
             return False, "the run is stopping"
         if o.trace:  # no rate segments to change: the trace's own times are the schedule
-            return False, "a --trace run sends each request at the trace's own time (--time-scale sets the speed)"
+            return (
+                False,
+                "a --trace run sends each request at the trace's own time (--time-scale sets the speed)",
+            )
         why = web_ui.parse_rate(rate)
         if why or math.isinf(self.segments[-1][1]):
             return False, why or "an infinite rate (all at once) cannot be changed"
@@ -215,8 +246,12 @@ class MasterPlugin:
             self._send_t0(client_id)
             return
         if not self.ready:
-            gevent.spawn_later(READY_WAIT_S, self._agree_t0, f"not every worker was ready within {READY_WAIT_S:g} s",
-                               self._t0_round)  # fmt: skip
+            gevent.spawn_later(
+                READY_WAIT_S,
+                self._agree_t0,
+                f"not every worker was ready within {READY_WAIT_S:g} s",
+                self._t0_round,
+            )
         self.ready.add(worker)
         runner = self.env.runner
         expected = runner.worker_count if isinstance(runner, MasterRunner) else 1
@@ -292,7 +327,9 @@ class MasterPlugin:
             if failed and not self.drained:  # a full disk: stop, keep what was written (exit WRITE_FAILED)
                 log.error("vllm-locust: %s; stopping the run", failed)
                 if self.env.parsed_options is not None:  # Locust's own report would fail too, and its error
-                    self.env.parsed_options.html_file = None  # at exit skips the quitting that writes the results
+                    self.env.parsed_options.html_file = (
+                        None  # at exit skips the quitting that writes the results
+                    )
                 self.mark("stop", reason="write failed")
                 gevent.spawn(self._finish_run, "")
                 return
@@ -302,9 +339,15 @@ class MasterPlugin:
             for w in list(self.collector.workers.values()):
                 node = known.get(w.client_id or "")
                 silent = now - w.last_batch > SILENT_WORKER_S  # batches are due every second
-                if w.lost_at is None and not w.final and (node is None or node.state == STATE_MISSING or silent):
+                if (
+                    w.lost_at is None
+                    and not w.final
+                    and (node is None or node.state == STATE_MISSING or silent)
+                ):
                     self.collector.mark_lost(w.client_id or "", now)
-            gone = all(now - w.last_batch > ABANDON_RUN_S for w in self.collector.workers.values() if not w.final)
+            gone = all(
+                now - w.last_batch > ABANDON_RUN_S for w in self.collector.workers.values() if not w.final
+            )
             # (drained too: Locust stops the test itself when its last worker goes missing, and a headless run
             # must still quit; --run-time's clock is ours, so Locust's own timer will not quit it)
             if self.collector.workers and not self.collector.live() and gone and not self._all_done():
@@ -372,15 +415,25 @@ class MasterPlugin:
         if self.exporter is not None:  # every batch is in: the final figures (before result.json appears)
             self.exporter.finish()
         c.write_side_files()
-        profile = stop_profile(self.profile, self.results_dir)  # the load has ended: before the result is built
+        profile = stop_profile(
+            self.profile, self.results_dir
+        )  # the load has ended: before the result is built
         o = options(self.env)
         meta = run_meta(o, self.env, self.t_start, run_time=self.run_time_s)
         meta["prompt_calibration"] = c.calibration
         stopped_by = interruption(self.results_dir, self.interrupted)
         base = max(self.exit_code, note_faults(meta, c, self._write_failure(), stopped_by))
         atomic_json(run_dir.path(self.results_dir, run_dir.META), meta)
-        res = final_result(self.results_dir, meta, o, c, timeline=self.timeline, base_code=base,
-                           host=self.env.host, profile=profile)  # fmt: skip
+        res = final_result(
+            self.results_dir,
+            meta,
+            o,
+            c,
+            timeline=self.timeline,
+            base_code=base,
+            host=self.env.host,
+            profile=profile,
+        )
         res = with_fault_warnings(res, c)
         save_result(self.results_dir, res)
         self.exit_code = code = res.exit_code or exit_codes.OK

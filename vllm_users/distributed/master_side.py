@@ -42,7 +42,9 @@ class Collector:
     results_dir: str
     hists: HistogramSet = field(default_factory=HistogramSet)
     window: HistogramSet = field(default_factory=HistogramSet)  # since the last live snapshot (web UI charts)
-    class_hists: HistogramSet = field(default_factory=HistogramSet)  # keyed by traffic class (runs with classes)
+    class_hists: HistogramSet = field(
+        default_factory=HistogramSet
+    )  # keyed by traffic class (runs with classes)
     workers: dict[str, WorkerState] = field(default_factory=dict)
     health: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     calibration: dict[str, Any] | None = None  # how the workers calibrated prompt lengths (run_meta.json)
@@ -74,7 +76,9 @@ class Collector:
         w = self.workers.setdefault(b.worker, WorkerState(b.worker))
         w.client_id = client_id or w.client_id
         now = time.time()
-        if b.sent_at is not None:  # clocks of remote hosts may differ: a figure for one host, a hint across hosts
+        if (
+            b.sent_at is not None
+        ):  # clocks of remote hosts may differ: a figure for one host, a hint across hosts
             self.lag_s.append(now - float(b.sent_at))
         if w.lost_at is not None:  # it was only silent (a stalled process), and nothing it measured is lost
             log.warning("worker %s is back after %.1f s of silence", w.name, now - w.last_batch)
@@ -101,7 +105,9 @@ class Collector:
         if b.final:
             w.final = True
             self.flush()
-        for hook in self.on_ingest:  # inside the timing: its cost is the ingest's (--prometheus-port's exporter)
+        for (
+            hook
+        ) in self.on_ingest:  # inside the timing: its cost is the ingest's (--prometheus-port's exporter)
             hook(b)
         self.batches += 1
         self.batch_cost_s.append(time.perf_counter() - t0)
@@ -117,7 +123,11 @@ class Collector:
             return
         self._jsonl_end += (len(text) if text.isascii() else len(text.encode())) + 1
         try:
-            blob = frame(b.cols, self._jsonl_end) if b.cols else records_to_frames(text.split("\n"), self._jsonl_end)
+            blob = (
+                frame(b.cols, self._jsonl_end)
+                if b.cols
+                else records_to_frames(text.split("\n"), self._jsonl_end)
+            )
             self._cols.write(blob)
         except OSError as e:
             self._failed(run_dir.COLS, e)
@@ -140,6 +150,7 @@ class Collector:
 
     def ingest_summary(self) -> dict[str, Any]:
         """Batches and records taken in, batch age at intake (lag) and per-batch cost, in seconds."""
+
         def q(xs: list[float], p: float) -> float | None:
             return round(sorted(xs)[min(len(xs) - 1, int(p * len(xs)))], 6) if xs else None
 
@@ -147,11 +158,13 @@ class Collector:
             "batches": self.batches,
             "records": sum(w.records for w in self.workers.values()),
             "workers": len(self.workers),
-            "lag_p50_s": q(self.lag_s, 0.5), "lag_p99_s": q(self.lag_s, 0.99),
+            "lag_p50_s": q(self.lag_s, 0.5),
+            "lag_p99_s": q(self.lag_s, 0.99),
             "lag_max_s": round(max(self.lag_s), 6) if self.lag_s else None,
-            "batch_cost_p50_s": q(self.batch_cost_s, 0.5), "batch_cost_p99_s": q(self.batch_cost_s, 0.99),
+            "batch_cost_p50_s": q(self.batch_cost_s, 0.5),
+            "batch_cost_p99_s": q(self.batch_cost_s, 0.99),
             "batch_cost_total_s": round(sum(self.batch_cost_s), 3),
-        }  # fmt: skip
+        }
 
     def on_done(self, worker: str) -> None:
         """A worker used up its share of the requests."""

@@ -21,9 +21,26 @@ from locust.rpc import Message
 from locust.runners import MasterRunner, Runner, WorkerRunner
 
 __all__ = [
-    "TO_MASTER", "TO_WORKER", "Batch", "Done", "First", "Grant", "MasterInbox", "Need", "Rate", "Ready", "Stop",
-    "T0", "ToMaster", "ToWorker", "WorkerInbox", "decode", "register", "to_master", "to_workers",
-]  # fmt: skip
+    "TO_MASTER",
+    "TO_WORKER",
+    "Batch",
+    "Done",
+    "First",
+    "Grant",
+    "MasterInbox",
+    "Need",
+    "Rate",
+    "Ready",
+    "Stop",
+    "T0",
+    "ToMaster",
+    "ToWorker",
+    "WorkerInbox",
+    "decode",
+    "register",
+    "to_master",
+    "to_workers",
+]
 
 
 class WorkerInbox(Protocol):
@@ -45,7 +62,11 @@ class MasterInbox(Protocol):
     def on_done(self, worker: str) -> None: ...
 
 
-_READ: dict[str, Callable[[Any], Any]] = {"int": int, "float": float, "str": str}  # a field's type -> its reader
+_READ: dict[str, Callable[[Any], Any]] = {
+    "int": int,
+    "float": float,
+    "str": str,
+}  # a field's type -> its reader
 
 
 class _Fields:
@@ -94,9 +115,17 @@ class Batch:
 
     def to_payload(self) -> dict[str, Any]:
         """The dict Locust carries."""
-        data: dict[str, Any] = {"worker": self.worker, "n": self.n, "health": self.health,
-                                "calibration": self.calibration, "final": self.final, "total": self.total,
-                                "totals": self.totals, "cols": self.cols, "hists": self.hists}  # fmt: skip
+        data: dict[str, Any] = {
+            "worker": self.worker,
+            "n": self.n,
+            "health": self.health,
+            "calibration": self.calibration,
+            "final": self.final,
+            "total": self.total,
+            "totals": self.totals,
+            "cols": self.cols,
+            "hists": self.hists,
+        }
         if self.class_hists is not None:
             data["class_hists"] = self.class_hists
         data["records"] = self.records
@@ -106,10 +135,20 @@ class Batch:
     @classmethod
     def from_payload(cls, data: Mapping[str, Any]) -> Batch:
         """The batch in a received dict."""
-        return cls(worker=data["worker"], n=data["n"], records=data.get("records", ""), hists=data["hists"],
-                   health=data.get("health") or {}, final=bool(data.get("final")), cols=data.get("cols"),
-                   calibration=data.get("calibration"), total=data.get("total"), totals=data.get("totals"),
-                   class_hists=data.get("class_hists"), sent_at=data.get("sent_at"))  # fmt: skip
+        return cls(
+            worker=data["worker"],
+            n=data["n"],
+            records=data.get("records", ""),
+            hists=data["hists"],
+            health=data.get("health") or {},
+            final=bool(data.get("final")),
+            cols=data.get("cols"),
+            calibration=data.get("calibration"),
+            total=data.get("total"),
+            totals=data.get("totals"),
+            class_hists=data.get("class_hists"),
+            sent_at=data.get("sent_at"),
+        )
 
     def deliver(self, to: MasterInbox, client_id: str) -> None:
         """Hand it to the master."""
@@ -242,12 +281,18 @@ def register(runner: Runner, table: Mapping[str, type[Any]], deliver: Callable[[
         runner.register_message(kind, functools.partial(_received, table, deliver), concurrent=cls.CONCURRENT)
 
 
-def _received(table: Mapping[str, type[Any]], deliver: Callable[[Any, str], None],
-              environment: Environment, msg: Message) -> None:  # fmt: skip
+def _received(
+    table: Mapping[str, type[Any]],
+    deliver: Callable[[Any, str], None],
+    environment: Environment,
+    msg: Message,
+) -> None:
     deliver(decode(table, msg.type, msg.data), msg.node_id)
 
 
-def to_workers(runner: Runner | None, local: WorkerInbox | None, msg: ToWorker, client_id: str | None = None) -> None:
+def to_workers(
+    runner: Runner | None, local: WorkerInbox | None, msg: ToWorker, client_id: str | None = None
+) -> None:
     """Send `msg` to every worker (or the one of `client_id`); a local runner hands it to its own context."""
     if isinstance(runner, MasterRunner):
         runner.send_message(msg.KIND, msg.to_payload(), client_id=client_id)

@@ -38,9 +38,16 @@ T0_WAIT_S = 30.0  # ready but no t0 from the master this long after: the worker 
 class OpenLoopSchedule:
     """Dispatches this worker's arrivals into a queue from an agreed t0; users take them with `take`."""
 
-    def __init__(self, options: Options, index: int, count: int, worker: str,
-                 send: Callable[[ToMaster], None], users: Callable[[], int],
-                 on_t0: Callable[[float], None]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        options: Options,
+        index: int,
+        count: int,
+        worker: str,
+        send: Callable[[ToMaster], None],
+        users: Callable[[], int],
+        on_t0: Callable[[float], None],
+    ) -> None:
         self.options = options
         self.index, self.count, self.worker = index, count, worker
         self.send = send
@@ -89,15 +96,25 @@ class OpenLoopSchedule:
         ready_at = 0.0
         while not self.stopping:
             if not self.ready_sent:
-                late = self.spawned_at is not None and time.perf_counter() - self.spawned_at > USERS_READY_WAIT_S
+                late = (
+                    self.spawned_at is not None and time.perf_counter() - self.spawned_at > USERS_READY_WAIT_S
+                )
                 if self._users_ready() or late:
                     if late:
-                        log.warning("vllm-locust: %d of %d users set up %.0f s after spawning; the schedule starts "
-                                    "anyway", len(self._waiting), self.users(), USERS_READY_WAIT_S)  # fmt: skip
+                        log.warning(
+                            "vllm-locust: %d of %d users set up %.0f s after spawning; the schedule starts "
+                            "anyway",
+                            len(self._waiting),
+                            self.users(),
+                            USERS_READY_WAIT_S,
+                        )
                     self.ready_sent, ready_at = True, time.perf_counter()
                     self.send(Ready(self.worker, len(self._waiting)))
             elif time.perf_counter() - ready_at > T0_WAIT_S:
-                log.error("vllm-locust: no schedule start from the master %.0f s after ready; starting now", T0_WAIT_S)
+                log.error(
+                    "vllm-locust: no schedule start from the master %.0f s after ready; starting now",
+                    T0_WAIT_S,
+                )
                 self.on_t0(time.time())
             if self._t0_event.wait(READY_POLL_S):
                 return self.t0
@@ -131,11 +148,21 @@ class OpenLoopSchedule:
         arrivals = (
             worker_trace_iter(plan_of(o), o.time_scale, self.index, self.count)
             if o.trace  # --trace: each request at its own offset (live rate changes do not apply)
-            else ramp_worker_iter(o.ramp_up_strategy, o.ramp_up_start_rps or 0.0, o.ramp_up_end_rps or 0.0, o.burstiness, o.seed,
-                             o.num_prompts or 0, self.index, self.count)
+            else ramp_worker_iter(
+                o.ramp_up_strategy,
+                o.ramp_up_start_rps or 0.0,
+                o.ramp_up_end_rps or 0.0,
+                o.burstiness,
+                o.seed,
+                o.num_prompts or 0,
+                self.index,
+                self.count,
+            )
             if o.ramp_up_strategy  # a ramp has its own rates: live rate changes do not apply
-            else worker_piecewise(self.segments, o.burstiness, o.seed, o.num_prompts or None, self.index, self.count)
-        )  # fmt: skip
+            else worker_piecewise(
+                self.segments, o.burstiness, o.seed, o.num_prompts or None, self.index, self.count
+            )
+        )
         for i, off in arrivals:
             if i <= self._last_index:  # sent under the previous plan (identical before the change)
                 continue

@@ -41,8 +41,13 @@ def _options(parser: Any) -> None:
 def _on_init(environment: Environment, **_: Any) -> None:
     runner = environment.runner
     try:
-        tls.configure(tls.TLSConfig.of(env_state.refresh_options(environment)))  # /metrics, profiler, sim stats
-    except (ArgumentTypeError, UsageError) as e:  # Locust's parser checked them: only a namespace set by hand gets here
+        tls.configure(
+            tls.TLSConfig.of(env_state.refresh_options(environment))
+        )  # /metrics, profiler, sim stats
+    except (
+        ArgumentTypeError,
+        UsageError,
+    ) as e:  # Locust's parser checked them: only a namespace set by hand gets here
         log.error("vllm-locust: %s", e)
         sys.exit(exit_codes.USAGE)
     if isinstance(runner, MasterRunner | LocalRunner):
@@ -83,7 +88,10 @@ def _master_watchdog(environment: Environment) -> None:
     while True:
         gevent.sleep(1.0)
         if time.time() - last["t"] > MASTER_SILENCE_S:
-            log.error("vllm-locust: no heartbeat from the master for %.0f s; saving records and exiting", MASTER_SILENCE_S)
+            log.error(
+                "vllm-locust: no heartbeat from the master for %.0f s; saving records and exiting",
+                MASTER_SILENCE_S,
+            )
             ctx = context_or_none(environment)
             if ctx is not None:
                 ctx.drain(0)
@@ -110,7 +118,9 @@ def _on_spawned(environment: Environment) -> None:
 @events.test_start.add_listener
 def _on_test_start(environment: Environment, **_: Any) -> None:
     runner = environment.runner
-    if isinstance(runner, MasterRunner | LocalRunner):  # plain locust: the run's one calibration, before any worker starts
+    if isinstance(
+        runner, MasterRunner | LocalRunner
+    ):  # plain locust: the run's one calibration, before any worker starts
         lengths.calibrate_once(environment)
     if isinstance(runner, MasterRunner):
         # workers receive these through the spawn message's parsed_options (Locust's namespace: the one thing

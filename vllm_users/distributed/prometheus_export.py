@@ -47,21 +47,50 @@ log = logging.getLogger("vllm_locust")
 
 PREFIX = "vllm_locust_"
 # the mantissas of each decade's edges: round values (SLOs like 250 ms or 1.5 s fall on one), ratios <= 1.167
-NICE = (1.0, 1.1, 1.2, 1.3, 1.5, 1.6, 1.8, 2.0, 2.2, 2.5, 2.8, 3.0, 3.5, 4.0, 4.5, 5.0, 5.5, 6.0, 7.0, 8.0, 9.0)
+NICE = (
+    1.0,
+    1.1,
+    1.2,
+    1.3,
+    1.5,
+    1.6,
+    1.8,
+    2.0,
+    2.2,
+    2.5,
+    2.8,
+    3.0,
+    3.5,
+    4.0,
+    4.5,
+    5.0,
+    5.5,
+    6.0,
+    7.0,
+    8.0,
+    9.0,
+)
 RANGES_S = {"ttft": (1e-3, 600.0), "tpot": (1e-4, 60.0), "itl": (1e-4, 60.0), "e2el": (1e-2, 3600.0)}
 # which --goodput objective becomes an edge of which histogram (ITL is what a TPOT objective is read against)
 SLO_EDGES = {"ttft": ("ttft",), "tpot": ("tpot",), "itl": ("tpot",), "e2el": ("e2el",)}
 LAST_SCRAPE_WAIT_MAX_S = 30.0  # at most this long after the final figures for a scraper's next visit
-_DOC = {"ttft": "time to first token", "tpot": "time per output token after the first",
-        "itl": "inter-token latency (every gap between output chunks)", "e2el": "end-to-end latency"}  # fmt: skip
+_DOC = {
+    "ttft": "time to first token",
+    "tpot": "time per output token after the first",
+    "itl": "inter-token latency (every gap between output chunks)",
+    "e2el": "end-to-end latency",
+}
 
 
 def buckets(slo: Slo | None) -> dict[str, tuple[float, ...]]:
     """Each metric's bucket edges in seconds: the fine fixed set over its range, plus the SLO limits."""
     out = {}
     for m, (lo, hi) in RANGES_S.items():
-        edges = {float(f"{x}e{e}") for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
-                 for x in NICE}  # fmt: skip  # decimal text: 0.25, not 0.25000000000000006
+        edges = {
+            float(f"{x}e{e}")
+            for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+            for x in NICE
+        }  # decimal text: 0.25, not 0.25000000000000006
         edges = {x for x in edges if lo <= x <= hi}
         if slo is not None:
             edges |= {slo.limits_ms[k] / 1e3 for k in SLO_EDGES[m] if k in slo.limits_ms}
@@ -106,8 +135,12 @@ def _columns(batch: Batch) -> Columns | None:
 class Exporter:
     """The live figures of one run and their Prometheus families (registered in its own `registry`)."""
 
-    def __init__(self, options: Options, env: Environment | None = None,
-                 target_rate: Callable[[], float | None] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        options: Options,
+        env: Environment | None = None,
+        target_rate: Callable[[], float | None] | None = None,
+    ) -> None:
         self.env = env
         self.target_rate = target_rate or (lambda: options.request_rate)
         self.collector: Collector | None = None
@@ -153,7 +186,9 @@ class Exporter:
         except Exception:  # the records are on disk; the live figures miss this batch (said once)
             self.bad_batches += 1
             if self.bad_batches == 1:
-                log.exception("vllm-locust: a batch from %s could not be exported to Prometheus", batch.worker)
+                log.exception(
+                    "vllm-locust: a batch from %s could not be exported to Prometheus", batch.worker
+                )
         health = batch.health
         worker = str(batch.worker)
         if health.get("cpu"):
@@ -208,27 +243,38 @@ class Exporter:
     # ----- scrape -----
     def collect(self) -> Iterator[Metric]:
         """The metric families of a scrape."""
-        req = CounterMetricFamily(PREFIX + "requests", "Requests by scenario and outcome (ok, failed, interrupted, "
-                                  "dropped), failed ones by error kind", labels=["scenario", "outcome", "error"])  # fmt: skip
+        req = CounterMetricFamily(
+            PREFIX + "requests",
+            "Requests by scenario and outcome (ok, failed, interrupted, dropped), failed ones by error kind",
+            labels=["scenario", "outcome", "error"],
+        )
         for labels, n in sorted(self.requests.items()):
             req.add_metric(list(labels), n)
         yield req
         for key, what in (("input", "Prompt tokens"), ("output", "Output tokens")):
-            fam = CounterMetricFamily(f"{PREFIX}{key}_tokens", f"{what} of the successful requests", labels=["scenario"])
+            fam = CounterMetricFamily(
+                f"{PREFIX}{key}_tokens", f"{what} of the successful requests", labels=["scenario"]
+            )
             for (k, scen), n in sorted(self.tokens.items()):
                 if k == key:
                     fam.add_metric([scen], n)
             yield fam
         if self.slo is not None:
             objectives = " ".join(f"{k}<={v:g}ms" for k, v in self.slo.limits_ms.items())
-            fam = CounterMetricFamily(PREFIX + "good_requests", f"Successful requests within every --goodput SLO "
-                                      f"({objectives})", labels=["scenario"])  # fmt: skip
+            fam = CounterMetricFamily(
+                PREFIX + "good_requests",
+                f"Successful requests within every --goodput SLO ({objectives})",
+                labels=["scenario"],
+            )
             for scen, n in sorted(self.good.items()):
                 fam.add_metric([scen], n)
             yield fam
         for m in METRICS:
-            hist = HistogramMetricFamily(f"{PREFIX}{m}_seconds", f"Client-measured {_DOC[m]}, seconds (successful "
-                                         "requests)", labels=["scenario"])  # fmt: skip
+            hist = HistogramMetricFamily(
+                f"{PREFIX}{m}_seconds",
+                f"Client-measured {_DOC[m]}, seconds (successful requests)",
+                labels=["scenario"],
+            )
             for (metric, scen), h in sorted(self.hists.items()):
                 if metric == m:
                     hist.add_metric([scen], h.cumulative(self.le[m]), h.sum)
@@ -244,23 +290,39 @@ class Exporter:
 
         workers = list(self.collector.workers.values()) if self.collector is not None else []
         inflight = sum(int(w.totals.get("inflight", 0)) for w in workers if w.lost_at is None)
-        yield gauge("requests_in_flight", "Requests in flight over all workers (as of their latest batch)", inflight)
+        yield gauge(
+            "requests_in_flight", "Requests in flight over all workers (as of their latest batch)", inflight
+        )
         rate = self.target_rate()
-        yield gauge("target_request_rate", "Open loop: the schedule's rate, requests/s (the web UI may change it)",
-                    rate if rate is not None and math.isfinite(rate) else None)  # fmt: skip
+        yield gauge(
+            "target_request_rate",
+            "Open loop: the schedule's rate, requests/s (the web UI may change it)",
+            rate if rate is not None and math.isfinite(rate) else None,
+        )
         runner = self.env.runner if self.env is not None else None
-        yield gauge("users", "Users running (closed loop: the concurrency)", runner.user_count if runner else None)
-        states = GaugeMetricFamily(PREFIX + "workers", "Workers by state (live, lost, finished)", labels=["state"])
+        yield gauge(
+            "users", "Users running (closed loop: the concurrency)", runner.user_count if runner else None
+        )
+        states = GaugeMetricFamily(
+            PREFIX + "workers", "Workers by state (live, lost, finished)", labels=["state"]
+        )
         for state in ("live", "lost", "finished"):
             states.add_metric([state], sum(1 for w in workers if _state(w) == state))
         yield states
-        cpu = GaugeMetricFamily(PREFIX + "worker_cpu_ratio", "Each worker's CPU use, fraction of one core (latest "
-                                "sample; near 1: the client is the bottleneck)", labels=["worker"])  # fmt: skip
+        cpu = GaugeMetricFamily(
+            PREFIX + "worker_cpu_ratio",
+            "Each worker's CPU use, fraction of one core (latest "
+            "sample; near 1: the client is the bottleneck)",
+            labels=["worker"],
+        )
         for w, v in sorted(self.cpu.items()):
             cpu.add_metric([w], v)
         yield cpu
-        lag = GaugeMetricFamily(PREFIX + "worker_loop_lag_seconds", "Each worker's largest event-loop lag in its "
-                                "latest batch (adds to the latencies it measures)", labels=["worker"])  # fmt: skip
+        lag = GaugeMetricFamily(
+            PREFIX + "worker_loop_lag_seconds",
+            "Each worker's largest event-loop lag in its latest batch (adds to the latencies it measures)",
+            labels=["worker"],
+        )
         for w, v in sorted(self.lag_s.items()):
             lag.add_metric([w], v)
         yield lag
@@ -269,10 +331,21 @@ class Exporter:
         yield batches
         o = self.options
         run = os.path.basename(os.path.normpath(o.results_dir)) if o.results_dir else ""
-        yield gauge("run_info", "The run: its directory name, model, endpoint and loop", 1.0, run=run,
-                    model=o.model, endpoint=o.endpoint, loop="open" if o.open_loop else "closed")  # fmt: skip
+        yield gauge(
+            "run_info",
+            "The run: its directory name, model, endpoint and loop",
+            1.0,
+            run=run,
+            model=o.model,
+            endpoint=o.endpoint,
+            loop="open" if o.open_loop else "closed",
+        )
         yield gauge("run_start_time_seconds", "When this master started, Unix time", self.started)
-        yield gauge("run_finished", "1 once every batch of the run is in (the result is written)", float(self.finished))
+        yield gauge(
+            "run_finished",
+            "1 once every batch of the run is in (the result is written)",
+            float(self.finished),
+        )
 
     # ----- HTTP -----
     def _app(self) -> Callable[..., Any]:
@@ -294,7 +367,9 @@ class Exporter:
             seen = len(self.scrapes)
             gap = self.scrapes[-1] - self.scrapes[-2] if seen > 1 else final - self.scrapes[-1]
             deadline = final + min(LAST_SCRAPE_WAIT_MAX_S, 1.5 * gap + 1.0)
-            while len(self.scrapes) == seen and time.time() < deadline:  # the server's greenlets answer meanwhile
+            while (
+                len(self.scrapes) == seen and time.time() < deadline
+            ):  # the server's greenlets answer meanwhile
                 gevent.sleep(0.05)
             gevent.sleep(0.05)  # let the response of that scrape go out
         self.server.stop(timeout=1)
@@ -305,8 +380,9 @@ def _state(w: Any) -> str:
     return "lost" if w.lost_at is not None else "finished" if w.final else "live"
 
 
-def serve(env: Environment | None, options: Options,
-          target_rate: Callable[[], float | None] | None = None) -> Exporter | None:  # fmt: skip
+def serve(
+    env: Environment | None, options: Options, target_rate: Callable[[], float | None] | None = None
+) -> Exporter | None:
     """With --prometheus-port: an Exporter serving /metrics on every interface at that port; else None (also when
     the port cannot be bound: one error line, the run goes on without it)."""
     port = options.prometheus_port

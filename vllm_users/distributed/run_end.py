@@ -71,7 +71,6 @@ def stop_profile(profile: ServerProfile | None, results_dir: str) -> dict[str, A
     return info
 
 
-
 def sim_served(host: str) -> int | None:
     """Completion requests the embedded simulator answered (its /sim/stats), or None when it does not say."""
     try:
@@ -96,8 +95,9 @@ def preflight_requests(results_dir: str) -> int:
         return 1
 
 
-def with_server_served(res: RunResult, o: Options, results_dir: str, host: str | None,
-                       counters: LoadCounters | None) -> RunResult:  # fmt: skip
+def with_server_served(
+    res: RunResult, o: Options, results_dir: str, host: str | None, counters: LoadCounters | None
+) -> RunResult:
     """server_served and missing_vs_server: the embedded simulator's count of completion requests less the
     preflight's, else the increase of the server's vllm:request_success_total over the load (its baseline was
     scraped after the preflight); unchanged (both None) when the server does not say."""
@@ -112,7 +112,9 @@ def with_server_served(res: RunResult, o: Options, results_dir: str, host: str |
 def recorded_all(res: RunResult) -> int:
     """Requests sent and recorded in the whole run: the measured window's, plus --warmup's and --cooldown's."""
     windows = res.metric("windows") or {}
-    return res.recorded + sum(int((windows.get(k) or {}).get("requests") or 0) for k in ("warmup", "cooldown"))
+    return res.recorded + sum(
+        int((windows.get(k) or {}).get("requests") or 0) for k in ("warmup", "cooldown")
+    )
 
 
 def exit_code_of(res: RunResult, o: Options, collector: Collector, base: int) -> int:
@@ -134,7 +136,6 @@ def exit_code_of(res: RunResult, o: Options, collector: Collector, base: int) ->
     return code
 
 
-
 def interruption(results_dir: str, seen: str | None) -> str | None:
     """The signal that stopped the run: the one `vllm-locust run` got (it forwards SIGTERM whichever it got, and
     names it in RUN/interrupted.json), else `seen` by the master itself, else None."""
@@ -142,7 +143,9 @@ def interruption(results_dir: str, seen: str | None) -> str | None:
     return str(said.get("signal") or "a signal") if isinstance(said, dict) else seen
 
 
-def note_faults(meta: dict[str, Any], collector: Collector, write_error: str | None, stopped_by: str | None) -> int:
+def note_faults(
+    meta: dict[str, Any], collector: Collector, write_error: str | None, stopped_by: str | None
+) -> int:
     """Note in `meta` what went wrong beside the requests: exceptions of user code (`user_errors`), a write that
     failed (`write_error`: a full disk), the signal that stopped the run (`interrupted_by`); the exit code they call
     for at least (the verdict on the requests may raise it)."""
@@ -165,11 +168,15 @@ def with_fault_warnings(res: RunResult, collector: Collector) -> RunResult:
     said: list[str] = []
     if res.meta.get("write_error"):  # what the workers sent, less what reached the disk: lost with the write
         lost = max(0, sum(w.records for w in collector.workers.values()) - recorded_all(res))
-        said.append(f"{res.meta['write_error']}: the run stopped; the results cover the records written before it "
-                    f"({lost} received were not written)")  # fmt: skip
+        said.append(
+            f"{res.meta['write_error']}: the run stopped; the results cover the records written before it "
+            f"({lost} received were not written)"
+        )
     if res.meta.get("interrupted_by"):
-        said.append(f"interrupted by {res.meta['interrupted_by']}: the run stopped before its end; the results cover "
-                    "what was measured until then")  # fmt: skip
+        said.append(
+            f"interrupted by {res.meta['interrupted_by']}: the run stopped before its end; the results cover "
+            "what was measured until then"
+        )
     raised = user_errors.summary_line(list(res.meta.get("user_errors") or []))
     if raised:
         log.error("vllm-locust: %s", raised)
@@ -177,24 +184,40 @@ def with_fault_warnings(res: RunResult, collector: Collector) -> RunResult:
     return res.replace(warnings=(*res.warnings, *said)) if said else res
 
 
-def final_result(results_dir: str, meta: dict[str, Any], o: Options, collector: Collector, *,
-                 timeline: list[dict[str, Any]], base_code: int, host: str | None,
-                 profile: dict[str, Any] | None) -> RunResult:  # fmt: skip
+def final_result(
+    results_dir: str,
+    meta: dict[str, Any],
+    o: Options,
+    collector: Collector,
+    *,
+    timeline: list[dict[str, Any]],
+    base_code: int,
+    host: str | None,
+    profile: dict[str, Any] | None,
+) -> RunResult:
     """The run's one result: the records' metrics, run health, exit code, server cross-check, profile, cost."""
     health = summarize(collector.health)
     res = result_from_dir(results_dir, meta).replace(
-        client_health=health, data_loss=collector.loss_report(), client_bound=health["client_bound"], timeline=timeline,
-    )  # fmt: skip
+        client_health=health,
+        data_loss=collector.loss_report(),
+        client_bound=health["client_bound"],
+        timeline=timeline,
+    )
     res = res.replace(exit_code=exit_code_of(res, o, collector, base_code))
     said = [w for w in (calibration_warning(meta), no_completed_reason(res)) if w and w not in res.warnings]
     if said:
         res = res.replace(warnings=(*res.warnings, *said))
-    counters = around_load(results_dir, headers=metrics_headers())  # the server's /metrics before the load and now (None: not sampled)
+    counters = around_load(
+        results_dir, headers=metrics_headers()
+    )  # the server's /metrics before the load and now (None: not sampled)
     res = with_server_served(res, o, results_dir, host, counters)
     warning = prefix_cache_warning(
-        counters, dict(res.metrics), list(res.per_scenario), bool(o.dataset or (o.prefix_len and o.cache_rate)),
+        counters,
+        dict(res.metrics),
+        list(res.per_scenario),
+        bool(o.dataset or (o.prefix_len and o.cache_rate)),
         (meta.get("prompt_calibration") or {}).get("overhead_tokens"),
-    )  # fmt: skip
+    )
     if warning:
         log.warning("vllm-locust: %s", warning)
         res = res.replace(warnings=(*res.warnings, warning))
@@ -217,13 +240,23 @@ def trace_replay(results_dir: str, o: Options, counters: LoadCounters | None) ->
     plan = plan_of(o)
     trace = plan.trace
     mooncake = any(r.hash_ids for r in trace.requests)
-    about = {"trace": o.trace, "format": trace.format, "time_scale": o.time_scale,
-             "window": {"start_s": o.trace_start, "duration_s": o.trace_duration, "limit": o.num_prompts},
-             "trace_duration_s": trace.duration_s, "block_size": trace.block_size if mooncake else None,
-             "skipped": dict(trace.skipped)}  # fmt: skip
-    return replay_fidelity(load_columns(results_dir), trace=about, trace_requests=len(trace.requests),
-                           scheduled=len(plan.entries), expected_reuse=trace_block_reuse(trace) if mooncake else None,
-                           hit_rate=server_hit_rate(counters) if mooncake else None)  # fmt: skip
+    about = {
+        "trace": o.trace,
+        "format": trace.format,
+        "time_scale": o.time_scale,
+        "window": {"start_s": o.trace_start, "duration_s": o.trace_duration, "limit": o.num_prompts},
+        "trace_duration_s": trace.duration_s,
+        "block_size": trace.block_size if mooncake else None,
+        "skipped": dict(trace.skipped),
+    }
+    return replay_fidelity(
+        load_columns(results_dir),
+        trace=about,
+        trace_requests=len(trace.requests),
+        scheduled=len(plan.entries),
+        expected_reuse=trace_block_reuse(trace) if mooncake else None,
+        hit_rate=server_hit_rate(counters) if mooncake else None,
+    )
 
 
 def run_meta(o: Options, env: Environment, t_start: float, run_time: float | None = None) -> dict[str, Any]:
@@ -260,7 +293,9 @@ def run_meta(o: Options, env: Environment, t_start: float, run_time: float | Non
         "run_time": run_time or locust_option(env, "run_time"),
         "workers": (o.vllm_worker_count or runner.worker_count) if isinstance(runner, MasterRunner) else 1,
         "user_classes": sorted({u.__name__ for u in env.user_classes}),
-        "tls": TLSConfig.of(o).metadata() if (env.host or "").startswith("https://") else None,  # --insecure said
+        "tls": TLSConfig.of(o).metadata()
+        if (env.host or "").startswith("https://")
+        else None,  # --insecure said
     }
 
 

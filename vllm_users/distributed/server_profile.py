@@ -22,8 +22,9 @@ STOP_TIMEOUT_S = 600.0  # writing the traces can take minutes on CPU
 
 
 def _post(url: str, headers: Mapping[str, str] | None, timeout: float) -> tuple[int | None, str]:
-    req = urllib.request.Request(url, data=b"{}", method="POST",
-                                 headers={"Content-Type": "application/json", **(headers or {})})  # fmt: skip
+    req = urllib.request.Request(
+        url, data=b"{}", method="POST", headers={"Content-Type": "application/json", **(headers or {})}
+    )
     try:
         with stdlib_http.urlopen(req, timeout=timeout) as r:  # interim 1xx responses skipped
             return int(r.status), ""
@@ -60,8 +61,12 @@ class ServerProfile:
         status, err = _post(self.base + "/start_profile", self.headers, 60.0)
         self.info.update(start_status=status, started_at=time.time())
         if status != 200:
-            self.info["error"] = (err + (": the server has no profiler on (vLLM: --profiler-config "
-                                  "'{\"profiler\": \"torch\", \"torch_profiler_dir\": DIR}')" if status == 404 else ""))
+            self.info["error"] = err + (
+                ": the server has no profiler on (vLLM: --profiler-config "
+                '\'{"profiler": "torch", "torch_profiler_dir": DIR}\')'
+                if status == 404
+                else ""
+            )
 
     def stop(self) -> dict[str, Any]:
         """POST /stop_profile (when the start succeeded); returns the result's `profile` block."""
@@ -71,7 +76,9 @@ class ServerProfile:
         if self.info.get("start_status") == 200:
             t0 = time.time()
             status, err = _post(self.base + "/stop_profile", self.headers, STOP_TIMEOUT_S)
-            self.info.update(stop_status=status, stopped_at=time.time(), stop_took_s=round(time.time() - t0, 3))
+            self.info.update(
+                stop_status=status, stopped_at=time.time(), stop_took_s=round(time.time() - t0, 3)
+            )
             if status != 200:
                 self.info["error"] = err
         elif "start_status" not in self.info:
@@ -82,4 +89,6 @@ class ServerProfile:
 
 def profile_line(info: Mapping[str, Any]) -> str:
     """One line on what --profile did (the master's log and the run's console say the same)."""
-    return "server profile: " + ("traces written by the server" if info.get("profiled") else str(info.get("error", "?")))
+    return "server profile: " + (
+        "traces written by the server" if info.get("profiled") else str(info.get("error", "?"))
+    )

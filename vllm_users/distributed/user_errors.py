@@ -60,5 +60,7 @@ def summary_line(kinds: list[dict[str, Any]]) -> str | None:
     n = sum(int(k["count"]) for k in kinds)
     more = f"; {len(kinds) - 1} other kind(s), {n - top['count']} more" if len(kinds) > 1 else ""
     who = "user code" if top.get("user", True) else "a task (in vllm-locust's own code)"
-    return (f"{who} raised {top['type']}: {top['message']} ({top['where']}), {top['count']} time(s){more}; "
-            "tracebacks in the workers' logs")  # fmt: skip
+    return (
+        f"{who} raised {top['type']}: {top['message']} ({top['where']}), {top['count']} time(s){more}; "
+        "tracebacks in the workers' logs"
+    )

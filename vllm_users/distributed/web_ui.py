@@ -98,22 +98,33 @@ def install(env: Environment, plugin: MasterView) -> None:
         path, err = _report_so_far(plugin)
         if path is None:
             return make_response(f"report not available: {err}", 503)
-        return send_file(path, mimetype="text/html", as_attachment=True, download_name=run_dir.WEB_REPORT_HTML)
+        return send_file(
+            path, mimetype="text/html", as_attachment=True, download_name=run_dir.WEB_REPORT_HTML
+        )
 
     app.register_blueprint(bp)
     _password_login(web_ui)
-    o = env_state.options(env)  # every credential the process holds: the key, --header's, the /metrics scrape's
-    redactor = Redactor([
-        *(os.environ[k] for k in (*API_KEY_ENV, WEB_PASSWORD_ENV) if os.environ.get(k)),
-        *secret_values(json.loads(o.extra_headers or "{}"), urls=[env.host or ""]),
-        *secret_values(json.loads(os.environ.get(METRICS_HEADERS_ENV) or "{}")),
-    ])  # fmt: skip
+    o = env_state.options(
+        env
+    )  # every credential the process holds: the key, --header's, the /metrics scrape's
+    redactor = Redactor(
+        [
+            *(os.environ[k] for k in (*API_KEY_ENV, WEB_PASSWORD_ENV) if os.environ.get(k)),
+            *secret_values(json.loads(o.extra_headers or "{}"), urls=[env.host or ""]),
+            *secret_values(json.loads(os.environ.get(METRICS_HEADERS_ENV) or "{}")),
+        ]
+    )
 
     @app.before_request
     def refuse_second_run() -> Any:
         if request.path.endswith("/swarm") and request.method == "POST" and plugin.written:
-            return jsonify({"success": False, "message": f"this run is finished (results in {plugin.results_dir}); "
-                            "start another `vllm-locust run` for a new one"})  # fmt: skip
+            return jsonify(
+                {
+                    "success": False,
+                    "message": f"this run is finished (results in {plugin.results_dir}); "
+                    "start another `vllm-locust run` for a new one",
+                }
+            )
         return None
 
     @app.after_request
@@ -124,8 +135,11 @@ def install(env: Environment, plugin: MasterView) -> None:
             assert view is not None
             rows = table_rows(view.last["latency"]) if view.last else []
             data["extended_stats"] = [{"key": TAB, "data": rows}]
-            if data.get("state") in ("stopping", "stopped") and plugin.collector is not None \
-                    and not (view.last or {}).get("finished"):  # fmt: skip
+            if (
+                data.get("state") in ("stopping", "stopped")
+                and plugin.collector is not None
+                and not (view.last or {}).get("finished")
+            ):
                 # Locust's UI polls only while it reads "spawning" or "running": until the final snapshot is in
                 # (in-flight streams drained, the run written) say "running", which they still are, so that its
                 # table ends on the final numbers, not on the last live snapshot (seen: 390 of 400)
@@ -134,7 +148,9 @@ def install(env: Environment, plugin: MasterView) -> None:
         elif request.path.endswith("/swarm") and request.method == "POST" and response.is_json:
             if (response.get_json() or {}).get("success"):
                 plugin.on_swarm(request.form.get("user_count"), request.form.get("spawn_rate"))
-        elif request.path in ("/", "") and response.mimetype == "text/html" and not response.direct_passthrough:
+        elif (
+            request.path in ("/", "") and response.mimetype == "text/html" and not response.direct_passthrough
+        ):
             html = response.get_data(as_text=True)
             tag = f'<script src="./llm/static/{SCRIPT}"></script>'
             response.set_data(html.replace("</body>", tag + "</body>", 1))
@@ -180,7 +196,14 @@ def _password_login(web_ui: Any) -> None:
         return redirect(url_for("locust.login"))
 
 
-_TEXT = {"text/html", "application/json", "text/csv", "text/plain", "application/javascript", "text/javascript"}
+_TEXT = {
+    "text/html",
+    "application/json",
+    "text/csv",
+    "text/plain",
+    "application/javascript",
+    "text/javascript",
+}
 
 
 def _report_so_far(plugin: MasterView) -> tuple[str | None, str]:

@@ -50,10 +50,16 @@ def _packed(recs: list[RequestRecord]) -> bytes | None:
 class WorkerContext:
     """Everything a worker process shares between its users."""
 
-    def __init__(self, options: Options, worker_index: int, worker_count: int, send: Callable[[ToMaster], None]):
+    def __init__(
+        self, options: Options, worker_index: int, worker_count: int, send: Callable[[ToMaster], None]
+    ):
         self.options = options
-        self.calibration: dict[str, Any] | None = None  # how prompt lengths were calibrated (sent to the master)
-        self.first_sent_at: float | None = None  # wall time of this worker's first load request (told the master)
+        self.calibration: dict[str, Any] | None = (
+            None  # how prompt lengths were calibrated (sent to the master)
+        )
+        self.first_sent_at: float | None = (
+            None  # wall time of this worker's first load request (told the master)
+        )
         self.index = worker_index
         self.count = max(1, worker_count)
         self.name = f"{socket.gethostname()}-w{worker_index}"
@@ -63,20 +69,32 @@ class WorkerContext:
         self.pending: list[str] = []
         self.pending_recs: list[RequestRecord] = []  # packed as columns per batch (records.cols)
         self.record_count = 0
-        self.totals: dict[str, Any] = {"ok": 0, "failed": 0, "output_tokens": 0, "good": 0, "sent": 0, "late": 0,
-                                       "dropped": 0, "errors": {}}  # fmt: skip
+        self.totals: dict[str, Any] = {
+            "ok": 0,
+            "failed": 0,
+            "output_tokens": 0,
+            "good": 0,
+            "sent": 0,
+            "late": 0,
+            "dropped": 0,
+            "errors": {},
+        }
         self.slo = Slo.parse([options.goodput]) if options.goodput else None
         # traffic classes: per-class histograms and counts for the web UI's LLM tab (each tenant's latency and
         # goodput live), filled only by records that carry a class (none: no cost); each class judged by its own
         # SLO, as per_class.py judges them in the result
         self.class_hists = HistogramSet()
         self.class_totals: dict[str, dict[str, int]] = {}
-        self.user_errors: list[dict[str, Any]] = []  # exceptions user code raised (user_errors.py), in the totals
+        self.user_errors: list[
+            dict[str, Any]
+        ] = []  # exceptions user code raised (user_errors.py), in the totals
         table = json.loads(options.vllm_classes) if options.vllm_classes else []
         self.class_slos = {str(t["name"]): class_slo(t, self.slo) for t in table}
         self.seq = 0
         self.inflight: set[gevent.Greenlet] = set()
-        self.open_sessions = 0  # tickets whose flow is running (a multi-request session thinks between requests)
+        self.open_sessions = (
+            0  # tickets whose flow is running (a multi-request session thinks between requests)
+        )
         self.stopping = False
         self.final_sent = False
         self.done_sent = False
@@ -105,8 +123,15 @@ class WorkerContext:
         """Begin the schedule (open loop), health sampling and periodic reports."""
         if self.options.open_loop:
             # health sampling starts with the schedule (t0), not with the users' setup
-            self.schedule = OpenLoopSchedule(self.options, self.index, self.count, self.name, self.send,
-                                             lambda: self.users(), self._schedule_started)  # fmt: skip
+            self.schedule = OpenLoopSchedule(
+                self.options,
+                self.index,
+                self.count,
+                self.name,
+                self.send,
+                lambda: self.users(),
+                self._schedule_started,
+            )
             self.schedule.start()
         else:
             self.health.start()
@@ -155,7 +180,9 @@ class WorkerContext:
         assert self._grants is not None
         self._asked_at = 0.0
         if count <= 0:
-            if not self._exhausted:  # one end marker: a re-ask answered late gives a second "0" (qsize must stay 1)
+            if (
+                not self._exhausted
+            ):  # one end marker: a re-ask answered late gives a second "0" (qsize must stay 1)
                 self._exhausted = True
                 self._grants.put(None)
             return
@@ -252,20 +279,28 @@ class WorkerContext:
             return
         t = self.class_totals.get(name)
         if t is None:
-            t = self.class_totals[name] = dict.fromkeys(("requests", "completed", "failed", "output_tokens", "good"), 0)
+            t = self.class_totals[name] = dict.fromkeys(
+                ("requests", "completed", "failed", "output_tokens", "good"), 0
+            )
         t["requests"] += 1
         if rec.error is None and rec.chunk_times_us:
             t["completed"] += 1
             t["output_tokens"] += rec.output_tokens or 0
-            slo = self.class_slos.get(name, self.slo)  # a class not in the table (a trace's tenant): the run's SLO
+            slo = self.class_slos.get(
+                name, self.slo
+            )  # a class not in the table (a trace's tenant): the run's SLO
             t["good"] += slo is None or slo.met_by(rec)  # no SLO at all: every success is good
             self.class_hists.add_record(rec, name)
         elif rec.error != "interrupted":
             t["failed"] += 1
 
     def _totals_now(self) -> dict[str, Any]:
-        totals = dict(self.totals, errors=dict(self.totals["errors"]), inflight=len(self.inflight),
-                      backlog=self.schedule.backlog() if self.schedule is not None else 0)  # fmt: skip
+        totals = dict(
+            self.totals,
+            errors=dict(self.totals["errors"]),
+            inflight=len(self.inflight),
+            backlog=self.schedule.backlog() if self.schedule is not None else 0,
+        )
         if self.class_totals:
             totals["classes"] = {k: dict(v) for k, v in self.class_totals.items()}
         if self.user_errors:
@@ -292,7 +327,12 @@ class WorkerContext:
         recs, lines, hists, class_hists = self.pending_recs, self.pending, self.hists, self.class_hists
         self.pending, self.pending_recs, self.hists = [], [], HistogramSet()  # submit() fills these meanwhile
         self.class_hists = HistogramSet()
-        health, calibration, total, totals = self.health.take(), self.calibration, self.record_count, self._totals_now()
+        health, calibration, total, totals = (
+            self.health.take(),
+            self.calibration,
+            self.record_count,
+            self._totals_now(),
+        )
         cols: bytes | None = None
         if recs:
             pause()
@@ -301,14 +341,41 @@ class WorkerContext:
         classes = class_hists.encode(pause) if self.class_totals else None  # runs with classes only
         pause()
         self._to_local(None)
-        return self._batch(lines, cols, encoded, health, total, totals, final=final, calibration=calibration,
-                           class_hists=classes)  # fmt: skip
+        return self._batch(
+            lines,
+            cols,
+            encoded,
+            health,
+            total,
+            totals,
+            final=final,
+            calibration=calibration,
+            class_hists=classes,
+        )
 
-    def _batch(self, lines: list[str], cols: bytes | None, hists: dict[str, str], health: dict[str, list[float]],
-               total: int, totals: dict[str, Any], **rest: Any) -> Batch:
+    def _batch(
+        self,
+        lines: list[str],
+        cols: bytes | None,
+        hists: dict[str, str],
+        health: dict[str, list[float]],
+        total: int,
+        totals: dict[str, Any],
+        **rest: Any,
+    ) -> Batch:
         """The one place a batch is built: these records (JSON lines and columns) with this worker's counts."""
-        return Batch(worker=self.name, n=len(lines), records="\n".join(lines), hists=hists, health=health,
-                     total=total, totals=totals, sent_at=time.time(), cols=cols, **rest)  # fmt: skip
+        return Batch(
+            worker=self.name,
+            n=len(lines),
+            records="\n".join(lines),
+            hists=hists,
+            health=health,
+            total=total,
+            totals=totals,
+            sent_at=time.time(),
+            cols=cols,
+            **rest,
+        )
 
     def send_local_records(self) -> int:
         """--records-at-end: the local file's records of this run, to the master in chunks; how many sent."""

@@ -73,8 +73,16 @@ NUMERIC: dict[str, tuple[np.dtype, Any]] = {
     "image_tokens": (_I8, -1),
 }
 FLAGS = ("reasoning_estimated", "not_streamed")  # bool record fields, None/absent = False
-STRINGS = ("scenario", "worker", "endpoint", "finish_reason", "error", "request_class", "model",
-           "error_detail")  # fmt: skip
+STRINGS = (
+    "scenario",
+    "worker",
+    "endpoint",
+    "finish_reason",
+    "error",
+    "request_class",
+    "model",
+    "error_detail",
+)
 EXTRA_STRINGS = ("content_encoding",)  # strings kept in a record's extra (None when absent)
 
 
@@ -110,7 +118,9 @@ def pack_records(recs: Sequence[RequestRecord]) -> bytes:
         tables[name] = list(idx)
     lens = np.fromiter((len(r.chunk_times_us) for r in recs), dtype=_I4, count=n)
     total = int(lens.sum())
-    flat = np.fromiter(itertools.chain.from_iterable([r.chunk_times_us for r in recs]), dtype=_I8, count=total)
+    flat = np.fromiter(
+        itertools.chain.from_iterable([r.chunk_times_us for r in recs]), dtype=_I8, count=total
+    )
     if total and -(1 << 31) <= int(flat.min()) and int(flat.max()) < (1 << 31):
         flat = flat.astype(_I4)
     arrays["chunk_lens"] = lens
@@ -193,8 +203,12 @@ def _merge(parts: list[tuple[int, dict[str, np.ndarray], dict[str, list[str | No
     for name, (dt, none) in NUMERIC.items():  # a column newer than a file's frames reads as None there
         cols = [p[1][name] if name in p[1] else np.full(p[0], none, dt) for p in parts]
         a[name] = np.concatenate(cols) if parts else np.zeros(0, dt)
-    a["tokens_estimated"] = np.concatenate([p[1]["tokens_estimated"] for p in parts]) if parts else np.zeros(0, bool)
-    no_done = [p[1]["no_done"] if "no_done" in p[1] else np.zeros(p[0], bool) for p in parts]  # older frames: none
+    a["tokens_estimated"] = (
+        np.concatenate([p[1]["tokens_estimated"] for p in parts]) if parts else np.zeros(0, bool)
+    )
+    no_done = [
+        p[1]["no_done"] if "no_done" in p[1] else np.zeros(p[0], bool) for p in parts
+    ]  # older frames: none
     a["no_done"] = np.concatenate(no_done) if parts else np.zeros(0, bool)
     for name in FLAGS:  # older frames: none
         flag = [p[1][name] if name in p[1] else np.zeros(p[0], bool) for p in parts]
@@ -212,7 +226,11 @@ def _merge(parts: list[tuple[int, dict[str, np.ndarray], dict[str, list[str | No
             mapped.append(m[arrays[name]])
         a[name] = np.concatenate(mapped) if mapped else np.zeros(0, _I4)
         tables[name] = list(gidx)
-    lens = np.concatenate([p[1]["chunk_lens"] for p in parts]).astype(np.int64) if parts else np.zeros(0, np.int64)
+    lens = (
+        np.concatenate([p[1]["chunk_lens"] for p in parts]).astype(np.int64)
+        if parts
+        else np.zeros(0, np.int64)
+    )
     chunk_parts = [p[1]["chunks"] for p in parts]
     chunks = np.concatenate(chunk_parts) if chunk_parts else np.zeros(0, _I4)
     starts = np.cumsum(lens) - lens

@@ -11,7 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 
-def cost_at(price_per_gpu_hour: float, gpus: int, output_tok_per_s: float | None, req_per_s: float | None) -> dict[str, Any]:
+def cost_at(
+    price_per_gpu_hour: float, gpus: int, output_tok_per_s: float | None, req_per_s: float | None
+) -> dict[str, Any]:
     """$ per million output tokens and $ per request at the given throughputs (None where a rate is 0 or unknown)."""
     per_s = price_per_gpu_hour * gpus / 3600.0
     return {
@@ -24,8 +26,13 @@ def cost_at(price_per_gpu_hour: float, gpus: int, output_tok_per_s: float | None
 
 def run_cost(metrics: Mapping[str, Any], price: float, gpus: int) -> dict[str, Any]:
     """The result's `cost` block from its overall `metrics`: the inputs and the cost at the measured rate."""
-    return {"gpu_hour_price_usd": price, "gpus": gpus,
-            "at_measured_rate": cost_at(price, gpus, metrics.get("output_throughput"), metrics.get("request_throughput"))}  # fmt: skip
+    return {
+        "gpu_hour_price_usd": price,
+        "gpus": gpus,
+        "at_measured_rate": cost_at(
+            price, gpus, metrics.get("output_throughput"), metrics.get("request_throughput")
+        ),
+    }
 
 
 def format_cost(cost: Mapping[str, Any]) -> list[str]:
@@ -34,7 +41,11 @@ def format_cost(cost: Mapping[str, Any]) -> list[str]:
     for key, label in (("at_measured_rate", "measured rate"), ("at_slo_max_rate", "SLO-max rate")):
         c = cost.get(key)
         if c:
-            tok = "n/a" if c["usd_per_million_output_tokens"] is None else f"${c['usd_per_million_output_tokens']:.4g}"
+            tok = (
+                "n/a"
+                if c["usd_per_million_output_tokens"] is None
+                else f"${c['usd_per_million_output_tokens']:.4g}"
+            )
             req = "n/a" if c["usd_per_request"] is None else f"${c['usd_per_request']:.4g}"
             rate = "n/a" if c["request_rate"] is None else f"{c['request_rate']:.3g} req/s"
             out.append(f"  at the {label} ({rate}): {tok} per 1M output tokens, {req} per request")

@@ -135,8 +135,13 @@ class HealthSampler:
 
     def take(self) -> dict[str, list[float]]:
         """Samples since the last take (for a report to the master)."""
-        out = {"cpu": self.cpu, "lag_ms": self.lag_ms, "gc_ms": self.gc_ms,
-               "gc_count": [float(self.gc_count)], "gc_total_ms": [round(self.gc_total_ms, 3)]}  # fmt: skip
+        out = {
+            "cpu": self.cpu,
+            "lag_ms": self.lag_ms,
+            "gc_ms": self.gc_ms,
+            "gc_count": [float(self.gc_count)],
+            "gc_total_ms": [round(self.gc_total_ms, 3)],
+        }
         if self.runq_ms:  # in step with lag_ms (absent where the kernel does not tell)
             out["runq_ms"] = self.runq_ms
         self.cpu, self.lag_ms, self.gc_ms, self.runq_ms = [], [], [], []

@@ -127,7 +127,9 @@ class HistogramSet:
         steps (flushing a scenario, encoding its histograms: each well under a millisecond)."""
         self._flush(pause)
         pause()
-        return {f"{s}|{m}": h.encode().decode("ascii") for (s, m), h in self._hists.items() if h.get_total_count()}
+        return {
+            f"{s}|{m}": h.encode().decode("ascii") for (s, m), h in self._hists.items() if h.get_total_count()
+        }
 
     def merge_encoded(self, blobs: dict[str, Any]) -> None:
         """Add histograms received from a worker."""

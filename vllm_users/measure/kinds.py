@@ -7,9 +7,17 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 __all__ = [
-    "APIS", "Api", "ERROR_KINDS", "ErrorKind", "GENERATIVE_APIS", "GenerativeApi", "POOLING_ENDPOINTS", "PoolingApi",
-    "REQUEST_KINDS", "RequestKind",
-]  # fmt: skip
+    "APIS",
+    "Api",
+    "ERROR_KINDS",
+    "ErrorKind",
+    "GENERATIVE_APIS",
+    "GenerativeApi",
+    "POOLING_ENDPOINTS",
+    "PoolingApi",
+    "REQUEST_KINDS",
+    "RequestKind",
+]
 
 GenerativeApi = Literal["chat", "completions", "responses"]
 # endpoints whose answer is one JSON body with no output tokens: the pooling models' APIs

@@ -55,7 +55,9 @@ class Slo:
                     continue
                 name, sep, value = part.partition(":")
                 if not sep or name not in GOODPUT_METRICS:
-                    raise ValueError(f"invalid goodput item {part!r}: expected one of ttft:MS tpot:MS e2el:MS valid")
+                    raise ValueError(
+                        f"invalid goodput item {part!r}: expected one of ttft:MS tpot:MS e2el:MS valid"
+                    )
                 try:
                     ms = float(value)
                 except ValueError:
@@ -69,7 +71,11 @@ class Slo:
         """One successful record meets every objective (as slo_met: an undefined TPOT counts as 0)."""
         if r.error is not None or not r.chunk_times_us or (self.require_valid and r.valid is False):
             return False
-        values = {"ttft": r.chunk_times_us[0] / 1e3, "tpot": (tpot_s(r) or 0.0) * 1e3, "e2el": r.chunk_times_us[-1] / 1e3}
+        values = {
+            "ttft": r.chunk_times_us[0] / 1e3,
+            "tpot": (tpot_s(r) or 0.0) * 1e3,
+            "e2el": r.chunk_times_us[-1] / 1e3,
+        }
         return all(values[k] <= lim for k, lim in self.limits_ms.items())
 
 
@@ -264,7 +270,12 @@ def stats_ms(values_s: Sequence[float] | np.ndarray, percentiles: Sequence[float
     if arr.size == 0:
         arr = np.zeros(1)
     ms = arr * 1000.0
-    out = {"mean": float(ms.mean()), "median": float(np.median(ms)), "std": float(ms.std()), "max": float(ms.max())}
+    out = {
+        "mean": float(ms.mean()),
+        "median": float(np.median(ms)),
+        "std": float(ms.std()),
+        "max": float(ms.max()),
+    }
     pct: Any = np.percentile(ms, list(percentiles)) if percentiles else []
     for p, v in zip(percentiles, pct, strict=False):
         out[percentile_name(p)] = float(v)
@@ -276,7 +287,9 @@ def _lerp(a: float, b: float, t: float) -> float:
     return b - d * (1 - t) if t >= 0.5 else a + d * t  # numpy's _lerp
 
 
-def _stats_from_counts(values_ms: np.ndarray, counts: np.ndarray, percentiles: Sequence[float]) -> dict[str, float]:
+def _stats_from_counts(
+    values_ms: np.ndarray, counts: np.ndarray, percentiles: Sequence[float]
+) -> dict[str, float]:
     """stats_ms of a multiset given as sorted distinct values and their counts (numpy's definitions)."""
     n = int(counts.sum())
     if n == 0:
@@ -298,7 +311,9 @@ def _stats_from_counts(values_ms: np.ndarray, counts: np.ndarray, percentiles: S
     return out
 
 
-def itl_stats(flat: np.ndarray, lens: np.ndarray, percentiles: Sequence[float], block: int = 1 << 20) -> dict[str, float]:
+def itl_stats(
+    flat: np.ndarray, lens: np.ndarray, percentiles: Sequence[float], block: int = 1 << 20
+) -> dict[str, float]:
     """stats_ms of the pooled ITL of chunks `flat` (per-request `lens`); exact counts when the pool is large."""
     n_itl = flat.size - lens.size
     if n_itl > ITL_COUNT_THRESHOLD:
@@ -374,7 +389,9 @@ def peak_output_tokens_per_s(records: Records, idx: np.ndarray | None = None, bl
     tok = c.a["output_tokens"][ok]
     w = np.where(tok > 0, tok, lens).astype(np.float64) / lens.astype(np.float64)
     pooled = np.isin(c.a["endpoint"][ok], [c.code("endpoint", e) for e in POOLING_ENDPOINTS])
-    if pooled.any():  # a pooling answer (embeddings/rerank/score) generates nothing: its one "chunk" (its end) weighs 0
+    if (
+        pooled.any()
+    ):  # a pooling answer (embeddings/rerank/score) generates nothing: its one "chunk" (its end) weighs 0
         w[pooled] = 0.0
     flat, _ = ok_chunks(c, ok)
     ends = np.cumsum(lens)

@@ -101,8 +101,13 @@ def compute_metrics(
     streamed = streamed_rows(c, ok)
     # nothing streamed but non-streamed answers: TTFT/ITL/TPOT do not apply and are left out, never 0
     no_stream = not streamed.size and bool(c.a["not_streamed"][sent].any())
-    if no_stream and K.E2EL.name not in percentile_metrics:  # E2EL is all there is: its percentiles, as vllm bench
-        percentile_metrics = (*percentile_metrics, K.E2EL.name)  # serve's pooling default (--percentile-metrics e2el)
+    if (
+        no_stream and K.E2EL.name not in percentile_metrics
+    ):  # E2EL is all there is: its percentiles, as vllm bench
+        percentile_metrics = (
+            *percentile_metrics,
+            K.E2EL.name,
+        )  # serve's pooling default (--percentile-metrics e2el)
     for m in K.LATENCIES:
         if no_stream and "not_streamed" not in m.applies_to:
             continue  # TTFT/TPOT/ITL of answers read as one body: absent
@@ -121,12 +126,17 @@ def compute_metrics(
             "slo_ms": dict(slo.limits_ms),
             "good": good,
             "good_fraction": good / ok.size if ok.size else 0.0,
-            "per_metric_met_fraction": {k: (int(m_.sum()) / ok.size if ok.size else 0.0) for k, m_ in met.items()},
+            "per_metric_met_fraction": {
+                k: (int(m_.sum()) / ok.size if ok.size else 0.0) for k, m_ in met.items()
+            },
         }
         if slo.require_valid:  # `valid` named: good = in time and valid; the latency-only figures beside it
-            res[K.GOODPUT].update(requires_valid=True, good_latency_only=int(in_time.sum()),
-                                  request_goodput_latency_only=int(in_time.sum()) / dur,
-                                  invalid=int((~valid).sum()))  # fmt: skip
+            res[K.GOODPUT].update(
+                requires_valid=True,
+                good_latency_only=int(in_time.sum()),
+                request_goodput_latency_only=int(in_time.sum()) / dur,
+                invalid=int((~valid).sum()),
+            )
     res.update(_extras(c, sent, ok, idx))
     res[K.INTERRUPTED] = interrupted
     return res
@@ -216,8 +226,14 @@ def error_messages(c: Columns, failed: np.ndarray) -> list[ErrorMessage]:
     uniq, first, counts = np.unique(pairs, axis=0, return_index=True, return_counts=True)
     order = sorted(range(len(uniq)), key=lambda i: (-int(counts[i]), int(first[i])))[:TOP_ERRORS]
     kinds, details = c.tables["error"], c.tables["error_detail"]
-    return [{"kind": cast("ErrorKind", kinds[int(uniq[i][0])]), "message": details[int(uniq[i][1])],
-             "count": int(counts[i])} for i in order]  # fmt: skip
+    return [
+        {
+            "kind": cast("ErrorKind", kinds[int(uniq[i][0])]),
+            "message": details[int(uniq[i][1])],
+            "count": int(counts[i]),
+        }
+        for i in order
+    ]
 
 
 def _pooling(c: Columns, idx: np.ndarray) -> int:
@@ -230,7 +246,9 @@ def _extras(c: Columns, sent: np.ndarray, ok: np.ndarray, idx: np.ndarray) -> di
     err = c.a["error"]
     e_sent = err[sent]
     failed_rows = sent[(e_sent != c.code("error", None)) & (e_sent != c.code("error", "interrupted"))]
-    errors: dict[ErrorKind, int] = {cast("ErrorKind", c.tables["error"][k]): n for k, n in _counter(c, "error", failed_rows)}
+    errors: dict[ErrorKind, int] = {
+        cast("ErrorKind", c.tables["error"][k]): n for k, n in _counter(c, "error", failed_rows)
+    }
     http_rows = sent[e_sent == c.code("error", "http")]
     statuses = {str(k): n for k, n in _counter(c, "status", http_rows)}
     chunks = int(c.lens[ok].sum()) - _pooling(c, ok)  # a pooling answer's one "chunk" is its end, not output
@@ -256,7 +274,9 @@ def _extras(c: Columns, sent: np.ndarray, ok: np.ndarray, idx: np.ndarray) -> di
     }
     valid = c.a["valid"][sent]
     validated = valid != -1
-    extras[K.VALIDITY_RATE] = (int((valid[validated] == 1).sum()) / int(validated.sum())) if validated.any() else None
+    extras[K.VALIDITY_RATE] = (
+        (int((valid[validated] == 1).sum()) / int(validated.sum())) if validated.any() else None
+    )
     # prompt_tokens of a request with images hold their tokens too: left out of the text-length check
     req = ok[(c.a["input_len"][ok] != -1) & (c.a["prompt_tokens"][ok] != -1) & (c.a["images"][ok] == -1)]
     if req.size:
@@ -313,9 +333,14 @@ def per_scenario(
     cache = cache or LatencyCache()
     return {
         str(name): compute_metrics(
-            c, idx if present.size == 1 else idx[codes == k], slo=slo, percentiles=percentiles,
-            percentile_metrics=percentile_metrics, duration=dur, cache=cache,
-        )  # fmt: skip
+            c,
+            idx if present.size == 1 else idx[codes == k],
+            slo=slo,
+            percentiles=percentiles,
+            percentile_metrics=percentile_metrics,
+            duration=dur,
+            cache=cache,
+        )
         for name, k in names
     }
 

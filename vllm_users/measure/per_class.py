@@ -20,7 +20,15 @@ from vllm_users.measure.columns import Records, as_columns
 from vllm_users.measure.metrics import Slo, duration_s, ok_rows, or_zero, rows, sent_rows
 from vllm_users.measure.metrics_summary import compute_metrics
 
-__all__ = ["CLASS_METRICS", "CLASS_PERCENTILES", "class_misses", "class_slo", "class_table", "jain_index", "per_class"]
+__all__ = [
+    "CLASS_METRICS",
+    "CLASS_PERCENTILES",
+    "class_misses",
+    "class_slo",
+    "class_table",
+    "jain_index",
+    "per_class",
+]
 
 CLASS_PERCENTILES = (50.0, 90.0, 99.0)  # always in a class's figures, beside the run's --metric-percentiles
 CLASS_METRICS = ("ttft", "tpot", "e2el")

@@ -17,9 +17,18 @@ from typing import Any, Literal, Protocol
 from vllm_users.measure.kinds import ERROR_KINDS, POOLING_ENDPOINTS, Api, ErrorKind
 
 __all__ = [
-    "ERROR_KINDS", "POOLING_ENDPOINTS", "RequestRecord", "StreamOutcome", "add_images", "dropped_record", "epoch",
-    "interrupted_record", "parse_lines", "read_records", "record_from_stream",
-]  # fmt: skip
+    "ERROR_KINDS",
+    "POOLING_ENDPOINTS",
+    "RequestRecord",
+    "StreamOutcome",
+    "add_images",
+    "dropped_record",
+    "epoch",
+    "interrupted_record",
+    "parse_lines",
+    "read_records",
+    "record_from_stream",
+]
 
 
 @dataclass(slots=True)
@@ -51,12 +60,16 @@ class RequestRecord:
     extra: dict[str, Any] | None = None
     # reasoning models and non-streamed answers: None when they do not apply (most requests have no reasoning)
     answer_us: int | None = None  # reasoning streamed: the first answer chunk (content/tool call), from start
-    reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens, else reasoning chunks
+    reasoning_tokens: int | None = (
+        None  # usage.completion_tokens_details.reasoning_tokens, else reasoning chunks
+    )
     reasoning_estimated: bool | None = None  # reasoning_tokens counted from chunks (the server did not say)
     not_streamed: bool | None = None  # True: a non-streamed answer (no TTFT/ITL: its one "chunk" is the end)
     # traffic classes, model mixes and trace replay: None when the run uses none of them
     request_class: str | None = None  # the --class (or trace tenant) the request belongs to
-    model: str | None = None  # the model name sent, when it is not the run's one model (a mix, a LoRA adapter)
+    model: str | None = (
+        None  # the model name sent, when it is not the run's one model (a mix, a LoRA adapter)
+    )
     # images: None when the request sent none (text requests are the common case)
     images: int | None = None  # image_url parts sent
     image_tokens: int | None = None  # prompt_tokens less the text's exact token count (absent when not exact)
@@ -124,9 +137,20 @@ class StreamOutcome(Protocol):
     t_answer: float  # perf_counter s of the first answer chunk (0.0: none)
 
 
-def record_from_stream(res: StreamOutcome, *, scenario: str, worker: str, user: int, seq: int, endpoint: str,
-                       t_intended: float | None, input_len: int | None, output_len: int | None,
-                       turn: int | None, session: int | None) -> RequestRecord:  # fmt: skip
+def record_from_stream(
+    res: StreamOutcome,
+    *,
+    scenario: str,
+    worker: str,
+    user: int,
+    seq: int,
+    endpoint: str,
+    t_intended: float | None,
+    input_len: int | None,
+    output_len: int | None,
+    turn: int | None,
+    session: int | None,
+) -> RequestRecord:
     """The record of one response as read: chunk times from its start, tokens from usage (else counted)."""
     t0 = res.t0
     usage = res.usage or {}
@@ -188,24 +212,50 @@ def add_images(rec: RequestRecord, images: int, text_tokens: int | None) -> Requ
     return rec
 
 
-def interrupted_record(*, scenario: str, worker: str, user: int, seq: int, endpoint: str,
-                       t_intended: float | None, input_len: int | None, output_len: int | None,
-                       turn: int | None, session: int | None) -> RequestRecord:  # fmt: skip
+def interrupted_record(
+    *,
+    scenario: str,
+    worker: str,
+    user: int,
+    seq: int,
+    endpoint: str,
+    t_intended: float | None,
+    input_len: int | None,
+    output_len: int | None,
+    turn: int | None,
+    session: int | None,
+) -> RequestRecord:
     """The record of a request the run's end stopped while it streamed (Ctrl-C, stop timeout)."""
     return RequestRecord(
-        scenario=scenario, worker=worker, user=user, seq=seq, endpoint=endpoint,  # type: ignore[arg-type]
-        t_start=time.time(), t_intended=t_intended, error="interrupted",
+        scenario=scenario,
+        worker=worker,
+        user=user,
+        seq=seq,
+        endpoint=endpoint,  # type: ignore[arg-type]
+        t_start=time.time(),
+        t_intended=t_intended,
+        error="interrupted",
         error_detail="run stopped while the request was in flight",
-        input_len=input_len, output_len=output_len, turn=turn, session=session,
-    )  # fmt: skip
+        input_len=input_len,
+        output_len=output_len,
+        turn=turn,
+        session=session,
+    )
 
 
 def dropped_record(worker: str, seq: int, t_intended: float) -> RequestRecord:
     """Open loop: an arrival that was due at `t_intended` but never sent (no free user before the run ended)."""
     return RequestRecord(
-        scenario="-", worker=worker, user=-1, seq=seq, endpoint="-", t_start=t_intended, t_intended=t_intended,
-        error="dropped", error_detail="no free user before the run ended",
-    )  # fmt: skip
+        scenario="-",
+        worker=worker,
+        user=-1,
+        seq=seq,
+        endpoint="-",
+        t_start=t_intended,
+        t_intended=t_intended,
+        error="dropped",
+        error_detail="no free user before the run ended",
+    )
 
 
 def read_records(path: str) -> tuple[list[RequestRecord], int]:

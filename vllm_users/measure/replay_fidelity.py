@@ -40,8 +40,15 @@ def server_hit_rate(counters: LoadCounters | None) -> float | None:
     return hits / queries if hits is not None and queries else None
 
 
-def replay_fidelity(records: Records, *, trace: Mapping[str, Any], trace_requests: int, scheduled: int,
-                    expected_reuse: float | None, hit_rate: float | None) -> dict[str, Any]:  # fmt: skip
+def replay_fidelity(
+    records: Records,
+    *,
+    trace: Mapping[str, Any],
+    trace_requests: int,
+    scheduled: int,
+    expected_reuse: float | None,
+    hit_rate: float | None,
+) -> dict[str, Any]:
     """result.json's `replay` of a trace run: `trace` (path, format, time_scale, window, skipped) is copied in."""
     c = as_columns(records)
     every = np.arange(c.n, dtype=np.int64)

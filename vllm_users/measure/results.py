@@ -36,9 +36,13 @@ def build_run_result(
     pc = percentiles or PercentileChoice.from_meta(meta)
     records = as_columns(records)  # packed once: the metrics and the classes read the same columns
     overall, scenarios, turns, n_sent = build_metrics(
-        records, slo=slo, percentiles=pc.percentiles, percentile_metrics=pc.metrics,
-        warmup=parse_optional(meta.get("warmup")), cooldown=parse_optional(meta.get("cooldown")),
-    )  # fmt: skip
+        records,
+        slo=slo,
+        percentiles=pc.percentiles,
+        percentile_metrics=pc.metrics,
+        warmup=parse_optional(meta.get("warmup")),
+        cooldown=parse_optional(meta.get("cooldown")),
+    )
     rate = meta.get("request_rate") or 0.0
     ramp = meta.get("ramp_up_strategy")
     header: dict[str, Any] = {
@@ -59,8 +63,12 @@ def build_run_result(
         said.append(check["message"])
     if (overall.get(K.WINDOWS) or {}).get("warning"):
         said.append(overall[K.WINDOWS]["warning"])
-    measured, _ = split(records, rows(records), parse_optional(meta.get("warmup")), parse_optional(meta.get("cooldown")))
-    classes = per_class(records, measured, class_table(meta), slo=slo, percentiles=pc.percentiles)  # traffic classes
+    measured, _ = split(
+        records, rows(records), parse_optional(meta.get("warmup")), parse_optional(meta.get("cooldown"))
+    )
+    classes = per_class(
+        records, measured, class_table(meta), slo=slo, percentiles=pc.percentiles
+    )  # traffic classes
     named = {*header, "input_len_check", "warnings", "per_scenario", "ttft_by_turn", "tool"}
     return RunResult(
         **header,
@@ -102,9 +110,15 @@ def input_len_check(scenarios: dict[str, dict[str, Any]], meta: dict[str, Any]) 
     off = (text - want) / want
     ok = abs(off) <= INPUT_LEN_TOLERANCE
     out: dict[str, Any] = {
-        "requested_mean": want, "actual_mean": got, "server_overhead_tokens": overhead, "actual_text_mean": text,
-        "off_fraction": off, "tolerance": INPUT_LEN_TOLERANCE, "calibration": cal.get("source"), "ok": ok,
-    }  # fmt: skip
+        "requested_mean": want,
+        "actual_mean": got,
+        "server_overhead_tokens": overhead,
+        "actual_text_mean": text,
+        "off_fraction": off,
+        "tolerance": INPUT_LEN_TOLERANCE,
+        "calibration": cal.get("source"),
+        "ok": ok,
+    }
     if not ok:
         around = f" less {overhead} template/special tokens" if isinstance(overhead, int) else ""
         out["message"] = (
@@ -136,7 +150,9 @@ def result_from_dir(results_dir: str, meta: dict[str, Any]) -> RunResult:
     return build_run_result(records, meta, slo=slo, warnings=warnings)
 
 
-def write_result(results_dir: str, meta: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def write_result(
+    results_dir: str, meta: dict[str, Any], extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """result_from_dir with `extra` (RunResult fields: health, loss, ...) set, written atomically; its JSON."""
     res = result_from_dir(results_dir, meta).replace(**(extra or {}))
     save_result(results_dir, res)

@@ -18,14 +18,32 @@ from vllm_users.atomic import atomic_json
 from vllm_users.measure import metric_keys as K
 from vllm_users.run_dir import RESULT
 
-HEADER_FIELDS = ("date", "backend", "model_id", "tokenizer_id", "num_prompts", "request_rate", "burstiness",
-                 "max_concurrency")  # fmt: skip
+HEADER_FIELDS = (
+    "date",
+    "backend",
+    "model_id",
+    "tokenizer_id",
+    "num_prompts",
+    "request_rate",
+    "burstiness",
+    "max_concurrency",
+)
 RAMP_FIELDS = ("ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps")  # only in a ramp's result
 TOOL = "vllm-locust"
 # what the master adds after the metrics (run health, exit code, server cross-check, --profile, --gpu-hour-price):
 # written when set, in this order
-RUN_FIELDS = ("client_health", "data_loss", "client_bound", "timeline", "exit_code", "server_served",
-              "missing_vs_server", "profile", "cost", "replay")  # fmt: skip
+RUN_FIELDS = (
+    "client_health",
+    "data_loss",
+    "client_bound",
+    "timeline",
+    "exit_code",
+    "server_served",
+    "missing_vs_server",
+    "profile",
+    "cost",
+    "replay",
+)
 
 
 @dataclass(frozen=True)
@@ -118,11 +136,26 @@ class RunResult:
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> RunResult:
         """A result read back from result.json's object; keys it does not name are metrics (kept in order)."""
-        named = {*HEADER_FIELDS, *RAMP_FIELDS, *RUN_FIELDS, "input_len_check", "warnings", "per_scenario",
-                 "classes", "ttft_by_turn", "tool", "meta"}  # fmt: skip
+        named = {
+            *HEADER_FIELDS,
+            *RAMP_FIELDS,
+            *RUN_FIELDS,
+            "input_len_check",
+            "warnings",
+            "per_scenario",
+            "classes",
+            "ttft_by_turn",
+            "tool",
+            "meta",
+        }
         kw: dict[str, Any] = {k: doc.get(k) for k in HEADER_FIELDS}
-        kw.update({k: doc[k] for k in (*RAMP_FIELDS, *RUN_FIELDS, "input_len_check", "ttft_by_turn", "classes")
-                   if k in doc})  # fmt: skip
+        kw.update(
+            {
+                k: doc[k]
+                for k in (*RAMP_FIELDS, *RUN_FIELDS, "input_len_check", "ttft_by_turn", "classes")
+                if k in doc
+            }
+        )
         return cls(
             **kw,
             metrics={k: v for k, v in doc.items() if k not in named},

@@ -36,15 +36,23 @@ from vllm_users.measure.server_metric_names import (
 from vllm_users.run_dir import SERVER_METRICS
 
 __all__ = [
-    "PREFIX_HIT_WARN", "RANDOM_PROMPT_SCENARIOS", "LoadCounters", "around_load", "counter_delta", "parse_metrics",
-    "prefix_cache_warning", "scrape",
-]  # fmt: skip
+    "PREFIX_HIT_WARN",
+    "RANDOM_PROMPT_SCENARIOS",
+    "LoadCounters",
+    "around_load",
+    "counter_delta",
+    "parse_metrics",
+    "prefix_cache_warning",
+    "scrape",
+]
 
 SCRAPE_TIMEOUT_S = 5.0
 # a random-prompt run whose prompt tokens were cached beyond its chat template's share by more than this
 # fraction resent prompts the server had seen (a previous run with the same --seed)
 PREFIX_HIT_WARN = 0.10
-RANDOM_PROMPT_SCENARIOS = frozenset({"chat", "burst"})  # fresh random text per request (no history, no schema)
+RANDOM_PROMPT_SCENARIOS = frozenset(
+    {"chat", "burst"}
+)  # fresh random text per request (no history, no schema)
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -69,8 +77,9 @@ def parse_metrics(text: str) -> dict[str, float]:
     return sums
 
 
-def scrape(url: str, timeout: float = SCRAPE_TIMEOUT_S,
-           headers: Mapping[str, str] | None = None) -> dict[str, float] | None:  # fmt: skip
+def scrape(
+    url: str, timeout: float = SCRAPE_TIMEOUT_S, headers: Mapping[str, str] | None = None
+) -> dict[str, float] | None:
     """One scrape of `url` (with `headers`: its credentials) as parse_metrics' dict; None when it fails (refused,
     HTTP error, not Prometheus)."""
     try:
@@ -111,8 +120,9 @@ class LoadCounters:
         return None if d is None else int(round(d))
 
 
-def around_load(results_dir: str, timeout: float = SCRAPE_TIMEOUT_S,
-                headers: Mapping[str, str] | None = None) -> LoadCounters | None:  # fmt: skip
+def around_load(
+    results_dir: str, timeout: float = SCRAPE_TIMEOUT_S, headers: Mapping[str, str] | None = None
+) -> LoadCounters | None:
     """The sampler's scrape before the load (server_metrics.jsonl's first line) and one scrape of its URL now (with
     `headers`, the sampler's: the file never holds them); None when the run sampled no metrics
     (--no-server-metrics), that scrape failed, or this one does."""
@@ -127,8 +137,13 @@ def around_load(results_dir: str, timeout: float = SCRAPE_TIMEOUT_S,
     return None if after is None else LoadCounters(str(first["url"]), dict(first["v"]), after)
 
 
-def prefix_cache_warning(counters: LoadCounters | None, metrics: dict[str, Any], scenarios: Sequence[str],
-                         shared_prompts: bool, overhead_tokens: int | None) -> str | None:  # fmt: skip
+def prefix_cache_warning(
+    counters: LoadCounters | None,
+    metrics: dict[str, Any],
+    scenarios: Sequence[str],
+    shared_prompts: bool,
+    overhead_tokens: int | None,
+) -> str | None:
     """The warning for a random-prompt run (only `chat`/`burst` users, no dataset, no shared prefix:
     `shared_prompts` False) whose prompts hit the prefix cache beyond the chat template's share: the server had
     seen them (a previous run with the same --seed); None otherwise. Hits from the server's counters, else from
@@ -139,16 +154,22 @@ def prefix_cache_warning(counters: LoadCounters | None, metrics: dict[str, Any],
     if counters is not None:
         hits, queries = counters.delta(PREFIX_HITS), counters.delta(PREFIX_QUERIES)
     if hits is not None and queries:
-        frac, source = hits / queries, f"{hits:.0f} of {queries:.0f} prompt tokens, the server's prefix-cache counters"
+        frac, source = (
+            hits / queries,
+            f"{hits:.0f} of {queries:.0f} prompt tokens, the server's prefix-cache counters",
+        )
     elif metrics.get(K.CACHED_TOKENS_REPORTED) and metrics.get(K.PREFIX_CACHE_HIT_RATE) is not None:
         frac, source = float(metrics[K.PREFIX_CACHE_HIT_RATE]), "usage's cached_tokens"
     else:
         return None
     prompt = metrics.get(K.INPUT_LEN_ACTUAL_MEAN) or (metrics.get(K.TOTAL_INPUT_TOKENS) or 0) / max(
-        1, metrics.get(K.COMPLETED) or 0)  # fmt: skip
+        1, metrics.get(K.COMPLETED) or 0
+    )
     share = min(1.0, overhead_tokens / prompt) if isinstance(overhead_tokens, int) and prompt else 0.0
     if frac - share <= PREFIX_HIT_WARN:
         return None
-    return (f"PREFIX CACHE HITS in a random-prompt run: {frac:.0%} of the prompt tokens were cached ({source}); "
-            "the server had seen these prompts (a previous run with the same --seed), so TTFT is lower than for "
-            "new prompts. Use a fresh --seed, or --reset-prefix-cache")  # fmt: skip
+    return (
+        f"PREFIX CACHE HITS in a random-prompt run: {frac:.0%} of the prompt tokens were cached ({source}); "
+        "the server had seen these prompts (a previous run with the same --seed), so TTFT is lower than for "
+        "new prompts. Use a fresh --seed, or --reset-prefix-cache"
+    )

@@ -7,9 +7,20 @@ Below every user of them: the master's live view (vllm_users.distributed.live) a
 from __future__ import annotations
 
 __all__ = [
-    "AVERAGED", "GEN_TOKENS", "GPU_UTIL", "HISTOGRAMS", "KEPT_PREFIXES", "KV_USAGE", "PREEMPTIONS",
-    "PREFIX_HITS", "PREFIX_QUERIES", "PROMPT_TOKENS", "REQUEST_SUCCESS", "RUNNING", "WAITING",
-]  # fmt: skip
+    "AVERAGED",
+    "GEN_TOKENS",
+    "GPU_UTIL",
+    "HISTOGRAMS",
+    "KEPT_PREFIXES",
+    "KV_USAGE",
+    "PREEMPTIONS",
+    "PREFIX_HITS",
+    "PREFIX_QUERIES",
+    "PROMPT_TOKENS",
+    "REQUEST_SUCCESS",
+    "RUNNING",
+    "WAITING",
+]
 
 KEPT_PREFIXES = ("vllm:", "DCGM_")  # families worth keeping; the rest (python_gc_*, process_*) is noise
 

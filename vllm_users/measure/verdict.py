@@ -22,12 +22,16 @@ def no_completed_reason(res: RunResult) -> str | None:
     left_out = {k: int((windows.get(k) or {}).get("requests") or 0) for k in ("warmup", "cooldown")}
     if any(left_out.values()):  # the requests were sent, and the windows took every one of them
         said = " and ".join(f"--{k} {windows[k].get('spec', '')} took {n}" for k, n in left_out.items() if n)
-        return (f"no request completed in the measured window: {said} of the {sum(left_out.values())} sent "
-                "(a shorter --warmup/--cooldown, or more requests)")  # fmt: skip
+        return (
+            f"no request completed in the measured window: {said} of the {sum(left_out.values())} sent "
+            "(a shorter --warmup/--cooldown, or more requests)"
+        )
     interrupted = int(res.metric("interrupted") or 0)
     if interrupted:
-        return (f"no request completed: the {interrupted} sent were still streaming when the run ended "
-                "(a longer --run-time, or a lower --output-len)")  # fmt: skip
+        return (
+            f"no request completed: the {interrupted} sent were still streaming when the run ended "
+            "(a longer --run-time, or a lower --output-len)"
+        )
     return "no request completed: no load request was sent (see the workers' logs in the run directory)"
 
 

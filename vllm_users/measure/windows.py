@@ -103,4 +103,10 @@ def _span(mask: np.ndarray, starts: np.ndarray, ends: np.ndarray, t0: float) -> 
     if not mask.any():
         return {"requests": 0, "start_s": None, "end_s": None}
     s, e = float(starts[mask].min()), float(ends[mask].max())
-    return {"requests": int(mask.sum()), "start_s": round(s - t0, 6), "end_s": round(e - t0, 6), "start": s, "end": e}
+    return {
+        "requests": int(mask.sum()),
+        "start_s": round(s - t0, 6),
+        "end_s": round(e - t0, 6),
+        "start": s,
+        "end": e,
+    }

@@ -119,7 +119,9 @@ class LLMUser(FastHttpUser):
     wait_time = constant(0)
     network_timeout = 120.0
     connection_timeout = 10.0
-    insecure = False  # https: verify the server's certificate (--insecure skips it; __init__ sets both per run)
+    insecure = (
+        False  # https: verify the server's certificate (--insecure skips it; __init__ sets both per run)
+    )
 
     def __init__(self, environment: Any) -> None:
         """A FastHttpUser whose TLS context is the run's (--ca-bundle, --insecure, --client-cert: client/tls.py)."""
@@ -131,7 +133,11 @@ class LLMUser(FastHttpUser):
     def __init_subclass__(cls, **kw: Any) -> None:
         """A concrete user that names no `scenario` is recorded under its class name."""
         super().__init_subclass__(**kw)
-        if not cls.__dict__.get("abstract", False) and "scenario" not in cls.__dict__ and cls.scenario == "base":
+        if (
+            not cls.__dict__.get("abstract", False)
+            and "scenario" not in cls.__dict__
+            and cls.scenario == "base"
+        ):
             cls.scenario = cls.__name__
 
     def on_start(self) -> None:
@@ -184,7 +190,9 @@ class LLMUser(FastHttpUser):
         try:
             models = [m["id"] for m in self._get_json("/v1/models")["data"]]
         except Exception as e:  # noqa: BLE001 - any failure here means "cannot pick a model"
-            raise RuntimeError(f"cannot list models at {redact_url(self.host or '')}/v1/models: {e}") from None
+            raise RuntimeError(
+                f"cannot list models at {redact_url(self.host or '')}/v1/models: {e}"
+            ) from None
         if len(models) != 1:
             raise RuntimeError(f"server has {len(models)} models {models}; pass --model")
         return models[0]
@@ -210,7 +218,9 @@ class LLMUser(FastHttpUser):
             lm = self._calibrate_here()
         _shared[key] = lm
         ctx = env_state.context(self.environment)
-        if ctx.calibration is None:  # this test's context tells the master (each test of the web UI has its own)
+        if (
+            ctx.calibration is None
+        ):  # this test's context tells the master (each test of the web UI has its own)
             ctx.calibration = lm.summary()
         return lm
 
@@ -303,17 +313,21 @@ class LLMUser(FastHttpUser):
         """Send one request of `ticket`'s session, keep its record (under `scenario`, default the user's),
         fire Locust's event; the scenario's `check` runs on a successful answer first."""
         ctx = env_state.context(self.environment)
-        link = _Link(scenario or self.scenario, ticket.t_intended if ticket.sent == 0 else None,
-                     ticket.index if spec.session is None else spec.session,
-                     ticket.sent if spec.turn is None else spec.turn)  # fmt: skip
+        link = _Link(
+            scenario or self.scenario,
+            ticket.t_intended if ticket.sent == 0 else None,
+            ticket.index if spec.session is None else spec.session,
+            ticket.sent if spec.turn is None else spec.turn,
+        )
         ticket.sent += 1
         if self._plan.active:  # traffic classes / model mix: class, model and priority by the session
             spec.request_class = self._plan.apply(spec.body, link.session, link.scenario, spec.request_class)
         api = spec.endpoint or ("chat" if spec.chat else "completions")
         n_images = 0  # images: --images N (or the request's own count) on any chat request
         if api == "chat":
-            n_images = request_images(spec.body, self.options, link.session, link.turn, self.min_images,
-                                      spec.context.get("images"))  # fmt: skip
+            n_images = request_images(
+                spec.body, self.options, link.session, link.turn, self.min_images, spec.context.get("images")
+            )
         path = path_of(api)
         body = encode_body(spec.body)  # json.dumps, image data spliced in (not re-scanned: base64 is large)
         me = gevent.getcurrent()
@@ -330,19 +344,36 @@ class LLMUser(FastHttpUser):
                 api=api,
             )
         except gevent.GreenletExit:
-            ctx.submit(interrupted_record(
-                scenario=link.scenario, worker=ctx.name, user=self.user_id, seq=ctx.next_seq(),
-                endpoint=api, t_intended=link.t_intended,
-                input_len=spec.input_len, output_len=spec.output_len, turn=link.turn, session=link.session,
-            ))  # fmt: skip
+            ctx.submit(
+                interrupted_record(
+                    scenario=link.scenario,
+                    worker=ctx.name,
+                    user=self.user_id,
+                    seq=ctx.next_seq(),
+                    endpoint=api,
+                    t_intended=link.t_intended,
+                    input_len=spec.input_len,
+                    output_len=spec.output_len,
+                    turn=link.turn,
+                    session=link.session,
+                )
+            )
             raise
         finally:
             ctx.inflight.discard(me)
         rec = record_from_stream(
-            res, scenario=link.scenario, worker=ctx.name, user=self.user_id, seq=ctx.next_seq(),
-            endpoint=api, t_intended=link.t_intended,
-            input_len=spec.input_len, output_len=spec.output_len, turn=link.turn, session=link.session,
-        )  # fmt: skip
+            res,
+            scenario=link.scenario,
+            worker=ctx.name,
+            user=self.user_id,
+            seq=ctx.next_seq(),
+            endpoint=api,
+            t_intended=link.t_intended,
+            input_len=spec.input_len,
+            output_len=spec.output_len,
+            turn=link.turn,
+            session=link.session,
+        )
         if rec.error_detail and self._redactor.secrets:
             rec.error_detail = self._redactor.text(rec.error_detail)
         rec.request_class = spec.request_class  # the class, and the model when it is not the run's one
@@ -353,7 +384,9 @@ class LLMUser(FastHttpUser):
             self.check(spec, res, rec)
         if not res.done and res.error is None:  # complete, but without `data: [DONE]` (docs/failure_kinds.md)
             rec.extra = {**(rec.extra or {}), "no_done": True}  # after check(): scenarios set their own extra
-        if res.encoding:  # a proxy compressed the body, the client decoded it (result.json: compressed_streams)
+        if (
+            res.encoding
+        ):  # a proxy compressed the body, the client decoded it (result.json: compressed_streams)
             rec.extra = {**(rec.extra or {}), "content_encoding": res.encoding}
         self._fire(rec)
         ctx.submit(rec)
@@ -372,6 +405,10 @@ class LLMUser(FastHttpUser):
         if failed:
             exc = RequestFailure(f"{rec.error}: {rec.error_detail}" if rec.error_detail else str(rec.error))
         self.environment.events.request.fire(
-            request_type=REQUEST_TYPE, name=rec.scenario, response_time=e2el_ms,
-            response_length=0 if failed else (rec.output_tokens or 0), exception=exc, context={},
-        )  # fmt: skip
+            request_type=REQUEST_TYPE,
+            name=rec.scenario,
+            response_time=e2el_ms,
+            response_length=0 if failed else (rec.output_tokens or 0),
+            exception=exc,
+            context={},
+        )

@@ -17,9 +17,13 @@ class ChatUser(LLMUser):
     def setup_scenario(self) -> None:
         """Build the prompt source from the run's options (random text, --dataset, --tokenizer, --prefix-len)."""
         # the Responses API takes chat messages as its `input` (the server applies the chat template)
-        if self.options.endpoint in POOLING_ENDPOINTS:  # plain `locust -f chat.py`; `vllm-locust run` swaps users
-            raise RuntimeError(f"--endpoint {self.options.endpoint} is sent by the pooling users "
-                               "(locustfiles/embeddings.py, locustfiles/rerank.py), not ChatUser")  # fmt: skip
+        if (
+            self.options.endpoint in POOLING_ENDPOINTS
+        ):  # plain `locust -f chat.py`; `vllm-locust run` swaps users
+            raise RuntimeError(
+                f"--endpoint {self.options.endpoint} is sent by the pooling users "
+                "(locustfiles/embeddings.py, locustfiles/rerank.py), not ChatUser"
+            )
         chat = True if self.options.endpoint == "responses" else None
         self.prompts: PromptSource = prompt_source(self.options, self.length_model(), chat=chat)
 
@@ -32,6 +36,12 @@ class ChatUser(LLMUser):
         else:
             body["prompt"] = p.text
         if self.options.endpoint == "responses":
-            return RequestSpec(body=responses_body(body), endpoint="responses", input_len=p.input_len,
-                               output_len=p.output_len)  # fmt: skip
-        return RequestSpec(body=body, chat=p.messages is not None, input_len=p.input_len, output_len=p.output_len)
+            return RequestSpec(
+                body=responses_body(body),
+                endpoint="responses",
+                input_len=p.input_len,
+                output_len=p.output_len,
+            )
+        return RequestSpec(
+            body=body, chat=p.messages is not None, input_len=p.input_len, output_len=p.output_len
+        )

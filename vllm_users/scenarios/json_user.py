@@ -56,8 +56,13 @@ class JsonUser(LLMUser):
         body = self.sampling_params(max_tokens)
         body["messages"] = with_instruction(p, INSTRUCTION)
         body.update(json_body_fields(schema, self.mode, f"record_{k}"))
-        return RequestSpec(body=body, want_text=True, input_len=p.input_len + self.reserve, output_len=max_tokens,
-                           context={"schema": schema, "schema_index": k})  # fmt: skip
+        return RequestSpec(
+            body=body,
+            want_text=True,
+            input_len=p.input_len + self.reserve,
+            output_len=max_tokens,
+            context={"schema": schema, "schema_index": k},
+        )
 
     def check(self, spec: RequestSpec, res: StreamResult, rec: RequestRecord) -> None:
         """Parse the whole answer and validate it against the schema it was asked for."""

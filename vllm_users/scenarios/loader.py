@@ -80,14 +80,22 @@ def load_file(path: str) -> tuple[dict[str, type], list[type]]:
     for key, value in vars(module).items():
         if not inspect.isclass(value):
             continue
-        if issubclass(value, LoadTestShape) and not value.__dict__.get("abstract", False) and value is not LoadTestShape:
+        if (
+            issubclass(value, LoadTestShape)
+            and not value.__dict__.get("abstract", False)
+            and value is not LoadTestShape
+        ):
             shapes.append(value)
         elif issubclass(value, User) and not value.abstract:
             if not issubclass(value, base):
-                raise UserClassError(f"-f {path}: {key} is a Locust User but not a vllm_users.LLMUser subclass")
+                raise UserClassError(
+                    f"-f {path}: {key} is a Locust User but not a vllm_users.LLMUser subclass"
+                )
             users[key] = value
     if not users:
-        raise UserClassError(f"-f {path}: no LLMUser subclass in it (subclass vllm_users.LLMUser or ChatUser)")
+        raise UserClassError(
+            f"-f {path}: no LLMUser subclass in it (subclass vllm_users.LLMUser or ChatUser)"
+        )
     return users, shapes
 
 
@@ -108,7 +116,9 @@ def user_namespace(mix: Sequence[tuple[str, int]], files: Sequence[str] = ()) ->
                 shape_module, _, shape_name = SHAPES[name].partition(":")
                 shapes.append(getattr(importlib.import_module(shape_module), shape_name))
         # a subclass per entry: the weight is the mix's, and the base imported here never runs on its own
-        out[alias] = type(alias, (cls,), {"weight": weight or cls.weight, "abstract": False, "__module__": __name__})
+        out[alias] = type(
+            alias, (cls,), {"weight": weight or cls.weight, "abstract": False, "__module__": __name__}
+        )
     for path in files:
         users, file_shapes = load_file(path)
         for key, cls in users.items():
@@ -127,8 +137,11 @@ def describe(namespace: dict[str, Any]) -> dict[str, Any]:
     """Users (name -> scenario, weight) and the shape of a namespace, as plain JSON."""
     from locust.shape import LoadTestShape
 
-    users = {k: {"scenario": v.scenario, "weight": v.weight} for k, v in namespace.items()
-             if not issubclass(v, LoadTestShape)}  # fmt: skip
+    users = {
+        k: {"scenario": v.scenario, "weight": v.weight}
+        for k, v in namespace.items()
+        if not issubclass(v, LoadTestShape)
+    }
     shapes = [k for k, v in namespace.items() if issubclass(v, LoadTestShape)]
     return {"users": users, "shape": shapes[0] if shapes else None}
 

@@ -78,8 +78,14 @@ class MultiTurnUser(LLMUser):
         out = sample_len(o.output_len, o.range_ratio, random.Random(f"out:{o.seed}:{self.key}:{self.turn}"))
         body = self.sampling_params(out)
         body["messages"] = messages
-        return RequestSpec(body=body, want_text=True, output_len=out, turn=self.turn, session=self.session,
-                           context={"messages": messages, "user_tokens": n})  # fmt: skip
+        return RequestSpec(
+            body=body,
+            want_text=True,
+            output_len=out,
+            turn=self.turn,
+            session=self.session,
+            context={"messages": messages, "user_tokens": n},
+        )
 
     def check(self, spec: RequestSpec, res: StreamResult, rec: RequestRecord) -> None:
         """Note which conversation and whether its system prompt is a shared one."""

@@ -28,9 +28,13 @@ POOLING_USER = {"embeddings": "embeddings", "rerank": "rerank", "score": "rerank
 _POOLING = ("embeddings", "rerank")
 _TEXT = ("chat", "json", "tools", "multi-turn", "burst", "trace", *_POOLING)
 ENDPOINT_SCENARIOS: dict[str, tuple[str, ...]] = {
-    "chat": (*_TEXT, "vision"), "completions": _TEXT, "responses": ("chat", "burst", "trace", *_POOLING),
-    "embeddings": ("chat", *_POOLING), "rerank": ("chat", *_POOLING), "score": ("chat", *_POOLING),
-}  # fmt: skip
+    "chat": (*_TEXT, "vision"),
+    "completions": _TEXT,
+    "responses": ("chat", "burst", "trace", *_POOLING),
+    "embeddings": ("chat", *_POOLING),
+    "rerank": ("chat", *_POOLING),
+    "score": ("chat", *_POOLING),
+}
 
 
 def for_endpoint(mix: list[tuple[str, int]], endpoint: str) -> list[tuple[str, int]]:
@@ -41,7 +45,9 @@ def for_endpoint(mix: list[tuple[str, int]], endpoint: str) -> list[tuple[str, i
     for name, weight in mix:
         if name in SCENARIOS and name not in allowed:
             needs = "|".join(e for e, names in ENDPOINT_SCENARIOS.items() if name in names)
-            raise ValueError(f"scenario {name!r} cannot use --endpoint {endpoint}: it runs with --endpoint {needs}")  # fmt: skip
+            raise ValueError(
+                f"scenario {name!r} cannot use --endpoint {endpoint}: it runs with --endpoint {needs}"
+            )
         if name == "chat" and endpoint in POOLING_USER:
             name = POOLING_USER[endpoint]
         out[name] = out.get(name, 0) + weight  # `chat:1,embeddings:2` with --endpoint embeddings: one user, 3
@@ -65,11 +71,15 @@ def parse_mix(text: str) -> list[tuple[str, int]]:
             cls, _, w = w.partition(":")
             ref = f"{name}:{cls.strip()}"
             if not is_class_ref(ref):
-                raise ValueError(f"{part!r} is neither a scenario ({', '.join(sorted(SCENARIOS))}) nor package.module:Class")
+                raise ValueError(
+                    f"{part!r} is neither a scenario ({', '.join(sorted(SCENARIOS))}) nor package.module:Class"
+                )
             name, default = ref, 0
         elif name not in SCENARIOS:
-            raise ValueError(f"unknown scenario {name!r} (available: {', '.join(sorted(SCENARIOS))}, "
-                             "or package.module:Class)")  # fmt: skip
+            raise ValueError(
+                f"unknown scenario {name!r} (available: {', '.join(sorted(SCENARIOS))}, "
+                "or package.module:Class)"
+            )
         else:
             default = 1
         try:

@@ -28,8 +28,12 @@ def make_tools(seed: int, count: int = 4) -> list[dict[str, Any]]:
     for i, name in enumerate(names):
         params = generate_schema(seed * 31 + i, rng.choice(("flat", "enums", "mixed")))
         params = {k: v for k, v in params.items() if k not in ("$schema", "title")}
-        tools.append({"type": "function", "function": {"name": name, "description": f"{name.replace('_', ' ')}",
-                                                       "parameters": params}})  # fmt: skip
+        tools.append(
+            {
+                "type": "function",
+                "function": {"name": name, "description": f"{name.replace('_', ' ')}", "parameters": params},
+            }
+        )
     return tools
 
 
@@ -97,8 +101,13 @@ class ToolsUser(LLMUser):
         body["messages"] = with_instruction(p, INSTRUCTION)
         body["tools"] = self.tools
         body["tool_choice"] = tool_choice_field(self.choice)
-        return RequestSpec(body=body, want_text=True, input_len=p.input_len + self.reserve,
-                           output_len=body["max_tokens"], context={"step": 0})  # fmt: skip
+        return RequestSpec(
+            body=body,
+            want_text=True,
+            input_len=p.input_len + self.reserve,
+            output_len=body["max_tokens"],
+            context={"step": 0},
+        )
 
     def flow(self, ticket: Ticket) -> None:
         """The tool request; with --tool-followup and valid calls, the tool results go back in the same
@@ -125,10 +134,20 @@ class ToolsUser(LLMUser):
         tool_calls = first.result.tool_calls or {}
         calls = [tool_calls[i] for i in sorted(tool_calls)]
         messages = list(spec.body["messages"])
-        messages.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": c.get("id") or f"call_{i}", "type": "function",
-             "function": {"name": c["name"], "arguments": c.get("arguments") or "{}"}}
-            for i, c in enumerate(calls)]})  # fmt: skip
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": c.get("id") or f"call_{i}",
+                        "type": "function",
+                        "function": {"name": c["name"], "arguments": c.get("arguments") or "{}"},
+                    }
+                    for i, c in enumerate(calls)
+                ],
+            }
+        )
         rng = random.Random(first.record.seq)
         for i, c in enumerate(calls):
             result = {"ok": True, "result": random_words(12, rng)}
@@ -139,4 +158,6 @@ class ToolsUser(LLMUser):
         body["messages"] = messages
         body["tools"] = self.tools
         body["tool_choice"] = "none"
-        return RequestSpec(body=body, want_text=False, output_len=self.options.output_len, context={"step": 1})
+        return RequestSpec(
+            body=body, want_text=False, output_len=self.options.output_len, context={"step": 1}
+        )

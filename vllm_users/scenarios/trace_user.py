@@ -67,8 +67,13 @@ class TraceUser(LLMUser):
         prompts = TracePrompts(lm, o.trace_block_size, o.seed, count)
         env = getattr(self, "environment", None)
         index, n = (env_state.context(env).index, env_state.context(env).count) if env is not None else (0, 1)
-        prompts.warm(h for i, _ in self.plan.entries if i % n == index
-                     for r in self.plan.requests_of(i) for h in r.hash_ids)  # fmt: skip
+        prompts.warm(
+            h
+            for i, _ in self.plan.entries
+            if i % n == index
+            for r in self.plan.requests_of(i)
+            for h in r.hash_ids
+        )
         return prompts
 
     def flow(self, ticket: Ticket) -> None:
@@ -115,9 +120,18 @@ class TraceUser(LLMUser):
         else:
             body["prompt"] = self.prompts.user_content(req, index)
         responses = api == "responses"
-        return RequestSpec(body=responses_body(body) if responses else body, chat=chat, want_text=history is not None,
-                           input_len=req.input_len, output_len=out, turn=turn, session=index, context=context,
-                           request_class=req.tenant, endpoint="responses" if responses else None)  # fmt: skip
+        return RequestSpec(
+            body=responses_body(body) if responses else body,
+            chat=chat,
+            want_text=history is not None,
+            input_len=req.input_len,
+            output_len=out,
+            turn=turn,
+            session=index,
+            context=context,
+            request_class=req.tenant,
+            endpoint="responses" if responses else None,
+        )
 
     def _pooling_spec(self, req: TraceRequest, index: int, api: str) -> RequestSpec:
         """An embeddings line: its prompt as the one input; a rerank or score line: its prompt as the query and
@@ -126,18 +140,30 @@ class TraceUser(LLMUser):
         if api == "embeddings":
             return self._pooled(req, api, embeddings_body([query]), 1, req.input_len, index)
         n, length = self.options.rerank_docs, req.input_len
-        docs = [query] * n if length is None else [
-            self.prompts.text(TraceRequest(0.0, input_len=length), -1 - index * n - d) for d in range(n)
-        ]  # negative indices: other texts than any line's own  # fmt: skip
+        docs = (
+            [query] * n
+            if length is None
+            else [
+                self.prompts.text(TraceRequest(0.0, input_len=length), -1 - index * n - d) for d in range(n)
+            ]
+        )  # negative indices: other texts than any line's own
         tokens = None if length is None else length * (n + 1)
         return self._pooled(req, api, rerank_body(api, query, docs), n, tokens, index)
 
-    def _pooled(self, req: TraceRequest, api: str, body: dict[str, Any], items: int, tokens: int | None,
-                index: int) -> RequestSpec:  # fmt: skip
+    def _pooled(
+        self, req: TraceRequest, api: str, body: dict[str, Any], items: int, tokens: int | None, index: int
+    ) -> RequestSpec:
         """A non-streamed pooling request of a trace line that must answer `items` inputs."""
         body = {"model": req.model or self.model, **body}
-        return RequestSpec(body=body, chat=False, endpoint=api, input_len=tokens, session=index,
-                           context={"items": items}, request_class=req.tenant)  # fmt: skip
+        return RequestSpec(
+            body=body,
+            chat=False,
+            endpoint=api,
+            input_len=tokens,
+            session=index,
+            context={"items": items},
+            request_class=req.tenant,
+        )
 
     def check(self, spec: RequestSpec, res: StreamResult, rec: RequestRecord) -> None:
         """A pooling answer must answer every input (as the pooling users check)."""

@@ -36,8 +36,13 @@ class VisionUser(ChatUser):
         p = self.prompts.get(ticket.index)
         body = self.sampling_params(p.output_len)
         body["messages"] = p.messages
-        return RequestSpec(body=body, chat=True, input_len=p.input_len, output_len=p.output_len,
-                           context={"text_tokens": self.text_tokens(p)})  # fmt: skip
+        return RequestSpec(
+            body=body,
+            chat=True,
+            input_len=p.input_len,
+            output_len=p.output_len,
+            context={"text_tokens": self.text_tokens(p)},
+        )
 
     def text_tokens(self, p: Prompt) -> int | None:
         """Tokens the server counts for the prompt's text, template included, when known exactly; else None."""

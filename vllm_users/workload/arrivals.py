@@ -33,7 +33,9 @@ def inter_arrivals(n: int, rate: float, burstiness: float, seed: int) -> np.ndar
 BLOCK = 4096  # arrivals are drawn in seeded blocks, so an unbounded run needs no length up front
 
 
-def iter_schedule(rate: float, burstiness: float, seed: int, n: int | None = None) -> Iterator[tuple[int, float]]:
+def iter_schedule(
+    rate: float, burstiness: float, seed: int, n: int | None = None
+) -> Iterator[tuple[int, float]]:
     """(global index, intended offset in s from the run's start) of every arrival, lazily, forever or n."""
     if math.isinf(burstiness) and not math.isinf(rate):
         # constant gaps: i/rate exactly (a running sum of 1/rate would drift by rounding over a long run)
@@ -87,8 +89,12 @@ def iter_piecewise(
 
 
 def worker_piecewise(
-    segments: Sequence[tuple[float, float]], burstiness: float, seed: int, n: int | None,
-    worker_index: int, worker_count: int,
+    segments: Sequence[tuple[float, float]],
+    burstiness: float,
+    seed: int,
+    n: int | None,
+    worker_index: int,
+    worker_count: int,
 ) -> Iterator[tuple[int, float]]:
     """This worker's share of iter_piecewise (every worker_count-th arrival)."""
     if worker_count < 1 or not 0 <= worker_index < worker_count:

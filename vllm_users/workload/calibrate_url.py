@@ -60,8 +60,9 @@ class _Poster:
             c.close()
 
 
-def calibrate_url(url: str, model: str, chat: bool, headers: dict[str, str] | None = None,
-                  budget: Budget | None = None) -> LengthModel:  # fmt: skip
+def calibrate_url(
+    url: str, model: str, chat: bool, headers: dict[str, str] | None = None, budget: Budget | None = None
+) -> LengthModel:
     """calibrate_lengths against the server at `url` (`headers`: the API key's and --header's), bounded by
     `budget` (default: calibration.MAX_PROBES and MAX_SECONDS)."""
     budget = budget or Budget(concurrency=CONCURRENCY)

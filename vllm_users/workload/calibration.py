@@ -30,7 +30,9 @@ Mapper = Callable[[Callable[[str], "int | None"], Iterable[str]], Iterable["int 
 
 MAX_PROBES = 200  # the full word table takes ~175 (the sources' detection included)
 MAX_SECONDS = 10.0  # the whole calibration; /tokenize on a remote server needs ~2 s of it at 8 in flight
-PROBE_TIMEOUT_S = 5.0  # one probe: a server still answering after this is cut off (the probe counts as failed)
+PROBE_TIMEOUT_S = (
+    5.0  # one probe: a server still answering after this is cut off (the probe counts as failed)
+)
 CONCURRENCY = 8  # probes in flight (the callers' pools)
 
 
@@ -38,8 +40,14 @@ class Budget:
     """The bounds of one calibration: `requests` probes, `seconds` in all, `probe_s` each (`timeout()`: what the
     next probe may take); `concurrency` probes in flight. Thread- and greenlet-safe enough: counts only grow."""
 
-    def __init__(self, requests: int = MAX_PROBES, seconds: float = MAX_SECONDS, probe_s: float = PROBE_TIMEOUT_S,
-                 concurrency: int = CONCURRENCY, clock: Callable[[], float] = time.perf_counter) -> None:  # fmt: skip
+    def __init__(
+        self,
+        requests: int = MAX_PROBES,
+        seconds: float = MAX_SECONDS,
+        probe_s: float = PROBE_TIMEOUT_S,
+        concurrency: int = CONCURRENCY,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.requests, self.seconds, self.probe_s = requests, seconds, probe_s
         self.concurrency = max(1, concurrency)
         self.clock = clock
@@ -85,8 +93,12 @@ class Budget:
 
     def report(self) -> dict[str, Any]:
         """What calibrating cost: requests (and by path), seconds, and what cut it short (None: nothing)."""
-        return {"requests": self.sent, "requests_by_path": dict(self.by_path),
-                "seconds": round(self.clock() - self.t0, 3), "cut": self.cut}  # fmt: skip
+        return {
+            "requests": self.sent,
+            "requests_by_path": dict(self.by_path),
+            "seconds": round(self.clock() - self.t0, 3),
+            "cut": self.cut,
+        }
 
 
 def _bounded(post: Post, budget: Budget) -> Post:
@@ -175,15 +187,19 @@ def _tokenize_overhead(post: Post, model: str, shape: str, chat: bool, own: int)
     return n - own if n is not None and n >= own else None
 
 
-def calibrate_lengths(post: Post, model: str, chat: bool, map_: Mapper = map, budget: Budget | None = None) -> LengthModel:
+def calibrate_lengths(
+    post: Post, model: str, chat: bool, map_: Mapper = map, budget: Budget | None = None
+) -> LengthModel:
     """A LengthModel for this server (`source` says how it was calibrated, `overhead` its own tokens, `probes`
     what it cost), within `budget` (default: MAX_PROBES, MAX_SECONDS)."""
     budget = budget or Budget()
     lm = _calibrate(_bounded(post, budget), model, chat, map_, budget)
     lm.probes = budget.report()
     if budget.cut and lm.warning is None:
-        lm.warning = (f"prompt-length calibration cut off at {budget.cut} (source {lm.source}): prompt lengths may "
-                      "be less exact")  # fmt: skip
+        lm.warning = (
+            f"prompt-length calibration cut off at {budget.cut} (source {lm.source}): prompt lengths may "
+            "be less exact"
+        )
     return lm
 
 
@@ -196,7 +212,9 @@ def _calibrate(post: Post, model: str, chat: bool, map_: Mapper, budget: Budget)
         own = count("a")
         if own is not None and lm.warning is None:
             lm.overhead = _tokenize_overhead(post, model, shape, chat, own)
-            if lm.overhead is None:  # /tokenize cannot tell (llama.cpp's chat template): one probe request can
+            if (
+                lm.overhead is None
+            ):  # /tokenize cannot tell (llama.cpp's chat template): one probe request can
                 probed = _usage_counter(post, model, chat)("a")
                 lm.overhead = probed - own if probed is not None and probed >= own else None
         return lm

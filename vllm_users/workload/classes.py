@@ -26,9 +26,18 @@ from vllm_users.option_types import checked_text
 from vllm_users.workload.model_mix import ModelMix, draw_unit, parse_mix
 
 __all__ = [
-    "ClassPlan", "TrafficClass", "check_scenarios", "class_models", "class_text", "classes_from_json", "classes_json",
-    "from_config", "parse_class", "parse_classes", "plan_from",
-]  # fmt: skip
+    "ClassPlan",
+    "TrafficClass",
+    "check_scenarios",
+    "class_models",
+    "class_text",
+    "classes_from_json",
+    "classes_json",
+    "from_config",
+    "parse_class",
+    "parse_classes",
+    "plan_from",
+]
 
 SLO_KEYS = ("ttft", "tpot", "e2el")
 KEYS = ("weight", "scenario", "model", "priority", *SLO_KEYS)
@@ -55,8 +64,11 @@ class TrafficClass:
     def to_text(self) -> str:
         """The class as its --class text (parse_class(to_text()) == self)."""
         parts = [f"weight={self.weight:g}"]
-        parts += [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
-                  for k in KEYS[1:] if (v := getattr(self, k)) is not None]  # fmt: skip
+        parts += [
+            f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+            for k in KEYS[1:]
+            if (v := getattr(self, k)) is not None
+        ]
         return f"{self.name}:{','.join(parts)}"
 
 
@@ -75,8 +87,10 @@ def parse_class(text: str) -> TrafficClass:
     name, _, rest = text.strip().partition(":")
     name = name.strip()
     if not _NAME.match(name):
-        raise ValueError(f"--class {text!r}: expected NAME:weight=W[,scenario=S][,model=M][,priority=P]"
-                         "[,ttft=MS][,tpot=MS][,e2el=MS] (NAME of letters, digits, _ . -)")  # fmt: skip
+        raise ValueError(
+            f"--class {text!r}: expected NAME:weight=W[,scenario=S][,model=M][,priority=P]"
+            "[,ttft=MS][,tpot=MS][,e2el=MS] (NAME of letters, digits, _ . -)"
+        )
     kw: dict[str, Any] = {}
     for item in filter(None, (x.strip() for x in rest.split(","))):
         key, sep, value = item.partition("=")
@@ -151,8 +165,10 @@ def check_scenarios(texts: Sequence[str], scenarios: Sequence[str]) -> None:
         return
     for c in parse_classes(texts):
         if c.scenario is not None and c.scenario not in scenarios:
-            raise UsageError(f"--class {c.name}: scenario={c.scenario} is not run (--scenario runs "
-                             f"{', '.join(scenarios) or 'only -f users'}); add it, e.g. --scenario chat:3,{c.scenario}:1")  # fmt: skip
+            raise UsageError(
+                f"--class {c.name}: scenario={c.scenario} is not run (--scenario runs "
+                f"{', '.join(scenarios) or 'only -f users'}); add it, e.g. --scenario chat:3,{c.scenario}:1"
+            )
 
 
 def classes_json(texts: Sequence[str]) -> str:

@@ -176,8 +176,14 @@ def load_dataset_cached(path: str, fmt: str = "auto") -> list[DatasetEntry]:
 class DatasetPrompts:
     """Request i gets entry perm[i % n] (perm shuffled by --seed); lengths from the entry or --output-len."""
 
-    def __init__(self, entries: list[DatasetEntry], output_len: int, seed: int = 0, chat: bool = True,
-                 lengths: LengthModel | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        entries: list[DatasetEntry],
+        output_len: int,
+        seed: int = 0,
+        chat: bool = True,
+        lengths: LengthModel | None = None,
+    ) -> None:
         self.entries = entries
         self.output_len = output_len
         self.chat = chat

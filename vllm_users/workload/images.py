@@ -25,10 +25,25 @@ from typing import Any, Protocol
 import numpy as np
 
 __all__ = [
-    "FORMATS", "IMAGES_NEED_CHAT", "POOL", "Bucket", "ImageOptions", "ImageSet", "attach_images", "check_images",
-    "count_image_parts", "data_url", "encode_body", "encode_jpeg", "encode_png", "image_set", "image_url",
-    "parse_buckets", "random_pixels", "request_images",
-]  # fmt: skip
+    "FORMATS",
+    "IMAGES_NEED_CHAT",
+    "POOL",
+    "Bucket",
+    "ImageOptions",
+    "ImageSet",
+    "attach_images",
+    "check_images",
+    "count_image_parts",
+    "data_url",
+    "encode_body",
+    "encode_jpeg",
+    "encode_png",
+    "image_set",
+    "image_url",
+    "parse_buckets",
+    "random_pixels",
+    "request_images",
+]
 
 FORMATS = ("png", "jpeg")
 POOL = 4  # distinct images per size and process: enough that the server's encoder cache is not all hits

@@ -21,14 +21,21 @@ class PrefixOptions(Protocol):
     @property
     def seed(self) -> int: ...
 
+
 _PHI = 0.6180339887498949  # low-discrepancy sequence: any run of keys gets close to the asked fraction
 
 
 class SharedPrefixes:
     """Decides, per conversation key, a system prompt: one of K shared texts or a unique one."""
 
-    def __init__(self, prefix_len: int, cache_rate: float, num_prefixes: int, seed: int,
-                 lengths: LengthModel | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        prefix_len: int,
+        cache_rate: float,
+        num_prefixes: int,
+        seed: int,
+        lengths: LengthModel | None = None,
+    ) -> None:
         self.prefix_len = prefix_len
         self.cache_rate = cache_rate
         self.num_prefixes = max(1, num_prefixes)

@@ -10,9 +10,37 @@ from dataclasses import dataclass
 from typing import Any
 
 _SYLLABLES = [
-    "ka", "lo", "mi", "ren", "ta", "vo", "shi", "pa", "du", "el", "or", "in", "be", "sa", "tu", "gri",
-    "fen", "mar", "cel", "no", "qui", "ra", "zen", "po", "lu", "dan", "ve", "sto", "ni", "ham",
-]  # fmt: skip
+    "ka",
+    "lo",
+    "mi",
+    "ren",
+    "ta",
+    "vo",
+    "shi",
+    "pa",
+    "du",
+    "el",
+    "or",
+    "in",
+    "be",
+    "sa",
+    "tu",
+    "gri",
+    "fen",
+    "mar",
+    "cel",
+    "no",
+    "qui",
+    "ra",
+    "zen",
+    "po",
+    "lu",
+    "dan",
+    "ve",
+    "sto",
+    "ni",
+    "ham",
+]
 
 
 def _vocabulary(size: int = 4096) -> list[str]:
@@ -59,7 +87,9 @@ _COMMON = (
 _CALIBRATION_WORDS = tuple(VOCAB[::48]) + tuple(_COMMON)
 _FIRST_WORDS = tuple(_COMMON[:8])
 _PLAIN_WORDS = 400  # the ratio's sample text
-TABLE_PROBES = len(_FIRST_WORDS) + len(_CALIBRATION_WORDS) + 3  # the word table's counts, its three checks included
+TABLE_PROBES = (
+    len(_FIRST_WORDS) + len(_CALIBRATION_WORDS) + 3
+)  # the word table's counts, its three checks included
 # A sane tokenizer gives our random words between these many tokens each (BPE ~1-3, a character-level one ~7):
 # a calibration outside them is rejected, and no model turns a token count into more or fewer words than they allow
 MIN_TOKENS_PER_WORD, MAX_TOKENS_PER_WORD = 0.25, 10.0
@@ -126,9 +156,15 @@ class LengthModel:
 
     def to_table(self) -> dict[str, Any]:
         """The calibration as JSON-able data (the preflight hands it to the workers): `from_table` reads it."""
-        return {"source": self.source, "tokens_per_word": self.tokens_per_word, "first": self.first,
-                "after_space": self.after_space, "overhead": self.overhead, "warning": self.warning,
-                "probes": self.probes}  # fmt: skip
+        return {
+            "source": self.source,
+            "tokens_per_word": self.tokens_per_word,
+            "first": self.first,
+            "after_space": self.after_space,
+            "overhead": self.overhead,
+            "warning": self.warning,
+            "probes": self.probes,
+        }
 
     @classmethod
     def from_table(cls, doc: dict[str, Any]) -> LengthModel:
@@ -149,8 +185,13 @@ class LengthModel:
 
     def summary(self) -> dict[str, Any]:
         """How prompt lengths were calibrated, as the run's metadata keeps it (`prompt_calibration`)."""
-        out: dict[str, Any] = {"source": self.source, "exact": self.exact, "overhead_tokens": self.overhead,
-                               "tokens_per_word": round(self.tokens_per_word, 4), **self.probes}  # fmt: skip
+        out: dict[str, Any] = {
+            "source": self.source,
+            "exact": self.exact,
+            "overhead_tokens": self.overhead,
+            "tokens_per_word": round(self.tokens_per_word, 4),
+            **self.probes,
+        }
         if self.warning:
             out["warning"] = self.warning
         return out
@@ -185,13 +226,23 @@ class LengthModel:
         ratio = plain / _PLAIN_WORDS
         why = _not_growing(source, plain, firsts[0] if firsts else None)
         if why is not None:
-            return cls(source=f"words (rejected: {why})", warning=(
-                f"PROMPT-LENGTH CALIBRATION REJECTED: {why}; prompts are sized in words (one token a word)"))
+            return cls(
+                source=f"words (rejected: {why})",
+                warning=(
+                    f"PROMPT-LENGTH CALIBRATION REJECTED: {why}; prompts are sized in words (one token a word)"
+                ),
+            )
         if affords is not None and not affords(TABLE_PROBES - len(_FIRST_WORDS)):
-            return cls(tokens_per_word=ratio, source=source + " (ratio)")  # the word table does not fit the bounds
-        pairs = [n for n in map_(count, [f"{_FIRST_WORDS[0]} {w}" for w in _CALIBRATION_WORDS]) if n is not None]
+            return cls(
+                tokens_per_word=ratio, source=source + " (ratio)"
+            )  # the word table does not fit the bounds
+        pairs = [
+            n for n in map_(count, [f"{_FIRST_WORDS[0]} {w}" for w in _CALIBRATION_WORDS]) if n is not None
+        ]
         if len(firsts) < len(_FIRST_WORDS) or len(pairs) < len(_CALIBRATION_WORDS) or min(pairs) <= firsts[0]:
-            return cls(tokens_per_word=ratio, source=source + " (ratio)")  # a failed count, or a word adding none
+            return cls(
+                tokens_per_word=ratio, source=source + " (ratio)"
+            )  # a failed count, or a word adding none
         first = dict(zip(_FIRST_WORDS, firsts, strict=True))
         after = {w: n - firsts[0] for w, n in zip(_CALIBRATION_WORDS, pairs, strict=True)}
         model_ = cls(tokens_per_word=ratio, first=first, after_space=after, source=source)
@@ -208,12 +259,16 @@ def _not_growing(source: str, plain: int, one: int | None) -> str | None:
     with the text (usage.prompt_tokens always 32: 400 words one token), or a ratio no tokenizer gives."""
     grew = plain - (one or 0)
     if one is not None and grew < (_PLAIN_WORDS - 1) * MIN_TOKENS_PER_WORD:
-        return (f"{source}: {_PLAIN_WORDS} words count {plain} token(s), one word {one}: the count does not grow "
-                "with the prompt")  # fmt: skip
+        return (
+            f"{source}: {_PLAIN_WORDS} words count {plain} token(s), one word {one}: the count does not grow "
+            "with the prompt"
+        )
     ratio = plain / _PLAIN_WORDS
     if not MIN_TOKENS_PER_WORD <= ratio <= MAX_TOKENS_PER_WORD:
-        return (f"{source}: {ratio:.4g} tokens per word, outside the sane {MIN_TOKENS_PER_WORD:g}-"
-                f"{MAX_TOKENS_PER_WORD:g}")  # fmt: skip
+        return (
+            f"{source}: {ratio:.4g} tokens per word, outside the sane {MIN_TOKENS_PER_WORD:g}-"
+            f"{MAX_TOKENS_PER_WORD:g}"
+        )
     return None
 
 

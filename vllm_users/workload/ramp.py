@@ -29,7 +29,9 @@ def ramp_rates(n: int, strategy: str, start_rps: float, end_rps: float) -> np.nd
     return start_rps * (end_rps / start_rps) ** progress
 
 
-def ramp_schedule(n: int, strategy: str, start_rps: float, end_rps: float, burstiness: float, seed: int) -> np.ndarray:
+def ramp_schedule(
+    n: int, strategy: str, start_rps: float, end_rps: float, burstiness: float, seed: int
+) -> np.ndarray:
     """Intended send offsets (s from the run's start) of requests 0..n-1."""
     if n <= 0:
         return np.zeros(0)
@@ -42,9 +44,15 @@ def ramp_schedule(n: int, strategy: str, start_rps: float, end_rps: float, burst
 
 
 def ramp_worker_iter(
-    strategy: str, start_rps: float, end_rps: float, burstiness: float, seed: int, n: int,
-    worker_index: int, worker_count: int,
-) -> Iterator[tuple[int, float]]:  # fmt: skip
+    strategy: str,
+    start_rps: float,
+    end_rps: float,
+    burstiness: float,
+    seed: int,
+    n: int,
+    worker_index: int,
+    worker_count: int,
+) -> Iterator[tuple[int, float]]:
     """This worker's arrivals of the ramp: every worker_count-th of the global schedule."""
     if worker_count < 1 or not 0 <= worker_index < worker_count:
         raise ValueError(f"bad worker split {worker_index}/{worker_count}")

@@ -70,7 +70,9 @@ def load_tokenizer(path: str) -> TokenCounter:
     file = os.path.join(path, "tokenizer.json") if os.path.isdir(path) else path
     tokenizers: Any
     try:
-        tokenizers = importlib.import_module("tokenizers")  # optional extra; a plain import trips mypy without it
+        tokenizers = importlib.import_module(
+            "tokenizers"
+        )  # optional extra; a plain import trips mypy without it
     except ImportError:
         tokenizers = None
     if tokenizers is not None and os.path.isfile(file):
@@ -129,7 +131,9 @@ class ExactPrompts(RandomPrompts):
         step = 0
         while hi - lo > 1:
             step += 1
-            if step <= 3:  # interpolate where the count crosses `tokens`; then bisect, to bound the worst case
+            if (
+                step <= 3
+            ):  # interpolate where the count crosses `tokens`; then bisect, to bound the worst case
                 w = lo + int((tokens + 0.5 - c_lo) * (hi - lo) / max(c_hi - c_lo, 1))
             else:
                 w = (lo + hi) // 2
@@ -186,7 +190,9 @@ class PrefixedPrompts:
         return Prompt(None, prefix + "\n" + (p.text or ""), n_in, p.output_len)
 
 
-def prompt_source(o: PromptOptions, lengths: LengthModel, chat: bool | None = None, reserve: int = 0) -> PromptSource:
+def prompt_source(
+    o: PromptOptions, lengths: LengthModel, chat: bool | None = None, reserve: int = 0
+) -> PromptSource:
     """The prompt source of a scenario from --dataset, --tokenizer, --prefix-len (and lengths). `chat`
     overrides --endpoint (json/tools always chat); `reserve` tokens of --input-len are left for the
     scenario's own instruction (random and tokenizer prompts; a dataset's prompts keep their lengths)."""
@@ -213,7 +219,11 @@ def prompt_source(o: PromptOptions, lengths: LengthModel, chat: bool | None = No
 
 def with_instruction(p: Prompt, instruction: str) -> list[dict[str, Any]]:
     """The prompt's chat messages with `instruction` put before the last user message's text."""
-    messages = [dict(m) for m in p.messages] if p.messages is not None else [{"role": "user", "content": p.text or ""}]
+    messages = (
+        [dict(m) for m in p.messages]
+        if p.messages is not None
+        else [{"role": "user", "content": p.text or ""}]
+    )
     last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
     if last is None:
         messages.append({"role": "user", "content": instruction})

@@ -24,8 +24,13 @@ from vllm_users.workload import trace_readers as R
 from vllm_users.workload.trace import Trace, TraceRequest
 
 __all__ = [
-    "TIMESTAMP_UNITS", "TRACE_FORMATS", "detect_format", "load_trace", "to_jsonl_line", "trace_block_reuse",
-]  # fmt: skip
+    "TIMESTAMP_UNITS",
+    "TRACE_FORMATS",
+    "detect_format",
+    "load_trace",
+    "to_jsonl_line",
+    "trace_block_reuse",
+]
 
 TRACE_FORMATS = ("auto", "mooncake", "azure", "burstgpt", "jsonl", "records")
 TIMESTAMP_UNITS = {"auto": None, "s": 1.0, "ms": 1e-3, "us": 1e-6}  # None: the format's own unit
@@ -72,8 +77,16 @@ def _first_line(path: str) -> str:
     raise TraceError(f"{path}: the trace is empty (no requests)")
 
 
-def load_trace(path: str, fmt: str = "auto", *, start_s: float = 0.0, duration_s: float | None = None,
-               limit: int | None = None, block_size: int = 512, timestamp_unit: str = "auto") -> Trace:  # fmt: skip
+def load_trace(
+    path: str,
+    fmt: str = "auto",
+    *,
+    start_s: float = 0.0,
+    duration_s: float | None = None,
+    limit: int | None = None,
+    block_size: int = 512,
+    timestamp_unit: str = "auto",
+) -> Trace:
     """Read, check and window the trace at `path`; a TraceError (exit 2) names the first bad row."""
     if fmt not in TRACE_FORMATS:
         raise UsageError(f"unknown trace format {fmt!r} (one of {', '.join(TRACE_FORMATS)})")
@@ -95,10 +108,12 @@ def load_trace(path: str, fmt: str = "auto", *, start_s: float = 0.0, duration_s
         )
     unit_s = _OWN_UNIT.get(fmt, 1.0) if unit is None else unit
     readers: dict[str, Callable[[], R.Rows]] = {
-        "mooncake": lambda: R.read_mooncake(path, unit_s), "jsonl": lambda: R.read_jsonl(path, unit_s),
-        "azure": lambda: R.read_azure(path), "burstgpt": lambda: R.read_burstgpt(path, unit_s),
+        "mooncake": lambda: R.read_mooncake(path, unit_s),
+        "jsonl": lambda: R.read_jsonl(path, unit_s),
+        "azure": lambda: R.read_azure(path),
+        "burstgpt": lambda: R.read_burstgpt(path, unit_s),
         "records": lambda: R.read_records_trace(path),
-    }  # fmt: skip
+    }
     try:
         requests, skipped = readers[fmt]()
     except OSError as e:
@@ -149,12 +164,15 @@ def _check_sessions(requests: list[TraceRequest], path: str) -> None:
             )
         for a, b in zip(turns, turns[1:], strict=False):
             if b.turn <= a.turn:  # type: ignore[operator]  # every turn is set (checked above)
-                raise TraceError(f"{path}:{b.line}: field 'turn': turn {b.turn} of session {sid!r} is not after "
-                                 f"turn {a.turn} (line {a.line}) in time")  # fmt: skip
+                raise TraceError(
+                    f"{path}:{b.line}: field 'turn': turn {b.turn} of session {sid!r} is not after "
+                    f"turn {a.turn} (line {a.line}) in time"
+                )
 
 
-def _window(requests: list[TraceRequest], start_s: float, duration_s: float | None,
-            limit: int | None) -> list[TraceRequest]:  # fmt: skip
+def _window(
+    requests: list[TraceRequest], start_s: float, duration_s: float | None, limit: int | None
+) -> list[TraceRequest]:
     """The requests from `start_s` for `duration_s` after the trace's first one, at most `limit`; a session
     is in the window when its first turn is (its later turns come with it: they follow that turn)."""
     lo = requests[0].offset_s + start_s
@@ -194,8 +212,21 @@ def trace_block_reuse(trace: Trace) -> float | None:
     return hit / total if any_ids and total else None
 
 
-_KEYS = ("input_len", "output_len", "prompt", "messages", "session_id", "turn", "think_ms", "scenario", "tenant",
-         "model", "priority", "endpoint", "images")  # fmt: skip
+_KEYS = (
+    "input_len",
+    "output_len",
+    "prompt",
+    "messages",
+    "session_id",
+    "turn",
+    "think_ms",
+    "scenario",
+    "tenant",
+    "model",
+    "priority",
+    "endpoint",
+    "images",
+)
 _get = attrgetter(*_KEYS)
 
 

@@ -31,8 +31,13 @@ BLOCK_CACHE = 8192  # blocks kept per process (~12 KB each at 512 tokens): a hot
 class TracePrompts:
     """Builds the prompt text of trace requests; `text(req, index)` is deterministic for a (seed, index)."""
 
-    def __init__(self, lengths: LengthModel, block_size: int = 512, seed: int = 0,
-                 count: Callable[[str], int] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        lengths: LengthModel,
+        block_size: int = 512,
+        seed: int = 0,
+        count: Callable[[str], int] | None = None,
+    ) -> None:
         self.lengths = lengths
         self.block_size = block_size
         self.seed = seed
@@ -143,8 +148,9 @@ class TracePrompts:
         """The new user text of a request: the line's prompt, else text built at its length."""
         return req.prompt if req.prompt is not None else self.text(req, index)
 
-    def messages(self, req: TraceRequest, index: int, history: list[dict[str, Any]] | None = None
-                 ) -> list[dict[str, Any]]:  # fmt: skip
+    def messages(
+        self, req: TraceRequest, index: int, history: list[dict[str, Any]] | None = None
+    ) -> list[dict[str, Any]]:
         """Chat messages: the line's own messages as given, else the session's history and one user message."""
         if req.messages is not None:
             return [dict(m) for m in req.messages]

@@ -152,8 +152,9 @@ def _endpoint_images(d: dict[str, Any], path: str, n: int) -> tuple[str | None, 
         raise bad(path, n, "endpoint", "one of " + "|".join(APIS), ep)
     images = _int(d, "images", path, n, least=0, required=False)
     if images and ep is not None and ep != "chat":
-        raise TraceError(f"{path}:{n}: field 'images': only a chat request carries images (this line's "
-                         f"endpoint is {ep})")  # fmt: skip
+        raise TraceError(
+            f"{path}:{n}: field 'images': only a chat request carries images (this line's endpoint is {ep})"
+        )
     return ep, images
 
 
@@ -180,8 +181,11 @@ def read_jsonl(path: str, unit_s: float) -> Rows:
             k for k, v in (("prompt", prompt), ("messages", messages), ("input_len", inp)) if v is not None
         ]
         if len(given) != 1:
-            what = "missing (give 'prompt', 'messages' or 'input_len')" if not given else \
-                f"give one of 'prompt', 'messages', 'input_len', not {' and '.join(given)}"  # fmt: skip
+            what = (
+                "missing (give 'prompt', 'messages' or 'input_len')"
+                if not given
+                else f"give one of 'prompt', 'messages', 'input_len', not {' and '.join(given)}"
+            )
             raise TraceError(f"{path}:{n}: field '{given[-1] if given else 'input_len'}': {what}")
         sid = d.get("session_id")
         if sid is not None and (type(sid) not in (str, int) or sid == ""):
@@ -197,12 +201,25 @@ def read_jsonl(path: str, unit_s: float) -> Rows:
         if prio is not None and type(prio) is not int:
             raise bad(path, n, "priority", "an integer", prio)
         ep, images = _endpoint_images(d, path, n)
-        out.append(TraceRequest(
-            t, input_len=inp, output_len=_int(d, "output_len", path, n, least=1, required=False), prompt=prompt,
-            messages=messages, session_id=None if sid is None else str(sid), turn=turn, think_ms=think,
-            model=_text(d, "model", path, n), tenant=_text(d, "tenant", path, n), priority=prio,
-            scenario=_text(d, "scenario", path, n), endpoint=ep, images=images, line=n,
-        ))  # fmt: skip
+        out.append(
+            TraceRequest(
+                t,
+                input_len=inp,
+                output_len=_int(d, "output_len", path, n, least=1, required=False),
+                prompt=prompt,
+                messages=messages,
+                session_id=None if sid is None else str(sid),
+                turn=turn,
+                think_ms=think,
+                model=_text(d, "model", path, n),
+                tenant=_text(d, "tenant", path, n),
+                priority=prio,
+                scenario=_text(d, "scenario", path, n),
+                endpoint=ep,
+                images=images,
+                line=n,
+            )
+        )
     return out, Counter()
 
 
@@ -339,12 +356,22 @@ def read_records_trace(path: str) -> Rows:
     none: Link = (None, None, None)
     for k, (t, i, r) in enumerate(sent):
         sid, turn, think = link.get(k, none)
-        out.append(TraceRequest(
-            t, input_len=_new_input(r, previous.get(k)),
-            output_len=r.output_len if r.output_len is not None else (r.output_tokens or None),
-            session_id=sid, turn=turn, think_ms=think, model=r.model, tenant=r.request_class,
-            scenario=r.scenario, endpoint=r.endpoint, images=_new_images(r, previous.get(k)), line=i + 1,
-        ))  # fmt: skip
+        out.append(
+            TraceRequest(
+                t,
+                input_len=_new_input(r, previous.get(k)),
+                output_len=r.output_len if r.output_len is not None else (r.output_tokens or None),
+                session_id=sid,
+                turn=turn,
+                think_ms=think,
+                model=r.model,
+                tenant=r.request_class,
+                scenario=r.scenario,
+                endpoint=r.endpoint,
+                images=_new_images(r, previous.get(k)),
+                line=i + 1,
+            )
+        )
     return out, skipped
 
 

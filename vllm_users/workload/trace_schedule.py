@@ -75,17 +75,38 @@ class TracePlan:
 
 def load_for(o: TraceOptions) -> Trace:
     """Read `o.trace` with the run's window, cap and block size (a UsageError subclass on a bad file)."""
-    return _load(o.trace, o.trace_format, float(o.trace_start or 0.0), o.trace_duration, o.num_prompts or None,
-                 int(o.trace_block_size), o.trace_timestamp_unit)  # fmt: skip
+    return _load(
+        o.trace,
+        o.trace_format,
+        float(o.trace_start or 0.0),
+        o.trace_duration,
+        o.num_prompts or None,
+        int(o.trace_block_size),
+        o.trace_timestamp_unit,
+    )
 
 
 @functools.cache  # once per process: every user of a worker replays the same trace
-def _load(path: str, fmt: str, start_s: float, duration_s: float | None, limit: int | None, block_size: int,
-          unit: str) -> Trace:  # fmt: skip
+def _load(
+    path: str,
+    fmt: str,
+    start_s: float,
+    duration_s: float | None,
+    limit: int | None,
+    block_size: int,
+    unit: str,
+) -> Trace:
     from vllm_users.workload.trace_formats import load_trace  # the readers are only needed by trace runs
 
-    return load_trace(path, fmt, start_s=start_s, duration_s=duration_s, limit=limit, block_size=block_size,
-                      timestamp_unit=unit)  # fmt: skip
+    return load_trace(
+        path,
+        fmt,
+        start_s=start_s,
+        duration_s=duration_s,
+        limit=limit,
+        block_size=block_size,
+        timestamp_unit=unit,
+    )
 
 
 def plan_of(o: TraceOptions) -> TracePlan:
@@ -153,8 +174,10 @@ def _check_offsets(trace: Trace, time_scale: float) -> None:
                 f"after the first, beyond the bound of {MAX_OFFSET_S / 86400:g} days (a wrong unit?)"
             )
         if r.think_ms is not None and r.think_ms / 1000 > limit:
-            raise TraceError(f"{trace.path}:{r.line}: field 'think_ms': {r.think_ms:.4g} ms is beyond the bound of "
-                             f"{MAX_OFFSET_S / 86400:g} days")  # fmt: skip
+            raise TraceError(
+                f"{trace.path}:{r.line}: field 'think_ms': {r.think_ms:.4g} ms is beyond the bound of "
+                f"{MAX_OFFSET_S / 86400:g} days"
+            )
 
 
 def _check_endpoints(trace: Trace, default: str) -> None:
@@ -163,16 +186,21 @@ def _check_endpoints(trace: Trace, default: str) -> None:
     for r in trace.requests:
         ep = r.endpoint or default
         if r.images and ep != "chat":
-            raise TraceError(f"{trace.path}:{r.line}: field 'images': only a chat request carries images (this "
-                             f"line goes to --endpoint {ep})")  # fmt: skip
+            raise TraceError(
+                f"{trace.path}:{r.line}: field 'images': only a chat request carries images (this "
+                f"line goes to --endpoint {ep})"
+            )
         if r.session_id is not None and ep in ("embeddings", "rerank", "score"):
             field_ = "endpoint" if r.endpoint else "session_id"
-            raise TraceError(f"{trace.path}:{r.line}: field '{field_}': a session's turns are chat, completions or "
-                             f"responses requests, not {ep}")  # fmt: skip
+            raise TraceError(
+                f"{trace.path}:{r.line}: field '{field_}': a session's turns are chat, completions or "
+                f"responses requests, not {ep}"
+            )
 
 
-def worker_trace_iter(plan: TracePlan, time_scale: float, worker_index: int, worker_count: int
-                      ) -> Iterator[tuple[int, float]]:  # fmt: skip
+def worker_trace_iter(
+    plan: TracePlan, time_scale: float, worker_index: int, worker_count: int
+) -> Iterator[tuple[int, float]]:
     """This worker's entries (global index, offset s from t0 after --time-scale): every count-th by index."""
     if worker_count < 1 or not 0 <= worker_index < worker_count:
         raise ValueError(f"bad worker split {worker_index}/{worker_count}")

@@ -32,20 +32,48 @@ STEP_REQUESTS = 80
 @pytest.mark.exclusive  # a step judged on a loaded machine can come out "invalid" (the client fell behind): the true maximum needs the machine
 @pytest.mark.timeout(400)
 def test_finds_the_true_maximum(tmp_path) -> None:
-    sim = (f"--max-num-seqs {SLOTS} --decode-step-ms {STEP_MS} --decode-per-seq-ms 0 --prefill-tokens-per-s 1e9 "
-           "--no-enable-prefix-caching")  # fmt: skip
-    r = cli(["--find-max-rate", "--goodput", "ttft:300", "--burstiness", "100", "--input-len", "32",
-             "--output-len", str(TOKENS), "--ignore-eos", "--num-prompts", str(STEP_REQUESTS), "--workers", "1",
-             "--sim-args", sim],
-            str(tmp_path), timeout=380)  # fmt: skip
+    sim = (
+        f"--max-num-seqs {SLOTS} --decode-step-ms {STEP_MS} --decode-per-seq-ms 0 --prefill-tokens-per-s 1e9 "
+        "--no-enable-prefix-caching"
+    )
+    r = cli(
+        [
+            "--find-max-rate",
+            "--goodput",
+            "ttft:300",
+            "--burstiness",
+            "100",
+            "--input-len",
+            "32",
+            "--output-len",
+            str(TOKENS),
+            "--ignore-eos",
+            "--num-prompts",
+            str(STEP_REQUESTS),
+            "--workers",
+            "1",
+            "--sim-args",
+            sim,
+        ],
+        str(tmp_path),
+        timeout=380,
+    )
     assert r.rc == 0, r.logs()[-4000:]
     with open(os.path.join(r.run_dir, "sweep.json")) as fh:
         doc = json.load(fh)
     steps = doc["steps"]
     found = doc["max_rate"]
-    print(json.dumps({"found": found, "failing": doc["lowest_failing_rate"], "probe": doc["probe_capacity_rps"],
-                      "steps": [(s["target"], s["verdict"], s.get("judgement", {}).get("reasons")) for s in steps]},
-                     indent=1))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "found": found,
+                "failing": doc["lowest_failing_rate"],
+                "probe": doc["probe_capacity_rps"],
+                "steps": [(s["target"], s["verdict"], s.get("judgement", {}).get("reasons")) for s in steps],
+            },
+            indent=1,
+        )
+    )
     held = [s for s in steps if s["verdict"] == "holds"]
     step_s = float(np.median([s["tpot_p50_ms"] for s in held])) / 1000.0
     assert step_s == pytest.approx(STEP_MS / 1000.0, rel=0.25)  # the engine runs as configured
@@ -75,8 +103,24 @@ def test_long_requests_are_not_stopped_in_their_ramp(tmp_path) -> None:
     # the probe's rate the in-flight count climbs for 5 s before the first request completes (Little's law), which
     # the saturation watch took for over-saturation ("grew from 70 to 202 in 4.0 s") and failed the step
     # 3 steps: a step whose client fell behind on a slow machine ("invalid") is run once more at the same rate
-    r = cli(["--find-max-rate", "--goodput", "ttft:500", "--search-steps", "3", "--output-len", "256", "--ignore-eos",
-             "--workers", "1", "--sim-args", "--fixed --ttft-ms 50 --itl-ms 20"], str(tmp_path), timeout=280)  # fmt: skip
+    r = cli(
+        [
+            "--find-max-rate",
+            "--goodput",
+            "ttft:500",
+            "--search-steps",
+            "3",
+            "--output-len",
+            "256",
+            "--ignore-eos",
+            "--workers",
+            "1",
+            "--sim-args",
+            "--fixed --ttft-ms 50 --itl-ms 20",
+        ],
+        str(tmp_path),
+        timeout=280,
+    )
     assert r.rc == 0, r.logs()[-4000:]
     with open(os.path.join(r.run_dir, "sweep.json")) as fh:
         step = next(s for s in json.load(fh)["steps"][1:] if s["verdict"] != "invalid")

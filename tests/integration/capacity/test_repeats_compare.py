@@ -17,8 +17,12 @@ LOAD = ["--users", "4", "--num-prompts", "40", "--workers", "1", "--output-len",
 
 def _report(tmp: str, *dirs: str) -> tuple[str, dict]:  # type: ignore[type-arg]
     out = os.path.join(tmp, "rep-" + "-".join(os.path.basename(d) for d in dirs))
-    p = subprocess.run([sys.executable, "-m", "orchestration.cli", "report", *dirs, "-o", out, "--format", "json,md,html"],
-                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-m", "orchestration.cli", "report", *dirs, "-o", out, "--format", "json,md,html"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     with open(os.path.join(out, "report.json")) as fh:
         return p.stdout, json.load(fh)
@@ -35,8 +39,12 @@ def test_repeats_and_significance(tmp_path) -> None:
     tmp = str(tmp_path)
     runs = {}
     for name, itl, n in (("a", 10, 3), ("b", 10, 2), ("slow", 20, 3)):
-        r = cli([*LOAD, "--repeats", str(n), "--sim-args", f"--fixed --ttft-ms 50 --itl-ms {itl}"], tmp, timeout=240,
-                name=name)  # fmt: skip
+        r = cli(
+            [*LOAD, "--repeats", str(n), "--sim-args", f"--fixed --ttft-ms 50 --itl-ms {itl}"],
+            tmp,
+            timeout=240,
+            name=name,
+        )
         assert r.rc == 0, r.logs()[-3000:]
         runs[name] = r.run_dir
     with open(os.path.join(runs["a"], "repeats.json")) as fh:

@@ -34,8 +34,12 @@ def test_rate_sweep_and_report(tmp_path) -> None:
         assert s["output_tok_per_s_per_user"] == pytest.approx(1000 / res["median_tpot_ms"])
     assert steps[1]["achieved_rate"] > 2 * steps[0]["achieved_rate"]
     assert "=== rates sweep ===" in r.out
-    p = subprocess.run([sys.executable, "-m", "orchestration.cli", "report", r.run_dir], capture_output=True, text=True,
-                       timeout=120)  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-m", "orchestration.cli", "report", r.run_dir],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     html = open(os.path.join(r.run_dir, "report", "report.html")).read()
     assert 'id="plot-latency-vs-rate"' in html and 'id="plot-pareto"' in html and 'id="steps"' in html
@@ -44,7 +48,9 @@ def test_rate_sweep_and_report(tmp_path) -> None:
 
 @pytest.mark.timeout(400)
 def test_auto_sweep(tmp_path) -> None:
-    r = cli([*SIM, "--sweep", "auto:2", "--num-prompts", "30", "--no-server-metrics"], str(tmp_path), timeout=380)
+    r = cli(
+        [*SIM, "--sweep", "auto:2", "--num-prompts", "30", "--no-server-metrics"], str(tmp_path), timeout=380
+    )
     assert r.rc == 0, r.logs()[-3000:]
     steps = _sweep(r.run_dir)["steps"]
     assert [s["kind"] for s in steps] == ["synchronous", "throughput", "rate", "rate"]

@@ -9,9 +9,26 @@ from tests.integration.core.helpers import cli
 
 @pytest.mark.timeout(180)
 def test_warmup_and_cooldown_windows(tmp_path) -> None:
-    r = cli(["--users", "4", "--num-prompts", "60", "--workers", "1", "--output-len", "8", "--ignore-eos",
-             "--warmup", "12r", "--cooldown", "8r", "--sim-args", "--fixed --ttft-ms 10 --itl-ms 2"],
-            str(tmp_path))  # fmt: skip
+    r = cli(
+        [
+            "--users",
+            "4",
+            "--num-prompts",
+            "60",
+            "--workers",
+            "1",
+            "--output-len",
+            "8",
+            "--ignore-eos",
+            "--warmup",
+            "12r",
+            "--cooldown",
+            "8r",
+            "--sim-args",
+            "--fixed --ttft-ms 10 --itl-ms 2",
+        ],
+        str(tmp_path),
+    )
     assert r.rc == 0, r.logs()[-3000:]
     res = r.result
     assert len(r.records()) == 60  # every request stays in the records

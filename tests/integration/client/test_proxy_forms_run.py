@@ -16,14 +16,32 @@ N = 20
 
 def _run(tmp_path, quirks: Quirks):
     with serve_threaded(quirks) as srv:
-        return cli(["--host", f"http://127.0.0.1:{srv.port}", "--num-prompts", str(N), "--users", "2", "--workers",
-                    "1", "--output-len", str(N_OUT)], str(tmp_path))  # fmt: skip
+        return cli(
+            [
+                "--host",
+                f"http://127.0.0.1:{srv.port}",
+                "--num-prompts",
+                str(N),
+                "--users",
+                "2",
+                "--workers",
+                "1",
+                "--output-len",
+                str(N_OUT),
+            ],
+            str(tmp_path),
+        )
 
 
-@pytest.mark.parametrize("quirks", [
-    pytest.param(Quirks(spaced=True, usage_on_last=True, done=False), id="spaced-usage-on-last-no-done"),
-    pytest.param(Quirks(encoding="gzip", content_type="Text/Event-Stream; charset=UTF-8", spaced=True), id="gzip"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "quirks",
+    [
+        pytest.param(Quirks(spaced=True, usage_on_last=True, done=False), id="spaced-usage-on-last-no-done"),
+        pytest.param(
+            Quirks(encoding="gzip", content_type="Text/Event-Stream; charset=UTF-8", spaced=True), id="gzip"
+        ),
+    ],
+)
 def test_a_proxys_stream_is_measured_like_vllms(tmp_path, quirks: Quirks) -> None:
     r = _run(tmp_path, quirks)
     assert r.rc == 0, r.logs()[-3000:]
@@ -66,11 +84,35 @@ def test_plain_locust_reads_a_media_type_in_another_case(tmp_path) -> None:
     import sys
 
     with serve_threaded(Quirks(content_type="Text/Event-Stream; charset=UTF-8")) as srv:
-        p = subprocess.run([sys.executable, "-m", "locust", "-f", "locustfiles/chat.py", "--host",
-                            f"http://127.0.0.1:{srv.port}", "--headless", "-u", "2", "-r", "2", "-t", "60s",
-                            "--num-prompts", str(N), "--output-len", str(N_OUT), "--csv", str(tmp_path / "l"),
-                            "--only-summary"], capture_output=True, text=True, timeout=120,
-                           env={**os.environ, "VLLM_LOCUST_RESULTS_DIR": str(tmp_path / "run")})  # fmt: skip
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                "locustfiles/chat.py",
+                "--host",
+                f"http://127.0.0.1:{srv.port}",
+                "--headless",
+                "-u",
+                "2",
+                "-r",
+                "2",
+                "-t",
+                "60s",
+                "--num-prompts",
+                str(N),
+                "--output-len",
+                str(N_OUT),
+                "--csv",
+                str(tmp_path / "l"),
+                "--only-summary",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "VLLM_LOCUST_RESULTS_DIR": str(tmp_path / "run")},
+        )
     with open(tmp_path / "l_stats.csv") as fh:
         agg = next(r for r in csv.DictReader(fh) if r["Name"] == "Aggregated")
     assert p.returncode == 0 and int(agg["Failure Count"]) == 0, (p.stdout + p.stderr)[-2000:]

@@ -55,19 +55,32 @@ def werkzeug_server(request) -> Iterator[tuple[str, int]]:
         p.wait(timeout=10)
 
 
-@pytest.mark.parametrize("use_reactor", [
-    pytest.param(True, id="reactor", marks=pytest.mark.skipif(not HAVE_EPOLL, reason="no epoll")),
-    pytest.param(False, id="greenlet")])  # fmt: skip
+@pytest.mark.parametrize(
+    "use_reactor",
+    [
+        pytest.param(True, id="reactor", marks=pytest.mark.skipif(not HAVE_EPOLL, reason="no epoll")),
+        pytest.param(False, id="greenlet"),
+    ],
+)
 def test_werkzeug_streams_are_read_and_timed(werkzeug_server, monkeypatch, use_reactor: bool) -> None:
     mode, port = werkzeug_server
     monkeypatch.setattr(stream, "USE_REACTOR", use_reactor)
     client = HTTPClient("127.0.0.1", port, network_timeout=10, concurrency=1)
     try:
-        for _ in range(3):  # several requests on one client: Werkzeug closes each connection, the next opens one
-            res = stream.send_and_read(client, "/v1/chat/completions", json.dumps({"stream": True}).encode(),
-                                       {"Content-Type": "application/json"})  # fmt: skip
+        for _ in range(
+            3
+        ):  # several requests on one client: Werkzeug closes each connection, the next opens one
+            res = stream.send_and_read(
+                client,
+                "/v1/chat/completions",
+                json.dumps({"stream": True}).encode(),
+                {"Content-Type": "application/json"},
+            )
             assert res.error is None and res.done, (mode, res.error, res.error_detail)
-            assert len(res.chunk_times) == N_OUT and res.usage == {"prompt_tokens": 2, "completion_tokens": N_OUT}
+            assert len(res.chunk_times) == N_OUT and res.usage == {
+                "prompt_tokens": 2,
+                "completion_tokens": N_OUT,
+            }
             gaps = [b - a for a, b in zip(res.chunk_times, res.chunk_times[1:], strict=False)]
             assert min(gaps) >= GAP_S * 0.5, (mode, gaps)  # timed as the events came, not at the close
     finally:

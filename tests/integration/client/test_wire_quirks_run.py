@@ -14,14 +14,30 @@ pytestmark = pytest.mark.timeout(200)
 N = 20
 
 
-@pytest.mark.parametrize(("quirks", "missing_done"), [
-    pytest.param(Quirks(done=False), N, id="no-done"),
-    pytest.param(Quirks(interim=(CONTINUE, EARLY_HINTS, EARLY_HINTS)), 0, id="interim-1xx"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("quirks", "missing_done"),
+    [
+        pytest.param(Quirks(done=False), N, id="no-done"),
+        pytest.param(Quirks(interim=(CONTINUE, EARLY_HINTS, EARLY_HINTS)), 0, id="interim-1xx"),
+    ],
+)
 def test_run_counts_quirky_answers_as_successes(tmp_path, quirks: Quirks, missing_done: int) -> None:
     with serve_threaded(quirks) as srv:
-        r = cli(["--host", f"http://127.0.0.1:{srv.port}", "--num-prompts", str(N), "--users", "2", "--workers", "1",
-                 "--output-len", "4"], str(tmp_path))  # fmt: skip
+        r = cli(
+            [
+                "--host",
+                f"http://127.0.0.1:{srv.port}",
+                "--num-prompts",
+                str(N),
+                "--users",
+                "2",
+                "--workers",
+                "1",
+                "--output-len",
+                "4",
+            ],
+            str(tmp_path),
+        )
         streamed = srv.requests.get("/v1/chat/completions", 0)
     assert r.rc == 0, r.logs()[-3000:]
     res = r.result

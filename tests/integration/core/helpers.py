@@ -47,14 +47,33 @@ class CliRun:
         return text
 
 
-def cli(args: list[str], tmp: str, timeout: float = 120, env: dict[str, str] | None = None,
-        name: str = "run", prefix: list[str] | None = None) -> CliRun:  # fmt: skip
+def cli(
+    args: list[str],
+    tmp: str,
+    timeout: float = 120,
+    env: dict[str, str] | None = None,
+    name: str = "run",
+    prefix: list[str] | None = None,
+) -> CliRun:
     """`vllm-locust run ARGS --output-dir tmp --run-name name` with a hard timeout."""
-    cmd = [*(prefix or []), sys.executable, "-m", "orchestration.cli", "run", *args,
-           "--output-dir", tmp, "--run-name", name, "--no-report"]  # fmt: skip
+    cmd = [
+        *(prefix or []),
+        sys.executable,
+        "-m",
+        "orchestration.cli",
+        "run",
+        *args,
+        "--output-dir",
+        tmp,
+        "--run-name",
+        name,
+        "--no-report",
+    ]
     run_dir = os.path.join(tmp, name)
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+        p = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+        )
     except subprocess.TimeoutExpired:
         _kill_run(run_dir)  # master and workers run in their own sessions: do not leave them behind
         raise
@@ -88,8 +107,14 @@ def _kill_run(run_dir: str) -> None:
             pass
 
 
-def cli_bare(args: list[str], timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def cli_bare(
+    args: list[str], timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """`vllm-locust ARGS` as given (for bad-input tests)."""
-    return subprocess.run([sys.executable, "-m", "orchestration.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})  # fmt: skip
-
+    return subprocess.run(
+        [sys.executable, "-m", "orchestration.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )

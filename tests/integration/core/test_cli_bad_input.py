@@ -51,7 +51,9 @@ def test_invalid_flag_values(flag: str, value: str, needle: str, tmp_path) -> No
 
 
 def test_conflicting_flags_and_unknown_flag(tmp_path) -> None:
-    _one_line_error(cli_bare(["run", "--users", "4", "--request-rate", "5", "--output-dir", str(tmp_path)]), 2, "--users")
+    _one_line_error(
+        cli_bare(["run", "--users", "4", "--request-rate", "5", "--output-dir", str(tmp_path)]), 2, "--users"
+    )
     _one_line_error(cli_bare(["run", "--frobnicate", "--output-dir", str(tmp_path)]), 2, "frobnicate")
 
 
@@ -64,8 +66,6 @@ def test_config_file_and_env(tmp_path) -> None:
     unknown.write_text("userz: 3\n")
     _one_line_error(cli_bare(["run", "--config", str(unknown)]), 2, "userz")
     _one_line_error(cli_bare(["run"], env={"VLLM_LOCUST_USERS": "zero"}), 2, "users")
-
-
 
 
 def test_unreachable_host(tmp_path) -> None:
@@ -92,7 +92,9 @@ def test_non_openai_server(tmp_path) -> None:
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Html)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
-        p = cli_bare(["run", "--host", f"http://127.0.0.1:{srv.server_address[1]}", "--output-dir", str(tmp_path)])
+        p = cli_bare(
+            ["run", "--host", f"http://127.0.0.1:{srv.server_address[1]}", "--output-dir", str(tmp_path)]
+        )
     finally:
         srv.shutdown()
     _one_line_error(p, 3, "not an OpenAI-compatible server")
@@ -101,15 +103,21 @@ def test_non_openai_server(tmp_path) -> None:
 def test_wrong_model_and_wrong_api_key_never_leaks_the_key(tmp_path) -> None:
     secret = "sk-test-SECRET-4242"
     with start_simulator(["--api-key", "right-key"]) as sim:
-        p = cli_bare(["run", "--host", sim.url, "--model", "nope", "--output-dir", str(tmp_path)],
-                     env={"VLLM_LOCUST_API_KEY": "right-key"})  # fmt: skip
+        p = cli_bare(
+            ["run", "--host", sim.url, "--model", "nope", "--output-dir", str(tmp_path)],
+            env={"VLLM_LOCUST_API_KEY": "right-key"},
+        )
         _one_line_error(p, 3, "'nope'")
         p = cli_bare(["run", "--host", sim.url, "--api-key", secret, "--output-dir", str(tmp_path)])
         _one_line_error(p, 3, "API key")
         assert secret not in p.stdout + p.stderr
         # a good run with the key: the key appears nowhere on disk
-        r = cli(["--host", sim.url, "--num-prompts", "10", "--users", "2", "--workers", "1", "--output-len", "8"],
-                str(tmp_path), env={"VLLM_LOCUST_API_KEY": "right-key"}, name="keyed")  # fmt: skip
+        r = cli(
+            ["--host", sim.url, "--num-prompts", "10", "--users", "2", "--workers", "1", "--output-len", "8"],
+            str(tmp_path),
+            env={"VLLM_LOCUST_API_KEY": "right-key"},
+            name="keyed",
+        )
         assert r.rc == 0, r.logs()[-2000:]
         assert r.result["completed"] == 10
     for f in tmp_path.rglob("*"):
@@ -126,11 +134,18 @@ def test_wrong_model_and_wrong_api_key_never_leaks_the_key(tmp_path) -> None:
         ("--json-mode", "yaml", "invalid choice: 'yaml'"),
     ],
 )
-def test_plain_locust_checks_options_like_vllm_locust_run(flag: str, value: str, needle: str, tmp_path) -> None:
+def test_plain_locust_checks_options_like_vllm_locust_run(
+    flag: str, value: str, needle: str, tmp_path
+) -> None:
     """The option table gives Locust's parser the same checks: `locust -f` refuses what `run` refuses."""
     run = cli_bare(["run", flag, value, "--output-dir", str(tmp_path)])
     _one_line_error(run, 2, needle)
-    loc = subprocess.run([sys.executable, "-m", "locust", "-f", "locustfiles/chat.py", "--headless", flag, value],
-                         capture_output=True, text=True, timeout=60, env=dict(os.environ))  # fmt: skip
+    loc = subprocess.run(
+        [sys.executable, "-m", "locust", "-f", "locustfiles/chat.py", "--headless", flag, value],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ),
+    )
     _one_line_error(loc, 2, needle)
     assert run.stderr.split("error:", 1)[1] == loc.stderr.split("error:", 1)[1]  # the same message

@@ -12,9 +12,24 @@ from tests.integration.core.helpers import cli
 
 @pytest.mark.timeout(180)
 def test_one_locust_request_per_llm_request(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    r = cli(["--scenario", "chat:1,json:1", "--num-prompts", "60", "--workers", "2", "--users", "6",
-             "--output-len", "16", "--ignore-eos",
-             "--sim-args", "--fixed --ttft-ms 20 --itl-ms 4 --fault-rate-500 0.1 --seed 3"], str(tmp_path))  # fmt: skip
+    r = cli(
+        [
+            "--scenario",
+            "chat:1,json:1",
+            "--num-prompts",
+            "60",
+            "--workers",
+            "2",
+            "--users",
+            "6",
+            "--output-len",
+            "16",
+            "--ignore-eos",
+            "--sim-args",
+            "--fixed --ttft-ms 20 --itl-ms 4 --fault-rate-500 0.1 --seed 3",
+        ],
+        str(tmp_path),
+    )
     res = r.result
     sent = res["completed"] + res["failed"]
     assert sent == 60 and res["failed"] > 0, r.logs()[-3000:]

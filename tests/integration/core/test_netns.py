@@ -75,19 +75,73 @@ def _in(ns: str, *cmd: str, **kw) -> subprocess.Popen:
 def test_master_workers_and_server_on_separate_hosts(hosts, tmp_path) -> None:
     py = sys.executable
     srv_ip, master_ip = f"{SUBNET}.{HOSTS['srv']}", f"{SUBNET}.{HOSTS['master']}"
-    sim = _in(hosts["srv"], py, "-m", "vllm_sim", "--host", srv_ip, "--port", "8000", "--fixed",
-              "--ttft-ms", "20", "--itl-ms", "5", stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)  # fmt: skip
+    sim = _in(
+        hosts["srv"],
+        py,
+        "-m",
+        "vllm_sim",
+        "--host",
+        srv_ip,
+        "--port",
+        "8000",
+        "--fixed",
+        "--ttft-ms",
+        "20",
+        "--itl-ms",
+        "5",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         assert sim.stdout is not None and sim.stdout.readline().startswith(b"SIM_READY")
-        master = _in(hosts["master"], py, "-m", "orchestration.cli", "run", "--host", f"http://{srv_ip}:8000",
-                     "--workers", "0", "--expect-workers", "2", "--master-bind-host", master_ip,
-                     "--master-port", "5557", "--users", "8", "--num-prompts", "120", "--output-len", "16",
-                     "--ignore-eos", "--output-dir", str(tmp_path), "--run-name", "netns", "--no-report",
-                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        master = _in(
+            hosts["master"],
+            py,
+            "-m",
+            "orchestration.cli",
+            "run",
+            "--host",
+            f"http://{srv_ip}:8000",
+            "--workers",
+            "0",
+            "--expect-workers",
+            "2",
+            "--master-bind-host",
+            master_ip,
+            "--master-port",
+            "5557",
+            "--users",
+            "8",
+            "--num-prompts",
+            "120",
+            "--output-len",
+            "16",
+            "--ignore-eos",
+            "--output-dir",
+            str(tmp_path),
+            "--run-name",
+            "netns",
+            "--no-report",
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(2)
         workers = [
-            _in(hosts[w], py, "-m", "orchestration.cli", "worker", "--master-host", master_ip, "--master-port", "5557",
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+            _in(
+                hosts[w],
+                py,
+                "-m",
+                "orchestration.cli",
+                "worker",
+                "--master-host",
+                master_ip,
+                "--master-port",
+                "5557",
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
             for w in ("w1", "w2")
         ]
         out, err = master.communicate(timeout=180)

@@ -26,9 +26,26 @@ def _served(url: str) -> int:
 @pytest.mark.parametrize("burstiness", ["1", "inf"])  # Poisson, and constant intervals (vLLM's limit)
 def test_open_loop_rate_split_over_two_workers(tmp_path, burstiness: str) -> None:
     with start_simulator(["--fixed", "--ttft-ms", "20", "--itl-ms", "5"]) as sim:
-        r = cli(["--host", sim.url, "--request-rate", "40", "--num-prompts", "200", "--workers", "2",
-                 "--output-len", "8", "--ignore-eos", "--seed", "5", "--burstiness", burstiness],
-                str(tmp_path))  # fmt: skip
+        r = cli(
+            [
+                "--host",
+                sim.url,
+                "--request-rate",
+                "40",
+                "--num-prompts",
+                "200",
+                "--workers",
+                "2",
+                "--output-len",
+                "8",
+                "--ignore-eos",
+                "--seed",
+                "5",
+                "--burstiness",
+                burstiness,
+            ],
+            str(tmp_path),
+        )
         served = _served(sim.url)
     assert r.rc == 0, r.logs()[-3000:]
     res = r.result
@@ -40,7 +57,9 @@ def test_open_loop_rate_split_over_two_workers(tmp_path, burstiness: str) -> Non
     # the schedule is kept: dispatch lag small, achieved arrival rate near the target
     assert arr["schedule_lag_ms"]["p99"] < 25, arr["schedule_lag_ms"]
     lags = [(rec["t_start"] - rec["t_intended"]) * 1000 for rec in r.records()]
-    assert arr["schedule_lag_ms"]["max"] == pytest.approx(max(lags), abs=1e-3)  # the worst arrival, not a percentile
+    assert arr["schedule_lag_ms"]["max"] == pytest.approx(
+        max(lags), abs=1e-3
+    )  # the worst arrival, not a percentile
     assert "Schedule lag p99 / max (ms):" in r.out
     starts = sorted(rec["t_start"] for rec in r.records())
     achieved = (len(starts) - 1) / (starts[-1] - starts[0])
@@ -59,10 +78,31 @@ def test_open_loop_rate_split_over_two_workers(tmp_path, burstiness: str) -> Non
 def test_overload_with_max_concurrency_counts_every_arrival(tmp_path) -> None:
     # each request takes ~0.3 s; 4 slots serve ~13 req/s; 40 req/s are offered for 4 s
     with start_simulator(["--fixed", "--ttft-ms", "20", "--itl-ms", "10"]) as sim:
-        r = cli(["--host", sim.url, "--request-rate", "40", "--max-concurrency", "4", "--run-time", "4s",
-                 "--workers", "1", "--output-len", "30", "--ignore-eos", "--stop-timeout", "5",
-                 "--percentile-metrics", "ttft,e2el", "--metric-percentiles", "90,99.9"],
-                str(tmp_path), timeout=150)  # fmt: skip
+        r = cli(
+            [
+                "--host",
+                sim.url,
+                "--request-rate",
+                "40",
+                "--max-concurrency",
+                "4",
+                "--run-time",
+                "4s",
+                "--workers",
+                "1",
+                "--output-len",
+                "30",
+                "--ignore-eos",
+                "--stop-timeout",
+                "5",
+                "--percentile-metrics",
+                "ttft,e2el",
+                "--metric-percentiles",
+                "90,99.9",
+            ],
+            str(tmp_path),
+            timeout=150,
+        )
         served = _served(sim.url)
     res = r.result
     arr = res["arrivals"]
@@ -75,16 +115,41 @@ def test_overload_with_max_concurrency_counts_every_arrival(tmp_path) -> None:
     assert res["p90_ttft_ms"] < 100  # ...and not from the actual start
     # vLLM's --percentile-metrics/--metric-percentiles: exactly these fields, in the result and the summary
     assert sorted(k for k in res if k[0] == "p" and k[1].isdigit()) == [
-        "p90_e2el_ms", "p90_ttft_ms", "p99.9_e2el_ms", "p99.9_ttft_ms"]  # fmt: skip
+        "p90_e2el_ms",
+        "p90_ttft_ms",
+        "p99.9_e2el_ms",
+        "p99.9_ttft_ms",
+    ]
     assert "P99.9 TTFT (ms):" in r.out and "P90 E2EL (ms):" in r.out and "P99 TTFT" not in r.out
 
 
 @pytest.mark.timeout(200)
 def test_worker_sigkilled_is_reported_and_run_completes(tmp_path) -> None:
     with start_simulator(["--fixed", "--ttft-ms", "20", "--itl-ms", "10"]) as sim:
-        cmd = [sys.executable, "-m", "orchestration.cli", "run", "--host", sim.url, "--users", "8", "--workers", "2",
-               "--run-time", "12s", "--output-len", "20", "--ignore-eos", "--output-dir", str(tmp_path),
-               "--run-name", "kill", "--no-report", "--stop-timeout", "3"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "orchestration.cli",
+            "run",
+            "--host",
+            sim.url,
+            "--users",
+            "8",
+            "--workers",
+            "2",
+            "--run-time",
+            "12s",
+            "--output-len",
+            "20",
+            "--ignore-eos",
+            "--output-dir",
+            str(tmp_path),
+            "--run-name",
+            "kill",
+            "--no-report",
+            "--stop-timeout",
+            "3",
+        ]
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         pids = os.path.join(tmp_path, "kill", "pids.json")
         progress = os.path.join(tmp_path, "kill", "progress.json")
@@ -116,9 +181,32 @@ def test_worker_sigkilled_is_reported_and_run_completes(tmp_path) -> None:
 @pytest.mark.timeout(200)
 def test_sigint_mid_run_writes_results_and_accounts_for_every_request(tmp_path) -> None:
     with start_simulator(["--fixed", "--ttft-ms", "20", "--itl-ms", "20"]) as sim:
-        cmd = [sys.executable, "-m", "orchestration.cli", "run", "--host", sim.url, "--users", "8", "--workers", "2",
-               "--run-time", "60s", "--output-len", "200", "--ignore-eos", "--output-dir", str(tmp_path),
-               "--run-name", "int", "--no-report", "--stop-timeout", "0.3", "--spawn-rate", "4"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "orchestration.cli",
+            "run",
+            "--host",
+            sim.url,
+            "--users",
+            "8",
+            "--workers",
+            "2",
+            "--run-time",
+            "60s",
+            "--output-len",
+            "200",
+            "--ignore-eos",
+            "--output-dir",
+            str(tmp_path),
+            "--run-name",
+            "int",
+            "--no-report",
+            "--stop-timeout",
+            "0.3",
+            "--spawn-rate",
+            "4",
+        ]
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         wait_streaming(os.path.join(tmp_path, "int"), ok=8)
         time.sleep(1)
@@ -136,8 +224,11 @@ def test_sigint_mid_run_writes_results_and_accounts_for_every_request(tmp_path) 
 def test_closed_loop_budget_with_fewer_users_than_workers(tmp_path) -> None:
     # tickets come from the master on demand: a worker without users must not hold back a share
     with start_simulator(["--fixed", "--ttft-ms", "5", "--itl-ms", "2"]) as sim:
-        r = cli(["--host", sim.url, "--users", "1", "--workers", "2", "--num-prompts", "16", "--output-len", "8"],
-                str(tmp_path), timeout=100)  # fmt: skip
+        r = cli(
+            ["--host", sim.url, "--users", "1", "--workers", "2", "--num-prompts", "16", "--output-len", "8"],
+            str(tmp_path),
+            timeout=100,
+        )
         served = _served(sim.url)
     assert r.rc == 0, r.logs()[-2000:]
     assert r.result["completed"] == 16

@@ -46,14 +46,35 @@ def _word_tokenizer(tmp_path) -> str:
 
 
 def _lags_ms(records: list[dict]) -> np.ndarray:
-    return np.array([(r["t_start"] - r["t_intended"]) * 1000.0 for r in records if r.get("t_intended") is not None])
+    return np.array(
+        [(r["t_start"] - r["t_intended"]) * 1000.0 for r in records if r.get("t_intended") is not None]
+    )
 
 
 def _open_loop_512(tmp_path, extra: list[str]):  # type: ignore[no-untyped-def]
     with start_simulator(["--fixed", "--ttft-ms", "20", "--itl-ms", "5"]) as sim:
-        return cli(["--host", sim.url, "--request-rate", "40", "--max-concurrency", "512", "--num-prompts", "400",
-                    "--workers", "2", "--output-len", "8", "--ignore-eos", "--seed", "3", *extra],
-                   str(tmp_path), timeout=240)  # fmt: skip
+        return cli(
+            [
+                "--host",
+                sim.url,
+                "--request-rate",
+                "40",
+                "--max-concurrency",
+                "512",
+                "--num-prompts",
+                "400",
+                "--workers",
+                "2",
+                "--output-len",
+                "8",
+                "--ignore-eos",
+                "--seed",
+                "3",
+                *extra,
+            ],
+            str(tmp_path),
+            timeout=240,
+        )
 
 
 @pytest.mark.timeout(300)

@@ -39,12 +39,42 @@ def _values(text: str) -> dict[str, float]:
 def test_scraped_during_and_after_a_run_the_counters_are_the_results(tmp_path) -> None:  # type: ignore[no-untyped-def]
     port = free_port()
     run_dir = str(tmp_path / "run")
-    cmd = [sys.executable, "-m", "orchestration.cli", "run", "--num-prompts", "300", "--workers", "2", "--users", "4",
-           "--output-len", "32", "--ignore-eos", "--goodput", "ttft:20", "tpot:5", "--prometheus-port", str(port),
-           "--sim-args", "--fixed --ttft-ms 5 --itl-ms 3", "--output-dir", str(tmp_path), "--run-name", "run",
-           "--no-report", "--header", "X-Secret: sk-SECRET-9"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "VLLM_LOCUST_API_KEY": "sk-SECRET-8"})  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "orchestration.cli",
+        "run",
+        "--num-prompts",
+        "300",
+        "--workers",
+        "2",
+        "--users",
+        "4",
+        "--output-len",
+        "32",
+        "--ignore-eos",
+        "--goodput",
+        "ttft:20",
+        "tpot:5",
+        "--prometheus-port",
+        str(port),
+        "--sim-args",
+        "--fixed --ttft-ms 5 --itl-ms 3",
+        "--output-dir",
+        str(tmp_path),
+        "--run-name",
+        "run",
+        "--no-report",
+        "--header",
+        "X-Secret: sk-SECRET-9",
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "VLLM_LOCUST_API_KEY": "sk-SECRET-8"},
+    )
     scrapes: list[str] = []
 
     def scrape() -> None:  # as Prometheus does, at its own pace, until the master has gone
@@ -71,7 +101,11 @@ def test_scraped_during_and_after_a_run_the_counters_are_the_results(tmp_path) -
     seen = [_values(x) for x in scrapes]
     final = [v for v in seen if v.get("vllm_locust_run_finished") == 1]
     assert final, f"no scrape after the result ({len(scrapes)} scrapes)"  # the master waited for the last one
-    during = [v.get("vllm_locust_requests_total{outcome=ok}", 0) for v in seen if not v.get("vllm_locust_run_finished")]
+    during = [
+        v.get("vllm_locust_requests_total{outcome=ok}", 0)
+        for v in seen
+        if not v.get("vllm_locust_run_finished")
+    ]
     assert any(0 < n < 300 for n in during), during  # live: figures while the run went on
     last = final[-1]
     assert last["vllm_locust_requests_total{outcome=ok}"] == res["completed"]
@@ -102,9 +136,30 @@ def _scrape(port: int) -> dict[str, float] | None:
 @pytest.mark.timeout(180)
 def test_web_ui_master_serves_before_the_swarm_and_after_the_test(tmp_path) -> None:  # type: ignore[no-untyped-def]
     web, prom = free_port(), free_port()
-    cmd = [sys.executable, "-m", "orchestration.cli", "run", "--web-ui", "--web-port", str(web), "--workers", "1",
-           "--users", "4", "--num-prompts", "40", "--output-len", "8", "--prometheus-port", str(prom),
-           "--output-dir", str(tmp_path), "--run-name", "r", "--no-report"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "orchestration.cli",
+        "run",
+        "--web-ui",
+        "--web-port",
+        str(web),
+        "--workers",
+        "1",
+        "--users",
+        "4",
+        "--num-prompts",
+        "40",
+        "--output-len",
+        "8",
+        "--prometheus-port",
+        str(prom),
+        "--output-dir",
+        str(tmp_path),
+        "--run-name",
+        "r",
+        "--no-report",
+    ]
     p = subprocess.Popen(cmd, stdout=open(tmp_path / "cli.out", "w"), stderr=subprocess.STDOUT)
     result = tmp_path / "r" / "result.json"
     try:
@@ -112,11 +167,16 @@ def test_web_ui_master_serves_before_the_swarm_and_after_the_test(tmp_path) -> N
         while (before := _scrape(prom)) is None and time.time() < deadline:
             time.sleep(0.3)
         assert before is not None, (tmp_path / "cli.out").read_text()[-2000:]
-        assert before.get("vllm_locust_requests_total{outcome=ok}", 0) == 0 and before["vllm_locust_run_finished"] == 0
+        assert (
+            before.get("vllm_locust_requests_total{outcome=ok}", 0) == 0
+            and before["vllm_locust_run_finished"] == 0
+        )
         while time.time() < deadline:  # the swarm once the worker is in
             try:
                 form = urllib.parse.urlencode({"user_count": 4, "spawn_rate": 4}).encode()
-                if json.load(urllib.request.urlopen(f"http://127.0.0.1:{web}/swarm", data=form, timeout=10))["success"]:
+                if json.load(urllib.request.urlopen(f"http://127.0.0.1:{web}/swarm", data=form, timeout=10))[
+                    "success"
+                ]:
                     break
             except (OSError, ValueError, KeyError):
                 pass

@@ -14,9 +14,28 @@ from tests.integration.core.helpers import cli
 
 @pytest.mark.timeout(180)
 def test_result_built_once_by_the_master(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    r = cli(["--num-prompts", "20", "--workers", "1", "--users", "4", "--output-len", "8", "--ignore-eos",
-             "--gpu-hour-price", "3.6", "--gpus", "2", "--profile", "--print-result",
-             "--sim-args", "--fixed --ttft-ms 5 --itl-ms 2"], str(tmp_path))  # fmt: skip
+    r = cli(
+        [
+            "--num-prompts",
+            "20",
+            "--workers",
+            "1",
+            "--users",
+            "4",
+            "--output-len",
+            "8",
+            "--ignore-eos",
+            "--gpu-hour-price",
+            "3.6",
+            "--gpus",
+            "2",
+            "--profile",
+            "--print-result",
+            "--sim-args",
+            "--fixed --ttft-ms 5 --itl-ms 2",
+        ],
+        str(tmp_path),
+    )
     assert r.rc == 0, r.logs()[-3000:]
     path = os.path.join(r.run_dir, "result.json")
     text = open(path).read()
@@ -34,5 +53,5 @@ def test_result_built_once_by_the_master(tmp_path) -> None:  # type: ignore[no-u
     # written once, by the master: exit_code.json comes right after it, and nothing touched result.json later
     assert os.stat(path).st_mtime_ns <= os.stat(os.path.join(r.run_dir, "exit_code.json")).st_mtime_ns
     printed = next(x for x in r.out.splitlines() if x.startswith(RESULT_LINE_PREFIX))
-    assert json.loads(printed[len(RESULT_LINE_PREFIX):]) == res
+    assert json.loads(printed[len(RESULT_LINE_PREFIX) :]) == res
     assert "server profile: HTTP 404" in r.out

@@ -21,8 +21,19 @@ FAST = ["--num-prompts", "12", "--users", "2", "--workers", "1", "--input-len", 
 
 
 def _run(args: list[str], tmp: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "orchestration.cli", "run", *args, *FAST, "--output-dir", tmp, "--run-name", "r",
-           "--print-result"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "orchestration.cli",
+        "run",
+        *args,
+        *FAST,
+        "--output-dir",
+        tmp,
+        "--run-name",
+        "r",
+        "--print-result",
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180, env={**os.environ, **(env or {})})
 
 
@@ -33,8 +44,11 @@ def _leaks(run_dir: str, printed: str, values: dict[str, str]) -> list[str]:
         for name in files:
             with open(os.path.join(root, name), "rb") as fh:
                 data = fh.read()
-            found += [f"{what} in {os.path.relpath(os.path.join(root, name), run_dir)}"
-                      for what, v in values.items() if v.encode() in data]  # fmt: skip
+            found += [
+                f"{what} in {os.path.relpath(os.path.join(root, name), run_dir)}"
+                for what, v in values.items()
+                if v.encode() in data
+            ]
     found += [f"{what} in stdout/stderr" for what, v in values.items() if v in printed]
     return found
 
@@ -55,8 +69,19 @@ def _check_ok(p: subprocess.CompletedProcess[str], run_dir: str, served: int | N
 @pytest.mark.timeout(240)
 def test_api_key_gateway_header_and_url_password_never_written(tmp_path) -> None:
     key, header, password = (f"{w}-{secrets.token_hex(8)}" for w in ("key", "gw", "pw"))
-    with start_simulator(["--fixed", "--ttft-ms", "2", "--itl-ms", "1", "--api-key", key,
-                          "--require-header", f"X-Gateway-Token: {header}"]) as sim:  # fmt: skip
+    with start_simulator(
+        [
+            "--fixed",
+            "--ttft-ms",
+            "2",
+            "--itl-ms",
+            "1",
+            "--api-key",
+            key,
+            "--require-header",
+            f"X-Gateway-Token: {header}",
+        ]
+    ) as sim:
         host = sim.url.replace("http://", f"http://alice:{password}@")
         p = _run(["--host", host, "--api-key", key, "--header", f"X-Gateway-Token: {header}"], str(tmp_path))
     run_dir = str(tmp_path / "r")
@@ -65,8 +90,14 @@ def test_api_key_gateway_header_and_url_password_never_written(tmp_path) -> None
         os.path.join(run_dir, "report", "report.html")
     )  # the report was written, and searched
     basic = base64.b64encode(f"alice:{password}".encode()).decode()
-    assert _leaks(run_dir, p.stdout + p.stderr, {"api key": key, "header": header, "password": password,
-                                                 "basic token": basic}) == []  # fmt: skip
+    assert (
+        _leaks(
+            run_dir,
+            p.stdout + p.stderr,
+            {"api key": key, "header": header, "password": password, "basic token": basic},
+        )
+        == []
+    )
     with open(os.path.join(run_dir, "command.json")) as fh:
         assert "X-Gateway-Token: ***" in fh.read()  # the header is named, its value masked
 
@@ -75,8 +106,9 @@ def test_api_key_gateway_header_and_url_password_never_written(tmp_path) -> None
 def test_url_userinfo_is_sent_as_basic_auth(tmp_path) -> None:
     password = f"p@ss:{secrets.token_hex(6)}"  # percent-encoded in the URL, as curl takes it
     basic = base64.b64encode(f"alice:{password}".encode()).decode()
-    with start_simulator(["--fixed", "--ttft-ms", "2", "--itl-ms", "1",
-                          "--require-header", f"Authorization: Basic {basic}"]) as sim:  # fmt: skip
+    with start_simulator(
+        ["--fixed", "--ttft-ms", "2", "--itl-ms", "1", "--require-header", f"Authorization: Basic {basic}"]
+    ) as sim:
         host = sim.url.replace(
             "http://", "http://alice:" + password.replace("@", "%40").replace(":", "%3A") + "@"
         )
@@ -96,8 +128,17 @@ def test_metrics_elsewhere_gets_its_own_url_and_header(tmp_path) -> None:
         start_simulator(sim_args) as server,
         start_simulator([*sim_args, "--require-header", f"X-Metrics-Token: {token}"]) as prom,
     ):
-        p = _run(["--host", server.url, "--server-metrics", prom.url + "/metrics", "--metrics-header",
-                  f"X-Metrics-Token: {token}"], str(tmp_path))  # fmt: skip
+        p = _run(
+            [
+                "--host",
+                server.url,
+                "--server-metrics",
+                prom.url + "/metrics",
+                "--metrics-header",
+                f"X-Metrics-Token: {token}",
+            ],
+            str(tmp_path),
+        )
     run_dir = str(tmp_path / "r")
     _check_ok(p, run_dir, served=0)  # the other server's counters: it served none of the load
     assert _leaks(run_dir, p.stdout + p.stderr, {"metrics token": token}) == []
@@ -108,12 +149,38 @@ def test_plain_locust_sends_url_userinfo_and_writes_no_password(tmp_path) -> Non
     password = f"pw-{secrets.token_hex(6)}"
     basic = base64.b64encode(f"al:{password}".encode()).decode()
     out = str(tmp_path / "plain")
-    with start_simulator(["--fixed", "--ttft-ms", "2", "--itl-ms", "1",
-                          "--require-header", f"Authorization: Basic {basic}"]) as sim:  # fmt: skip
-        p = subprocess.run([sys.executable, "-m", "locust", "-f", "locustfiles/chat.py", "--headless", "-u", "2",
-                            "-r", "10", "-t", "60s", "--host", sim.url.replace("http://", f"http://al:{password}@"),
-                            "--num-prompts", "8", "--input-len", "16", "--output-len", "4", "--results-dir", out],
-                           capture_output=True, text=True, timeout=180)  # fmt: skip
+    with start_simulator(
+        ["--fixed", "--ttft-ms", "2", "--itl-ms", "1", "--require-header", f"Authorization: Basic {basic}"]
+    ) as sim:
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                "locustfiles/chat.py",
+                "--headless",
+                "-u",
+                "2",
+                "-r",
+                "10",
+                "-t",
+                "60s",
+                "--host",
+                sim.url.replace("http://", f"http://al:{password}@"),
+                "--num-prompts",
+                "8",
+                "--input-len",
+                "16",
+                "--output-len",
+                "4",
+                "--results-dir",
+                out,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
     assert p.returncode == 0, p.stderr[-2000:]
     with open(os.path.join(out, "result.json")) as fh:
         assert json.load(fh)["completed"] == 8
@@ -151,12 +218,38 @@ def test_an_error_that_echoes_the_credentials_is_recorded_without_them(tmp_path)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     out = str(tmp_path / "plain")
     try:
-        p = subprocess.run([sys.executable, "-m", "locust", "-f", "locustfiles/chat.py", "--headless", "-u", "1",
-                            "-r", "10", "-t", "60s", "--host", f"http://127.0.0.1:{srv.server_port}", "--model", "m",
-                            "--num-prompts", "3", "--results-dir", out],
-                           capture_output=True, text=True, timeout=180,
-                           env={**os.environ, "VLLM_LOCUST_API_KEY": key,
-                                "VLLM_LOCUST_EXTRA_HEADERS": json.dumps({"X-Gateway-Token": header})})  # fmt: skip
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                "locustfiles/chat.py",
+                "--headless",
+                "-u",
+                "1",
+                "-r",
+                "10",
+                "-t",
+                "60s",
+                "--host",
+                f"http://127.0.0.1:{srv.server_port}",
+                "--model",
+                "m",
+                "--num-prompts",
+                "3",
+                "--results-dir",
+                out,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env={
+                **os.environ,
+                "VLLM_LOCUST_API_KEY": key,
+                "VLLM_LOCUST_EXTRA_HEADERS": json.dumps({"X-Gateway-Token": header}),
+            },
+        )
     finally:
         srv.shutdown()
     with open(os.path.join(out, "result.json")) as fh:

@@ -17,8 +17,21 @@ LOAD = ["--users", "4", "--workers", "1", "--output-len", "8", "--ignore-eos"]
 
 @pytest.mark.timeout(240)
 def test_server_served_from_the_servers_counter(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    with start_simulator(["--fixed", "--ttft-ms", "5", "--itl-ms", "2", "--seed", "3",
-                          "--fault-rate-inband-error", "0.2", "--fault-rate-500", "0.1"]) as sim:  # fmt: skip
+    with start_simulator(
+        [
+            "--fixed",
+            "--ttft-ms",
+            "5",
+            "--itl-ms",
+            "2",
+            "--seed",
+            "3",
+            "--fault-rate-inband-error",
+            "0.2",
+            "--fault-rate-500",
+            "0.1",
+        ]
+    ) as sim:
         r = cli([*LOAD, "--num-prompts", "60", "--host", sim.url], str(tmp_path))
         assert r.rc == exit_codes.FAILURES, r.logs()[-3000:]
         res = r.result

@@ -15,7 +15,9 @@ from tests.integration.deploy import image
 @pytest.fixture(scope="session")
 def built_image() -> Iterator[tuple[str, dict, image.Timings]]:
     """(mounted root filesystem, image config, build timings) of the freshly built vllm-locust image."""
-    why = "VLLM_LOCUST_SKIP_IMAGE=1" if os.environ.get("VLLM_LOCUST_SKIP_IMAGE") in ("1", "true", "yes") else ""
+    why = (
+        "VLLM_LOCUST_SKIP_IMAGE=1" if os.environ.get("VLLM_LOCUST_SKIP_IMAGE") in ("1", "true", "yes") else ""
+    )
     why = why or image.missing_tools()
     if why:
         pytest.skip(f"image tier skipped: {why}")
@@ -32,5 +34,7 @@ def kubectl() -> str:
     """kubectl (client only: `kubectl kustomize`), or a loud skip."""
     path = shutil.which("kubectl")
     if not path:
-        pytest.skip("kubectl not installed: the manifests cannot be rendered with kustomize (see scripts/test.sh)")
+        pytest.skip(
+            "kubectl not installed: the manifests cannot be rendered with kustomize (see scripts/test.sh)"
+        )
     return path

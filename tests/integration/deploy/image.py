@@ -65,8 +65,16 @@ class Timings:
 def podman(*args: str, check: bool = True, timeout: float = 900, **kw) -> subprocess.CompletedProcess:
     """podman with its storage under the cache (vfs: no overlay or fuse needed)."""
     store = cache_dir() / "podman"
-    cmd = ["podman", "--root", str(store / "root"), "--runroot", str(store / "run"), "--storage-driver", "vfs",
-           *args]  # fmt: skip
+    cmd = [
+        "podman",
+        "--root",
+        str(store / "root"),
+        "--runroot",
+        str(store / "run"),
+        "--storage-driver",
+        "vfs",
+        *args,
+    ]
     return subprocess.run(cmd, check=check, timeout=timeout, capture_output=True, text=True, **kw)
 
 
@@ -89,8 +97,19 @@ def _base_tar(t: Timings) -> Path:
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
         rootfs = Path(tmp) / "rootfs"
-        subprocess.run(["debootstrap", "--variant=minbase", "--include=python3,python3-venv,ca-certificates",
-                        "bookworm", str(rootfs), MIRROR], check=True, capture_output=True, timeout=1200)  # fmt: skip
+        subprocess.run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                "--include=python3,python3-venv,ca-certificates",
+                "bookworm",
+                str(rootfs),
+                MIRROR,
+            ],
+            check=True,
+            capture_output=True,
+            timeout=1200,
+        )
         shutil.rmtree(rootfs / "var" / "cache" / "apt" / "archives", ignore_errors=True)
         shutil.rmtree(rootfs / "var" / "lib" / "apt" / "lists", ignore_errors=True)
         part = tar.with_suffix(".part")
@@ -111,9 +130,15 @@ def _wheelhouse(t: Timings) -> Path:
     t0 = time.monotonic()
     shutil.rmtree(wheels, ignore_errors=True)
     pip = [sys.executable, "-m", "pip", "-q"]
-    subprocess.run([*pip, "wheel", "--wheel-dir", str(wheels), str(ROOT)], check=True, capture_output=True, timeout=900)
-    subprocess.run([*pip, "download", "-d", str(wheels), "setuptools>=77", "wheel"], check=True, capture_output=True,
-                   timeout=300)  # fmt: skip  (the image builds vllm-locust itself: its build backend, offline)
+    subprocess.run(
+        [*pip, "wheel", "--wheel-dir", str(wheels), str(ROOT)], check=True, capture_output=True, timeout=900
+    )
+    subprocess.run(
+        [*pip, "download", "-d", str(wheels), "setuptools>=77", "wheel"],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )  # the image builds vllm-locust itself: its build backend, offline
     for own in wheels.glob("vllm_locust-*.whl"):
         own.unlink()  # the image installs the checkout's source, never a cached build of it
     (wheels / ".complete").touch()
@@ -133,14 +158,30 @@ def build(t: Timings) -> str:
             podman("import", "--change", f"ENV={PATH_ENV}", str(tar), BASE_IMAGE)
         wheels = _wheelhouse(t)
         t0 = time.monotonic()
-        res = podman("build", "--isolation=chroot", "--layers=false", "-f", str(ROOT / "docker" / "Dockerfile"),
-                     "-t", IMAGE, "--build-arg", f"BASE={BASE_IMAGE}",
-                     "--build-arg", "PIP_INSTALL_ARGS=--no-index --find-links /wheels",
-                     "-v", f"{wheels}:/wheels:ro", str(ROOT), check=False, timeout=1200)  # fmt: skip
+        res = podman(
+            "build",
+            "--isolation=chroot",
+            "--layers=false",
+            "-f",
+            str(ROOT / "docker" / "Dockerfile"),
+            "-t",
+            IMAGE,
+            "--build-arg",
+            f"BASE={BASE_IMAGE}",
+            "--build-arg",
+            "PIP_INSTALL_ARGS=--no-index --find-links /wheels",
+            "-v",
+            f"{wheels}:/wheels:ro",
+            str(ROOT),
+            check=False,
+            timeout=1200,
+        )
         t.image = time.monotonic() - t0
         t.steps["image"] = f"podman build {t.image:.0f} s"
         if res.returncode != 0:
-            raise RuntimeError(f"podman build failed ({res.returncode}):\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+            raise RuntimeError(
+                f"podman build failed ({res.returncode}):\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+            )
         podman("image", "prune", "-f", check=False)  # the previous build's image, now untagged
         return podman("image", "mount", IMAGE).stdout.strip()
 

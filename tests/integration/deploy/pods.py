@@ -74,8 +74,11 @@ class Network:
 
 def _expand(text: str, env: dict[str, str]) -> str:
     """Kubernetes' $(VAR) expansion in command and args ($$ escapes)."""
-    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
-                  lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), text)  # fmt: skip
+    return re.sub(
+        r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+        lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)),
+        text,
+    )
 
 
 def container_env(c: dict, image_env: list[str], configmaps: dict, secrets: dict) -> dict[str, str]:
@@ -86,7 +89,9 @@ def container_env(c: dict, image_env: list[str], configmaps: dict, secrets: dict
             env[e["name"]] = _expand(str(e["value"]), env)
             continue
         src = e["valueFrom"]
-        ref, store = (src["secretKeyRef"], secrets) if "secretKeyRef" in src else (src["configMapKeyRef"], configmaps)
+        ref, store = (
+            (src["secretKeyRef"], secrets) if "secretKeyRef" in src else (src["configMapKeyRef"], configmaps)
+        )
         value = store.get(ref["name"], {}).get(ref["key"])
         if value is None and not ref.get("optional"):
             raise KeyError(f"env {e['name']}: {ref['name']}/{ref['key']} does not exist")
@@ -148,11 +153,19 @@ class Pod:
         workdir = c.get("workingDir") or self.image.get("WorkingDir") or "/"
         base = self.dir / f"c{n}-{c['name']}"
         root, q = base / "root", shlex.quote
-        steps = [f"mkdir -p {q(str(root))} {q(str(base / 'upper'))} {q(str(base / 'work'))}",
-                 f"mount -t overlay overlay -o lowerdir={self.image_root},upperdir={base / 'upper'},"
-                 f"workdir={base / 'work'} {q(str(root))}"]  # fmt: skip
-        mounts = [(str(self.dir / "hosts"), "/etc/hosts", True), (str(self.dir / "resolv.conf"), "/etc/resolv.conf", True)]
-        mounts += [(str(self.volumes[m["name"]]), m["mountPath"], bool(m.get("readOnly"))) for m in c.get("volumeMounts", [])]
+        steps = [
+            f"mkdir -p {q(str(root))} {q(str(base / 'upper'))} {q(str(base / 'work'))}",
+            f"mount -t overlay overlay -o lowerdir={self.image_root},upperdir={base / 'upper'},"
+            f"workdir={base / 'work'} {q(str(root))}",
+        ]
+        mounts = [
+            (str(self.dir / "hosts"), "/etc/hosts", True),
+            (str(self.dir / "resolv.conf"), "/etc/resolv.conf", True),
+        ]
+        mounts += [
+            (str(self.volumes[m["name"]]), m["mountPath"], bool(m.get("readOnly")))
+            for m in c.get("volumeMounts", [])
+        ]
         for _, target, _ in mounts:  # mount points, made in the overlay's upper layer as a runtime does
             t = q(str(root) + target)
             steps.append(f"mkdir -p {t}" if not target.startswith("/etc/") else f"touch {t}")
@@ -165,8 +178,10 @@ class Pod:
             if ro:
                 steps.append(f"mount -o remount,bind,ro {q(str(root) + target)}")
         env_args = " ".join(q(f"{k}={v}") for k, v in env.items())
-        steps.append(f"exec chroot --userspec={uid}:{gid} {groups} {q(str(root))} /usr/bin/env -i -C {q(workdir)} "
-                     f"{env_args} {' '.join(q(x) for x in argv)}")  # fmt: skip
+        steps.append(
+            f"exec chroot --userspec={uid}:{gid} {groups} {q(str(root))} /usr/bin/env -i -C {q(workdir)} "
+            f"{env_args} {' '.join(q(x) for x in argv)}"
+        )
         return "\n".join(steps), env
 
     def start(self, c: dict, n: int) -> subprocess.Popen:
@@ -174,8 +189,23 @@ class Pod:
         script, _ = self.script(c, n)
         self.logs[c["name"]] = self.dir / f"{c['name']}.log"
         out = open(self.logs[c["name"]], "a")
-        cmd = ["ip", "netns", "exec", self.netns, "unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child",
-               "--propagation", "private", "sh", "-ec", script]  # fmt: skip
+        cmd = [
+            "ip",
+            "netns",
+            "exec",
+            self.netns,
+            "unshare",
+            "--mount",
+            "--uts",
+            "--pid",
+            "--fork",
+            "--kill-child",
+            "--propagation",
+            "private",
+            "sh",
+            "-ec",
+            script,
+        ]
         self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         return self.proc
 

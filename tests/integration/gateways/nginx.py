@@ -47,8 +47,6 @@ class Gateway:
         return f"http://127.0.0.1:{self.plain_port}"
 
 
-
-
 def _conf(
     tmp: Path, ports: tuple[int, int, int], upstream: int, cert: Path, key: Path, client_ca: Path | None
 ) -> Path:
@@ -110,8 +108,9 @@ def _listening(port: int) -> bool:
 
 
 @contextmanager
-def start_nginx(tmp: Path, upstream: int, cert: Path, key: Path, cpu: int | None = None,
-                client_ca: Path | None = None) -> Iterator[Gateway]:  # fmt: skip
+def start_nginx(
+    tmp: Path, upstream: int, cert: Path, key: Path, cpu: int | None = None, client_ca: Path | None = None
+) -> Iterator[Gateway]:
     """nginx proxying to 127.0.0.1:`upstream` (pinned to `cpu` when given; an mTLS listener with `client_ca`);
     stopped on exit. RuntimeError when it does not start (nginx missing: check NGINX first)."""
     if NGINX is None:

@@ -84,11 +84,29 @@ def _served(url: str) -> int:
 @pytest.mark.parametrize("rewrite_type", [False, True], ids=["plain", "media-type-rewritten"])
 def test_run_through_haproxy_counts_what_the_backends_served(tmp_path, rewrite_type: bool) -> None:
     with ExitStack() as stack:
-        sims = [stack.enter_context(start_simulator(["--fixed", "--ttft-ms", "5", "--itl-ms", "2", "--seed", str(i)]))
-                for i in range(BACKENDS)]  # fmt: skip
+        sims = [
+            stack.enter_context(
+                start_simulator(["--fixed", "--ttft-ms", "5", "--itl-ms", "2", "--seed", str(i)])
+            )
+            for i in range(BACKENDS)
+        ]
         url = stack.enter_context(haproxy(str(tmp_path), [s.port for s in sims], rewrite_type))
-        r = cli(["--host", url, "--num-prompts", str(N), "--users", "4", "--workers", "1", "--output-len", str(OUT),
-                 "--ignore-eos"], str(tmp_path))  # fmt: skip
+        r = cli(
+            [
+                "--host",
+                url,
+                "--num-prompts",
+                str(N),
+                "--users",
+                "4",
+                "--workers",
+                "1",
+                "--output-len",
+                str(OUT),
+                "--ignore-eos",
+            ],
+            str(tmp_path),
+        )
         served = [_served(s.url) for s in sims]
     assert r.rc == 0, r.logs()[-3000:]
     res = r.result

@@ -16,12 +16,26 @@ from tests.unit.client.tls_certs import Certs, make_certs
 from vllm_sim.launch import start_simulator
 from vllm_users import exit_codes
 
-pytestmark = pytest.mark.skipif(NGINX is None, reason="nginx is not installed (apt-get install -y nginx): "
-                                "the HTTPS gateway tests cannot run")  # fmt: skip
+pytestmark = pytest.mark.skipif(
+    NGINX is None,
+    reason="nginx is not installed (apt-get install -y nginx): the HTTPS gateway tests cannot run",
+)
 
 TTFT_MS, ITL_MS = 50.0, 10.0
-LOAD = ["--users", "4", "--num-prompts", "24", "--input-len", "16", "--output-len", "12", "--ignore-eos",
-        "--workers", "1", "--no-server-metrics"]  # fmt: skip
+LOAD = [
+    "--users",
+    "4",
+    "--num-prompts",
+    "24",
+    "--input-len",
+    "16",
+    "--output-len",
+    "12",
+    "--ignore-eos",
+    "--workers",
+    "1",
+    "--no-server-metrics",
+]
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +87,12 @@ def test_insecure_passes_and_is_said(gateway, tmp_path) -> None:
     gw, certs = gateway
     url = gw.https
     # the reactor's other path too: no kernel stamps (the clock right after each decrypted read)
-    r = cli(["--host", url, "--insecure", *LOAD], str(tmp_path), timeout=100,
-            env={"SSL_CERT_FILE": str(certs.wrong_ca), "VLLM_LOCUST_KERNEL_TIMESTAMPS": "0"})  # fmt: skip
+    r = cli(
+        ["--host", url, "--insecure", *LOAD],
+        str(tmp_path),
+        timeout=100,
+        env={"SSL_CERT_FILE": str(certs.wrong_ca), "VLLM_LOCUST_KERNEL_TIMESTAMPS": "0"},
+    )
     assert r.rc == 0, r.logs()[-3000:]
     assert r.result["completed"] == 24 and r.result["failed"] == 0
     assert r.result["meta"]["tls"]["insecure"] is True
@@ -84,8 +102,14 @@ def test_insecure_passes_and_is_said(gateway, tmp_path) -> None:
 @pytest.mark.timeout(120)
 def test_client_certificate_for_mtls(gateway, tmp_path) -> None:
     gw, certs = gateway
-    tls_args = ["--ca-bundle", str(certs.ca), "--client-cert", str(certs.client_cert), "--client-key",
-                str(certs.client_key)]  # fmt: skip
+    tls_args = [
+        "--ca-bundle",
+        str(certs.ca),
+        "--client-cert",
+        str(certs.client_cert),
+        "--client-key",
+        str(certs.client_key),
+    ]
     r = cli(["--host", gw.mtls, *tls_args, *LOAD], str(tmp_path), timeout=100)
     assert r.rc == 0, r.logs()[-3000:]  # the preflight's connections and every load user's present it
     assert r.result["completed"] == 24 and r.result["failed"] == 0

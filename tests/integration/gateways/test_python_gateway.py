@@ -135,21 +135,33 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float) -> None
 def litellm_proxy(tmp_path: str, backends: list[int]) -> Iterator[str]:
     """LiteLLM's proxy (offline: its local model cost map) balancing `backends` as one model; its URL."""
     assert LITELLM
-    entries = "".join(f"""  - model_name: sim-model
+    entries = "".join(
+        f"""  - model_name: sim-model
     litellm_params:
       model: hosted_vllm/sim-model
       api_base: http://127.0.0.1:{p}/v1
       api_key: none
-""" for p in backends)  # fmt: skip
+"""
+        for p in backends
+    )
     cfg = os.path.join(tmp_path, "litellm.yaml")
     with open(cfg, "w") as fh:
         fh.write("model_list:\n" + entries + "router_settings:\n  routing_strategy: simple-shuffle\n")
     port = free_port()
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False",
-           "LITELLM_LOG": "ERROR", "LITELLM_MASTER_KEY": KEY}  # fmt: skip
+    env = {
+        **os.environ,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "LITELLM_TELEMETRY": "False",
+        "LITELLM_LOG": "ERROR",
+        "LITELLM_MASTER_KEY": KEY,
+    }
     log = open(os.path.join(tmp_path, "litellm.log"), "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([LITELLM, "--config", cfg, "--host", "127.0.0.1", "--port", str(port)], env=env,
-                            stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+    proc = subprocess.Popen(
+        [LITELLM, "--config", cfg, "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(url, proc, 60)
@@ -166,8 +178,14 @@ def _served(url: str) -> int:
 
 def _spaced(url: str) -> bool:
     """True when the gateway's stream is written with spaces (what this test is about)."""
-    body = json.dumps({"model": "sim-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
-                       "stream": True}).encode()  # fmt: skip
+    body = json.dumps(
+        {
+            "model": "sim-model",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 2,
+            "stream": True,
+        }
+    ).encode()
     host, port = url.rsplit("//", 1)[1].split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=30)
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"}
@@ -179,16 +197,25 @@ def _spaced(url: str) -> bool:
 
 GATEWAYS = [
     pytest.param("reserializing", id="stdlib-reserializing-proxy"),
-    pytest.param("litellm", id="litellm", marks=pytest.mark.skipif(
-        not LITELLM, reason="LiteLLM's proxy is not installed (pip install 'litellm[proxy]')")),
-]  # fmt: skip
+    pytest.param(
+        "litellm",
+        id="litellm",
+        marks=pytest.mark.skipif(
+            not LITELLM, reason="LiteLLM's proxy is not installed (pip install 'litellm[proxy]')"
+        ),
+    ),
+]
 
 
 @pytest.mark.parametrize("gateway", GATEWAYS)
 def test_run_through_a_reserializing_gateway_counts_what_the_backends_served(tmp_path, gateway: str) -> None:
     with ExitStack() as stack:
-        sims = [stack.enter_context(start_simulator(["--fixed", "--ttft-ms", "5", "--itl-ms", "2", "--seed", str(i)]))
-                for i in range(2)]  # fmt: skip
+        sims = [
+            stack.enter_context(
+                start_simulator(["--fixed", "--ttft-ms", "5", "--itl-ms", "2", "--seed", str(i)])
+            )
+            for i in range(2)
+        ]
         ports = [s.port for s in sims]
         gw = reserializing_proxy(ports) if gateway == "reserializing" else litellm_proxy(str(tmp_path), ports)
         url = stack.enter_context(gw)
@@ -198,8 +225,24 @@ def test_run_through_a_reserializing_gateway_counts_what_the_backends_served(tmp
             )  # it really writes json.dumps' spacing (LiteLLM 1.108 writes compact JSON, its own
             # key order, finish_reason on an event of its own with an empty delta, usage beside a non-empty choices)
         before = sum(_served(s.url) for s in sims)
-        r = cli(["--host", url, "--num-prompts", str(N), "--users", "4", "--workers", "1", "--output-len", str(OUT),
-                 "--ignore-eos", "--api-key", KEY], str(tmp_path))  # fmt: skip
+        r = cli(
+            [
+                "--host",
+                url,
+                "--num-prompts",
+                str(N),
+                "--users",
+                "4",
+                "--workers",
+                "1",
+                "--output-len",
+                str(OUT),
+                "--ignore-eos",
+                "--api-key",
+                KEY,
+            ],
+            str(tmp_path),
+        )
         served = [_served(s.url) for s in sims]
     assert r.rc == 0, r.logs()[-3000:]
     res = r.result

@@ -44,8 +44,13 @@ MUST_SHIP = [
 def _source_files() -> list[str]:
     """The packages' files in the checkout (tracked or not ignored), relative to the root."""
     try:
-        out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "--", *PACKAGES],
-                             cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+        out = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "--", *PACKAGES],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
     except (OSError, subprocess.CalledProcessError):  # no git (an unpacked sdist): every file on disk
         out = [
             p.relative_to(ROOT).as_posix() for pkg in PACKAGES for p in (ROOT / pkg).rglob("*") if p.is_file()
@@ -60,8 +65,12 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The sdist, and the wheel built from it (as `python -m build` does), in a temporary folder."""
     out = tmp_path_factory.mktemp("dist")
     # --no-isolation: the build backend of this venv, so the test needs no network
-    p = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
-                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, (p.stdout + p.stderr)[-4000:]
     sdists, wheels = glob.glob(str(out / "*.tar.gz")), glob.glob(str(out / "*.whl"))
     assert len(sdists) == 1 and len(wheels) == 1, os.listdir(out)
@@ -69,8 +78,12 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def test_twine_check(dist: dict[str, Path]) -> None:
-    p = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", str(dist["sdist"]), str(dist["wheel"])],
-                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", str(dist["sdist"]), str(dist["wheel"])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.count("PASSED") == 2, p.stdout
 
@@ -160,51 +173,106 @@ def venv(dist: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Pat
     env = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)
     py = env / "bin" / "python"
-    site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())  # fmt: skip
+    site = Path(
+        subprocess.run(
+            [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     _link_dependencies(dist["wheel"], base / "deps")
     (site / "_vllm_locust_test_deps.pth").write_text(str(base / "deps") + "\n")
-    p = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index", "-q",
-                        str(dist["wheel"])], capture_output=True, text=True, timeout=180)  # fmt: skip
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(py),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "-q",
+            str(dist["wheel"]),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     return env
 
 
 def _env(venv: Path) -> dict[str, str]:
     """This environment without the checkout: no PYTHONPATH, no VIRTUAL_ENV, no VLLM_LOCUST_* settings."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME") and not k.startswith("VLLM_LOCUST_")}  # fmt: skip
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME") and not k.startswith("VLLM_LOCUST_")
+    }
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     return env
 
 
 def test_installed_wheel_imports_from_the_venv(venv: Path, tmp_path: Path) -> None:
-    code = ("import json, sys, importlib.resources as r, vllm_users, orchestration, vllm_sim, locustfiles;"
-            "print(json.dumps({'files': [m.__file__ for m in (vllm_users, orchestration, vllm_sim, locustfiles)],"
-            "'path': sys.path, 'js': r.files('vllm_users.distributed').joinpath('static/llm_tab.js').is_file(),"
-            "'dir': locustfiles.DIR}))")  # fmt: skip
-    p = subprocess.run([str(venv / "bin" / "python"), "-c", code], cwd=tmp_path, env=_env(venv),
-                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    code = (
+        "import json, sys, importlib.resources as r, vllm_users, orchestration, vllm_sim, locustfiles;"
+        "print(json.dumps({'files': [m.__file__ for m in (vllm_users, orchestration, vllm_sim, locustfiles)],"
+        "'path': sys.path, 'js': r.files('vllm_users.distributed').joinpath('static/llm_tab.js').is_file(),"
+        "'dir': locustfiles.DIR}))"
+    )
+    p = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", code],
+        cwd=tmp_path,
+        env=_env(venv),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     got = json.loads(p.stdout)
     assert all(Path(f).resolve().is_relative_to(venv.resolve()) for f in got["files"]), got["files"]
     assert not [e for e in got["path"] if e and Path(e).resolve() == ROOT], got["path"]
     assert got["js"], "the LLM tab's script is not in the installed package"
     # `python -m locustfiles` prints the folder, for `locust -f "$(python -m locustfiles)/chat.py"`
-    p = subprocess.run([str(venv / "bin" / "python"), "-m", "locustfiles"], cwd=tmp_path, env=_env(venv),
-                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    p = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "locustfiles"],
+        cwd=tmp_path,
+        env=_env(venv),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0 and p.stdout.strip() == got["dir"], p.stderr
     # the installed locustfiles import (json.py puts the standard library's json back; minimal.py is a custom user)
     files = [str(Path(got["dir"]) / f) for f in ("chat.py", "json.py", "examples/minimal.py")]
-    p = subprocess.run([str(venv / "bin" / "python"), "-m", "vllm_users.scenarios.loader", *sum([["-f", f] for f in files], [])],
-                       cwd=tmp_path, env=_env(venv), capture_output=True, text=True, timeout=120)  # fmt: skip
+    p = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "vllm_users.scenarios.loader",
+            *sum([["-f", f] for f in files], []),
+        ],
+        cwd=tmp_path,
+        env=_env(venv),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     assert all(u in p.stdout for u in ("ChatUser", "JsonUser", "HaikuUser")), p.stdout
 
 
 def test_installed_wheel_runs_the_main_job(venv: Path, tmp_path: Path) -> None:
-    p = subprocess.run([str(venv / "bin" / "vllm-locust"), "run", "--workers", "2", "--num-prompts", "50"], cwd=tmp_path,
-                       env=_env(venv), capture_output=True, text=True, timeout=300)  # fmt: skip
+    p = subprocess.run(
+        [str(venv / "bin" / "vllm-locust"), "run", "--workers", "2", "--num-prompts", "50"],
+        cwd=tmp_path,
+        env=_env(venv),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     out = p.stdout + p.stderr
     assert p.returncode == 0, out[-4000:]
     assert "Traceback" not in out, out[-4000:]

@@ -40,8 +40,25 @@ def _sim_pid(out_path: str, timeout: float = 60) -> int:
 @pytest.mark.parametrize("web_ui", [False, True], ids=["headless", "web-ui"])
 def test_sigkilled_run_leaves_no_simulator_or_master(tmp_path, web_ui: bool) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "run.out"
-    cmd = [sys.executable, "-m", "orchestration.cli", "run", "--users", "4", "--workers", "1", "--run-time", "60s",
-           "--output-len", "16", "--output-dir", str(tmp_path), "--run-name", "r", "--no-report"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "orchestration.cli",
+        "run",
+        "--users",
+        "4",
+        "--workers",
+        "1",
+        "--run-time",
+        "60s",
+        "--output-len",
+        "16",
+        "--output-dir",
+        str(tmp_path),
+        "--run-name",
+        "r",
+        "--no-report",
+    ]
     if web_ui:
         cmd += ["--web-ui", "--web-port", str(free_port())]
     with open(out, "w") as fh:

@@ -18,9 +18,31 @@ pytestmark = pytest.mark.timeout(200)
 
 
 def _start_run(sim_url: str, tmp: str, name: str, extra: list[str] | None = None) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "orchestration.cli", "run", "--host", sim_url, "--users", "6", "--workers", "2",
-           "--run-time", "40s", "--output-len", "20", "--ignore-eos", "--output-dir", tmp, "--run-name", name,
-           "--no-report", "--stop-timeout", "2", *(extra or [])]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "orchestration.cli",
+        "run",
+        "--host",
+        sim_url,
+        "--users",
+        "6",
+        "--workers",
+        "2",
+        "--run-time",
+        "40s",
+        "--output-len",
+        "20",
+        "--ignore-eos",
+        "--output-dir",
+        tmp,
+        "--run-name",
+        name,
+        "--no-report",
+        "--stop-timeout",
+        "2",
+        *(extra or []),
+    ]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -80,7 +102,9 @@ def test_master_killed_workers_exit_on_their_own(tmp_path) -> None:
     assert p.returncode == 7  # the master died without results: documented "aborted"
     assert waited < 40, waited  # workers left on their own (watchdog ~10 s), the CLI did not hang
     assert not any(_alive(w) for w in pids["workers"])
-    logs = "".join(open(os.path.join(run_dir, f)).read() for f in os.listdir(run_dir) if f.startswith("worker-"))
+    logs = "".join(
+        open(os.path.join(run_dir, f)).read() for f in os.listdir(run_dir) if f.startswith("worker-")
+    )
     assert "no heartbeat from the master" in logs
     assert "Traceback" not in logs
     # each worker kept its own records on disk
@@ -93,8 +117,18 @@ def test_master_killed_workers_exit_on_their_own(tmp_path) -> None:
 def test_torn_records_file_still_gives_a_result_with_a_warning(tmp_path) -> None:
     d = tmp_path / "torn"
     d.mkdir()
-    rec = {"scenario": "chat", "worker": "w", "user": 1, "seq": 1, "endpoint": "chat", "t_start": 100.0,
-           "chunk_times_us": [10000, 20000], "end_us": 21000, "prompt_tokens": 5, "output_tokens": 2}  # fmt: skip
+    rec = {
+        "scenario": "chat",
+        "worker": "w",
+        "user": 1,
+        "seq": 1,
+        "endpoint": "chat",
+        "t_start": 100.0,
+        "chunk_times_us": [10000, 20000],
+        "end_us": 21000,
+        "prompt_tokens": 5,
+        "output_tokens": 2,
+    }
     with open(d / "records.jsonl", "w") as fh:
         for i in range(5):
             fh.write(json.dumps(dict(rec, seq=i, t_start=100.0 + i)) + "\n")

@@ -20,8 +20,12 @@ def _stats(url: str) -> dict:
 
 
 def _control(url: str, body: dict) -> None:
-    req = urllib.request.Request(url + "/sim/control", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"}, method="POST")  # fmt: skip
+    req = urllib.request.Request(
+        url + "/sim/control",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
     urllib.request.urlopen(req, timeout=5).read()
 
 
@@ -33,10 +37,37 @@ def _once_streaming(run_dir: str, delay: float, fn, *args) -> threading.Thread:
 
 
 def test_http_500_and_429_counted_exactly(tmp_path) -> None:
-    with start_simulator(["--fixed", "--ttft-ms", "5", "--itl-ms", "2", "--seed", "11",
-                          "--fault-rate-500", "0.1", "--fault-rate-429", "0.1"]) as sim:  # fmt: skip
-        r = cli(["--host", sim.url, "--users", "8", "--num-prompts", "300", "--workers", "2", "--output-len", "8",
-                 "--ignore-eos"], str(tmp_path))  # fmt: skip
+    with start_simulator(
+        [
+            "--fixed",
+            "--ttft-ms",
+            "5",
+            "--itl-ms",
+            "2",
+            "--seed",
+            "11",
+            "--fault-rate-500",
+            "0.1",
+            "--fault-rate-429",
+            "0.1",
+        ]
+    ) as sim:
+        r = cli(
+            [
+                "--host",
+                sim.url,
+                "--users",
+                "8",
+                "--num-prompts",
+                "300",
+                "--workers",
+                "2",
+                "--output-len",
+                "8",
+                "--ignore-eos",
+            ],
+            str(tmp_path),
+        )
         stats = _stats(sim.url)
     res = r.result
     pre = json.load(open(f"{r.run_dir}/preflight.json"))["stream_attempts"]
@@ -57,10 +88,39 @@ def test_http_500_and_429_counted_exactly(tmp_path) -> None:
 
 
 def test_truncated_and_torn_streams_then_the_next_request_succeeds(tmp_path) -> None:
-    with start_simulator(["--fixed", "--ttft-ms", "5", "--itl-ms", "2", "--seed", "3", "--fault-after-tokens", "3",
-                          "--fault-rate-close", "0.15", "--fault-rate-torn", "0.15"]) as sim:  # fmt: skip
-        r = cli(["--host", sim.url, "--users", "1", "--num-prompts", "80", "--workers", "1", "--output-len", "10",
-                 "--ignore-eos"], str(tmp_path))  # fmt: skip
+    with start_simulator(
+        [
+            "--fixed",
+            "--ttft-ms",
+            "5",
+            "--itl-ms",
+            "2",
+            "--seed",
+            "3",
+            "--fault-after-tokens",
+            "3",
+            "--fault-rate-close",
+            "0.15",
+            "--fault-rate-torn",
+            "0.15",
+        ]
+    ) as sim:
+        r = cli(
+            [
+                "--host",
+                sim.url,
+                "--users",
+                "1",
+                "--num-prompts",
+                "80",
+                "--workers",
+                "1",
+                "--output-len",
+                "10",
+                "--ignore-eos",
+            ],
+            str(tmp_path),
+        )
         stats = _stats(sim.url)
     res = r.result
     inj = stats["faults_injected"]
@@ -72,12 +132,29 @@ def test_truncated_and_torn_streams_then_the_next_request_succeeds(tmp_path) -> 
     assert all(rec["chunk_times_us"] for rec in recs if rec["error"] is None)
 
 
-@pytest.mark.parametrize(("fault", "kind"), [("inband_error:2", "inband_error"), ("usage_only", "usage_only"),
-                                             ("zero_tokens", "no_output")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("fault", "kind"),
+    [("inband_error:2", "inband_error"), ("usage_only", "usage_only"), ("zero_tokens", "no_output")],
+)
 def test_inband_error_usage_only_zero_tokens_are_distinct_failures(fault: str, kind: str, tmp_path) -> None:
     with start_simulator(["--fixed", "--ttft-ms", "5", "--itl-ms", "2"]) as sim:
-        r = cli(["--host", sim.url, "--users", "2", "--num-prompts", "10", "--workers", "1", "--output-len", "6",
-                 "--header", f"X-Sim-Fault: {fault}"], str(tmp_path))  # fmt: skip
+        r = cli(
+            [
+                "--host",
+                sim.url,
+                "--users",
+                "2",
+                "--num-prompts",
+                "10",
+                "--workers",
+                "1",
+                "--output-len",
+                "6",
+                "--header",
+                f"X-Sim-Fault: {fault}",
+            ],
+            str(tmp_path),
+        )
     res = r.result
     assert res["completed"] == 0 and res["failed"] == 10
     assert res["errors_by_kind"] == {kind: 10}
@@ -85,10 +162,37 @@ def test_inband_error_usage_only_zero_tokens_are_distinct_failures(fault: str, k
 
 
 def test_tcp_reset_mid_stream_counts_connection_errors(tmp_path) -> None:
-    with start_simulator(["--fixed", "--ttft-ms", "5", "--itl-ms", "2", "--seed", "5", "--fault-after-tokens", "2",
-                          "--fault-rate-reset", "0.2"]) as sim:  # fmt: skip
-        r = cli(["--host", sim.url, "--users", "4", "--num-prompts", "100", "--workers", "1", "--output-len", "8",
-                 "--ignore-eos"], str(tmp_path))  # fmt: skip
+    with start_simulator(
+        [
+            "--fixed",
+            "--ttft-ms",
+            "5",
+            "--itl-ms",
+            "2",
+            "--seed",
+            "5",
+            "--fault-after-tokens",
+            "2",
+            "--fault-rate-reset",
+            "0.2",
+        ]
+    ) as sim:
+        r = cli(
+            [
+                "--host",
+                sim.url,
+                "--users",
+                "4",
+                "--num-prompts",
+                "100",
+                "--workers",
+                "1",
+                "--output-len",
+                "8",
+                "--ignore-eos",
+            ],
+            str(tmp_path),
+        )
         stats = _stats(sim.url)
     res = r.result
     assert res["errors_by_kind"].get("connection", 0) == stats["faults_injected"]["reset"] > 0
@@ -104,8 +208,26 @@ def test_server_down_for_two_seconds_then_back(tmp_path) -> None:
             _control(sim.url, {"down_for_s": 2})
 
         _once_streaming(str(tmp_path / "run"), 2.0, down)
-        r = cli(["--host", sim.url, "--request-rate", "20", "--run-time", "11s", "--workers", "1", "--output-len", "8",
-                 "--ignore-eos", "--seed", "2", "--stop-timeout", "5"], str(tmp_path))  # fmt: skip
+        r = cli(
+            [
+                "--host",
+                sim.url,
+                "--request-rate",
+                "20",
+                "--run-time",
+                "11s",
+                "--workers",
+                "1",
+                "--output-len",
+                "8",
+                "--ignore-eos",
+                "--seed",
+                "2",
+                "--stop-timeout",
+                "5",
+            ],
+            str(tmp_path),
+        )
     res = r.result
     arr = res["arrivals"]
     assert res["errors_by_kind"].get("connection", 0) > 0
@@ -114,32 +236,77 @@ def test_server_down_for_two_seconds_then_back(tmp_path) -> None:
     recs = r.records()
     failed_during = [x for x in recs if x["error"] == "connection"]
     assert all(t_down["at"] - 0.5 < x["t_start"] < back + 1.0 for x in failed_during)
-    first_ok_after = min(x["t_start"] for x in recs if x["error"] is None and x["t_start"] > t_down["at"] + 0.2)
+    first_ok_after = min(
+        x["t_start"] for x in recs if x["error"] is None and x["t_start"] > t_down["at"] + 0.2
+    )
     assert first_ok_after - back < 1.0  # success resumes within 1 s of the server's return
 
 
 def test_stall_shows_in_latency_from_intended_start_only(tmp_path) -> None:
     with start_simulator(["--fixed", "--ttft-ms", "10", "--itl-ms", "5", "--enable-control"]) as sim:
         _once_streaming(str(tmp_path / "run"), 1.0, _control, sim.url, {"stall_for_s": 2})
-        r = cli(["--host", sim.url, "--request-rate", "20", "--max-concurrency", "4", "--run-time", "7s",
-                 "--workers", "1", "--output-len", "8", "--ignore-eos", "--seed", "4", "--stop-timeout", "10",
-                 "--metric-percentiles", "90,99"],
-                str(tmp_path), timeout=150)  # fmt: skip
+        r = cli(
+            [
+                "--host",
+                sim.url,
+                "--request-rate",
+                "20",
+                "--max-concurrency",
+                "4",
+                "--run-time",
+                "7s",
+                "--workers",
+                "1",
+                "--output-len",
+                "8",
+                "--ignore-eos",
+                "--seed",
+                "4",
+                "--stop-timeout",
+                "10",
+                "--metric-percentiles",
+                "90,99",
+            ],
+            str(tmp_path),
+            timeout=150,
+        )
         served = _stats(sim.url)["generate_requests"]
     res = r.result
     arr = res["arrivals"]
     assert arr["ttft_from_intended_ms"]["p90"] > 1000  # the stall, seen by arrivals that had to wait
     assert res["p90_ttft_ms"] < 500  # not by latency from the actual send
     assert arr["scheduled"] == arr["sent"] + arr["dropped"]
-    assert res["completed"] + res["failed"] + res["interrupted"] == arr["sent"] == served - r.preflight_requests()
+    assert (
+        res["completed"] + res["failed"] + res["interrupted"]
+        == arr["sent"]
+        == served - r.preflight_requests()
+    )
 
 
 def test_hung_stream_fails_on_read_timeout_and_run_ends_on_time(tmp_path) -> None:
     with start_simulator(["--fixed", "--ttft-ms", "5", "--itl-ms", "2"]) as sim:
         t0 = time.time()
-        r = cli(["--host", sim.url, "--users", "2", "--run-time", "6s", "--workers", "1", "--output-len", "8",
-                 "--stream-timeout", "1.5", "--stop-timeout", "2", "--header", "X-Sim-Fault: hang:2"],
-                str(tmp_path))  # fmt: skip
+        r = cli(
+            [
+                "--host",
+                sim.url,
+                "--users",
+                "2",
+                "--run-time",
+                "6s",
+                "--workers",
+                "1",
+                "--output-len",
+                "8",
+                "--stream-timeout",
+                "1.5",
+                "--stop-timeout",
+                "2",
+                "--header",
+                "X-Sim-Fault: hang:2",
+            ],
+            str(tmp_path),
+        )
         took = time.time() - t0
     res = r.result
     assert res["errors_by_kind"].get("timeout", 0) >= 4

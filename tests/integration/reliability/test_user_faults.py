@@ -40,8 +40,12 @@ def test_an_output_dir_that_is_a_file_is_one_line_and_exit_2(tmp_path) -> None:
 def test_a_full_disk_stops_the_run_keeps_what_was_written_and_exits_10(tmp_path) -> None:
     # a 32 KiB file size limit on the run's processes: the records outgrow it within a second of load; the run
     # would otherwise last its --run-time (120 s, past this test's timeout)
-    r = cli(["--run-time", "120", "--users", "4", "--workers", "1", "--output-len", "8", "--sim-args", FAST_SIM],
-            str(tmp_path), timeout=90, prefix=["bash", "-c", 'ulimit -f 32 && exec "$@"', "ulimit"])  # fmt: skip
+    r = cli(
+        ["--run-time", "120", "--users", "4", "--workers", "1", "--output-len", "8", "--sim-args", FAST_SIM],
+        str(tmp_path),
+        timeout=90,
+        prefix=["bash", "-c", 'ulimit -f 32 && exec "$@"', "ulimit"],
+    )
     assert r.rc == exit_codes.WRITE_FAILED, (r.rc, r.logs()[-3000:])
     last = _last_line(r.err)
     assert last.startswith("vllm-locust: error: writing ") and "failed: File too large" in last, r.err[-2000:]
@@ -53,9 +57,29 @@ def test_a_full_disk_stops_the_run_keeps_what_was_written_and_exits_10(tmp_path)
 
 @pytest.mark.parametrize("to", ["cli", "master"])  # the master alone: a Kubernetes pod deleted mid-run
 def test_sigterm_mid_run_is_recorded_as_an_interruption(tmp_path, to: str) -> None:
-    cmd = [sys.executable, "-m", "orchestration.cli", "run", "--run-time", "120", "--users", "2", "--workers", "1",
-           "--output-len", "8", "--sim-args", FAST_SIM, "--stop-timeout", "1", "--output-dir", str(tmp_path),
-           "--run-name", "term", "--no-report"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "orchestration.cli",
+        "run",
+        "--run-time",
+        "120",
+        "--users",
+        "2",
+        "--workers",
+        "1",
+        "--output-len",
+        "8",
+        "--sim-args",
+        FAST_SIM,
+        "--stop-timeout",
+        "1",
+        "--output-dir",
+        str(tmp_path),
+        "--run-name",
+        "term",
+        "--no-report",
+    ]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_streaming(str(tmp_path / "term"), ok=5, timeout=60)
@@ -77,11 +101,15 @@ def test_sigterm_mid_run_is_recorded_as_an_interruption(tmp_path, to: str) -> No
 
 def test_a_trace_timestamp_of_1e308_is_refused_naming_its_line(tmp_path) -> None:
     trace = tmp_path / "t.jsonl"
-    trace.write_text('{"timestamp": 0, "input_len": 8, "output_len": 2}\n'
-                     '{"timestamp": 1, "input_len": 8, "output_len": 2}\n'
-                     '{"timestamp": 1e308, "input_len": 8, "output_len": 2}\n')  # fmt: skip
-    p = cli_bare(["run", "--trace", str(trace), "--workers", "1", "--output-dir", str(tmp_path), "--no-report"],
-                 timeout=60)  # fmt: skip
+    trace.write_text(
+        '{"timestamp": 0, "input_len": 8, "output_len": 2}\n'
+        '{"timestamp": 1, "input_len": 8, "output_len": 2}\n'
+        '{"timestamp": 1e308, "input_len": 8, "output_len": 2}\n'
+    )
+    p = cli_bare(
+        ["run", "--trace", str(trace), "--workers", "1", "--output-dir", str(tmp_path), "--no-report"],
+        timeout=60,
+    )
     assert p.returncode == exit_codes.USAGE, (p.returncode, p.stderr[-2000:])
     err = [x for x in p.stderr.splitlines() if x.strip()]
     assert len(err) == 1 and f"{trace}:3:" in err[0] and "30 days" in err[0], err
@@ -98,8 +126,11 @@ def test_a_trace_timestamp_of_1e308_is_refused_naming_its_line(tmp_path) -> None
 def test_prompts_above_the_models_context_stop_at_the_preflight(
     tmp_path, lengths: list[str], said: str
 ) -> None:
-    r = cli(["--num-prompts", "3", "--workers", "1", "--sim-args", f"{FAST_SIM} --max-model-len 256", *lengths],
-            str(tmp_path), timeout=60)  # fmt: skip
+    r = cli(
+        ["--num-prompts", "3", "--workers", "1", "--sim-args", f"{FAST_SIM} --max-model-len 256", *lengths],
+        str(tmp_path),
+        timeout=60,
+    )
     assert r.rc == exit_codes.PREFLIGHT, (r.rc, r.logs()[-2000:])
     last = _last_line(r.err)
     assert said in last and "max_model_len 256" in last, r.err
@@ -131,8 +162,11 @@ class Raiser(vu.ChatUser):
 def test_user_code_that_raises_is_named_in_the_last_line(tmp_path) -> None:
     code = tmp_path / "my_users.py"
     code.write_text(USER_CODE)
-    r = cli(["-f", str(code), "--num-prompts", "4", "--workers", "1", "--sim-args", FAST_SIM], str(tmp_path / "out"),
-            timeout=90)  # fmt: skip
+    r = cli(
+        ["-f", str(code), "--num-prompts", "4", "--workers", "1", "--sim-args", FAST_SIM],
+        str(tmp_path / "out"),
+        timeout=90,
+    )
     assert r.rc != exit_codes.OK, r.logs()[-2000:]
     last = _last_line(r.err)
     assert "ValueError: no prompt for ticket 0" in last and f"{code}:8" in last, r.err[-2000:]

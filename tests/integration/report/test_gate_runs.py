@@ -28,16 +28,33 @@ from vllm_users import exit_codes
 pytestmark = pytest.mark.timeout(300)
 
 
-LOAD = ["--workers", "1", "--users", "8", "--num-prompts", "150", "--input-len", "32", "--output-len", "16",
-        "--no-report", "--quiet"]  # fmt: skip
+LOAD = [
+    "--workers",
+    "1",
+    "--users",
+    "8",
+    "--num-prompts",
+    "150",
+    "--input-len",
+    "32",
+    "--output-len",
+    "16",
+    "--no-report",
+    "--quiet",
+]
 _d = SimConfig()
 SLOW = f"--decode-step-ms {_d.decode_step_ms * 1.15:g} --decode-per-seq-ms {_d.decode_per_seq_ms * 1.15:g}"
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """`vllm-locust ARGS` in a subprocess; no traceback in its output."""
-    p = subprocess.run([sys.executable, "-m", "orchestration.cli", *args], capture_output=True, text=True,
-                       timeout=200, env={**os.environ, **(env or {})})  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-m", "orchestration.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=200,
+        env={**os.environ, **(env or {})},
+    )
     assert "Traceback" not in p.stdout + p.stderr, p.stderr[-3000:]
     return p
 
@@ -67,8 +84,18 @@ def test_command_line(runs: dict[str, str], tmp_path) -> None:  # type: ignore[n
     b = str(tmp_path / "a-again")  # the same samples: no change at all
     shutil.copytree(a, b)
     summary = tmp_path / "summary.md"
-    p = cli("gate", a, b, "--junit", str(tmp_path / "aa.xml"), "--markdown", str(tmp_path / "aa.md"),
-            "--json", str(tmp_path / "aa.json"), env={"GITHUB_STEP_SUMMARY": str(summary)})  # fmt: skip
+    p = cli(
+        "gate",
+        a,
+        b,
+        "--junit",
+        str(tmp_path / "aa.xml"),
+        "--markdown",
+        str(tmp_path / "aa.md"),
+        "--json",
+        str(tmp_path / "aa.json"),
+        env={"GITHUB_STEP_SUMMARY": str(summary)},
+    )
     assert p.returncode == exit_codes.OK, p.stdout + p.stderr
     assert "block bootstrap" in p.stdout and "Bonferroni" in p.stdout
     doc = json.load(open(tmp_path / "aa.json"))

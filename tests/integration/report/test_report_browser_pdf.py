@@ -19,8 +19,16 @@ pytestmark = pytest.mark.timeout(180)
 CHROMIUM = next(
     (shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None
 )
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-extensions",
-         "--no-first-run", "--enable-logging=stderr", "--v=0"]  # fmt: skip
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-extensions",
+    "--no-first-run",
+    "--enable-logging=stderr",
+    "--v=0",
+]
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +48,13 @@ def report_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 def _chromium(*args: str, home: str) -> subprocess.CompletedProcess[str]:
     assert CHROMIUM
     env = dict(os.environ, HOME=home)  # a fresh profile: no first-run state from other tests
-    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={home}/profile", *args], capture_output=True,
-                          text=True, timeout=90, env=env)  # fmt: skip
+    return subprocess.run(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={home}/profile", *args],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env=env,
+    )
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install -y chromium)")
@@ -77,8 +90,9 @@ def test_pdf_renders_with_poppler(report_dir: str, tmp_path) -> None:  # type: i
     assert len(pages) >= 5  # summary page + CDFs + latency/throughput + 2 time series (+ turns)
     data = json.load(open(os.path.join(report_dir, "report.json")))
     if shutil.which("pdftotext"):
-        text = subprocess.run(["pdftotext", "-layout", "-l", "1", pdf, "-"], capture_output=True, text=True,
-                              check=True).stdout  # fmt: skip
+        text = subprocess.run(
+            ["pdftotext", "-layout", "-l", "1", pdf, "-"], capture_output=True, text=True, check=True
+        ).stdout
         line = next(ln for ln in text.splitlines() if ln.strip().startswith("Median TTFT (ms)"))
         assert line.split()[-2:] == [f"{r['result']['median_ttft_ms']:.2f}" for r in data["runs"]]
         assert "Requests failed" in text

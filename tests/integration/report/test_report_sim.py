@@ -14,8 +14,24 @@ pytestmark = pytest.mark.timeout(240)
 
 
 def _run(out: str, name: str, *args: str) -> str:
-    cmd = [sys.executable, "-m", "orchestration.cli", "run", "--output-dir", out, "--run-name", name, "--quiet",
-           "--workers", "1", "--input-len", "32", "--output-len", "16", *args]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "orchestration.cli",
+        "run",
+        "--output-dir",
+        out,
+        "--run-name",
+        name,
+        "--quiet",
+        "--workers",
+        "1",
+        "--input-len",
+        "32",
+        "--output-len",
+        "16",
+        *args,
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     assert "Traceback" not in p.stderr + p.stdout, p.stderr[-3000:]
     run_dir = os.path.join(out, name)
@@ -27,17 +43,47 @@ def _run(out: str, name: str, *args: str) -> str:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     out = str(tmp_path_factory.mktemp("runs"))
     return {
-        "healthy": _run(out, "c4", "--users", "4", "--num-prompts", "60",
-                        "--sim-args", "--max-num-seqs 4 --no-enable-prefix-caching"),
-        "tripped": _run(out, "c16", "--users", "16", "--num-prompts", "160",
-                        "--sim-args", "--max-num-seqs 4 --no-enable-prefix-caching --fault-rate-500 0.05 "
-                        "--fault-rate-delay-headers 0.04 --fault-delay-ms 3000"),
-    }  # fmt: skip
+        "healthy": _run(
+            out,
+            "c4",
+            "--users",
+            "4",
+            "--num-prompts",
+            "60",
+            "--sim-args",
+            "--max-num-seqs 4 --no-enable-prefix-caching",
+        ),
+        "tripped": _run(
+            out,
+            "c16",
+            "--users",
+            "16",
+            "--num-prompts",
+            "160",
+            "--sim-args",
+            "--max-num-seqs 4 --no-enable-prefix-caching --fault-rate-500 0.05 "
+            "--fault-rate-delay-headers 0.04 --fault-delay-ms 3000",
+        ),
+    }
 
 
 def _report(run_dirs: list[str], out: str) -> dict:  # type: ignore[type-arg]
-    p = subprocess.run([sys.executable, "-m", "orchestration.cli", "report", *run_dirs, "-o", out,
-                        "--format", "json,md,html"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestration.cli",
+            "report",
+            *run_dirs,
+            "-o",
+            out,
+            "--format",
+            "json,md,html",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     return json.load(open(os.path.join(out, "report.json")))
 
@@ -81,8 +127,16 @@ def test_tripped_run_fires_rules(runs: dict[str, str], tmp_path) -> None:  # typ
 
 
 def test_run_against_server_without_metrics(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    d = _run(str(tmp_path), "nometrics", "--users", "2", "--num-prompts", "10",
-             "--server-metrics", "http://127.0.0.1:9/metrics")  # fmt: skip
+    d = _run(
+        str(tmp_path),
+        "nometrics",
+        "--users",
+        "2",
+        "--num-prompts",
+        "10",
+        "--server-metrics",
+        "http://127.0.0.1:9/metrics",
+    )
     rep = json.load(open(os.path.join(d, "report", "report.json")))
     res = rep["runs"][0]["result"]
     assert res["server_metrics"]["available"] is False

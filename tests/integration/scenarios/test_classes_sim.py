@@ -19,10 +19,22 @@ LORA = "--lora-modules lora-a,lora-b --slow-adapter lora-b:2 --scheduling-policy
 
 def test_two_classes_with_models_and_a_mix(tmp_path) -> None:
     n = 200
-    r = vllm_locust(tmp_path, "--num-prompts", str(n), "--users", "8", *SMALL,
-                    "--class", "chat:weight=3,priority=0,ttft=2000,model=lora-a",
-                    "--class", "batch:weight=1,priority=5,e2el=60000",
-                    "--model", "sim-model:1,lora-b:1", "--sim-args", LORA)  # fmt: skip
+    r = vllm_locust(
+        tmp_path,
+        "--num-prompts",
+        str(n),
+        "--users",
+        "8",
+        *SMALL,
+        "--class",
+        "chat:weight=3,priority=0,ttft=2000,model=lora-a",
+        "--class",
+        "batch:weight=1,priority=5,e2el=60000",
+        "--model",
+        "sim-model:1,lora-b:1",
+        "--sim-args",
+        LORA,
+    )
     assert succeeded(r), r.err
     recs = r.records()
     by = Counter((x["request_class"], x["model"]) for x in recs)
@@ -43,9 +55,24 @@ def test_two_classes_with_models_and_a_mix(tmp_path) -> None:
 
 def test_priority_class_waits_less_under_overload(tmp_path) -> None:
     sim = "--max-num-seqs 2 --decode-step-ms 5 --decode-per-seq-ms 0 --scheduling-policy priority"
-    r = vllm_locust(tmp_path, "--num-prompts", "160", "--users", "24", "--input-len", "16", "--output-len", "16",
-                    "--ignore-eos", "--class", "hi:weight=1,priority=0", "--class", "lo:weight=1,priority=10",
-                    "--sim-args", sim)  # fmt: skip
+    r = vllm_locust(
+        tmp_path,
+        "--num-prompts",
+        "160",
+        "--users",
+        "24",
+        "--input-len",
+        "16",
+        "--output-len",
+        "16",
+        "--ignore-eos",
+        "--class",
+        "hi:weight=1,priority=0",
+        "--class",
+        "lo:weight=1,priority=10",
+        "--sim-args",
+        sim,
+    )
     assert succeeded(r), r.err
     ttft = {c: [x["chunk_times_us"][0] for x in r.records() if x["request_class"] == c] for c in ("hi", "lo")}
     assert min(len(v) for v in ttft.values()) > 30
@@ -62,9 +89,23 @@ def test_config_file_classes_and_missing_adapter(tmp_path) -> None:
 
 
 def test_classes_by_scenario_and_valid_in_goodput(tmp_path) -> None:
-    r = vllm_locust(tmp_path, "--scenario", "chat:1,json:1", "--num-prompts", "40", "--users", "4", *SMALL,
-                    "--class", "talk:scenario=chat,ttft=5000", "--class", "extract:scenario=json,e2el=60000",
-                    "--goodput", "ttft:5000", "valid")  # fmt: skip
+    r = vllm_locust(
+        tmp_path,
+        "--scenario",
+        "chat:1,json:1",
+        "--num-prompts",
+        "40",
+        "--users",
+        "4",
+        *SMALL,
+        "--class",
+        "talk:scenario=chat,ttft=5000",
+        "--class",
+        "extract:scenario=json,e2el=60000",
+        "--goodput",
+        "ttft:5000",
+        "valid",
+    )
     assert succeeded(r), r.err
     recs = r.records()
     assert {(x["scenario"], x["request_class"]) for x in recs} == {("chat", "talk"), ("json", "extract")}

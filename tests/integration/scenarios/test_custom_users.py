@@ -21,15 +21,26 @@ FAST_SIM = ["--sim-args", "--fixed --ttft-ms 5 --itl-ms 1", "--output-len", "16"
 
 
 def test_rag_example(tmp_path) -> None:
-    r = vllm_locust(tmp_path, "-f", str(EXAMPLES / "rag.py"), "--num-prompts", "16", "--input-len", "300",
-                    *FAST_SIM, workers=2)  # fmt: skip
+    r = vllm_locust(
+        tmp_path,
+        "-f",
+        str(EXAMPLES / "rag.py"),
+        "--num-prompts",
+        "16",
+        "--input-len",
+        "300",
+        *FAST_SIM,
+        workers=2,
+    )
     assert succeeded(r), r.err
     res = r.result
     assert res["completed"] == 16 and list(res["per_scenario"]) == ["rag"]
     assert res["validity_rate"] == 1.0
     recs = r.records()
     assert sorted(x["session"] for x in recs) == list(range(16)) and {x["turn"] for x in recs} == {0}
-    assert all(x["prompt_tokens"] >= 300 and 1 <= x["output_tokens"] <= 16 for x in recs)  # the document is in there
+    assert all(
+        x["prompt_tokens"] >= 300 and 1 <= x["output_tokens"] <= 16 for x in recs
+    )  # the document is in there
     assert {x["extra"]["document"] for x in recs} == set(range(8))
     assert "ttft_by_turn" not in res  # one request per session: no turns to compare
 
@@ -59,11 +70,33 @@ def test_minimal_readme_locustfile_with_summary_and_report(tmp_path) -> None:
     assert len((EXAMPLES / "minimal.py").read_text().splitlines()) <= 15
     env = {**os.environ, "PYTHONPATH": f"{EXAMPLES}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     p = subprocess.run(
-        [sys.executable, "-m", "orchestration.cli", "run", "-f", str(EXAMPLES / "minimal.py"), "--scenario",
-         "chat:1,rag:RagUser:1", "--workers", "2", "--num-prompts", "30", "--input-len", "64", *FAST_SIM,
-         "--output-dir", str(tmp_path), "--run-name", "mini", "--quiet"],
-        capture_output=True, text=True, timeout=240, env=env,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "orchestration.cli",
+            "run",
+            "-f",
+            str(EXAMPLES / "minimal.py"),
+            "--scenario",
+            "chat:1,rag:RagUser:1",
+            "--workers",
+            "2",
+            "--num-prompts",
+            "30",
+            "--input-len",
+            "64",
+            *FAST_SIM,
+            "--output-dir",
+            str(tmp_path),
+            "--run-name",
+            "mini",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
     assert p.returncode in (0, 5), p.stderr[-3000:]
     assert "Traceback" not in p.stdout + p.stderr
     assert "Successful requests:" in p.stdout  # the summary
@@ -75,21 +108,53 @@ def test_minimal_readme_locustfile_with_summary_and_report(tmp_path) -> None:
     assert res["completed"] == 30 and set(res["per_scenario"]) == {"haiku", "chat", "rag"}
 
 
-
-
 def test_remote_worker_runs_the_same_locustfile(tmp_path) -> None:
     port = free_port()
     master = subprocess.Popen(
-        [sys.executable, "-m", "orchestration.cli", "run", "-f", str(EXAMPLES / "minimal.py"), "--workers", "0",
-         "--expect-workers", "1", "--master-port", str(port), "--num-prompts", "10", *FAST_SIM,
-         "--output-dir", str(tmp_path), "--run-name", "remote", "--no-report", "--quiet"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "orchestration.cli",
+            "run",
+            "-f",
+            str(EXAMPLES / "minimal.py"),
+            "--workers",
+            "0",
+            "--expect-workers",
+            "1",
+            "--master-port",
+            str(port),
+            "--num-prompts",
+            "10",
+            *FAST_SIM,
+            "--output-dir",
+            str(tmp_path),
+            "--run-name",
+            "remote",
+            "--no-report",
+            "--quiet",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     worker = subprocess.Popen(
-        [sys.executable, "-m", "orchestration.cli", "worker", "--master-host", "127.0.0.1", "--master-port",
-         str(port), "-f", str(EXAMPLES / "minimal.py")],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "orchestration.cli",
+            "worker",
+            "--master-host",
+            "127.0.0.1",
+            "--master-port",
+            str(port),
+            "-f",
+            str(EXAMPLES / "minimal.py"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         out, err = master.communicate(timeout=240)
         worker.communicate(timeout=60)
@@ -116,7 +181,10 @@ def _one_line_error(p: subprocess.CompletedProcess, needle: str) -> None:
     [
         (None, "no such file"),
         ("x = 1\n", "no LLMUser subclass in it"),
-        ("import nosuch_module_here\n", "import failed: ModuleNotFoundError: No module named 'nosuch_module_here'"),
+        (
+            "import nosuch_module_here\n",
+            "import failed: ModuleNotFoundError: No module named 'nosuch_module_here'",
+        ),
         ("from locust import HttpUser\nclass Plain(HttpUser):\n    pass\n", "Plain is a Locust User but not"),
     ],
 )
@@ -131,6 +199,10 @@ def test_bad_user_input_is_one_line_exit_2_nothing_sent(tmp_path, text: str | No
 
 
 def test_bad_class_reference(tmp_path) -> None:
-    _one_line_error(cli_bare(["run", "--scenario", "os:path", "--output-dir", str(tmp_path / "o")]),
-                    "not a subclass of vllm_users.LLMUser")  # fmt: skip
-    _one_line_error(cli_bare(["worker", "--master-host", "x", "--scenario", "nosuch.mod:X"]), "cannot import nosuch.mod")
+    _one_line_error(
+        cli_bare(["run", "--scenario", "os:path", "--output-dir", str(tmp_path / "o")]),
+        "not a subclass of vllm_users.LLMUser",
+    )
+    _one_line_error(
+        cli_bare(["worker", "--master-host", "x", "--scenario", "nosuch.mod:X"]), "cannot import nosuch.mod"
+    )

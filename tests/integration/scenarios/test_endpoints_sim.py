@@ -14,14 +14,32 @@ from .runner import succeeded, vllm_locust
 N = 12
 
 
-@pytest.mark.parametrize(("endpoint", "extra", "per_request"), [
-    ("embeddings", ("--embed-batch", "3"), 3 * 16),  # three inputs of 16 tokens (the simulator adds no BOS)
-    ("rerank", ("--rerank-docs", "2"), 2 * (16 + 16)),  # each pair: query + document
-    ("score", ("--rerank-docs", "2"), 2 * (16 + 16)),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("endpoint", "extra", "per_request"),
+    [
+        (
+            "embeddings",
+            ("--embed-batch", "3"),
+            3 * 16,
+        ),  # three inputs of 16 tokens (the simulator adds no BOS)
+        ("rerank", ("--rerank-docs", "2"), 2 * (16 + 16)),  # each pair: query + document
+        ("score", ("--rerank-docs", "2"), 2 * (16 + 16)),
+    ],
+)
 def test_pooling_endpoints(tmp_path, endpoint: str, extra: tuple[str, ...], per_request: int) -> None:
-    run = vllm_locust(tmp_path, "--endpoint", endpoint, *extra, "--input-len", "16", "--num-prompts", str(N),
-                      "-u", "2", name=endpoint)  # fmt: skip
+    run = vllm_locust(
+        tmp_path,
+        "--endpoint",
+        endpoint,
+        *extra,
+        "--input-len",
+        "16",
+        "--num-prompts",
+        str(N),
+        "-u",
+        "2",
+        name=endpoint,
+    )
     assert succeeded(run), run.err[-2000:]
     res = run.result
     assert res["completed"] == N and res["total_input_tokens"] == N * per_request
@@ -36,8 +54,21 @@ def test_pooling_endpoints(tmp_path, endpoint: str, extra: tuple[str, ...], per_
 
 
 def test_responses_endpoint_streams_like_chat(tmp_path) -> None:
-    run = vllm_locust(tmp_path, "--endpoint", "responses", "--input-len", "16", "--output-len", "6", "--ignore-eos",
-                      "--num-prompts", str(N), "-u", "2", name="responses")  # fmt: skip
+    run = vllm_locust(
+        tmp_path,
+        "--endpoint",
+        "responses",
+        "--input-len",
+        "16",
+        "--output-len",
+        "6",
+        "--ignore-eos",
+        "--num-prompts",
+        str(N),
+        "-u",
+        "2",
+        name="responses",
+    )
     assert succeeded(run), run.err[-2000:]
     res = run.result
     assert (
@@ -59,9 +90,22 @@ def test_bad_combinations_exit_2(tmp_path) -> None:
 
 def test_responses_reasoning_gives_ttfa(tmp_path) -> None:
     run = vllm_locust(
-        tmp_path, "--endpoint", "responses", "--sim-args", "--fixed --ttft-ms 40 --itl-ms 10 --reasoning-tokens 4",
-        "--input-len", "16", "--output-len", "10", "--ignore-eos", "--num-prompts", "6", "-u", "2", name="think",
-    )  # fmt: skip
+        tmp_path,
+        "--endpoint",
+        "responses",
+        "--sim-args",
+        "--fixed --ttft-ms 40 --itl-ms 10 --reasoning-tokens 4",
+        "--input-len",
+        "16",
+        "--output-len",
+        "10",
+        "--ignore-eos",
+        "--num-prompts",
+        "6",
+        "-u",
+        "2",
+        name="think",
+    )
     assert succeeded(run), run.err[-2000:]
     res = run.result
     assert res["total_reasoning_tokens"] == 6 * 4 and res["total_answer_tokens"] == 6 * 6

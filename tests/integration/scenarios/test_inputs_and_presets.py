@@ -17,8 +17,25 @@ DATA = os.path.join(os.path.dirname(__file__), "..", "..", "data")
 
 
 def _usage_error(tmp_path, *args: str) -> str:
-    p = subprocess.run([sys.executable, "-m", "orchestration.cli", "run", *args, "--output-dir", str(tmp_path),
-                        "--run-name", "bad", "--workers", "1", "--quiet"], capture_output=True, text=True, timeout=60)  # fmt: skip
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestration.cli",
+            "run",
+            *args,
+            "--output-dir",
+            str(tmp_path),
+            "--run-name",
+            "bad",
+            "--workers",
+            "1",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == USAGE, p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("vllm-locust: error: ") and "Traceback" not in p.stderr
@@ -57,8 +74,19 @@ def test_unknown_scenario_bad_schema_and_complexity(tmp_path) -> None:
 
 @pytest.mark.parametrize("name", ["sharegpt_sample.json", "prompts_sample.jsonl"])
 def test_chat_with_dataset(tmp_path, name: str) -> None:
-    r = vllm_locust(tmp_path, "--scenario", "chat", "--dataset", os.path.join(DATA, name), "--num-prompts", "12",
-                    "--users", "3", "--seed", "7")  # fmt: skip
+    r = vllm_locust(
+        tmp_path,
+        "--scenario",
+        "chat",
+        "--dataset",
+        os.path.join(DATA, name),
+        "--num-prompts",
+        "12",
+        "--users",
+        "3",
+        "--seed",
+        "7",
+    )
     assert succeeded(r), r.err
     recs = r.records()
     assert len(recs) == 12 and all(
@@ -69,8 +97,21 @@ def test_chat_with_dataset(tmp_path, name: str) -> None:
 
 
 def test_multiturn_with_sharegpt_dataset(tmp_path) -> None:
-    r = vllm_locust(tmp_path, "--scenario", "multi-turn", "--dataset", os.path.join(DATA, "sharegpt_sample.json"),
-                    "--num-turns", "3", "--num-prompts", "12", "--users", "2", "--output-len", "8")  # fmt: skip
+    r = vllm_locust(
+        tmp_path,
+        "--scenario",
+        "multi-turn",
+        "--dataset",
+        os.path.join(DATA, "sharegpt_sample.json"),
+        "--num-turns",
+        "3",
+        "--num-prompts",
+        "12",
+        "--users",
+        "2",
+        "--output-len",
+        "8",
+    )
     assert succeeded(r), r.err
     assert {x["turn"] for x in r.records()} == {0, 1, 2}
 
@@ -87,10 +128,33 @@ def test_latency_preset(tmp_path) -> None:
 
 
 def test_moe_preset_sweep(tmp_path) -> None:
-    p = subprocess.run([sys.executable, "-m", "orchestration.cli", "run", "--preset", "moe",
-                        "--concurrency-sweep", "1,2,4", "--num-prompts", "8", "--output-len", "16",
-                        "--output-dir", str(tmp_path), "--run-name", "sweep", "--workers", "1", "--quiet",
-                        "--no-report"], capture_output=True, text=True, timeout=400)  # fmt: skip
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestration.cli",
+            "run",
+            "--preset",
+            "moe",
+            "--concurrency-sweep",
+            "1,2,4",
+            "--num-prompts",
+            "8",
+            "--output-len",
+            "16",
+            "--output-dir",
+            str(tmp_path),
+            "--run-name",
+            "sweep",
+            "--workers",
+            "1",
+            "--quiet",
+            "--no-report",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert p.returncode in (0, 5), p.stderr[-2000:]
     with open(tmp_path / "sweep" / "sweep.json") as fh:
         sweep = json.load(fh)
@@ -110,8 +174,23 @@ def test_input_len_counts_prompt_text_exactly(tmp_path) -> None:
     simulator's /tokenize: the server counts exactly that plus its chat template, request by request."""
     from vllm_sim.tokenizer import CHAT_TOKENS_BASE, CHAT_TOKENS_PER_MESSAGE
 
-    r = vllm_locust(tmp_path, "--scenario", "chat", "--num-prompts", "16", "--users", "2", "--input-len", "60",
-                    "--range-ratio", "0.5", "--output-len", "4", "--seed", "3")  # fmt: skip
+    r = vllm_locust(
+        tmp_path,
+        "--scenario",
+        "chat",
+        "--num-prompts",
+        "16",
+        "--users",
+        "2",
+        "--input-len",
+        "60",
+        "--range-ratio",
+        "0.5",
+        "--output-len",
+        "4",
+        "--seed",
+        "3",
+    )
     assert succeeded(r), r.err
     recs = r.records()
     assert len(recs) == 16 and len({x["input_len"] for x in recs}) > 4  # lengths vary with --range-ratio
@@ -127,15 +206,32 @@ def test_exact_input_len_without_vllm_tokenize(tmp_path, tokenize_api: str, endp
     out at exactly --input-len tokens of text, and the result says so."""
     from vllm_sim.tokenizer import CHAT_TOKENS_BASE, CHAT_TOKENS_PER_MESSAGE
 
-    r = vllm_locust(tmp_path, "--endpoint", endpoint, "--num-prompts", "12", "--users", "2", "--input-len", "64",
-                    "--range-ratio", "0.5", "--output-len", "4", "--seed", "5",
-                    "--sim-args", f"--tokenize-api {tokenize_api} --chars-per-token 3")  # fmt: skip
+    r = vllm_locust(
+        tmp_path,
+        "--endpoint",
+        endpoint,
+        "--num-prompts",
+        "12",
+        "--users",
+        "2",
+        "--input-len",
+        "64",
+        "--range-ratio",
+        "0.5",
+        "--output-len",
+        "4",
+        "--seed",
+        "5",
+        "--sim-args",
+        f"--tokenize-api {tokenize_api} --chars-per-token 3",
+    )
     assert succeeded(r), r.err
     template = CHAT_TOKENS_PER_MESSAGE + CHAT_TOKENS_BASE if endpoint == "chat" else 0
     recs = r.records()
     assert len(recs) == 12 and len({x["input_len"] for x in recs}) > 3
     assert all(x["prompt_tokens"] == x["input_len"] + template for x in recs), [
-        (x["input_len"], x["prompt_tokens"]) for x in recs]  # fmt: skip
+        (x["input_len"], x["prompt_tokens"]) for x in recs
+    ]
     chk = r.result["input_len_check"]
     source = "tokenize:llama.cpp" if tokenize_api == "llama.cpp" else "usage"
     assert chk["ok"] and chk["calibration"] == source and chk["server_overhead_tokens"] == template

@@ -9,16 +9,38 @@ DETAILS = "--sim-args=--enable-prompt-tokens-details"
 
 def test_multiturn_cached_tokens_grow_and_hit_rate_follows_cache_rate(tmp_path) -> None:
     prefix, cache_rate = 512, 0.5
-    r = vllm_locust(tmp_path, "--scenario", "multi-turn", "--num-turns", "4", "--prefix-len", str(prefix),
-                    "--cache-rate", str(cache_rate), "--num-prefixes", "2", "--input-len", "32",
-                    "--output-len", "16", "--num-prompts", "96", "--users", "4", DETAILS)  # fmt: skip
+    r = vllm_locust(
+        tmp_path,
+        "--scenario",
+        "multi-turn",
+        "--num-turns",
+        "4",
+        "--prefix-len",
+        str(prefix),
+        "--cache-rate",
+        str(cache_rate),
+        "--num-prefixes",
+        "2",
+        "--input-len",
+        "32",
+        "--output-len",
+        "16",
+        "--num-prompts",
+        "96",
+        "--users",
+        "4",
+        DETAILS,
+    )
     assert succeeded(r), r.err
     res = r.result
     turns = res["ttft_by_turn"]
     assert set(turns) == {"0", "1", "2", "3"}
     recs = [x for x in r.records() if x["error"] is None]
-    mean_cached = {t: sum(x["cached_tokens"] for x in recs if x["turn"] == t) /
-                   max(1, sum(1 for x in recs if x["turn"] == t)) for t in range(4)}  # fmt: skip
+    mean_cached = {
+        t: sum(x["cached_tokens"] for x in recs if x["turn"] == t)
+        / max(1, sum(1 for x in recs if x["turn"] == t))
+        for t in range(4)
+    }
     assert mean_cached[0] < mean_cached[1] < mean_cached[2] < mean_cached[3]
     # turn 0: only conversations that start with a shared prefix can hit, on (about) the prefix's tokens
     shared = [x for x in recs if x["turn"] == 0 and x["extra"]["shared_prefix"]]
@@ -45,13 +67,33 @@ def test_multiturn_cached_tokens_grow_and_hit_rate_follows_cache_rate(tmp_path) 
 
 
 def test_ttft_drops_with_prefix_caching(tmp_path) -> None:
-    common = ["--scenario", "chat", "--prefix-len", "3000", "--cache-rate", "1", "--num-prefixes", "1",
-              "--input-len", "16", "--output-len", "4", "--num-prompts", "24", "--users", "2"]  # fmt: skip
+    common = [
+        "--scenario",
+        "chat",
+        "--prefix-len",
+        "3000",
+        "--cache-rate",
+        "1",
+        "--num-prefixes",
+        "1",
+        "--input-len",
+        "16",
+        "--output-len",
+        "4",
+        "--num-prompts",
+        "24",
+        "--users",
+        "2",
+    ]
     on = vllm_locust(
         tmp_path, *common, "--sim-args=--enable-prompt-tokens-details --prefill-tokens-per-s 10000", name="on"
     )
-    off = vllm_locust(tmp_path, *common, "--sim-args=--enable-prompt-tokens-details --prefill-tokens-per-s 10000 "
-                      "--no-enable-prefix-caching", name="off")  # fmt: skip
+    off = vllm_locust(
+        tmp_path,
+        *common,
+        "--sim-args=--enable-prompt-tokens-details --prefill-tokens-per-s 10000 --no-enable-prefix-caching",
+        name="off",
+    )
     assert succeeded(on) and succeeded(off), on.err + off.err
     ron, roff = on.result, off.result
     assert ron["prefix_cache_hit_rate"] > 0.8 and roff["prefix_cache_hit_rate"] == 0.0
@@ -61,11 +103,42 @@ def test_ttft_drops_with_prefix_caching(tmp_path) -> None:
 
 def test_burst_raises_ttft_p99_over_steady(tmp_path) -> None:
     sim = "--sim-args=--max-num-seqs 2"
-    steady = vllm_locust(tmp_path, "--scenario", "chat", "--users", "2", "--run-time", "8s", "--input-len", "32",
-                         "--output-len", "16", sim, name="steady")  # fmt: skip
-    burst = vllm_locust(tmp_path, "--scenario", "burst", "--users", "24", "--burst-quiet-users", "2",
-                        "--burst-quiet", "2", "--burst-spike", "4", "--burst-recover", "2", "--input-len", "32",
-                        "--output-len", "16", sim, name="burst")  # fmt: skip
+    steady = vllm_locust(
+        tmp_path,
+        "--scenario",
+        "chat",
+        "--users",
+        "2",
+        "--run-time",
+        "8s",
+        "--input-len",
+        "32",
+        "--output-len",
+        "16",
+        sim,
+        name="steady",
+    )
+    burst = vllm_locust(
+        tmp_path,
+        "--scenario",
+        "burst",
+        "--users",
+        "24",
+        "--burst-quiet-users",
+        "2",
+        "--burst-quiet",
+        "2",
+        "--burst-spike",
+        "4",
+        "--burst-recover",
+        "2",
+        "--input-len",
+        "32",
+        "--output-len",
+        "16",
+        sim,
+        name="burst",
+    )
     assert succeeded(steady) and burst.rc in (0, 1, 5), burst.err
     rs, rb = steady.result, burst.result
     assert "burst" in rb["per_scenario"] and rb["max_concurrent_requests"] > 2 * rs["max_concurrent_requests"]
@@ -82,8 +155,24 @@ def _cv(xs: list[float]) -> float:
 def test_open_loop_burstiness_half_has_higher_interarrival_cv(tmp_path) -> None:
     cvs = {}
     for b in ("0.5", "4"):
-        r = vllm_locust(tmp_path, "--request-rate", "40", "--burstiness", b, "--num-prompts", "80", "--seed", "3",
-                        "--input-len", "16", "--output-len", "4", "--max-concurrency", "32", name=f"b{b}")  # fmt: skip
+        r = vllm_locust(
+            tmp_path,
+            "--request-rate",
+            "40",
+            "--burstiness",
+            b,
+            "--num-prompts",
+            "80",
+            "--seed",
+            "3",
+            "--input-len",
+            "16",
+            "--output-len",
+            "4",
+            "--max-concurrency",
+            "32",
+            name=f"b{b}",
+        )
         assert r.rc in (0, 5), r.err
         t = sorted(x["t_intended"] for x in r.records())
         cvs[b] = _cv([t[i + 1] - t[i] for i in range(len(t) - 1)])

@@ -50,9 +50,13 @@ def test_json_structured_outputs_mode_nested(tmp_path) -> None:
 
 def test_json_verdict_matches_an_independent_check_when_answers_are_cut(tmp_path) -> None:
     """An unbounded schema file (array without maxItems): answers get cut, each verdict is invalid_json."""
-    schema = {"type": "object", "properties": {"items": {"type": "array", "minItems": 80,
-                                                         "items": {"type": "string", "maxLength": 20}}},
-              "required": ["items"]}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": {
+            "items": {"type": "array", "minItems": 80, "items": {"type": "string", "maxLength": 20}}
+        },
+        "required": ["items"],
+    }
     path = tmp_path / "big.json"
     path.write_text(json.dumps(schema))
     r = vllm_locust(
@@ -96,9 +100,14 @@ def test_tools_required_with_followup(tmp_path) -> None:
     # the follow-up is turn 1 of the tool request's session (one ticket: --num-prompts counts sessions)
     follow = {x["session"]: x for x in r.records() if x["scenario"] == "tools-followup"}
     assert sorted(follow) == sorted(x["session"] for x in first) == list(range(20))
-    assert all(x["turn"] == 0 for x in first) and all(x["turn"] == 1 and x["t_intended"] is None for x in follow.values())
+    assert all(x["turn"] == 0 for x in first) and all(
+        x["turn"] == 1 and x["t_intended"] is None for x in follow.values()
+    )
     by_session = {x["session"]: x for x in first}
-    assert all(follow[s]["t_start"] > by_session[s]["t_start"] and follow[s]["user"] == by_session[s]["user"] for s in follow)
+    assert all(
+        follow[s]["t_start"] > by_session[s]["t_start"] and follow[s]["user"] == by_session[s]["user"]
+        for s in follow
+    )
     assert res["ttft_by_turn"]["1"]["count"] == 20
     assert judge_tool_calls(None, tools, "required").valid is False
 

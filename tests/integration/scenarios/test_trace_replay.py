@@ -32,8 +32,14 @@ def _mooncake(path: Path, n: int = 40, seed: int = 5) -> None:
         own = list(range(unique, unique + rng.randint(1, 2)))
         unique += len(own)
         ids = chain + own
-        rows.append({"timestamp": i * GAP_MS, "input_length": len(ids) * BLOCK - rng.randint(0, BLOCK - 1),
-                     "output_length": 4, "hash_ids": ids})  # fmt: skip
+        rows.append(
+            {
+                "timestamp": i * GAP_MS,
+                "input_length": len(ids) * BLOCK - rng.randint(0, BLOCK - 1),
+                "output_length": 4,
+                "hash_ids": ids,
+            }
+        )
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
@@ -49,8 +55,18 @@ def mooncake_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
     tmp = tmp_path_factory.mktemp("trace")
     trace = tmp / "mooncake.jsonl"
     _mooncake(trace)
-    run = vllm_locust(tmp, "--trace", str(trace), "--time-scale", "1.5", "--trace-block-size", str(BLOCK),
-                      "--ignore-eos", workers=2, name="mooncake")  # fmt: skip
+    run = vllm_locust(
+        tmp,
+        "--trace",
+        str(trace),
+        "--time-scale",
+        "1.5",
+        "--trace-block-size",
+        str(BLOCK),
+        "--ignore-eos",
+        workers=2,
+        name="mooncake",
+    )
     return run, trace
 
 
@@ -97,8 +113,16 @@ def test_a_run_replayed_from_its_records_keeps_its_schedule(
     mooncake_run: tuple[Any, Path], tmp_path: Path
 ) -> None:
     first, _ = mooncake_run
-    again = vllm_locust(tmp_path, "--trace", first.run_dir, "--trace-format", "records", "--ignore-eos",
-                        workers=2, name="again")  # fmt: skip
+    again = vllm_locust(
+        tmp_path,
+        "--trace",
+        first.run_dir,
+        "--trace-format",
+        "records",
+        "--ignore-eos",
+        workers=2,
+        name="again",
+    )
     res = _ok(again)
     assert res["replay"]["format"] == "records" and res["replay"]["all_sent"]
     want = sorted(r["t_intended"] for r in first.records())
@@ -214,4 +238,5 @@ def test_each_line_goes_to_its_endpoint_with_its_images(tmp_path: Path) -> None:
     # `trace export` of the run writes each line's endpoint and images back: a replay sends the same
     back = load_trace(run.run_dir)
     assert [(q.endpoint, q.images) for q in back.requests] == [
-        (line.get("endpoint", "chat"), line.get("images")) for line in MIXED]  # fmt: skip
+        (line.get("endpoint", "chat"), line.get("images")) for line in MIXED
+    ]

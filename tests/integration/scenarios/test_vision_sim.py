@@ -17,8 +17,24 @@ SIZES = "64x64:1,600x400:2,1000x90:1"
 
 @pytest.mark.parametrize("fmt", ["png", "jpeg"])
 def test_prompt_tokens_are_text_plus_the_rules_image_tokens(tmp_path, fmt: str) -> None:
-    r = vllm_locust(tmp_path, "--scenario", "vision", "--images", "2", "--image-size", SIZES, "--image-format", fmt,
-                    "--input-len", "24", "--num-prompts", "16", "--seed", "3", *FAST_SIM)  # fmt: skip
+    r = vllm_locust(
+        tmp_path,
+        "--scenario",
+        "vision",
+        "--images",
+        "2",
+        "--image-size",
+        SIZES,
+        "--image-format",
+        fmt,
+        "--input-len",
+        "24",
+        "--num-prompts",
+        "16",
+        "--seed",
+        "3",
+        *FAST_SIM,
+    )
     assert succeeded(r), r.err
     images = ImageSet(parse_buckets(SIZES), fmt, 3)  # the same seed draws the same images
     recs = r.records()
@@ -41,8 +57,18 @@ def test_prompt_tokens_are_text_plus_the_rules_image_tokens(tmp_path, fmt: str) 
 
 def test_images_on_the_chat_scenario_and_url_mode(tmp_path) -> None:
     """--images N on plain chat sends N parts; with --image-url-base the simulator sizes them by name."""
-    r = vllm_locust(tmp_path, "--images", "3", "--image-size", "1024x1024", "--image-url-base",
-                    "http://images.example/x", "--num-prompts", "6", *FAST_SIM)  # fmt: skip
+    r = vllm_locust(
+        tmp_path,
+        "--images",
+        "3",
+        "--image-size",
+        "1024x1024",
+        "--image-url-base",
+        "http://images.example/x",
+        "--num-prompts",
+        "6",
+        *FAST_SIM,
+    )
     assert succeeded(r), r.err
     for x in r.records():
         assert x["images"] == 3

@@ -18,13 +18,34 @@ def test_calibrate_sends_the_gateway_header_key_and_userinfo(tmp_path) -> None:
     key, gateway, password = "key-cal-5150", "gw-cal-2112", "pw-cal-1984"
     basic = base64.b64encode(f"al:{password}".encode()).decode()
     out = tmp_path / "twin.json"
-    with start_simulator(["--api-key", key, "--require-header", f"X-Gateway-Token: {gateway}",
-                          "--max-num-seqs", "4"]) as sim:  # fmt: skip
-        p = subprocess.run([sys.executable, "-m", "orchestration.cli", "calibrate", "--budget", "20s",
-                            "--host", sim.url.replace("http://", f"http://al:{password}@"), "--api-key", key,
-                            "--header", f"X-Gateway-Token: {gateway}", "--max-concurrency", "2",
-                            "--saturation-requests", "4", "-o", str(out)],
-                           capture_output=True, text=True, timeout=90)  # fmt: skip
+    with start_simulator(
+        ["--api-key", key, "--require-header", f"X-Gateway-Token: {gateway}", "--max-num-seqs", "4"]
+    ) as sim:
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "orchestration.cli",
+                "calibrate",
+                "--budget",
+                "20s",
+                "--host",
+                sim.url.replace("http://", f"http://al:{password}@"),
+                "--api-key",
+                key,
+                "--header",
+                f"X-Gateway-Token: {gateway}",
+                "--max-concurrency",
+                "2",
+                "--saturation-requests",
+                "4",
+                "-o",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
     assert p.returncode == 0, p.stderr[-2000:]
     text = out.read_text() + p.stdout + p.stderr
     assert sim.url in text  # the profile names the server, without its userinfo

@@ -25,9 +25,18 @@ from vllm_sim.launch import SimProcess, start_simulator
 
 pytestmark = pytest.mark.timeout(400)
 
-TRUE = {"prefill_tokens_per_s": 5000.0, "prefill_per_ctx_token_ns": 30.0, "decode_step_ms": 20.0, "decode_per_seq_ms": 1.0,
-        "decode_per_ctx_token_us": 4.0, "request_overhead_ms": 10.0, "max_num_seqs": 12, "kv_cache_tokens": 20000, "max_model_len": 6000,
-        "max_num_batched_tokens": 2048}  # fmt: skip
+TRUE = {
+    "prefill_tokens_per_s": 5000.0,
+    "prefill_per_ctx_token_ns": 30.0,
+    "decode_step_ms": 20.0,
+    "decode_per_seq_ms": 1.0,
+    "decode_per_ctx_token_us": 4.0,
+    "request_overhead_ms": 10.0,
+    "max_num_seqs": 12,
+    "kv_cache_tokens": 20000,
+    "max_model_len": 6000,
+    "max_num_batched_tokens": 2048,
+}
 # the token budget is vLLM for CPU's (not the simulator's default 8192): the probe's bursts must find it
 REAL_ARGS = [a for k, v in TRUE.items() for a in (f"--{k.replace('_', '-')}", str(v))]
 # the fit's probe budget: it repeats its phases while under half of it is spent. Not less: at 90 s (one pass on a
@@ -35,8 +44,11 @@ REAL_ARGS = [a for k, v in TRUE.items() for a in (f"--{k.replace('_', '-')}", st
 FIT_BUDGET_S = 120
 # loads the probe did not send: a closed-loop concurrency (with prefills inside decode steps), an open-loop rate,
 # and a prompt longer than any of the probe's
-LOADS = [Load("closed-6", 40, 200, 40, concurrency=6, output_spread=0.5), Load("poisson-4/s", 40, 100, 30, rate=4.0),
-         Load("long-prompt", 3, 3000, 8)]  # fmt: skip
+LOADS = [
+    Load("closed-6", 40, 200, 40, concurrency=6, output_spread=0.5),
+    Load("poisson-4/s", 40, 100, 30, rate=4.0),
+    Load("long-prompt", 3, 3000, 8),
+]
 
 
 def calibrate(host: str, out: Path, budget: str, **kw: Any) -> subprocess.Popen[str]:
@@ -53,8 +65,14 @@ def calibrate(host: str, out: Path, budget: str, **kw: Any) -> subprocess.Popen[
         "-o",
         str(out),
     ]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_ctrl_c_as_at_a_terminal, **kw)  # fmt: skip
+    return subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_ctrl_c_as_at_a_terminal,
+        **kw,
+    )
 
 
 def _ctrl_c_as_at_a_terminal() -> None:
@@ -106,15 +124,28 @@ def twin(real: SimProcess, tmp_path_factory: pytest.TempPathFactory) -> dict[str
 def test_the_fit_recovers_the_constants_within_its_uncertainty(twin: dict[str, Any]) -> None:
     print(twin["_stdout"])  # the fit table (docs/twin.md shows one)
     c = twin["constants"]
-    for name in ("prefill_tokens_per_s", "prefill_per_ctx_token_ns", "decode_step_ms", "decode_per_seq_ms",
-                 "decode_per_ctx_token_us", "request_overhead_ms", "kv_cache_tokens"):  # fmt: skip
+    for name in (
+        "prefill_tokens_per_s",
+        "prefill_per_ctx_token_ns",
+        "decode_step_ms",
+        "decode_per_seq_ms",
+        "decode_per_ctx_token_us",
+        "request_overhead_ms",
+        "kv_cache_tokens",
+    ):
         # the prefill rate from the batch bursts where they know it better than the concurrency-1 line
         assert c[name]["source"] in (("fit", "burst") if name == "prefill_tokens_per_s" else ("fit",)), name
         err = abs(c[name]["value"] - TRUE[name])
         assert err <= c[name]["uncertainty"], f"{name}: {c[name]} vs true {TRUE[name]}; {twin['_stdout']}"
     # and the uncertainties say something: well below the values (the overhead: below the smallest TTFT it is in)
-    for name in ("prefill_tokens_per_s", "prefill_per_ctx_token_ns", "decode_step_ms", "decode_per_seq_ms",
-                 "decode_per_ctx_token_us", "kv_cache_tokens"):  # fmt: skip
+    for name in (
+        "prefill_tokens_per_s",
+        "prefill_per_ctx_token_ns",
+        "decode_step_ms",
+        "decode_per_seq_ms",
+        "decode_per_ctx_token_us",
+        "kv_cache_tokens",
+    ):
         assert c[name]["uncertainty"] < 0.5 * TRUE[name], name
     assert c["request_overhead_ms"]["uncertainty"] < 0.5 * min(p["ttft_ms"] for p in twin["points"]["ttft"])
     assert c["max_num_seqs"]["value"] == TRUE["max_num_seqs"] and c["max_num_seqs"]["source"] == "measured"
@@ -149,8 +180,14 @@ def test_the_twin_predicts_loads_the_probe_did_not_use(real: SimProcess, twin: d
             rows.append((load.name, r1, r2, t, compare(r, t), drift))
     print(f"tolerance {tol:.1%} + the server's own spread per load")
     for name, r1, r2, t, e, drift in rows:
-        print(name, r1, r2, t, {k: f"{v:+.1%}" for k, v in e.items() if v is not None},
-              {k: f"{v:.1%}" for k, v in drift.items()})  # fmt: skip
+        print(
+            name,
+            r1,
+            r2,
+            t,
+            {k: f"{v:+.1%}" for k, v in e.items() if v is not None},
+            {k: f"{v:.1%}" for k, v in drift.items()},
+        )
     for name, _r1, _r2, _t, e, drift in rows:
         for k, v in e.items():
             lim = tol + drift.get(k, 0.0)

@@ -20,14 +20,21 @@ def _success(sim: SimProcess) -> float:
 
 
 def _req(sim: SimProcess, fault: str | None = None, body: dict | None = None) -> probe.ProbeResult:
-    return probe.request(sim.url, "/v1/chat/completions", body or BODY,
-                         headers={"X-Sim-Fault": fault} if fault else None, timeout=5.0)  # fmt: skip
+    return probe.request(
+        sim.url,
+        "/v1/chat/completions",
+        body or BODY,
+        headers={"X-Sim-Fault": fault} if fault else None,
+        timeout=5.0,
+    )
 
 
 def test_request_success_counts_what_the_engine_finished(sim: SimProcess) -> None:
     before = _success(sim)
     assert _req(sim).status == 200
-    assert _req(sim, "inband_error:2").status == 200  # the engine's error, in the stream: finished_reason error
+    assert (
+        _req(sim, "inband_error:2").status == 200
+    )  # the engine's error, in the stream: finished_reason error
     assert _req(sim, "zero_tokens").status == 200  # finished at once: stop
     assert _req(sim, "500").status == 500  # refused before the engine
     assert _req(sim, body={"messages": "nope"}).status == 400
@@ -39,8 +46,11 @@ def test_request_success_counts_what_the_engine_finished(sim: SimProcess) -> Non
 def test_reset_prefix_cache_endpoint() -> None:
     body = {"messages": [{"role": "user", "content": " ".join(f"w{i}" for i in range(200))}], "max_tokens": 2}
     with start_simulator(["--ttft-ms", "1", "--itl-ms", "1"]) as sim:
+
         def hits() -> float:
-            return parse_metrics(probe.request(sim.url, "/metrics").body.decode())["vllm:prefix_cache_hits_total"]
+            return parse_metrics(probe.request(sim.url, "/metrics").body.decode())[
+                "vllm:prefix_cache_hits_total"
+            ]
 
         probe.request(sim.url, "/v1/chat/completions", body)
         h0 = hits()

@@ -16,8 +16,9 @@ BODY = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 10, "igno
 
 
 def faulty(sim: SimProcess, fault: str, body: dict | None = None, timeout: float = 5.0) -> probe.ProbeResult:
-    return probe.request(sim.url, "/v1/chat/completions", body or BODY, headers={"X-Sim-Fault": fault},
-                         timeout=timeout)
+    return probe.request(
+        sim.url, "/v1/chat/completions", body or BODY, headers={"X-Sim-Fault": fault}, timeout=timeout
+    )
 
 
 def content_events(r: probe.ProbeResult) -> int:
@@ -83,7 +84,11 @@ def test_usage_only_and_zero_tokens(sim: SimProcess) -> None:
     assert len(d) == 2 and d[0]["choices"] == [] and d[0]["usage"]["completion_tokens"] == 0
     d = faulty(sim, "zero_tokens", body).data()
     assert [list(e["choices"][0]["delta"]) if e != "[DONE]" and e["choices"] else None for e in d] == [
-        ["role", "content"], [], None, None]
+        ["role", "content"],
+        [],
+        None,
+        None,
+    ]
     assert d[1]["choices"][0]["finish_reason"] == "stop"
 
 
@@ -107,13 +112,26 @@ def test_faults_are_counted(sim: SimProcess) -> None:
 
 
 def test_global_rates_are_seeded_and_counted() -> None:
-    args = ["--fixed", "--ttft-ms", "1", "--itl-ms", "1", "--fault-rate-500", "0.3", "--fault-rate-429", "0.2",
-            "--seed", "7"]
+    args = [
+        "--fixed",
+        "--ttft-ms",
+        "1",
+        "--itl-ms",
+        "1",
+        "--fault-rate-500",
+        "0.3",
+        "--fault-rate-429",
+        "0.2",
+        "--seed",
+        "7",
+    ]
     runs = []
     for _ in range(2):
         with start_simulator(args) as p:
-            statuses = [probe.request(p.url, "/v1/completions", {"prompt": "x", "max_tokens": 2}).status
-                        for _ in range(60)]
+            statuses = [
+                probe.request(p.url, "/v1/completions", {"prompt": "x", "max_tokens": 2}).status
+                for _ in range(60)
+            ]
             stats = probe.request(p.url, "/sim/stats").json()
             assert stats["faults_injected"].get("500", 0) == statuses.count(500)
             assert stats["faults_injected"].get("429", 0) == statuses.count(429)

@@ -44,6 +44,7 @@ def lower_quartile(xs: list[float]) -> float:
 @pytest.mark.exclusive  # the simulator's exact times within 4 ms: other jobs' load delays its loop (4.7 ms late once)
 def test_fixed_mode_gives_exact_ttft_and_itl() -> None:
     with start_simulator(["--fixed", "--ttft-ms", "50", "--itl-ms", "10"]) as sim:
+
         def one(i: int) -> tuple[float, list[float]]:
             ttft, gaps, _ = timed(sim.url, chat_body(max_tokens=20, prefix=f"r{i}"))
             return ttft, gaps
@@ -67,10 +68,20 @@ def test_fixed_mode_gives_exact_ttft_and_itl() -> None:
 
 
 def test_fixed_mode_tokens_per_chunk_and_bursts() -> None:
-    with start_simulator(["--fixed", "--ttft-ms", "20", "--itl-ms", "10", "--tokens-per-chunk", "2",
-                          "--chunks-per-write", "3"]) as sim:
-        r = probe.request(sim.url, "/v1/completions", {"prompt": "a", "max_tokens": 12, "ignore_eos": True,
-                                                       "stream": True, "stream_options": {"include_usage": True}})
+    with start_simulator(
+        ["--fixed", "--ttft-ms", "20", "--itl-ms", "10", "--tokens-per-chunk", "2", "--chunks-per-write", "3"]
+    ) as sim:
+        r = probe.request(
+            sim.url,
+            "/v1/completions",
+            {
+                "prompt": "a",
+                "max_tokens": 12,
+                "ignore_eos": True,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            },
+        )
         d = r.data()
         texts = [e["choices"][0]["text"] for e in d if e != "[DONE]" and e["choices"]]
         assert len(texts) == 6 and all(len(t.split()) == 2 for t in texts)
@@ -115,7 +126,9 @@ def test_tpot_grows_with_batch_size() -> None:
 
 
 def test_queueing_appears_past_max_num_seqs() -> None:
-    with start_simulator(["--max-num-seqs", "4", "--decode-step-ms", "10", "--decode-per-seq-ms", "0"]) as sim:
+    with start_simulator(
+        ["--max-num-seqs", "4", "--decode-step-ms", "10", "--decode-per-seq-ms", "0"]
+    ) as sim:
         with ThreadPoolExecutor(12) as ex:
             res = list(ex.map(lambda i: timed(sim.url, chat_body(max_tokens=15, prefix=f"q{i}")), range(12)))
         ttfts = sorted(t for t, _, _ in res)
@@ -126,21 +139,32 @@ def test_queueing_appears_past_max_num_seqs() -> None:
 
 
 def test_kv_pressure_preempts_and_still_completes() -> None:
-    with start_simulator(["--kv-cache-tokens", "512", "--decode-step-ms", "1", "--decode-per-seq-ms", "0"]) as sim:
+    with start_simulator(
+        ["--kv-cache-tokens", "512", "--decode-step-ms", "1", "--decode-per-seq-ms", "0"]
+    ) as sim:
         with ThreadPoolExecutor(4) as ex:
-            res = list(ex.map(lambda i: timed(sim.url, chat_body(words=40, max_tokens=150, prefix=f"k{i}")),
-                              range(4)))
+            res = list(
+                ex.map(
+                    lambda i: timed(sim.url, chat_body(words=40, max_tokens=150, prefix=f"k{i}")), range(4)
+                )
+            )
         assert all(len(gs) == 149 for _, gs, _ in res)
         assert metric(sim, "vllm:num_preemptions_total") > 0
         assert metric(sim, "vllm:kv_cache_usage_perc") == 0.0
 
 
 def test_moe_expert_counters() -> None:
-    with start_simulator(["--fixed", "--ttft-ms", "1", "--itl-ms", "1", "--num-experts", "8", "--topk", "2"]) as sim:
+    with start_simulator(
+        ["--fixed", "--ttft-ms", "1", "--itl-ms", "1", "--num-experts", "8", "--topk", "2"]
+    ) as sim:
         for i in range(5):
             timed(sim.url, chat_body(max_tokens=40, prefix=f"m{i}"))
         text = probe.request(sim.url, "/metrics").body.decode()
-        counts = {int(e): float(v) for e, v in
-                  re.findall(r'^vllm:moe_expert_tokens_total{engine="0",expert="(\d+)"[^}]*} (\S+)$', text, re.M)}
+        counts = {
+            int(e): float(v)
+            for e, v in re.findall(
+                r'^vllm:moe_expert_tokens_total{engine="0",expert="(\d+)"[^}]*} (\S+)$', text, re.M
+            )
+        }
         assert sum(counts.values()) == 2 * 200
         assert counts[0] > counts[7]

@@ -17,9 +17,18 @@ import simple_websocket  # a Locust dependency (python-engineio's websocket clie
 CHROMIUM = next(
     (shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None
 )
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",
-         "--no-first-run", "--disable-component-update", "--disable-sync", "--remote-debugging-port=0",
-         "--remote-allow-origins=*"]  # fmt: skip
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+    "--remote-debugging-port=0",
+    "--remote-allow-origins=*",
+]
 
 
 class Browser:
@@ -29,8 +38,11 @@ class Browser:
         assert CHROMIUM is not None
         self.shot_on_error = shot_on_error  # a screenshot of the page when the `with` block fails
         self.profile = tempfile.mkdtemp(prefix="vllm-locust-chromium-")
-        self.proc = subprocess.Popen([CHROMIUM, *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        self.proc = subprocess.Popen(
+            [CHROMIUM, *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         port = self._devtools_port()
         deadline = time.time() + 20
         pages: list[dict[str, Any]] = []
@@ -42,7 +54,13 @@ class Browser:
         self._id = 0
         self.call("Page.enable")
         self.call("Runtime.enable")
-        self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
 
     def _devtools_port(self) -> int:
         path = os.path.join(self.profile, "DevToolsActivePort")
@@ -74,8 +92,9 @@ class Browser:
 
     def js(self, expression: str, timeout: float = 30) -> Any:
         """Evaluate in the page (promises awaited) and return the value."""
-        r = self.call("Runtime.evaluate", timeout=timeout, expression=expression, awaitPromise=True,
-                      returnByValue=True)  # fmt: skip
+        r = self.call(
+            "Runtime.evaluate", timeout=timeout, expression=expression, awaitPromise=True, returnByValue=True
+        )
         if "exceptionDetails" in r:
             raise RuntimeError(f"page error: {r['exceptionDetails']}")
         return r.get("result", {}).get("value")
@@ -100,8 +119,10 @@ class Browser:
 
     def click(self, element_js: str) -> None:
         """A real mouse click (pressed, released) at the centre of the element `element_js` evaluates to."""
-        box = self.wait_for(f"(() => {{ const e = {element_js}; if (!e) return null; e.scrollIntoView({{block: 'center'}});"
-                            " const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+        box = self.wait_for(
+            f"(() => {{ const e = {element_js}; if (!e) return null; e.scrollIntoView({{block: 'center'}});"
+            " const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+        )
         for kind in ("mousePressed", "mouseReleased"):
             self.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
 

@@ -22,8 +22,23 @@ from orchestration.ports import free_port
 def test_login_guards_the_llm_routes(tmp_path) -> None:  # type: ignore[no-untyped-def]
     port = free_port()
     env = {**os.environ, "VLLM_LOCUST_WEB_USER": "ops", "VLLM_LOCUST_WEB_PASSWORD": "pw-7d1f"}
-    cmd = [sys.executable, "-m", "orchestration.cli", "run", "--web-ui", "--web-login", "--web-port", str(port),
-           "--workers", "1", "--output-dir", str(tmp_path), "--run-name", "r", "--no-report"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "orchestration.cli",
+        "run",
+        "--web-ui",
+        "--web-login",
+        "--web-port",
+        str(port),
+        "--workers",
+        "1",
+        "--output-dir",
+        str(tmp_path),
+        "--run-name",
+        "r",
+        "--no-report",
+    ]
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     jar = http.cookiejar.CookieJar()

@@ -35,9 +35,28 @@ def _wait_for_workers(base: str, n: int) -> float:
 def test_run_time_applies_from_the_first_swarm(tmp_path) -> None:  # type: ignore[no-untyped-def]
     port = free_port()
     out = tmp_path / "cli.out"
-    cmd = [sys.executable, "-m", "orchestration.cli", "run", "--web-ui", "--web-port", str(port), "--workers", "1",
-           "--users", "2", "--run-time", "6s", "--output-len", "8", "--output-dir", str(tmp_path), "--run-name", "r",
-           "--no-report"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "orchestration.cli",
+        "run",
+        "--web-ui",
+        "--web-port",
+        str(port),
+        "--workers",
+        "1",
+        "--users",
+        "2",
+        "--run-time",
+        "6s",
+        "--output-len",
+        "8",
+        "--output-dir",
+        str(tmp_path),
+        "--run-name",
+        "r",
+        "--no-report",
+    ]
     p = subprocess.Popen(cmd, stdout=open(out, "w"), stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     result = os.path.join(str(tmp_path), "r", "result.json")
@@ -66,9 +85,28 @@ def test_stopped_state_comes_with_the_final_table(tmp_path) -> None:  # type: ig
     # the final numbers in our table, or the table stays on the last live snapshot (seen: 390 of 400)
     port = free_port()
     out = tmp_path / "cli.out"
-    cmd = [sys.executable, "-m", "orchestration.cli", "run", "--web-ui", "--web-port", str(port), "--workers", "2",
-           "--users", "8", "--num-prompts", "120", "--output-len", "8", "--output-dir", str(tmp_path),
-           "--run-name", "r", "--no-report"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "orchestration.cli",
+        "run",
+        "--web-ui",
+        "--web-port",
+        str(port),
+        "--workers",
+        "2",
+        "--users",
+        "8",
+        "--num-prompts",
+        "120",
+        "--output-len",
+        "8",
+        "--output-dir",
+        str(tmp_path),
+        "--run-name",
+        "r",
+        "--no-report",
+    ]
     p = subprocess.Popen(cmd, stdout=open(out, "w"), stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:

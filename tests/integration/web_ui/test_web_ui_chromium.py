@@ -23,8 +23,10 @@ from vllm_sim.launch import start_simulator
 from vllm_users.measure.metrics import metric_arrays
 from vllm_users.measure.record import read_records
 
-pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install -y chromium)"),
-              pytest.mark.timeout(300)]  # fmt: skip
+pytestmark = [
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install -y chromium)"),
+    pytest.mark.timeout(300),
+]
 SECRET = "sk-web-ui-test-5e3c9a"
 PASSWORD, GATEWAY = "pw-never-shown-4711", "gw-never-shown-0815"
 TAB = "Array.from(document.querySelectorAll('[role=tab]')).find(t => t.textContent.trim() === 'LLM')"
@@ -32,15 +34,19 @@ TAB = "Array.from(document.querySelectorAll('[role=tab]')).find(t => t.textConte
 
 def header(label: str) -> str:
     """JS: the text of the Locust header's cell labelled `label` (RPS, Status, ...), null until it shows."""
-    return ("(() => { const l = Array.from(document.querySelectorAll('header *')).find(e => e.childElementCount === 0"
-            f" && e.textContent.trim() === '{label}'); return l ? l.parentElement.textContent.replace('{label}', '')"
-            " : null })()")
+    return (
+        "(() => { const l = Array.from(document.querySelectorAll('header *')).find(e => e.childElementCount === 0"
+        f" && e.textContent.trim() === '{label}'); return l ? l.parentElement.textContent.replace('{label}', '')"
+        " : null })()"
+    )
 
 
 HEADER_RPS = header("RPS")
-TABLE = ("Array.from(document.querySelectorAll('#root table')).filter(t => t.innerText.includes('TTFT p50'))"
-         ".map(t => ({head: Array.from(t.querySelectorAll('th')).map(x => x.innerText.replace(/\\s+/g, ' ').trim()),"
-         " rows: Array.from(t.querySelectorAll('tbody tr')).map(r => Array.from(r.cells).map(c => c.innerText))}))[0]")
+TABLE = (
+    "Array.from(document.querySelectorAll('#root table')).filter(t => t.innerText.includes('TTFT p50'))"
+    ".map(t => ({head: Array.from(t.querySelectorAll('th')).map(x => x.innerText.replace(/\\s+/g, ' ').trim()),"
+    " rows: Array.from(t.querySelectorAll('tbody tr')).map(r => Array.from(r.cells).map(c => c.innerText))}))[0]"
+)
 # screenshots are kept here (beside the pytest tmp copies); results/ is git-ignored
 ARTIFACTS = os.environ.get("VLLM_LOCUST_TEST_ARTIFACTS") or os.path.join("results", "test-artifacts")
 
@@ -66,9 +72,29 @@ class SimCounter(threading.Thread):
 
 
 def _start_ui_run(tmp: str, host: str, port: int, extra: list[str]) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "orchestration.cli", "run", "--host", host, "--web-ui", "--web-port", str(port),
-           "--workers", "2", "--output-dir", tmp, "--run-name", "ui", "--api-key", SECRET, *extra]  # fmt: skip
-    return subprocess.Popen(cmd, stdout=open(os.path.join(tmp, "cli.out"), "w"), stderr=subprocess.STDOUT, text=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "orchestration.cli",
+        "run",
+        "--host",
+        host,
+        "--web-ui",
+        "--web-port",
+        str(port),
+        "--workers",
+        "2",
+        "--output-dir",
+        tmp,
+        "--run-name",
+        "ui",
+        "--api-key",
+        SECRET,
+        *extra,
+    ]
+    return subprocess.Popen(
+        cmd, stdout=open(os.path.join(tmp, "cli.out"), "w"), stderr=subprocess.STDOUT, text=True
+    )
 
 
 def _open_ui(b: Browser, port: int, workers: int = 2) -> None:
@@ -85,7 +111,9 @@ def _open_ui(b: Browser, port: int, workers: int = 2) -> None:
             if time.time() > deadline:
                 raise
             time.sleep(1)
-    b.wait_for(f"({header('Workers')} || '').trim() === '{workers}'", timeout=max(5.0, deadline - time.time()))
+    b.wait_for(
+        f"({header('Workers')} || '').trim() === '{workers}'", timeout=max(5.0, deadline - time.time())
+    )
     b.wait_for("!document.querySelector('form button[type=submit]').disabled", timeout=15)
 
 
@@ -109,27 +137,53 @@ def test_llm_tab_tells_the_truth_in_chromium(tmp_path) -> None:  # type: ignore[
     port = free_port()
     # server time dominates (E2EL ~0.8 s): the offered rate is steady even on a busy machine
     # 4 reasoning tokens first: the tab's TTFA table must show TTFT + 4 ITL = 140 ms
-    with start_simulator(["--fixed", "--ttft-ms", "40", "--itl-ms", "25", "--reasoning-tokens", "4",
-                          "--api-key", SECRET]) as sim:  # fmt: skip
+    with start_simulator(
+        ["--fixed", "--ttft-ms", "40", "--itl-ms", "25", "--reasoning-tokens", "4", "--api-key", SECRET]
+    ) as sim:
         counter = SimCounter(sim.url)
         counter.start()
         # two traffic classes: the tab's per-class rows against result.json's `classes` block
         # a URL password and a gateway header beside the key: Locust's page shows the host, never with them
         host = sim.url.replace("http://", f"http://alice:{PASSWORD}@")
-        p = _start_ui_run(tmp, host, port, ["--header", f"X-Gateway-Token: {GATEWAY}", "--users", "10", "--num-prompts", "400", "--output-len", "32",
-                                               "--ignore-eos", "--goodput", "ttft:100", "tpot:27",
-                                               "--class", "a:weight=3", "--class", "b:weight=1,e2el=1500"])  # fmt: skip
+        p = _start_ui_run(
+            tmp,
+            host,
+            port,
+            [
+                "--header",
+                f"X-Gateway-Token: {GATEWAY}",
+                "--users",
+                "10",
+                "--num-prompts",
+                "400",
+                "--output-len",
+                "32",
+                "--ignore-eos",
+                "--goodput",
+                "ttft:100",
+                "tpot:27",
+                "--class",
+                "a:weight=3",
+                "--class",
+                "b:weight=1,e2el=1500",
+            ],
+        )
         run_dir = os.path.join(tmp, "ui")
         try:
             with Browser(shot_on_error=str(tmp_path / "failure.png")) as b:
                 _open_ui(b, port)
                 b.screenshot(str(tmp_path / "start.png"))
-                b.click("document.querySelector('form button[type=submit]')")  # the form's START, a real click
+                b.click(
+                    "document.querySelector('form button[type=submit]')"
+                )  # the form's START, a real click
                 b.click(TAB)
                 b.wait_for("!!document.querySelector('#llm-panel [data-llm=completed]')")
                 # steady state: the header's RPS (Locust's 10-s window ending ~2 s before its last sample)
-                b.wait_for("Number(document.querySelector('#llm-panel [data-llm=completed]').innerText"
-                           ".replace(/,/g, '')) >= 200", timeout=120)  # fmt: skip
+                b.wait_for(
+                    "Number(document.querySelector('#llm-panel [data-llm=completed]').innerText"
+                    ".replace(/,/g, '')) >= 200",
+                    timeout=120,
+                )
                 rps = _num(b.wait_for(HEADER_RPS))
                 now = time.time()
                 # Locust's window: the 10 whole seconds ending 2 s before the last request the master knows of,
@@ -139,23 +193,34 @@ def test_llm_tab_tells_the_truth_in_chromium(tmp_path) -> None:  # type: ignore[
                 truths = [counter.rate(end - 10, end) for end in np.arange(now - 6.0, now - 1.99, 0.25)]
                 truth = min(truths, key=lambda t: abs(t - rps))
                 assert rps == pytest.approx(truth, rel=0.05), (rps, [round(t, 2) for t in truths])
-                b.wait_for("document.querySelector('#llm-panel [data-llm=status]').innerText.startsWith('finished')",
-                           timeout=120)  # fmt: skip
+                b.wait_for(
+                    "document.querySelector('#llm-panel [data-llm=status]').innerText.startsWith('finished')",
+                    timeout=120,
+                )
                 time.sleep(2.5)  # one more poll of the tab and of Locust's table after the final snapshot
                 # the master said "running" until the final snapshot was in; then Locust's header must flip
                 b.wait_for(f"({header('Status')} || '').trim().toUpperCase() === 'STOPPED'", timeout=15)
                 shot = b.screenshot(str(tmp_path / "llm_tab.png"))
                 _keep(shot, "web_ui_llm_tab.png")
                 table = b.js(TABLE)
-                panel = {k: b.js(f"document.querySelector('#llm-panel [data-llm={k}]').innerText")
-                         for k in ("completed", "failed", "output_tokens", "good_fraction")}
-                classes = b.js("[...document.querySelectorAll('#llm-panel [data-llm=classes] tr')].map("
-                               "r => [...r.children].map(c => c.innerText))")  # fmt: skip
+                panel = {
+                    k: b.js(f"document.querySelector('#llm-panel [data-llm={k}]').innerText")
+                    for k in ("completed", "failed", "output_tokens", "good_fraction")
+                }
+                classes = b.js(
+                    "[...document.querySelectorAll('#llm-panel [data-llm=classes] tr')].map("
+                    "r => [...r.children].map(c => c.innerText))"
+                )
                 fairness = b.js("document.querySelector('#llm-panel [data-llm=fairness]').innerText")
-                ttfa = b.js("[...document.querySelectorAll('#llm-panel [data-llm=ttfa] tr')].map("
-                            "r => [...r.children].map(c => c.innerText))")  # fmt: skip
-                pages = b.js("Promise.all(['./', './stats/requests', './llm/stats', './llm/report', "
-                             "'./stats/requests/csv'].map(u => fetch(u).then(r => r.text())))", timeout=120)
+                ttfa = b.js(
+                    "[...document.querySelectorAll('#llm-panel [data-llm=ttfa] tr')].map("
+                    "r => [...r.children].map(c => c.innerText))"
+                )
+                pages = b.js(
+                    "Promise.all(['./', './stats/requests', './llm/stats', './llm/report', "
+                    "'./stats/requests/csv'].map(u => fetch(u).then(r => r.text())))",
+                    timeout=120,
+                )
                 dom = b.js("document.documentElement.outerHTML")
         finally:
             rc = _end(p)
@@ -165,7 +230,9 @@ def test_llm_tab_tells_the_truth_in_chromium(tmp_path) -> None:  # type: ignore[
     assert _num(panel["completed"]) == res["completed"] == 400
     assert _num(panel["failed"]) == res["failed"] == 0
     assert _num(panel["output_tokens"]) == res["total_output_tokens"]
-    assert _num(panel["good_fraction"]) == pytest.approx(res["request_goodput"] / res["request_throughput"], abs=0.002)
+    assert _num(panel["good_fraction"]) == pytest.approx(
+        res["request_goodput"] / res["request_throughput"], abs=0.002
+    )
     # exact percentiles (HdrHistogram, 3 significant digits) against the records' linear interpolation
     head, rows = table["head"], {r[0]: r for r in table["rows"]}
     assert int(rows["all"][head.index("OK requests")]) == res["completed"]
@@ -173,10 +240,13 @@ def test_llm_tab_tells_the_truth_in_chromium(tmp_path) -> None:  # type: ignore[
     arrays = metric_arrays(records)
     for metric in ("ttft", "tpot", "itl", "e2el"):
         assert float(rows["all"][head.index(f"{metric.upper()} p50 (ms)")]) == pytest.approx(
-            res[f"median_{metric}_ms"], rel=0.03, abs=0.3)
+            res[f"median_{metric}_ms"], rel=0.03, abs=0.3
+        )
         for q in (50, 90, 99):
             shown = float(rows["all"][head.index(f"{metric.upper()} p{q} (ms)")])
-            truth = float(np.percentile(arrays[metric], q)) * 1000  # vLLM's linear interpolation, from records
+            truth = (
+                float(np.percentile(arrays[metric], q)) * 1000
+            )  # vLLM's linear interpolation, from records
             assert shown == pytest.approx(truth, rel=0.03, abs=0.3), (metric, q)
     # the TTFA table (reasoning runs only): the answers' percentiles, as the result has them
     ttfa_rows = {r[0]: r for r in ttfa[1:]}
@@ -191,7 +261,9 @@ def test_llm_tab_tells_the_truth_in_chromium(tmp_path) -> None:  # type: ignore[
         for col, key in (("requests", "requests"), ("failed", "failed"), ("good", "good")):
             assert _num(per[name][head.index(col)]) == want[key], (name, col)
         assert _num(per[name][head.index("good %")]) == pytest.approx(100 * want["good_fraction"], abs=0.06)
-        assert _num(per[name][head.index("TTFT p50 ms")]) == pytest.approx(want["p50_ttft_ms"], rel=0.03, abs=0.3)
+        assert _num(per[name][head.index("TTFT p50 ms")]) == pytest.approx(
+            want["p50_ttft_ms"], rel=0.03, abs=0.3
+        )
     assert sum(_num(r[head.index("requests")]) for r in per.values()) == 400
     shown_jain = _num(fairness.split(":")[1].split("(")[0])
     assert shown_jain == pytest.approx(res["classes"]["fairness"]["jain_index"], abs=0.0006)
@@ -201,8 +273,15 @@ def test_llm_tab_tells_the_truth_in_chromium(tmp_path) -> None:  # type: ignore[
     assert sim.url in pages[0]  # Locust's page shows the host, without its userinfo
     # the run directory is what a headless run writes
     assert rc == 0, open(os.path.join(tmp, "cli.out")).read()[-3000:]
-    for name in ("result.json", "records.jsonl", "histograms.json", "locust_stats.csv", "locust_report.html",
-                 "report/report.html", "server_metrics.jsonl"):  # fmt: skip
+    for name in (
+        "result.json",
+        "records.jsonl",
+        "histograms.json",
+        "locust_stats.csv",
+        "locust_report.html",
+        "report/report.html",
+        "server_metrics.jsonl",
+    ):
         assert os.path.exists(os.path.join(run_dir, name)), name
     assert [e["kind"] for e in res["timeline"]][:1] == ["start"] and res["timeline"][-1]["kind"] == "stop"
     for name in os.listdir(run_dir):

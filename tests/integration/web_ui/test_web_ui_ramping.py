@@ -14,8 +14,10 @@ from tests.integration.web_ui.cdp import CHROMIUM, Browser
 from tests.integration.web_ui.test_web_ui_chromium import TAB, _end, _keep, _open_ui, _start_ui_run
 from vllm_sim.launch import start_simulator
 
-pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install -y chromium)"),
-              pytest.mark.timeout(300)]  # fmt: skip
+pytestmark = [
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install -y chromium)"),
+    pytest.mark.timeout(300),
+]
 COMPLETED = "Number(document.querySelector('#llm-panel [data-llm=completed]').innerText.replace(/,/g, ''))"
 STOP = "Array.from(document.querySelectorAll('header button')).find(b => b.textContent.trim().toLowerCase() === 'stop')"
 
@@ -30,14 +32,30 @@ def _start(b: Browser, port: int) -> None:
 def _stop(b: Browser) -> None:
     """Click the header's Stop; wait until the tab says the run directory is written."""
     b.click(STOP)
-    b.wait_for("document.querySelector('#llm-panel [data-llm=status]').innerText.startsWith('finished')", timeout=90)
+    b.wait_for(
+        "document.querySelector('#llm-panel [data-llm=status]').innerText.startsWith('finished')", timeout=90
+    )
 
 
 def test_open_loop_rate_changed_from_the_tab(tmp_path) -> None:  # type: ignore[no-untyped-def]
     port = free_port()
     with start_simulator(["--fixed", "--ttft-ms", "10", "--itl-ms", "2"]) as sim:
-        p = _start_ui_run(str(tmp_path), sim.url, port, ["--request-rate", "4", "--max-concurrency", "16",
-                                                         "--run-time", "120s", "--output-len", "8", "--ignore-eos"])  # fmt: skip
+        p = _start_ui_run(
+            str(tmp_path),
+            sim.url,
+            port,
+            [
+                "--request-rate",
+                "4",
+                "--max-concurrency",
+                "16",
+                "--run-time",
+                "120s",
+                "--output-len",
+                "8",
+                "--ignore-eos",
+            ],
+        )
         try:
             with Browser(shot_on_error=str(tmp_path / "failure.png")) as b:
                 _start(b, port)
@@ -46,7 +64,9 @@ def test_open_loop_rate_changed_from_the_tab(tmp_path) -> None:  # type: ignore[
                 b.click("document.getElementById('llm-rate-button')")  # a real click on the tab's button
                 b.wait_for("document.getElementById('llm-rate-msg').innerText.includes('16')")
                 b.wait_for(f"{COMPLETED} >= 24 + 16 * 6", timeout=90)
-                b.wait_for("document.querySelector('#llm-panel [data-llm=chart_tok_s]').textContent.includes('16 req/s')")
+                b.wait_for(
+                    "document.querySelector('#llm-panel [data-llm=chart_tok_s]').textContent.includes('16 req/s')"
+                )
                 _keep(b.screenshot(str(tmp_path / "rate.png")), "web_ui_rate_change.png")
                 _stop(b)
         finally:
@@ -64,24 +84,36 @@ def test_open_loop_rate_changed_from_the_tab(tmp_path) -> None:  # type: ignore[
     rate_after = (len(after) - 1) / (after[-1] - after[0])
     assert 2.5 < rate_before < 6.0, rate_before  # Poisson at 4/s over ~6 s
     assert 11.0 < rate_after < 22.0, rate_after  # Poisson at 16/s
-    assert len({r["worker"] for r in recs if r["t_intended"] > change["t"] + 1.0}) == 2  # both workers re-planned
+    assert (
+        len({r["worker"] for r in recs if r["t_intended"] > change["t"] + 1.0}) == 2
+    )  # both workers re-planned
 
 
 def test_closed_loop_users_edited_live(tmp_path) -> None:  # type: ignore[no-untyped-def]
     port = free_port()
     with start_simulator(["--fixed", "--ttft-ms", "20", "--itl-ms", "10"]) as sim:
-        p = _start_ui_run(str(tmp_path), sim.url, port, ["--users", "2", "--run-time", "120s", "--output-len", "16",
-                                                         "--ignore-eos"])  # fmt: skip
+        p = _start_ui_run(
+            str(tmp_path),
+            sim.url,
+            port,
+            ["--users", "2", "--run-time", "120s", "--output-len", "16", "--ignore-eos"],
+        )
         try:
             with Browser(shot_on_error=str(tmp_path / "failure.png")) as b:
                 _start(b, port)
                 b.wait_for(f"{COMPLETED} >= 10", timeout=90)
                 # the same POST the UI's Edit form sends, made from the page
-                r = b.js("fetch('./swarm', {method: 'POST', body: new URLSearchParams({user_count: '8', spawn_rate: '8',"
-                         " host: document.querySelector('header').innerText.match(/http\\S+/)[0]})}).then(r => r.json())")
+                r = b.js(
+                    "fetch('./swarm', {method: 'POST', body: new URLSearchParams({user_count: '8', spawn_rate: '8',"
+                    " host: document.querySelector('header').innerText.match(/http\\S+/)[0]})}).then(r => r.json())"
+                )
                 assert r["success"], r
-                b.wait_for("document.querySelector('#llm-panel [data-llm=inflight]').innerText === '8'", timeout=60)
-                b.wait_for("document.querySelector('#llm-panel [data-llm=chart_queue]').textContent.includes('8 users')")
+                b.wait_for(
+                    "document.querySelector('#llm-panel [data-llm=inflight]').innerText === '8'", timeout=60
+                )
+                b.wait_for(
+                    "document.querySelector('#llm-panel [data-llm=chart_queue]').textContent.includes('8 users')"
+                )
                 _stop(b)
         finally:
             rc = _end(p)

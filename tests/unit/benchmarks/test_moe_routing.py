@@ -131,17 +131,28 @@ def test_routing_balance_uneven_halves() -> None:
 
 
 def test_eplb_log_lines() -> None:
-    text = ("INFO 12-01 10:00:00 [eplb_state.py:598] EPLB step: 12 for model Mixtral: avg_tokens=1024.50, "
-            "max_tokens=1500, balancedness=0.6830, steps until the next rearrangement: 2988\nother line\n")  # fmt: skip
-    assert moe_routing.eplb_log_lines(text) == [{"step": 12, "model": "Mixtral", "avg_tokens": 1024.5,
-                                             "max_tokens": 1500, "balancedness": 0.683}]  # fmt: skip
+    text = (
+        "INFO 12-01 10:00:00 [eplb_state.py:598] EPLB step: 12 for model Mixtral: avg_tokens=1024.50, "
+        "max_tokens=1500, balancedness=0.6830, steps until the next rearrangement: 2988\nother line\n"
+    )
+    assert moe_routing.eplb_log_lines(text) == [
+        {"step": 12, "model": "Mixtral", "avg_tokens": 1024.5, "max_tokens": 1500, "balancedness": 0.683}
+    ]
     assert moe_routing.eplb_log_lines("no eplb here") == []
 
 
 def test_driver_rows_per_gpu_and_absent_balance() -> None:
-    doc = {"steps": [{"concurrency": 1, "output_throughput": 100.0, "scaling_efficiency": 1.0, "completed": 20},
-                     {"concurrency": 4, "output_throughput": 360.0, "scaling_efficiency": 0.9,
-                      "expert_load": {"max_over_mean": 1.5, "cv": 0.2}}]}  # fmt: skip
+    doc = {
+        "steps": [
+            {"concurrency": 1, "output_throughput": 100.0, "scaling_efficiency": 1.0, "completed": 20},
+            {
+                "concurrency": 4,
+                "output_throughput": 360.0,
+                "scaling_efficiency": 0.9,
+                "expert_load": {"max_over_mean": 1.5, "cv": 0.2},
+            },
+        ]
+    }
     rows = bench.sweep_rows(doc, gpus=2)
     assert [r["out_tok_s_per_gpu"] for r in rows] == [50.0, 180.0]
     assert rows[0]["experts_max_over_mean"] is None and rows[1]["experts_max_over_mean"] == 1.5
@@ -150,11 +161,19 @@ def test_driver_rows_per_gpu_and_absent_balance() -> None:
 
 def test_driver_reports_vllms_eplb_refusal() -> None:
     msg = "ValueError: EPLB requires tensor, prefill-context, or data parallelism, but got TP=1, PCP=1, DP=1."
-    p = subprocess.Popen([sys.executable, "-c", f"import sys; print('noise'); sys.exit({msg!r})"],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    p = subprocess.Popen(
+        [sys.executable, "-c", f"import sys; print('noise'); sys.exit({msg!r})"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     e = bench.eplb_answer(p)
     assert e["checked"] and e["accepted"] is False and e["vllm_says"] == msg
     assert e["note"] == moe_routing.EPLB_ONE_GPU
-    ok = subprocess.Popen([sys.executable, "-c", "print('EPLB accepted on one GPU')"], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    ok = subprocess.Popen(
+        [sys.executable, "-c", "print('EPLB accepted on one GPU')"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     assert bench.eplb_answer(ok)["accepted"] is True and bench.eplb_answer(None)["checked"] is False

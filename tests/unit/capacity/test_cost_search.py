@@ -26,7 +26,10 @@ def test_cost() -> None:
     res["cost"] = run_cost(res, 4.0, 2)
     text = format_summary(res)
     assert "Cost at $4/GPU-hour x 2 GPU(s):" in text and "$2.222 per 1M output tokens" in text
-    assert any("SLO-max rate" in x for x in format_cost({**res["cost"], "at_slo_max_rate": cost_at(4.0, 2, 2000.0, 9.0)}))
+    assert any(
+        "SLO-max rate" in x
+        for x in format_cost({**res["cost"], "at_slo_max_rate": cost_at(4.0, 2, 2000.0, 9.0)})
+    )
 
 
 def test_next_rate() -> None:
@@ -41,7 +44,9 @@ def test_next_rate() -> None:
 def test_watch() -> None:
     w = S.SaturationWatch(Slo({"ttft": 100.0}))
     assert w({"elapsed_s": 0.5, "inflight": 0}) is None
-    assert w({"elapsed_s": 4.6, "inflight": 9, "ok": 30}) is None  # from nothing in flight at the start: no baseline
+    assert (
+        w({"elapsed_s": 4.6, "inflight": 9, "ok": 30}) is None
+    )  # from nothing in flight at the start: no baseline
     w = S.SaturationWatch(Slo({"ttft": 100.0}))
     assert w({"elapsed_s": 1.0, "inflight": 4, "ok": 10}) is None
     assert w({"elapsed_s": 3.0, "inflight": 5, "ok": 20}) is None
@@ -73,8 +78,13 @@ def test_watch_waits_out_the_ramp_of_long_requests() -> None:
     # (5-s requests at twice the capacity are past their ramp only after ~15 s: the step's verdict, not the
     # watch, fails them: achieved rate, rising TTFT, the server's queue)
     w = S.SaturationWatch(Slo({"ttft": 100.0}))
-    assert w({"elapsed_s": 1.0, "inflight": 2, "ok": 60, "chat_ttft_p50_ms": 250.0, "chat_ttft_p99_ms": 900.0}) is None
-    assert "already failed" in (w({"elapsed_s": 2.0, "inflight": 2, "ok": 60, "chat_ttft_p50_ms": 350.0}) or "")
+    assert (
+        w({"elapsed_s": 1.0, "inflight": 2, "ok": 60, "chat_ttft_p50_ms": 250.0, "chat_ttft_p99_ms": 900.0})
+        is None
+    )
+    assert "already failed" in (
+        w({"elapsed_s": 2.0, "inflight": 2, "ok": 60, "chat_ttft_p50_ms": 350.0}) or ""
+    )
 
 
 def test_judge(tmp_path: str) -> None:
@@ -85,7 +95,11 @@ def test_judge(tmp_path: str) -> None:
     # a tail above the SLO at p99, failures above 1 %, and an early stop each fail the step
     tail = write_run(os.path.join(tmp_path, "tail"), make_records(200, tail_every=20, tail_ms=500.0, fail=4))
     v = S.judge(tail, 5.0, slo, 99.0, 0.01)
-    assert not v["passed"] and any("p99 TTFT" in r for r in v["reasons"]) and any("failure rate" in r for r in v["reasons"])
+    assert (
+        not v["passed"]
+        and any("p99 TTFT" in r for r in v["reasons"])
+        and any("failure rate" in r for r in v["reasons"])
+    )
     assert S.judge(tail, 5.0, slo, 90.0, 0.05)["slo_values_ms"]["ttft"] < 100  # p90 is below the tail
     with open(os.path.join(good, run_dir.EARLY_STOP), "w") as fh:
         json.dump({"reason": "in-flight requests grew"}, fh)
@@ -110,7 +124,9 @@ def test_judge_calls_a_late_client_invalid(tmp_path: str) -> None:
         r.t_intended = r.t_start - (0.3 if i % 10 == 0 else 0.02)  # 20 ms late is under half a gap at 5 req/s
     run = write_run(os.path.join(tmp_path, "late"), recs)
     v = S.judge(run, 5.0, Slo({"ttft": 100.0}), 99.0, 0.01)
-    assert v["invalid"] and not v["passed"] and "client behind its schedule: 10% of arrivals" in v["reasons"][-1]
+    assert (
+        v["invalid"] and not v["passed"] and "client behind its schedule: 10% of arrivals" in v["reasons"][-1]
+    )
 
 
 def _open_loop(n: int, gaps_s: list[float], e2el_extra_ms: float = 0.0) -> list:  # type: ignore[type-arg]
@@ -134,7 +150,9 @@ def test_judge_takes_the_rate_the_arrivals_offered(tmp_path: str) -> None:
     kept = write_run(os.path.join(tmp_path, "kept"), _open_loop(30, [0.25]))
     v = S.judge(kept, 5.0, slo, 99.0, 0.01)
     assert v["passed"], v["reasons"]
-    assert v["offered_rate"] == pytest.approx(4.0, rel=1e-6) and v["achieved_completion_rate"] == pytest.approx(4.0, rel=0.05)
+    assert v["offered_rate"] == pytest.approx(4.0, rel=1e-6) and v[
+        "achieved_completion_rate"
+    ] == pytest.approx(4.0, rel=0.05)
     # the same arrivals, each answered 60 ms later than the one before (a queue that grows): the server fell
     # behind the offered rate (completions at 1 / (0.25 + 0.06) = 3.2 req/s < 90 % of 4.0)
     behind = write_run(os.path.join(tmp_path, "behind"), _open_loop(30, [0.25], e2el_extra_ms=60.0))
@@ -150,7 +168,9 @@ def test_judge_counts_the_step_interior_so_edges_cannot_only_cross_out(tmp_path:
     gaps = [0.6] * 26 + [0.2, 0.06, 0.06]
     recs = _open_loop(30, gaps)
     for i, r in enumerate(recs):
-        late = i >= 27 or (i % 2 == 1 and i > 0)  # 250 ms answers: odd requests and the last three; 160 ms others
+        late = i >= 27 or (
+            i % 2 == 1 and i > 0
+        )  # 250 ms answers: odd requests and the last three; 160 ms others
         scale = (250.0 if late else 160.0) / (r.end_us / 1000.0)
         r.chunk_times_us = [int(c * scale) for c in r.chunk_times_us]
         r.end_us = r.chunk_times_us[-1]

@@ -21,8 +21,14 @@ HOST = "http://127.0.0.1:9"  # nothing listens: the sweep's expert counters find
 
 
 def _options(tmp: str, **kw: Any) -> Options:
-    return Options(host=HOST, output_dir=tmp, run_name="multi", no_report=True,
-                   output_file=os.path.join(tmp, "out", "summary.json"), **kw)  # fmt: skip
+    return Options(
+        host=HOST,
+        output_dir=tmp,
+        run_name="multi",
+        no_report=True,
+        output_file=os.path.join(tmp, "out", "summary.json"),
+        **kw,
+    )
 
 
 def _fake_run(steps: list[Options]) -> Any:

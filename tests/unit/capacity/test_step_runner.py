@@ -49,7 +49,10 @@ def test_one_command_line_for_the_embedded_simulator(monkeypatch: pytest.MonkeyP
         monkeypatch.delenv(name, raising=False)
     assert simulator_args(Options(sim_args="--fixed --ttft-ms 5")) == ["--fixed", "--ttft-ms", "5"]
     assert simulator_args(Options(api_key="k")) == ["--api-key", "k"]
-    assert simulator_args(Options(api_key="k", sim_args="--api-key other")) == ["--api-key", "other"]  # theirs wins
+    assert simulator_args(Options(api_key="k", sim_args="--api-key other")) == [
+        "--api-key",
+        "other",
+    ]  # theirs wins
     monkeypatch.setenv(API_KEY_ENV[0], "from-env")
     assert simulator_args(Options()) == ["--api-key", "from-env"]
 
@@ -74,21 +77,32 @@ def test_steps_are_named_and_seeded_as_before(tmp_path: str) -> None:
     run_sweep(dataclasses.replace(base, sweep="rates:2,4.5", run_name="r"), _fake_run(seen))
     run_sweep(dataclasses.replace(base, sweep="concurrency:1,16", run_name="c"), _fake_run(seen))
     run_repeats(dataclasses.replace(base, repeats=2, run_name="p"), _fake_run(seen))
-    assert _names(seen) == [("step-01-rate-2", 5), ("step-02-rate-4.5", 1005), ("step-01-c001", 5),
-                            ("step-02-c016", 1005), ("repeat-01", 5), ("repeat-02", 6)]  # fmt: skip
+    assert _names(seen) == [
+        ("step-01-rate-2", 5),
+        ("step-02-rate-4.5", 1005),
+        ("step-01-c001", 5),
+        ("step-02-c016", 1005),
+        ("repeat-01", 5),
+        ("repeat-02", 6),
+    ]
     seen.clear()
     run_sweep(dataclasses.replace(base, sweep="auto:1", run_name="a"), _fake_run(seen))
     names = _names(seen)
     assert names[:2] == [("step-01-synchronous", 5), ("step-02-throughput", 1005)]
     assert len(names) == 3 and re.fullmatch(r"step-03-rate-[0-9.]+", names[2][0]) and names[2][1] == 2005
     seen.clear()
-    run_search(dataclasses.replace(base, find_max_rate=True, goodput="ttft:500", search_steps=2, run_name="s"),
-               _fake_run(seen))  # fmt: skip
+    run_search(
+        dataclasses.replace(base, find_max_rate=True, goodput="ttft:500", search_steps=2, run_name="s"),
+        _fake_run(seen),
+    )
     assert seen[0].run_name == "step-01-probe" and seen[0].seed == 5
     assert re.fullmatch(r"step-02-rate-[0-9.]+", seen[1].run_name) and seen[1].seed == 1005
     for d in ("r", "c", "p", "a", "s"):  # each step's directory inside its parent
-        assert all(os.path.isdir(os.path.join(tmp_path, d, n)) for n in os.listdir(os.path.join(tmp_path, d))
-                   if n.startswith(("step-", "repeat-")))  # fmt: skip
+        assert all(
+            os.path.isdir(os.path.join(tmp_path, d, n))
+            for n in os.listdir(os.path.join(tmp_path, d))
+            if n.startswith(("step-", "repeat-"))
+        )
 
 
 def test_directory_names(tmp_path: str) -> None:

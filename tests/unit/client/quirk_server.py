@@ -104,16 +104,27 @@ class QuirkServer:
         if method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
             if body.get("stream"):
                 return self._stream(sock, pre, path == "/v1/chat/completions")
-            doc: dict[str, Any] = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "t t"},
-                                                "text": "t t", "finish_reason": "length"}],
-                                   "usage": {"prompt_tokens": 3, "completion_tokens": 2}}  # fmt: skip
+            doc: dict[str, Any] = {
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "t t"},
+                        "text": "t t",
+                        "finish_reason": "length",
+                    }
+                ],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+            }
             return self._json(sock, pre, 200, doc)
         if method == "GET" and path == "/v1/models":
             return self._json(sock, pre, 200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]})
         if method == "GET" and path == "/metrics":
             text = b"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 1.0\n"
-            sock.sendall(pre + b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s"
-                         % (len(text), text))  # fmt: skip
+            sock.sendall(
+                pre
+                + b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s"
+                % (len(text), text)
+            )
             return True
         if method == "POST" and path in ("/start_profile", "/stop_profile"):
             return self._json(sock, pre, 200, {})
@@ -122,8 +133,11 @@ class QuirkServer:
     def _json(self, sock: Any, pre: bytes, status: int, doc: Any) -> bool:
         data = json.dumps(doc).encode()
         reason = b"OK" if status == 200 else b"Not Found"
-        sock.sendall(pre + b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                     % (status, reason, len(data), data))  # fmt: skip
+        sock.sendall(
+            pre
+            + b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+            % (status, reason, len(data), data)
+        )
         return True
 
     def _stream(self, sock: Any, pre: bytes, chat: bool) -> bool:
@@ -137,8 +151,11 @@ class QuirkServer:
         events: list[Any] = []
         for i in range(N_OUT):
             fr = "length" if q.finish and i == N_OUT - 1 else None
-            choice = ({"index": 0, "delta": {"content": f"t{i}"}, "finish_reason": fr} if chat
-                      else {"index": 0, "text": f"t{i}", "finish_reason": fr})  # fmt: skip
+            choice = (
+                {"index": 0, "delta": {"content": f"t{i}"}, "finish_reason": fr}
+                if chat
+                else {"index": 0, "text": f"t{i}", "finish_reason": fr}
+            )
             events.append({"id": "q", "choices": [choice]})
         usage = {"prompt_tokens": 3, "completion_tokens": N_OUT}
         if q.finish and q.usage_on_last:

@@ -61,9 +61,14 @@ class Server:
                 return
 
     def _answer(self, sock, s: Script) -> bool:
-        events = [b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": f"t{i}"}}]}).encode()
-                  for i in range(N_OUT)]  # fmt: skip
-        events.append(b"data: " + json.dumps({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": N_OUT}}).encode())
+        events = [
+            b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": f"t{i}"}}]}).encode()
+            for i in range(N_OUT)
+        ]
+        events.append(
+            b"data: "
+            + json.dumps({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": N_OUT}}).encode()
+        )
         if not s.torn:
             events.append(b"data: [DONE]")
         pieces = [[e + s.eol, s.eol] if s.split_eol else [e + s.eol + s.eol] for e in events]
@@ -102,14 +107,18 @@ def _read_many(srv: Server, scripts: list[Script]) -> list[stream.StreamResult]:
     """Send one request per script, in order, over one client (one pooled connection at most)."""
     client = HTTPClient("127.0.0.1", srv.port, network_timeout=10, concurrency=1)  # type: ignore[attr-defined]
     try:
-        return [stream.send_and_read(client, srv.add(s), b"{}", {"Content-Type": "application/json"})
-                for s in scripts]  # fmt: skip
+        return [
+            stream.send_and_read(client, srv.add(s), b"{}", {"Content-Type": "application/json"})
+            for s in scripts
+        ]
     finally:
         client.close()
 
 
-READERS = [pytest.param(True, id="reactor", marks=pytest.mark.skipif(not HAVE_EPOLL, reason="no epoll")),
-           pytest.param(False, id="greenlet")]  # fmt: skip
+READERS = [
+    pytest.param(True, id="reactor", marks=pytest.mark.skipif(not HAVE_EPOLL, reason="no epoll")),
+    pytest.param(False, id="greenlet"),
+]
 
 
 def _assert_paced(res: stream.StreamResult) -> None:
@@ -135,8 +144,9 @@ def test_every_framing_is_read_and_timed(server, monkeypatch, use_reactor: bool,
 @pytest.mark.parametrize("use_reactor", READERS)
 def test_close_delimited_then_keep_alive_on_one_client(server, monkeypatch, use_reactor: bool) -> None:
     monkeypatch.setattr(stream, "USE_REACTOR", use_reactor)
-    results = _read_many(server, [Script("close10"), Script("chunked"), Script("chunked"), Script("close11"),
-                                  Script("length")])  # fmt: skip
+    results = _read_many(
+        server, [Script("close10"), Script("chunked"), Script("chunked"), Script("close11"), Script("length")]
+    )
     for res in results:
         _assert_paced(res)
     assert server.connections == 3  # close10 | chunked, chunked, close11 | length
@@ -145,19 +155,28 @@ def test_close_delimited_then_keep_alive_on_one_client(server, monkeypatch, use_
 @pytest.mark.parametrize("use_reactor", READERS)
 @pytest.mark.parametrize("eol", [b"\n", b"\r\n", b"\r"], ids=["LF", "CRLF", "CR"])
 @pytest.mark.parametrize("split_eol", [False, True], ids=["whole", "split"])
-def test_sse_line_endings_over_the_wire(server, monkeypatch, use_reactor: bool, eol: bytes, split_eol: bool) -> None:
+def test_sse_line_endings_over_the_wire(
+    server, monkeypatch, use_reactor: bool, eol: bytes, split_eol: bool
+) -> None:
     monkeypatch.setattr(stream, "USE_REACTOR", use_reactor)
-    for res in _read_many(server, [Script("chunked", eol, split_eol=split_eol), Script("close10", eol, split_eol=split_eol)]):
+    for res in _read_many(
+        server, [Script("chunked", eol, split_eol=split_eol), Script("close10", eol, split_eol=split_eol)]
+    ):
         _assert_paced(res)
 
 
 @pytest.mark.parametrize("use_reactor", READERS)
 def test_cut_bodies_are_truncated(server, monkeypatch, use_reactor: bool) -> None:
     monkeypatch.setattr(stream, "USE_REACTOR", use_reactor)
-    torn, short, after = _read_many(server, [Script("close10", torn=True), Script("short"), Script("chunked")])
+    torn, short, after = _read_many(
+        server, [Script("close10", torn=True), Script("short"), Script("chunked")]
+    )
     assert torn.error == "truncated" and torn.error_detail == "stream ended without [DONE]"
     assert len(torn.chunk_times) == N_OUT  # what came is still timed
-    assert short.error == "truncated" and "before the end of the body" in (short.error_detail or "") or (
-        short.error == "truncated" and short.error_detail is not None), short.error_detail
+    assert (
+        short.error == "truncated"
+        and "before the end of the body" in (short.error_detail or "")
+        or (short.error == "truncated" and short.error_detail is not None)
+    ), short.error_detail
     _assert_paced(after)  # a fresh connection after both
     assert server.connections == 3

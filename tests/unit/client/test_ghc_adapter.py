@@ -48,7 +48,9 @@ def test_private_members_exist_with_the_shapes_used() -> None:
         client.close()
     assert callable(HTTPSocketPoolResponse._read_headers)  # overridden by ResponseWithHeaderHook
     src = inspect.getsource(HTTPSocketPoolResponse.__mro__[1].__init__)
-    assert "self._read_headers(" in src and "self._sock" in src  # headers are read in __init__, through the hook
+    assert (
+        "self._read_headers(" in src and "self._sock" in src
+    )  # headers are read in __init__, through the hook
     assert "_body_buffer" in inspect.getsource(HTTPSocketPoolResponse.__mro__[2].__init__)
 
 

@@ -72,8 +72,9 @@ def test_reset_prefix_cache_and_profile_carry_the_headers() -> None:
 def test_metrics_sampler_and_the_masters_scrape_carry_the_headers(tmp_path) -> None:
     with _gated() as (url, refused):
         path = str(tmp_path / "server_metrics.jsonl")
-        sampler = ServerMetricsSampler(url.replace("http://", "http://al:pw@") + "/metrics", path,
-                                       headers={"X-Gateway-Token": "gw-7"})  # fmt: skip
+        sampler = ServerMetricsSampler(
+            url.replace("http://", "http://al:pw@") + "/metrics", path, headers={"X-Gateway-Token": "gw-7"}
+        )
         sampler.start()
         sampler.stop()
         first = json.loads(open(path).readline())

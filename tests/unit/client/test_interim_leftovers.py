@@ -18,8 +18,10 @@ from orchestration.moe_experts import expert_counters
 from tests.unit.client.quirk_server import CONTINUE, EARLY_HINTS, Quirks, QuirkServer
 
 pytestmark = pytest.mark.timeout(30)
-MOE = b'vllm:moe_expert_tokens_total{engine="0",expert="0",model_name="m"} 5.0\n' \
-      b'vllm:moe_expert_tokens_total{engine="0",expert="1",model_name="m"} 7.0\n'  # fmt: skip
+MOE = (
+    b'vllm:moe_expert_tokens_total{engine="0",expert="0",model_name="m"} 5.0\n'
+    b'vllm:moe_expert_tokens_total{engine="0",expert="1",model_name="m"} 7.0\n'
+)
 
 
 class _Server(QuirkServer):
@@ -29,8 +31,11 @@ class _Server(QuirkServer):
         if method == "GET" and path in ("/health", "/metrics"):
             pre = self._interim(sock)
             text = b"" if path == "/health" else MOE
-            sock.sendall(pre + b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s"
-                         % (len(text), text))  # fmt: skip
+            sock.sendall(
+                pre
+                + b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s"
+                % (len(text), text)
+            )
             return True
         return super()._answer(sock, method, path, body)
 

@@ -21,8 +21,10 @@ from vllm_users.client.reactor import HAVE_EPOLL, reactor
 
 pytestmark = pytest.mark.timeout(60)
 
-READERS = [pytest.param(True, id="reactor", marks=pytest.mark.skipif(not HAVE_EPOLL, reason="no epoll")),
-           pytest.param(False, id="greenlet")]  # fmt: skip
+READERS = [
+    pytest.param(True, id="reactor", marks=pytest.mark.skipif(not HAVE_EPOLL, reason="no epoll")),
+    pytest.param(False, id="greenlet"),
+]
 ENDPOINTS = [
     pytest.param("/v1/chat/completions", id="chat"),
     pytest.param("/v1/completions", id="completions"),
@@ -100,13 +102,16 @@ def test_a_stream_whose_encoding_cannot_be_decoded_is_a_bad_response(quirk, monk
 # ----------------------------------------------------------------------------------------- errors in their words
 @pytest.mark.parametrize("use_reactor", READERS)
 @pytest.mark.parametrize("path", ENDPOINTS)
-@pytest.mark.parametrize("quirks", [
-    pytest.param(Quirks(error="event"), id="event-error"),
-    pytest.param(Quirks(error="event", spaced=True), id="event-error-spaced"),
-    pytest.param(Quirks(error="data"), id="data-error"),
-    pytest.param(Quirks(error="data", spaced=True, encoding="gzip"), id="data-error-spaced-gzip"),
-    pytest.param(Quirks(error="json200"), id="200-json"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "quirks",
+    [
+        pytest.param(Quirks(error="event"), id="event-error"),
+        pytest.param(Quirks(error="event", spaced=True), id="event-error-spaced"),
+        pytest.param(Quirks(error="data"), id="data-error"),
+        pytest.param(Quirks(error="data", spaced=True, encoding="gzip"), id="data-error-spaced-gzip"),
+        pytest.param(Quirks(error="json200"), id="200-json"),
+    ],
+)
 def test_the_servers_error_message_reaches_the_record(quirk, monkeypatch, use_reactor, path, quirks) -> None:
     monkeypatch.setattr(stream, "USE_REACTOR", use_reactor)
     quirk.quirks = quirks
@@ -115,8 +120,10 @@ def test_the_servers_error_message_reaches_the_record(quirk, monkeypatch, use_re
 
 
 def test_a_200_that_is_neither_a_stream_nor_an_error_stays_a_bad_response() -> None:
-    assert F.not_a_stream(b"<html>oops</html>", "text/html", "") == ("bad_response",
-                                                                      "expected text/event-stream, got text/html")  # fmt: skip
+    assert F.not_a_stream(b"<html>oops</html>", "text/html", "") == (
+        "bad_response",
+        "expected text/event-stream, got text/html",
+    )
     assert F.not_a_stream(b'{"choices": []}', "application/json", "")[0] == "bad_response"
 
 
@@ -175,9 +182,15 @@ def test_media_types_compare_without_case_or_parameters() -> None:
 
 
 def test_error_messages_in_every_shape_are_one_clean_line_without_credentials() -> None:
-    for doc in ({"error": {"message": "m"}}, {"error": "m"}, {"type": "error", "message": "m"},
-                {"type": "error", "error": {"type": "x", "message": "m"}}, {"response": {"error": {"message": "m"}}},
-                {"detail": "m"}, {"object": "error", "message": "m"}):  # fmt: skip
+    for doc in (
+        {"error": {"message": "m"}},
+        {"error": "m"},
+        {"type": "error", "message": "m"},
+        {"type": "error", "error": {"type": "x", "message": "m"}},
+        {"response": {"error": {"message": "m"}}},
+        {"detail": "m"},
+        {"object": "error", "message": "m"},
+    ):
         assert F.error_message(doc) == "m", doc
     assert F.error_message({"choices": []}) is None and F.error_message([1]) is None
     long = F.clean_message("x\n" * 500)
@@ -205,10 +218,14 @@ def test_decode_all_and_what_cannot_be_decoded(encoding) -> None:
 
 def test_a_gateways_own_spaced_events_in_a_compact_stream_are_read() -> None:
     # vLLM's compact events passed through, then the gateway's own finish and usage events, written by json.dumps
-    compact = [{"id": "x", "choices": [{"index": 0, "delta": {"content": f"t{i}"}, "finish_reason": None}]}
-               for i in range(3)]  # fmt: skip
-    spaced = [{"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
-              {"id": "x", "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 3}}]  # fmt: skip
+    compact = [
+        {"id": "x", "choices": [{"index": 0, "delta": {"content": f"t{i}"}, "finish_reason": None}]}
+        for i in range(3)
+    ]
+    spaced = [
+        {"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        {"id": "x", "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 3}},
+    ]
     body = b"".join(b"data: " + json.dumps(e, separators=(",", ":")).encode() + b"\n\n" for e in compact)
     body += b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in spaced)
     res = stream.StreamResult(t0=0.0)

@@ -30,7 +30,9 @@ def _handle(sock, _addr) -> None:
     head = b""
     while not head.endswith(b"\r\n\r\n"):
         head += f.readline()
-    length = int(next(h.split(b":")[1] for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")))
+    length = int(
+        next(h.split(b":")[1] for h in head.split(b"\r\n") if h.lower().startswith(b"content-length"))
+    )
     body = json.loads(f.read(length))
     n, mode = body["n"], body.get("mode", "ok")
     sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
@@ -54,7 +56,9 @@ def _read(server, n: int, mode: str = "ok", timeout: float = 10.0) -> stream.Str
     client = HTTPClient("127.0.0.1", server.server_port, network_timeout=timeout, concurrency=1)
     try:
         body = json.dumps({"n": n, "mode": mode}).encode()
-        return stream.send_and_read(client, "/v1/chat/completions", body, {"Content-Type": "application/json"})  # fmt: skip
+        return stream.send_and_read(
+            client, "/v1/chat/completions", body, {"Content-Type": "application/json"}
+        )
     finally:
         client.close()
 

@@ -50,11 +50,14 @@ def test_a_reset_posts_to_vllms_endpoint() -> None:
     assert line == "prefix cache reset (POST /reset_prefix_cache)"
 
 
-@pytest.mark.parametrize(("status", "body", "words"), [
-    (404, b'{"detail":"Not Found"}', "HTTP 404 (vLLM serves it with VLLM_SERVER_DEV_MODE=1)"),
-    (200, b'{"success":false}', "could not reset"),
-    (500, b"{}", "HTTP 500"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("status", "body", "words"),
+    [
+        (404, b'{"detail":"Not Found"}', "HTTP 404 (vLLM serves it with VLLM_SERVER_DEV_MODE=1)"),
+        (200, b'{"success":false}', "could not reset"),
+        (500, b"{}", "HTTP 500"),
+    ],
+)
 def test_a_server_that_does_not_reset_gets_one_warning_line(status: int, body: bytes, words: str) -> None:
     with _server(status, body) as (url, _):
         line = reset_prefix_cache(url, None)

@@ -12,8 +12,9 @@ from vllm_users.client import responses as R
 from vllm_users.client.stream import StreamResult, _Events, _read_whole
 from vllm_users.measure.record import record_from_stream
 
-WHERE = dict(scenario="chat", worker="w0", user=0, seq=0, t_intended=None, input_len=8, output_len=8, turn=0,
-             session=0)  # fmt: skip
+WHERE = dict(
+    scenario="chat", worker="w0", user=0, seq=0, t_intended=None, input_len=8, output_len=8, turn=0, session=0
+)
 
 
 def sim_events(n: int, reasoning: int = 0, finish: str = "length") -> list[bytes]:
@@ -22,8 +23,11 @@ def sim_events(n: int, reasoning: int = 0, finish: str = "length") -> list[bytes
         chat=True, stream=True, model="m", prompt_ids=[1] * 5, max_tokens=n, request_id="chatcmpl-ab"
     )
     w = ResponsesWriter(req, Plan([f" w{i}" for i in range(n)], finish, reasoning=reasoning))
-    return [w.role().encode(), *(w.pieces(i, i + 1, i + 1, i == n - 1).encode() for i in range(n)),
-            w.usage(n).encode()]  # fmt: skip
+    return [
+        w.role().encode(),
+        *(w.pieces(i, i + 1, i + 1, i == n - 1).encode() for i in range(n)),
+        w.usage(n).encode(),
+    ]
 
 
 def read(events: list[bytes], want_text: bool = False) -> StreamResult:
@@ -46,9 +50,13 @@ def test_output_text_deltas_are_the_chunks_and_usage_comes_from_completed() -> N
         0.05,
     ]  # the opening events (created, item added) are not output
     assert res.done and res.error is None and res.finish_reason == "length"  # incomplete at max_output_tokens
-    assert res.usage == {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9,
-                         "prompt_tokens_details": {"cached_tokens": 0},
-                         "completion_tokens_details": {"reasoning_tokens": 0}}  # fmt: skip
+    assert res.usage == {
+        "prompt_tokens": 5,
+        "completion_tokens": 4,
+        "total_tokens": 9,
+        "prompt_tokens_details": {"cached_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 0},
+    }
     assert res.text == " w0 w1 w2 w3"
     rec = record_from_stream(res, endpoint="responses", **WHERE)  # type: ignore[arg-type]
     assert (rec.output_tokens, rec.prompt_tokens, rec.tokens_estimated) == (4, 5, False)
@@ -103,10 +111,14 @@ def test_non_streamed_response_and_pooling_answers() -> None:
     assert res.error is None and res.text == " b c" and res.usage is not None
     rec = record_from_stream(res, endpoint="responses", **WHERE)  # type: ignore[arg-type]
     assert (rec.prompt_tokens, rec.output_tokens, rec.reasoning_tokens, rec.not_streamed) == (7, 3, 1, True)
-    for api, body in (("embeddings", {"data": [{"embedding": [0.1]}] * 2, "usage": {"prompt_tokens": 9,
-                                                                               "completion_tokens": 0}}),
-                      ("rerank", {"results": [{"index": 0, "relevance_score": 0.5}], "usage": {"total_tokens": 11}}),
-                      ("score", {"data": [{"score": 0.5}], "usage": {"prompt_tokens": 13, "total_tokens": 13}})):  # fmt: skip
+    for api, body in (
+        (
+            "embeddings",
+            {"data": [{"embedding": [0.1]}] * 2, "usage": {"prompt_tokens": 9, "completion_tokens": 0}},
+        ),
+        ("rerank", {"results": [{"index": 0, "relevance_score": 0.5}], "usage": {"total_tokens": 11}}),
+        ("score", {"data": [{"score": 0.5}], "usage": {"prompt_tokens": 13, "total_tokens": 13}}),
+    ):
         res = StreamResult(t0=0.0, status=200)
         _read_whole(_Body(body), res, api, False)
         rec = record_from_stream(res, endpoint=api, **WHERE)  # type: ignore[arg-type]
@@ -122,5 +134,11 @@ def test_the_pooling_endpoints_are_the_records() -> None:
     from vllm_users.measure.record import POOLING_ENDPOINTS
 
     assert R.POOLING == POOLING_ENDPOINTS  # client/ cannot import measure/: two spellings, one list
-    assert [R.path_of(a) for a in R.APIS] == ["/v1/chat/completions", "/v1/completions", "/v1/responses",
-                                              "/v1/embeddings", "/v1/rerank", "/v1/score"]  # fmt: skip
+    assert [R.path_of(a) for a in R.APIS] == [
+        "/v1/chat/completions",
+        "/v1/completions",
+        "/v1/responses",
+        "/v1/embeddings",
+        "/v1/rerank",
+        "/v1/score",
+    ]

@@ -10,15 +10,23 @@ from vllm_users.client.stream import StreamResult, _Events, is_chat_output, is_c
 
 
 def chunk(delta: dict, finish: str | None = None) -> bytes:
-    doc = {"id": "x", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    doc = {
+        "id": "x",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
 def usage(p: int, c: int) -> bytes:
-    return json.dumps({"id": "x", "choices": [], "usage": {"prompt_tokens": p, "completion_tokens": c}}).encode()
+    return json.dumps(
+        {"id": "x", "choices": [], "usage": {"prompt_tokens": p, "completion_tokens": c}}
+    ).encode()
 
 
-def feed_all(pieces: list[tuple[bytes, float]], completions: bool = False, want_text: bool = False) -> StreamResult:
+def feed_all(
+    pieces: list[tuple[bytes, float]], completions: bool = False, want_text: bool = False
+) -> StreamResult:
     res = StreamResult(t0=0.0)
     ev = _Events(res, "completions" if completions else "chat", want_text)
     for data, t in pieces:
@@ -54,14 +62,22 @@ def test_completions_any_choice_counts() -> None:
 def test_events_per_segment_and_split_across_segments_with_crlf_and_comments() -> None:
     body = (
         b": keep-alive comment\r\n\r\n"
-        + b"data: " + chunk({"role": "assistant", "content": ""}) + b"\r\n\r\n"
-        + b"data:" + chunk({"content": "a"}) + b"\n\n"  # no space after data:
-        + b"data: " + chunk({"content": "b"}, "length") + b"\n\n"
-        + b"data: " + usage(5, 2) + b"\n\n"
+        + b"data: "
+        + chunk({"role": "assistant", "content": ""})
+        + b"\r\n\r\n"
+        + b"data:"
+        + chunk({"content": "a"})
+        + b"\n\n"  # no space after data:
+        + b"data: "
+        + chunk({"content": "b"}, "length")
+        + b"\n\n"
+        + b"data: "
+        + usage(5, 2)
+        + b"\n\n"
         + b"data: [DONE]\n\n"
-    )  # fmt: skip
+    )
     # split in awkward places: inside a line, between \r and \n
-    cut1 = body.index(b"content\":\"a") + 3
+    cut1 = body.index(b'content":"a') + 3
     cut2 = body.index(b"[DONE]") - 1
     res = feed_all([(body[:cut1], 1.0), (body[cut1:cut2], 2.0), (body[cut2:], 3.0)])
     assert res.chunk_times == [2.0, 2.0]  # both output chunks completed in the second segment
@@ -82,14 +98,22 @@ def test_inband_error_and_text_collection() -> None:
 
 
 def test_tool_call_deltas_are_merged() -> None:
-    first = chunk({"tool_calls": [{"index": 0, "id": "call1", "type": "function", "function": {"name": "f", "arguments": ""}}]})
+    first = chunk(
+        {
+            "tool_calls": [
+                {"index": 0, "id": "call1", "type": "function", "function": {"name": "f", "arguments": ""}}
+            ]
+        }
+    )
     rest = chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"a": 1}'}}]})
-    res = feed_all([(b"data: " + first + b"\n\ndata: " + rest + b"\n\ndata: [DONE]\n\n", 1.0)], want_text=True)
+    res = feed_all(
+        [(b"data: " + first + b"\n\ndata: " + rest + b"\n\ndata: [DONE]\n\n", 1.0)], want_text=True
+    )
     assert res.tool_calls == {0: {"id": "call1", "name": "f", "arguments": '{"a": 1}'}}
     assert len(res.chunk_times) == 2
 
 
-@pytest.mark.parametrize("torn", [b"data: {\"choi", b"data: [DO"])
+@pytest.mark.parametrize("torn", [b'data: {"choi', b"data: [DO"])
 def test_torn_last_line_is_truncation(torn: bytes) -> None:
     res = feed_all([(b"data: " + chunk({"content": "a"}) + b"\n\n" + torn, 1.0)])
     assert res.error == "truncated"
@@ -98,8 +122,13 @@ def test_torn_last_line_is_truncation(torn: bytes) -> None:
 def _stream_with(eol: bytes) -> tuple[bytes, list[int]]:
     """A chat stream whose every line ends in `eol`, and where each output event's dispatch is decided: the
     position just after the first byte of the blank line's terminator (a CR ends a line on its own)."""
-    events = [chunk({"role": "assistant", "content": ""}), chunk({"content": "a"}), chunk({"content": "b"}, "length"),
-              usage(5, 2), b"[DONE]"]  # fmt: skip
+    events = [
+        chunk({"role": "assistant", "content": ""}),
+        chunk({"content": "a"}),
+        chunk({"content": "b"}, "length"),
+        usage(5, 2),
+        b"[DONE]",
+    ]
     body, ends = b": comment" + eol + eol, []
     for i, e in enumerate(events):
         body += b"data: " + e + eol
@@ -127,7 +156,9 @@ def test_every_line_ending_and_every_split_point(eol: bytes) -> None:
 def test_mixed_line_endings_and_cr_then_lf_as_separate_reads() -> None:
     a, b = b"data: " + chunk({"content": "a"}), b"data: " + chunk({"content": "b"})
     # a lone CR ends "a"'s line, CRLF is its blank line; LF-LF frames "b"; CR CR frames [DONE]
-    res = feed_all([(a + b"\r", 1.0), (b"\r", 2.0), (b"\n", 3.0), (b + b"\n\n", 4.0), (b"data: [DONE]\r\r", 5.0)])
+    res = feed_all(
+        [(a + b"\r", 1.0), (b"\r", 2.0), (b"\n", 3.0), (b + b"\n\n", 4.0), (b"data: [DONE]\r\r", 5.0)]
+    )
     assert res.error is None and res.done and res.chunk_times == [2.0, 4.0]
     # "\r" then "\n" in the next read is one line end, not a blank line: the event is not dispatched early
     res = feed_all([(a + b"\r", 1.0), (b"\n", 2.0), (b"\r\n", 3.0), (b"data: [DONE]\n\n", 4.0)])

@@ -8,12 +8,26 @@ from typing import Any
 from vllm_users.client.stream import StreamResult, _Events, _read_whole
 from vllm_users.measure.record import RequestRecord, record_from_stream
 
-WHERE = dict(scenario="chat", worker="w0", user=0, seq=0, endpoint="chat", t_intended=None, input_len=8,
-             output_len=8, turn=0, session=0)  # fmt: skip
+WHERE = dict(
+    scenario="chat",
+    worker="w0",
+    user=0,
+    seq=0,
+    endpoint="chat",
+    t_intended=None,
+    input_len=8,
+    output_len=8,
+    turn=0,
+    session=0,
+)
 
 
 def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
-    doc = {"id": "x", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    doc = {
+        "id": "x",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
     return b"data: " + json.dumps(doc, separators=(",", ":")).encode() + b"\n\n"
 
 
@@ -59,18 +73,27 @@ def test_reasoning_name_and_usage_reasoning_tokens() -> None:
 
 
 def test_a_delta_with_reasoning_and_content_is_the_first_answer() -> None:
-    res = read([event({"reasoning_content": "t"}), event({"reasoning_content": "u", "content": "a"}),
-                event({"content": "b"}, "stop")])  # fmt: skip
+    res = read(
+        [
+            event({"reasoning_content": "t"}),
+            event({"reasoning_content": "u", "content": "a"}),
+            event({"content": "b"}, "stop"),
+        ]
+    )
     assert res.reasoning_chunks == 1 and res.t_answer == res.chunk_times[1]
 
 
 def test_a_stream_without_reasoning_has_no_reasoning_fields() -> None:
-    res = read([event({"content": "a"}), event({"content": "b", "reasoning_content": None}, "stop"), usage(2, 0)])
+    res = read(
+        [event({"content": "a"}), event({"content": "b", "reasoning_content": None}, "stop"), usage(2, 0)]
+    )
     assert res.reasoning_chunks == 0
     rec = record_from_stream(res, **WHERE)
     assert rec.answer_us is None and rec.reasoning_tokens is None and rec.reasoning_estimated is None
     line = json.loads(rec.to_json())
-    assert [line[k] for k in ("answer_us", "reasoning_tokens", "reasoning_estimated", "not_streamed")] == [None] * 4
+    assert [line[k] for k in ("answer_us", "reasoning_tokens", "reasoning_estimated", "not_streamed")] == [
+        None
+    ] * 4
     assert RequestRecord.from_dict(line) == rec
 
 
@@ -89,8 +112,14 @@ class _Body:
 
 
 def test_non_streamed_answer_is_marked_and_reasoning_comes_from_usage() -> None:
-    doc = {"choices": [{"message": {"content": "{\"a\": 1}", "reasoning": "hmm"}, "finish_reason": "stop"}],
-           "usage": {"prompt_tokens": 4, "completion_tokens": 9, "completion_tokens_details": {"reasoning_tokens": 5}}}
+    doc = {
+        "choices": [{"message": {"content": '{"a": 1}', "reasoning": "hmm"}, "finish_reason": "stop"}],
+        "usage": {
+            "prompt_tokens": 4,
+            "completion_tokens": 9,
+            "completion_tokens_details": {"reasoning_tokens": 5},
+        },
+    }
     res = StreamResult(t0=0.0, status=200)
     _read_whole(_Body(doc), res, "chat", True)
     assert res.streamed is False and res.text == '{"a": 1}' and res.error is None
@@ -105,7 +134,9 @@ def test_histograms_get_ttfa_and_non_streamed_e2el_only() -> None:
 
     hs = HistogramSet()
     base = dict(scenario="chat", worker="w", user=0, seq=0, endpoint="chat", t_start=0.0, output_tokens=3)
-    hs.add_record(RequestRecord(**base, chunk_times_us=[10_000, 20_000, 30_000], answer_us=20_000, reasoning_tokens=1))
+    hs.add_record(
+        RequestRecord(**base, chunk_times_us=[10_000, 20_000, 30_000], answer_us=20_000, reasoning_tokens=1)
+    )
     hs.add_record(RequestRecord(**{**base, "scenario": "ns"}, chunk_times_us=[50_000], not_streamed=True))
     got = hs.summary_ms((50,))
     assert abs(got["chat|ttfa"]["p50"] - 20.0) < 0.05 and abs(got["ns|e2el"]["p50"] - 50.0) < 0.05  # 3 digits

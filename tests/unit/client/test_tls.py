@@ -76,8 +76,15 @@ def server(certs: Certs) -> Iterator[StreamServer]:
 
 
 def _client(port: int, cfg: tls.TLSConfig, timeout: float = 10.0) -> HTTPClient:
-    return HTTPClient("127.0.0.1", port, ssl=True, insecure=cfg.insecure, network_timeout=timeout, concurrency=1,
-                      ssl_context_factory=tls.user_context_factory(cfg))  # fmt: skip
+    return HTTPClient(
+        "127.0.0.1",
+        port,
+        ssl=True,
+        insecure=cfg.insecure,
+        network_timeout=timeout,
+        concurrency=1,
+        ssl_context_factory=tls.user_context_factory(cfg),
+    )
 
 
 # ----- the context -----
@@ -205,8 +212,9 @@ def _read(port: int, n: int, cfg: tls.TLSConfig) -> stream.StreamResult:
 
 @pytest.mark.parametrize("kernel", [True, False])
 @pytest.mark.parametrize("use_reactor", [True, False])
-def test_streams_over_tls_read_whole_with_paced_chunk_times(certs: Certs, server, monkeypatch, use_reactor: bool,
-                                                           kernel: bool) -> None:  # fmt: skip
+def test_streams_over_tls_read_whole_with_paced_chunk_times(
+    certs: Certs, server, monkeypatch, use_reactor: bool, kernel: bool
+) -> None:
     if use_reactor and not HAVE_EPOLL:
         pytest.skip("the reactor needs epoll (Linux)")
     if kernel and not wire.KERNEL_TIMESTAMPS:

@@ -36,9 +36,14 @@ from vllm_users.measure.metrics_summary import compute_metrics
 
 pytestmark = pytest.mark.timeout(60)
 
-READERS = [pytest.param(True, id="reactor", marks=pytest.mark.skipif(not HAVE_EPOLL, reason="no epoll")),
-           pytest.param(False, id="greenlet")]  # fmt: skip
-ENDPOINTS = [pytest.param("/v1/chat/completions", id="chat"), pytest.param("/v1/completions", id="completions")]
+READERS = [
+    pytest.param(True, id="reactor", marks=pytest.mark.skipif(not HAVE_EPOLL, reason="no epoll")),
+    pytest.param(False, id="greenlet"),
+]
+ENDPOINTS = [
+    pytest.param("/v1/chat/completions", id="chat"),
+    pytest.param("/v1/completions", id="completions"),
+]
 INTERIMS = [
     pytest.param((CONTINUE,), True, id="100"),
     pytest.param((EARLY_HINTS,), True, id="103"),
@@ -62,8 +67,16 @@ def _read(srv: QuirkServer, n: int = 1, path: str = "/v1/chat/completions") -> l
     client = HTTPClient("127.0.0.1", srv.port, network_timeout=5, concurrency=1)
     body = json.dumps({"model": MODEL, "stream": True}).encode()
     try:
-        return [stream.send_and_read(client, path, body, {"Content-Type": "application/json"},
-                                     api="completions" if path == "/v1/completions" else "chat") for _ in range(n)]  # fmt: skip
+        return [
+            stream.send_and_read(
+                client,
+                path,
+                body,
+                {"Content-Type": "application/json"},
+                api="completions" if path == "/v1/completions" else "chat",
+            )
+            for _ in range(n)
+        ]
     finally:
         client.close()
 
@@ -107,7 +120,9 @@ def test_close_in_the_middle_of_a_chunk_stays_truncated(quirk, monkeypatch, use_
 # ----------------------------------------------------------------------------------------- interim 1xx
 @pytest.mark.parametrize("use_reactor", READERS)
 @pytest.mark.parametrize(("interim", "apart"), INTERIMS)
-def test_interim_responses_before_the_stream_are_skipped(quirk, monkeypatch, use_reactor, interim, apart) -> None:
+def test_interim_responses_before_the_stream_are_skipped(
+    quirk, monkeypatch, use_reactor, interim, apart
+) -> None:
     monkeypatch.setattr(stream, "USE_REACTOR", use_reactor)
     quirk.quirks = Quirks(interim=interim, interim_apart=apart)
     for res in _read(quirk, 3):
@@ -117,7 +132,9 @@ def test_interim_responses_before_the_stream_are_skipped(quirk, monkeypatch, use
 
 
 def test_switching_protocols_is_not_skipped(quirk) -> None:
-    quirk.quirks = Quirks(interim=(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n",))
+    quirk.quirks = Quirks(
+        interim=(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n",)
+    )
     with gevent.Timeout(10):
         (res,) = _read(quirk)
     assert res.error is not None and res.status != 200
@@ -131,7 +148,9 @@ def test_interim_responses_before_a_plain_answer_on_the_pooled_client(quirk, int
     body = json.dumps({"model": MODEL, "max_tokens": 1, "messages": [{"role": "user", "content": "a"}]})
 
     def one(_i: int) -> tuple[int, bytes]:
-        resp = client.request("POST", "/v1/chat/completions", body=body, headers={"Content-Type": "application/json"})
+        resp = client.request(
+            "POST", "/v1/chat/completions", body=body, headers={"Content-Type": "application/json"}
+        )
         return resp.status_code, resp.read()
 
     try:
@@ -166,7 +185,9 @@ def test_metrics_scrape_and_profiler_skip_interim_responses(tmp_path, interim, a
 
 
 def test_preflight_names_switching_protocols() -> None:
-    with serve_threaded(Quirks(interim=(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n",))) as srv:
+    with serve_threaded(
+        Quirks(interim=(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n",))
+    ) as srv:
         with pytest.raises(PreflightError, match="HTTP 101"):
             check_server(f"http://127.0.0.1:{srv.port}", None, None)
 

@@ -44,13 +44,26 @@ def make_certs(where: Path) -> Certs:
     def name(cn: str) -> x509.Name:
         return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
-    def cert(subject: str, k: ec.EllipticCurvePrivateKey, issuer: str, ik: ec.EllipticCurvePrivateKey, *,
-             ca: bool, usage: x509.ObjectIdentifier | None = None, sans: list[x509.GeneralName] | None = None
-             ) -> x509.Certificate:  # fmt: skip
-        b = (x509.CertificateBuilder().subject_name(name(subject)).issuer_name(name(issuer))
-             .public_key(k.public_key()).serial_number(x509.random_serial_number())
-             .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
-             .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))  # fmt: skip
+    def cert(
+        subject: str,
+        k: ec.EllipticCurvePrivateKey,
+        issuer: str,
+        ik: ec.EllipticCurvePrivateKey,
+        *,
+        ca: bool,
+        usage: x509.ObjectIdentifier | None = None,
+        sans: list[x509.GeneralName] | None = None,
+    ) -> x509.Certificate:
+        b = (
+            x509.CertificateBuilder()
+            .subject_name(name(subject))
+            .issuer_name(name(issuer))
+            .public_key(k.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
         if ca:
             b = b.add_extension(
                 x509.KeyUsage(
@@ -83,8 +96,11 @@ def make_certs(where: Path) -> Certs:
             if isinstance(item, x509.Certificate):
                 out += item.public_bytes(serialization.Encoding.PEM)
             else:
-                out += item.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,  # type: ignore[attr-defined]
-                                          serialization.NoEncryption())  # fmt: skip
+                out += item.private_bytes(
+                    serialization.Encoding.PEM,
+                    serialization.PrivateFormat.PKCS8,  # type: ignore[attr-defined]
+                    serialization.NoEncryption(),
+                )
         path.write_bytes(out)
         return path
 
@@ -96,10 +112,28 @@ def make_certs(where: Path) -> Certs:
         x509.DNSName("localhost"),
         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
     ]
-    server = cert("127.0.0.1", server_key, "vllm-locust test CA", ca_key, ca=False,
-                  usage=ExtendedKeyUsageOID.SERVER_AUTH, sans=sans)  # fmt: skip
-    client = cert("load generator", client_key, "vllm-locust test CA", ca_key, ca=False,
-                  usage=ExtendedKeyUsageOID.CLIENT_AUTH)  # fmt: skip
-    return Certs(ca=write(where / "ca.pem", ca), server_cert=write(where / "server.pem", server),
-                 server_key=write(where / "server.key", server_key), client_cert=write(where / "client.pem", client),
-                 client_key=write(where / "client.key", client_key), wrong_ca=write(where / "wrong-ca.pem", wrong))  # fmt: skip
+    server = cert(
+        "127.0.0.1",
+        server_key,
+        "vllm-locust test CA",
+        ca_key,
+        ca=False,
+        usage=ExtendedKeyUsageOID.SERVER_AUTH,
+        sans=sans,
+    )
+    client = cert(
+        "load generator",
+        client_key,
+        "vllm-locust test CA",
+        ca_key,
+        ca=False,
+        usage=ExtendedKeyUsageOID.CLIENT_AUTH,
+    )
+    return Certs(
+        ca=write(where / "ca.pem", ca),
+        server_cert=write(where / "server.pem", server),
+        server_key=write(where / "server.key", server_key),
+        client_cert=write(where / "client.pem", client),
+        client_key=write(where / "client.key", client_key),
+        wrong_ca=write(where / "wrong-ca.pem", wrong),
+    )

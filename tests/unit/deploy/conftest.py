@@ -17,8 +17,12 @@ OVERLAYS = ["default", "small", "large", "pvc"]
 def kustomize(path: Path | str) -> list[dict]:
     """`kubectl kustomize PATH`, parsed."""
     if not shutil.which("kubectl"):
-        pytest.skip("kubectl not installed: manifests not rendered (scripts/test.sh tries apt-get install kubectl)")
-    out = subprocess.run(["kubectl", "kustomize", str(path)], check=True, capture_output=True, text=True).stdout
+        pytest.skip(
+            "kubectl not installed: manifests not rendered (scripts/test.sh tries apt-get install kubectl)"
+        )
+    out = subprocess.run(
+        ["kubectl", "kustomize", str(path)], check=True, capture_output=True, text=True
+    ).stdout
     return [d for d in yaml.safe_load_all(out) if d]
 
 

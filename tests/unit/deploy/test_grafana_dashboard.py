@@ -31,9 +31,18 @@ def _our_names(tmp_path) -> set[str]:  # type: ignore[no-untyped-def]
     c = Collector(str(tmp_path / "r"))
     exp.attach(c)
     recs = rand_records(100, seed=1)
-    c.on_batch({"worker": "w0", "records": "\n".join(r.to_json() for r in recs), "n": len(recs),
-                "cols": pack_records(recs), "hists": {}, "final": False, "totals": {"inflight": 1},
-                "health": {"cpu": [0.1], "lag_ms": [1.0]}})  # fmt: skip
+    c.on_batch(
+        {
+            "worker": "w0",
+            "records": "\n".join(r.to_json() for r in recs),
+            "n": len(recs),
+            "cols": pack_records(recs),
+            "hists": {},
+            "final": False,
+            "totals": {"inflight": 1},
+            "health": {"cpu": [0.1], "lag_ms": [1.0]},
+        }
+    )
     c.close()
     text = generate_latest(exp.registry).decode()
     fams = list(text_string_to_metric_families(text))  # a gauge without a value yet (users) is a family alone
@@ -56,11 +65,19 @@ def test_ours_beside_vllms() -> None:
     def panel(*names: str) -> bool:
         return any(all(n in text for n in names) for text in by_panel.values())
 
-    assert panel("histogram_quantile(0.99", "vllm_locust_ttft_seconds_bucket", "vllm:time_to_first_token_seconds")
-    assert panel("histogram_quantile(0.5", "vllm_locust_ttft_seconds_bucket", "vllm:time_to_first_token_seconds")
+    assert panel(
+        "histogram_quantile(0.99", "vllm_locust_ttft_seconds_bucket", "vllm:time_to_first_token_seconds"
+    )
+    assert panel(
+        "histogram_quantile(0.5", "vllm_locust_ttft_seconds_bucket", "vllm:time_to_first_token_seconds"
+    )
     assert panel("rate(vllm_locust_output_tokens_total", "rate(vllm:generation_tokens_total")
     assert panel("vllm_locust_requests_in_flight", "vllm:num_requests_running")
     assert panel('outcome="failed"', "by (error)")
     assert panel("vllm_locust_itl_seconds_bucket", "vllm:inter_token_latency_seconds_bucket")
     d = json.loads(DASHBOARD.read_text())
-    assert d["uid"] and {v["name"] for v in d["templating"]["list"]} == {"datasource", "instance", "model_name"}
+    assert d["uid"] and {v["name"] for v in d["templating"]["list"]} == {
+        "datasource",
+        "instance",
+        "model_name",
+    }

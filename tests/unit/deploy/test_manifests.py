@@ -56,8 +56,12 @@ def test_target_port_is_the_config_hosts_and_the_only_one_allowed(overlay) -> No
         assert ports == sorted([port, 53, 53] + ([5557] if role == "workers" else []))
     assert find(docs, "NetworkPolicy", "vllm-locust-workers")["spec"]["ingress"] == []
     master_in = find(docs, "NetworkPolicy", "vllm-locust-master")["spec"]["ingress"]
-    assert master_in == [{"from": [{"podSelector": {"matchLabels": {"app": "vllm-locust", "role": "worker"}}}],
-                          "ports": [{"protocol": "TCP", "port": 5557}]}]  # fmt: skip
+    assert master_in == [
+        {
+            "from": [{"podSelector": {"matchLabels": {"app": "vllm-locust", "role": "worker"}}}],
+            "ports": [{"protocol": "TCP", "port": 5557}],
+        }
+    ]
 
 
 def test_what_an_operator_asks_for(overlay) -> None:
@@ -67,7 +71,9 @@ def test_what_an_operator_asks_for(overlay) -> None:
         assert job["spec"]["backoffLimit"] == 0 and job["spec"]["ttlSecondsAfterFinished"] > 0
         pod = job["spec"]["template"]["spec"]
         assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
-        assert [c["args"][:2] for c in pod["initContainers"]] == [["k8s", "wait"]]  # the target's /health first
+        assert [c["args"][:2] for c in pod["initContainers"]] == [
+            ["k8s", "wait"]
+        ]  # the target's /health first
         for c in containers(job):
             assert set(c["resources"]) == {"requests", "limits"}, c["name"]
             assert c["securityContext"]["readOnlyRootFilesystem"] is True
@@ -82,7 +88,9 @@ def test_pvc_overlay_keeps_results_on_a_claim() -> None:
     vols = find(docs, "Job", "vllm-locust-master")["spec"]["template"]["spec"]["volumes"]
     results = next(v for v in vols if v["name"] == "results")
     assert results == {"name": "results", "persistentVolumeClaim": {"claimName": "vllm-locust-results"}}
-    assert find(docs, "PersistentVolumeClaim", "vllm-locust-results")["metadata"]["namespace"] == "vllm-locust"
+    assert (
+        find(docs, "PersistentVolumeClaim", "vllm-locust-results")["metadata"]["namespace"] == "vllm-locust"
+    )
 
 
 def test_api_key_only_from_a_secret(overlay) -> None:

@@ -19,13 +19,21 @@ def _ports(docs: list[dict]) -> set[int]:
     master = next(c for c in job["spec"]["containers"] if c["name"] == "master")
     env = next(e["value"] for e in master["env"] if e["name"] == env_name("prometheus_port"))
     container = next(p["containerPort"] for p in master["ports"] if p["name"] == "metrics")
-    svc = next(p for p in find(docs, "Service", "vllm-locust-master")["spec"]["ports"] if p["name"] == "metrics")
+    svc = next(
+        p for p in find(docs, "Service", "vllm-locust-master")["spec"]["ports"] if p["name"] == "metrics"
+    )
     pol = find(docs, "NetworkPolicy", "vllm-locust-master-metrics")["spec"]
     assert pol["podSelector"] == {"matchLabels": {"app": "vllm-locust", "role": "master"}}
     assert pol["policyTypes"] == ["Ingress"]
     (rule,) = pol["ingress"]
-    return {int(ann["prometheus.io/port"]), int(env), container, svc["port"], svc["targetPort"],
-            *(p["port"] for p in rule["ports"])}  # fmt: skip
+    return {
+        int(ann["prometheus.io/port"]),
+        int(env),
+        container,
+        svc["port"],
+        svc["targetPort"],
+        *(p["port"] for p in rule["ports"]),
+    }
 
 
 def test_every_overlay_annotates_the_master_for_scraping(overlay) -> None:  # type: ignore[no-untyped-def]
@@ -41,7 +49,9 @@ def test_render_passes_the_port(tmp_path) -> None:  # type: ignore[no-untyped-de
     assert render_main(["--host", "http://v:8000", "--prometheus-port", "9555", "-o", str(out)]) == 0
     docs = kustomize(out)
     assert _ports(docs) == {9555}
-    assert "prometheus_port" not in yaml.safe_load((out / "config.yaml").read_text())  # the env var carries it
+    assert "prometheus_port" not in yaml.safe_load(
+        (out / "config.yaml").read_text()
+    )  # the env var carries it
     assert render_main(["--host", "http://v:8000", "-o", str(tmp_path / "d")]) == 0
     assert _ports(kustomize(tmp_path / "d")) == {9409}
 

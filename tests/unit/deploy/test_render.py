@@ -14,10 +14,32 @@ from orchestration.k8s import wait
 from orchestration.k8s.render import main as render_main
 from tests.unit.deploy.conftest import find, kustomize
 
-FLAGS = ["--host", "http://vllm.llm.svc:8080", "--scenario", "chat:3,json:1", "--request-rate", "inf",
-         "--max-concurrency", "64", "--num-prompts", "500", "--input-len", "1024", "--output-len", "256",
-         "--range-ratio", "0.1", "--ignore-eos", "--goodput", "ttft:500", "tpot:50", "--run-time", "5m",
-         "--header", "X-Team: perf"]  # fmt: skip
+FLAGS = [
+    "--host",
+    "http://vllm.llm.svc:8080",
+    "--scenario",
+    "chat:3,json:1",
+    "--request-rate",
+    "inf",
+    "--max-concurrency",
+    "64",
+    "--num-prompts",
+    "500",
+    "--input-len",
+    "1024",
+    "--output-len",
+    "256",
+    "--range-ratio",
+    "0.1",
+    "--ignore-eos",
+    "--goodput",
+    "ttft:500",
+    "tpot:50",
+    "--run-time",
+    "5m",
+    "--header",
+    "X-Team: perf",
+]
 
 
 def test_config_yaml_gives_the_master_the_same_options_as_the_flags(tmp_path, capsys) -> None:
@@ -35,16 +57,39 @@ def test_config_yaml_gives_the_master_the_same_options_as_the_flags(tmp_path, ca
 
 def test_worker_count_port_image_and_namespace_land_in_the_manifests(tmp_path) -> None:
     out = tmp_path / "k"
-    assert render_main(["--host", "http://vllm.llm.svc:8080", "--workers", "6", "--image", "reg.io/t/vl:1.2",
-                        "--namespace", "perf", "--pvc", "50Gi", "-o", str(out)]) == 0  # fmt: skip
+    assert (
+        render_main(
+            [
+                "--host",
+                "http://vllm.llm.svc:8080",
+                "--workers",
+                "6",
+                "--image",
+                "reg.io/t/vl:1.2",
+                "--namespace",
+                "perf",
+                "--pvc",
+                "50Gi",
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
     docs = kustomize(out)
     assert find(docs, "Job", "vllm-locust-workers")["spec"]["parallelism"] == 6
-    assert find(docs, "Namespace", "perf") and {d["metadata"].get("namespace") for d in docs} == {None, "perf"}
+    assert find(docs, "Namespace", "perf") and {d["metadata"].get("namespace") for d in docs} == {
+        None,
+        "perf",
+    }
     pol = find(docs, "NetworkPolicy", "vllm-locust-workers")["spec"]["egress"]
     assert pol[1]["ports"] == [{"protocol": "TCP", "port": 8080}]
     job = find(docs, "Job", "vllm-locust-master")["spec"]["template"]["spec"]
     assert {c["image"] for c in job["containers"] + job["initContainers"]} == {"reg.io/t/vl:1.2"}
-    assert find(docs, "PersistentVolumeClaim", "vllm-locust-results")["spec"]["resources"]["requests"]["storage"] == "50Gi"
+    assert (
+        find(docs, "PersistentVolumeClaim", "vllm-locust-results")["spec"]["resources"]["requests"]["storage"]
+        == "50Gi"
+    )
 
 
 def test_preset_scenario_reaches_the_workers(tmp_path) -> None:
@@ -53,13 +98,16 @@ def test_preset_scenario_reaches_the_workers(tmp_path) -> None:
     assert users_of(str(out / "config.yaml"))[0] == "multi-turn"
 
 
-@pytest.mark.parametrize("argv, why", [
-    ([], "--host"),
-    (["--host", "http://v:8000", "--workers", "0"], "at least one worker pod"),
-    (["--host", "http://v:8000", "--users", "4", "--request-rate", "5"], "give one of them"),
-    (["--host", "v:8000"], "expected a URL"),
-    (["--host", "http://v:8000", "--master-port", "6000"], "--master-port: the manifests set it"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv, why",
+    [
+        ([], "--host"),
+        (["--host", "http://v:8000", "--workers", "0"], "at least one worker pod"),
+        (["--host", "http://v:8000", "--users", "4", "--request-rate", "5"], "give one of them"),
+        (["--host", "v:8000"], "expected a URL"),
+        (["--host", "http://v:8000", "--master-port", "6000"], "--master-port: the manifests set it"),
+    ],
+)
 def test_bad_options_are_one_line_and_exit_2(tmp_path, capsys, argv, why) -> None:
     assert render_main([*argv, "-o", str(tmp_path / "k")]) == 2
     err = capsys.readouterr().err
@@ -104,7 +152,10 @@ def test_wait_polls_until_health_is_200_and_times_out_otherwise(tmp_path, capsys
 
 class _GatedHealth(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        ok = self.headers.get("X-Gateway-Token") == "gw-1" and self.headers.get("Authorization") == "Bearer k-1"
+        ok = (
+            self.headers.get("X-Gateway-Token") == "gw-1"
+            and self.headers.get("Authorization") == "Bearer k-1"
+        )
         self.send_response(200 if ok else 401)
         self.end_headers()
 

@@ -10,7 +10,9 @@ import pytest
 from orchestration.k8s.render import main as render_main
 from tests.unit.deploy.conftest import containers, find, kustomize
 
-kv = pytest.importorskip("kubernetes_validate", reason="kubernetes-validate not installed (the [test] extra has it)")
+kv = pytest.importorskip(
+    "kubernetes_validate", reason="kubernetes-validate not installed (the [test] extra has it)"
+)
 VERSIONS = ["1.30.0", "1.31.0", "1.32.0", "1.33.0", "1.34.0"]
 
 
@@ -27,8 +29,27 @@ def test_overlays_validate(overlay, version) -> None:
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory) -> list[dict]:
     out = tmp_path_factory.mktemp("render") / "k"
-    assert render_main(["--host", "http://vllm.llm:8080", "--workers", "3", "--pvc", "20Gi", "--namespace", "load",
-                        "--request-rate", "50", "--run-time", "10m", "-o", str(out)]) == 0  # fmt: skip
+    assert (
+        render_main(
+            [
+                "--host",
+                "http://vllm.llm:8080",
+                "--workers",
+                "3",
+                "--pvc",
+                "20Gi",
+                "--namespace",
+                "load",
+                "--request-rate",
+                "50",
+                "--run-time",
+                "10m",
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
     return kustomize(out)
 
 

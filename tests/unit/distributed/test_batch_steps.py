@@ -16,7 +16,9 @@ from vllm_users.options import Options
 
 def _rec(i: int) -> RequestRecord:
     c = [50_000 + 10_000 * k for k in range(16)]
-    return RequestRecord("chat", "w", 0, i, "chat", 1.7e9 + i, chunk_times_us=c, end_us=c[-1], output_tokens=16)
+    return RequestRecord(
+        "chat", "w", 0, i, "chat", 1.7e9 + i, chunk_times_us=c, end_us=c[-1], output_tokens=16
+    )
 
 
 def _ctx(monkeypatch: Any, send: Any) -> WorkerContext:

@@ -17,10 +17,28 @@ from vllm_users.options import Options
 def _batch(worker: str, scenario: str, ttfts_us: list[int], totals: dict) -> dict:
     h = HistogramSet()
     for k, t in enumerate(ttfts_us):
-        h.add_record(RequestRecord(scenario=scenario, worker=worker, user=1, seq=k, endpoint="chat", t_start=0.0,
-                                   chunk_times_us=[t, t + 1000], end_us=t + 1000, output_tokens=2))  # fmt: skip
-    return {"worker": worker, "records": "", "n": 0, "hists": h.encode(), "final": False, "totals": totals,
-            "health": {"cpu": [0.5, 0.7], "lag_ms": [1.0, 2.0]}}  # fmt: skip
+        h.add_record(
+            RequestRecord(
+                scenario=scenario,
+                worker=worker,
+                user=1,
+                seq=k,
+                endpoint="chat",
+                t_start=0.0,
+                chunk_times_us=[t, t + 1000],
+                end_us=t + 1000,
+                output_tokens=2,
+            )
+        )
+    return {
+        "worker": worker,
+        "records": "",
+        "n": 0,
+        "hists": h.encode(),
+        "final": False,
+        "totals": totals,
+        "health": {"cpu": [0.5, 0.7], "lag_ms": [1.0, 2.0]},
+    }
 
 
 def test_snapshot_merges_workers_and_scenarios(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -28,7 +46,9 @@ def test_snapshot_merges_workers_and_scenarios(tmp_path) -> None:  # type: ignor
     c.started = time.time() - 10
     tot = {"ok": 100, "failed": 2, "output_tokens": 200, "good": 90, "inflight": 3, "errors": {"http": 2}}
     c.on_batch(_batch("w0", "chat", list(range(1000, 101_000, 1000)), tot), "c0")
-    c.on_batch(_batch("w1", "json", list(range(200_000, 300_000, 1000)), dict(tot, errors={"timeout": 1})), "c1")
+    c.on_batch(
+        _batch("w1", "json", list(range(200_000, 300_000, 1000)), dict(tot, errors={"timeout": 1})), "c1"
+    )
     opts = Options(goodput="ttft:50")
     view = LiveView(c, opts, str(tmp_path), [])
     snap = view.update("running")
@@ -52,13 +72,30 @@ def test_server_tail_reads_appended_samples(tmp_path) -> None:  # type: ignore[n
     path = tmp_path / "server_metrics.jsonl"
     tail = ServerTail(str(path))
     assert tail.poll() is None
-    rows = [{"t": time.time(), "v": {"vllm:num_requests_running": 4.0, "vllm:prefix_cache_hits_total": 10.0,
-                                     "vllm:prefix_cache_queries_total": 100.0}},
-            {"t": time.time(), "error": "HTTP 500"},
-            {"t": time.time(), "v": {"vllm:num_requests_running": 6.0, "vllm:num_requests_waiting": 2.0,
-                                     "vllm:kv_cache_usage_perc": 0.25, "vllm:prefix_cache_hits_total": 60.0,
-                                     "vllm:prefix_cache_queries_total": 200.0}}]  # fmt: skip
-    path.write_text("\n".join(json.dumps(r) for r in rows) + '\n{"t": 1, "v": {"vllm:num_req')  # torn last line
+    rows = [
+        {
+            "t": time.time(),
+            "v": {
+                "vllm:num_requests_running": 4.0,
+                "vllm:prefix_cache_hits_total": 10.0,
+                "vllm:prefix_cache_queries_total": 100.0,
+            },
+        },
+        {"t": time.time(), "error": "HTTP 500"},
+        {
+            "t": time.time(),
+            "v": {
+                "vllm:num_requests_running": 6.0,
+                "vllm:num_requests_waiting": 2.0,
+                "vllm:kv_cache_usage_perc": 0.25,
+                "vllm:prefix_cache_hits_total": 60.0,
+                "vllm:prefix_cache_queries_total": 200.0,
+            },
+        },
+    ]
+    path.write_text(
+        "\n".join(json.dumps(r) for r in rows) + '\n{"t": 1, "v": {"vllm:num_req'
+    )  # torn last line
     s = tail.poll()
     assert s is not None
     assert (s["running"], s["waiting"], s["kv_cache_usage"]) == (6.0, 2.0, 0.25)
@@ -71,12 +108,34 @@ def test_ttfa_rows_only_for_reasoning_runs(tmp_path) -> None:  # type: ignore[no
     c.started = time.time() - 10
     h = HistogramSet()
     for k in range(100):  # first (reasoning) chunk at 10 ms, the first answer chunk at 20-119 ms
-        h.add_record(RequestRecord(scenario="chat", worker="w0", user=1, seq=k, endpoint="chat", t_start=0.0,
-                                   chunk_times_us=[10_000, 20_000 + 1000 * k, 200_000], end_us=200_000,
-                                   output_tokens=3, answer_us=20_000 + 1000 * k, reasoning_tokens=1))  # fmt: skip
+        h.add_record(
+            RequestRecord(
+                scenario="chat",
+                worker="w0",
+                user=1,
+                seq=k,
+                endpoint="chat",
+                t_start=0.0,
+                chunk_times_us=[10_000, 20_000 + 1000 * k, 200_000],
+                end_us=200_000,
+                output_tokens=3,
+                answer_us=20_000 + 1000 * k,
+                reasoning_tokens=1,
+            )
+        )
     tot = {"ok": 100, "failed": 0, "output_tokens": 300, "inflight": 0}
-    c.on_batch({"worker": "w0", "records": "", "n": 0, "hists": h.encode(), "final": False, "totals": tot,
-                "health": {"cpu": [0.1], "lag_ms": [1.0]}}, "c0")  # fmt: skip
+    c.on_batch(
+        {
+            "worker": "w0",
+            "records": "",
+            "n": 0,
+            "hists": h.encode(),
+            "final": False,
+            "totals": tot,
+            "health": {"cpu": [0.1], "lag_ms": [1.0]},
+        },
+        "c0",
+    )
     c.on_batch(_batch("w1", "json", [5000] * 10, tot), "c1")
     snap = LiveView(c, Options(), str(tmp_path), []).update("running")
     rows = {r["name"]: r for r in snap["ttfa"]}

@@ -33,9 +33,21 @@ def _records(n: int, seed: int = 7) -> list[RequestRecord]:
         toks = rng.randint(1, 40)
         chunks = [ttft + int(i * rng.uniform(5_000, 30_000) * slow) for i in range(toks)]
         error = None if k % 13 else ("http" if k % 26 else "interrupted")
-        out.append(RequestRecord(scenario="chat", worker="w", user=1, seq=k, endpoint="chat", t_start=1000.0 + k * 0.01,
-                                 chunk_times_us=[] if error == "http" else chunks, end_us=chunks[-1] + 500,
-                                 output_tokens=None if error else toks, error=error, request_class=cls))  # fmt: skip
+        out.append(
+            RequestRecord(
+                scenario="chat",
+                worker="w",
+                user=1,
+                seq=k,
+                endpoint="chat",
+                t_start=1000.0 + k * 0.01,
+                chunk_times_us=[] if error == "http" else chunks,
+                end_us=chunks[-1] + 500,
+                output_tokens=None if error else toks,
+                error=error,
+                request_class=cls,
+            )
+        )
     return out
 
 
@@ -70,9 +82,13 @@ def test_per_class_live_rows_match_per_class_py(tmp_path, monkeypatch) -> None: 
     recs = _records(800)
     snap = _live(tmp_path, recs, opts)
     live = snap["classes"]
-    want = per_class(recs, None, json.loads(opts.vllm_classes), slo=Slo.parse([opts.goodput]))  # run_end's table
+    want = per_class(
+        recs, None, json.loads(opts.vllm_classes), slo=Slo.parse([opts.goodput])
+    )  # run_end's table
     assert want is not None
-    assert live["order"] == list(live["per_class"]) == list(want["per_class"]) == ["chat", "batch", "tenant-x"]
+    assert (
+        live["order"] == list(live["per_class"]) == list(want["per_class"]) == ["chat", "batch", "tenant-x"]
+    )
     for name, w in want["per_class"].items():
         got = live["per_class"][name]
         for k in ("requests", "completed", "failed", "good", "weight", "slo_ms"):
@@ -80,10 +96,15 @@ def test_per_class_live_rows_match_per_class_py(tmp_path, monkeypatch) -> None: 
         for k in ("weight_share", "output_token_share", "good_fraction"):
             assert got[k] == pytest.approx(w[k]), (name, k)
         assert got["output_tokens"] == round(w["output_throughput"] * want["duration"])
-        assert got["request_goodput"] == pytest.approx(w["good"] / snap["elapsed_s"], rel=0.05)  # good / run so far
+        assert got["request_goodput"] == pytest.approx(
+            w["good"] / snap["elapsed_s"], rel=0.05
+        )  # good / run so far
         mine = [r for r in recs if r.request_class == name and r.error is None and r.chunk_times_us]
-        series = {"ttft": [r.chunk_times_us[0] / 1e3 for r in mine], "e2el": [r.chunk_times_us[-1] / 1e3 for r in mine],
-                  "tpot": [t * 1e3 for r in mine if (t := tpot_s(r)) is not None]}  # fmt: skip
+        series = {
+            "ttft": [r.chunk_times_us[0] / 1e3 for r in mine],
+            "e2el": [r.chunk_times_us[-1] / 1e3 for r in mine],
+            "tpot": [t * 1e3 for r in mine if (t := tpot_s(r)) is not None],
+        }
         for m, values in series.items():
             for p in (50, 99):
                 key = f"p{p}_{m}_ms"
@@ -102,8 +123,20 @@ def test_no_classes_no_rows_and_no_cost(tmp_path, monkeypatch) -> None:  # type:
     """Without classes the snapshot has no class table and batches carry nothing extra."""
     monkeypatch.delenv("VLLM_LOCUST_WORKER_DIR", raising=False)
     opts = Options()
-    recs = [RequestRecord(scenario="chat", worker="w", user=1, seq=k, endpoint="chat", t_start=0.0,
-                          chunk_times_us=[1000, 2000], end_us=2000, output_tokens=2) for k in range(10)]  # fmt: skip
+    recs = [
+        RequestRecord(
+            scenario="chat",
+            worker="w",
+            user=1,
+            seq=k,
+            endpoint="chat",
+            t_start=0.0,
+            chunk_times_us=[1000, 2000],
+            end_us=2000,
+            output_tokens=2,
+        )
+        for k in range(10)
+    ]
     ctx = WorkerContext(opts, 0, 1, lambda m: None)
     for r in recs:
         ctx.submit(r)
@@ -122,9 +155,20 @@ def test_class_tok_s_is_per_window_then_over_the_run(tmp_path, monkeypatch) -> N
 
     def send(cls: str, n: int) -> None:
         for k in range(n):
-            ctx.submit(RequestRecord(scenario="chat", worker="w", user=1, seq=k, endpoint="chat", t_start=0.0,
-                                     chunk_times_us=[1000, 2000], end_us=2000, output_tokens=10,
-                                     request_class=cls))  # fmt: skip
+            ctx.submit(
+                RequestRecord(
+                    scenario="chat",
+                    worker="w",
+                    user=1,
+                    seq=k,
+                    endpoint="chat",
+                    t_start=0.0,
+                    chunk_times_us=[1000, 2000],
+                    end_us=2000,
+                    output_tokens=10,
+                    request_class=cls,
+                )
+            )
         c.on_batch(ctx.take_batch(), "c0")
 
     send("a", 50)

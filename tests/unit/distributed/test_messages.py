@@ -16,10 +16,23 @@ from vllm_users.measure.record import RequestRecord
 from vllm_users.options import Options
 
 SAMPLES: list[Any] = [
-    M.Batch(worker="h-w0", n=2, records='{"a":1}\n{"a":2}', hists={"chat|ttft": "eJw="},
-            health={"cpu": [0.5], "lag_ms": [1.0]}, final=True, cols=b"\x00\x01", calibration={"k": 1.5},
-            total=7, totals={"ok": 2, "errors": {}}, class_hists={"gold|ttft": "eJx="}, sent_at=1.7e9),
-    M.Batch(worker="h-w1", n=0, records="", hists={}, health={}, total=0, totals={"ok": 0}, sent_at=1.7e9 + 1),
+    M.Batch(
+        worker="h-w0",
+        n=2,
+        records='{"a":1}\n{"a":2}',
+        hists={"chat|ttft": "eJw="},
+        health={"cpu": [0.5], "lag_ms": [1.0]},
+        final=True,
+        cols=b"\x00\x01",
+        calibration={"k": 1.5},
+        total=7,
+        totals={"ok": 2, "errors": {}},
+        class_hists={"gold|ttft": "eJx="},
+        sent_at=1.7e9,
+    ),
+    M.Batch(
+        worker="h-w1", n=0, records="", hists={}, health={}, total=0, totals={"ok": 0}, sent_at=1.7e9 + 1
+    ),
     M.Need("h-w0", 4),
     M.First("h-w0", 1.7e9 + 0.25),
     M.Ready("h-w0", 12),
@@ -28,7 +41,7 @@ SAMPLES: list[Any] = [
     M.Grant(40, 8),
     M.Rate([[0.0, 10.0], [12.5, 20.0]]),
     M.T0(1.7e9 + 0.2),
-]  # fmt: skip
+]
 
 
 def _wire(kind: str, payload: Any) -> Message:
@@ -46,8 +59,17 @@ def test_every_payload_round_trips_through_locusts_wire(msg: Any) -> None:
 def test_every_kind_is_in_exactly_one_table_under_its_wire_name() -> None:
     kinds = {type(m).KIND for m in SAMPLES}
     assert kinds == set(M.TO_MASTER) | set(M.TO_WORKER) and not set(M.TO_MASTER) & set(M.TO_WORKER)
-    assert kinds == {"vllm_batch", "vllm_need", "vllm_first", "vllm_ready", "vllm_done",
-                     "vllm_stop", "vllm_grant", "vllm_rate", "vllm_t0"}  # fmt: skip
+    assert kinds == {
+        "vllm_batch",
+        "vllm_need",
+        "vllm_first",
+        "vllm_ready",
+        "vllm_done",
+        "vllm_stop",
+        "vllm_grant",
+        "vllm_rate",
+        "vllm_t0",
+    }
     assert [k for k, c in {**M.TO_MASTER, **M.TO_WORKER}.items() if c.CONCURRENT] == ["vllm_stop"]
 
 
@@ -78,7 +100,9 @@ def test_the_wire_bytes_are_the_previous_protocols(msg: Any, kind: str, old: dic
 
 def _rec(i: int) -> RequestRecord:
     c = [1000 + 500 * k for k in range(4)]
-    return RequestRecord("chat", "w", 0, i, "chat", 1.7e9 + i, chunk_times_us=c, end_us=c[-1], output_tokens=4)
+    return RequestRecord(
+        "chat", "w", 0, i, "chat", 1.7e9 + i, chunk_times_us=c, end_us=c[-1], output_tokens=4
+    )
 
 
 def test_a_workers_batch_has_the_previous_wire_bytes() -> None:
@@ -87,10 +111,22 @@ def test_a_workers_batch_has_the_previous_wire_bytes() -> None:
     for i in range(3):
         ctx.submit(_rec(i))
     b = ctx.take_batch()
-    old = {"worker": b.worker, "n": 3, "health": b.health, "calibration": {"words_per_token": 0.75}, "final": False,
-           "total": 3, "totals": b.totals, "cols": b.cols, "hists": b.hists, "records": b.records,
-           "sent_at": b.sent_at}  # fmt: skip
-    assert Message("vllm_batch", b.to_payload(), "n").serialize() == Message("vllm_batch", old, "n").serialize()
+    old = {
+        "worker": b.worker,
+        "n": 3,
+        "health": b.health,
+        "calibration": {"words_per_token": 0.75},
+        "final": False,
+        "total": 3,
+        "totals": b.totals,
+        "cols": b.cols,
+        "hists": b.hists,
+        "records": b.records,
+        "sent_at": b.sent_at,
+    }
+    assert (
+        Message("vllm_batch", b.to_payload(), "n").serialize() == Message("vllm_batch", old, "n").serialize()
+    )
     assert b.cols and b.records.count("\n") == 2 and b.totals and b.totals["ok"] == 3
 
 
@@ -112,8 +148,12 @@ def test_register_hands_each_kind_decoded_to_its_handler() -> None:
     runner = _Runner()
     got: list[tuple[Any, str]] = []
     M.register(runner, M.TO_WORKER, lambda msg, node: got.append((msg, node)))  # type: ignore[arg-type]
-    assert {k: c for k, (_, c) in runner.handlers.items()} == {"vllm_stop": True, "vllm_grant": False,
-                                                               "vllm_rate": False, "vllm_t0": False}  # fmt: skip
+    assert {k: c for k, (_, c) in runner.handlers.items()} == {
+        "vllm_stop": True,
+        "vllm_grant": False,
+        "vllm_rate": False,
+        "vllm_t0": False,
+    }
     listener, _ = runner.handlers["vllm_grant"]
     listener(environment=None, msg=_wire("vllm_grant", {"start": 3, "count": 5}))
     assert got == [(M.Grant(3, 5), "node-1")]
@@ -149,7 +189,10 @@ def test_to_workers_sends_from_a_master(monkeypatch: pytest.MonkeyPatch) -> None
     runner, ctx = _Runner(), _Ctx()
     M.to_workers(runner, ctx, M.Grant(8, 2), "c7")  # type: ignore[arg-type]
     M.to_workers(runner, ctx, M.Stop(3.0))  # type: ignore[arg-type]
-    assert runner.sent == [("vllm_grant", {"start": 8, "count": 2}, "c7"), ("vllm_stop", {"timeout": 3.0}, None)]
+    assert runner.sent == [
+        ("vllm_grant", {"start": 8, "count": 2}, "c7"),
+        ("vllm_stop", {"timeout": 3.0}, None),
+    ]
     assert ctx.calls == []
 
 

@@ -28,13 +28,21 @@ from vllm_users.options import Options, locust_argv
 GOODPUT = "ttft:37 tpot:13 e2el:1234"
 
 
-def _batch(worker: str, recs: list[RequestRecord], *, cols: bool = True, final: bool = False) -> dict[str, Any]:
+def _batch(
+    worker: str, recs: list[RequestRecord], *, cols: bool = True, final: bool = False
+) -> dict[str, Any]:
     """A batch as WorkerContext.take_batch builds it."""
     return {
-        "worker": worker, "records": "\n".join(r.to_json() for r in recs), "n": len(recs),
-        "cols": pack_records(recs) if cols and recs else None, "hists": {}, "final": final,
-        "health": {"cpu": [0.25, 0.5], "lag_ms": [1.0, 7.0, 3.0]}, "totals": {"inflight": 3}, "sent_at": time.time(),
-    }  # fmt: skip
+        "worker": worker,
+        "records": "\n".join(r.to_json() for r in recs),
+        "n": len(recs),
+        "cols": pack_records(recs) if cols and recs else None,
+        "hists": {},
+        "final": final,
+        "health": {"cpu": [0.25, 0.5], "lag_ms": [1.0, 7.0, 3.0]},
+        "totals": {"inflight": 3},
+        "sent_at": time.time(),
+    }
 
 
 def _samples(exp: P.Exporter) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -48,7 +56,9 @@ def _samples(exp: P.Exporter) -> dict[tuple[str, tuple[tuple[str, str], ...]], f
 
 
 def _sum(samples: dict, name: str, **labels: str) -> float:
-    return sum(v for (n, lab), v in samples.items() if n == name and all((k, x) in lab for k, x in labels.items()))
+    return sum(
+        v for (n, lab), v in samples.items() if n == name and all((k, x) in lab for k, x in labels.items())
+    )
 
 
 def _fed(tmp_path: Any, recs: list[RequestRecord], goodput: str = GOODPUT) -> tuple[P.Exporter, Collector]:
@@ -82,7 +92,9 @@ def test_counters_and_histograms_are_the_results_figures(tmp_path) -> None:  # t
         assert count == arrays[m].size == _sum(s, f"vllm_locust_{m}_seconds_bucket", le="+Inf"), m
         assert _sum(s, f"vllm_locust_{m}_seconds_sum") == pytest.approx(float(arrays[m].sum()), rel=1e-9), m
     assert _sum(s, "vllm_locust_ttft_seconds_count") == res["completed"]
-    assert _sum(s, "vllm_locust_ttft_seconds_sum") == pytest.approx(res["mean_ttft_ms"] * res["completed"] / 1e3)
+    assert _sum(s, "vllm_locust_ttft_seconds_sum") == pytest.approx(
+        res["mean_ttft_ms"] * res["completed"] / 1e3
+    )
     # the SLO is a bucket edge: its cumulative count is exactly the requests within it
     within = _sum(s, "vllm_locust_ttft_seconds_bucket", le="0.037")
     assert within == int((arrays["ttft"] <= 0.037).sum())
@@ -100,7 +112,9 @@ def test_workers_health_and_run_gauges(tmp_path) -> None:  # type: ignore[no-unt
     s = _samples(exp)
     assert _sum(s, "vllm_locust_requests_in_flight") == 6  # 3 in flight at each of two workers
     assert _sum(s, "vllm_locust_worker_cpu_ratio", worker="w0") == 0.5  # its latest sample
-    assert _sum(s, "vllm_locust_worker_loop_lag_seconds", worker="w1") == pytest.approx(0.007)  # the batch's max
+    assert _sum(s, "vllm_locust_worker_loop_lag_seconds", worker="w1") == pytest.approx(
+        0.007
+    )  # the batch's max
     assert _sum(s, "vllm_locust_workers", state="live") == 2
     assert _sum(s, "vllm_locust_run_info", run="run-x", model="m") == 1
     assert _sum(s, "vllm_locust_run_finished") == 0
@@ -136,13 +150,15 @@ def _get(port: int) -> str:
     return body.decode()
 
 
-
-
 def test_served_and_the_last_scrape_is_waited_for(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("VLLM_LOCUST_API_KEY", "sk-SECRET-1")
     port = free_port()
-    o = Options(prometheus_port=port, results_dir=str(tmp_path / "r"), header=("Authorization: Bearer sk-SECRET-2",),
-                extra_headers='{"Authorization": "Bearer sk-SECRET-3"}')  # fmt: skip
+    o = Options(
+        prometheus_port=port,
+        results_dir=str(tmp_path / "r"),
+        header=("Authorization: Bearer sk-SECRET-2",),
+        extra_headers='{"Authorization": "Bearer sk-SECRET-3"}',
+    )
     exp = P.serve(None, o)
     assert exp is not None
     c = Collector(str(tmp_path / "r"))
@@ -167,7 +183,7 @@ def test_served_and_the_last_scrape_is_waited_for(tmp_path, monkeypatch) -> None
         exp.close()  # a scraper was seen: the master waits for one more scrape (~0.15 s here), then closes
         closed.set()
         assert len(got) > n and time.time() - t0 < 3
-        assert 'vllm_locust_run_finished 1.0' in got[-1] and "vllm_locust_ttft_seconds_bucket" in got[-1]
+        assert "vllm_locust_run_finished 1.0" in got[-1] and "vllm_locust_ttft_seconds_bucket" in got[-1]
         assert not any("SECRET" in text for text in got)
     finally:
         closed.set()

@@ -19,7 +19,9 @@ def _opts(tmp: str, at_end: bool) -> Any:
 
 def _rec(i: int) -> RequestRecord:
     c = [1000 + 500 * k for k in range(8)]
-    return RequestRecord("chat", "w", 0, i, "chat", 1.7e9 + i, chunk_times_us=c, end_us=c[-1], output_tokens=8)
+    return RequestRecord(
+        "chat", "w", 0, i, "chat", 1.7e9 + i, chunk_times_us=c, end_us=c[-1], output_tokens=8
+    )
 
 
 def test_records_stay_local_until_the_drain(tmp_path: Any, monkeypatch: Any) -> None:
@@ -37,7 +39,9 @@ def test_records_stay_local_until_the_drain(tmp_path: Any, monkeypatch: Any) -> 
         ctx.submit(_rec(i))
     live = ctx.take_batch()
     assert live.n == 0 and live.records == "" and live.cols is None
-    assert live.hists and live.totals and live.totals["ok"] == 20  # histograms and counters still flow every second
+    assert (
+        live.hists and live.totals and live.totals["ok"] == 20
+    )  # histograms and counters still flow every second
     send(live)
     for i in range(20, 25):
         ctx.submit(_rec(i))

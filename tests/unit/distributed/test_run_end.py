@@ -16,7 +16,9 @@ from vllm_users.options import Options
 
 
 def _failed(n: int) -> list[Any]:
-    return [rec(float(i), [10, 20], out=2, error="truncated", error_detail="closed mid-stream") for i in range(n)]
+    return [
+        rec(float(i), [10, 20], out=2, error="truncated", error_detail="closed mid-stream") for i in range(n)
+    ]
 
 
 def test_a_run_that_sent_nothing_is_a_failure_with_its_reason(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -57,7 +59,12 @@ def test_the_summary_prints_no_latency_for_no_request() -> None:
 
 
 def test_the_calibration_warning_reaches_the_result() -> None:
-    meta = {"prompt_calibration": {"source": "words (rejected: ...)", "warning": "PROMPT-LENGTH CALIBRATION REJECTED"}}
+    meta = {
+        "prompt_calibration": {
+            "source": "words (rejected: ...)",
+            "warning": "PROMPT-LENGTH CALIBRATION REJECTED",
+        }
+    }
     assert calibration_warning(meta) == "PROMPT-LENGTH CALIBRATION REJECTED"
     assert calibration_warning({"prompt_calibration": {"source": "usage"}}) is None
     assert calibration_warning({}) is None

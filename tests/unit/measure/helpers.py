@@ -11,16 +11,25 @@ import pytest
 from vllm_users.measure.record import ERROR_KINDS, RequestRecord
 
 
-def rec(t_start: float, chunks_ms: list[float], out: int | None, prompt: int = 10, **kw: Any) -> RequestRecord:
+def rec(
+    t_start: float, chunks_ms: list[float], out: int | None, prompt: int = 10, **kw: Any
+) -> RequestRecord:
     """A record starting at `t_start` with output chunks at `chunks_ms`; the body ends 1 ms after the last
     chunk (5 ms after the start without chunks) unless `end_us` is given."""
     us = [round(c * 1000) for c in chunks_ms]
     kw.setdefault("end_us", (us[-1] + 1000) if us else 5000)
     return RequestRecord(
-        scenario=kw.pop("scenario", "chat"), worker="w", user=0, seq=0, endpoint=kw.pop("endpoint", "chat"),
+        scenario=kw.pop("scenario", "chat"),
+        worker="w",
+        user=0,
+        seq=0,
+        endpoint=kw.pop("endpoint", "chat"),
         t_start=t_start,
-        chunk_times_us=us, prompt_tokens=prompt, output_tokens=out, **kw,
-    )  # fmt: skip
+        chunk_times_us=us,
+        prompt_tokens=prompt,
+        output_tokens=out,
+        **kw,
+    )
 
 
 def rand_records(
@@ -45,18 +54,34 @@ def rand_records(
             chunks.append(chunks[-1] + rng.randint(0, 30_000))
         chunks = chunks[:nch]
         none_tokens = rng.random() < 0.1
-        out.append(RequestRecord(
-            scenario=rng.choice(scenarios) if err != "dropped" else "-", worker=f"w{i % 3}", user=i % 7, seq=i,
-            endpoint="chat" if err != "dropped" else "-", t_start=t,
-            t_intended=(t - rng.random() * 0.05) if open_loop else None, chunk_times_us=chunks,
-            end_us=(chunks[-1] + rng.randint(0, 2000)) if chunks else (0 if err == "dropped" else rng.randint(1, 9000)),
-            prompt_tokens=None if none_tokens else rng.randint(1, 500),
-            output_tokens=None if none_tokens else max(0, nch + rng.randint(-1, 3)),
-            cached_tokens=rng.choice([None, 0, rng.randint(0, 100)]), tokens_estimated=rng.random() < 0.1,
-            finish_reason=rng.choice([None, "stop", "length"]), status=500 if err == "http" else 200, error=err,
-            error_detail="x" if err else None, input_len=rng.choice([None, 128]), output_len=rng.choice([None, 64]),
-            turn=rng.choice([None, 0, 1, 2]), session=rng.choice([None, i // 3]), valid=rng.choice([None, True, False]),
-        ))  # fmt: skip
+        out.append(
+            RequestRecord(
+                scenario=rng.choice(scenarios) if err != "dropped" else "-",
+                worker=f"w{i % 3}",
+                user=i % 7,
+                seq=i,
+                endpoint="chat" if err != "dropped" else "-",
+                t_start=t,
+                t_intended=(t - rng.random() * 0.05) if open_loop else None,
+                chunk_times_us=chunks,
+                end_us=(chunks[-1] + rng.randint(0, 2000))
+                if chunks
+                else (0 if err == "dropped" else rng.randint(1, 9000)),
+                prompt_tokens=None if none_tokens else rng.randint(1, 500),
+                output_tokens=None if none_tokens else max(0, nch + rng.randint(-1, 3)),
+                cached_tokens=rng.choice([None, 0, rng.randint(0, 100)]),
+                tokens_estimated=rng.random() < 0.1,
+                finish_reason=rng.choice([None, "stop", "length"]),
+                status=500 if err == "http" else 200,
+                error=err,
+                error_detail="x" if err else None,
+                input_len=rng.choice([None, 128]),
+                output_len=rng.choice([None, 64]),
+                turn=rng.choice([None, 0, 1, 2]),
+                session=rng.choice([None, i // 3]),
+                valid=rng.choice([None, True, False]),
+            )
+        )
     return out
 
 

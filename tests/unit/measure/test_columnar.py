@@ -57,10 +57,17 @@ def _collector_run(tmp: str, records: list[RequestRecord], packed: bool = True) 
     col = Collector(tmp)
     for i in range(0, len(records), 37):
         batch = records[i : i + 37]
-        col.on_batch({
-            "worker": "w0", "records": "\n".join(r.to_json() for r in batch), "n": len(batch),
-            "cols": C.pack_records(batch) if packed and i % 2 == 0 else None, "hists": {}, "health": {}, "final": False,
-        })  # fmt: skip
+        col.on_batch(
+            {
+                "worker": "w0",
+                "records": "\n".join(r.to_json() for r in batch),
+                "n": len(batch),
+                "cols": C.pack_records(batch) if packed and i % 2 == 0 else None,
+                "hists": {},
+                "health": {},
+                "final": False,
+            }
+        )
     col.close()
     return col
 
@@ -154,9 +161,27 @@ def test_end_to_end_run_result_equals_jsonl_recomputation(tmp_path: Any) -> None
     from vllm_sim.launch import start_simulator
 
     with start_simulator(["--fixed", "--ttft-ms", "10", "--itl-ms", "2"]) as sim:
-        r = cli(["--host", sim.url, "--request-rate", "60", "--num-prompts", "120", "--workers", "2",
-                 "--output-len", "12", "--ignore-eos", "--seed", "3", "--goodput", "ttft:50 e2el:200"],
-                str(tmp_path), timeout=150)  # fmt: skip
+        r = cli(
+            [
+                "--host",
+                sim.url,
+                "--request-rate",
+                "60",
+                "--num-prompts",
+                "120",
+                "--workers",
+                "2",
+                "--output-len",
+                "12",
+                "--ignore-eos",
+                "--seed",
+                "3",
+                "--goodput",
+                "ttft:50 e2el:200",
+            ],
+            str(tmp_path),
+            timeout=150,
+        )
     assert r.rc == 0, r.logs()[-3000:]
     assert os.path.getsize(os.path.join(r.run_dir, "records.cols")) > 0
     written = r.result

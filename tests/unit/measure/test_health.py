@@ -36,14 +36,26 @@ def test_the_masters_samples_stay_bounded_and_fair() -> None:
 
     rng = _random.Random(5)
     acc: dict[str, list[float]] = {"cpu": [], "lag_ms": []}
-    full: dict[str, list[float]] = {"cpu": [], "lag_ms": [], "runq_ms": [], "gc_ms": [], "gc_count": [],
-                                    "gc_total_ms": []}  # fmt: skip
+    full: dict[str, list[float]] = {
+        "cpu": [],
+        "lag_ms": [],
+        "runq_ms": [],
+        "gc_ms": [],
+        "gc_count": [],
+        "gc_total_ms": [],
+    }
     for batch in range(3000):  # 50 minutes of 1-s batches, 20 probes each
         lag = [rng.expovariate(1.0) for _ in range(20)]
         if batch == 1777:
             lag[3] = 400.0  # one stall: the max must survive the thinning
-        part = {"cpu": [rng.random() * 0.5], "lag_ms": lag, "runq_ms": [x * 0.5 for x in lag], "gc_ms": [1.5],
-                "gc_count": [1.0], "gc_total_ms": [1.5]}  # fmt: skip
+        part = {
+            "cpu": [rng.random() * 0.5],
+            "lag_ms": lag,
+            "runq_ms": [x * 0.5 for x in lag],
+            "gc_ms": [1.5],
+            "gc_count": [1.0],
+            "gc_total_ms": [1.5],
+        }
         for k, v in part.items():
             acc.setdefault(k, []).extend(v)
             full[k].extend(v)

@@ -65,7 +65,14 @@ def test_gc_settings_default_and_env() -> None:
 
 def test_bad_gc_env_is_one_line_and_non_zero() -> None:
     env = dict(os.environ, VLLM_LOCUST_GC_GEN0="lots")
-    p = subprocess.run([sys.executable, "-c", "import vllm_users.measure.health"], env=env, capture_output=True,
-                       text=True, timeout=60)  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-c", "import vllm_users.measure.health"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 1
-    assert p.stderr.strip().splitlines() == ["vllm-locust: VLLM_LOCUST_GC_GEN0='lots': expected a whole number (0: Python's default)"]
+    assert p.stderr.strip().splitlines() == [
+        "vllm-locust: VLLM_LOCUST_GC_GEN0='lots': expected a whole number (0: Python's default)"
+    ]

@@ -22,8 +22,19 @@ def _records(n: int, seed: int) -> list[RequestRecord]:
     for i in range(n):
         gaps = rng.integers(1000, 40000, size=int(rng.integers(1, 20)))
         chunks = (np.cumsum(gaps) + int(rng.integers(5000, 900000))).tolist()
-        out.append(RequestRecord("chat", "w", 0, i, "chat", 0.0, chunk_times_us=chunks, end_us=chunks[-1],
-                                 output_tokens=len(chunks)))  # fmt: skip
+        out.append(
+            RequestRecord(
+                "chat",
+                "w",
+                0,
+                i,
+                "chat",
+                0.0,
+                chunk_times_us=chunks,
+                end_us=chunks[-1],
+                output_tokens=len(chunks),
+            )
+        )
     return out
 
 
@@ -48,7 +59,9 @@ def test_split_over_workers_equals_one_histogram(workers: int) -> None:
 
 def test_histogram_precision_three_digits() -> None:
     hs = HistogramSet()
-    r = RequestRecord("chat", "w", 0, 0, "chat", 0.0, chunk_times_us=[50_123, 60_321], end_us=60_400, output_tokens=2)
+    r = RequestRecord(
+        "chat", "w", 0, 0, "chat", 0.0, chunk_times_us=[50_123, 60_321], end_us=60_400, output_tokens=2
+    )
     hs.add_record(r)
     ttft = hs.get("chat", "ttft").get_value_at_percentile(50)
     assert abs(ttft - 50_123) / 50_123 < 1e-3
@@ -98,9 +111,20 @@ def test_slo_met_by_one_record_agrees_with_the_columns() -> None:
     from vllm_users.measure.metrics import Slo, ok_rows, rows, slo_met
     from vllm_users.measure.record import RequestRecord
 
-    recs = [RequestRecord(scenario="chat", worker="w", user=1, seq=k, endpoint="chat", t_start=float(k),
-                          chunk_times_us=[ttft, ttft + 9000 * k], end_us=ttft + 9000 * k + 10, output_tokens=k + 1)
-            for k, ttft in enumerate([20_000, 60_000, 30_000, 45_000, 10_000])]  # fmt: skip
+    recs = [
+        RequestRecord(
+            scenario="chat",
+            worker="w",
+            user=1,
+            seq=k,
+            endpoint="chat",
+            t_start=float(k),
+            chunk_times_us=[ttft, ttft + 9000 * k],
+            end_us=ttft + 9000 * k + 10,
+            output_tokens=k + 1,
+        )
+        for k, ttft in enumerate([20_000, 60_000, 30_000, 45_000, 10_000])
+    ]
     slo = Slo.parse(["ttft:50 tpot:25"])
     c = as_columns(recs)
     ok = ok_rows(c, rows(c))
@@ -113,10 +137,14 @@ def test_record_many_equals_record_value_one_by_one() -> None:
     from vllm_users.measure.histograms import HIGHEST_US, new_histogram, record_many
 
     rng = np.random.default_rng(5)
-    values = np.concatenate([
-        rng.integers(-5, 3000, 4000), rng.integers(1, 10**6, 4000), rng.integers(1, 2 * HIGHEST_US, 500),
-        np.array([0, 1, 2, 1023, 1024, 2047, 2048, 4095, 4096, HIGHEST_US, 2**40], dtype=np.int64),
-    ])  # fmt: skip
+    values = np.concatenate(
+        [
+            rng.integers(-5, 3000, 4000),
+            rng.integers(1, 10**6, 4000),
+            rng.integers(1, 2 * HIGHEST_US, 500),
+            np.array([0, 1, 2, 1023, 1024, 2047, 2048, 4095, 4096, HIGHEST_US, 2**40], dtype=np.int64),
+        ]
+    )
     one, bulk = new_histogram(), new_histogram()
     for v in values.tolist():
         one.record_value(max(v, 1))

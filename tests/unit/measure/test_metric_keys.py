@@ -20,8 +20,10 @@ REPO = Path(__file__).resolve().parents[3]
 
 def _pooling(n: int, t0: float = 1_700_000_000.0) -> list[RequestRecord]:
     """Pooling answers as record_from_stream makes them: one "chunk" (the end), no output tokens, not streamed."""
-    return [rec(t0 + i * 0.01, [5.0 + i], None, endpoint=POOLING_ENDPOINTS[i % 3], not_streamed=True)
-            for i in range(n)]  # fmt: skip
+    return [
+        rec(t0 + i * 0.01, [5.0 + i], None, endpoint=POOLING_ENDPOINTS[i % 3], not_streamed=True)
+        for i in range(n)
+    ]
 
 
 def _every_kind() -> list[RequestRecord]:
@@ -30,9 +32,18 @@ def _every_kind() -> list[RequestRecord]:
     out = rand_records(200, 3, open_loop=True, scenarios=("chat", "json"))
     t = out[-1].t_start + 0.01
     for i in range(20):
-        r = rec(t + i * 0.01, [10.0, 12.0, 15.0, 30.0, 31.0], 5, answer_us=15_000, reasoning_tokens=2,
-                reasoning_estimated=i % 2 == 0, images=1, image_tokens=40, scenario="vision",
-                extra={"no_done": True, "content_encoding": "gzip"})  # fmt: skip
+        r = rec(
+            t + i * 0.01,
+            [10.0, 12.0, 15.0, 30.0, 31.0],
+            5,
+            answer_us=15_000,
+            reasoning_tokens=2,
+            reasoning_estimated=i % 2 == 0,
+            images=1,
+            image_tokens=40,
+            scenario="vision",
+            extra={"no_done": True, "content_encoding": "gzip"},
+        )
         out.append(r)
     out += [rec(t + 0.5 + i * 0.01, [40.0], 7, not_streamed=True, scenario="plain") for i in range(5)]
     return out + _pooling(6, t + 0.7)
@@ -41,12 +52,26 @@ def _every_kind() -> list[RequestRecord]:
 def test_every_key_metrics_summary_writes_is_declared() -> None:
     slo = Slo.parse(["ttft:50 tpot:20 e2el:900 valid"])
     res, scen, _, _ = build_metrics(
-        _every_kind(), slo=slo, percentiles=(50, 90, 99, 99.9), percentile_metrics=("ttft", "tpot", "itl", "e2el"),
+        _every_kind(),
+        slo=slo,
+        percentiles=(50, 90, 99, 99.9),
+        percentile_metrics=("ttft", "tpot", "itl", "e2el"),
         warmup=parse_optional("5r"),
-    )  # fmt: skip
-    for k in (K.MISSING_DONE_REQUESTS, K.COMPRESSED_STREAMS, K.POOLING_REQUESTS, K.TOTAL_REASONING_TOKENS,
-              K.MEAN_IMAGE_TOKENS_PER_REQUEST, K.INPUT_THROUGHPUT, K.WINDOWS, K.GOODPUT, K.ERROR_MESSAGES,
-              K.TTFA.key("mean"), K.percentile_key(99.9, "answer_tpot"), K.percentile_key(50, "e2el")):  # fmt: skip
+    )
+    for k in (
+        K.MISSING_DONE_REQUESTS,
+        K.COMPRESSED_STREAMS,
+        K.POOLING_REQUESTS,
+        K.TOTAL_REASONING_TOKENS,
+        K.MEAN_IMAGE_TOKENS_PER_REQUEST,
+        K.INPUT_THROUGHPUT,
+        K.WINDOWS,
+        K.GOODPUT,
+        K.ERROR_MESSAGES,
+        K.TTFA.key("mean"),
+        K.percentile_key(99.9, "answer_tpot"),
+        K.percentile_key(50, "e2el"),
+    ):
         assert k in res, k  # the records above reach every optional key, so the check below covers them
     undeclared = [k for r in (res, *scen.values()) for k in r if K.declared(k) is None]
     assert not undeclared

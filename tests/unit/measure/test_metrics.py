@@ -64,7 +64,10 @@ def test_goodput_counts_requests_meeting_every_slo() -> None:
     res = compute_metrics([fast, slow_ttft, slow_tpot], slo=slo)
     assert res["goodput"]["good"] == 1
     assert res["request_goodput"] == pytest.approx(1 / res["duration"])
-    assert res["goodput"]["per_metric_met_fraction"] == {"ttft": pytest.approx(2 / 3), "tpot": pytest.approx(2 / 3)}
+    assert res["goodput"]["per_metric_met_fraction"] == {
+        "ttft": pytest.approx(2 / 3),
+        "tpot": pytest.approx(2 / 3),
+    }
 
 
 @pytest.mark.parametrize("bad", ["ttft", "foo:1", "ttft:x", "ttft:-1"])
@@ -112,7 +115,9 @@ def test_metric_arrays_by_hand() -> None:
     arr = metric_arrays(recs)
     assert arr["ttft"].tolist() == pytest.approx([0.050, 0.020, 0.030, 0.010, 0.010])
     assert arr["tpot"].tolist() == pytest.approx([0.010, 0.015])
-    assert arr["itl"].tolist() == pytest.approx([0.010, 0.010, 0.010, 0.030, 0.030, 0.030])  # none across requests
+    assert arr["itl"].tolist() == pytest.approx(
+        [0.010, 0.010, 0.010, 0.030, 0.030, 0.030]
+    )  # none across requests
     assert arr["e2el"].tolist() == pytest.approx([0.080, 0.050, 0.030, 0.040, 0.040])
     one = metric_arrays(recs, np.array([1]))
     want = {"ttft": [0.020], "tpot": [0.015], "e2el": [0.050], "itl": [0.030]}
@@ -159,10 +164,24 @@ def test_stats_ms_by_hand() -> None:
     st = M.stats_ms(np.array([0.010, 0.020, 0.030, 0.040]), (50, 90, 99.9))
     assert list(st) == ["mean", "median", "std", "max", "p50", "p90", "p99.9"]
     assert st == pytest.approx(
-        {"mean": 25, "median": 25, "std": math.sqrt(125), "max": 40, "p50": 25, "p90": 30 + 0.7 * 10,
-         "p99.9": 30 + 0.997 * 10}
-    )  # fmt: skip
-    assert M.stats_ms([], (50, 99)) == {"mean": 0.0, "median": 0.0, "std": 0.0, "max": 0.0, "p50": 0.0, "p99": 0.0}
+        {
+            "mean": 25,
+            "median": 25,
+            "std": math.sqrt(125),
+            "max": 40,
+            "p50": 25,
+            "p90": 30 + 0.7 * 10,
+            "p99.9": 30 + 0.997 * 10,
+        }
+    )
+    assert M.stats_ms([], (50, 99)) == {
+        "mean": 0.0,
+        "median": 0.0,
+        "std": 0.0,
+        "max": 0.0,
+        "p50": 0.0,
+        "p99": 0.0,
+    }
 
 
 def _itl_stats(recs: list, percentiles: tuple[float, ...], **kw: int) -> dict[str, float]:
@@ -176,11 +195,25 @@ def test_itl_stats_by_hand(monkeypatch: pytest.MonkeyPatch, threshold: int) -> N
     monkeypatch.setattr(M, "ITL_COUNT_THRESHOLD", threshold)
     recs = [rec(0.0, [0, 10, 30], out=3), rec(0.0, [100, 140], out=2), rec(0.0, [7], out=1)]  # gaps 10 20 40
     st = _itl_stats(recs, (50, 99, 99.9))
-    assert st == pytest.approx({
-        "mean": 70 / 3, "median": 20, "std": math.sqrt((13.333**2 + 3.333**2 + 16.667**2) / 3), "max": 40,
-        "p50": 20, "p99": 20 + 0.98 * 20, "p99.9": 20 + 0.998 * 20,
-    }, rel=1e-4)  # fmt: skip
-    assert _itl_stats([rec(0.0, [7], out=1)], (50,)) == {"mean": 0.0, "median": 0.0, "std": 0.0, "max": 0.0, "p50": 0.0}
+    assert st == pytest.approx(
+        {
+            "mean": 70 / 3,
+            "median": 20,
+            "std": math.sqrt((13.333**2 + 3.333**2 + 16.667**2) / 3),
+            "max": 40,
+            "p50": 20,
+            "p99": 20 + 0.98 * 20,
+            "p99.9": 20 + 0.998 * 20,
+        },
+        rel=1e-4,
+    )
+    assert _itl_stats([rec(0.0, [7], out=1)], (50,)) == {
+        "mean": 0.0,
+        "median": 0.0,
+        "std": 0.0,
+        "max": 0.0,
+        "p50": 0.0,
+    }
 
 
 def test_itl_counts_path_equals_sort(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -196,7 +229,9 @@ def test_itl_counts_path_equals_sort(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.undo()
     nonmonotone = [rec(0.0, [30, 10, 50], out=3)]  # a negative gap: counts cannot hold it, sorting does
     monkeypatch.setattr(M, "ITL_COUNT_THRESHOLD", 0)
-    assert _itl_stats(nonmonotone, (50,)) == pytest.approx({"mean": 10, "median": 10, "std": 30, "max": 40, "p50": 10})
+    assert _itl_stats(nonmonotone, (50,)) == pytest.approx(
+        {"mean": 10, "median": 10, "std": 30, "max": 40, "p50": 10}
+    )
 
 
 def test_plot_arrays_itl_is_cdf_sample() -> None:

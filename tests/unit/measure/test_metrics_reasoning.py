@@ -16,10 +16,23 @@ ALL = {"percentiles": (50, 99), "percentile_metrics": ("ttft", "tpot", "itl", "e
 
 def _reasoning() -> list:
     return [  # TTFT 10 / TTFA 40 / E2EL 60: 3 reasoning tokens, 3 answer tokens
-        rec(0.0, [10, 20, 30, 40, 50, 60], out=6, answer_us=40_000, reasoning_tokens=3, reasoning_estimated=False),
+        rec(
+            0.0,
+            [10, 20, 30, 40, 50, 60],
+            out=6,
+            answer_us=40_000,
+            reasoning_tokens=3,
+            reasoning_estimated=False,
+        ),
         # TTFT 20 / TTFA 100 / E2EL 140: 4 reasoning (counted), 5 answer tokens
-        rec(0.1, [20, 40, 60, 80, 100, 110, 120, 130, 140], out=9, answer_us=100_000, reasoning_tokens=4,
-            reasoning_estimated=True),
+        rec(
+            0.1,
+            [20, 40, 60, 80, 100, 110, 120, 130, 140],
+            out=9,
+            answer_us=100_000,
+            reasoning_tokens=4,
+            reasoning_estimated=True,
+        ),
         rec(0.2, [5, 15], out=2, reasoning_tokens=2, reasoning_estimated=True),  # thought to the end: no TTFA
         rec(0.3, [10], out=None, error="http", status=500),
     ]
@@ -31,9 +44,13 @@ def test_ttfa_reasoning_and_answer_tpot_by_hand() -> None:
     assert res["std_ttfa_ms"] == pytest.approx(30) and res["p99_ttfa_ms"] == pytest.approx(40 + 0.99 * 60)
     assert res["p50_ttfa_ms"] == pytest.approx(70)
     # reasoning TPOT = (TTFA - TTFT) / reasoning tokens: 30/3 = 10, 80/4 = 20
-    assert res["mean_reasoning_tpot_ms"] == pytest.approx(15) and res["std_reasoning_tpot_ms"] == pytest.approx(5)
+    assert res["mean_reasoning_tpot_ms"] == pytest.approx(15) and res[
+        "std_reasoning_tpot_ms"
+    ] == pytest.approx(5)
     # answer TPOT = (E2EL - TTFA) / (answer tokens - 1): 20/2 = 10, 40/4 = 10
-    assert res["mean_answer_tpot_ms"] == pytest.approx(10) and res["median_answer_tpot_ms"] == pytest.approx(10)
+    assert res["mean_answer_tpot_ms"] == pytest.approx(10) and res["median_answer_tpot_ms"] == pytest.approx(
+        10
+    )
     assert res["total_reasoning_tokens"] == 9 and res["total_answer_tokens"] == 17 - 9
     assert res["reasoning_requests"] == 3 and res["reasoning_tokens_estimated_requests"] == 2
     assert res["mean_ttft_ms"] == pytest.approx((10 + 20 + 5) / 3)  # TTFT: any output, unchanged
@@ -49,8 +66,11 @@ def test_without_reasoning_there_is_no_reasoning_field() -> None:
 
 
 def test_non_streamed_run_has_e2el_and_no_ttft_itl_tpot() -> None:
-    recs = [rec(0.0, [80], out=8, not_streamed=True, end_us=80_000), rec(0.1, [60], out=6, not_streamed=True),
-            rec(0.2, [], out=None, error="http", status=500)]  # fmt: skip
+    recs = [
+        rec(0.0, [80], out=8, not_streamed=True, end_us=80_000),
+        rec(0.1, [60], out=6, not_streamed=True),
+        rec(0.2, [], out=None, error="http", status=500),
+    ]
     res = compute_metrics(recs, **ALL)
     assert not [k for k in res if "_ttft_" in k or "_tpot_" in k or "_itl_" in k]
     assert res["mean_e2el_ms"] == pytest.approx(70) and res["p99_e2el_ms"] == pytest.approx(60 + 0.99 * 20)
@@ -62,7 +82,10 @@ def test_non_streamed_run_has_e2el_and_no_ttft_itl_tpot() -> None:
 
 
 def test_per_scenario_mix_of_streamed_and_not() -> None:
-    recs = [rec(0.0, [50], out=5, not_streamed=True, scenario="json"), rec(0.0, [10, 20], out=2, scenario="chat")]
+    recs = [
+        rec(0.0, [50], out=5, not_streamed=True, scenario="json"),
+        rec(0.0, [10, 20], out=2, scenario="chat"),
+    ]
     per = per_scenario(recs, **ALL)
     assert "mean_ttft_ms" not in per["json"] and per["chat"]["mean_ttft_ms"] == pytest.approx(10)
     overall = compute_metrics(recs, **ALL)

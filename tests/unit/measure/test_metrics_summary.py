@@ -21,12 +21,21 @@ from vllm_users.measure.metrics_summary import (
 from vllm_users.measure.results import build_result
 
 SLO = Slo.parse(["ttft:40 tpot:12 e2el:60"])
-ALL = {"percentiles": (50, 90, 95, 99), "percentile_metrics": METRICS}  # every percentile field the tests check
+ALL = {
+    "percentiles": (50, 90, 95, 99),
+    "percentile_metrics": METRICS,
+}  # every percentile field the tests check
 
 
 def _stats(mean: float, median: float, std: float, p50: float, p90: float, p95: float, p99: float) -> dict:
-    return {k: float(v) for k, v in zip(("mean", "median", "std", "p50", "p90", "p95", "p99"),
-                                        (mean, median, std, p50, p90, p95, p99), strict=True)}  # fmt: skip
+    return {
+        k: float(v)
+        for k, v in zip(
+            ("mean", "median", "std", "p50", "p90", "p95", "p99"),
+            (mean, median, std, p50, p90, p95, p99),
+            strict=True,
+        )
+    }
 
 
 def _mixed() -> list:
@@ -45,13 +54,27 @@ def _mixed() -> list:
 def test_every_result_field_by_hand() -> None:
     dur = 1.031
     lat = {  # successes: TTFT 50 20 30, TPOT 10 15 (the one-token request has none), ITL 10 10 10 30, E2EL 80 50 30
-        "ttft": _stats(100 / 3, 30, math.sqrt((50**2 + 20**2 + 30**2) / 3 - (100 / 3) ** 2),
-                       30, 30 + 0.8 * 20, 30 + 0.9 * 20, 30 + 0.98 * 20),
+        "ttft": _stats(
+            100 / 3,
+            30,
+            math.sqrt((50**2 + 20**2 + 30**2) / 3 - (100 / 3) ** 2),
+            30,
+            30 + 0.8 * 20,
+            30 + 0.9 * 20,
+            30 + 0.98 * 20,
+        ),
         "tpot": _stats(12.5, 12.5, 2.5, 12.5, 10 + 0.9 * 5, 10 + 0.95 * 5, 10 + 0.99 * 5),
         "itl": _stats(15, 10, math.sqrt(75), 10, 10 + 0.7 * 20, 10 + 0.85 * 20, 10 + 0.97 * 20),
-        "e2el": _stats(160 / 3, 50, math.sqrt((80**2 + 50**2 + 30**2) / 3 - (160 / 3) ** 2),
-                       50, 50 + 0.8 * 30, 50 + 0.9 * 30, 50 + 0.98 * 30),
-    }  # fmt: skip
+        "e2el": _stats(
+            160 / 3,
+            50,
+            math.sqrt((80**2 + 50**2 + 30**2) / 3 - (160 / 3) ** 2),
+            50,
+            50 + 0.8 * 30,
+            50 + 0.9 * 30,
+            50 + 0.98 * 30,
+        ),
+    }
     want = {
         "duration": dur,  # first dispatch 0.0 to last completion 1.031 (the dropped one at 5.0 was never sent)
         "completed": 3,
@@ -96,10 +119,15 @@ def test_every_result_field_by_hand() -> None:
 def test_empty_and_degenerate_inputs() -> None:
     zeros = _stats(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     empty = compute_metrics([], slo=SLO, **ALL)
-    assert empty["completed"] == empty["failed"] == empty["interrupted"] == empty["max_concurrent_requests"] == 0
+    assert (
+        empty["completed"] == empty["failed"] == empty["interrupted"] == empty["max_concurrent_requests"] == 0
+    )
     assert empty["duration"] == 1e-9 and empty["max_output_tokens_per_s"] == 0.0
     assert all(empty[f"{k}_{m}_ms"] == 0.0 for m in ("ttft", "tpot", "itl", "e2el") for k in zeros)
-    assert empty["goodput"]["good_fraction"] == 0.0 and empty["goodput"]["per_metric_met_fraction"]["ttft"] == 0.0
+    assert (
+        empty["goodput"]["good_fraction"] == 0.0
+        and empty["goodput"]["per_metric_met_fraction"]["ttft"] == 0.0
+    )
     assert empty["chunk_token_ratio"] is None and empty["validity_rate"] is None
     assert empty["prefix_cache_hit_rate"] is None and empty["cached_tokens_reported"] is False
     assert empty["arrivals"] == {"scheduled": 0, "sent": 0, "dropped": 0} and empty["errors_by_kind"] == {}
@@ -107,7 +135,11 @@ def test_empty_and_degenerate_inputs() -> None:
     assert timeseries([]) == {"t0": None, "bucket_s": 1.0, "t": []}
 
     only_fail = compute_metrics([rec(1.0, [], out=None, error="http", status=503)], slo=SLO)
-    assert (only_fail["completed"], only_fail["failed"], only_fail["duration"]) == (0, 1, pytest.approx(0.005))
+    assert (only_fail["completed"], only_fail["failed"], only_fail["duration"]) == (
+        0,
+        1,
+        pytest.approx(0.005),
+    )
     assert only_fail["http_errors_by_status"] == {"503": 1} and only_fail["mean_ttft_ms"] == 0.0
 
     one_token = rec(1.0, [5], out=1)
@@ -122,8 +154,12 @@ def test_empty_and_degenerate_inputs() -> None:
 
     dropped = rec(9.0, [], out=None, error="dropped", t_intended=9.0, scenario="-", end_us=0)
     res = compute_metrics([dropped], slo=SLO)
-    assert res["completed"] == res["failed"] == res["max_concurrent_requests"] == 0 and res["duration"] == 1e-9
-    assert res["arrivals"]["scheduled"] == 1 and res["arrivals"]["dropped"] == 1 and res["arrivals"]["sent"] == 0
+    assert (
+        res["completed"] == res["failed"] == res["max_concurrent_requests"] == 0 and res["duration"] == 1e-9
+    )
+    assert (
+        res["arrivals"]["scheduled"] == 1 and res["arrivals"]["dropped"] == 1 and res["arrivals"]["sent"] == 0
+    )
     res = compute_metrics([dropped, one_token])
     assert res["duration"] == pytest.approx(0.006) and res["completed"] == 1
 
@@ -140,7 +176,9 @@ def test_per_scenario_on_the_common_duration() -> None:
     assert all(p["duration"] == pytest.approx(1.061) for p in per.values())
     assert per["chat"]["completed"] == 1 and per["chat"]["mean_tpot_ms"] == pytest.approx(10)
     assert per["json"]["completed"] == 2 and per["json"]["request_throughput"] == pytest.approx(2 / 1.061)
-    assert per["json"]["mean_ttft_ms"] == pytest.approx(35) and per["json"]["mean_tpot_ms"] == pytest.approx(5)
+    assert per["json"]["mean_ttft_ms"] == pytest.approx(35) and per["json"]["mean_tpot_ms"] == pytest.approx(
+        5
+    )
     assert per["json"]["max_output_tokens_per_s"] == pytest.approx(6)  # by the scenario's own first start
     assert per["-"]["completed"] == 0 and per["-"]["arrivals"]["dropped"] == 1
     overall, scen, turns, n_sent = build_metrics(recs)
@@ -158,12 +196,19 @@ def test_ttft_by_turn_by_hand() -> None:
         rec(0.0, [90], out=1, turn=None),  # not multi-turn
     ]
     assert ttft_by_turn(recs) == {
-        "0": {"count": 2, "ttft_ms": {"mean": 20, "median": 20, "std": 10, "max": 30, "p50": 20,
-                                      "p99": 10 + 0.99 * 20},
-              "mean_prompt_tokens": 100, "cached_fraction": 0.0},
-        "1": {"count": 1, "ttft_ms": {"mean": 20, "median": 20, "std": 0, "max": 20, "p50": 20, "p99": 20},
-              "mean_prompt_tokens": 300, "cached_fraction": 2 / 3},
-    }  # fmt: skip
+        "0": {
+            "count": 2,
+            "ttft_ms": {"mean": 20, "median": 20, "std": 10, "max": 30, "p50": 20, "p99": 10 + 0.99 * 20},
+            "mean_prompt_tokens": 100,
+            "cached_fraction": 0.0,
+        },
+        "1": {
+            "count": 1,
+            "ttft_ms": {"mean": 20, "median": 20, "std": 0, "max": 20, "p50": 20, "p99": 20},
+            "mean_prompt_tokens": 300,
+            "cached_fraction": 2 / 3,
+        },
+    }
 
 
 def test_ttft_by_turn_counts_sessions_of_several_requests_only() -> None:
@@ -190,12 +235,21 @@ def test_timeseries_by_hand() -> None:
         rec(101.4, [], out=None, error="http", status=500, end_us=200_000),  # failed at 101.6
         rec(103.0, [], out=None, error="dropped", end_us=0),  # never sent: not in any bucket
     ]
-    assert_same(timeseries(recs), {
-        "t0": 100.0, "bucket_s": 1.0, "t": [0.0, 1.0, 2.0],
-        "completed_per_s": [1.0, 1.0, 1.0], "failed_per_s": [0.0, 1.0, 0.0], "output_tokens_per_s": [5.0, 1.0, 2.0],
-        "inflight": [1, 2, 0],  # at 100.5, 101.5, 102.5
-        "ttft_p50_ms": [200.0, 550.0, math.nan], "ttft_p99_ms": [200.0, 300 + 0.99 * 500, math.nan],
-    }, rel=1e-9)  # fmt: skip
+    assert_same(
+        timeseries(recs),
+        {
+            "t0": 100.0,
+            "bucket_s": 1.0,
+            "t": [0.0, 1.0, 2.0],
+            "completed_per_s": [1.0, 1.0, 1.0],
+            "failed_per_s": [0.0, 1.0, 0.0],
+            "output_tokens_per_s": [5.0, 1.0, 2.0],
+            "inflight": [1, 2, 0],  # at 100.5, 101.5, 102.5
+            "ttft_p50_ms": [200.0, 550.0, math.nan],
+            "ttft_p99_ms": [200.0, 300 + 0.99 * 500, math.nan],
+        },
+        rel=1e-9,
+    )
     two = timeseries(recs, bucket_s=2.0)
     assert two["t"] == [0.0, 2.0] and two["completed_per_s"] == [1.0, 0.5] and two["inflight"] == [2, 0]
 
@@ -210,18 +264,38 @@ def test_arrival_stats_by_hand() -> None:
         rec(15.0, [50], out=1),  # closed loop: not scheduled
     ]
     arr = arrival_stats(recs, percentiles=(50,))
-    assert_same(arr, {
-        "scheduled": 5, "sent": 4, "dropped": 1, "late": 2, "late_threshold_ms": 10.0,
-        "schedule_lag_ms": {"mean": 1025 / 4, "median": 12.5,
-                            "std": math.sqrt((0**2 + 5**2 + 1000**2 + 20**2) / 4 - (1025 / 4) ** 2),
-                            "max": 1000.0, "p50": 12.5},
-        "ttft_from_intended_ms": {"mean": 385.0, "median": 55.0,  # 50, 55, 1050
-                                  "std": math.sqrt((50**2 + 55**2 + 1050**2) / 3 - 385**2), "max": 1050.0,
-                                  "p50": 55.0},
-        "e2el_from_intended_ms": {"mean": 395.0, "median": 65.0,  # 60, 65, 1060
-                                  "std": math.sqrt((60**2 + 65**2 + 1060**2) / 3 - 395**2), "max": 1060.0,
-                                  "p50": 65.0},
-    }, rel=1e-6)  # fmt: skip
+    assert_same(
+        arr,
+        {
+            "scheduled": 5,
+            "sent": 4,
+            "dropped": 1,
+            "late": 2,
+            "late_threshold_ms": 10.0,
+            "schedule_lag_ms": {
+                "mean": 1025 / 4,
+                "median": 12.5,
+                "std": math.sqrt((0**2 + 5**2 + 1000**2 + 20**2) / 4 - (1025 / 4) ** 2),
+                "max": 1000.0,
+                "p50": 12.5,
+            },
+            "ttft_from_intended_ms": {
+                "mean": 385.0,
+                "median": 55.0,  # 50, 55, 1050
+                "std": math.sqrt((50**2 + 55**2 + 1050**2) / 3 - 385**2),
+                "max": 1050.0,
+                "p50": 55.0,
+            },
+            "e2el_from_intended_ms": {
+                "mean": 395.0,
+                "median": 65.0,  # 60, 65, 1060
+                "std": math.sqrt((60**2 + 65**2 + 1060**2) / 3 - 395**2),
+                "max": 1060.0,
+                "p50": 65.0,
+            },
+        },
+        rel=1e-6,
+    )
     # the result's arrivals keep their own percentiles (with max), whatever --metric-percentiles says
     assert compute_metrics(recs, percentiles=(50,))["arrivals"] == arrival_stats(recs)
     assert arrival_stats(recs)["schedule_lag_ms"]["max"] == pytest.approx(1000.0)
@@ -240,7 +314,9 @@ def test_percentile_fields_as_vllm_bench_serve_names_them() -> None:
     assert pkeys == [f"p{p}_{m}_ms" for m in ("ttft", "e2el") for p in ("50", "90", "99", "99.9")]
     ttft_ms = [r.chunk_times_us[0] / 1e3 for r in recs if r.error is None and r.chunk_times_us]
     assert res["p99.9_ttft_ms"] == pytest.approx(np.percentile(ttft_ms, 99.9))
-    _overall, scen, _turns, _n = build_metrics(recs, percentiles=pc.percentiles, percentile_metrics=pc.metrics)
+    _overall, scen, _turns, _n = build_metrics(
+        recs, percentiles=pc.percentiles, percentile_metrics=pc.metrics
+    )
     assert all("p99.9_e2el_ms" in s and "p99_itl_ms" not in s for s in scen.values())
     meta = {"date": "d", "percentile_metrics": "itl", "metric_percentiles": "25,75"}
     built = build_result(recs, meta)  # the run's choice travels in its meta (result.json and `report` agree)

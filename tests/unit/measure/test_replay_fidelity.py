@@ -17,9 +17,18 @@ ABOUT = {"trace": "t.jsonl", "format": "mooncake", "time_scale": 2.0}
 
 def _rec(seq: int, lag_ms: float | None, error: str | None = None) -> RequestRecord:
     t = 1000.0 + seq
-    return RequestRecord(scenario="trace", worker="w0", user=1, seq=seq, endpoint="chat",
-                         t_start=t + (lag_ms or 0.0) / 1000.0, t_intended=None if lag_ms is None else t,
-                         chunk_times_us=[1000, 2000], end_us=2500, error=error)  # fmt: skip
+    return RequestRecord(
+        scenario="trace",
+        worker="w0",
+        user=1,
+        seq=seq,
+        endpoint="chat",
+        t_start=t + (lag_ms or 0.0) / 1000.0,
+        t_intended=None if lag_ms is None else t,
+        chunk_times_us=[1000, 2000],
+        end_us=2500,
+        error=error,
+    )
 
 
 def test_lag_is_send_time_less_intended_time_of_the_scheduled_requests() -> None:
@@ -39,8 +48,14 @@ def test_lag_is_send_time_less_intended_time_of_the_scheduled_requests() -> None
 
 
 def test_what_does_not_apply_is_absent_never_zero() -> None:
-    rep = replay_fidelity([dropped_record("w0", 1, 5.0)], trace=ABOUT, trace_requests=1, scheduled=1,
-                          expected_reuse=None, hit_rate=None)  # fmt: skip
+    rep = replay_fidelity(
+        [dropped_record("w0", 1, 5.0)],
+        trace=ABOUT,
+        trace_requests=1,
+        scheduled=1,
+        expected_reuse=None,
+        hit_rate=None,
+    )
     assert rep["lag_ms"] is None and rep["reuse_gap_points"] is None and rep["sent"] == 0
     assert server_hit_rate(None) is None
     assert server_hit_rate(LoadCounters("u", {}, {"vllm:prefix_cache_queries_total": 0.0})) is None
@@ -53,8 +68,14 @@ def test_what_does_not_apply_is_absent_never_zero() -> None:
 
 
 def test_the_result_keeps_it_and_the_summary_prints_it() -> None:
-    rep = replay_fidelity([_rec(0, 2.0), _rec(1, 4.0)], trace=ABOUT, trace_requests=2, scheduled=2,
-                          expected_reuse=0.5, hit_rate=0.48)  # fmt: skip
+    rep = replay_fidelity(
+        [_rec(0, 2.0), _rec(1, 4.0)],
+        trace=ABOUT,
+        trace_requests=2,
+        scheduled=2,
+        expected_reuse=0.5,
+        hit_rate=0.48,
+    )
     res = RunResult(
         date="d",
         backend="b",

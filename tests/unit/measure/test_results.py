@@ -10,7 +10,10 @@ from vllm_users.measure.results import INPUT_LEN_TOLERANCE, build_result
 
 
 def _recs(actual: int, requested: int = 100, scenario: str = "chat") -> list:
-    return [rec(float(i), [10, 20], out=2, prompt=actual, input_len=requested, scenario=scenario) for i in range(5)]
+    return [
+        rec(float(i), [10, 20], out=2, prompt=actual, input_len=requested, scenario=scenario)
+        for i in range(5)
+    ]
 
 
 def _meta(overhead: int | None, source: str = "usage") -> dict:

@@ -9,25 +9,69 @@ from tests.unit.measure.helpers import rec
 from vllm_users.measure.results import build_run_result, write_result
 from vllm_users.measure.run_result import RunResult, load_result, save_result
 
-META = {"date": "20261201-070000", "model_id": "m", "endpoint": "chat", "request_rate": 4.0, "burstiness": 1.0,
-        "num_prompts": 6, "input_len": 100, "ramp_up_strategy": None}  # fmt: skip
+META = {
+    "date": "20261201-070000",
+    "model_id": "m",
+    "endpoint": "chat",
+    "request_rate": 4.0,
+    "burstiness": 1.0,
+    "num_prompts": 6,
+    "input_len": 100,
+    "ramp_up_strategy": None,
+}
 
 
 def _result() -> RunResult:
-    recs = [rec(float(i), [10, 20, 30], out=3, prompt=100, input_len=100, turn=i % 2, session=1) for i in range(6)]
+    recs = [
+        rec(float(i), [10, 20, 30], out=3, prompt=100, input_len=100, turn=i % 2, session=1) for i in range(6)
+    ]
     return build_run_result(recs, META)
 
 
 def test_to_json_keys_in_vllm_order_then_ours() -> None:
-    res = _result().replace(client_health={"client_bound": False}, data_loss={"complete": True}, client_bound=False,
-                            timeline=[], exit_code=0, server_served=8, missing_vs_server=0, cost={"gpus": 1})  # fmt: skip
+    res = _result().replace(
+        client_health={"client_bound": False},
+        data_loss={"complete": True},
+        client_bound=False,
+        timeline=[],
+        exit_code=0,
+        server_served=8,
+        missing_vs_server=0,
+        cost={"gpus": 1},
+    )
     keys = list(res.to_json())
-    assert keys[:8] == ["date", "backend", "model_id", "tokenizer_id", "num_prompts", "request_rate", "burstiness",
-                        "max_concurrency"]  # fmt: skip
-    assert keys[8:12] == ["duration", "completed", "failed", "total_input_tokens"]  # vLLM bench serve's fields
-    tail = keys[keys.index("input_len_check"):]
-    assert tail == ["input_len_check", "per_scenario", "ttft_by_turn", "tool", "meta", "client_health", "data_loss",
-                    "client_bound", "timeline", "exit_code", "server_served", "missing_vs_server", "cost"]  # fmt: skip
+    assert keys[:8] == [
+        "date",
+        "backend",
+        "model_id",
+        "tokenizer_id",
+        "num_prompts",
+        "request_rate",
+        "burstiness",
+        "max_concurrency",
+    ]
+    assert keys[8:12] == [
+        "duration",
+        "completed",
+        "failed",
+        "total_input_tokens",
+    ]  # vLLM bench serve's fields
+    tail = keys[keys.index("input_len_check") :]
+    assert tail == [
+        "input_len_check",
+        "per_scenario",
+        "ttft_by_turn",
+        "tool",
+        "meta",
+        "client_health",
+        "data_loss",
+        "client_bound",
+        "timeline",
+        "exit_code",
+        "server_served",
+        "missing_vs_server",
+        "cost",
+    ]
     doc = res.to_json()
     assert doc["request_rate"] == 4.0 and doc["completed"] == 6 and doc["tokenizer_id"] == "m"
     assert "ramp_up_strategy" not in doc and "ramp_up_strategy" in doc["meta"]  # not a ramp: meta keeps it

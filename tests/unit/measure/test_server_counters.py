@@ -56,14 +56,25 @@ def _samples(tmp: str, *rows: dict) -> str:  # type: ignore[type-arg]
 
 
 def _result(completed: int, failed: int = 0, **metrics: object) -> RunResult:
-    return RunResult(date=None, backend=None, model_id=None, tokenizer_id=None, num_prompts=None, request_rate=None,
-                     burstiness=None, max_concurrency=None,
-                     metrics={"completed": completed, "failed": failed, "interrupted": 0, **metrics})  # fmt: skip
+    return RunResult(
+        date=None,
+        backend=None,
+        model_id=None,
+        tokenizer_id=None,
+        num_prompts=None,
+        request_rate=None,
+        burstiness=None,
+        max_concurrency=None,
+        metrics={"completed": completed, "failed": failed, "interrupted": 0, **metrics},
+    )
 
 
 def test_served_is_the_counters_increase_over_the_load(tmp_path, metrics_url) -> None:  # type: ignore[no-untyped-def]
-    tmp = _samples(str(tmp_path), {"t": 1.0, "v": {"vllm:request_success_total": 10.0}, "url": metrics_url},
-                   {"t": 3.0, "v": {"vllm:request_success_total": 19.0}})  # fmt: skip
+    tmp = _samples(
+        str(tmp_path),
+        {"t": 1.0, "v": {"vllm:request_success_total": 10.0}, "url": metrics_url},
+        {"t": 3.0, "v": {"vllm:request_success_total": 19.0}},
+    )
     counters = around_load(tmp)
     assert counters is not None and counters.served == 20  # 30 now less 10 before the load
     res = with_server_served(_result(17, 3), Options(), tmp, "http://h", counters)
@@ -71,15 +82,25 @@ def test_served_is_the_counters_increase_over_the_load(tmp_path, metrics_url) ->
     res = with_server_served(_result(15, 3), Options(), tmp, "http://h", counters)
     assert res.missing_vs_server == 2  # the server finished two requests we have no record of
     # --warmup's requests are recorded too, outside the measured window
-    res = with_server_served(_result(12, 3, windows={"warmup": {"requests": 5}, "measured": {"requests": 15}}),
-                             Options(), tmp, "http://h", counters)  # fmt: skip
+    res = with_server_served(
+        _result(12, 3, windows={"warmup": {"requests": 5}, "measured": {"requests": 15}}),
+        Options(),
+        tmp,
+        "http://h",
+        counters,
+    )
     assert res.missing_vs_server == 0
 
 
 def test_no_counter_no_baseline_no_fields(tmp_path, metrics_url) -> None:  # type: ignore[no-untyped-def]
     assert around_load(str(tmp_path)) is None  # --no-server-metrics: no file
-    assert around_load(_samples(str(tmp_path / "a"), {"t": 1.0, "v": {}})) is None  # no scrape from before the load
-    assert around_load(_samples(str(tmp_path / "b"), {"t": 1.0, "error": "HTTP 404", "url": metrics_url})) is None
+    assert (
+        around_load(_samples(str(tmp_path / "a"), {"t": 1.0, "v": {}})) is None
+    )  # no scrape from before the load
+    assert (
+        around_load(_samples(str(tmp_path / "b"), {"t": 1.0, "error": "HTTP 404", "url": metrics_url}))
+        is None
+    )
     without = LoadCounters("u", {}, {"vllm:num_requests_running": 0.0})  # a server without the counter
     assert without.served is None
     res = with_server_served(_result(10), Options(), str(tmp_path), "http://h", without)
@@ -88,14 +109,23 @@ def test_no_counter_no_baseline_no_fields(tmp_path, metrics_url) -> None:  # typ
 
 
 def _hits(hits: float, queries: float) -> LoadCounters:
-    return LoadCounters("u", {"vllm:prefix_cache_hits_total": 100.0, "vllm:prefix_cache_queries_total": 1000.0},
-                        {"vllm:prefix_cache_hits_total": 100.0 + hits, "vllm:prefix_cache_queries_total": 1000.0 + queries})
+    return LoadCounters(
+        "u",
+        {"vllm:prefix_cache_hits_total": 100.0, "vllm:prefix_cache_queries_total": 1000.0},
+        {"vllm:prefix_cache_hits_total": 100.0 + hits, "vllm:prefix_cache_queries_total": 1000.0 + queries},
+    )
 
 
 def test_a_random_prompt_run_that_hit_the_cache_is_warned() -> None:
     m = {"completed": 100, "total_input_tokens": 10_000}
     w = prefix_cache_warning(_hits(9_000, 10_000), m, ["chat"], False, 4)
-    assert w is not None and "PREFIX CACHE HITS" in w and "90%" in w and "--seed" in w and "--reset-prefix-cache" in w
+    assert (
+        w is not None
+        and "PREFIX CACHE HITS" in w
+        and "90%" in w
+        and "--seed" in w
+        and "--reset-prefix-cache" in w
+    )
     assert prefix_cache_warning(_hits(0, 10_000), m, ["chat"], False, 4) is None  # fresh prompts
     # the chat template's tokens are shared by every prompt: 30 of 100 tokens per request are no resent prompt
     assert prefix_cache_warning(_hits(3_200, 10_000), m, ["chat"], False, 30) is None

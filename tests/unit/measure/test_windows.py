@@ -71,7 +71,9 @@ def test_statistics_leave_windows_out() -> None:
     both = build_result(recs, dict(meta, warmup="8r", cooldown="8r"))
     assert both["completed"] == 184 and both["windows"]["cooldown"]["requests"] == 8
     text = format_summary(both)
-    assert "Warm-up excluded (8r):" in text and "Cool-down excluded (8r):" in text and "Measured window:" in text
+    assert (
+        "Warm-up excluded (8r):" in text and "Cool-down excluded (8r):" in text and "Measured window:" in text
+    )
     every = build_result(recs, dict(meta, warmup="1000r"))
     assert every["completed"] == 0 and any("nothing was measured" in x for x in every["warnings"])
 

@@ -63,8 +63,15 @@ def make_records(
     return out
 
 
-def server_samples(n: int = 10, *, t0: float = 1_700_000_000.0, hits_ratio: float = 0.8, gpu_util: float | None = None,
-                   kv_peak: float = 0.6, gen_tokens: float = 3200.0) -> list[dict[str, Any]]:  # fmt: skip
+def server_samples(
+    n: int = 10,
+    *,
+    t0: float = 1_700_000_000.0,
+    hits_ratio: float = 0.8,
+    gpu_util: float | None = None,
+    kv_peak: float = 0.6,
+    gen_tokens: float = 3200.0,
+) -> list[dict[str, Any]]:
     """vLLM-shaped scrapes: counters rising linearly, a TTFT histogram of known buckets."""
     rows = []
     for i in range(n):
@@ -88,8 +95,14 @@ def server_samples(n: int = 10, *, t0: float = 1_700_000_000.0, hits_ratio: floa
     return rows
 
 
-def write_run(path: str, records: list[RequestRecord], *, meta: dict[str, Any] | None = None,
-              samples: list[dict[str, Any]] | None = None, extra: dict[str, Any] | None = None) -> str:  # fmt: skip
+def write_run(
+    path: str,
+    records: list[RequestRecord],
+    *,
+    meta: dict[str, Any] | None = None,
+    samples: list[dict[str, Any]] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> str:
     """A run directory as `vllm-locust run` leaves it (records, run_meta, result, optional server samples)."""
     os.makedirs(path, exist_ok=True)
     m = {"model_id": "m", "endpoint": "chat", "users": 8, "input_len": 100, "output_len": 16}

@@ -101,7 +101,11 @@ def test_chosen_percentiles_reach_summary_report_and_compare(tmp_path) -> None: 
     b = load_run(write_run(str(tmp_path / "b"), make_records(100)))  # vLLM's defaults: p99 of ttft,tpot,itl
     res = a.result
     assert [k for k in res if k.endswith("_ttft_ms") and k[1].isdigit()] == [
-        "p50_ttft_ms", "p90_ttft_ms", "p99_ttft_ms", "p99.9_ttft_ms"]  # fmt: skip
+        "p50_ttft_ms",
+        "p90_ttft_ms",
+        "p99_ttft_ms",
+        "p99.9_ttft_ms",
+    ]
     assert "p99_tpot_ms" not in res and "p99.9_e2el_ms" in res
     text = format_summary(res)
     for line in ("P50 TTFT (ms):", "P99.9 TTFT (ms):", "P90 ITL (ms):", "P99.9 E2EL (ms):"):
@@ -126,7 +130,10 @@ def test_a_folder_of_runs_reports_the_runs_inside(tmp_path, capsys) -> None:  # 
     out = str(tmp_path / "out")
     assert main([str(results) + "/", "-o", out, "--format", "json"]) == 0
     data = json.load(open(os.path.join(out, "report.json")))
-    assert [r["name"] for r in data["runs"]] == ["20260101-000000-chat", "20260102-000000-chat"]  # oldest first
+    assert [r["name"] for r in data["runs"]] == [
+        "20260101-000000-chat",
+        "20260102-000000-chat",
+    ]  # oldest first
     assert data["comparison"]["baseline"] == "20260101-000000-chat" and not data["failed_inputs"]
     # one run inside: its own report directory, as for the run itself
     single = tmp_path / "single"

@@ -21,8 +21,12 @@ def _run(name: str, recs, *, slo=None, **extra) -> RunData:  # type: ignore[no-u
 
 def _healthy() -> RunData:
     r = _run("healthy", make_records(200), slo=Slo({"ttft": 100.0}), client_bound=False)
-    r.result["server_metrics"] = {"available": True, "prefix_cache_hit_rate": 0.9, "prefix_cache_queries": 100,
-                                  "gpu_util_mean": 95.0}  # fmt: skip
+    r.result["server_metrics"] = {
+        "available": True,
+        "prefix_cache_hit_rate": 0.9,
+        "prefix_cache_queries": 100,
+        "gpu_util_mean": 95.0,
+    }
     return r
 
 
@@ -57,8 +61,11 @@ def test_failures_over_one_percent() -> None:
 
 
 def test_client_bound() -> None:
-    health = {"client_bound": True, "thresholds": {"cpu_mean": 0.9, "loop_lag_p99_ms": 10},
-              "workers": {"w0": {"cpu_mean": 0.97, "loop_lag_p99_ms": 30.0, "client_bound": True}}}  # fmt: skip
+    health = {
+        "client_bound": True,
+        "thresholds": {"cpu_mean": 0.9, "loop_lag_p99_ms": 10},
+        "workers": {"w0": {"cpu_mean": 0.97, "loop_lag_p99_ms": 30.0, "client_bound": True}},
+    }
     f = [x for x in dg.diagnose([_run("cb", make_records(50), client_health=health, client_bound=True)])]
     assert f[0].rule == "client_bound" and "97%" in f[0].evidence
 

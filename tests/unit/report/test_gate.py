@@ -32,8 +32,17 @@ ROOT = Path(__file__).resolve().parents[3]
 SETTINGS = {"model_id": "m", "endpoint": "chat", "input_len": 100, "output_len": 16, "users": 8}
 
 
-def synthetic(n: int = 300, *, tpot_ms: float = 10.0, ttft_ms: float = 20.0, tokens: int = 16, fail: float = 0.0,
-              concurrency: int = 8, seed: int = 0, cached: bool = False) -> RunSamples:  # fmt: skip
+def synthetic(
+    n: int = 300,
+    *,
+    tpot_ms: float = 10.0,
+    ttft_ms: float = 20.0,
+    tokens: int = 16,
+    fail: float = 0.0,
+    concurrency: int = 8,
+    seed: int = 0,
+    cached: bool = False,
+) -> RunSamples:
     """A closed-loop-looking run: `concurrency` lanes back to back, log-normal TTFT and TPOT per request."""
     rng = np.random.default_rng(seed)
     ttft = ttft_ms * rng.lognormal(0.0, 0.25, n)
@@ -51,11 +60,20 @@ def synthetic(n: int = 300, *, tpot_ms: float = 10.0, ttft_ms: float = 20.0, tok
     outcome = np.where(failed, FAILED, OK).astype(np.int8)
     lens = np.where(failed, 0, tokens).astype(np.int64)
     return RunSamples(
-        name=f"s{seed}", settings=dict(SETTINGS), figures={}, start=start, end=start + e2el, outcome=outcome,
-        out_tok=np.where(failed, -1, tokens).astype(np.int64), in_tok=np.where(failed, -1, 100).astype(np.int64),
-        cached=np.where(failed | (not cached), -1, 40).astype(np.int64), valid=np.full(n, -1, np.int8),
-        good=np.full(n, -1, np.int8), lens=lens, chunks=(rel[~failed] * 1e3).astype(np.int64).ravel(),
-    )  # fmt: skip
+        name=f"s{seed}",
+        settings=dict(SETTINGS),
+        figures={},
+        start=start,
+        end=start + e2el,
+        outcome=outcome,
+        out_tok=np.where(failed, -1, tokens).astype(np.int64),
+        in_tok=np.where(failed, -1, 100).astype(np.int64),
+        cached=np.where(failed | (not cached), -1, 40).astype(np.int64),
+        valid=np.full(n, -1, np.int8),
+        good=np.full(n, -1, np.int8),
+        lens=lens,
+        chunks=(rel[~failed] * 1e3).astype(np.int64).ravel(),
+    )
 
 
 def side(*runs: RunSamples) -> Side:
@@ -69,14 +87,24 @@ def test_every_statistic_is_the_results_figure(tmp_path: Path) -> None:
     res = json.load(open(os.path.join(run_dir, "result.json")))
     run = load_side(run_dir).runs[0]
     names = [f"{s}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el") for s in ("mean", "median", "std")]
-    names += ["p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms", "request_throughput", "output_throughput",
-              "total_token_throughput", "prefix_cache_hit_rate", "chunk_token_ratio"]  # fmt: skip
+    names += [
+        "p99_ttft_ms",
+        "p99_tpot_ms",
+        "p99_itl_ms",
+        "request_throughput",
+        "output_throughput",
+        "total_token_throughput",
+        "prefix_cache_hit_rate",
+        "chunk_token_ratio",
+    ]
     for name in names:
         stat = statistic_for(name)
         assert stat is not None, name
         assert stat.point(run) == pytest.approx(res[name], rel=1e-6), name  # durations: epoch float rounding
     err = statistic_for("error_rate")
-    assert err is not None and err.point(run) == pytest.approx(res["failed"] / (res["completed"] + res["failed"]))
+    assert err is not None and err.point(run) == pytest.approx(
+        res["failed"] / (res["completed"] + res["failed"])
+    )
     assert statistic_for("max_output_tokens_per_s") is None  # a maximum: no bootstrap estimate of its noise
     assert statistic_for("max_ttft_ms") is None and statistic_for("p100_ttft_ms") is None
     assert statistic_for("p99.9_ttft_ms") is not None
@@ -102,8 +130,13 @@ def test_weighted_statistics_are_numpys() -> None:
     w = rng.integers(0, 4, (30, 37))
     w[:, 0] += 1  # no empty row
     pooled = [np.repeat(values, row) for row in w]
-    for stat, ref in (("mean", np.mean), ("std", np.std), ("median", np.median),
-                      ("p99", lambda a: np.percentile(a, 99)), ("p12.5", lambda a: np.percentile(a, 12.5))):  # fmt: skip
+    for stat, ref in (
+        ("mean", np.mean),
+        ("std", np.std),
+        ("median", np.median),
+        ("p99", lambda a: np.percentile(a, 99)),
+        ("p12.5", lambda a: np.percentile(a, 12.5)),
+    ):
         assert weighted(stat, values, w) == pytest.approx([ref(p) for p in pooled], rel=1e-9), stat
 
 
@@ -111,7 +144,9 @@ def test_weighted_statistics_are_numpys() -> None:
 def test_a_known_shift_is_detected_every_time() -> None:
     rules = parse_rules(None)
     for seed in range(10):
-        rep = gate(side(synthetic(seed=seed)), side(synthetic(tpot_ms=11.5, seed=100 + seed)), rules, resamples=1000)
+        rep = gate(
+            side(synthetic(seed=seed)), side(synthetic(tpot_ms=11.5, seed=100 + seed)), rules, resamples=1000
+        )
         verdicts = {r.metric: r.verdict for r in rep.results}
         assert verdicts["median_tpot_ms"] == "regressed", rep.results
         assert rep.exit_code == exit_codes.GATE_REGRESSED
@@ -126,8 +161,14 @@ def test_no_shift_is_flagged_at_most_at_the_level() -> None:
     level, trials = 0.90, 200
     flagged = covered = 0
     for seed in range(trials):
-        r = evaluate(rule, side(synthetic(seed=seed)), side(synthetic(seed=10_000 + seed)), level=level,
-                     resamples=500, seed=seed)  # fmt: skip
+        r = evaluate(
+            rule,
+            side(synthetic(seed=seed)),
+            side(synthetic(seed=10_000 + seed)),
+            level=level,
+            resamples=500,
+            seed=seed,
+        )
         assert r.ci_low is not None and r.ci_high is not None
         flagged += r.verdict == "regressed"
         covered += r.ci_low <= 0.0 <= r.ci_high
@@ -136,8 +177,10 @@ def test_no_shift_is_flagged_at_most_at_the_level() -> None:
     assert covered >= 0.80 * trials, covered
     # at the default limits, identical settings are never flagged
     rules = parse_rules(None)
-    assert not any(gate(side(synthetic(seed=s)), side(synthetic(seed=500 + s)), rules, resamples=500).regressed
-                   for s in range(10))  # fmt: skip
+    assert not any(
+        gate(side(synthetic(seed=s)), side(synthetic(seed=500 + s)), rules, resamples=500).regressed
+        for s in range(10)
+    )
 
 
 def test_same_seed_same_verdicts() -> None:
@@ -155,7 +198,9 @@ def test_same_seed_same_verdicts() -> None:
 def test_error_rate_in_points_and_a_zero_baseline() -> None:
     base, cand = side(synthetic(seed=1)), side(synthetic(seed=2, fail=0.10))
     r = evaluate(Rule("error_rate", 0.5, "pp"), base, cand, level=0.99, resamples=1000)
-    assert r.verdict == "regressed" and r.change == pytest.approx(100 * (cand.runs[0].outcome == FAILED).mean())
+    assert r.verdict == "regressed" and r.change == pytest.approx(
+        100 * (cand.runs[0].outcome == FAILED).mean()
+    )
     same = evaluate(Rule("error_rate", 0.5, "pp"), base, side(synthetic(seed=3)), level=0.99, resamples=1000)
     assert same.verdict == "unchanged" and same.change == 0
     rel = evaluate(Rule("error_rate", 10, "%"), base, cand, level=0.99, resamples=1000)
@@ -172,7 +217,9 @@ def test_repeats_use_their_spread() -> None:
     same = evaluate(rule, side(*runs(10.0, 0)), side(*runs(10.0, 50)), level=0.99)
     assert same.verdict != "regressed"
     one = evaluate(rule, side(*runs(10.0, 0)), side(synthetic(tpot_ms=13.0, seed=9)), level=0.99)
-    assert one.verdict == "regressed" and one.method.startswith("t prediction interval: 1 run against 5 repeats")
+    assert one.verdict == "regressed" and one.method.startswith(
+        "t prediction interval: 1 run against 5 repeats"
+    )
     # a figure with no per-request samples: tested over repeats, not between two single runs
     fig = Rule("max_output_tokens_per_s", 5.0, "%")
     a, b = runs(10.0, 0), runs(10.0, 50)
@@ -194,7 +241,9 @@ def test_rules() -> None:
     rules = parse_rules(["defaults", "p99_ttft_ms:20%", "p99_itl_ms:3ms"])
     assert [r.text for r in rules][-2:] == ["p99_ttft_ms:20%", "p99_itl_ms:3ms"] and len(rules) == 6
     assert parse_rules(["error_rate:0.5pp output_throughput:50"])[1] == Rule("output_throughput", 50.0, "abs")
-    assert Rule("output_throughput", 5, "%").worse == "lower" and Rule("p99_ttft_ms", 5, "%").worse == "higher"
+    assert (
+        Rule("output_throughput", 5, "%").worse == "lower" and Rule("p99_ttft_ms", 5, "%").worse == "higher"
+    )
     assert Rule("error_rate", 1, "pp").worse == "higher" and Rule("duration", 5, "%").worse == "either"
     for bad in ("p99_ttft_ms", "p99_ttft_ms:fast", "output_throughput:1pp", "output_throughput:5ms", ":5%"):
         with pytest.raises(errors.UsageError, match="--max-regression"):
@@ -212,8 +261,10 @@ def test_outputs_say_the_same() -> None:
     cases = {c.get("name"): c for c in suite.iter("testcase")}
     assert cases["median_tpot_ms:5%"].find("failure") is not None
     assert suite.get("failures") == str(len(rep.regressed))
-    assert all((c.find("skipped") is not None) == (r.verdict == "inconclusive")
-               for c, r in zip(cases.values(), rep.results, strict=True))  # fmt: skip
+    assert all(
+        (c.find("skipped") is not None) == (r.verdict == "inconclusive")
+        for c, r in zip(cases.values(), rep.results, strict=True)
+    )
     md = markdown(rep)
     assert "| `median_tpot_ms:5%` |" in md and "**regressed**" in md and "Bonferroni" in md
     doc = rep.to_dict()
@@ -229,14 +280,28 @@ def _runs(tmp_path: Path) -> tuple[str, str, str]:
     return a, b, slow
 
 
-def test_command_exit_codes_and_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                      capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_command_exit_codes_and_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     a, b, slow = _runs(tmp_path)
     summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     out = tmp_path / "out"
-    assert main([a, b, "--junit", str(out / "j.xml"), "--markdown", str(out / "g.md"), "--json",
-                 str(out / "g.json")]) == exit_codes.OK  # fmt: skip
+    assert (
+        main(
+            [
+                a,
+                b,
+                "--junit",
+                str(out / "j.xml"),
+                "--markdown",
+                str(out / "g.md"),
+                "--json",
+                str(out / "g.json"),
+            ]
+        )
+        == exit_codes.OK
+    )
     assert "no regression" in capsys.readouterr().out
     assert ET.parse(out / "j.xml").getroot().find("testsuite") is not None
     assert json.load(open(out / "g.json"))["exit_code"] == 0
@@ -270,9 +335,15 @@ def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert main([a, other, "--allow-mismatch", "model_id", "input_len", "--quiet"]) == exit_codes.OK
     junk = tmp_path / "junk.npz"
     junk.write_text("not a baseline")
-    for argv in ([a], [a, str(junk)], [a, str(tmp_path / "nowhere")], [a, b, "--max-regression", "x:y"],
-                 [a, b, "--allow-mismatch", "colour"], ["--save-baseline", str(junk), a, b],
-                 [a, str(tmp_path)]):  # fmt: skip
+    for argv in (
+        [a],
+        [a, str(junk)],
+        [a, str(tmp_path / "nowhere")],
+        [a, b, "--max-regression", "x:y"],
+        [a, b, "--allow-mismatch", "colour"],
+        ["--save-baseline", str(junk), a, b],
+        [a, str(tmp_path)],
+    ):
         assert main(argv) == exit_codes.USAGE, argv
     assert capsys.readouterr().err.count("vllm-locust gate: error: ") == 7
 

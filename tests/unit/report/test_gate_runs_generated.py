@@ -35,8 +35,9 @@ TPOT_MS, TTFT_MS = 10.0, 20.0
 
 
 def _run(seed: int, speed: float, slower: float = 1.0) -> Side:
-    r: RunSamples = synthetic(150, tpot_ms=TPOT_MS * speed * slower, ttft_ms=TTFT_MS * speed, fail=0.0,
-                              seed=seed)  # fmt: skip
+    r: RunSamples = synthetic(
+        150, tpot_ms=TPOT_MS * speed * slower, ttft_ms=TTFT_MS * speed, fail=0.0, seed=seed
+    )
     return Side(r.name, "run", [r])
 
 

@@ -6,9 +6,11 @@ import pytest
 
 from orchestration.report.locust_csv import result_from_csv
 
-HEADER = ("Type,Name,Request Count,Failure Count,Median Response Time,Average Response Time,Min Response Time,"
-          "Max Response Time,Average Content Size,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,98%,99%,99.9%,"
-          "99.99%,100%\n")  # fmt: skip
+HEADER = (
+    "Type,Name,Request Count,Failure Count,Median Response Time,Average Response Time,Min Response Time,"
+    "Max Response Time,Average Content Size,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,98%,99%,99.9%,"
+    "99.99%,100%\n"
+)
 ROWS = (
     "STREAM,chat,60,0,400,410.5,300,900,128.0,6.0,0.0,400,410,420,430,450,500,600,700,900,900,900\n"
     "STREAM,json,40,4,200,220.0,100,500,90.0,4.0,0.4,200,210,220,230,250,300,350,400,500,500,500\n"
@@ -32,7 +34,11 @@ def test_one_row_per_scenario_gives_counts_tokens_and_e2el(tmp_path) -> None:  #
 
 
 def test_old_runs_with_ttft_rows_still_map(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    old = ROWS.splitlines()[0] + "\n" + "TTFT,chat,60,0,40,41.0,30,90,0,6.0,0.0,40,41,42,43,45,50,60,70,90,90,90\n"
+    old = (
+        ROWS.splitlines()[0]
+        + "\n"
+        + "TTFT,chat,60,0,40,41.0,30,90,0,6.0,0.0,40,41,42,43,45,50,60,70,90,90,90\n"
+    )
     (tmp_path / "locust_stats.csv").write_text(HEADER + old)
     out = result_from_csv(str(tmp_path), {})
     assert out is not None

@@ -10,11 +10,20 @@ from orchestration.report.render import render_html, render_markdown
 from tests.unit.report.helpers import make_records, write_run
 
 REPLAY = {
-    "trace": "t.jsonl", "format": "mooncake", "time_scale": 2.0, "trace_requests": 50, "scheduled": 50, "sent": 49,
-    "dropped": 1, "not_sent": 1, "all_sent": False,
+    "trace": "t.jsonl",
+    "format": "mooncake",
+    "time_scale": 2.0,
+    "trace_requests": 50,
+    "scheduled": 50,
+    "sent": 49,
+    "dropped": 1,
+    "not_sent": 1,
+    "all_sent": False,
     "lag_ms": {"p50": 1.25, "p90": 2.0, "p99": 4.75, "max": 9.5, "mean": 1.5},
-    "expected_block_reuse": 0.625, "server_prefix_hit_rate": 0.6, "reuse_gap_points": -2.5,
-}  # fmt: skip
+    "expected_block_reuse": 0.625,
+    "server_prefix_hit_rate": 0.6,
+    "reuse_gap_points": -2.5,
+}
 
 
 def test_the_report_shows_the_replay(tmp_path: Path) -> None:

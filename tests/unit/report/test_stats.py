@@ -12,7 +12,9 @@ from orchestration.report.postprocess import RunData
 from orchestration.report.significance import compare_pair
 
 
-@pytest.mark.parametrize(("df", "q"), [(1, 12.7062), (2, 4.3027), (4, 2.7764), (10, 2.2281), (30, 2.0423), (1e6, 1.9600)])
+@pytest.mark.parametrize(
+    ("df", "q"), [(1, 12.7062), (2, 4.3027), (4, 2.7764), (10, 2.2281), (30, 2.0423), (1e6, 1.9600)]
+)
 def test_t_quantile_table(df: float, q: float) -> None:
     assert S.t_quantile(0.975, df) == pytest.approx(q, abs=1e-4)
     assert S.t_cdf(q, df) == pytest.approx(0.975, abs=1e-5)
@@ -38,12 +40,19 @@ def test_welch_matches_published() -> None:
     r = S.welch_t_test([1, 2, 3], [4, 5, 6])  # scipy.stats.ttest_ind(equal_var=False): t=3.674, p=0.02131
     assert r.statistic == pytest.approx(3.6742, abs=1e-4) and r.p_value == pytest.approx(0.021312, abs=1e-5)
     # unequal sizes and variances: t by hand, p by integrating the t density numerically (independent of betainc)
-    x, y = np.array([19.8, 20.4, 19.6, 17.8, 18.5, 18.9, 18.3]), np.array([28.2, 26.6, 20.1, 23.3, 25.2, 22.1, 17.7, 27.6, 20.6])
+    x, y = (
+        np.array([19.8, 20.4, 19.6, 17.8, 18.5, 18.9, 18.3]),
+        np.array([28.2, 26.6, 20.1, 23.3, 25.2, 22.1, 17.7, 27.6, 20.6]),
+    )
     vx, vy = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
     t = (y.mean() - x.mean()) / math.sqrt(vx + vy)
     df = (vx + vy) ** 2 / (vx**2 / (x.size - 1) + vy**2 / (y.size - 1))
     grid = np.linspace(t, 400.0, 2_000_001)
-    dens = math.gamma((df + 1) / 2) / (math.sqrt(df * math.pi) * math.gamma(df / 2)) * (1 + grid**2 / df) ** (-(df + 1) / 2)
+    dens = (
+        math.gamma((df + 1) / 2)
+        / (math.sqrt(df * math.pi) * math.gamma(df / 2))
+        * (1 + grid**2 / df) ** (-(df + 1) / 2)
+    )
     p = 2 * float(np.sum((dens[1:] + dens[:-1]) / 2 * np.diff(grid)))
     r = S.welch_t_test(x.tolist(), y.tolist())
     assert r.statistic == pytest.approx(t, rel=1e-9) and r.p_value == pytest.approx(p, abs=1e-5)
@@ -75,21 +84,40 @@ def _run(name: str, arrays: dict[str, np.ndarray], repeats: dict[str, list[float
 def test_noise_is_never_a_change() -> None:
     """Many pairs of same-distribution runs: not one metric called significant (Holm + minimum effect)."""
     rng = np.random.default_rng(7)
-    names = ["mean_ttft_ms", "median_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_ttft_ms", "output_throughput"]
+    names = [
+        "mean_ttft_ms",
+        "median_ttft_ms",
+        "mean_tpot_ms",
+        "median_tpot_ms",
+        "p99_ttft_ms",
+        "output_throughput",
+    ]
     false = 0
     for _ in range(200):
-        runs = [_run(n, {"ttft": rng.lognormal(math.log(0.05), 0.5, 300), "tpot": rng.normal(0.01, 0.001, 300)},
-                     {"output_throughput": rng.normal(1000, 30, 3).tolist(), "p99_ttft_ms": rng.normal(200, 20, 3).tolist()})
-                for n in ("a", "b")]  # fmt: skip
+        runs = [
+            _run(
+                n,
+                {"ttft": rng.lognormal(math.log(0.05), 0.5, 300), "tpot": rng.normal(0.01, 0.001, 300)},
+                {
+                    "output_throughput": rng.normal(1000, 30, 3).tolist(),
+                    "p99_ttft_ms": rng.normal(200, 20, 3).tolist(),
+                },
+            )
+            for n in ("a", "b")
+        ]
         out = compare_pair(runs[0], runs[1], names)
         false += sum(bool(v["significant"]) for v in out.values())
-    assert false <= 4  # family-wise 1 % per pair: ~2 expected of 200 pairs; the minimum effect keeps samples honest
+    assert (
+        false <= 4
+    )  # family-wise 1 % per pair: ~2 expected of 200 pairs; the minimum effect keeps samples honest
 
 
 def test_real_change_is_significant() -> None:
     rng = np.random.default_rng(3)
     a = _run("a", {"ttft": rng.lognormal(math.log(0.05), 0.3, 200)}, {"output_throughput": [1000, 1010, 995]})
-    b = _run("b", {"ttft": rng.lognormal(math.log(0.07), 0.3, 200)}, {"output_throughput": [1300, 1290, 1310]})
+    b = _run(
+        "b", {"ttft": rng.lognormal(math.log(0.07), 0.3, 200)}, {"output_throughput": [1300, 1290, 1310]}
+    )
     out = compare_pair(a, b, ["median_ttft_ms", "output_throughput", "p99_ttft_ms"])
     assert out["median_ttft_ms"]["significant"] and out["median_ttft_ms"]["test"] == "Mann-Whitney U"
     assert out["output_throughput"]["significant"] and out["output_throughput"]["test"] == "Welch's t-test"

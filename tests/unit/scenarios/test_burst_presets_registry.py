@@ -97,7 +97,9 @@ def test_throughput_preset_respects_closed_loop_choice() -> None:
     assert a.users == 4 and a.request_rate is None and a.max_concurrency is None and a.num_prompts == 512
     a = _parse(["--preset", "throughput"])
     assert a.request_rate is not None and math.isinf(a.request_rate) and a.max_concurrency == 64
-    a = _parse(["--preset", "throughput"], {"VLLM_LOCUST_USERS": "4"})  # a choice from the environment counts too
+    a = _parse(
+        ["--preset", "throughput"], {"VLLM_LOCUST_USERS": "4"}
+    )  # a choice from the environment counts too
     assert a.users == 4 and a.request_rate is None
 
 
@@ -118,10 +120,14 @@ def test_sweep_math() -> None:
         with pytest.raises(C.UsageError):
             parse_sweep(bad)
     assert parse_sweep("rates:1,2.5").values == (1.0, 2.5) and parse_sweep("auto").values == (5.0,)
-    s = sweep_doc(parse_sweep("concurrency:1,4"),
-                  [{"kind": "concurrency", "target": 1, "output_throughput": 100.0},
-                   {"kind": "concurrency", "target": 4, "output_throughput": 300.0}],
-                  argparse.Namespace(sweep="concurrency:1,4", host="", gpu_hour_price=None, gpus=1, preset=None))  # fmt: skip
+    s = sweep_doc(
+        parse_sweep("concurrency:1,4"),
+        [
+            {"kind": "concurrency", "target": 1, "output_throughput": 100.0},
+            {"kind": "concurrency", "target": 4, "output_throughput": 300.0},
+        ],
+        argparse.Namespace(sweep="concurrency:1,4", host="", gpu_hour_price=None, gpus=1, preset=None),
+    )
     assert [x["scaling_efficiency"] for x in s["steps"]] == [1.0, 0.75]
     b = moe_experts.expert_balance({"0": 10, "1": 10}, {"0": 30, "1": 50})
     assert (

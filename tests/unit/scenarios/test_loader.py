@@ -17,7 +17,10 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "locustfiles" / "examples"
 
 
 def test_mix_with_class_references() -> None:
-    assert parse_mix("chat:3,vllm_users.scenarios.chat:ChatUser") == [("chat", 3), ("vllm_users.scenarios.chat:ChatUser", 0)]
+    assert parse_mix("chat:3,vllm_users.scenarios.chat:ChatUser") == [
+        ("chat", 3),
+        ("vllm_users.scenarios.chat:ChatUser", 0),
+    ]
     assert parse_mix("my_agents:Agent:2") == [("my_agents:Agent", 2)]
     assert is_class_ref("pkg.mod:Cls") and not is_class_ref("chat") and not is_class_ref("pkg:1x")
     with pytest.raises(ValueError, match="not an integer"):
@@ -73,7 +76,10 @@ def _write(tmp_path: Path, name: str, text: str) -> str:
 
 
 def test_locustfile_users_and_shape(tmp_path: Path) -> None:
-    path = _write(tmp_path, "mine.py", """
+    path = _write(
+        tmp_path,
+        "mine.py",
+        """
         from locust import LoadTestShape
         from vllm_users import LLMUser
         class Helper(LLMUser):
@@ -86,7 +92,8 @@ def test_locustfile_users_and_shape(tmp_path: Path) -> None:
         class Shape(LoadTestShape):
             def tick(self):
                 return None
-    """)  # fmt: skip
+    """,
+    )
     users, shapes = load_file(path)
     assert set(users) == {"One", "Two"} and users["Two"].weight == 3
     assert [s.__name__ for s in shapes] == ["Shape"]
@@ -102,7 +109,10 @@ def test_locustfile_users_and_shape(tmp_path: Path) -> None:
         ("x = 1\n", "no LLMUser subclass in it"),
         ("from vllm_users import LLMUser\nraise RuntimeError('boom')\n", "import failed: RuntimeError: boom"),
         ("import nosuch_module_here\n", "import failed: ModuleNotFoundError"),
-        ("from locust import HttpUser\nclass Plain(HttpUser):\n    pass\n", "Plain is a Locust User but not a vllm_users.LLMUser"),
+        (
+            "from locust import HttpUser\nclass Plain(HttpUser):\n    pass\n",
+            "Plain is a Locust User but not a vllm_users.LLMUser",
+        ),
         ("def broken(:\n", "import failed: SyntaxError"),
     ],
 )
@@ -115,11 +125,29 @@ def test_bad_locustfiles(tmp_path: Path, text: str, needle: str) -> None:
 
 def test_checker_process_one_line_and_exit_2(tmp_path: Path) -> None:
     bad = _write(tmp_path, "bad.py", "x = 1\n")
-    p = subprocess.run([sys.executable, "-m", "vllm_users.scenarios.loader", "-f", bad], capture_output=True, text=True,
-                       timeout=120)  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-m", "vllm_users.scenarios.loader", "-f", bad],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 2 and p.stdout == ""
-    assert p.stderr.strip().splitlines() == [f"error: -f {bad}: no LLMUser subclass in it (subclass vllm_users.LLMUser or ChatUser)"]
-    p = subprocess.run([sys.executable, "-m", "vllm_users.scenarios.loader", "-f", str(EXAMPLES / "agent.py"),
-                        "--scenario", "chat"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert p.stderr.strip().splitlines() == [
+        f"error: -f {bad}: no LLMUser subclass in it (subclass vllm_users.LLMUser or ChatUser)"
+    ]
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vllm_users.scenarios.loader",
+            "-f",
+            str(EXAMPLES / "agent.py"),
+            "--scenario",
+            "chat",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     assert '"AgentUser": {"scenario": "agent", "weight": 1}' in p.stdout

@@ -18,8 +18,10 @@ def test_chat_becomes_the_pooling_user_and_bad_combinations_name_the_scenario() 
     assert for_endpoint([("chat", 2)], "score") == [("rerank", 2)]
     assert for_endpoint([("chat", 1), ("json", 1)], "completions") == [("chat", 1), ("json", 1)]
     assert for_endpoint([("chat", 1), ("pkg.mod:Mine", 0)], "responses") == [("chat", 1), ("pkg.mod:Mine", 0)]
-    with pytest.raises(ValueError, match="scenario 'tools' cannot use --endpoint embeddings: it runs with --endpoint "
-                                         "chat|completions"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match="scenario 'tools' cannot use --endpoint embeddings: it runs with --endpoint chat|completions",
+    ):
         for_endpoint([("tools", 1)], "embeddings")
     assert for_endpoint([("chat", 1), ("embeddings", 2)], "embeddings") == [("embeddings", 3)]
     assert for_endpoint([("chat", 3), ("embeddings", 1)], "chat") == [("chat", 3), ("embeddings", 1)]  # a mix
@@ -37,9 +39,19 @@ def test_answered_items() -> None:
 
 
 def _pooled(i: int, e2el_us: int, prompt: int) -> RequestRecord:
-    return RequestRecord(scenario="embeddings", worker="w", user=0, seq=i, endpoint="embeddings", t_start=100.0 + i * 0.1,
-                         chunk_times_us=[e2el_us], end_us=e2el_us, prompt_tokens=prompt, status=200,
-                         not_streamed=True)  # fmt: skip
+    return RequestRecord(
+        scenario="embeddings",
+        worker="w",
+        user=0,
+        seq=i,
+        endpoint="embeddings",
+        t_start=100.0 + i * 0.1,
+        chunk_times_us=[e2el_us],
+        end_us=e2el_us,
+        prompt_tokens=prompt,
+        status=200,
+        not_streamed=True,
+    )
 
 
 def test_a_pooling_run_has_e2el_and_input_throughput_and_no_output_figures() -> None:
@@ -48,7 +60,9 @@ def test_a_pooling_run_has_e2el_and_input_throughput_and_no_output_figures() -> 
     assert res["completed"] == 10 and res["total_input_tokens"] == 320
     assert res["input_throughput"] == 160.0 and res["request_throughput"] == 5.0
     assert res["median_e2el_ms"] == pytest.approx(55.0) and res["pooling_requests"] == 10
-    assert res["p99_e2el_ms"] == pytest.approx(99.5, abs=0.6)  # E2EL gets the percentiles (vLLM's pooling default)
+    assert res["p99_e2el_ms"] == pytest.approx(
+        99.5, abs=0.6
+    )  # E2EL gets the percentiles (vLLM's pooling default)
     for k in ("total_output_tokens", "output_throughput", "max_output_tokens_per_s"):
         assert res[k] is None, k  # absent, never 0
     assert not any(k.endswith(("_ttft_ms", "_tpot_ms", "_itl_ms")) for k in res)
@@ -61,9 +75,19 @@ def test_a_pooling_run_has_e2el_and_input_throughput_and_no_output_figures() -> 
 
 
 def test_a_mixed_run_keeps_the_chat_figures() -> None:
-    chat = RequestRecord(scenario="chat", worker="w", user=0, seq=99, endpoint="chat", t_start=100.0,
-                         chunk_times_us=[5_000, 6_000, 7_000], end_us=7_000, prompt_tokens=8, output_tokens=3,
-                         status=200)  # fmt: skip
+    chat = RequestRecord(
+        scenario="chat",
+        worker="w",
+        user=0,
+        seq=99,
+        endpoint="chat",
+        t_start=100.0,
+        chunk_times_us=[5_000, 6_000, 7_000],
+        end_us=7_000,
+        prompt_tokens=8,
+        output_tokens=3,
+        status=200,
+    )
     res = compute_metrics([chat, _pooled(1, 20_000, 32)], duration=1.0)
     assert res["total_output_tokens"] == 3 and res["pooling_requests"] == 1
     assert res["median_ttft_ms"] == 5.0  # TTFT of the streamed request only

@@ -50,8 +50,11 @@ def url() -> Iterator[str]:
 
 @pytest.mark.parametrize("endpoint", ["embeddings", "rerank", "score", "responses"])
 def test_an_endpoint_the_server_lacks_is_a_preflight_error(url: str, endpoint: str) -> None:
-    with pytest.raises(PreflightError, match=f"--endpoint {endpoint}: POST /v1/{endpoint} on .* returned HTTP 404: "
-                                             "the server does not serve it") as e:  # fmt: skip
+    with pytest.raises(
+        PreflightError,
+        match=f"--endpoint {endpoint}: POST /v1/{endpoint} on .* returned HTTP 404: "
+        "the server does not serve it",
+    ) as e:
         check_server(url, None, None, endpoint)
     assert e.value.exit_code == 3 and "\n" not in str(e.value)
 

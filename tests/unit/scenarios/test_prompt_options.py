@@ -20,10 +20,27 @@ USERS = [(json_user.JsonUser, json_user.INSTRUCTION), (tools_user.ToolsUser, too
 
 
 def _options(**kw: Any) -> SimpleNamespace:
-    base = dict(input_len=40, output_len=16, range_ratio=0.0, seed=3, endpoint="chat", dataset="",
-                dataset_format="auto", tokenizer="", prefix_len=0, cache_rate=0.0, num_prefixes=1, temperature=0.0,
-                no_stream=False, ignore_eos=False, schema_complexity="flat", json_schema="", json_mode="",
-                tool_choice="required", tool_followup=False)  # fmt: skip
+    base = dict(
+        input_len=40,
+        output_len=16,
+        range_ratio=0.0,
+        seed=3,
+        endpoint="chat",
+        dataset="",
+        dataset_format="auto",
+        tokenizer="",
+        prefix_len=0,
+        cache_rate=0.0,
+        num_prefixes=1,
+        temperature=0.0,
+        no_stream=False,
+        ignore_eos=False,
+        schema_complexity="flat",
+        json_schema="",
+        json_mode="",
+        tool_choice="required",
+        tool_followup=False,
+    )
     base.update(kw)
     return SimpleNamespace(**base)
 
@@ -46,7 +63,9 @@ def test_random_prompts_keep_the_requested_length(cls: type[LLMUser], instructio
 
 
 @pytest.mark.parametrize(("cls", "instruction"), USERS)
-def test_prefix_len_puts_a_shared_system_prompt_first(cls: type[LLMUser], instruction: str, monkeypatch) -> None:
+def test_prefix_len_puts_a_shared_system_prompt_first(
+    cls: type[LLMUser], instruction: str, monkeypatch
+) -> None:
     spec = _user(cls, monkeypatch, prefix_len=24, cache_rate=1.0).build_request(Ticket(5))
     system, user = spec.body["messages"]
     assert system["role"] == "system" and len(system["content"].split()) == 24
@@ -58,18 +77,24 @@ def test_prefix_len_puts_a_shared_system_prompt_first(cls: type[LLMUser], instru
 @pytest.mark.parametrize(("cls", "instruction"), USERS)
 def test_dataset_prompts_are_sent(cls: type[LLMUser], instruction: str, monkeypatch, tmp_path: Path) -> None:
     path = tmp_path / "prompts.jsonl"
-    path.write_text("\n".join(json.dumps({"prompt": f"dataset question number {i}"}) for i in range(3)) + "\n")
+    path.write_text(
+        "\n".join(json.dumps({"prompt": f"dataset question number {i}"}) for i in range(3)) + "\n"
+    )
     user = _user(cls, monkeypatch, dataset=str(path))
     texts = {user.build_request(Ticket(i)).body["messages"][-1]["content"] for i in range(6)}
     assert texts == {instruction + f"dataset question number {i}" for i in range(3)}
 
 
 @pytest.mark.parametrize(("cls", "instruction"), USERS)
-def test_tokenizer_cuts_prompts_to_exact_token_counts(cls: type[LLMUser], instruction: str, monkeypatch) -> None:
+def test_tokenizer_cuts_prompts_to_exact_token_counts(
+    cls: type[LLMUser], instruction: str, monkeypatch
+) -> None:
     def two_per_word(text: str) -> int:  # a stand-in tokenizer: every word is two tokens
         return 2 * len(text.split())
 
     monkeypatch.setattr(source, "load_tokenizer", lambda path: two_per_word)
     spec = _user(cls, monkeypatch, tokenizer="/some/tokenizer").build_request(Ticket(1))
     text = spec.body["messages"][-1]["content"].removeprefix(instruction)
-    assert two_per_word(text) == 40 - len(instruction.split())  # exact under the tokenizer, not 1 word = 1 token
+    assert two_per_word(text) == 40 - len(
+        instruction.split()
+    )  # exact under the tokenizer, not 1 word = 1 token

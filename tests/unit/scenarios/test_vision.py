@@ -33,17 +33,33 @@ def _user(exact: bool, overhead: int | None, **opts: object) -> SimpleNamespace:
 
 @pytest.mark.parametrize(
     ("exact", "overhead", "opts", "want"),
-    [(True, 7, {}, 31), (False, 7, {}, None), (False, 7, {"tokenizer": "/tok"}, 31), (True, None, {}, None),
-     (True, 7, {"dataset": "d.json"}, None), (True, 7, {"prefix_len": 10}, None)],
-)  # fmt: skip
+    [
+        (True, 7, {}, 31),
+        (False, 7, {}, None),
+        (False, 7, {"tokenizer": "/tok"}, 31),
+        (True, None, {}, None),
+        (True, 7, {"dataset": "d.json"}, None),
+        (True, 7, {"prefix_len": 10}, None),
+    ],
+)
 def test_text_tokens_only_when_exact(exact: bool, overhead: int | None, opts: dict, want: int | None) -> None:
     p = Prompt([{"role": "user", "content": "x"}], None, 24, 8)
     assert VisionUser.text_tokens(_user(exact, overhead, **opts), p) == want  # type: ignore[arg-type]
 
 
 def _rec(seq: int, prompt: int | None) -> RequestRecord:
-    return RequestRecord(scenario="vision", worker="w", user=1, seq=seq, endpoint="chat", t_start=1000.0 + seq,
-                         chunk_times_us=[1000, 2000], end_us=2500, prompt_tokens=prompt, output_tokens=2)  # fmt: skip
+    return RequestRecord(
+        scenario="vision",
+        worker="w",
+        user=1,
+        seq=seq,
+        endpoint="chat",
+        t_start=1000.0 + seq,
+        chunk_times_us=[1000, 2000],
+        end_us=2500,
+        prompt_tokens=prompt,
+        output_tokens=2,
+    )
 
 
 def test_add_images_fields() -> None:

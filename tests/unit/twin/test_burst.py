@@ -13,10 +13,14 @@ from vllm_sim.config import SimConfig
 
 
 def _c(rate: float = 100_000.0, overhead: float = 10.0, ctx_us: float = 0.0) -> dict:
-    return {"decode_step_ms": {"value": 14.0}, "decode_per_seq_ms": {"value": 0.02},
-            "decode_per_ctx_token_us": {"value": ctx_us}, "prefill_tokens_per_s": {"value": rate},
-            "prefill_per_ctx_token_ns": {"value": 0.0},
-            "request_overhead_ms": {"value": overhead, "uncertainty": 2.0}}  # fmt: skip
+    return {
+        "decode_step_ms": {"value": 14.0},
+        "decode_per_seq_ms": {"value": 0.02},
+        "decode_per_ctx_token_us": {"value": ctx_us},
+        "prefill_tokens_per_s": {"value": rate},
+        "prefill_per_ctx_token_ns": {"value": 0.0},
+        "request_overhead_ms": {"value": overhead, "uncertainty": 2.0},
+    }
 
 
 def test_one_prompt_within_the_token_budget_is_one_step() -> None:
@@ -50,16 +54,34 @@ def test_a_burst_faster_than_its_fixed_steps_means_free_prefill() -> None:
 def test_the_fit_prefers_the_bursts_when_the_line_cannot_see_the_prefill() -> None:
     """GPU-like points: TTFT flat within noise at concurrency 1, the burst's last TTFT shows the cost."""
     truth = _c(rate=2_000_000.0)
-    ttft = [{"prompt_tokens": n, "ttft_ms": v} for n, v in
-            ((32, 30.0), (256, 24.0), (768, 29.0), (1400, 25.0)) * 3]  # fmt: skip
-    tpot = [{"concurrency": b, "batch": b, "context_tokens": b * 56.0, "tpot_ms": 14.0 + 0.02 * b}
-            for b in (1, 2, 4, 8, 16, 32, 64) for _ in range(2)]  # fmt: skip
+    ttft = [
+        {"prompt_tokens": n, "ttft_ms": v}
+        for n, v in ((32, 30.0), (256, 24.0), (768, 29.0), (1400, 25.0)) * 3
+    ]
+    tpot = [
+        {"concurrency": b, "batch": b, "context_tokens": b * 56.0, "tpot_ms": 14.0 + 0.02 * b}
+        for b in (1, 2, 4, 8, 16, 32, 64)
+        for _ in range(2)
+    ]
     base_overhead = 27.0 - 14.02
     truth["request_overhead_ms"]["value"] = base_overhead
     last = 1000 * replay_last_ttft_s(step_config(truth), 64, 1400, 48)
-    raw = {"ttft": ttft, "tpot": tpot, "saturation": None, "prefix": [], "errors": {},
-           "bursts": [{"streams": 64, "prompt_tokens": 1400.0, "output_tokens": 48,
-                       "last_ttft_ms": base_overhead + last + d} for d in (-1.0, 1.0)]}  # fmt: skip
+    raw = {
+        "ttft": ttft,
+        "tpot": tpot,
+        "saturation": None,
+        "prefix": [],
+        "errors": {},
+        "bursts": [
+            {
+                "streams": 64,
+                "prompt_tokens": 1400.0,
+                "output_tokens": 48,
+                "last_ttft_ms": base_overhead + last + d,
+            }
+            for d in (-1.0, 1.0)
+        ],
+    }
     c = fit_constants(raw, {"max_model_len": 4096})
     assert c["prefill_tokens_per_s"]["source"] == "burst"
     assert c["prefill_tokens_per_s"]["value"] == pytest.approx(2_000_000.0, rel=0.1)
@@ -86,15 +108,27 @@ def test_an_uncertain_burst_rate_is_kept_not_taken_as_free() -> None:
     """The overhead is refitted with the burst's rate: publishing "free" beside it made the twin's bursts 35 %
     short on vLLM for CPU (21 ± 24 µs/token)."""
     truth = _c(rate=2_000_000.0)
-    ttft = [{"prompt_tokens": n, "ttft_ms": v} for n, v in
-            ((32, 40.0), (256, 14.0), (768, 39.0), (1400, 15.0)) * 3]  # fmt: skip
-    tpot = [{"concurrency": b, "batch": b, "context_tokens": b * 56.0, "tpot_ms": 14.0 + 0.02 * b}
-            for b in (1, 2, 4, 8, 16) for _ in range(2)]  # fmt: skip
+    ttft = [
+        {"prompt_tokens": n, "ttft_ms": v}
+        for n, v in ((32, 40.0), (256, 14.0), (768, 39.0), (1400, 15.0)) * 3
+    ]
+    tpot = [
+        {"concurrency": b, "batch": b, "context_tokens": b * 56.0, "tpot_ms": 14.0 + 0.02 * b}
+        for b in (1, 2, 4, 8, 16)
+        for _ in range(2)
+    ]
     truth["request_overhead_ms"]["value"] = 27.0 - 14.02
     last = 1000 * replay_last_ttft_s(step_config(truth), 4, 1400, 48)
-    raw = {"ttft": ttft, "tpot": tpot, "saturation": None, "prefix": [], "errors": {},
-           "bursts": [{"streams": 4, "prompt_tokens": 1400.0, "output_tokens": 48,
-                       "last_ttft_ms": 27.0 - 14.02 + last}]}  # fmt: skip
+    raw = {
+        "ttft": ttft,
+        "tpot": tpot,
+        "saturation": None,
+        "prefix": [],
+        "errors": {},
+        "bursts": [
+            {"streams": 4, "prompt_tokens": 1400.0, "output_tokens": 48, "last_ttft_ms": 27.0 - 14.02 + last}
+        ],
+    }
     rate = fit_constants(raw, {"max_model_len": 4096})["prefill_tokens_per_s"]
     assert rate["source"] == "burst" and rate["uncertainty"] >= rate["value"]  # as uncertain as it is
     assert rate["value"] < UNSEEN_RATE
@@ -105,18 +139,34 @@ def _staircase_raw(budget: int, streams: int = 8, prompt: int = 1400, noise_ms: 
     two bursts of `streams` prompts, each stream's first token from the simulator's own replay (± noise)."""
     truth = {**_c(rate=40_000.0, overhead=5.0), "max_num_batched_tokens": {"value": budget}}
     cfg = step_config(truth)
-    ttft = [{"prompt_tokens": n, "ttft_ms": 5.0 + 1000 * replay_last_ttft_s(cfg, 1, n, 8)}
-            for n in (32, 256, 768, 1400) for _ in range(3)]  # fmt: skip
-    tpot = [{"concurrency": b, "batch": b, "context_tokens": b * 56.0, "tpot_ms": 14.0 + 0.02 * b}
-            for b in (1, 2, 4, 8) for _ in range(2)]  # fmt: skip
-    offsets = [0.0] + [0.4 + 0.1 * i for i in range(streams - 1)]  # the first send a little ahead, as measured
+    ttft = [
+        {"prompt_tokens": n, "ttft_ms": 5.0 + 1000 * replay_last_ttft_s(cfg, 1, n, 8)}
+        for n in (32, 256, 768, 1400)
+        for _ in range(3)
+    ]
+    tpot = [
+        {"concurrency": b, "batch": b, "context_tokens": b * 56.0, "tpot_ms": 14.0 + 0.02 * b}
+        for b in (1, 2, 4, 8)
+        for _ in range(2)
+    ]
+    offsets = [0.0] + [
+        0.4 + 0.1 * i for i in range(streams - 1)
+    ]  # the first send a little ahead, as measured
     bursts = []
     for k in (1.0, -1.0):
         got = replay_ttfts_s(cfg, streams, prompt, 48, [o / 1000 for o in offsets])
         ttfts = [5.0 + 1000 * t + k * noise_ms * (-1) ** i for i, t in enumerate(got)]
-        bursts.append({"streams": streams, "prompt_tokens": float(prompt), "output_tokens": 48,
-                       "last_ttft_ms": max(ttfts), "first_ttft_ms": min(ttfts), "ttfts_ms": ttfts,
-                       "offsets_ms": offsets})  # fmt: skip
+        bursts.append(
+            {
+                "streams": streams,
+                "prompt_tokens": float(prompt),
+                "output_tokens": 48,
+                "last_ttft_ms": max(ttfts),
+                "first_ttft_ms": min(ttfts),
+                "ttfts_ms": ttfts,
+                "offsets_ms": offsets,
+            }
+        )
     return {"ttft": ttft, "tpot": tpot, "saturation": None, "prefix": [], "errors": {}, "bursts": bursts}
 
 

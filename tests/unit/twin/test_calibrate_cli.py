@@ -36,9 +36,11 @@ def test_an_unreachable_server_is_exit_3(capsys: pytest.CaptureFixture[str], tmp
 
 
 def test_parse_metrics_sums_engines() -> None:
-    text = ('# HELP x\nvllm:num_requests_running{engine="0",model_name="m"} 3.0\n'
-            'vllm:num_requests_running{engine="1",model_name="m"} 4.0\n'
-            'vllm:cache_config_info{block_size="16",num_gpu_blocks="1000"} 1.0\n')  # fmt: skip
+    text = (
+        '# HELP x\nvllm:num_requests_running{engine="0",model_name="m"} 3.0\n'
+        'vllm:num_requests_running{engine="1",model_name="m"} 4.0\n'
+        'vllm:cache_config_info{block_size="16",num_gpu_blocks="1000"} 1.0\n'
+    )
     m = parse_metrics(text)
     assert sum(v for _, v in m["vllm:num_requests_running"]) == 7.0
     assert m["vllm:cache_config_info"][0][0] == {"block_size": "16", "num_gpu_blocks": "1000"}

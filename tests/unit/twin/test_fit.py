@@ -40,9 +40,15 @@ def _raw(step: float = 20.0, per: float = 1.0, rate: float = 5000.0, overhead: f
         for n in (32, 256, 768, 1536)
     ]
     tpot = [{"concurrency": b, "batch": b, "tpot_ms": step + per * b} for b in (1, 2, 4, 8, 12)]
-    sat = {"requests": 64, "max_running": 12, "max_running_while_waiting": 12,
-           "kv_samples": [{"usage": 0.25, "held_tokens": 5000, "running": 12},
-                          {"usage": 0.5, "held_tokens": 10000, "running": 12}]}  # fmt: skip
+    sat = {
+        "requests": 64,
+        "max_running": 12,
+        "max_running_while_waiting": 12,
+        "kv_samples": [
+            {"usage": 0.25, "held_tokens": 5000, "running": 12},
+            {"usage": 0.5, "held_tokens": 10000, "running": 12},
+        ],
+    }
     prefix = [{"prompt_tokens": 1536, "cold_ms": 338.2, "warm_ms": 35.0}]
     return {
         "ttft": ttft,
@@ -60,8 +66,13 @@ def test_fit_constants_recovers_exact_points() -> None:
     assert c["decode_per_seq_ms"]["value"] == pytest.approx(1.0)
     assert c["prefill_tokens_per_s"]["value"] == pytest.approx(5000.0)
     assert c["request_overhead_ms"]["value"] == pytest.approx(10.0)
-    assert c["max_num_seqs"] == {"value": 12, "uncertainty": 0.0, "unit": "sequences", "source": "measured",
-                                 "note": "most requests running while others waited (/metrics)"}  # fmt: skip
+    assert c["max_num_seqs"] == {
+        "value": 12,
+        "uncertainty": 0.0,
+        "unit": "sequences",
+        "source": "measured",
+        "note": "most requests running while others waited (/metrics)",
+    }
     assert c["kv_cache_tokens"]["value"] == 20000 and c["kv_cache_tokens"]["source"] == "fit"
     assert c["max_model_len"]["value"] == 6000 and c["enable_prefix_caching"]["value"] is True
     errs = point_errors(_raw(), c)
@@ -74,8 +85,10 @@ def test_the_twins_own_path_is_taken_out_and_counted_in_the_uncertainty() -> Non
         p["tpot_ms"] += 1.0 + (p["batch"] - 1) / 15.0
     for p in raw["ttft"]:  # ... and its parsing and tokenizing: 3 ms at 32 tokens, 1 µs per token more
         p["ttft_ms"] += 3.0 + 0.001 * (p["prompt_tokens"] - 32)
-    raw["path_latency"] = {"ttft": {"excess_ms": 3.0, "spread_ms": 0.5, "n": 12, "per_token_ms": 0.001, "at_tokens": 32},
-                           "tpot": [{"batch": 1, "excess_ms": 1.0}, {"batch": 16, "excess_ms": 2.0}]}  # fmt: skip
+    raw["path_latency"] = {
+        "ttft": {"excess_ms": 3.0, "spread_ms": 0.5, "n": 12, "per_token_ms": 0.001, "at_tokens": 32},
+        "tpot": [{"batch": 1, "excess_ms": 1.0}, {"batch": 16, "excess_ms": 2.0}],
+    }
     c = fit_constants(raw, {})
     assert c["decode_step_ms"]["value"] == pytest.approx(20.0)
     assert c["decode_per_seq_ms"]["value"] == pytest.approx(1.0)
@@ -128,8 +141,9 @@ def _ctx_raw(per_ctx_us: float, noise: float = 0.0, seed: int = 5) -> dict:
     for b, prompt in [(b, 32) for b in (1, 1, 2, 4, 8, 12)] + [(2, 768), (2, 1536)] * 2:
         ctx = b * (prompt + 24.0)
         tpot = 20.0 + 1.0 * b + per_ctx_us * ctx / 1000.0 + rng.gauss(0.0, noise)
-        raw["tpot"].append({"concurrency": b, "batch": b, "prompt_tokens": prompt, "context_tokens": ctx,
-                            "tpot_ms": tpot})  # fmt: skip
+        raw["tpot"].append(
+            {"concurrency": b, "batch": b, "prompt_tokens": prompt, "context_tokens": ctx, "tpot_ms": tpot}
+        )
     return raw
 
 
@@ -171,14 +185,22 @@ def test_without_two_context_lengths_the_context_term_is_not_fitted() -> None:
     assert c["decode_per_seq_ms"]["value"] == pytest.approx(1.0 + 4.0 * 56 / 1000.0)  # absorbed per sequence
 
 
-def _bent_raw(q_ns: float, noise: float = 0.0, seed: int = 7, lengths: tuple[int, ...] = (32, 256, 768, 1536),
-              rounds: int = 3) -> dict:  # fmt: skip
+def _bent_raw(
+    q_ns: float,
+    noise: float = 0.0,
+    seed: int = 7,
+    lengths: tuple[int, ...] = (32, 256, 768, 1536),
+    rounds: int = 3,
+) -> dict:
     """The TTFT phase (concurrency 1, `rounds` of each length) from the simulator's step model with a prefill cost
     per token pair: TTFT = overhead + step + per_seq + P / rate + q·P(P-1)/2 (true: 10, 20, 1 ms, 5000 tok/s)."""
     rng = random.Random(seed)
     raw = _raw()
-    raw["ttft"] = [{"prompt_tokens": n, "ttft_ms": 31.0 + n / 5.0 + q_ns * n * (n - 1) / 2e6 + rng.gauss(0.0, noise)}
-                   for _ in range(rounds) for n in lengths]  # fmt: skip
+    raw["ttft"] = [
+        {"prompt_tokens": n, "ttft_ms": 31.0 + n / 5.0 + q_ns * n * (n - 1) / 2e6 + rng.gauss(0.0, noise)}
+        for _ in range(rounds)
+        for n in lengths
+    ]
     return raw
 
 

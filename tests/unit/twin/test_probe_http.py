@@ -45,13 +45,17 @@ def _answer(conn: socket.socket, seen: list[tuple[str, dict[str, str]]]) -> None
     seen.append((f"{method} {target}", headers))
     conn.sendall(EARLY_HINTS)  # its own write: the client reads it before the final answer exists
     if target.endswith("/metrics"):
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s"
-                     % (len(METRICS), METRICS))  # fmt: skip
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s"
+            % (len(METRICS), METRICS)
+        )
         return
     body = b"".join(_event({"choices": [{"index": 0, "text": f" t{i}"}]}) for i in range(TOKENS))
     body += _event({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": TOKENS}})
     body += _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
-    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + body)
+    conn.sendall(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + body
+    )
 
 
 @contextmanager
@@ -98,7 +102,9 @@ def test_the_probe_reads_past_early_hints() -> None:
 
 def test_the_probe_sends_the_runs_headers_to_the_urls_path() -> None:
     with _server() as (port, seen):
-        probe = Probe(f"http://user:pw@127.0.0.1:{port}/gw/", "m", Budget(20.0), extra_headers={"X-Team": "a"})
+        probe = Probe(
+            f"http://user:pw@127.0.0.1:{port}/gw/", "m", Budget(20.0), extra_headers={"X-Team": "a"}
+        )
         assert probe.host == f"http://127.0.0.1:{port}/gw/"  # the userinfo is a header, never part of the URL
         assert probe.get("/metrics")[0] == 200
         keyed = Probe(f"http://user:pw@127.0.0.1:{port}", "m", Budget(20.0), api_key="k1")

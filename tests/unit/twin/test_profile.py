@@ -16,8 +16,16 @@ from tests.unit.twin.test_fit import _raw
 from vllm_sim.config import parse_config
 from vllm_sim.twin import TwinError, load_twin, read_twin
 
-META: dict[str, Any] = {"budget_s": 180.0, "elapsed_s": 42.0, "requests": 99, "cut": 0, "partial": False, "stopped": None,
-        "errors": {}, "phases": ["warmup", "ttft", "tpot", "saturation", "prefix"]}  # fmt: skip
+META: dict[str, Any] = {
+    "budget_s": 180.0,
+    "elapsed_s": 42.0,
+    "requests": 99,
+    "cut": 0,
+    "partial": False,
+    "stopped": None,
+    "errors": {},
+    "phases": ["warmup", "ttft", "tpot", "saturation", "prefix"],
+}
 
 
 def _doc() -> dict:
@@ -48,14 +56,22 @@ def test_the_fit_table_shows_constants_and_errors() -> None:
     assert "prefill_per_ctx_token_ns" in text and "default ns/token²" in text  # _raw's TTFT: a line
 
 
-@pytest.mark.parametrize(("edit", "message"), [
-    (lambda d: d.update(version=2), "version 2; this build reads version 1"),
-    (lambda d: d["constants"].pop("decode_step_ms"), "missing field constants.decode_step_ms.value"),
-    (lambda d: d["constants"]["max_num_seqs"].update(value="x"), "constants.max_num_seqs.value must be a int"),
-    (lambda d: d.pop("kind"), "not a twin profile"),
-    (lambda d: d["constants"]["prefill_per_ctx_token_ns"].update(value=-1.0),
-     "constants.prefill_per_ctx_token_ns.value must be >= 0, got -1.0"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d.update(version=2), "version 2; this build reads version 1"),
+        (lambda d: d["constants"].pop("decode_step_ms"), "missing field constants.decode_step_ms.value"),
+        (
+            lambda d: d["constants"]["max_num_seqs"].update(value="x"),
+            "constants.max_num_seqs.value must be a int",
+        ),
+        (lambda d: d.pop("kind"), "not a twin profile"),
+        (
+            lambda d: d["constants"]["prefill_per_ctx_token_ns"].update(value=-1.0),
+            "constants.prefill_per_ctx_token_ns.value must be >= 0, got -1.0",
+        ),
+    ],
+)
 def test_a_bad_profile_is_one_line_and_exit_2(tmp_path: Path, edit, message: str) -> None:  # type: ignore[no-untyped-def]
     doc = _doc()
     edit(doc)
@@ -63,8 +79,9 @@ def test_a_bad_profile_is_one_line_and_exit_2(tmp_path: Path, edit, message: str
     path.write_text(json.dumps(doc))
     with pytest.raises(TwinError, match=message.replace(".", r"\.")):
         read_twin(str(path))
-    done = subprocess.run([sys.executable, "-m", "vllm_sim", "--twin", str(path)], capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "vllm_sim", "--twin", str(path)], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and message in done.stderr
 
 

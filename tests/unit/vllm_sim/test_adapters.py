@@ -18,8 +18,9 @@ from vllm_sim.launch import SimProcess, start_simulator
 @pytest.fixture(scope="module")
 def lora_sim() -> Iterator[SimProcess]:
     """Fixed mode (TTFT 100 ms, ITL 20 ms), adapters a and b, a 3x slower."""
-    with start_simulator(["--fixed", "--ttft-ms", "100", "--itl-ms", "20", "--lora-modules", "a,b",
-                          "--slow-adapter", "a:3"]) as p:  # fmt: skip
+    with start_simulator(
+        ["--fixed", "--ttft-ms", "100", "--itl-ms", "20", "--lora-modules", "a,b", "--slow-adapter", "a:3"]
+    ) as p:
         yield p
         assert "Traceback" not in p.stderr_text()
 
@@ -81,8 +82,12 @@ def test_fcfs_refuses_a_priority(lora_sim: SimProcess) -> None:
 def test_flags_parsed_and_checked(capsys: pytest.CaptureFixture[str]) -> None:
     assert parse_lora_modules("a=/p/a b=/p/b") == ("a", "b") and parse_lora_modules("a,b") == ("a", "b")
     assert parse_slow("a:2.5", ("a", "b")) == {"a": 2.5}
-    for bad in (["--slow-adapter", "x:2"], ["--lora-modules", "a", "--slow-adapter", "a:0.5"],
-                ["--scheduling-policy", "lifo"], ["--lora-modules", "a,a"]):  # fmt: skip
+    for bad in (
+        ["--slow-adapter", "x:2"],
+        ["--lora-modules", "a", "--slow-adapter", "a:0.5"],
+        ["--scheduling-policy", "lifo"],
+        ["--lora-modules", "a,a"],
+    ):
         with pytest.raises(SystemExit):
             parse_config(bad)
     assert "--slow-adapter" in capsys.readouterr().err

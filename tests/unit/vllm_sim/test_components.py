@@ -35,7 +35,10 @@ SCHEMA = {
 def test_tokenizer_counts_words_and_chat_overhead() -> None:
     assert tok.count_text("  hello   world\nagain ") == 3
     assert tok.encode_text("a b") == tok.encode_text("a  b")
-    msgs = [{"role": "system", "content": "be brief"}, {"role": "user", "content": [{"type": "text", "text": "hi x"}]}]
+    msgs = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": [{"type": "text", "text": "hi x"}]},
+    ]
     expected = tok.CHAT_TOKENS_BASE + 2 * tok.CHAT_TOKENS_PER_MESSAGE + 4
     assert tok.count_chat(msgs) == expected == len(tok.encode_chat(msgs))
 
@@ -59,16 +62,19 @@ def _req(body: dict, chat: bool = True, max_len: int = 100):
     return parse_request(json.dumps(body).encode(), chat, "m", max_len)
 
 
-@pytest.mark.parametrize("body,status", [
-    ({"messages": "x"}, 400),
-    ({}, 400),
-    ({"model": "other", "messages": [{"role": "user", "content": "x"}]}, 404),
-    ({"messages": [{"role": "user", "content": "x"}], "max_tokens": 1000}, 400),
-    ({"messages": [{"role": "user", "content": "x"}], "max_tokens": -1}, 400),
-    ({"messages": [{"role": "user", "content": "x"}], "max_tokens": "5"}, 400),
-    ({"messages": [{"role": "user", "content": "x"}], "n": 2}, 400),
-    ({"messages": [{"role": "user", "content": "x"}], "stream_options": {"include_usage": True}}, 400),
-])
+@pytest.mark.parametrize(
+    "body,status",
+    [
+        ({"messages": "x"}, 400),
+        ({}, 400),
+        ({"model": "other", "messages": [{"role": "user", "content": "x"}]}, 404),
+        ({"messages": [{"role": "user", "content": "x"}], "max_tokens": 1000}, 400),
+        ({"messages": [{"role": "user", "content": "x"}], "max_tokens": -1}, 400),
+        ({"messages": [{"role": "user", "content": "x"}], "max_tokens": "5"}, 400),
+        ({"messages": [{"role": "user", "content": "x"}], "n": 2}, 400),
+        ({"messages": [{"role": "user", "content": "x"}], "stream_options": {"include_usage": True}}, 400),
+    ],
+)
 def test_bad_requests_get_vllm_statuses(body: dict, status: int) -> None:
     with pytest.raises(ApiError) as ei:
         _req(body)
@@ -96,30 +102,53 @@ def test_plan_lengths_eos_and_seed() -> None:
 
 
 def test_stop_string_cuts_output() -> None:
-    r = _req({"messages": [{"role": "user", "content": "x"}], "max_tokens": 50, "ignore_eos": True, "seed": 1})
+    r = _req(
+        {"messages": [{"role": "user", "content": "x"}], "max_tokens": 50, "ignore_eos": True, "seed": 1}
+    )
     full = "".join(build_plan(r, random.Random(0), 0.0).pieces)
     word = full.split()[5]
-    r2 = _req({"messages": [{"role": "user", "content": "x"}], "max_tokens": 50, "ignore_eos": True,
-               "seed": 1, "stop": [" " + word]})
+    r2 = _req(
+        {
+            "messages": [{"role": "user", "content": "x"}],
+            "max_tokens": 50,
+            "ignore_eos": True,
+            "seed": 1,
+            "stop": [" " + word],
+        }
+    )
     plan = build_plan(r2, random.Random(0), 0.0)
     assert plan.finish_reason == "stop" and "".join(plan.pieces) == full[: full.index(" " + word)]
 
 
 def test_tool_plan_arguments_valid() -> None:
-    params = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer",
-              "minimum": 1, "maximum": 7}}, "required": ["city", "days"]}
+    params = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+        "required": ["city", "days"],
+    }
     tools = [{"type": "function", "function": {"name": "weather", "parameters": params}}]
     for seed in range(10):
-        r = _req({"messages": [{"role": "user", "content": "x"}], "tools": tools, "tool_choice": "required",
-                  "seed": seed})
+        r = _req(
+            {
+                "messages": [{"role": "user", "content": "x"}],
+                "tools": tools,
+                "tool_choice": "required",
+                "seed": seed,
+            }
+        )
         plan = build_plan(r, random.Random(0), 0.3)
         assert plan.finish_reason == "tool_calls" and plan.tool_name == "weather"
         jsonschema.validate(json.loads("".join(plan.pieces)), params)
     r = _req({"messages": [{"role": "user", "content": "x"}], "tools": tools, "tool_choice": "none"})
     assert build_plan(r, random.Random(0), 0.3).tool_name is None
     with pytest.raises(ApiError):
-        _req({"messages": [{"role": "user", "content": "x"}], "tools": tools,
-              "tool_choice": {"type": "function", "function": {"name": "nope"}}})
+        _req(
+            {
+                "messages": [{"role": "user", "content": "x"}],
+                "tools": tools,
+                "tool_choice": {"type": "function", "function": {"name": "nope"}},
+            }
+        )
 
 
 def test_block_manager_prefix_hits_and_lru() -> None:
@@ -174,8 +203,14 @@ def test_global_fault_rates_are_seeded() -> None:
 
 
 def test_config_env_and_flags() -> None:
-    cfg = parse_config([], env={"VLLM_LOCUST_SIM_MAX_NUM_SEQS": "7", "VLLM_LOCUST_SIM_FIXED": "1",
-                                "VLLM_LOCUST_SIM_ENABLE_PREFIX_CACHING": "false"})
+    cfg = parse_config(
+        [],
+        env={
+            "VLLM_LOCUST_SIM_MAX_NUM_SEQS": "7",
+            "VLLM_LOCUST_SIM_FIXED": "1",
+            "VLLM_LOCUST_SIM_ENABLE_PREFIX_CACHING": "false",
+        },
+    )
     assert cfg.max_num_seqs == 7 and cfg.fixed and not cfg.enable_prefix_caching
     cfg = parse_config(["--max-num-seqs", "3", "--no-enable-prefix-caching"], env={})
     assert cfg.max_num_seqs == 3 and not cfg.enable_prefix_caching

@@ -101,7 +101,9 @@ def replay(sim: SimProcess, req: dict[str, Any], **extra: Any) -> probe.ProbeRes
     if body is not None:
         body.update(extra)
     raw = req.get("raw_body")
-    payload: Any = raw.replace(GOLDEN_MODEL, "sim-model").encode() if raw is not None and body is None else body
+    payload: Any = (
+        raw.replace(GOLDEN_MODEL, "sim-model").encode() if raw is not None and body is None else body
+    )
     headers = {"Connection": "close"}
     auth = req.get("headers", {}).get("Authorization")
     if auth:
@@ -132,9 +134,17 @@ def header_names(headers: list[list[str]] | dict[str, str]) -> list[str]:
     return [k.lower() for k, _ in items]
 
 
-STREAMS = ["chat_stream", "chat_stream_no_usage", "chat_stream_continuous_usage", "chat_stream_ignore_eos",
-           "completions_stream", "completions_stream_no_usage", "chat_json_schema_stream",
-           "chat_tools_stream", "chat_stream_cached"]
+STREAMS = [
+    "chat_stream",
+    "chat_stream_no_usage",
+    "chat_stream_continuous_usage",
+    "chat_stream_ignore_eos",
+    "completions_stream",
+    "completions_stream_no_usage",
+    "chat_json_schema_stream",
+    "chat_tools_stream",
+    "chat_stream_cached",
+]
 
 
 @pytest.mark.parametrize("name", STREAMS)

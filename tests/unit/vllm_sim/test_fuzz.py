@@ -20,12 +20,33 @@ pytestmark = pytest.mark.timeout(120)
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False) | st.text(max_size=20),
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**6), 10**6)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=20),
     lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=10), kids, max_size=4),
-    max_leaves=20)
-FIELDS = ["model", "messages", "prompt", "max_tokens", "max_completion_tokens", "min_tokens", "stream",
-          "stream_options", "stop", "seed", "n", "ignore_eos", "tools", "tool_choice", "response_format",
-          "guided_json", "structured_outputs"]
+    max_leaves=20,
+)
+FIELDS = [
+    "model",
+    "messages",
+    "prompt",
+    "max_tokens",
+    "max_completion_tokens",
+    "min_tokens",
+    "stream",
+    "stream_options",
+    "stop",
+    "seed",
+    "n",
+    "ignore_eos",
+    "tools",
+    "tool_choice",
+    "response_format",
+    "guided_json",
+    "structured_outputs",
+]
 bodies = st.dictionaries(st.sampled_from(FIELDS), json_values, max_size=8)
 
 
@@ -78,9 +99,22 @@ class _Transport(asyncio.Transport):
 
 
 @FUZZ
-@given(st.lists(st.binary(max_size=120) | st.sampled_from([
-    b"GET /health HTTP/1.1\r\n\r\n", b"POST /v1/completions HTTP/1.1\r\nContent-Length: 5\r\n\r\n{}",
-    b"\r\n\r\n", b"Content-Length: -1\r\n", b"GET / HTTP/2\r\n\r\n", b"X: y\r\n"]), max_size=6))
+@given(
+    st.lists(
+        st.binary(max_size=120)
+        | st.sampled_from(
+            [
+                b"GET /health HTTP/1.1\r\n\r\n",
+                b"POST /v1/completions HTTP/1.1\r\nContent-Length: 5\r\n\r\n{}",
+                b"\r\n\r\n",
+                b"Content-Length: -1\r\n",
+                b"GET / HTTP/2\r\n\r\n",
+                b"X: y\r\n",
+            ]
+        ),
+        max_size=6,
+    )
+)
 def test_http_parser_never_raises(parts: list[bytes]) -> None:
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)

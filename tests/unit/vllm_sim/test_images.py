@@ -28,9 +28,17 @@ def _chat(*urls: str, text: str = "two words") -> list[dict]:
 
 @pytest.mark.parametrize(
     ("size", "tokens"),
-    [((512, 512), 324), ((1280, 720), 1196), ((600, 400), 294), ((1024, 1024), 1225), ((64, 64), 4), ((10, 10), 4),
-     ((28, 28), 4), ((1000, 90), 108)],
-)  # fmt: skip
+    [
+        ((512, 512), 324),
+        ((1280, 720), 1196),
+        ((600, 400), 294),
+        ((1024, 1024), 1225),
+        ((64, 64), 4),
+        ((10, 10), 4),
+        ((28, 28), 4),
+        ((1000, 90), 108),
+    ],
+)
 def test_tokens_by_resolution_follow_qwen2_vl(size: tuple[int, int], tokens: int) -> None:
     assert S.image_tokens(*size) == tokens
     w, h = S.resized(*size)
@@ -66,8 +74,17 @@ def test_bad_data_urls_are_a_400() -> None:
             parse_request(json.dumps(body).encode(), True, "m", 100_000)
         assert e.value.status == 400
     with pytest.raises(ApiError):
-        parse_request(json.dumps({"model": "m", "messages": [{"role": "user", "content": [
-            {"type": "image_url", "image_url": {}}]}]}).encode(), True, "m", 100_000)  # fmt: skip
+        parse_request(
+            json.dumps(
+                {
+                    "model": "m",
+                    "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}],
+                }
+            ).encode(),
+            True,
+            "m",
+            100_000,
+        )
 
 
 def test_image_tokens_sit_in_the_prompt_after_their_text() -> None:
@@ -89,10 +106,21 @@ def test_image_tokens_sit_in_the_prompt_after_their_text() -> None:
 
 def test_usage_through_the_server(sim) -> None:
     url = _data_url("png", 1280, 720)
-    body = {"max_tokens": 1, "messages": [{"role": "user", "content": [
-        {"type": "text", "text": "a b c"}, {"type": "image_url", "image_url": {"url": url}}]}]}  # fmt: skip
-    req = urllib.request.Request(f"{sim.url}/v1/chat/completions", json.dumps(body).encode(),
-                                 {"Content-Type": "application/json"})  # fmt: skip
+    body = {
+        "max_tokens": 1,
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "a b c"},
+                    {"type": "image_url", "image_url": {"url": url}},
+                ],
+            }
+        ],
+    }
+    req = urllib.request.Request(
+        f"{sim.url}/v1/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=30) as r:
         usage = json.loads(r.read())["usage"]
     assert usage["prompt_tokens"] == 3 + tok.CHAT_TOKENS_PER_MESSAGE + tok.CHAT_TOKENS_BASE + 1196

@@ -37,13 +37,16 @@ def test_rerank_and_score_count_query_plus_document_per_pair() -> None:
     ]
 
 
-@pytest.mark.parametrize(("api", "body", "status"), [
-    ("embeddings", {"model": "other", "input": "x"}, 404),
-    ("embeddings", {}, 400),
-    ("embeddings", {"input": " ".join(["w"] * 20)}, 400),  # above max_model_len
-    ("rerank", {"query": "q", "documents": []}, 400),
-    ("score", {"text_1": 3, "text_2": ["x"]}, 400),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("api", "body", "status"),
+    [
+        ("embeddings", {"model": "other", "input": "x"}, 404),
+        ("embeddings", {}, 400),
+        ("embeddings", {"input": " ".join(["w"] * 20)}, 400),  # above max_model_len
+        ("rerank", {"query": "q", "documents": []}, 400),
+        ("score", {"text_1": 3, "text_2": ["x"]}, 400),
+    ],
+)
 def test_bad_pooling_requests(api: str, body: dict, status: int) -> None:
     with pytest.raises(ApiError) as e:
         answer(api, json.dumps(body).encode(), "m", 10, 8)
@@ -61,8 +64,13 @@ def test_pooling_delay_is_a_step_plus_prefill() -> None:
 
 
 def test_responses_input_becomes_the_chat_prompt() -> None:
-    chat = json.loads(as_chat_body(json.dumps({"input": "hi there", "instructions": "be brief", "max_output_tokens": 4,
-                                               "stream": True}).encode()))  # fmt: skip
+    chat = json.loads(
+        as_chat_body(
+            json.dumps(
+                {"input": "hi there", "instructions": "be brief", "max_output_tokens": 4, "stream": True}
+            ).encode()
+        )
+    )
     assert chat["messages"] == [
         {"role": "system", "content": "be brief"},
         {"role": "user", "content": "hi there"},

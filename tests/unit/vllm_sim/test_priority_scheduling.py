@@ -15,8 +15,16 @@ import pytest
 from vllm_sim.launch import SimProcess, start_simulator
 
 # two seats, ~20 tokens of 10 ms steps each: 40 requests at once queue for ~2 s
-ENGINE = ["--max-num-seqs", "2", "--decode-step-ms", "10", "--decode-per-seq-ms", "0", "--prefill-tokens-per-s",
-          "1000000"]  # fmt: skip
+ENGINE = [
+    "--max-num-seqs",
+    "2",
+    "--decode-step-ms",
+    "10",
+    "--decode-per-seq-ms",
+    "0",
+    "--prefill-tokens-per-s",
+    "1000000",
+]
 
 
 def ttft(url: str, priority: int, out: list[float]) -> None:

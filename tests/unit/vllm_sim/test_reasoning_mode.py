@@ -24,7 +24,9 @@ def test_streamed_events_think_then_answer_and_usage_says_how_many() -> None:
     assert plan.n_tokens == 10 and plan.reasoning == 4
     w = wire.ChunkWriter(req, plan)
     deltas = [json.loads(w.pieces(i, i + 1, i + 1, i == 9)[6:])["choices"][0]["delta"] for i in range(10)]
-    assert all(set(d) == {"reasoning_content"} for d in deltas[:4]) and all(set(d) == {"content"} for d in deltas[4:])
+    assert all(set(d) == {"reasoning_content"} for d in deltas[:4]) and all(
+        set(d) == {"content"} for d in deltas[4:]
+    )
     both = json.loads(w.pieces(3, 5, 5, False)[6:])["choices"][0]["delta"]  # an event across the end has both
     assert set(both) == {"reasoning_content", "content"}
     assert json.loads(w.usage(10)[6:])["usage"]["completion_tokens_details"] == {"reasoning_tokens": 4}
@@ -34,11 +36,15 @@ def test_reasoning_field_name_non_streamed_body_and_max_tokens() -> None:
     req = _req({})
     plan = build_plan(req, random.Random(0), 0.0, 3, "reasoning")
     msg = json.loads(wire.full_response(req, plan, plan.n_tokens, None))
-    assert msg["choices"][0]["message"]["reasoning"] and msg["usage"]["completion_tokens_details"] == {"reasoning_tokens": 3}
+    assert msg["choices"][0]["message"]["reasoning"] and msg["usage"]["completion_tokens_details"] == {
+        "reasoning_tokens": 3
+    }
     assert len(msg["choices"][0]["message"]["content"].split()) == 7
     all_thought = build_plan(_req({"max_tokens": 2}), random.Random(0), 0.0, 5)
     assert (all_thought.n_tokens, all_thought.reasoning, all_thought.finish_reason) == (2, 2, "length")
-    assert build_plan(_req({}, chat=False), random.Random(0), 0.0, 5).reasoning == 0  # completions: no thinking
+    assert (
+        build_plan(_req({}, chat=False), random.Random(0), 0.0, 5).reasoning == 0
+    )  # completions: no thinking
     assert build_plan(req, random.Random(0), 0.0).reasoning == 0
 
 

@@ -22,8 +22,12 @@ def _gauge(url: str, name: str) -> float:
 
 def _long_streams(url: str, n: int) -> list[threading.Thread]:
     body = {"prompt": "x y", "max_tokens": 400, "ignore_eos": True, "stream": True}
-    threads = [threading.Thread(target=probe.request, args=(url, "/v1/completions", body), kwargs={"timeout": 30},
-                                daemon=True) for _ in range(n)]  # fmt: skip
+    threads = [
+        threading.Thread(
+            target=probe.request, args=(url, "/v1/completions", body), kwargs={"timeout": 30}, daemon=True
+        )
+        for _ in range(n)
+    ]
     for t in threads:
         t.start()
     return threads

@@ -25,8 +25,13 @@ def test_step_time_adds_a_cost_per_context_token() -> None:
 
 
 def _tpot_ms(url: str, prompt_words: int) -> float:
-    body = {"model": "sim-model", "prompt": " ".join(["w"] * prompt_words), "max_tokens": 9, "ignore_eos": True,
-            "stream": True}  # fmt: skip
+    body = {
+        "model": "sim-model",
+        "prompt": " ".join(["w"] * prompt_words),
+        "max_tokens": 9,
+        "ignore_eos": True,
+        "stream": True,
+    }
     r = probe.request(url, "/v1/completions", body)
     assert r.status == 200, r.body
     payloads = [(t, ev.removeprefix(b"data: ")) for t, ev in r.events]
@@ -70,8 +75,9 @@ def test_a_chunked_prefill_costs_what_the_whole_prompt_costs_with_the_pair_term(
 
 
 def _ttft_s(url: str, prompt: str) -> float:
-    r = probe.request(url, "/v1/completions", {"model": "sim-model", "prompt": prompt, "max_tokens": 1,
-                                               "stream": True})  # fmt: skip
+    r = probe.request(
+        url, "/v1/completions", {"model": "sim-model", "prompt": prompt, "max_tokens": 1, "stream": True}
+    )
     assert r.status == 200, r.body
     return r.events[0][0] - r.start
 
@@ -79,8 +85,16 @@ def _ttft_s(url: str, prompt: str) -> float:
 def test_a_long_prompt_pays_the_pair_term_over_its_cached_prefix_too() -> None:
     # 1 ms a step, prefill speed out of the way, 100 ns per pair, chunks of 512 tokens: a 2000-token prompt costs
     # 100 ns x 1,999,000 pairs = 200 ms whatever its chunks (lower bounds: never flaky on a busy machine)
-    args = ["--decode-step-ms", "1", "--decode-per-seq-ms", "0", "--prefill-tokens-per-s", "1e9",
-            "--max-num-batched-tokens", "512"]  # fmt: skip
+    args = [
+        "--decode-step-ms",
+        "1",
+        "--decode-per-seq-ms",
+        "0",
+        "--prefill-tokens-per-s",
+        "1e9",
+        "--max-num-batched-tokens",
+        "512",
+    ]
     first = " ".join(f"a{i}" for i in range(1000))
     second = " ".join(f"b{i}" for i in range(1000))
     with start_simulator([*args, "--prefill-per-ctx-token-ns", "100"]) as sim:

@@ -14,17 +14,30 @@ from vllm_sim.config import parse_config
 from vllm_sim.launch import start_simulator
 from vllm_sim.twin import CONSTANTS, KIND, VERSION
 
-PROFILE: dict[str, Any] = {"kind": KIND, "version": VERSION, "server": {"model": "twin-of-m"},
-           "constants": {"prefill_tokens_per_s": {"value": 1e9}, "request_overhead_ms": {"value": 80.0},
-                         "decode_step_ms": {"value": 2.0}, "decode_per_seq_ms": {"value": 0.0},
-                         "max_num_seqs": {"value": 3}, "kv_cache_tokens": {"value": 40000},
-                         "block_size": {"value": 16}, "max_model_len": {"value": 1000},
-                         "enable_prefix_caching": {"value": True}}}  # fmt: skip
+PROFILE: dict[str, Any] = {
+    "kind": KIND,
+    "version": VERSION,
+    "server": {"model": "twin-of-m"},
+    "constants": {
+        "prefill_tokens_per_s": {"value": 1e9},
+        "request_overhead_ms": {"value": 80.0},
+        "decode_step_ms": {"value": 2.0},
+        "decode_per_seq_ms": {"value": 0.0},
+        "max_num_seqs": {"value": 3},
+        "kv_cache_tokens": {"value": 40000},
+        "block_size": {"value": 16},
+        "max_model_len": {"value": 1000},
+        "enable_prefix_caching": {"value": True},
+    },
+}
 
 
 def _ttft_s(url: str, model: str, prompt: str = "a b c") -> float:
-    r = probe.request(url, "/v1/completions", {"model": model, "prompt": prompt, "max_tokens": 2,
-                                               "ignore_eos": True, "stream": True})  # fmt: skip
+    r = probe.request(
+        url,
+        "/v1/completions",
+        {"model": model, "prompt": prompt, "max_tokens": 2, "ignore_eos": True, "stream": True},
+    )
     assert r.status == 200, r.body
     return r.events[0][0] - r.start
 
@@ -69,8 +82,11 @@ def test_a_term_added_after_version_1_is_optional_in_a_profile(name: str) -> Non
 def test_a_twin_serves_its_prefill_cost_per_token_pair(tmp_path: Path) -> None:
     """100 ns per token pair: a 2000-token prompt's first token takes 200 ms more (a lower bound: never flaky)."""
     doc = json.loads(json.dumps(PROFILE))
-    doc["constants"].update(max_model_len={"value": 4000}, request_overhead_ms={"value": 0.0},
-                            prefill_per_ctx_token_ns={"value": 100.0})  # fmt: skip
+    doc["constants"].update(
+        max_model_len={"value": 4000},
+        request_overhead_ms={"value": 0.0},
+        prefill_per_ctx_token_ns={"value": 100.0},
+    )
     path = tmp_path / "twin.json"
     path.write_text(json.dumps(doc))
     assert parse_config(["--twin", str(path)]).prefill_per_ctx_token_ns == 100.0
@@ -102,4 +118,6 @@ def test_a_twins_token_budget_reaches_the_simulator_and_a_flag_beside_it_wins(tm
     path = tmp_path / "twin.json"
     path.write_text(json.dumps(doc))
     assert parse_config(["--twin", str(path)]).max_num_batched_tokens == 2048
-    assert parse_config(["--twin", str(path), "--max-num-batched-tokens", "8192"]).max_num_batched_tokens == 8192
+    assert (
+        parse_config(["--twin", str(path), "--max-num-batched-tokens", "8192"]).max_num_batched_tokens == 8192
+    )

@@ -46,7 +46,9 @@ class FakeServer:
             chat = path == "/v1/chat/completions"
             text = body["messages"][0]["content"] if chat else body["prompt"]
             n = BOS + (TEMPLATE if chat else 0) + _bpe_like(text)
-            return 200, json.dumps({"choices": [{"text": "x"}], "usage": {"prompt_tokens": n, "completion_tokens": 1}}).encode()
+            return 200, json.dumps(
+                {"choices": [{"text": "x"}], "usage": {"prompt_tokens": n, "completion_tokens": 1}}
+            ).encode()
         return None
 
 
@@ -56,7 +58,9 @@ def test_exact_lengths_from_every_source(tokenize: str, chat: bool) -> None:
     srv = FakeServer(tokenize)
     lm = calibrate_lengths(srv.post, "m", chat)
     assert lm.exact, lm.source
-    assert lm.source == {"vllm": "tokenize:vllm", "llama.cpp": "tokenize:llama.cpp", "none": "usage"}[tokenize]
+    assert (
+        lm.source == {"vllm": "tokenize:vllm", "llama.cpp": "tokenize:llama.cpp", "none": "usage"}[tokenize]
+    )
     # what the server adds around a prompt: BOS, and the template for chat
     assert lm.overhead == BOS + (TEMPLATE if chat else 0)
     for k in (5, 64, 128, 300):

@@ -50,7 +50,9 @@ def test_a_tokenize_count_that_does_not_grow_is_rejected_too() -> None:
 
 def test_a_ratio_out_of_sane_bounds_is_rejected() -> None:
     lm = calibrate_lengths(_usage_server(lambda text: TEMPLATE + 40 * len(text.split(" "))), "m", True)
-    assert lm.source.startswith("words (rejected: "), lm.source  # 40 tokens a word: no tokenizer splits so finely
+    assert lm.source.startswith("words (rejected: "), (
+        lm.source
+    )  # 40 tokens a word: no tokenizer splits so finely
     assert f"{MIN_TOKENS_PER_WORD:g}-{MAX_TOKENS_PER_WORD:g}" in (lm.warning or "")
 
 
@@ -62,8 +64,9 @@ def test_a_sane_usage_server_still_calibrates_exactly() -> None:
 def test_calibration_is_bounded_in_probes() -> None:
     calls: list[str] = []
     budget = Budget(requests=20)
-    lm = calibrate_lengths(_usage_server(lambda text: TEMPLATE + len(text.split(" ")), calls), "m", True,
-                           budget=budget)  # fmt: skip
+    lm = calibrate_lengths(
+        _usage_server(lambda text: TEMPLATE + len(text.split(" ")), calls), "m", True, budget=budget
+    )
     assert len(calls) <= 20
     assert lm.source == "usage (ratio)" and lm.tokens_per_word == 1.0  # the table did not fit: the ratio did
     assert budget.report()["requests"] == len(calls)
@@ -79,8 +82,9 @@ def test_slow_probes_give_the_ratio_within_the_seconds() -> None:
 
     calls: list[str] = []
     budget = Budget(seconds=10.0, concurrency=8, clock=lambda: now[0])
-    lm = calibrate_lengths(_usage_server(lambda text: TEMPLATE + len(text.split(" ")), calls, tick), "m", True,
-                           budget=budget)  # fmt: skip
+    lm = calibrate_lengths(
+        _usage_server(lambda text: TEMPLATE + len(text.split(" ")), calls, tick), "m", True, budget=budget
+    )
     assert lm.source == "usage (ratio)" and lm.overhead == TEMPLATE
     assert len(calls) < 20 and now[0] < 10.0
     assert budget.report()["seconds"] < 10.0
@@ -93,8 +97,9 @@ def test_calibration_stops_at_its_deadline() -> None:
         now[0] += 4.0
 
     budget = Budget(seconds=10.0, clock=lambda: now[0])
-    lm = calibrate_lengths(_usage_server(lambda text: TEMPLATE + len(text.split(" ")), None, tick), "m", True,
-                           budget=budget)  # fmt: skip
+    lm = calibrate_lengths(
+        _usage_server(lambda text: TEMPLATE + len(text.split(" ")), None, tick), "m", True, budget=budget
+    )
     assert budget.report()["cut"] and now[0] <= 12.0
     assert not lm.exact and lm.warning and "cut off" in lm.warning
 

@@ -33,11 +33,19 @@ def test_parse_class_every_field() -> None:
     assert parse_class("batch") == TrafficClass("batch")  # weight 1, nothing else
 
 
-@pytest.mark.parametrize("bad, says", [
-    ("a:weight=x", "not a number"), ("a:weight=0", "> 0"), ("a:colour=red", "unknown item"),
-    ("a:priority=1.5", "not an integer"), (":weight=1", "expected NAME"), ("a:ttft=", "no value"),
-    ("a:weight=1,weight=2", "twice"), ("a b:weight=1", "expected NAME"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        ("a:weight=x", "not a number"),
+        ("a:weight=0", "> 0"),
+        ("a:colour=red", "unknown item"),
+        ("a:priority=1.5", "not an integer"),
+        (":weight=1", "expected NAME"),
+        ("a:ttft=", "no value"),
+        ("a:weight=1,weight=2", "twice"),
+        ("a b:weight=1", "expected NAME"),
+    ],
+)
 def test_parse_class_rejects_in_one_line(bad: str, says: str) -> None:
     with pytest.raises(ValueError, match=says) as e:
         parse_class(bad)
@@ -113,8 +121,11 @@ def test_a_class_of_another_scenario_is_not_drawn_by_this_user() -> None:
 
 
 def test_apply_sets_model_and_priority() -> None:
-    plan = ClassPlan(parse_classes(["hi:weight=1,priority=0,model=lora-a", "lo:weight=1,priority=10"]),
-                     parse_mix("base:1,lora-b:1"), 7)  # fmt: skip
+    plan = ClassPlan(
+        parse_classes(["hi:weight=1,priority=0,model=lora-a", "lo:weight=1,priority=10"]),
+        parse_mix("base:1,lora-b:1"),
+        7,
+    )
     seen: dict[str | None, set[tuple[str, int]]] = {}
     for i in range(200):
         body: dict = {"model": "base"}

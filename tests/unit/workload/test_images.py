@@ -29,10 +29,19 @@ def test_buckets_parse_with_default_weight() -> None:
 
 @pytest.mark.parametrize(
     ("text", "says"),
-    [("0x10", "1-16384"), ("10x0", "1-16384"), ("20000x10", "1-16384"), ("64x64:0", "> 0"), ("64x64:-1", "> 0"),
-     ("64x64:abc", "not a number"), ("64x64:inf", "> 0"), ("64by64", "not an image size"), ("", "no image size"),
-     ("64x64,", None)],
-)  # fmt: skip
+    [
+        ("0x10", "1-16384"),
+        ("10x0", "1-16384"),
+        ("20000x10", "1-16384"),
+        ("64x64:0", "> 0"),
+        ("64x64:-1", "> 0"),
+        ("64x64:abc", "not a number"),
+        ("64x64:inf", "> 0"),
+        ("64by64", "not an image size"),
+        ("", "no image size"),
+        ("64x64,", None),
+    ],
+)
 def test_bad_buckets_name_the_bad_part(text: str, says: str | None) -> None:
     if says is None:  # a trailing comma is only an empty part
         assert I.parse_buckets(text) == [I.Bucket(64, 64, 1.0)]

@@ -22,7 +22,7 @@ from vllm_users.measure.record import (
     interrupted_record,
     read_records,
     record_from_stream,
-)  # fmt: skip
+)
 from vllm_users.workload.trace_formats import load_trace
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "traces"
@@ -43,13 +43,34 @@ class _Outcome:  # a StreamOutcome
     t_answer: float = 0.0
 
 
-def _sent(worker: str, seq: int, t0: float, dur: float, *, t_intended: float | None, session: int, turn: int,
-          input_len: int | None = 100, output_len: int | None = 20, scenario: str = "chat",
-          usage: dict[str, Any] | None = None) -> RequestRecord:  # fmt: skip
+def _sent(
+    worker: str,
+    seq: int,
+    t0: float,
+    dur: float,
+    *,
+    t_intended: float | None,
+    session: int,
+    turn: int,
+    input_len: int | None = 100,
+    output_len: int | None = 20,
+    scenario: str = "chat",
+    usage: dict[str, Any] | None = None,
+) -> RequestRecord:
     out = _Outcome(t0=t0, t_end=t0 + dur, chunk_times=[t0 + dur / 2, t0 + dur], usage=usage)
-    return record_from_stream(out, scenario=scenario, worker=worker, user=0, seq=seq, endpoint="chat",
-                              t_intended=t_intended, input_len=input_len, output_len=output_len, turn=turn,
-                              session=session)  # fmt: skip
+    return record_from_stream(
+        out,
+        scenario=scenario,
+        worker=worker,
+        user=0,
+        seq=seq,
+        endpoint="chat",
+        t_intended=t_intended,
+        input_len=input_len,
+        output_len=output_len,
+        turn=turn,
+        session=session,
+    )
 
 
 def _run(tmp_path: Path) -> tuple[str, list[RequestRecord]]:
@@ -61,19 +82,45 @@ def _run(tmp_path: Path) -> tuple[str, list[RequestRecord]]:
         _sent("w1", 0, p + 0.0012, 0.3, t_intended=e + 0.001, session=0, turn=0),
         _sent("w2", 0, p + 0.5004, 0.2, t_intended=e + 0.5, session=1, turn=0, input_len=333, output_len=7),
         # a tools-like session: the first request on the schedule, the next two after the previous one ended
-        _sent("w1", 1, p + 1.1001, 0.4, t_intended=e + 1.1, session=2, turn=0, scenario="tools", output_len=None),
-        _sent("w1", 2, p + 1.5301, 0.2, t_intended=None, session=2, turn=1, scenario="tools", output_len=None),
+        _sent(
+            "w1", 1, p + 1.1001, 0.4, t_intended=e + 1.1, session=2, turn=0, scenario="tools", output_len=None
+        ),
+        _sent(
+            "w1", 2, p + 1.5301, 0.2, t_intended=None, session=2, turn=1, scenario="tools", output_len=None
+        ),
         _sent("w1", 3, p + 1.9, 0.1, t_intended=None, session=2, turn=2, scenario="tools", output_len=None),
-        _sent("w2", 1, p + 1.3, 0.25, t_intended=e + 1.2999, session=2, turn=0),  # the same index on w2: its own
+        _sent(
+            "w2", 1, p + 1.3, 0.25, t_intended=e + 1.2999, session=2, turn=0
+        ),  # the same index on w2: its own
         # multi-turn: each turn a ticket of the schedule
         _sent("w2", 2, p + 2.2, 0.3, t_intended=e + 2.2, session=5, turn=0, scenario="multi-turn"),
         _sent("w2", 3, p + 2.9, 0.3, t_intended=e + 2.9, session=5, turn=1, scenario="multi-turn"),
-        _sent("w1", 4, p + 2.4, 0.1, t_intended=e + 2.4, session=7, turn=0, input_len=None, output_len=None,
-              usage={"prompt_tokens": 57, "completion_tokens": 9}),
+        _sent(
+            "w1",
+            4,
+            p + 2.4,
+            0.1,
+            t_intended=e + 2.4,
+            session=7,
+            turn=0,
+            input_len=None,
+            output_len=None,
+            usage={"prompt_tokens": 57, "completion_tokens": 9},
+        ),
         dropped_record("w1", 5, e + 2.6),
-        interrupted_record(scenario="chat", worker="w2", user=0, seq=4, endpoint="chat", t_intended=e + 3.0,
-                           input_len=64, output_len=16, turn=0, session=9),
-    ]  # fmt: skip
+        interrupted_record(
+            scenario="chat",
+            worker="w2",
+            user=0,
+            seq=4,
+            endpoint="chat",
+            t_intended=e + 3.0,
+            input_len=64,
+            output_len=16,
+            turn=0,
+            session=9,
+        ),
+    ]
     recs[1].request_class = "gold"
     recs[1].model = "lora-a"
     d = tmp_path / "run"
@@ -86,9 +133,15 @@ def _run(tmp_path: Path) -> tuple[str, list[RequestRecord]]:
 def _expected(recs: list[RequestRecord]) -> list[tuple[float, int | None, int | None, str]]:
     sent = [r for r in recs if r.error != "dropped"]
     t = [r.t_intended if r.t_intended is not None else r.t_start for r in sent]
-    rows = sorted((ti - min(t), r.input_len if r.input_len is not None else r.prompt_tokens,
-                   r.output_len if r.output_len is not None else r.output_tokens, r.scenario)
-                  for ti, r in zip(t, sent, strict=True))  # fmt: skip
+    rows = sorted(
+        (
+            ti - min(t),
+            r.input_len if r.input_len is not None else r.prompt_tokens,
+            r.output_len if r.output_len is not None else r.output_tokens,
+            r.scenario,
+        )
+        for ti, r in zip(t, sent, strict=True)
+    )
     return rows
 
 
@@ -112,8 +165,14 @@ def test_export_round_trip_is_the_runs_schedule(tmp_path: Path, capsys: pytest.C
     assert len(direct.requests) == len(trace.requests)
     for a, b in zip(direct.requests, trace.requests, strict=True):
         assert abs(a.offset_s - b.offset_s) <= 1e-6
-        assert (a.input_len, a.output_len, a.session_id, a.turn, a.think_ms, a.scenario) == \
-            (b.input_len, b.output_len, b.session_id, b.turn, b.think_ms, b.scenario)  # fmt: skip
+        assert (a.input_len, a.output_len, a.session_id, a.turn, a.think_ms, a.scenario) == (
+            b.input_len,
+            b.output_len,
+            b.session_id,
+            b.turn,
+            b.think_ms,
+            b.scenario,
+        )
 
 
 def test_export_sessions_turns_and_think_times(tmp_path: Path) -> None:
@@ -142,7 +201,10 @@ def test_export_sessions_turns_and_think_times(tmp_path: Path) -> None:
     assert mt[1]["think_ms"] == pytest.approx(400, abs=0.01)
     back = load_trace(str(out))
     assert [(r.turn, r.think_ms) for r in back.requests if r.session_id == "w1/2"] == [
-        (0, None), (1, tools[1]["think_ms"]), (2, tools[2]["think_ms"])]  # fmt: skip
+        (0, None),
+        (1, tools[1]["think_ms"]),
+        (2, tools[2]["think_ms"]),
+    ]
 
 
 def test_export_to_stdout_and_bad_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -211,14 +273,33 @@ def test_info_text(capsys: pytest.CaptureFixture[str]) -> None:
     assert "duration   7.277 s, mean rate 3.985 req/s" in out  # 29 gaps over 7.277 s
 
 
-def _api(endpoint: str, seq: int, t0: float, *, images: int = 0, usage: dict[str, Any] | None = None,
-         session: int | None = None, turn: int = 0, input_len: int | None = 50) -> RequestRecord:  # fmt: skip
+def _api(
+    endpoint: str,
+    seq: int,
+    t0: float,
+    *,
+    images: int = 0,
+    usage: dict[str, Any] | None = None,
+    session: int | None = None,
+    turn: int = 0,
+    input_len: int | None = 50,
+) -> RequestRecord:
     out = _Outcome(
         t0=t0, t_end=t0 + 0.1, chunk_times=[] if endpoint == "embeddings" else [t0 + 0.05], usage=usage
     )
-    rec = record_from_stream(out, scenario="trace", worker="w1", user=0, seq=seq, endpoint=endpoint,
-                             t_intended=None, input_len=input_len, output_len=None, turn=turn,
-                             session=seq if session is None else session)  # fmt: skip
+    rec = record_from_stream(
+        out,
+        scenario="trace",
+        worker="w1",
+        user=0,
+        seq=seq,
+        endpoint=endpoint,
+        t_intended=None,
+        input_len=input_len,
+        output_len=None,
+        turn=turn,
+        session=seq if session is None else session,
+    )
     return add_images(rec, images, None)
 
 
@@ -231,34 +312,60 @@ def _write(tmp_path: Path, recs: list[RequestRecord]) -> str:
 
 def test_export_keeps_each_request_s_endpoint_and_images(tmp_path: Path) -> None:
     p = perf_counter()
-    recs = [_api("chat", 0, p, images=3), _api("embeddings", 1, p + 0.2, usage={"prompt_tokens": 50}),
-            _api("responses", 2, p + 0.4), _api("rerank", 3, p + 0.6), _api("chat", 4, p + 0.8)]  # fmt: skip
+    recs = [
+        _api("chat", 0, p, images=3),
+        _api("embeddings", 1, p + 0.2, usage={"prompt_tokens": 50}),
+        _api("responses", 2, p + 0.4),
+        _api("rerank", 3, p + 0.6),
+        _api("chat", 4, p + 0.8),
+    ]
     run = _write(tmp_path, recs)
     out = tmp_path / "trace.jsonl"
     assert cli_main(["trace", "export", run, "-o", str(out)]) == 0
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(d["endpoint"], d.get("images")) for d in lines] == [
-        ("chat", 3), ("embeddings", None), ("responses", None), ("rerank", None), ("chat", None)]  # fmt: skip
+        ("chat", 3),
+        ("embeddings", None),
+        ("responses", None),
+        ("rerank", None),
+        ("chat", None),
+    ]
     back = load_trace(str(out))  # what a replay sends: the same endpoints and image counts
     assert [(r.endpoint, r.images) for r in back.requests] == [
         (d["endpoint"], d.get("images")) for d in lines
     ]
     assert [(r.endpoint, r.images) for r in load_trace(run).requests] == [
-        (r.endpoint, r.images) for r in back.requests]  # fmt: skip
+        (r.endpoint, r.images) for r in back.requests
+    ]
 
 
 def test_a_later_turn_replays_its_new_message_not_its_history(tmp_path: Path) -> None:
     """No length was asked (a --dataset run): turn k's served prompt_tokens hold turns < k and their answers; the
     replay sends that history itself, so the reader asks only for the new message's tokens (at least 1)."""
     p = perf_counter()
-    u = [{"prompt_tokens": 40, "completion_tokens": 9}, {"prompt_tokens": 40 + 9 + 25, "completion_tokens": 6},
-         {"prompt_tokens": 74 + 6 + 0, "completion_tokens": 3}]  # fmt: skip
-    recs = [_api("chat", k, p + k, usage=u[k], session=7, turn=k, input_len=None, images=(2, 2, 3)[k])
-            for k in range(3)]  # fmt: skip
-    recs.append(_api("chat", 3, p + 5, usage={"prompt_tokens": 30, "completion_tokens": 2}, session=8, turn=0,
-                     input_len=None))  # fmt: skip
-    given = _api("chat", 4, p + 6, usage={"prompt_tokens": 90, "completion_tokens": 2}, session=8, turn=1,
-                 input_len=12)  # a requested length is the new message's own: kept  # fmt: skip
+    u = [
+        {"prompt_tokens": 40, "completion_tokens": 9},
+        {"prompt_tokens": 40 + 9 + 25, "completion_tokens": 6},
+        {"prompt_tokens": 74 + 6 + 0, "completion_tokens": 3},
+    ]
+    recs = [
+        _api("chat", k, p + k, usage=u[k], session=7, turn=k, input_len=None, images=(2, 2, 3)[k])
+        for k in range(3)
+    ]
+    recs.append(
+        _api(
+            "chat",
+            3,
+            p + 5,
+            usage={"prompt_tokens": 30, "completion_tokens": 2},
+            session=8,
+            turn=0,
+            input_len=None,
+        )
+    )
+    given = _api(
+        "chat", 4, p + 6, usage={"prompt_tokens": 90, "completion_tokens": 2}, session=8, turn=1, input_len=12
+    )  # a requested length is the new message's own: kept
     recs.append(given)
     trace = load_trace(_write(tmp_path, recs))
     s7 = [r for r in trace.requests if r.session_id == "w1/7"]

@@ -26,8 +26,15 @@ def _csv_rows(name: str) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-@pytest.mark.parametrize(("name", "fmt"), [("mooncake.jsonl", "mooncake"), ("azure_code.csv", "azure"),
-                                           ("burstgpt.csv", "burstgpt"), ("generic.jsonl", "jsonl")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "fmt"),
+    [
+        ("mooncake.jsonl", "mooncake"),
+        ("azure_code.csv", "azure"),
+        ("burstgpt.csv", "burstgpt"),
+        ("generic.jsonl", "jsonl"),
+    ],
+)
 def test_detect_format(name: str, fmt: str) -> None:
     assert detect_format(str(DATA / name)) == fmt
     assert load_trace(str(DATA / name)).format == fmt  # auto picks it too
@@ -44,8 +51,11 @@ def test_mooncake() -> None:
     t0 = rows[0]["timestamp"]
     for r, row in zip(t.requests, rows, strict=True):  # the file is in time order
         assert r.offset_s == pytest.approx((row["timestamp"] - t0) / 1000, abs=1e-9)
-        assert (r.input_len, r.output_len, r.hash_ids) == (row["input_length"], row["output_length"],
-                                                           tuple(row["hash_ids"]))  # fmt: skip
+        assert (r.input_len, r.output_len, r.hash_ids) == (
+            row["input_length"],
+            row["output_length"],
+            tuple(row["hash_ids"]),
+        )
         assert r.prompt is None and r.session_id is None
     assert t.duration_s == pytest.approx((rows[-1]["timestamp"] - t0) / 1000)
     assert t.skipped == {} and t.block_size == 512
@@ -74,10 +84,12 @@ def test_azure_keeps_every_digit_of_the_time() -> None:
 
 def test_azure_time_forms(tmp_path: Path) -> None:
     f = tmp_path / "az.csv"
-    f.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,10,2\n"
-                 "2023-11-16 18:15:47.0000001,10,2\n2023-11-16 18:15:48,10,2\n"
-                 "2023-11-16 18:15:49.5+00:00,10,2\n2023-11-16T18:15:50.25Z,10,2\n"
-                 "2023-11-16 19:15:51.000000+01:00,10,2\n")  # fmt: skip
+    f.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,10,2\n"
+        "2023-11-16 18:15:47.0000001,10,2\n2023-11-16 18:15:48,10,2\n"
+        "2023-11-16 18:15:49.5+00:00,10,2\n2023-11-16T18:15:50.25Z,10,2\n"
+        "2023-11-16 19:15:51.000000+01:00,10,2\n"
+    )
     offs = [r.offset_s for r in load_trace(str(f)).requests]
     want = [0.0, 0.3194101, 1.3194100, 2.8194100, 3.5694100, 4.3194100]
     assert offs == pytest.approx(want, abs=5e-7)  # 7 digits: %f refuses them, as µs they are 6.8 s
@@ -98,7 +110,8 @@ def test_burstgpt_skips_failed_rows() -> None:
     t = load_trace(str(DATA / "burstgpt.csv"))
     assert t.skipped == {"failed": 2}
     assert [(r.input_len, r.output_len) for r in t.requests] == [
-        (int(r["Request tokens"]), int(r["Response tokens"])) for r in ok]  # fmt: skip
+        (int(r["Request tokens"]), int(r["Response tokens"])) for r in ok
+    ]
     t0 = float(ok[0]["Timestamp"])
     assert [r.offset_s for r in t.requests] == [float(r["Timestamp"]) - t0 for r in ok]
     assert all(r.model is None for r in t.requests)  # BurstGPT's Model is the logged service's, not ours
@@ -110,8 +123,19 @@ def test_generic_jsonl() -> None:
     assert len(t.requests) == len(rows) == 18
     for r, row in zip(t.requests, rows, strict=True):
         assert r.offset_s == pytest.approx(row["timestamp"] - rows[0]["timestamp"])
-        for key in ("input_len", "output_len", "prompt", "messages", "session_id", "turn", "think_ms", "model",
-                    "tenant", "priority", "scenario"):  # fmt: skip
+        for key in (
+            "input_len",
+            "output_len",
+            "prompt",
+            "messages",
+            "session_id",
+            "turn",
+            "think_ms",
+            "model",
+            "tenant",
+            "priority",
+            "scenario",
+        ):
             assert getattr(r, key) == row.get(key), key
     alice = [r for r in t.requests if r.session_id == "alice"]
     assert [r.turn for r in alice] == [0, 1, 2] and [r.think_ms for r in alice] == [None, 1500, 2000]
@@ -128,16 +152,20 @@ def test_jsonl_timestamp_units(tmp_path: Path) -> None:
     g.write_text('{"timestamp_ms": 1000, "input_len": 5}\n{"timestamp_ms": 3500, "input_len": 5}\n')
     assert load_trace(str(g)).requests[1].offset_s == pytest.approx(2.5)  # `timestamp_ms` is milliseconds
     m = tmp_path / "m.jsonl"
-    m.write_text('{"timestamp": 3, "input_length": 5, "output_length": 1, "hash_ids": []}\n'
-                 '{"timestamp": 5, "input_length": 5, "output_length": 1, "hash_ids": []}\n')  # fmt: skip
+    m.write_text(
+        '{"timestamp": 3, "input_length": 5, "output_length": 1, "hash_ids": []}\n'
+        '{"timestamp": 5, "input_length": 5, "output_length": 1, "hash_ids": []}\n'
+    )
     assert load_trace(str(m)).requests[1].offset_s == pytest.approx(0.002)  # mooncake: ms
     assert load_trace(str(m), timestamp_unit="s").requests[1].offset_s == 2
 
 
 def test_unsorted_file_is_sent_in_time_order(tmp_path: Path) -> None:
     f = tmp_path / "t.jsonl"
-    f.write_text('{"timestamp": 5, "input_len": 1}\n{"timestamp": 2, "input_len": 2}\n'
-                 '{"timestamp": 2, "input_len": 3}\n{"timestamp": 9, "input_len": 4}\n')  # fmt: skip
+    f.write_text(
+        '{"timestamp": 5, "input_len": 1}\n{"timestamp": 2, "input_len": 2}\n'
+        '{"timestamp": 2, "input_len": 3}\n{"timestamp": 9, "input_len": 4}\n'
+    )
     t = load_trace(str(f))
     assert [(r.offset_s, r.input_len, r.line) for r in t.requests] == [
         (0, 2, 2),
@@ -177,8 +205,10 @@ def test_window_keeps_or_cuts_a_session_whole() -> None:
 
 def test_session_turns_inferred_in_time_order(tmp_path: Path) -> None:
     f = tmp_path / "s.jsonl"
-    f.write_text('{"timestamp": 3, "session_id": 7, "input_len": 1}\n{"timestamp": 1, "session_id": 7, '
-                 '"input_len": 2}\n{"timestamp": 2, "session_id": "x", "input_len": 3, "think_ms": 0}\n')  # fmt: skip
+    f.write_text(
+        '{"timestamp": 3, "session_id": 7, "input_len": 1}\n{"timestamp": 1, "session_id": 7, '
+        '"input_len": 2}\n{"timestamp": 2, "session_id": "x", "input_len": 3, "think_ms": 0}\n'
+    )
     t = load_trace(str(f))
     assert [(r.session_id, r.turn, r.input_len) for r in t.requests] == [
         ("7", 0, 2),

@@ -19,9 +19,16 @@ from vllm_users.workload.trace_schedule import build_plan, check_trace, plan_of,
 
 def _trace() -> Trace:
     R = TraceRequest
-    reqs = [R(0.0, 10), R(0.5, 10, session_id="a", turn=0), R(1.0, 10), R(1.5, 10, session_id="a", turn=1),
-            R(2.0, 10, session_id="b", turn=0), R(2.5, 10), R(3.0, 10, session_id="b", turn=1),
-            R(3.5, 10, session_id="a", turn=2)]  # fmt: skip
+    reqs = [
+        R(0.0, 10),
+        R(0.5, 10, session_id="a", turn=0),
+        R(1.0, 10),
+        R(1.5, 10, session_id="a", turn=1),
+        R(2.0, 10, session_id="b", turn=0),
+        R(2.5, 10),
+        R(3.0, 10, session_id="b", turn=1),
+        R(3.5, 10, session_id="a", turn=2),
+    ]
     return Trace("t.jsonl", "jsonl", reqs)
 
 
