@@ -4,6 +4,7 @@ with --web-ui the master serves before the swarm and keeps the final figures aft
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import signal
@@ -121,7 +122,12 @@ def test_scraped_during_and_after_a_run_the_counters_are_the_results(tmp_path) -
         gaps = sum(len(r["chunk_times_us"]) - 1 for r in map(json.loads, fh) if r["error"] is None)
     assert last["vllm_locust_itl_seconds_count"] == gaps > 0  # every gap between two chunks of a request
     assert "vllm_locust_ttft_seconds_bucket{le=0.02}" in last  # the SLO is a bucket edge
-    assert last["vllm_locust_requests_in_flight"] == 0 and last["vllm_locust_workers"] == 2
+    with open(os.path.join(run_dir, "records.jsonl")) as fh:
+        by_worker = collections.Counter(r.get("worker") for r in map(json.loads, fh))
+    assert last["vllm_locust_requests_in_flight"] == 0
+    # the workers whose records are in (on a busy machine one of the two may start its users after the other
+    # has taken every request: then it measured nothing and sent nothing)
+    assert last["vllm_locust_workers"] == len(by_worker) >= 1, (by_worker, out[-3000:])
     assert not any("SECRET" in x for x in scrapes)
 
 
