@@ -47,6 +47,15 @@ E2E_OWN_SERVERS = (
     "test_platform.py",
 )
 GROUPS = ("tests/integration/deploy", "tests/e2e[vllm_server]", "tests/e2e[own servers]")
+# what test.sh builds beside the suite (`--setups DIR`: each setup writes DIR/NAME.log, then DIR/NAME.rc) and the
+# test paths that wait for it. The other jobs start at once: vLLM's venv (~2.5 min the first time, mostly
+# downloads) builds while they run, not before them
+SETUPS = {
+    "vllm": ("tests/e2e/",),
+    "litellm": ("tests/integration/gateways/test_python_gateway.py",),
+}
+# a setup that failed: these jobs run with this variable set to why (the e2e tier then skips, saying so)
+SETUP_FAILED_ENV = {"vllm": "VLLM_LOCUST_E2E_UNAVAILABLE"}
 
 
 def group_of(path: str) -> str:
@@ -70,6 +79,7 @@ class Job:
     expected_s: float
     key: str = ""  # tests/durations.json's key: a group's name, or "" for the file(s) the job runs
     marks: str = ""  # a -m expression: the exclusive tests and the rest of their files run apart
+    env: dict[str, str] = field(default_factory=dict)  # set for this job only (a failed setup's reason)
     log: Path | None = None
     xml: Path | None = None
     rc: int | None = None
@@ -84,6 +94,11 @@ class Job:
         if self.key:
             return f"{self.key} ({len(self.paths)} files)"
         return self.paths[0] if len(self.paths) == 1 else f"{self.paths[0]} (+{len(self.paths) - 1})"
+
+    @property
+    def needs(self) -> list[str]:
+        """The setups (SETUPS) this job waits for."""
+        return [name for name, pre in SETUPS.items() if any(p.startswith(pre) for p in self.paths)]
 
     @property
     def tier(self) -> str:
@@ -163,7 +178,12 @@ def _start(job: Job, work: Path, index: int, pytest_args: list[str]) -> None:
     job.started = time.monotonic()
     with open(job.log, "wb") as out:
         job.proc = subprocess.Popen(
-            cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            cmd,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **job.env} if job.env else None,
         )
 
 
@@ -205,18 +225,26 @@ def _fmt(s: float) -> str:
     return f"{int(s) // 60}:{int(s) % 60:02d}"
 
 
-def run(jobs: list[Job], n: int, pytest_args: list[str], work: Path, alone: list[Job] | None = None) -> int:
-    """Run the jobs `n` at a time, then the `alone` ones one by one with nothing beside them, printing a line
-    as each ends; returns the suite's exit status."""
+def run(
+    jobs: list[Job],
+    n: int,
+    pytest_args: list[str],
+    work: Path,
+    alone: list[Job] | None = None,
+    setups_dir: Path | None = None,
+) -> int:
+    """Run the jobs `n` at a time (a job that needs a setup once it has ended), then the `alone` ones one by one
+    with nothing beside them, printing a line as each ends; returns the suite's exit status."""
     t0 = time.monotonic()
     alone = alone or []
     everything = jobs + alone
+    setups = Setups(setups_dir, t0)
     cpu0 = _cpu_times()
-    _phase(jobs, n, pytest_args, work, t0, len(everything), 0)
+    _phase(jobs, n, pytest_args, work, t0, len(everything), 0, setups)
     busy = _busy_share(cpu0, _cpu_times())
     if alone:
         print(f"[{_fmt(time.monotonic() - t0)}] the exclusive tests, alone on the machine:", flush=True)
-        _phase(alone, 1, pytest_args, work, t0, len(everything), len(jobs))
+        _phase(alone, 1, pytest_args, work, t0, len(everything), len(jobs), setups)
     rc = _report(everything, time.monotonic() - t0)
     if (
         busy is not None
@@ -241,15 +269,68 @@ def _busy_share(a: tuple[int, int] | None, b: tuple[int, int] | None) -> float |
     return (b[0] - a[0]) / (b[1] - a[1])
 
 
+class Setups:
+    """The setups test.sh started beside the suite (`--setups DIR`): whether each has ended, and how."""
+
+    LIMIT_S = 1800.0  # a setup still running after this is taken as failed: its jobs run and skip
+
+    def __init__(self, folder: Path | None, t0: float) -> None:
+        self.folder, self.t0 = folder, t0
+        self.ended: dict[str, str | None] = {}  # name -> None (it worked) or why it failed
+
+    def ready(self, job: Job) -> bool:
+        """True when every setup the job needs has ended; a failed one's reason goes into the job's env."""
+        for name in job.needs:
+            if self.folder is None:
+                continue
+            if name not in self.ended and not self._check(name):
+                return False
+            why = self.ended[name]
+            if why is not None and name in SETUP_FAILED_ENV:
+                job.env[SETUP_FAILED_ENV[name]] = why
+        return True
+
+    def _check(self, name: str) -> bool:
+        assert self.folder is not None
+        rc_file, log_file = self.folder / f"{name}.rc", self.folder / f"{name}.log"
+        waited = time.monotonic() - self.t0
+        if not log_file.exists() and not rc_file.exists():  # never started (test.sh was told to skip it)
+            self.ended[name] = None
+            return True
+        if not rc_file.exists() and waited < self.LIMIT_S:
+            return False
+        log = log_file.read_text(errors="replace") if log_file.exists() else ""
+        rc = rc_file.read_text().strip() if rc_file.exists() else "still running"
+        if rc == "0":
+            self.ended[name] = None
+            print(f"[{_fmt(waited)}] setup {name}: ready", flush=True)
+            return True
+        lines = [ln for ln in log.splitlines() if ln.strip() and not ln.startswith("[setup_")]
+        why = f"setup {name} {'exited ' + rc if rc.isdigit() else rc}: {lines[-1] if lines else 'no message'}"
+        self.ended[name] = why
+        print(f"[{_fmt(waited)}] SETUP FAILED, its tests will be skipped: {why}\n{log[-3000:]}", flush=True)
+        return True
+
+
 def _phase(
-    jobs: list[Job], n: int, pytest_args: list[str], work: Path, t0: float, total: int, done: int
+    jobs: list[Job],
+    n: int,
+    pytest_args: list[str],
+    work: Path,
+    t0: float,
+    total: int,
+    done: int,
+    setups: Setups,
 ) -> None:
     queue = list(jobs)
     running: list[Job] = []
     index = done
     while queue or running:
-        while queue and len(running) < n:
-            job = queue.pop(0)
+        while len(running) < n:
+            job = next((j for j in queue if setups.ready(j)), None)  # longest first among those ready
+            if job is None:
+                break
+            queue.remove(job)
             _start(job, work, index, pytest_args)
             index += 1
             running.append(job)
@@ -377,6 +458,12 @@ def main(argv: list[str] | None = None) -> int:
         "--pytest", action="append", default=[], metavar="ARG", help="an extra argument for every pytest"
     )
     ap.add_argument("--logs", metavar="DIR", help="keep each pytest process's log and JUnit XML in DIR")
+    ap.add_argument(
+        "--setups",
+        metavar="DIR",
+        help="setups running beside the suite write DIR/NAME.log and then DIR/NAME.rc; the jobs that need "
+        "one (SETUPS) start once it has ended",
+    )
     a = ap.parse_args(argv)
     if a.jobs < 1:
         ap.error(f"--jobs {a.jobs}: need at least 1")
@@ -391,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(a.logs) if a.logs else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         try:
-            rc = run(jobs, a.jobs, a.pytest, work, alone)
+            rc = run(jobs, a.jobs, a.pytest, work, alone, Path(a.setups) if a.setups else None)
         except KeyboardInterrupt:
             for j in jobs + alone:
                 if j.proc is not None and j.proc.poll() is None:

@@ -7,6 +7,7 @@ Importing this module (any vllm_users user class does) registers the listeners o
 from __future__ import annotations
 
 import functools
+import gc
 import logging
 import os
 import sys
@@ -18,6 +19,7 @@ import gevent
 from locust import argument_parser, events
 from locust.env import Environment
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
+from locust.stats import StatsCSVFileWriter
 
 from vllm_users import exit_codes
 from vllm_users.client import tls
@@ -153,3 +155,25 @@ def _on_test_stop(environment: Environment, **_: Any) -> None:
     ctx = context_or_none(environment)
     if ctx is not None and not isinstance(environment.runner, MasterRunner):
         ctx.drain(0)
+
+
+@events.quit.add_listener
+def _on_quit(**_: Any) -> None:
+    stop_csv_writers()
+
+
+def stop_csv_writers() -> int:
+    """Kill Locust's `--csv` writer greenlets; returns how many. Locust 2.47 closes the CSV files at exit while
+    that greenlet still runs: on a busy machine it wakes once more between the close and the exit and dies with
+    'I/O operation on closed file', a traceback in the master's output after a run that went well. The quit
+    event fires just before the close; the rows it would have rewritten are at most a second old."""
+    writers = [
+        g
+        for g in gc.get_objects()
+        if isinstance(g, gevent.Greenlet)
+        and not g.dead
+        and isinstance(getattr(getattr(g, "_run", None), "__self__", None), StatsCSVFileWriter)
+    ]
+    for g in writers:
+        g.kill(block=True, timeout=1.0)
+    return len(writers)

@@ -2,9 +2,9 @@
 (`"finish_reason": "length"`, `"usage": {`), in front of simulator processes: the run's counts, tokens and
 finish reasons must match what the simulators served (their own /sim/stats) and what they were asked for.
 
-Two gateways: LiteLLM's proxy (PyPI `litellm[proxy]`, its `litellm` command or VLLM_LOCUST_TEST_LITELLM; skipped,
-saying so, where it is not installed; it re-serializes every event, though compact since 1.108, in its own key
-order and framing), and, always, the smallest honest re-serializing proxy (below, stdlib only): it forwards each
+Two gateways: LiteLLM's proxy (PyPI `litellm[proxy]`, built by setup_litellm.sh into ~/.cache/vllm-locust, which
+the test command runs; else VLLM_LOCUST_TEST_LITELLM or a `litellm` on PATH; skipped, saying so, where none is;
+it re-serializes every event, though compact since 1.108, in its own key order and framing), and, always, the smallest honest re-serializing proxy (below, stdlib only): it forwards each
 request, parses each event's JSON and writes it back with Python's default separators, one event per chunk.
 """
 
@@ -35,7 +35,20 @@ from vllm_users.distributed.run_end import preflight_requests
 pytestmark = pytest.mark.timeout(180)
 
 N, OUT = 20, 8
-LITELLM = os.environ.get("VLLM_LOCUST_TEST_LITELLM") or shutil.which("litellm")
+# the test command builds it (setup_litellm.sh) into the cache the e2e tier's vLLM lives in; the stamp is
+# written once the whole install worked
+_VENV = os.path.join(
+    os.environ.get("VLLM_LOCUST_CACHE") or os.path.expanduser("~/.cache/vllm-locust"), "litellm-venv"
+)
+LITELLM = (
+    os.environ.get("VLLM_LOCUST_TEST_LITELLM")
+    or (
+        os.path.join(_VENV, "bin", "litellm")
+        if os.path.exists(os.path.join(_VENV, ".vllm-locust-stamp"))
+        else None
+    )
+    or shutil.which("litellm")
+)
 KEY = "sk-" + secrets.token_hex(16)  # LiteLLM's proxy refuses to start without a master key
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding"}
 
@@ -201,7 +214,8 @@ GATEWAYS = [
         "litellm",
         id="litellm",
         marks=pytest.mark.skipif(
-            not LITELLM, reason="LiteLLM's proxy is not installed (pip install 'litellm[proxy]')"
+            not LITELLM,
+            reason="LiteLLM's proxy is not installed (bash tests/integration/gateways/setup_litellm.sh)",
         ),
     ),
 ]
