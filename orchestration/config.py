@@ -30,6 +30,7 @@ from vllm_users.options import (
     SPECS,
     WORKER,
     Options,
+    build,
     coerce,
     env_name,
     flag,
@@ -187,7 +188,7 @@ def merge(by_layer: Mapping[str, Mapping[str, Any]]) -> Options:
     values: dict[str, Any] = {}
     for layer in LAYERS:
         values.update(by_layer.get(layer, {}))
-    return Options(**values)
+    return build(**values)
 
 
 def parse_all(
@@ -240,6 +241,7 @@ def reference_markdown() -> str:
         if LOCUST in spec.scopes and spec.locust_name:
             flags += f" (locust: {flag(spec.locust_name)})"
         env = env_name(name) + (f", locust: {env_name(spec.locust_name)}" if spec.locust_name else "")
+        default = spec.text(default) if spec.text is not None else default  # a structured one: its text
         shown = "" if default in (None, "", ()) else f"`{default}`"
         choices = " (" + " \\| ".join(spec.choices) + ")" if spec.choices else ""
         rows.append(f"| `{flags}` | `{env}` | {shown} | {', '.join(spec.scopes)} | {spec.help}{choices} |")

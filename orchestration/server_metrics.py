@@ -76,9 +76,9 @@ def scrape_target(a: Options, host: str, headers: Mapping[str, str]) -> tuple[st
     """The /metrics URL (without userinfo) and its headers: --metrics-header when given, else the run's `headers`
     (--header, the API key) when /metrics is on the --host's origin, else none; the URL's own userinfo as Basic
     auth (over the run's Authorization; a --metrics-header Authorization wins over it)."""
-    url, basic = split_userinfo(a.server_metrics or host.rstrip("/") + "/metrics")
-    if a.metrics_header:
-        return url, {**basic, **header_lines(a.metrics_header)}
+    url, basic = split_userinfo(a.outputs.server_metrics or host.rstrip("/") + "/metrics")
+    if a.outputs.metrics_header:
+        return url, {**basic, **header_lines(a.outputs.metrics_header)}
     if same_origin(url, host):  # the run's credentials never go to another server by themselves
         own = {k: v for k, v in headers.items() if k.lower() != "content-type"}
         return url, {**own, **basic}

@@ -36,9 +36,9 @@ SUMMARY_METRICS = (
 
 
 def run_repeats(a: Options, run_one: RunOne) -> int:
-    """Run `a` a.repeats times into one directory and write repeats.json (and --output-file); returns the worst
+    """Run `a` a.capacity.repeats times into one directory and write repeats.json (and --output-file); returns the worst
     exit code."""
-    n = int(a.repeats)
+    n = int(a.capacity.repeats)
     runner = StepRunner(a, run_one, REPEAT_STEPS)
     base = runner.base
     worst, names = 0, []
@@ -61,7 +61,7 @@ def run_repeats(a: Options, run_one: RunOne) -> int:
     atomic_json(os.path.join(base, REPEATS), doc)
     write_output_file(a, doc)
     print(format_repeats(doc, base), flush=True)
-    if not a.no_report:
+    if not a.outputs.no_report:
         from orchestration.report.generate import report_after_run
 
         report_after_run(base)

@@ -18,7 +18,7 @@ from orchestration import config as C
 from vllm_users import run_dir as R
 from vllm_users.atomic import atomic_json
 from vllm_users.measure.run_result import load_result
-from vllm_users.options import Options, env_api_key
+from vllm_users.options import Options, changed, env_api_key
 
 if TYPE_CHECKING:
     from vllm_sim.launch import SimProcess
@@ -69,17 +69,17 @@ def check_twin(path: str, host: str) -> None:
 def with_twin(a: Options) -> Options:
     """--twin (checked) folded into --sim-args, first, so that --sim-args beside it still win (what-if planning):
     the simulator of one run, or the one a multi-run's steps share, reads it from there."""
-    if not a.twin or a.host:
+    if not a.outputs.twin or a.server.host:
         return a
-    check_twin(a.twin, a.host)
-    return dataclasses.replace(a, twin="", sim_args=f"--twin {a.twin} {a.sim_args}".strip())
+    check_twin(a.outputs.twin, a.server.host)
+    return changed(a, twin="", sim_args=f"--twin {a.outputs.twin} {a.outputs.sim_args}".strip())
 
 
 def simulator_args(a: Options) -> list[str]:
     """The embedded simulator's flags: --sim-args, and the run's API key (--api-key or the environment's), which
     it then requires of every request, unless --sim-args names a key of its own."""
-    args = a.sim_args.split() if a.sim_args else []
-    api_key = a.api_key or env_api_key()
+    args = a.outputs.sim_args.split() if a.outputs.sim_args else []
+    api_key = a.server.api_key or env_api_key()
     if api_key and "--api-key" not in args:
         args += ["--api-key", api_key]
     return args
@@ -100,8 +100,8 @@ def embedded_simulator(a: Options) -> Iterator[SimProcess]:
 @contextmanager
 def shared_host(a: Options) -> Iterator[str]:
     """The server every step talks to: --host, or one embedded simulator started for all steps."""
-    if a.host:
-        yield a.host
+    if a.server.host:
+        yield a.server.host
         return
     with embedded_simulator(a) as sim:
         yield sim.url
@@ -110,7 +110,7 @@ def shared_host(a: Options) -> Iterator[str]:
 # ------------------------------------------------------------------------------------- directories
 def _parent_dir(a: Options, kind: str, marker: str) -> str:
     """The directory holding every step (created); UsageError when it already holds `marker`."""
-    path = R.named_dir(a.output_dir, a.run_name, kind)
+    path = R.named_dir(a.outputs.output_dir, a.outputs.run_name, kind)
     if os.path.exists(os.path.join(path, marker)):
         raise C.UsageError(f"{path} already holds a {kind}; choose another --run-name")
     os.makedirs(path, exist_ok=True)
@@ -134,7 +134,7 @@ def step_seed(a: Options, k: int, stride: int = STEP_STRIDE) -> int:
     seeds are fixed offsets, so a search or a sweep is as reproducible as one run. `sweep-server` keeps the
     parent's seed (stride 0): each configuration is a fresh server, and the same prompts make the
     configurations paired."""
-    return int(a.seed) + k * stride
+    return int(a.request.seed) + k * stride
 
 
 def _step_args(a: Options, host: str, out_dir: str, name: str, **overrides: Any) -> Options:
@@ -170,7 +170,7 @@ SERVER_POINTS = StepKind("server-sweep", R.SWEEP, 0, R.point_name)
 
 @dataclass(frozen=True)
 class Step:
-    """One step that ran: its options (its directory is `options.output_dir/options.run_name`) and exit code."""
+    """One step that ran: its options (its directory is `options.outputs.output_dir/options.outputs.run_name`) and exit code."""
 
     options: Options
     code: int
@@ -178,12 +178,12 @@ class Step:
     @property
     def name(self) -> str:
         """The step's directory name."""
-        return self.options.run_name
+        return self.options.outputs.run_name
 
     @property
     def run_dir(self) -> str:
         """The step's run directory."""
-        return os.path.join(self.options.output_dir, self.options.run_name)
+        return os.path.join(self.options.outputs.output_dir, self.options.outputs.run_name)
 
 
 class StepRunner:
@@ -227,6 +227,6 @@ def read_step(run_dir: str) -> dict[str, Any]:
 
 def write_output_file(a: Options, doc: dict[str, Any]) -> None:
     """--output-file of a multi-run mode: its summary document (repeats.json's or sweep.json's), when asked."""
-    if a.output_file:
-        os.makedirs(os.path.dirname(os.path.abspath(a.output_file)), exist_ok=True)
-        atomic_json(a.output_file, doc)
+    if a.outputs.output_file:
+        os.makedirs(os.path.dirname(os.path.abspath(a.outputs.output_file)), exist_ok=True)
+        atomic_json(a.outputs.output_file, doc)

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import time
+from dataclasses import asdict
 from typing import Any
 
 from locust.env import Environment
@@ -39,9 +40,9 @@ log = logging.getLogger("vllm_locust")
 
 def start_profile(o: Options, host: str | None) -> ServerProfile | None:
     """--profile: the server's profiler started as the load starts (after a time-based --warmup); else None."""
-    if not o.profile or not host:
+    if not o.capacity.profile or not host:
         return None
-    warm = parse_optional(o.warmup)
+    warm = parse_optional(o.measure.warmup)
     profile = ServerProfile(host, request_headers(o), delay_s=(warm.seconds or 0.0) if warm else 0.0)
     profile.start()
     return profile
@@ -49,7 +50,7 @@ def start_profile(o: Options, host: str | None) -> ServerProfile | None:
 
 def request_headers(o: Options) -> dict[str, str]:
     """Every request's credentials in a Locust process: --header's (its extra_headers) and the API key's Bearer."""
-    return with_api_key(json.loads(o.extra_headers) if o.extra_headers else {}, env_api_key())
+    return with_api_key(dict(o.handoff.extra_headers), env_api_key())
 
 
 def metrics_headers() -> dict[str, str]:
@@ -101,7 +102,7 @@ def with_server_served(
     """server_served and missing_vs_server: the embedded simulator's count of completion requests less the
     preflight's, else the increase of the server's vllm:request_success_total over the load (its baseline was
     scraped after the preflight); unchanged (both None) when the server does not say."""
-    embedded = bool(o.vllm_embedded_sim and host)
+    embedded = bool(o.handoff.vllm_embedded_sim and host)
     served = sim_served(str(host)) if embedded else counters.served if counters is not None else None
     if served is None:
         return res
@@ -125,7 +126,7 @@ def exit_code_of(res: RunResult, o: Options, collector: Collector, base: int) ->
         code = max(code, exit_codes.FAILURES)
     if res.dropped:
         code = max(code, exit_codes.SCHEDULE)
-    if res.client_bound and o.fail_on_client_bound:
+    if res.client_bound and o.measure.fail_on_client_bound:
         code = max(code, exit_codes.CLIENT_BOUND)
     if res.data_loss is not None and not res.data_loss["complete"]:
         code = max(code, exit_codes.DATA_LOSS)
@@ -215,18 +216,18 @@ def final_result(
         counters,
         dict(res.metrics),
         list(res.per_scenario),
-        bool(o.dataset or (o.prefix_len and o.cache_rate)),
+        bool(o.prompt.dataset or (o.prompt.prefix_len and o.prompt.cache_rate)),
         (meta.get("prompt_calibration") or {}).get("overhead_tokens"),
     )
     if warning:
         log.warning("vllm-locust: %s", warning)
         res = res.replace(warnings=(*res.warnings, warning))
-    if o.trace:  # how faithfully the trace was replayed
+    if o.trace.trace:  # how faithfully the trace was replayed
         res = res.replace(replay=trace_replay(results_dir, o, counters))
     if profile is not None:
         res = res.replace(profile=profile)
-    if o.gpu_hour_price:
-        res = res.replace(cost=run_cost(res.metrics, o.gpu_hour_price, o.gpus))
+    if o.capacity.gpu_hour_price:
+        res = res.replace(cost=run_cost(res.metrics, o.capacity.gpu_hour_price, o.capacity.gpus))
     return res
 
 
@@ -237,14 +238,18 @@ def trace_replay(results_dir: str, o: Options, counters: LoadCounters | None) ->
     from vllm_users.workload.trace_formats import trace_block_reuse
     from vllm_users.workload.trace_schedule import plan_of
 
-    plan = plan_of(o)
+    plan = plan_of(o.trace, o.load.num_prompts)
     trace = plan.trace
     mooncake = any(r.hash_ids for r in trace.requests)
     about = {
-        "trace": o.trace,
+        "trace": o.trace.trace,
         "format": trace.format,
-        "time_scale": o.time_scale,
-        "window": {"start_s": o.trace_start, "duration_s": o.trace_duration, "limit": o.num_prompts},
+        "time_scale": o.trace.time_scale,
+        "window": {
+            "start_s": o.trace.trace_start,
+            "duration_s": o.trace.trace_duration,
+            "limit": o.load.num_prompts,
+        },
         "trace_duration_s": trace.duration_s,
         "block_size": trace.block_size if mooncake else None,
         "skipped": dict(trace.skipped),
@@ -263,37 +268,39 @@ def run_meta(o: Options, env: Environment, t_start: float, run_time: float | Non
     """The run's settings, as the result JSON header needs them (never the API key); `run_time`: --run-time, which
     the master counts itself (Locust's option is cleared)."""
     runner = env.runner
-    ramp = o.ramp_up_strategy
+    ramp = o.load.ramp_up_strategy
     return {
         "date": time.strftime("%Y%m%d-%H%M%S", time.localtime(t_start)),
         "started_at": t_start,
         "host": redact_url(env.host or "") or None,
-        "model_id": o.model or os.environ.get("VLLM_LOCUST_RESOLVED_MODEL"),
-        "tokenizer_id": o.tokenizer or None,
-        "endpoint": o.endpoint,
-        "backend": "openai-chat" if o.endpoint == "chat" else "openai",
-        "num_prompts": o.num_prompts or None,
-        "request_rate": o.request_rate if o.open_loop and not ramp else None,
-        "burstiness": o.burstiness,
-        "max_concurrency": o.max_concurrency or None,
-        "input_len": o.input_len,
-        "output_len": o.output_len,
-        "range_ratio": o.range_ratio,
-        "seed": o.seed,
-        "goodput": o.goodput or None,
-        "classes": json.loads(o.vllm_classes) if o.vllm_classes else None,  # the --class table
+        "model_id": o.server.model or os.environ.get("VLLM_LOCUST_RESOLVED_MODEL"),
+        "tokenizer_id": o.prompt.tokenizer or None,
+        "endpoint": o.scenario.endpoint,
+        "backend": "openai-chat" if o.scenario.endpoint == "chat" else "openai",
+        "num_prompts": o.load.num_prompts or None,
+        "request_rate": o.load.request_rate if o.open_loop and not ramp else None,
+        "burstiness": o.load.burstiness,
+        "max_concurrency": o.load.max_concurrency or None,
+        "input_len": o.request.input_len,
+        "output_len": o.request.output_len,
+        "range_ratio": o.request.range_ratio,
+        "seed": o.request.seed,
+        "goodput": o.measure.goodput or None,
+        "classes": [asdict(c) for c in o.classes.vllm_classes] or None,  # the --class table
         "ramp_up_strategy": ramp or None,
-        "ramp_up_start_rps": o.ramp_up_start_rps if ramp else None,
-        "ramp_up_end_rps": o.ramp_up_end_rps if ramp else None,
-        "warmup": o.warmup or None,
-        "cooldown": o.cooldown or None,
-        "percentile_metrics": o.percentile_metrics or None,
-        "metric_percentiles": o.metric_percentiles or None,
+        "ramp_up_start_rps": o.load.ramp_up_start_rps if ramp else None,
+        "ramp_up_end_rps": o.load.ramp_up_end_rps if ramp else None,
+        "warmup": o.measure.warmup or None,
+        "cooldown": o.measure.cooldown or None,
+        "percentile_metrics": o.measure.percentile_metrics or None,
+        "metric_percentiles": o.measure.metric_percentiles or None,
         "users": locust_option(env, "num_users"),
         "run_time": run_time or locust_option(env, "run_time"),
-        "workers": (o.vllm_worker_count or runner.worker_count) if isinstance(runner, MasterRunner) else 1,
+        "workers": (o.handoff.vllm_worker_count or runner.worker_count)
+        if isinstance(runner, MasterRunner)
+        else 1,
         "user_classes": sorted({u.__name__ for u in env.user_classes}),
-        "tls": TLSConfig.of(o).metadata()
+        "tls": TLSConfig.of(o.server).metadata()
         if (env.host or "").startswith("https://")
         else None,  # --insecure said
     }

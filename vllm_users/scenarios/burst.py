@@ -58,9 +58,11 @@ class BurstPlan:
 def plan_from_options(o: Any, users: int | None) -> BurstPlan:
     """The plan from the burst options (`o`: the Locust process's Options or `vllm-locust run`'s); the spike
     defaults to `users` (--users), else 8."""
-    spike = o.burst_spike_users or users or 8
-    quiet = o.burst_quiet_users or max(1, spike // 8)
-    return BurstPlan(quiet, spike, o.burst_quiet, o.burst_spike, o.burst_recover, o.burst_cycles)
+    spike = o.burst.burst_spike_users or users or 8
+    quiet = o.burst.burst_quiet_users or max(1, spike // 8)
+    return BurstPlan(
+        quiet, spike, o.burst.burst_quiet, o.burst.burst_spike, o.burst.burst_recover, o.burst.burst_cycles
+    )
 
 
 class BurstShape(LoadTestShape):

@@ -41,8 +41,8 @@ class MultiTurnUser(LLMUser):
         """Shared prefixes and lengths from the run's options; no conversation yet."""
         o = self.options
         self.lm = self.length_model()
-        self.prefixes: SharedPrefixes = from_options(o, self.lm)
-        self.num_turns = o.num_turns
+        self.prefixes: SharedPrefixes = from_options(o.prompt, o.request.seed, self.lm)
+        self.num_turns = o.prompt.num_turns
         self.conv: list[dict[str, Any]] | None = None
         self.turn = 0
         self.key = 0
@@ -61,8 +61,8 @@ class MultiTurnUser(LLMUser):
             turns = self.dataset[self.key % len(self.dataset)]
             text = turns[self.turn % len(turns)]
             return text, len(text.split())
-        rng = random.Random(f"turn:{o.seed}:{self.key}:{self.turn}")
-        n = sample_len(o.input_len, o.range_ratio, rng)
+        rng = random.Random(f"turn:{o.request.seed}:{self.key}:{self.turn}")
+        n = sample_len(o.request.input_len, o.request.range_ratio, rng)
         return self.lm.text(n, rng), n
 
     def build_request(self, ticket: Ticket) -> RequestSpec:
@@ -75,7 +75,11 @@ class MultiTurnUser(LLMUser):
         text, n = self._user_message()
         messages = self.conv + [{"role": "user", "content": text}]
         o = self.options
-        out = sample_len(o.output_len, o.range_ratio, random.Random(f"out:{o.seed}:{self.key}:{self.turn}"))
+        out = sample_len(
+            o.request.output_len,
+            o.request.range_ratio,
+            random.Random(f"out:{o.request.seed}:{self.key}:{self.turn}"),
+        )
         body = self.sampling_params(out)
         body["messages"] = messages
         return RequestSpec(
@@ -105,9 +109,9 @@ class MultiTurnUser(LLMUser):
 
 def _dataset_turns(o: Options) -> list[list[str]]:
     """User messages of each dataset conversation (multi-turn ShareGPT), when --dataset is given."""
-    if not o.dataset:
+    if not o.prompt.dataset:
         return []
     from vllm_users.workload.datasets import load_dataset_cached
 
-    entries = load_dataset_cached(o.dataset, o.dataset_format)
+    entries = load_dataset_cached(o.prompt.dataset, o.prompt.dataset_format)
     return [e.user_turns for e in entries if e.user_turns]
