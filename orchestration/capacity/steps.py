@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -139,7 +138,7 @@ def step_seed(a: Options, k: int, stride: int = STEP_STRIDE) -> int:
 
 def _step_args(a: Options, host: str, out_dir: str, name: str, **overrides: Any) -> Options:
     """A copy of `a` for one step: its own run directory, the shared host, `overrides` applied."""
-    return dataclasses.replace(
+    return changed(
         a,
         **{
             **_PARENT_ONLY,

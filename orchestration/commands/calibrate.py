@@ -104,24 +104,22 @@ def main(argv: Sequence[str]) -> int:
     o, a = C.parse_all(_parser(), list(argv), CALIBRATE)  # the table's options: command line > environment
     tls.configure(tls.TLSConfig.of(o.server))
     seconds = parse_budget(a.budget)
-    if a.load.max_concurrency < 1 or a.saturation_requests < 2:
+    if a.max_concurrency < 1 or a.saturation_requests < 2:
         raise errors.UsageError("--max-concurrency must be >= 1 and --saturation-requests >= 2")
-    if not a.server.host.startswith(("http://", "https://")):
-        raise errors.UsageError(
-            f"--host {redact_url(a.server.host)!r}: expected a URL like http://127.0.0.1:8000"
-        )
-    api_key = a.server.api_key or env_api_key()
+    if not a.host.startswith(("http://", "https://")):
+        raise errors.UsageError(f"--host {redact_url(a.host)!r}: expected a URL like http://127.0.0.1:8000")
+    api_key = a.api_key or env_api_key()
     budget = Budget(seconds)
     # http://user:pass@...: Basic auth (below the key and --header), and a URL without it everywhere after this
-    host, headers = connection_headers(a.server.host, header_lines(a.request.header), api_key)
+    host, headers = connection_headers(a.host, header_lines(a.header), api_key)
     info = check_server(
-        host, a.server.model, None, "completions", headers=headers
+        host, a.model, None, "completions", headers=headers
     )  # PreflightError: exit 3, nothing probed
-    seed = a.request.seed if a.request.seed is not None else random.SystemRandom().randrange(2**31)
+    seed = a.seed if a.seed is not None else random.SystemRandom().randrange(2**31)
     probe = Probe(host, info.model, budget, None, seed, extra_headers=headers)
     server = _server_info(host, info.model, probe)
     plan = ProbePlan(
-        concurrencies=batch_sizes(a.load.max_concurrency),
+        concurrencies=batch_sizes(a.max_concurrency),
         saturation_requests=a.saturation_requests,
     ).capped(server["max_model_len"])
     raw = new_raw()

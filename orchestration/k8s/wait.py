@@ -61,11 +61,9 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--interval", type=C.pos_float, default=2.0, help="Seconds between attempts")
     a = p.parse_args(list(argv))
     url, headers = connection_headers(
-        target_host(a.server.host, a.source.config) + a.path,
-        header_lines(run_headers(a.source.config)),
-        env_api_key(),
+        target_host(a.host, a.config) + a.path, header_lines(run_headers(a.config)), env_api_key()
     )
-    tls.configure(config_tls(a.source.config))  # https: the run's CA bundle / --insecure / client certificate
+    tls.configure(config_tls(a.config))  # https: the run's CA bundle / --insecure / client certificate
     t0 = time.monotonic()
     last = ""
     while True:

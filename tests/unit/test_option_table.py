@@ -18,15 +18,16 @@ from orchestration import config as C
 from orchestration import presets
 from orchestration.commands.run import add_run_parser
 from vllm_users import option_types as T
+from vllm_users.distributed.options import headers_from_json
 from vllm_users.options import (
     CALIBRATE,
     DEFAULTS,
+    GROUP_OF,
+    GROUPS,
     LOCUST,
     RUN,
     SPECS,
     WORKER,
-    GROUP_OF,
-    GROUPS,
     Options,
     Spec,
     build,
@@ -39,7 +40,6 @@ from vllm_users.options import (
     table,
     value,
 )
-from vllm_users.distributed.options import headers_from_json
 from vllm_users.workload.classes import _classes_option, class_text
 from vllm_users.workload.images import image_sizes
 
@@ -262,9 +262,13 @@ def test_preset_is_a_layer_below_file_env_and_command_line(tmp_path: Path) -> No
     assert C.parse_options(p, [], RUN, {}).request.input_len == 128  # default
     assert C.parse_options(p, ["--preset", "short-long"], RUN, {}).request.input_len == 64  # preset
     cfg.write_text("input_len: 65\n")
-    assert C.parse_options(p, ["--preset", "short-long", "--config", str(cfg)], RUN, {}).request.input_len == 65
+    assert (
+        C.parse_options(p, ["--preset", "short-long", "--config", str(cfg)], RUN, {}).request.input_len == 65
+    )
     env = {"VLLM_LOCUST_INPUT_LEN": "66"}
-    assert C.parse_options(p, ["--preset", "short-long", "--config", str(cfg)], RUN, env).request.input_len == 66
+    assert (
+        C.parse_options(p, ["--preset", "short-long", "--config", str(cfg)], RUN, env).request.input_len == 66
+    )
     argv = ["--preset", "short-long", "--config", str(cfg), "--input-len", "67"]
     assert C.parse_options(p, argv, RUN, env).request.input_len == 67
     cfg.write_text("preset: short-long\n")  # the preset itself may come from any layer
@@ -282,9 +286,9 @@ def test_preset_is_a_layer_below_file_env_and_command_line(tmp_path: Path) -> No
 
 def test_every_preset_names_options_of_the_table() -> None:
     for name, values in presets.PRESETS.items():
-        for key, value in values.items():
+        for key, given in values.items():
             assert key in SPECS and RUN in SPECS[key].scopes, (name, key)
-            build(**{key: value})  # the right type
+            build(**{key: given})  # the right type
 
 
 def test_bad_env_and_config_values_name_the_option(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import dataclasses
 
 import pytest
 
@@ -135,9 +134,7 @@ def test_metrics_scrape_gets_its_own_url_and_headers() -> None:
         "http://prom:9090/metrics",
         {},
     )  # never sent elsewhere
-    own = dataclasses.replace(
-        other, server_metrics="http://m:pw@prom:9090/metrics", metrics_header=("X-M: 1",)
-    )
+    own = changed(other, server_metrics="http://m:pw@prom:9090/metrics", metrics_header=("X-M: 1",))
     assert scrape_target(own, "http://h:8000", run) == (
         "http://prom:9090/metrics",
         {"Authorization": _basic("m", "pw"), "X-M": "1"},
@@ -154,7 +151,7 @@ def test_metrics_scrape_gets_its_own_url_and_headers() -> None:
 )
 def test_k8s_render_keeps_credentials_out_of_the_configmap(field, value) -> None:
     with pytest.raises(UsageError, match="ConfigMap"):
-        refuse_credentials(dataclasses.replace(build(host="http://vllm:8000"), **{field: value}))
+        refuse_credentials(changed(build(host="http://vllm:8000"), **{field: value}))
     refuse_credentials(build(host="http://vllm:8000", header=("X-Sim-Fault: 500",)))  # not a credential
 
 

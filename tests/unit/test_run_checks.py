@@ -68,11 +68,11 @@ def _trace(tmp_path: Path, stamps: list[str]) -> str:
 def test_a_trace_offset_beyond_the_bound_names_its_line(tmp_path: Path) -> None:
     path = _trace(tmp_path, ["5", "1e308", "6"])
     with pytest.raises(TraceError, match=f"^{path}:2: .* beyond the bound of 30 days"):
-        check_trace(build(trace=path))
+        check_trace(build(trace=path).trace, "chat", None)
     ok = _trace(tmp_path, ["0", str(MAX_OFFSET_S)])
-    assert "2 requests" in check_trace(build(trace=ok))
+    assert "2 requests" in check_trace(build(trace=ok).trace, "chat", None)
     with pytest.raises(TraceError, match=":2: "):  # --time-scale 0.5 stretches it past the bound
-        check_trace(build(trace=ok, time_scale=0.5))
+        check_trace(build(trace=ok, time_scale=0.5).trace, "chat", None)
 
 
 def test_a_run_without_result_on_a_full_disk_says_the_disk_is_full(tmp_path: Path, monkeypatch) -> None:

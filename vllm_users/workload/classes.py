@@ -34,7 +34,7 @@ __all__ = [
     "class_models",
     "class_text",
     "classes_from_json",
-    "classes_json",
+    "classes_text",
     "from_config",
     "parse_class",
     "parse_classes",
@@ -173,18 +173,13 @@ def check_scenarios(texts: Sequence[str], scenarios: Sequence[str]) -> None:
             )
 
 
-def classes_json(texts: Sequence[str]) -> str:
-    """The --class texts as the JSON the workers get (the hidden `vllm_classes` option); "" for none."""
-    return classes_text(parse_classes(texts)) if texts else ""
-
-
 def classes_text(classes: Sequence[TrafficClass]) -> str:
     """The classes as the JSON the workers get; "" for none."""
     return json.dumps([asdict(c) for c in classes], separators=(",", ":")) if classes else ""
 
 
 def classes_from_json(text: str) -> tuple[TrafficClass, ...]:
-    """The classes back from classes_json's text (empty for "")."""
+    """The classes back from classes_text's text (empty for "")."""
     return tuple(TrafficClass(**d) for d in json.loads(text)) if text else ()
 
 

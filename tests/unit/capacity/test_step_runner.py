@@ -96,8 +96,8 @@ def test_steps_are_named_and_seeded_as_before(tmp_path: str) -> None:
         changed(base, find_max_rate=True, goodput="ttft:500", search_steps=2, run_name="s"),
         _fake_run(seen),
     )
-    assert seen[0].run_name == "step-01-probe" and seen[0].seed == 5
-    assert re.fullmatch(r"step-02-rate-[0-9.]+", seen[1].run_name) and seen[1].seed == 1005
+    assert seen[0].outputs.run_name == "step-01-probe" and seen[0].request.seed == 5
+    assert re.fullmatch(r"step-02-rate-[0-9.]+", seen[1].outputs.run_name) and seen[1].request.seed == 1005
     for d in ("r", "c", "p", "a", "s"):  # each step's directory inside its parent
         assert all(
             os.path.isdir(os.path.join(tmp_path, d, n))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import math
 
 import numpy as np
@@ -141,7 +140,7 @@ def test_sweep_math() -> None:
             {"kind": "concurrency", "target": 1, "output_throughput": 100.0},
             {"kind": "concurrency", "target": 4, "output_throughput": 300.0},
         ],
-        argparse.Namespace(sweep="concurrency:1,4", host="", gpu_hour_price=None, gpus=1, preset=None),
+        build(sweep="concurrency:1,4", host="", gpu_hour_price=None, gpus=1, preset=None),
     )
     assert [x["scaling_efficiency"] for x in s["steps"]] == [1.0, 0.75]
     b = moe_experts.expert_balance({"0": 10, "1": 10}, {"0": 30, "1": 50})

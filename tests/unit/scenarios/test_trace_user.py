@@ -45,7 +45,7 @@ def test_a_line_becomes_its_body(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert (
         given.body["messages"][0] == {"role": "system", "content": "terse"} and given.body["max_tokens"] == 99
     )
-    assert given.body["model"] == "base" and "priority" not in given.body and given.request.input_len is None
+    assert given.body["model"] == "base" and "priority" not in given.body and given.input_len is None
 
 
 def test_completions_send_the_prompt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

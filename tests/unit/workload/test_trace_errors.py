@@ -397,8 +397,8 @@ def test_a_line_s_images_and_endpoint_against_the_run_s_endpoint(
     f = tmp_path / "j.jsonl"
     f.write_text(J + line + "\n")
     with pytest.raises(TraceError) as e:
-        check_trace(build(trace=str(f), endpoint=endpoint))
+        check_trace(build(trace=str(f)).trace, endpoint, None)
     assert str(e.value) == str(f) + message
     ok = tmp_path / "ok.jsonl"  # the same lines are fine where they go to chat / carry no session
     ok.write_text(J + '{"timestamp": 1, "input_len": 5, "images": 1}\n')
-    assert "2 requests" in check_trace(build(trace=str(ok), endpoint="chat"))
+    assert "2 requests" in check_trace(build(trace=str(ok)).trace, "chat", None)

@@ -73,11 +73,11 @@ def test_check_trace_reads_the_window_and_refuses_an_empty_one(tmp_path: Path) -
         {"timestamp": 1000 * i, "input_length": 100, "output_length": 5, "hash_ids": [i]} for i in range(5)
     ]
     path = _mooncake(tmp_path, rows)
-    line = check_trace(build(trace=path, trace_start=1.0, trace_duration=2.5))
+    line = check_trace(build(trace=path, trace_start=1.0, trace_duration=2.5).trace, "chat", None)
     assert "3 requests" in line and "mooncake" in line
-    assert len(plan_of(build(trace=path, num_prompts=2)).entries) == 2  # --num-prompts caps the trace
+    assert len(plan_of(build(trace=path).trace, 2).entries) == 2  # --num-prompts caps the trace
     with pytest.raises(TraceError, match="no requests"):
-        check_trace(build(trace=path, trace_start=10.0))
+        check_trace(build(trace=path, trace_start=10.0).trace, "chat", None)
 
 
 # ----- prompts -----
