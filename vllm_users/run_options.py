@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vllm_users import option_types as T
+from vllm_users.errors import UsageError
 from vllm_users.option_spec import BOTH, RUN, WORKER, opt
 
 
@@ -87,6 +88,12 @@ class CapacityOptions:
         RUN,
         metavar="N",
     )
+
+    def check(self) -> None:
+        """The capacity options' own rule (UsageError with one line): --concurrency-sweep is the older
+        spelling of --sweep concurrency:..., so not both."""
+        if self.concurrency_sweep and self.sweep:
+            raise UsageError("--concurrency-sweep is --sweep concurrency:...: give one of them")
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""Cross-checks of the capacity-planning options of `vllm-locust run` (declared in vllm_users.options): repeats,
-sweeps, the SLO search, cost, profiling."""
+"""Cross-checks of the capacity-planning options of `vllm-locust run` (their groups, in vllm_users.run_options
+and vllm_users.distributed.options, check their own rules): repeats, sweeps, the SLO search, cost, profiling."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from vllm_users.options import Options, changed
 def validate(o: Options) -> Options:
     """Cross-option checks of the capacity options (UsageError with one line); the options with the older
     --concurrency-sweep folded into --sweep and a ramp's open-loop ceiling set. Checking them twice is harmless."""
+    o.capacity.check()
     if o.capacity.concurrency_sweep:  # the older flag is a concurrency sweep
-        if o.capacity.sweep:
-            raise C.UsageError("--concurrency-sweep is --sweep concurrency:...: give one of them")
         o = changed(o, sweep="concurrency:" + o.capacity.concurrency_sweep, concurrency_sweep="")
     if o.capacity.find_max_rate:
         if not o.measure.goodput and not _class_slos(o.classes.class_):
@@ -34,21 +33,9 @@ def validate(o: Options) -> Options:
         from orchestration.capacity.sweep import parse_sweep
 
         parse_sweep(o.capacity.sweep)  # a bad value is a usage error before anything starts
+    o.load.check()
     if o.load.ramp_up_strategy is not None:
-        if o.load.ramp_up_start_rps is None or o.load.ramp_up_end_rps is None:
-            raise C.UsageError("--ramp-up-strategy needs --ramp-up-start-rps and --ramp-up-end-rps")
-        if o.load.ramp_up_start_rps > o.load.ramp_up_end_rps:
-            raise C.UsageError("--ramp-up-start-rps must not exceed --ramp-up-end-rps")
-        # request_rate equal to the end rate: set here on an earlier check (a repeat or a sweep step)
-        if (
-            o.load.request_rate is not None and o.load.request_rate != o.load.ramp_up_end_rps
-        ) or o.load.users is not None:
-            raise C.UsageError("--ramp-up-strategy sets the rate: leave out --request-rate and --users")
-        if o.load.num_prompts is None:
-            raise C.UsageError("--ramp-up-strategy ramps over --num-prompts requests: give --num-prompts")
         o = changed(o, request_rate=o.load.ramp_up_end_rps)  # open loop, at most this fast
-    elif o.load.ramp_up_start_rps is not None or o.load.ramp_up_end_rps is not None:
-        raise C.UsageError("--ramp-up-start-rps/--ramp-up-end-rps need --ramp-up-strategy linear|exponential")
     return o
 
 

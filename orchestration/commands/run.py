@@ -120,9 +120,8 @@ def check_users(mix: list[tuple[str, int]], files: list[str]) -> dict[str, Any] 
 def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
     """Cross-option checks (UsageError with one line); the options with the run's choices filled in, the user
     mix and the locustfiles."""
-    if (
-        a.trace.trace
-    ):  # the trace is the schedule and the requests (its user is the `trace` scenario): nothing else
+    # the trace is the schedule and the requests (its user is the `trace` scenario): nothing else
+    if a.trace.trace:
         a = _trace_options(a)
     mix, files = resolve_users(a.scenario.scenario, a.scenario.locustfile)
     try:  # --endpoint embeddings/rerank/score run the pooling users; a scenario that cannot use it: exit 2
@@ -149,9 +148,8 @@ def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
     )  # the preflight's, calibration's and /metrics' TLS; a bad file: exit 2 now
     if a.outputs.twin:
         check_twin(a.outputs.twin, a.server.host)
-    if (
-        a.load.num_prompts is None and a.load.run_time is None and not a.trace.trace
-    ):  # a trace ends with its last request
+    # a trace ends with its last request
+    if a.load.num_prompts is None and a.load.run_time is None and not a.trace.trace:
         a = changed(a, num_prompts=DEFAULT_NUM_PROMPTS)
     check_windows(a)
     if a.processes.workers is None:
@@ -199,9 +197,8 @@ def _trace_options(a: Options) -> Options:
             raise C.UsageError(f"--trace replays the trace's own schedule and requests: leave out {name}")
     from vllm_users.workload.trace_schedule import check_trace
 
-    say(
-        a, check_trace(a.trace, a.scenario.endpoint, a.load.num_prompts)
-    )  # TraceError (exit 2) naming the file, line and field of a bad line
+    # TraceError (exit 2) naming the file, line and field of a bad line
+    say(a, check_trace(a.trace, a.scenario.endpoint, a.load.num_prompts))
     return changed(a, scenario="trace")
 
 
@@ -209,9 +206,8 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
     """Execute `vllm-locust run`; returns the exit code (UsageError on bad options). `watch` (--find-max-rate's
     steps) reads the progress and names a reason to stop the run early."""
     a = with_twin(a)  # the embedded simulator (of one run, or shared by a multi-run's steps) reads it
-    R.check_writable(
-        a.outputs.output_dir
-    )  # a file in the way or no permission: one line, exit 2, before anything runs
+    # a file in the way or no permission: one line, exit 2, before anything runs
+    R.check_writable(a.outputs.output_dir)
     code = multi_run(a, run, lambda o: validate(o)[0])  # --find-max-rate, --sweep, --repeats: several runs
     if code is not None:
         return code
@@ -243,9 +239,8 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
             PreflightError
         ) as e:  # one step of a sweep: its outcome (the sweep records the code and goes on)
             return errors.report(e, PROG)
-        lengths = calibrate_prompts(
-            host, info.model, api_key, a.scenario.endpoint, headers
-        )  # once, for every worker
+        # once, for every worker
+        lengths = calibrate_prompts(host, info.model, api_key, a.scenario.endpoint, headers)
         say(a, lengths_line(lengths))
         if lengths.warning:
             print(f"{PROG}: warning: {lengths.warning}", file=sys.stderr, flush=True)

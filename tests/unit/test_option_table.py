@@ -275,9 +275,8 @@ def test_preset_is_a_layer_below_file_env_and_command_line(tmp_path: Path) -> No
     o = C.parse_options(p, ["--config", str(cfg)], RUN, {})
     assert (o.request.input_len, o.request.output_len, o.source.preset) == (64, 2048, "short-long")
     o = C.parse_options(p, ["--preset", "latency"], RUN, {"VLLM_LOCUST_REQUEST_RATE": "5"})
-    assert (
-        o.load.users is None and o.load.request_rate == 5
-    )  # the preset's users contradict the open loop asked for
+    # the preset's users contradict the open loop asked for
+    assert o.load.users is None and o.load.request_rate == 5
     by_layer, _ = C.layers(p, ["--preset", "latency"], RUN, {"VLLM_LOCUST_REQUEST_RATE": "5"})
     assert "users" not in by_layer["preset"] and by_layer["env"] == {"request_rate": 5.0}
     with pytest.raises(C.UsageError, match="--preset 'nope'"):

@@ -32,9 +32,8 @@ def calibrate_once(env: Environment) -> None:
         return
     o = env_state.options(env)
     host, headers = connection_headers(env.host, dict(o.handoff.extra_headers), env_api_key())
-    model = (
-        model_names(o.server.model)[0] if o.server.model else resolve_model(host, headers)
-    )  # a mix: its base model
+    # a mix: its base model
+    model = model_names(o.server.model)[0] if o.server.model else resolve_model(host, headers)
     if model is None:  # the users report it (they resolve the model themselves)
         return
     templated = o.scenario.endpoint in ("chat", "responses")  # both apply the chat template

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from vllm_users import option_types as T
+from vllm_users.errors import UsageError
 from vllm_users.option_spec import BOTH, LOCUST, RUN, WORKER, opt
 
 
@@ -93,6 +94,25 @@ class LoadOptions:
     )
     ramp_up_start_rps: float | None = opt(None, T.pos_float, "Ramp: rate of the first request", *BOTH)
     ramp_up_end_rps: float | None = opt(None, T.pos_float, "Ramp: rate of the last request", *BOTH)
+
+    def check(self) -> None:
+        """The ramp's rules (UsageError with one line); a ramp's request_rate may already be its end rate (a
+        repeat or a sweep step checks its options again)."""
+        if self.ramp_up_strategy is not None:
+            if self.ramp_up_start_rps is None or self.ramp_up_end_rps is None:
+                raise UsageError("--ramp-up-strategy needs --ramp-up-start-rps and --ramp-up-end-rps")
+            if self.ramp_up_start_rps > self.ramp_up_end_rps:
+                raise UsageError("--ramp-up-start-rps must not exceed --ramp-up-end-rps")
+            if (
+                self.request_rate is not None and self.request_rate != self.ramp_up_end_rps
+            ) or self.users is not None:
+                raise UsageError("--ramp-up-strategy sets the rate: leave out --request-rate and --users")
+            if self.num_prompts is None:
+                raise UsageError("--ramp-up-strategy ramps over --num-prompts requests: give --num-prompts")
+        elif self.ramp_up_start_rps is not None or self.ramp_up_end_rps is not None:
+            raise UsageError(
+                "--ramp-up-start-rps/--ramp-up-end-rps need --ramp-up-strategy linear|exponential"
+            )
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,8 @@ class ChatUser(LLMUser):
     def setup_scenario(self) -> None:
         """Build the prompt source from the run's options (random text, --dataset, --tokenizer, --prefix-len)."""
         # the Responses API takes chat messages as its `input` (the server applies the chat template)
-        if (
-            self.options.scenario.endpoint in POOLING_ENDPOINTS
-        ):  # plain `locust -f chat.py`; `vllm-locust run` swaps users
+        # plain `locust -f chat.py`; `vllm-locust run` swaps users
+        if self.options.scenario.endpoint in POOLING_ENDPOINTS:
             raise RuntimeError(
                 f"--endpoint {self.options.scenario.endpoint} is sent by the pooling users "
                 "(locustfiles/embeddings.py, locustfiles/rerank.py), not ChatUser"

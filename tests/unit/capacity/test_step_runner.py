@@ -59,9 +59,8 @@ def test_one_command_line_for_the_embedded_simulator(monkeypatch: pytest.MonkeyP
 def _fake_run(seen: list[Options]) -> Any:
     def run_one(b: Options, watch: Any = None) -> int:
         seen.append(b)
-        recs = make_records(
-            40, ttft_ms=20.0, seed=len(seen), concurrency=b.load.users or 8
-        )  # 1 user: the slowest
+        # 1 user: the slowest
+        recs = make_records(40, ttft_ms=20.0, seed=len(seen), concurrency=b.load.users or 8)
         write_run(os.path.join(b.outputs.output_dir, b.outputs.run_name), recs)
         return 0
 

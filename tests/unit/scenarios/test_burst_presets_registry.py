@@ -85,9 +85,8 @@ def test_preset_fills_only_what_was_not_given() -> None:
     argv = ["--preset", "latency", "--output-len", "128", "--input-len", "64"]
     a = _parse(argv)
     assert a.load.users == 1 and a.load.num_prompts == 32 and a.request.ignore_eos is True
-    assert (
-        a.request.input_len == 64 and a.request.output_len == 128
-    )  # given (one even equal to the preset's value)
+    # given (one even equal to the preset's value)
+    assert a.request.input_len == 64 and a.request.output_len == 128
     parser = C.OneLineParser(prog="t")
     by_layer, _ = C.layers(add_run_parser(parser.add_subparsers()), argv, RUN, {})
     assert "input_len" not in by_layer["preset"] and "output_len" not in by_layer["preset"]
@@ -152,8 +151,7 @@ def test_sweep_math() -> None:
 
 def test_preset_scenario_is_not_added_to_a_locustfile() -> None:
     a = _parse(["--preset", "prefix-caching", "-f", "mine.py"])
-    assert (
-        not a.scenario.scenario and a.prompt.prefix_len == 512
-    )  # the file's users, with the preset's other defaults
+    # the file's users, with the preset's other defaults
+    assert not a.scenario.scenario and a.prompt.prefix_len == 512
     a = _parse(["--preset", "prefix-caching"])
     assert a.scenario.scenario == "multi-turn"
