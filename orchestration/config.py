@@ -26,6 +26,7 @@ from vllm_users.options import (
     API_KEY_ENV,
     DEFAULTS,
     ENV_SWITCHES,
+    GROUP_OF,
     LOCUST,
     SPECS,
     WORKER,
@@ -65,7 +66,9 @@ def add_options(
     choices: Mapping[str, Sequence[str]] | None = None,
     defaults: Mapping[str, Any] | None = None,
 ) -> None:
-    """Add every option of `scope` (run or worker) to `p`, with the table's parser, default and help."""
+    """Add every option of `scope` (run or worker) to `p`, with the table's parser, default and help; --help
+    shows them under their option group's name."""
+    groups: dict[str, Any] = {}
     for name, spec, default in table(scope):
         default = (defaults or {}).get(name, default)
         if spec.repeat:
@@ -86,7 +89,10 @@ def add_options(
             kw["choices"] = list(allowed)
         if spec.metavar:
             kw["metavar"] = spec.metavar
-        p.add_argument(*names, **kw)
+        group = GROUP_OF[name]
+        if group not in groups:
+            groups[group] = p.add_argument_group(group)
+        groups[group].add_argument(*names, **kw)
         vars(p).setdefault("vllm_defaults", {})[name] = kw["default"]
 
 
