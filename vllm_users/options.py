@@ -22,24 +22,40 @@ from vllm_users import option_types as T
 from vllm_users.client.options import ServerOptions
 from vllm_users.distributed.options import HandoffOptions, LoadOptions, ProcessOptions
 from vllm_users.measure.options import MeasureOptions
-from vllm_users.option_spec import BOTH, CALIBRATE, LOCUST, RUN, WORKER, Spec, opt
+from vllm_users.option_spec import CALIBRATE, LOCUST, RUN, WORKER, Spec
 from vllm_users.run_options import CapacityOptions, OutputOptions, SourceOptions
 from vllm_users.scenarios.options import BurstOptions, ScenarioOptions
 from vllm_users.workload.classes import ClassOptions
 from vllm_users.workload.images import ImageOptions
-from vllm_users.workload.prompt_options import JSON_MODES, PromptOptions, RequestOptions
+from vllm_users.workload.prompt_options import PromptOptions, RequestOptions
 from vllm_users.workload.trace_schedule import TraceOptions
 
-__all__ = [
-    "BOTH",
+__all__ = [  # the scopes and Spec stay importable from here
+    "API_KEY_ENV",
     "CALIBRATE",
-    "JSON_MODES",
+    "DEFAULTS",
+    "ENV_SWITCHES",
+    "GROUPS",
+    "GROUP_OF",
     "LOCUST",
+    "METRICS_HEADERS_ENV",
     "RUN",
+    "SPECS",
     "WORKER",
     "Options",
     "Spec",
-    "opt",
+    "add_locust_options",
+    "build",
+    "changed",
+    "coerce",
+    "env_api_key",
+    "env_name",
+    "flag",
+    "from_namespace",
+    "locust_argv",
+    "option_env_names",
+    "table",
+    "value",
 ]
 
 # API keys never travel as options (Locust shows options in its UI and ships them to workers):
@@ -129,8 +145,8 @@ def changed(o: Options, **values: Any) -> Options:
     by_group: dict[str, dict[str, Any]] = {}
     for name, v in values.items():
         by_group.setdefault(GROUP_OF[name], {})[name] = v
-    changed = {g: dataclasses.replace(getattr(o, g), **kw) for g, kw in by_group.items()}
-    return dataclasses.replace(o, **changed)
+    groups = {g: dataclasses.replace(getattr(o, g), **kw) for g, kw in by_group.items()}
+    return dataclasses.replace(o, **groups)
 
 
 def value(o: Options, name: str) -> Any:
