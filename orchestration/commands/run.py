@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import subprocess
 import sys
@@ -33,7 +32,7 @@ from vllm_users import run_dir as R
 from vllm_users.client import tls
 from vllm_users.measure.run_result import result_path
 from vllm_users.options import RUN, Options, changed, env_api_key
-from vllm_users.redact import connection_headers, redact_url
+from vllm_users.redact import connection_headers
 from vllm_users.scenarios.registry import for_endpoint, is_class_ref, locustfile_source, mix_label, parse_mix
 from vllm_users.workload.classes import check_scenarios, class_models
 from vllm_users.workload.images import check_images
@@ -133,16 +132,8 @@ def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
     if not files:  # -f's users name their scenarios when they load
         check_scenarios(a.classes.class_, [n for n, _ in mix])
     a = capacity_validate(a)
-    if a.load.request_rate is not None and a.load.users is not None:
-        raise C.UsageError("--users is for closed loop and --request-rate for open loop: give one of them")
-    if a.load.max_concurrency is not None and a.load.request_rate is None and a.load.users is not None:
-        raise C.UsageError(
-            "--max-concurrency caps an open-loop run: use it with --request-rate (or use --users)"
-        )
-    if a.load.request_rate is not None and math.isinf(a.load.request_rate) and a.load.num_prompts is None:
-        raise C.UsageError("--request-rate inf needs --num-prompts")
-    if a.server.host and not a.server.host.startswith(("http://", "https://")):
-        raise C.UsageError(f"--host {redact_url(a.server.host)!r}: expected a URL like http://127.0.0.1:8000")
+    a.load.check_loop()
+    a.server.check()
     tls.configure(
         tls.TLSConfig.of(a.server)
     )  # the preflight's, calibration's and /metrics' TLS; a bad file: exit 2 now
@@ -158,8 +149,7 @@ def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
         check_images(a.images, a.scenario.endpoint, "vision" in (n for n, _ in mix))
     except ValueError as e:
         raise C.UsageError(str(e)) from None
-    if a.processes.workers == 0 and not a.processes.expect_workers:
-        raise C.UsageError("--workers 0 needs --expect-workers N (remote workers)")
+    a.processes.check()
     return a, mix, files
 
 

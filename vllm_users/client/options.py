@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vllm_users import option_types as T
+from vllm_users.errors import UsageError
 from vllm_users.option_spec import BOTH, CALIBRATE, RUN, opt
+from vllm_users.redact import redact_url
 
 
 @dataclass(frozen=True)
@@ -55,3 +57,8 @@ class ServerOptions:
     client_key: str = opt(
         "", T.text, "PEM private key of --client-cert", *BOTH, CALIBRATE, metavar="FILE", web_ui=False
     )
+
+    def check(self) -> None:
+        """--host, when given, is an http(s) URL (UsageError naming it without its credentials)."""
+        if self.host and not self.host.startswith(("http://", "https://")):
+            raise UsageError(f"--host {redact_url(self.host)!r}: expected a URL like http://127.0.0.1:8000")

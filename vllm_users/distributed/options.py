@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -114,6 +115,17 @@ class LoadOptions:
                 "--ramp-up-start-rps/--ramp-up-end-rps need --ramp-up-strategy linear|exponential"
             )
 
+    def check_loop(self) -> None:
+        """Closed loop (--users) or open loop (--request-rate), not both; what each needs (UsageError)."""
+        if self.request_rate is not None and self.users is not None:
+            raise UsageError("--users is for closed loop and --request-rate for open loop: give one of them")
+        if self.max_concurrency is not None and self.request_rate is None and self.users is not None:
+            raise UsageError(
+                "--max-concurrency caps an open-loop run: use it with --request-rate (or use --users)"
+            )
+        if self.request_rate is not None and math.isinf(self.request_rate) and self.num_prompts is None:
+            raise UsageError("--request-rate inf needs --num-prompts")
+
 
 @dataclass(frozen=True)
 class ProcessOptions:
@@ -134,6 +146,11 @@ class ProcessOptions:
         "Locust's --web-login: one user, password from VLLM_LOCUST_WEB_PASSWORD (docs/web_ui.md)",
         RUN,
     )
+
+    def check(self) -> None:
+        """Remote workers only: --workers 0 needs --expect-workers (UsageError)."""
+        if self.workers == 0 and not self.expect_workers:
+            raise UsageError("--workers 0 needs --expect-workers N (remote workers)")
 
 
 @dataclass(frozen=True)
