@@ -1,5 +1,6 @@
 """The run-level option groups with no feature package below orchestration: where the settings come from,
-capacity planning, and the run directory's outputs (vllm_users never imports orchestration, and Options composes them)."""
+capacity planning, and the run directory's outputs (Options composes them, and vllm_users never imports
+orchestration)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Cross-checks of the capacity-planning options of `vllm-locust run` (their groups, in vllm_users.run_options
-and vllm_users.distributed.options, check their own rules): repeats, sweeps, the SLO search, cost, profiling."""
+"""Cross-checks of the capacity-planning options of `vllm-locust run` (repeats, sweeps, the SLO search, cost,
+profiling); each group checks its own rules (vllm_users.run_options, vllm_users.distributed.options)."""
 
 from __future__ import annotations
 

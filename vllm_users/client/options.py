@@ -12,7 +12,8 @@ from vllm_users.redact import redact_url
 
 @dataclass(frozen=True)
 class ServerOptions:
-    """The server: its URL, model, API key and TLS (https:// hosts: the load, the preflight, /metrics, calibration; docs/https.md)."""
+    """The server: its URL, model, API key and TLS (https:// hosts: the load, the preflight, /metrics,
+    calibration; docs/https.md)."""
 
     host: str = opt(
         "", T.text, "Server base URL, e.g. http://127.0.0.1:8000 (none: start the simulator)", RUN

@@ -11,7 +11,8 @@ from vllm_users.option_spec import BOTH, RUN, WORKER, opt
 
 @dataclass(frozen=True)
 class ScenarioOptions:
-    """Which API and users: the endpoint (Responses, embeddings, rerank, score; docs/scenarios.md), the scenario mix, a locustfile."""
+    """Which API and users: the endpoint (Responses, embeddings, rerank, score; docs/scenarios.md), the
+    scenario mix, a locustfile."""
 
     endpoint: str = opt(
         "chat",
