@@ -12,7 +12,8 @@ def prepare(o: Options, scenario_names: list[str]) -> Options:
     if "burst" in scenario_names and o.load.num_prompts is None and o.load.run_time is None:
         from vllm_users.scenarios.burst import plan_from_options
 
-        o = changed(o, run_time=plan_from_options(o, o.load.users).total_s + 5)  # the shape ends the run
+        # the shape ends the run
+        o = changed(o, run_time=plan_from_options(o.burst, o.load.users).total_s + 5)
     if o.prompt.dataset:
         from vllm_users.workload.datasets import load_dataset
 

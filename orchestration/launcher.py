@@ -31,8 +31,10 @@ from vllm_users.measure.run_result import RunResult, load_result, result_path
 from vllm_users.measure.verdict import no_completed_reason
 from vllm_users.options import METRICS_HEADERS_ENV, SPECS, Options, env_name, flag, locust_argv
 from vllm_users.redact import Redactor, header_lines, redact_argv, secret_values, without_api_key
+from vllm_users.run_options import OutputOptions
 from vllm_users.workload.classes import parse_classes
 from vllm_users.workload.model_mix import model_names
+from vllm_users.workload.prompt_options import RequestOptions
 from vllm_users.workload.prompts import LengthModel
 
 __all__ = [
@@ -53,15 +55,15 @@ FULL_DISK_BYTES = (
 )  # less free than this where the results go: the disk is full, as far as a run is concerned
 
 
-def say(a: Options, msg: str) -> None:
+def say(a: OutputOptions, msg: str) -> None:
     """Print `vllm-locust: msg` unless --quiet."""
-    if not a.outputs.quiet:
+    if not a.quiet:
         print(f"vllm-locust: {msg}", flush=True)
 
 
-def header_dict(a: Options) -> dict[str, str]:
+def header_dict(a: RequestOptions) -> dict[str, str]:
     """--header NAME:VALUE ... as a dict."""
-    return header_lines(a.request.header)
+    return header_lines(a.header)
 
 
 def locust_args(
@@ -155,7 +157,7 @@ def launch(
     from orchestration.server_metrics import ServerMetricsSampler, scrape_target
 
     port = a.processes.master_port or free_port()
-    metrics_url, metrics_headers = scrape_target(a, host, headers or {})
+    metrics_url, metrics_headers = scrape_target(a.outputs, host, headers or {})
     # credentials travel in the environment, never on a command line (`ps` shows those to every user)
     extra = {METRICS_HEADERS_ENV: json.dumps(metrics_headers)} if metrics_headers else {}
     shipped = without_api_key(headers or {}, api_key)  # the key has its own variable
@@ -209,21 +211,21 @@ def launch(
         )
     with open(R.path(run_dir, R.PIDS), "w") as fh:
         json.dump({"master": master.pid, "workers": [w.pid for w in workers], "master_port": port}, fh)
-    say(a, f"run {run_dir}: master + {a.processes.workers} worker(s) against {host} (model {model})")
+    say(a.outputs, f"run {run_dir}: master + {a.processes.workers} worker(s) against {host} (model {model})")
     finished = False
     if a.processes.web_ui:
         say(
-            a,
+            a.outputs,
             f"web UI at http://{a.processes.web_host}:{a.processes.web_port} (start the swarm there; Ctrl-C to end)",
         )
         if a.load.run_time:
-            say(a, f"--run-time {a.load.run_time:g}s counts from the first swarm started in the UI")
+            say(a.outputs, f"--run-time {a.load.run_time:g}s counts from the first swarm started in the UI")
 
         def finished_in_ui() -> None:  # the test stopped in the UI: results, summary and report now
             nonlocal finished
             finished = True
             _finish(a, run_dir, None, False)
-            say(a, "the web UI stays up to look at the results; Ctrl-C to end")
+            say(a.outputs, "the web UI stays up to look at the results; Ctrl-C to end")
 
         interrupted = _wait(a, master, run_dir, watch, finished_in_ui)
     else:
@@ -235,7 +237,7 @@ def launch(
             w.kill()
     if sampler is not None:
         sampler.stop()
-        say(a, sampler.status())
+        say(a.outputs, sampler.status())
     if finished:  # already summarised and reported when the test stopped in the UI
         return _exit_code(run_dir, master.returncode)
     return _finish(a, run_dir, master.returncode, interrupted)
@@ -293,7 +295,7 @@ def _wait(a: Options, master: subprocess.Popen, run_dir: str, watch: Any, on_res
                 if reason:
                     stopped_early = True
                     atomic_json(R.path(run_dir, R.EARLY_STOP), {"reason": reason})
-                    say(a, f"stopping the step early: {reason}")
+                    say(a.outputs, f"stopping the step early: {reason}")
                     master.send_signal(signal.SIGTERM)
             line = _progress_line(run_dir)
             if line and line != last and not a.outputs.quiet:
@@ -335,7 +337,7 @@ def _finish(a: Options, run_dir: str, master_rc: int | None, interrupted: bool) 
         return exit_codes.ABORTED
     doc = res.to_json()
     if res.profile is not None:
-        say(a, profile_line(res.profile))
+        say(a.outputs, profile_line(res.profile))
     print(format_summary(doc, run_dir), flush=True)
     if a.outputs.output_file:
         os.makedirs(os.path.dirname(os.path.abspath(a.outputs.output_file)), exist_ok=True)

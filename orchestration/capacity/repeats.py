@@ -59,7 +59,7 @@ def run_repeats(a: Options, run_one: RunOne) -> int:
             print(f"vllm-locust: warning: {d} wrote no result; left out of the repeats", flush=True)
     doc = {"repeats": n, "runs": names, "confidence": 0.95, "metrics": aggregate(results) if results else {}}
     atomic_json(os.path.join(base, REPEATS), doc)
-    write_output_file(a, doc)
+    write_output_file(a.outputs, doc)
     print(format_repeats(doc, base), flush=True)
     if not a.outputs.no_report:
         from orchestration.report.generate import report_after_run

@@ -35,6 +35,7 @@ from orchestration.capacity.sweep import format_sweep, summarize_step
 from orchestration.report.run_sets import search_headline
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
+from vllm_users.distributed.options import LoadOptions
 from vllm_users.measure.cost import cost_at, format_cost
 from vllm_users.measure.metrics import Slo
 from vllm_users.options import Options
@@ -263,9 +264,9 @@ def next_rate(lo: float | None, hi: float | None, failures: int, kept_up: float 
     return (lo + hi) / 2.0
 
 
-def _step_size(a: Options, rate: float) -> tuple[int, float]:
-    n = a.load.num_prompts or int(min(STEP_MAX, max(STEP_MIN, round(rate * STEP_SECONDS))))
-    return n, (a.load.run_time or n / rate * 1.5 + 10.0)
+def _step_size(a: LoadOptions, rate: float) -> tuple[int, float]:
+    n = a.num_prompts or int(min(STEP_MAX, max(STEP_MIN, round(rate * STEP_SECONDS))))
+    return n, (a.run_time or n / rate * 1.5 + 10.0)
 
 
 def run_search(a: Options, run_one: RunOne) -> int:
@@ -295,7 +296,7 @@ def run_search(a: Options, run_one: RunOne) -> int:
             )
         rate = round(capacity, 3)
         while len(steps) < a.capacity.search_steps:
-            count, limit = _step_size(a, rate)
+            count, limit = _step_size(a.load, rate)
             print(f"vllm-locust: search step {len(steps) + 1}: {rate:g} req/s ({count} requests)", flush=True)
             ran = runner.step(
                 host,
@@ -373,7 +374,7 @@ def run_search(a: Options, run_one: RunOne) -> int:
             ),
         }
     atomic_json(os.path.join(base, SWEEP), doc)
-    write_output_file(a, doc)
+    write_output_file(a.outputs, doc)
     print(format_sweep(doc, base), flush=True)
     for line in search_headline(doc):
         print(f"vllm-locust: {line}", flush=True)

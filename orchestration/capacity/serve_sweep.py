@@ -179,7 +179,7 @@ def run_server_sweep(own: argparse.Namespace, a: Options, run_one: RunOne) -> in
 
         add_step_costs(steps, a.capacity.gpu_hour_price, a.capacity.gpus)
     atomic_json(os.path.join(base, SWEEP), doc)
-    write_output_file(a, doc)
+    write_output_file(a.outputs, doc)
     print(format_sweep(doc, base), flush=True)
     for s in steps:
         state = f"startup {s['startup_s']:.1f} s" if s["started"] else f"FAILED START: {s['error']}"

@@ -18,6 +18,8 @@ from vllm_users import run_dir as R
 from vllm_users.atomic import atomic_json
 from vllm_users.measure.run_result import load_result
 from vllm_users.options import Options, changed, env_api_key
+from vllm_users.run_options import OutputOptions
+from vllm_users.workload.prompt_options import RequestOptions
 
 if TYPE_CHECKING:
     from vllm_sim.launch import SimProcess
@@ -107,9 +109,9 @@ def shared_host(a: Options) -> Iterator[str]:
 
 
 # ------------------------------------------------------------------------------------- directories
-def _parent_dir(a: Options, kind: str, marker: str) -> str:
+def _parent_dir(a: OutputOptions, kind: str, marker: str) -> str:
     """The directory holding every step (created); UsageError when it already holds `marker`."""
-    path = R.named_dir(a.outputs.output_dir, a.outputs.run_name, kind)
+    path = R.named_dir(a.output_dir, a.run_name, kind)
     if os.path.exists(os.path.join(path, marker)):
         raise C.UsageError(f"{path} already holds a {kind}; choose another --run-name")
     os.makedirs(path, exist_ok=True)
@@ -123,7 +125,7 @@ REPEAT_STRIDE, STEP_STRIDE = (
 )  # a sweep's step k may itself be repeated: its repeats take k*1000 + 0, 1, ...
 
 
-def step_seed(a: Options, k: int, stride: int = STEP_STRIDE) -> int:
+def step_seed(a: RequestOptions, k: int, stride: int = STEP_STRIDE) -> int:
     """The --seed of the k-th step (k = 0, 1, ...) of a search or sweep (stride STEP_STRIDE), or of the k-th
     repeat (stride REPEAT_STRIDE), against one server.
 
@@ -133,7 +135,7 @@ def step_seed(a: Options, k: int, stride: int = STEP_STRIDE) -> int:
     seeds are fixed offsets, so a search or a sweep is as reproducible as one run. `sweep-server` keeps the
     parent's seed (stride 0): each configuration is a fresh server, and the same prompts make the
     configurations paired."""
-    return int(a.request.seed) + k * stride
+    return int(a.seed) + k * stride
 
 
 def _step_args(a: Options, host: str, out_dir: str, name: str, **overrides: Any) -> Options:
@@ -190,7 +192,7 @@ class StepRunner:
 
     def __init__(self, a: Options, run_one: RunOne, kind: StepKind) -> None:
         self.a, self.run_one, self.kind = a, run_one, kind
-        self.base = _parent_dir(a, kind.label, kind.marker)
+        self.base = _parent_dir(a.outputs, kind.label, kind.marker)
 
     def path(self, name: str) -> str:
         """The run directory of the step called `name`."""
@@ -198,7 +200,7 @@ class StepRunner:
 
     def options(self, host: str, number: int, what: str = "", **overrides: Any) -> Options:
         """Step `number`'s (from 1) options: the parent's, against `host`, in its own directory, with its seed."""
-        seed = step_seed(self.a, number - 1, self.kind.stride)
+        seed = step_seed(self.a.request, number - 1, self.kind.stride)
         return _step_args(
             self.a, host, self.base, self.kind.name(number, what), **{"seed": seed, **overrides}
         )
@@ -224,8 +226,8 @@ def read_step(run_dir: str) -> dict[str, Any]:
     return written.to_json() if written is not None else {}
 
 
-def write_output_file(a: Options, doc: dict[str, Any]) -> None:
+def write_output_file(a: OutputOptions, doc: dict[str, Any]) -> None:
     """--output-file of a multi-run mode: its summary document (repeats.json's or sweep.json's), when asked."""
-    if a.outputs.output_file:
-        os.makedirs(os.path.dirname(os.path.abspath(a.outputs.output_file)), exist_ok=True)
-        atomic_json(a.outputs.output_file, doc)
+    if a.output_file:
+        os.makedirs(os.path.dirname(os.path.abspath(a.output_file)), exist_ok=True)
+        atomic_json(a.output_file, doc)

@@ -29,6 +29,7 @@ from orchestration.capacity.steps import (
 )
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
+from vllm_users.distributed.options import LoadOptions
 from vllm_users.options import Options, env_api_key
 from vllm_users.redact import connection_headers, header_lines, redact_url
 from vllm_users.run_dir import SWEEP
@@ -98,25 +99,23 @@ def parse_sweep(text: str) -> SweepPlan:
     raise C.UsageError(f"--sweep {text!r}: {want}")
 
 
-def _rate_prompts(a: Options, rate: float) -> int | None:
-    if a.load.num_prompts is not None or a.load.run_time is not None:
-        return a.load.num_prompts
+def _rate_prompts(a: LoadOptions, rate: float) -> int | None:
+    if a.num_prompts is not None or a.run_time is not None:
+        return a.num_prompts
     return int(min(STEP_MAX, max(STEP_MIN, round(rate * STEP_SECONDS))))
 
 
-def _closed(a: Options, users: int) -> dict[str, Any]:
+def _closed(a: LoadOptions, users: int) -> dict[str, Any]:
     return {
         "users": users,
         "request_rate": None,
         "max_concurrency": None,
-        "num_prompts": a.load.num_prompts
-        if (a.load.num_prompts or a.load.run_time)
-        else max(STEP_MIN, 4 * users),
+        "num_prompts": a.num_prompts if (a.num_prompts or a.run_time) else max(STEP_MIN, 4 * users),
     }
 
 
 def _rate(a: Options, rate: float) -> dict[str, Any]:
-    return {"users": None, "request_rate": rate, "num_prompts": _rate_prompts(a, rate)}
+    return {"users": None, "request_rate": rate, "num_prompts": _rate_prompts(a.load, rate)}
 
 
 def run_sweep(a: Options, run_one: RunOne) -> int:
@@ -165,7 +164,7 @@ def run_sweep(a: Options, run_one: RunOne) -> int:
     doc = sweep_doc(plan, steps, a)
     doc["interrupted"] = interrupted
     atomic_json(os.path.join(base, SWEEP), doc)
-    write_output_file(a, doc)
+    write_output_file(a.outputs, doc)
     print(format_sweep(doc, base), flush=True)
     if not a.outputs.no_report:
         from orchestration.report.sweep_report import write_sweep_report
@@ -182,9 +181,9 @@ def _run_plan(a: Options, plan: SweepPlan, step: Callable[..., dict[str, Any]]) 
                 step(host, f"rate-{r:g}", "rate", r, _rate(a, r))
         elif plan.kind == "concurrency":
             for c in plan.values:
-                step(host, f"c{int(c):03d}", "concurrency", c, _closed(a, int(c)))
+                step(host, f"c{int(c):03d}", "concurrency", c, _closed(a.load, int(c)))
         else:
-            sync = step(host, "synchronous", "synchronous", None, _closed(a, 1))
+            sync = step(host, "synchronous", "synchronous", None, _closed(a.load, 1))
             n_thr = a.load.num_prompts or STEP_MAX
             thr = step(
                 host,

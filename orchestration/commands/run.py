@@ -188,7 +188,7 @@ def _trace_options(a: Options) -> Options:
     from vllm_users.workload.trace_schedule import check_trace
 
     # TraceError (exit 2) naming the file, line and field of a bad line
-    say(a, check_trace(a.trace, a.scenario.endpoint, a.load.num_prompts))
+    say(a.outputs, check_trace(a.trace, a.scenario.endpoint, a.load.num_prompts))
     return changed(a, scenario="trace")
 
 
@@ -210,12 +210,12 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
     R.make_dir(run_dir)
     with contextlib.ExitStack() as stack:
         # the host's userinfo becomes a header here: the URL every process, file and line sees has none
-        host, headers = connection_headers(a.server.host, header_dict(a), api_key)
+        host, headers = connection_headers(a.server.host, header_dict(a.request), api_key)
         sim = None
         if not host:
             sim = stack.enter_context(embedded_simulator(a))
             host = sim.url
-            say(a, f"embedded simulator at {host} (pid {sim.pid})")
+            say(a.outputs, f"embedded simulator at {host} (pid {sim.pid})")
         try:
             info = check_server(
                 host,
@@ -231,7 +231,7 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
             return errors.report(e, PROG)
         # once, for every worker
         lengths = calibrate_prompts(host, info.model, api_key, a.scenario.endpoint, headers)
-        say(a, lengths_line(lengths))
+        say(a.outputs, lengths_line(lengths))
         if lengths.warning:
             print(f"{PROG}: warning: {lengths.warning}", file=sys.stderr, flush=True)
         if _synthetic_lengths(

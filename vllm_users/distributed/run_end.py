@@ -24,9 +24,11 @@ from vllm_users.client.tls import TLSConfig
 from vllm_users.distributed import user_errors
 from vllm_users.distributed.env_state import locust_option
 from vllm_users.distributed.master_side import Collector
+from vllm_users.distributed.options import HandoffOptions
 from vllm_users.distributed.server_profile import ServerProfile, profile_line
 from vllm_users.measure.cost import run_cost
 from vllm_users.measure.health import summarize
+from vllm_users.measure.options import MeasureOptions
 from vllm_users.measure.results import result_from_dir
 from vllm_users.measure.run_result import RunResult
 from vllm_users.measure.server_counters import LoadCounters, around_load, prefix_cache_warning
@@ -43,14 +45,14 @@ def start_profile(o: Options, host: str | None) -> ServerProfile | None:
     if not o.capacity.profile or not host:
         return None
     warm = parse_optional(o.measure.warmup)
-    profile = ServerProfile(host, request_headers(o), delay_s=(warm.seconds or 0.0) if warm else 0.0)
+    profile = ServerProfile(host, request_headers(o.handoff), delay_s=(warm.seconds or 0.0) if warm else 0.0)
     profile.start()
     return profile
 
 
-def request_headers(o: Options) -> dict[str, str]:
+def request_headers(o: HandoffOptions) -> dict[str, str]:
     """Every request's credentials in a Locust process: --header's (its extra_headers) and the API key's Bearer."""
-    return with_api_key(dict(o.handoff.extra_headers), env_api_key())
+    return with_api_key(dict(o.extra_headers), env_api_key())
 
 
 def metrics_headers() -> dict[str, str]:
@@ -97,12 +99,12 @@ def preflight_requests(results_dir: str) -> int:
 
 
 def with_server_served(
-    res: RunResult, o: Options, results_dir: str, host: str | None, counters: LoadCounters | None
+    res: RunResult, o: HandoffOptions, results_dir: str, host: str | None, counters: LoadCounters | None
 ) -> RunResult:
     """server_served and missing_vs_server: the embedded simulator's count of completion requests less the
     preflight's, else the increase of the server's vllm:request_success_total over the load (its baseline was
     scraped after the preflight); unchanged (both None) when the server does not say."""
-    embedded = bool(o.handoff.vllm_embedded_sim and host)
+    embedded = bool(o.vllm_embedded_sim and host)
     served = sim_served(str(host)) if embedded else counters.served if counters is not None else None
     if served is None:
         return res
@@ -118,7 +120,7 @@ def recorded_all(res: RunResult) -> int:
     )
 
 
-def exit_code_of(res: RunResult, o: Options, collector: Collector, base: int) -> int:
+def exit_code_of(res: RunResult, o: MeasureOptions, collector: Collector, base: int) -> int:
     """The run's exit code: `base` raised by failures, dropped arrivals, a client-bound run (when asked) and
     lost data (aborted when every worker was lost)."""
     code = base
@@ -126,7 +128,7 @@ def exit_code_of(res: RunResult, o: Options, collector: Collector, base: int) ->
         code = max(code, exit_codes.FAILURES)
     if res.dropped:
         code = max(code, exit_codes.SCHEDULE)
-    if res.client_bound and o.measure.fail_on_client_bound:
+    if res.client_bound and o.fail_on_client_bound:
         code = max(code, exit_codes.CLIENT_BOUND)
     if res.data_loss is not None and not res.data_loss["complete"]:
         code = max(code, exit_codes.DATA_LOSS)
@@ -204,14 +206,14 @@ def final_result(
         client_bound=health["client_bound"],
         timeline=timeline,
     )
-    res = res.replace(exit_code=exit_code_of(res, o, collector, base_code))
+    res = res.replace(exit_code=exit_code_of(res, o.measure, collector, base_code))
     said = [w for w in (calibration_warning(meta), no_completed_reason(res)) if w and w not in res.warnings]
     if said:
         res = res.replace(warnings=(*res.warnings, *said))
     counters = around_load(
         results_dir, headers=metrics_headers()
     )  # the server's /metrics before the load and now (None: not sampled)
-    res = with_server_served(res, o, results_dir, host, counters)
+    res = with_server_served(res, o.handoff, results_dir, host, counters)
     warning = prefix_cache_warning(
         counters,
         dict(res.metrics),

@@ -18,11 +18,12 @@ from vllm_users.distributed import env_state
 from vllm_users.measure.record import RequestRecord
 from vllm_users.scenarios.base import LLMUser, RequestSpec
 from vllm_users.workload.prefixes import SharedPrefixes, from_options
+from vllm_users.workload.prompt_options import PromptOptions
 from vllm_users.workload.prompts import sample_len
 from vllm_users.workload.ticket import Ticket
 
 if TYPE_CHECKING:
-    from vllm_users.options import Options
+    pass
 
 _conversations = itertools.count()  # per process: this worker's conversation counter
 
@@ -47,7 +48,7 @@ class MultiTurnUser(LLMUser):
         self.turn = 0
         self.key = 0
         self.session = 0
-        self.dataset = _dataset_turns(o)
+        self.dataset = _dataset_turns(o.prompt)
 
     def _start(self, key: int) -> None:
         self.key = key
@@ -107,11 +108,11 @@ class MultiTurnUser(LLMUser):
         self.turn += 1
 
 
-def _dataset_turns(o: Options) -> list[list[str]]:
+def _dataset_turns(o: PromptOptions) -> list[list[str]]:
     """User messages of each dataset conversation (multi-turn ShareGPT), when --dataset is given."""
-    if not o.prompt.dataset:
+    if not o.dataset:
         return []
     from vllm_users.workload.datasets import load_dataset_cached
 
-    entries = load_dataset_cached(o.prompt.dataset, o.prompt.dataset_format)
+    entries = load_dataset_cached(o.dataset, o.dataset_format)
     return [e.user_turns for e in entries if e.user_turns]

@@ -199,5 +199,5 @@ def test_each_step_draws_its_own_prompts(tmp_path: str) -> None:
     assert seen == [7, 8, 9]
     seen.clear()
     run_sweep(changed(base, sweep="concurrency:1,2,4", run_name="sw"), run_one)
-    assert seen == [7, 1007, 2007] == [step_seed(base, k) for k in range(3)]
-    assert step_seed(base, 2, REPEAT_STRIDE) == 9
+    assert seen == [7, 1007, 2007] == [step_seed(base.request, k) for k in range(3)]
+    assert step_seed(base.request, 2, REPEAT_STRIDE) == 9

@@ -50,11 +50,11 @@ def test_burst_plan_phases() -> None:
 
 def test_plan_from_options_defaults_to_users() -> None:
     o = build(burst_quiet=2.0, burst_spike=1.0, burst_recover=3.0)
-    p = plan_from_options(o, 32)
+    p = plan_from_options(o.burst, 32)
     assert (p.spike_users, p.quiet_users, p.total_s) == (32, 4, 6.0)
-    p = plan_from_options(Options(), None)
+    p = plan_from_options(Options().burst, None)
     assert (p.spike_users, p.quiet_users, p.total_s) == (8, 1, 25.0)
-    p = plan_from_options(build(burst_quiet=0.0, burst_recover=0.0, burst_spike_users=4), 32)
+    p = plan_from_options(build(burst_quiet=0.0, burst_recover=0.0, burst_spike_users=4).burst, 32)
     assert (p.spike_users, p.total_s) == (4, 5.0)  # 0 s of quiet is honoured (it is a valid value)
 
 
