@@ -26,10 +26,12 @@ from vllm_users.options import (
     API_KEY_ENV,
     DEFAULTS,
     ENV_SWITCHES,
+    GROUP_OF,
     LOCUST,
     SPECS,
     WORKER,
     Options,
+    build,
     coerce,
     env_name,
     flag,
@@ -64,7 +66,9 @@ def add_options(
     choices: Mapping[str, Sequence[str]] | None = None,
     defaults: Mapping[str, Any] | None = None,
 ) -> None:
-    """Add every option of `scope` (run or worker) to `p`, with the table's parser, default and help."""
+    """Add every option of `scope` (run or worker) to `p`, with the table's parser, default and help; --help
+    shows them under their option group's name."""
+    groups: dict[str, Any] = {}
     for name, spec, default in table(scope):
         default = (defaults or {}).get(name, default)
         if spec.repeat:
@@ -85,7 +89,10 @@ def add_options(
             kw["choices"] = list(allowed)
         if spec.metavar:
             kw["metavar"] = spec.metavar
-        p.add_argument(*names, **kw)
+        group = GROUP_OF[name]
+        if group not in groups:
+            groups[group] = p.add_argument_group(group)
+        groups[group].add_argument(*names, **kw)
         vars(p).setdefault("vllm_defaults", {})[name] = kw["default"]
 
 
@@ -187,7 +194,7 @@ def merge(by_layer: Mapping[str, Mapping[str, Any]]) -> Options:
     values: dict[str, Any] = {}
     for layer in LAYERS:
         values.update(by_layer.get(layer, {}))
-    return Options(**values)
+    return build(**values)
 
 
 def parse_all(
@@ -240,6 +247,7 @@ def reference_markdown() -> str:
         if LOCUST in spec.scopes and spec.locust_name:
             flags += f" (locust: {flag(spec.locust_name)})"
         env = env_name(name) + (f", locust: {env_name(spec.locust_name)}" if spec.locust_name else "")
+        default = spec.text(default) if spec.text is not None else default  # a structured one: its text
         shown = "" if default in (None, "", ()) else f"`{default}`"
         choices = " (" + " \\| ".join(spec.choices) + ")" if spec.choices else ""
         rows.append(f"| `{flags}` | `{env}` | {shown} | {', '.join(spec.scopes)} | {spec.help}{choices} |")

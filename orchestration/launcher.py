@@ -23,6 +23,7 @@ from vllm_sim.launch import die_with_parent
 from vllm_users import exit_codes
 from vllm_users import run_dir as R
 from vllm_users.atomic import atomic_json
+from vllm_users.distributed.options import headers_json
 from vllm_users.distributed.server_profile import STOP_TIMEOUT_S as PROFILE_STOP_TIMEOUT_S
 from vllm_users.distributed.server_profile import profile_line
 from vllm_users.distributed.user_errors import summary_line
@@ -30,8 +31,10 @@ from vllm_users.measure.run_result import RunResult, load_result, result_path
 from vllm_users.measure.verdict import no_completed_reason
 from vllm_users.options import METRICS_HEADERS_ENV, SPECS, Options, env_name, flag, locust_argv
 from vllm_users.redact import Redactor, header_lines, redact_argv, secret_values, without_api_key
-from vllm_users.workload.classes import classes_json
+from vllm_users.run_options import OutputOptions
+from vllm_users.workload.classes import parse_classes
 from vllm_users.workload.model_mix import model_names
+from vllm_users.workload.prompt_options import RequestOptions
 from vllm_users.workload.prompts import LengthModel
 
 __all__ = [
@@ -52,13 +55,13 @@ FULL_DISK_BYTES = (
 )  # less free than this where the results go: the disk is full, as far as a run is concerned
 
 
-def say(a: Options, msg: str) -> None:
+def say(a: OutputOptions, msg: str) -> None:
     """Print `vllm-locust: msg` unless --quiet."""
     if not a.quiet:
         print(f"vllm-locust: {msg}", flush=True)
 
 
-def header_dict(a: Options) -> dict[str, str]:
+def header_dict(a: RequestOptions) -> dict[str, str]:
     """--header NAME:VALUE ... as a dict."""
     return header_lines(a.header)
 
@@ -77,19 +80,19 @@ def locust_args(
     `lengths`: the preflight's prompt-length calibration, for the workers)."""
     open_loop = a.open_loop  # --request-rate or --trace
     if open_loop:
-        users = a.max_concurrency or DEFAULT_OPEN_LOOP_SLOTS
+        users = a.load.max_concurrency or DEFAULT_OPEN_LOOP_SLOTS
     else:
-        users = a.users or a.max_concurrency or 8
+        users = a.load.users or a.load.max_concurrency or 8
     args = [
         "-f",
         locustfile,
         "--master",
         "--master-bind-host",
-        a.master_bind_host,
+        a.processes.master_bind_host,
         "--master-bind-port",
         str(port),
         "--expect-workers",
-        str(a.expect_workers or a.workers),
+        str(a.processes.expect_workers or a.processes.workers),
         "--expect-workers-max-wait",
         "120",
         "--host",
@@ -97,35 +100,40 @@ def locust_args(
         "-u",
         str(users),
         "-r",
-        str(a.spawn_rate or users * 4),  # default: every user within ~0.25 s, like vllm bench
+        str(a.load.spawn_rate or users * 4),  # default: every user within ~0.25 s, like vllm bench
         "--csv",
         R.path(run_dir, R.LOCUST_CSV),
         "--csv-full-history",
         "--html",
         R.path(run_dir, R.LOCUST_REPORT),
         "--stop-timeout",
-        f"{int(math.ceil(a.stop_timeout)) + 5}s",
+        f"{int(math.ceil(a.measure.stop_timeout)) + 5}s",
         "--loglevel",
         "INFO",
         "--logfile",
         R.path(run_dir, R.MASTER_LOG),
         "--only-summary",
     ]
-    if a.web_ui:
-        args += ["--web-port", str(a.web_port), "--web-host", a.web_host]
-        if a.web_login:
+    if a.processes.web_ui:
+        args += [
+            "--web-port",
+            str(a.processes.web_port),
+            "--web-host",
+            a.processes.web_host,
+        ]
+        if a.processes.web_login:
             args += ["--web-login"]
     else:
         args += ["--headless"]
-    if a.run_time:
-        args += ["--run-time", f"{int(math.ceil(a.run_time))}s"]
+    if a.load.run_time:
+        args += ["--run-time", f"{int(math.ceil(a.load.run_time))}s"]
     set_by_run: dict[str, Any] = {"results_dir": run_dir, "model": model, "vllm_embedded_sim": embedded_sim}
-    if len(model_names(a.model)) > 1:  # a model mix: the workers draw from it; `model` is its base
-        set_by_run["model"] = a.model
+    if len(model_names(a.server.model)) > 1:  # a model mix: the workers draw from it; `model` is its base
+        set_by_run["model"] = a.server.model
     if not open_loop:
         set_by_run["max_concurrency"] = None  # closed loop: it only chose the users
-    if a.class_:  # traffic classes: --class is run's (repeatable); the workers get them as JSON
-        set_by_run["vllm_classes"] = classes_json(a.class_)
+    if a.classes.class_:  # traffic classes: --class is run's (repeatable); the workers get them as JSON
+        set_by_run["vllm_classes"] = parse_classes(a.classes.class_)
     if lengths is not None:  # the workers take it from the spawn message instead of calibrating
         set_by_run["vllm_lengths"] = json.dumps(lengths.to_table(), separators=(",", ":"))
     return args + locust_argv(a, **set_by_run)
@@ -143,18 +151,18 @@ def launch(
     lengths: LengthModel | None = None,
     headers: dict[str, str] | None = None,
 ) -> int:
-    """Start the master and `a.workers` local workers on `locustfile`, wait for the run, summarise it; its exit
+    """Start the master and `a.processes.workers` local workers on `locustfile`, wait for the run, summarise it; its exit
     code. `sim`: the embedded simulator (or None); `watch`: see orchestration.commands.run.run; `lengths`: the
     preflight's prompt-length calibration; `headers`: every request's (--header, the host's userinfo, the key)."""
     from orchestration.server_metrics import ServerMetricsSampler, scrape_target
 
-    port = a.master_port or free_port()
-    metrics_url, metrics_headers = scrape_target(a, host, headers or {})
+    port = a.processes.master_port or free_port()
+    metrics_url, metrics_headers = scrape_target(a.outputs, host, headers or {})
     # credentials travel in the environment, never on a command line (`ps` shows those to every user)
     extra = {METRICS_HEADERS_ENV: json.dumps(metrics_headers)} if metrics_headers else {}
     shipped = without_api_key(headers or {}, api_key)  # the key has its own variable
     if shipped:
-        extra[env_name("extra_headers")] = json.dumps(shipped)
+        extra[env_name("extra_headers")] = headers_json(shipped)
     env = C.child_env(api_key, extra)
     py = [sys.executable, "-m", "locust"]
     margs = locust_args(
@@ -166,7 +174,7 @@ def launch(
             {"argv": _redact(sys.argv[1:], known), "locust_master": _redact(margs, known)}, fh, indent=1
         )
     sampler = None
-    if not a.no_server_metrics:  # a background thread here, started before load and stopped after it
+    if not a.outputs.no_server_metrics:  # a background thread here, started before load and stopped after it
         sampler = ServerMetricsSampler(
             metrics_url, R.path(run_dir, R.SERVER_METRICS), headers=metrics_headers
         )
@@ -183,7 +191,7 @@ def launch(
         preexec_fn=die_with_parent(signal.SIGTERM),
     )
     workers = []
-    for i in range(a.workers or 0):
+    for i in range(a.processes.workers or 0):
         wlog = open(R.path(run_dir, R.WORKER_OUT.format(i)), "w")
         wargs = [
             "-f",
@@ -203,18 +211,21 @@ def launch(
         )
     with open(R.path(run_dir, R.PIDS), "w") as fh:
         json.dump({"master": master.pid, "workers": [w.pid for w in workers], "master_port": port}, fh)
-    say(a, f"run {run_dir}: master + {a.workers} worker(s) against {host} (model {model})")
+    say(a.outputs, f"run {run_dir}: master + {a.processes.workers} worker(s) against {host} (model {model})")
     finished = False
-    if a.web_ui:
-        say(a, f"web UI at http://{a.web_host}:{a.web_port} (start the swarm there; Ctrl-C to end)")
-        if a.run_time:
-            say(a, f"--run-time {a.run_time:g}s counts from the first swarm started in the UI")
+    if a.processes.web_ui:
+        say(
+            a.outputs,
+            f"web UI at http://{a.processes.web_host}:{a.processes.web_port} (start the swarm there; Ctrl-C to end)",
+        )
+        if a.load.run_time:
+            say(a.outputs, f"--run-time {a.load.run_time:g}s counts from the first swarm started in the UI")
 
         def finished_in_ui() -> None:  # the test stopped in the UI: results, summary and report now
             nonlocal finished
             finished = True
             _finish(a, run_dir, None, False)
-            say(a, "the web UI stays up to look at the results; Ctrl-C to end")
+            say(a.outputs, "the web UI stays up to look at the results; Ctrl-C to end")
 
         interrupted = _wait(a, master, run_dir, watch, finished_in_ui)
     else:
@@ -226,7 +237,7 @@ def launch(
             w.kill()
     if sampler is not None:
         sampler.stop()
-        say(a, sampler.status())
+        say(a.outputs, sampler.status())
     if finished:  # already summarised and reported when the test stopped in the UI
         return _exit_code(run_dir, master.returncode)
     return _finish(a, run_dir, master.returncode, interrupted)
@@ -284,14 +295,16 @@ def _wait(a: Options, master: subprocess.Popen, run_dir: str, watch: Any, on_res
                 if reason:
                     stopped_early = True
                     atomic_json(R.path(run_dir, R.EARLY_STOP), {"reason": reason})
-                    say(a, f"stopping the step early: {reason}")
+                    say(a.outputs, f"stopping the step early: {reason}")
                     master.send_signal(signal.SIGTERM)
             line = _progress_line(run_dir)
-            if line and line != last and not a.quiet:
+            if line and line != last and not a.outputs.quiet:
                 print(line, flush=True)
                 last = line
         if interrupted:  # the master drains, stops --profile's profiler (traces take minutes on CPU), writes
-            master.wait(timeout=a.stop_timeout + 60 + (PROFILE_STOP_TIMEOUT_S if a.profile else 0))
+            master.wait(
+                timeout=a.measure.stop_timeout + 60 + (PROFILE_STOP_TIMEOUT_S if a.capacity.profile else 0)
+            )
     finally:
         for s, h in old.items():
             signal.signal(s, h)
@@ -324,15 +337,15 @@ def _finish(a: Options, run_dir: str, master_rc: int | None, interrupted: bool) 
         return exit_codes.ABORTED
     doc = res.to_json()
     if res.profile is not None:
-        say(a, profile_line(res.profile))
+        say(a.outputs, profile_line(res.profile))
     print(format_summary(doc, run_dir), flush=True)
-    if a.output_file:
-        os.makedirs(os.path.dirname(os.path.abspath(a.output_file)), exist_ok=True)
-        shutil.copyfile(result_path(run_dir), a.output_file)
-    if not a.no_report:
+    if a.outputs.output_file:
+        os.makedirs(os.path.dirname(os.path.abspath(a.outputs.output_file)), exist_ok=True)
+        shutil.copyfile(result_path(run_dir), a.outputs.output_file)
+    if not a.outputs.no_report:
         _report(run_dir)
     code = _code_of(res, master_rc)
-    if a.print_result:
+    if a.outputs.print_result:
         print(RESULT_LINE_PREFIX + json.dumps(doc, separators=(",", ":")), flush=True)
     reason = no_completed_reason(res)
     if (

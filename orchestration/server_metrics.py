@@ -25,9 +25,10 @@ from typing import IO, TYPE_CHECKING, Any
 from vllm_users.client import stdlib_http
 from vllm_users.measure.server_counters import counter_delta, parse_metrics
 from vllm_users.redact import Redactor, header_lines, same_origin, secret_values, split_userinfo
+from vllm_users.run_options import OutputOptions
 
 if TYPE_CHECKING:
-    from vllm_users.options import Options
+    pass
 
 # the metric names live below vllm_users (its live view reads them too); importable from here as before
 from vllm_users.measure.server_metric_names import (
@@ -72,7 +73,7 @@ __all__ = [
 SERVER_METRICS_FILE = SERVER_METRICS  # vllm_users.run_dir's name, kept under its old name for callers here
 
 
-def scrape_target(a: Options, host: str, headers: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+def scrape_target(a: OutputOptions, host: str, headers: Mapping[str, str]) -> tuple[str, dict[str, str]]:
     """The /metrics URL (without userinfo) and its headers: --metrics-header when given, else the run's `headers`
     (--header, the API key) when /metrics is on the --host's origin, else none; the URL's own userinfo as Basic
     auth (over the run's Authorization; a --metrics-header Authorization wins over it)."""

@@ -148,13 +148,6 @@ def checked_text(parse: Callable[[str], Any], value: str) -> str:
     return value.strip()
 
 
-def image_sizes(value: str) -> str:
-    """Validate image size buckets `WxH[:WEIGHT],...` now, keep the text."""
-    from vllm_users.workload.images import parse_buckets
-
-    return checked_text(parse_buckets, value)
-
-
 def url_base(value: str) -> str:
     """An http(s) URL prefix, or "" for none."""
     v = value.strip()

@@ -33,8 +33,8 @@ class AgentUser(LLMUser):
 
     def flow(self, ticket: Ticket) -> None:
         """The whole session of one ticket."""
-        rng = random.Random(f"agent:{self.options.seed}:{ticket.index}")
-        out = self.options.output_len
+        rng = random.Random(f"agent:{self.options.request.seed}:{ticket.index}")
+        out = self.options.request.output_len
         messages = [{"role": "user", "content": f"Plan how to find out {random_words(12, rng)}. Use tools."}]
         reply = self.ask(ticket, messages, out)  # turn 0: the plan
         for step in range(STEPS):

@@ -9,7 +9,7 @@ class HaikuUser(LLMUser):
     scenario = "haiku"
 
     def build_request(self, ticket: Ticket) -> RequestSpec:
-        body = self.sampling_params(self.options.output_len)  # model, max_tokens, stream + usage, seed
+        body = self.sampling_params(self.options.request.output_len)  # model, max_tokens, stream+usage, seed
         topic = random_words(6, random.Random(ticket.index))  # the same seed gives the same prompts
         body["messages"] = [{"role": "user", "content": f"Write a haiku about {topic}"}]
-        return RequestSpec(body=body, output_len=self.options.output_len)
+        return RequestSpec(body=body, output_len=self.options.request.output_len)

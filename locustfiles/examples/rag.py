@@ -24,15 +24,15 @@ class RagUser(LLMUser):
     def setup_scenario(self) -> None:
         """The documents, once per user: --input-len tokens each, exact as calibrated against the server."""
         lengths = self.length_model()
-        seed = self.options.seed
-        n = self.options.input_len
+        seed = self.options.request.seed
+        n = self.options.request.input_len
         self.documents = [lengths.text(n, random.Random(f"doc:{seed}:{k}")) for k in range(DOCUMENTS)]
 
     def build_request(self, ticket: Ticket) -> RequestSpec:
         """Document `index % DOCUMENTS` and a question drawn from the ticket's index."""
-        rng = random.Random(f"question:{self.options.seed}:{ticket.index}")
+        rng = random.Random(f"question:{self.options.request.seed}:{ticket.index}")
         question = f"What does the context say about {random_words(4, rng)}?"
-        body = self.sampling_params(self.options.output_len)
+        body = self.sampling_params(self.options.request.output_len)
         body["messages"] = [
             {"role": "system", "content": SYSTEM},
             {
@@ -43,8 +43,8 @@ class RagUser(LLMUser):
         return RequestSpec(
             body=body,
             want_text=True,
-            input_len=self.options.input_len,
-            output_len=self.options.output_len,
+            input_len=self.options.request.input_len,
+            output_len=self.options.request.output_len,
             context={"document": ticket.index % DOCUMENTS},
         )
 

@@ -1,49 +1,41 @@
-"""Cross-checks of the capacity-planning options of `vllm-locust run` (declared in vllm_users.options): repeats,
-sweeps, the SLO search, cost, profiling."""
+"""Cross-checks of the capacity-planning options of `vllm-locust run` (repeats, sweeps, the SLO search, cost,
+profiling); each group checks its own rules (vllm_users.run_options, vllm_users.distributed.options)."""
 
 from __future__ import annotations
 
-import dataclasses
-
 from orchestration import config as C
-from vllm_users.options import Options
+from vllm_users.options import Options, changed
 
 
 def validate(o: Options) -> Options:
     """Cross-option checks of the capacity options (UsageError with one line); the options with the older
     --concurrency-sweep folded into --sweep and a ramp's open-loop ceiling set. Checking them twice is harmless."""
-    if o.concurrency_sweep:  # the older flag is a concurrency sweep
-        if o.sweep:
-            raise C.UsageError("--concurrency-sweep is --sweep concurrency:...: give one of them")
-        o = dataclasses.replace(o, sweep="concurrency:" + o.concurrency_sweep, concurrency_sweep="")
-    if o.find_max_rate:
-        if not o.goodput and not _class_slos(o.class_):
+    o.capacity.check()
+    if o.capacity.concurrency_sweep:  # the older flag is a concurrency sweep
+        o = changed(o, sweep="concurrency:" + o.capacity.concurrency_sweep, concurrency_sweep="")
+    if o.capacity.find_max_rate:
+        if not o.measure.goodput and not _class_slos(o.classes.class_):
             raise C.UsageError(
                 "--find-max-rate needs the SLO: --goodput ttft:MS tpot:MS [e2el:MS] (or a --class "
                 "with ttft=, tpot= or e2el=)"
             )
-        if o.users is not None or o.request_rate is not None or o.sweep or o.ramp_up_strategy:
+        if (
+            o.load.users is not None
+            or o.load.request_rate is not None
+            or o.capacity.sweep
+            or o.load.ramp_up_strategy
+        ):
             raise C.UsageError(
                 "--find-max-rate chooses the rates itself: leave out --users, --request-rate, --sweep "
                 "and --ramp-up-strategy"
             )
-    if o.sweep:
+    if o.capacity.sweep:
         from orchestration.capacity.sweep import parse_sweep
 
-        parse_sweep(o.sweep)  # a bad value is a usage error before anything starts
-    if o.ramp_up_strategy is not None:
-        if o.ramp_up_start_rps is None or o.ramp_up_end_rps is None:
-            raise C.UsageError("--ramp-up-strategy needs --ramp-up-start-rps and --ramp-up-end-rps")
-        if o.ramp_up_start_rps > o.ramp_up_end_rps:
-            raise C.UsageError("--ramp-up-start-rps must not exceed --ramp-up-end-rps")
-        # request_rate equal to the end rate: set here on an earlier check (a repeat or a sweep step)
-        if (o.request_rate is not None and o.request_rate != o.ramp_up_end_rps) or o.users is not None:
-            raise C.UsageError("--ramp-up-strategy sets the rate: leave out --request-rate and --users")
-        if o.num_prompts is None:
-            raise C.UsageError("--ramp-up-strategy ramps over --num-prompts requests: give --num-prompts")
-        o = dataclasses.replace(o, request_rate=o.ramp_up_end_rps)  # open loop, at most this fast
-    elif o.ramp_up_start_rps is not None or o.ramp_up_end_rps is not None:
-        raise C.UsageError("--ramp-up-start-rps/--ramp-up-end-rps need --ramp-up-strategy linear|exponential")
+        parse_sweep(o.capacity.sweep)  # a bad value is a usage error before anything starts
+    o.load.check()
+    if o.load.ramp_up_strategy is not None:
+        o = changed(o, request_rate=o.load.ramp_up_end_rps)  # open loop, at most this fast
     return o
 
 

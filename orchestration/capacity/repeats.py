@@ -36,9 +36,9 @@ SUMMARY_METRICS = (
 
 
 def run_repeats(a: Options, run_one: RunOne) -> int:
-    """Run `a` a.repeats times into one directory and write repeats.json (and --output-file); returns the worst
+    """Run `a` a.capacity.repeats times into one directory and write repeats.json (and --output-file); returns the worst
     exit code."""
-    n = int(a.repeats)
+    n = int(a.capacity.repeats)
     runner = StepRunner(a, run_one, REPEAT_STEPS)
     base = runner.base
     worst, names = 0, []
@@ -59,9 +59,9 @@ def run_repeats(a: Options, run_one: RunOne) -> int:
             print(f"vllm-locust: warning: {d} wrote no result; left out of the repeats", flush=True)
     doc = {"repeats": n, "runs": names, "confidence": 0.95, "metrics": aggregate(results) if results else {}}
     atomic_json(os.path.join(base, REPEATS), doc)
-    write_output_file(a, doc)
+    write_output_file(a.outputs, doc)
     print(format_repeats(doc, base), flush=True)
-    if not a.no_report:
+    if not a.outputs.no_report:
         from orchestration.report.generate import report_after_run
 
         report_after_run(base)

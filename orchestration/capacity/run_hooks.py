@@ -14,15 +14,15 @@ __all__ = ["RunOne", "multi_run"]
 
 def multi_run(o: Options, run_one: RunOne, validate: Callable[[Options], Options]) -> int | None:
     """Run --find-max-rate, --sweep/--concurrency-sweep or --repeats when asked (their exit code); else None."""
-    if o.find_max_rate:
+    if o.capacity.find_max_rate:
         from orchestration.capacity.search import run_search
 
         return run_search(capacity_validate(o), run_one)
-    if o.sweep or o.concurrency_sweep:
+    if o.capacity.sweep or o.capacity.concurrency_sweep:
         from orchestration.capacity.sweep import run_sweep
 
         return run_sweep(capacity_validate(o), run_one)
-    if o.repeats > 1:
+    if o.capacity.repeats > 1:
         from orchestration.capacity.repeats import run_repeats
 
         return run_repeats(validate(o), run_one)

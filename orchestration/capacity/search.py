@@ -35,6 +35,7 @@ from orchestration.capacity.sweep import format_sweep, summarize_step
 from orchestration.report.run_sets import search_headline
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
+from vllm_users.distributed.options import LoadOptions
 from vllm_users.measure.cost import cost_at, format_cost
 from vllm_users.measure.metrics import Slo
 from vllm_users.options import Options
@@ -263,7 +264,7 @@ def next_rate(lo: float | None, hi: float | None, failures: int, kept_up: float 
     return (lo + hi) / 2.0
 
 
-def _step_size(a: Options, rate: float) -> tuple[int, float]:
+def _step_size(a: LoadOptions, rate: float) -> tuple[int, float]:
     n = a.num_prompts or int(min(STEP_MAX, max(STEP_MIN, round(rate * STEP_SECONDS))))
     return n, (a.run_time or n / rate * 1.5 + 10.0)
 
@@ -271,7 +272,7 @@ def _step_size(a: Options, rate: float) -> tuple[int, float]:
 def run_search(a: Options, run_one: RunOne) -> int:
     """Search the highest rate that holds the SLO; write sweep.json (kind max_rate_search; --output-file gets it too)
     and the report."""
-    slo = Slo.parse([a.goodput])
+    slo = Slo.parse([a.measure.goodput])
     runner = StepRunner(a, run_one, SEARCH_STEPS)
     base = runner.base
     steps: list[dict[str, Any]] = []
@@ -280,7 +281,7 @@ def run_search(a: Options, run_one: RunOne) -> int:
     kept_up: float | None = None
     retried = False
     with shared_host(a) as host:
-        n = a.num_prompts or PROBE_REQUESTS
+        n = a.load.num_prompts or PROBE_REQUESTS
         print("vllm-locust: search step 1: throughput probe (every request at once)", flush=True)
         ran = runner.step(host, 1, "probe", users=None, request_rate=math.inf, num_prompts=n, run_time=None)
         if ran.code == exit_codes.INTERRUPTED:
@@ -294,8 +295,8 @@ def run_search(a: Options, run_one: RunOne) -> int:
                 "--find-max-rate: the throughput probe completed no request; is the server up?"
             )
         rate = round(capacity, 3)
-        while len(steps) < a.search_steps:
-            count, limit = _step_size(a, rate)
+        while len(steps) < a.capacity.search_steps:
+            count, limit = _step_size(a.load, rate)
             print(f"vllm-locust: search step {len(steps) + 1}: {rate:g} req/s ({count} requests)", flush=True)
             ran = runner.step(
                 host,
@@ -309,7 +310,7 @@ def run_search(a: Options, run_one: RunOne) -> int:
             )
             code = ran.code
             s = summarize_step(ran.name, "rate", rate, ran.run_dir, code)
-            v = judge(ran.run_dir, rate, slo, a.slo_percentile, a.max_error_rate)
+            v = judge(ran.run_dir, rate, slo, a.capacity.slo_percentile, a.capacity.max_error_rate)
             retry = v.get("invalid") and not retried
             s.update(verdict="holds" if v["passed"] else ("invalid" if retry else "fails"), judgement=v)
             steps.append(s)
@@ -331,16 +332,16 @@ def run_search(a: Options, run_one: RunOne) -> int:
                 failures += 1
                 hi = rate if hi is None else min(hi, rate)
                 kept_up = v.get("achieved_completion_rate")
-            if lo is not None and hi is not None and (hi - lo) <= a.search_tolerance * lo:
+            if lo is not None and hi is not None and (hi - lo) <= a.capacity.search_tolerance * lo:
                 break
             rate = round(next_rate(lo, hi, failures, kept_up), 3)
     doc = {
         "kind": "max_rate_search",
         "sweep": "find-max-rate",
-        "host": redact_url(a.host) or "embedded simulator",
+        "host": redact_url(a.server.host) or "embedded simulator",
         "slo_ms": slo.limits_ms,
-        "slo_percentile": a.slo_percentile,
-        "max_error_rate": a.max_error_rate,
+        "slo_percentile": a.capacity.slo_percentile,
+        "max_error_rate": a.capacity.max_error_rate,
         "probe_capacity_rps": capacity,
         "max_rate": lo,
         "lowest_failing_rate": hi,
@@ -357,29 +358,29 @@ def run_search(a: Options, run_one: RunOne) -> int:
     )
     if first_miss:  # the class that limits the rate: it missed its SLO first (at the lowest failing rate)
         doc["limiting_classes"] = first_miss
-    add_step_costs(steps, a.gpu_hour_price, a.gpus)
-    if a.gpu_hour_price:
+    add_step_costs(steps, a.capacity.gpu_hour_price, a.capacity.gpus)
+    if a.capacity.gpu_hour_price:
         best = next((s for s in steps if s["target"] == lo and s.get("verdict") == "holds"), None)
         doc["cost"] = {
-            "gpu_hour_price_usd": a.gpu_hour_price,
-            "gpus": a.gpus,
+            "gpu_hour_price_usd": a.capacity.gpu_hour_price,
+            "gpus": a.capacity.gpus,
             "at_slo_max_rate": cost_at(
-                a.gpu_hour_price, a.gpus, best["output_throughput"], best["achieved_rate"]
+                a.capacity.gpu_hour_price, a.capacity.gpus, best["output_throughput"], best["achieved_rate"]
             )
             if best
             else None,
             "at_measured_rate": cost_at(
-                a.gpu_hour_price, a.gpus, probe["output_throughput"], probe["achieved_rate"]
+                a.capacity.gpu_hour_price, a.capacity.gpus, probe["output_throughput"], probe["achieved_rate"]
             ),
         }
     atomic_json(os.path.join(base, SWEEP), doc)
-    write_output_file(a, doc)
+    write_output_file(a.outputs, doc)
     print(format_sweep(doc, base), flush=True)
     for line in search_headline(doc):
         print(f"vllm-locust: {line}", flush=True)
     if doc.get("cost"):
         print("\n".join(format_cost(doc["cost"])).replace("measured rate", "probe's throughput"), flush=True)
-    if not a.no_report:
+    if not a.outputs.no_report:
         from orchestration.report.sweep_report import rewrite_report
 
         print(f"vllm-locust: search report {rewrite_report(base)}", flush=True)

@@ -169,22 +169,22 @@ def run_server_sweep(own: argparse.Namespace, a: Options, run_one: RunOne) -> in
     doc = {
         "kind": "server_sweep",
         "sweep": "sweep-server",
-        "host": redact_url(a.host),
-        "serve_cmd": shown_cmd(shlex.split(own.serve_cmd), a.api_key),
+        "host": redact_url(a.server.host),
+        "serve_cmd": shown_cmd(shlex.split(own.serve_cmd), a.server.api_key),
         "params": [{"name": p.name, "env": p.env, "values": list(p.values)} for p in own.param],
         "steps": steps,
     }
-    if a.gpu_hour_price:
+    if a.capacity.gpu_hour_price:
         from orchestration.capacity.cost import add_step_costs
 
-        add_step_costs(steps, a.gpu_hour_price, a.gpus)
+        add_step_costs(steps, a.capacity.gpu_hour_price, a.capacity.gpus)
     atomic_json(os.path.join(base, SWEEP), doc)
-    write_output_file(a, doc)
+    write_output_file(a.outputs, doc)
     print(format_sweep(doc, base), flush=True)
     for s in steps:
         state = f"startup {s['startup_s']:.1f} s" if s["started"] else f"FAILED START: {s['error']}"
         print(f"  {s['label']}: {state}", flush=True)
-    if not a.no_report:
+    if not a.outputs.no_report:
         from orchestration.report.sweep_report import rewrite_report
 
         print(f"vllm-locust: server sweep report {rewrite_report(base)}", flush=True)
@@ -218,15 +218,15 @@ def _sweep_points(
             else:
                 argv += [f"--{p.name}", v]
         print(f"vllm-locust: point {i}/{len(points)}: {label}: starting the server", flush=True)
-        server = ServerProcess(argv, env, os.path.join(run_dir, SERVER_LOG), a.api_key)
+        server = ServerProcess(argv, env, os.path.join(run_dir, SERVER_LOG), a.server.api_key)
         try:
             ok, startup, why = server.wait_healthy(
-                a.host, own.health_timeout, header_lines(a.header), a.api_key
+                a.server.host, own.health_timeout, header_lines(a.request.header), a.server.api_key
             )
             row: dict[str, Any]
             if ok:
                 print(f"vllm-locust: point {i}: healthy after {startup:.1f} s; running the load", flush=True)
-                code = runner.step(a.host, i, label).code
+                code = runner.step(a.server.host, i, label).code
                 worst = max(worst, code)
                 row = summarize_step(name, "server", None, run_dir, code)
             else:

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,7 +17,9 @@ from orchestration import config as C
 from vllm_users import run_dir as R
 from vllm_users.atomic import atomic_json
 from vllm_users.measure.run_result import load_result
-from vllm_users.options import Options, env_api_key
+from vllm_users.options import Options, changed, env_api_key
+from vllm_users.run_options import OutputOptions
+from vllm_users.workload.prompt_options import RequestOptions
 
 if TYPE_CHECKING:
     from vllm_sim.launch import SimProcess
@@ -69,17 +70,17 @@ def check_twin(path: str, host: str) -> None:
 def with_twin(a: Options) -> Options:
     """--twin (checked) folded into --sim-args, first, so that --sim-args beside it still win (what-if planning):
     the simulator of one run, or the one a multi-run's steps share, reads it from there."""
-    if not a.twin or a.host:
+    if not a.outputs.twin or a.server.host:
         return a
-    check_twin(a.twin, a.host)
-    return dataclasses.replace(a, twin="", sim_args=f"--twin {a.twin} {a.sim_args}".strip())
+    check_twin(a.outputs.twin, a.server.host)
+    return changed(a, twin="", sim_args=f"--twin {a.outputs.twin} {a.outputs.sim_args}".strip())
 
 
 def simulator_args(a: Options) -> list[str]:
     """The embedded simulator's flags: --sim-args, and the run's API key (--api-key or the environment's), which
     it then requires of every request, unless --sim-args names a key of its own."""
-    args = a.sim_args.split() if a.sim_args else []
-    api_key = a.api_key or env_api_key()
+    args = a.outputs.sim_args.split() if a.outputs.sim_args else []
+    api_key = a.server.api_key or env_api_key()
     if api_key and "--api-key" not in args:
         args += ["--api-key", api_key]
     return args
@@ -100,15 +101,15 @@ def embedded_simulator(a: Options) -> Iterator[SimProcess]:
 @contextmanager
 def shared_host(a: Options) -> Iterator[str]:
     """The server every step talks to: --host, or one embedded simulator started for all steps."""
-    if a.host:
-        yield a.host
+    if a.server.host:
+        yield a.server.host
         return
     with embedded_simulator(a) as sim:
         yield sim.url
 
 
 # ------------------------------------------------------------------------------------- directories
-def _parent_dir(a: Options, kind: str, marker: str) -> str:
+def _parent_dir(a: OutputOptions, kind: str, marker: str) -> str:
     """The directory holding every step (created); UsageError when it already holds `marker`."""
     path = R.named_dir(a.output_dir, a.run_name, kind)
     if os.path.exists(os.path.join(path, marker)):
@@ -124,7 +125,7 @@ REPEAT_STRIDE, STEP_STRIDE = (
 )  # a sweep's step k may itself be repeated: its repeats take k*1000 + 0, 1, ...
 
 
-def step_seed(a: Options, k: int, stride: int = STEP_STRIDE) -> int:
+def step_seed(a: RequestOptions, k: int, stride: int = STEP_STRIDE) -> int:
     """The --seed of the k-th step (k = 0, 1, ...) of a search or sweep (stride STEP_STRIDE), or of the k-th
     repeat (stride REPEAT_STRIDE), against one server.
 
@@ -139,7 +140,7 @@ def step_seed(a: Options, k: int, stride: int = STEP_STRIDE) -> int:
 
 def _step_args(a: Options, host: str, out_dir: str, name: str, **overrides: Any) -> Options:
     """A copy of `a` for one step: its own run directory, the shared host, `overrides` applied."""
-    return dataclasses.replace(
+    return changed(
         a,
         **{
             **_PARENT_ONLY,
@@ -170,7 +171,7 @@ SERVER_POINTS = StepKind("server-sweep", R.SWEEP, 0, R.point_name)
 
 @dataclass(frozen=True)
 class Step:
-    """One step that ran: its options (its directory is `options.output_dir/options.run_name`) and exit code."""
+    """One step that ran: its options (its directory is `options.outputs.output_dir/options.outputs.run_name`) and exit code."""
 
     options: Options
     code: int
@@ -178,12 +179,12 @@ class Step:
     @property
     def name(self) -> str:
         """The step's directory name."""
-        return self.options.run_name
+        return self.options.outputs.run_name
 
     @property
     def run_dir(self) -> str:
         """The step's run directory."""
-        return os.path.join(self.options.output_dir, self.options.run_name)
+        return os.path.join(self.options.outputs.output_dir, self.options.outputs.run_name)
 
 
 class StepRunner:
@@ -191,7 +192,7 @@ class StepRunner:
 
     def __init__(self, a: Options, run_one: RunOne, kind: StepKind) -> None:
         self.a, self.run_one, self.kind = a, run_one, kind
-        self.base = _parent_dir(a, kind.label, kind.marker)
+        self.base = _parent_dir(a.outputs, kind.label, kind.marker)
 
     def path(self, name: str) -> str:
         """The run directory of the step called `name`."""
@@ -199,7 +200,7 @@ class StepRunner:
 
     def options(self, host: str, number: int, what: str = "", **overrides: Any) -> Options:
         """Step `number`'s (from 1) options: the parent's, against `host`, in its own directory, with its seed."""
-        seed = step_seed(self.a, number - 1, self.kind.stride)
+        seed = step_seed(self.a.request, number - 1, self.kind.stride)
         return _step_args(
             self.a, host, self.base, self.kind.name(number, what), **{"seed": seed, **overrides}
         )
@@ -225,7 +226,7 @@ def read_step(run_dir: str) -> dict[str, Any]:
     return written.to_json() if written is not None else {}
 
 
-def write_output_file(a: Options, doc: dict[str, Any]) -> None:
+def write_output_file(a: OutputOptions, doc: dict[str, Any]) -> None:
     """--output-file of a multi-run mode: its summary document (repeats.json's or sweep.json's), when asked."""
     if a.output_file:
         os.makedirs(os.path.dirname(os.path.abspath(a.output_file)), exist_ok=True)

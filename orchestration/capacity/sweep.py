@@ -29,6 +29,7 @@ from orchestration.capacity.steps import (
 )
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
+from vllm_users.distributed.options import LoadOptions
 from vllm_users.options import Options, env_api_key
 from vllm_users.redact import connection_headers, header_lines, redact_url
 from vllm_users.run_dir import SWEEP
@@ -98,13 +99,13 @@ def parse_sweep(text: str) -> SweepPlan:
     raise C.UsageError(f"--sweep {text!r}: {want}")
 
 
-def _rate_prompts(a: Options, rate: float) -> int | None:
+def _rate_prompts(a: LoadOptions, rate: float) -> int | None:
     if a.num_prompts is not None or a.run_time is not None:
         return a.num_prompts
     return int(min(STEP_MAX, max(STEP_MIN, round(rate * STEP_SECONDS))))
 
 
-def _closed(a: Options, users: int) -> dict[str, Any]:
+def _closed(a: LoadOptions, users: int) -> dict[str, Any]:
     return {
         "users": users,
         "request_rate": None,
@@ -114,14 +115,14 @@ def _closed(a: Options, users: int) -> dict[str, Any]:
 
 
 def _rate(a: Options, rate: float) -> dict[str, Any]:
-    return {"users": None, "request_rate": rate, "num_prompts": _rate_prompts(a, rate)}
+    return {"users": None, "request_rate": rate, "num_prompts": _rate_prompts(a.load, rate)}
 
 
 def run_sweep(a: Options, run_one: RunOne) -> int:
-    """Run every step of a.sweep, write sweep.json (and --output-file) and the combined report; returns the worst
+    """Run every step of a.capacity.sweep, write sweep.json (and --output-file) and the combined report; returns the worst
     exit code."""
-    plan = parse_sweep(a.sweep)
-    if plan.kind == "concurrency" and a.request_rate is not None:
+    plan = parse_sweep(a.capacity.sweep)
+    if plan.kind == "concurrency" and a.load.request_rate is not None:
         raise C.UsageError("--sweep concurrency: runs closed loop: leave out --request-rate")
     runner = StepRunner(a, run_one, SWEEP_STEPS)
     base = runner.base
@@ -137,7 +138,9 @@ def run_sweep(a: Options, run_one: RunOne) -> int:
             f"vllm-locust: sweep step {number}: {kind} {'' if target is None else format(target, 'g')}",
             flush=True,
         )
-        url, auth = connection_headers(host, header_lines(a.header), a.api_key or env_api_key())
+        url, auth = connection_headers(
+            host, header_lines(a.request.header), a.server.api_key or env_api_key()
+        )
         before = expert_counters(url, headers=auth)
         ran = runner.step(host, number, what, **over)
         code = ran.code
@@ -161,9 +164,9 @@ def run_sweep(a: Options, run_one: RunOne) -> int:
     doc = sweep_doc(plan, steps, a)
     doc["interrupted"] = interrupted
     atomic_json(os.path.join(base, SWEEP), doc)
-    write_output_file(a, doc)
+    write_output_file(a.outputs, doc)
     print(format_sweep(doc, base), flush=True)
-    if not a.no_report:
+    if not a.outputs.no_report:
         from orchestration.report.sweep_report import write_sweep_report
 
         print(f"vllm-locust: sweep report {write_sweep_report(base)}", flush=True)
@@ -178,10 +181,10 @@ def _run_plan(a: Options, plan: SweepPlan, step: Callable[..., dict[str, Any]]) 
                 step(host, f"rate-{r:g}", "rate", r, _rate(a, r))
         elif plan.kind == "concurrency":
             for c in plan.values:
-                step(host, f"c{int(c):03d}", "concurrency", c, _closed(a, int(c)))
+                step(host, f"c{int(c):03d}", "concurrency", c, _closed(a.load, int(c)))
         else:
-            sync = step(host, "synchronous", "synchronous", None, _closed(a, 1))
-            n_thr = a.num_prompts or STEP_MAX
+            sync = step(host, "synchronous", "synchronous", None, _closed(a.load, 1))
+            n_thr = a.load.num_prompts or STEP_MAX
             thr = step(
                 host,
                 "throughput",
@@ -244,12 +247,12 @@ def sweep_doc(plan: SweepPlan, steps: list[dict[str, Any]], a: Options) -> dict[
         if s["kind"] == "concurrency":
             tput = s.get("output_throughput")
             s["scaling_efficiency"] = tput / (s["target"] * base) if base and tput is not None else None
-    add_step_costs(steps, a.gpu_hour_price, a.gpus)
+    add_step_costs(steps, a.capacity.gpu_hour_price, a.capacity.gpus)
     return {
         "kind": "concurrency_sweep" if plan.kind == "concurrency" else f"{plan.kind}_sweep",
-        "sweep": a.sweep,
-        "host": redact_url(a.host) or "embedded simulator",
-        "preset": a.preset,
+        "sweep": a.capacity.sweep,
+        "host": redact_url(a.server.host) or "embedded simulator",
+        "preset": a.source.preset,
         "steps": steps,
         "baseline_output_throughput": base,
     }

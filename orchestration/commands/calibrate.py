@@ -102,7 +102,7 @@ def _server_info(host: str, model: str, probe: Probe) -> dict[str, Any]:
 def main(argv: Sequence[str]) -> int:
     """`vllm-locust calibrate --host URL [-o twin.json]`: probe, fit, write, print the fit table."""
     o, a = C.parse_all(_parser(), list(argv), CALIBRATE)  # the table's options: command line > environment
-    tls.configure(tls.TLSConfig.of(o))
+    tls.configure(tls.TLSConfig.of(o.server))
     seconds = parse_budget(a.budget)
     if a.max_concurrency < 1 or a.saturation_requests < 2:
         raise errors.UsageError("--max-concurrency must be >= 1 and --saturation-requests >= 2")

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
-import math
 import os
 import subprocess
 import sys
@@ -33,8 +31,8 @@ from vllm_users import errors
 from vllm_users import run_dir as R
 from vllm_users.client import tls
 from vllm_users.measure.run_result import result_path
-from vllm_users.options import RUN, Options, env_api_key
-from vllm_users.redact import connection_headers, redact_url
+from vllm_users.options import RUN, Options, changed, env_api_key
+from vllm_users.redact import connection_headers
 from vllm_users.scenarios.registry import for_endpoint, is_class_ref, locustfile_source, mix_label, parse_mix
 from vllm_users.workload.classes import check_scenarios, class_models
 from vllm_users.workload.images import check_images
@@ -121,44 +119,37 @@ def check_users(mix: list[tuple[str, int]], files: list[str]) -> dict[str, Any] 
 def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
     """Cross-option checks (UsageError with one line); the options with the run's choices filled in, the user
     mix and the locustfiles."""
-    if a.trace:  # the trace is the schedule and the requests (its user is the `trace` scenario): nothing else
+    # the trace is the schedule and the requests (its user is the `trace` scenario): nothing else
+    if a.trace.trace:
         a = _trace_options(a)
-    mix, files = resolve_users(a.scenario, a.locustfile)
+    mix, files = resolve_users(a.scenario.scenario, a.scenario.locustfile)
     try:  # --endpoint embeddings/rerank/score run the pooling users; a scenario that cannot use it: exit 2
-        mix = for_endpoint(mix, a.endpoint)
+        mix = for_endpoint(mix, a.scenario.endpoint)
     except ValueError as e:
         raise C.UsageError(str(e)) from None
     a = prepare(a, [n for n, _ in mix])  # scenario defaults; dataset, schema and tokenizer checked
-    class_models(a.class_)  # the classes checked together (names unique) before anything is sent
+    class_models(a.classes.class_)  # the classes checked together (names unique) before anything is sent
     if not files:  # -f's users name their scenarios when they load
-        check_scenarios(a.class_, [n for n, _ in mix])
+        check_scenarios(a.classes.class_, [n for n, _ in mix])
     a = capacity_validate(a)
-    if a.request_rate is not None and a.users is not None:
-        raise C.UsageError("--users is for closed loop and --request-rate for open loop: give one of them")
-    if a.max_concurrency is not None and a.request_rate is None and a.users is not None:
-        raise C.UsageError(
-            "--max-concurrency caps an open-loop run: use it with --request-rate (or use --users)"
-        )
-    if a.request_rate is not None and math.isinf(a.request_rate) and a.num_prompts is None:
-        raise C.UsageError("--request-rate inf needs --num-prompts")
-    if a.host and not a.host.startswith(("http://", "https://")):
-        raise C.UsageError(f"--host {redact_url(a.host)!r}: expected a URL like http://127.0.0.1:8000")
+    a.load.check_loop()
+    a.server.check()
     tls.configure(
-        tls.TLSConfig.of(a)
+        tls.TLSConfig.of(a.server)
     )  # the preflight's, calibration's and /metrics' TLS; a bad file: exit 2 now
-    if a.twin:
-        check_twin(a.twin, a.host)
-    if a.num_prompts is None and a.run_time is None and not a.trace:  # a trace ends with its last request
-        a = dataclasses.replace(a, num_prompts=DEFAULT_NUM_PROMPTS)
+    if a.outputs.twin:
+        check_twin(a.outputs.twin, a.server.host)
+    # a trace ends with its last request
+    if a.load.num_prompts is None and a.load.run_time is None and not a.trace.trace:
+        a = changed(a, num_prompts=DEFAULT_NUM_PROMPTS)
     check_windows(a)
-    if a.workers is None:
-        a = dataclasses.replace(a, workers=max(1, os.cpu_count() or 1))
+    if a.processes.workers is None:
+        a = changed(a, workers=max(1, os.cpu_count() or 1))
     try:  # images ride only on chat requests, and JPEG needs Pillow: a bad choice is exit 2 before anything runs
-        check_images(a, a.endpoint, "vision" in (n for n, _ in mix))
+        check_images(a.images, a.scenario.endpoint, "vision" in (n for n, _ in mix))
     except ValueError as e:
         raise C.UsageError(str(e)) from None
-    if a.workers == 0 and not a.expect_workers:
-        raise C.UsageError("--workers 0 needs --expect-workers N (remote workers)")
+    a.processes.check()
     return a, mix, files
 
 
@@ -167,18 +158,18 @@ def check_windows(a: Options) -> None:
     or all of --run-time, are a UsageError (the run would measure nothing and say so only at its end)."""
     from vllm_users.measure.windows import parse_optional
 
-    warm, cool = parse_optional(a.warmup), parse_optional(a.cooldown)
+    warm, cool = parse_optional(a.measure.warmup), parse_optional(a.measure.cooldown)
     flags = " ".join(f"--{n} {w.text}" for n, w in (("warmup", warm), ("cooldown", cool)) if w is not None)
     count = sum(w.requests or 0 for w in (warm, cool) if w is not None)
-    if a.num_prompts and not a.trace and count >= a.num_prompts:
+    if a.load.num_prompts and not a.trace.trace and count >= a.load.num_prompts:
         raise C.UsageError(
-            f"{flags} leaves out {count} requests, the run has {a.num_prompts} (--num-prompts): "
+            f"{flags} leaves out {count} requests, the run has {a.load.num_prompts} (--num-prompts): "
             "nothing would be measured; shorten the window or send more"
         )
     secs = sum(w.seconds or 0.0 for w in (warm, cool) if w is not None)
-    if a.run_time and secs >= a.run_time:
+    if a.load.run_time and secs >= a.load.run_time:
         raise C.UsageError(
-            f"{flags} covers {secs:g} s, the run lasts {a.run_time:g} s (--run-time): nothing would "
+            f"{flags} covers {secs:g} s, the run lasts {a.load.run_time:g} s (--run-time): nothing would "
             "be measured; shorten the window or run longer"
         )
 
@@ -186,53 +177,61 @@ def check_windows(a: Options) -> None:
 def _trace_options(a: Options) -> Options:
     """--trace: no other schedule or scenario; the file read and checked here, before anything is sent."""
     for given, name in (
-        (a.request_rate is not None, "--request-rate"),
-        (a.users is not None, "--users"),
-        (bool(a.ramp_up_strategy), "--ramp-up-strategy"),
-        (bool(a.locustfile), "-f"),
-        (a.scenario not in ("", "trace"), "--scenario"),
+        (a.load.request_rate is not None, "--request-rate"),
+        (a.load.users is not None, "--users"),
+        (bool(a.load.ramp_up_strategy), "--ramp-up-strategy"),
+        (bool(a.scenario.locustfile), "-f"),
+        (a.scenario.scenario not in ("", "trace"), "--scenario"),
     ):
         if given:
             raise C.UsageError(f"--trace replays the trace's own schedule and requests: leave out {name}")
     from vllm_users.workload.trace_schedule import check_trace
 
-    say(a, check_trace(a))  # TraceError (exit 2) naming the file, line and field of a bad line
-    return dataclasses.replace(a, scenario="trace")
+    # TraceError (exit 2) naming the file, line and field of a bad line
+    say(a.outputs, check_trace(a.trace, a.scenario.endpoint, a.load.num_prompts))
+    return changed(a, scenario="trace")
 
 
 def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None) -> int:
     """Execute `vllm-locust run`; returns the exit code (UsageError on bad options). `watch` (--find-max-rate's
     steps) reads the progress and names a reason to stop the run early."""
     a = with_twin(a)  # the embedded simulator (of one run, or shared by a multi-run's steps) reads it
-    R.check_writable(
-        a.output_dir
-    )  # a file in the way or no permission: one line, exit 2, before anything runs
+    # a file in the way or no permission: one line, exit 2, before anything runs
+    R.check_writable(a.outputs.output_dir)
     code = multi_run(a, run, lambda o: validate(o)[0])  # --find-max-rate, --sweep, --repeats: several runs
     if code is not None:
         return code
     a, mix, files = validate(a)
-    api_key = a.api_key or env_api_key()
+    api_key = a.server.api_key or env_api_key()
     names = mix_label(mix, files)
-    run_dir = R.named_dir(a.output_dir, a.run_name, names)
+    run_dir = R.named_dir(a.outputs.output_dir, a.outputs.run_name, names)
     if os.path.exists(result_path(run_dir)):
         raise C.UsageError(f"run directory {run_dir} already holds a result; choose another --run-name")
     R.make_dir(run_dir)
     with contextlib.ExitStack() as stack:
         # the host's userinfo becomes a header here: the URL every process, file and line sees has none
-        host, headers = connection_headers(a.host, header_dict(a), api_key)
+        host, headers = connection_headers(a.server.host, header_dict(a.request), api_key)
         sim = None
         if not host:
             sim = stack.enter_context(embedded_simulator(a))
             host = sim.url
-            say(a, f"embedded simulator at {host} (pid {sim.pid})")
+            say(a.outputs, f"embedded simulator at {host} (pid {sim.pid})")
         try:
-            info = check_server(host, a.model or None, api_key, a.endpoint, class_models(a.class_), headers)
+            info = check_server(
+                host,
+                a.server.model or None,
+                api_key,
+                a.scenario.endpoint,
+                class_models(a.classes.class_),
+                headers,
+            )
         except (
             PreflightError
         ) as e:  # one step of a sweep: its outcome (the sweep records the code and goes on)
             return errors.report(e, PROG)
-        lengths = calibrate_prompts(host, info.model, api_key, a.endpoint, headers)  # once, for every worker
-        say(a, lengths_line(lengths))
+        # once, for every worker
+        lengths = calibrate_prompts(host, info.model, api_key, a.scenario.endpoint, headers)
+        say(a.outputs, lengths_line(lengths))
         if lengths.warning:
             print(f"{PROG}: warning: {lengths.warning}", file=sys.stderr, flush=True)
         if _synthetic_lengths(
@@ -240,7 +239,13 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
         ):  # --input-len/--output-len are what is sent: they must fit the context
             try:
                 check_context_fits(
-                    host, info.model, api_key, a.input_len, _output_len(a), lengths.overhead or 0, headers
+                    host,
+                    info.model,
+                    api_key,
+                    a.request.input_len,
+                    _output_len(a),
+                    lengths.overhead or 0,
+                    headers,
                 )
             except PreflightError as e:
                 return errors.report(e, PROG)
@@ -254,7 +259,7 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
                 },
                 fh,
             )
-        if a.reset_prefix_cache:  # in the preflight: never inside the measured window
+        if a.outputs.reset_prefix_cache:  # in the preflight: never inside the measured window
             print(f"vllm-locust: {reset_prefix_cache(host, api_key, headers)}", flush=True)
         locustfile = R.path(run_dir, R.LOCUSTFILE)
         with open(locustfile, "w") as fh:
@@ -264,12 +269,12 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
 
 def _synthetic_lengths(a: Options, files: list[str]) -> bool:
     """Whether the prompts are built from --input-len and --output-len (not a dataset's, a trace's or -f code's)."""
-    return not (a.dataset or a.trace or files)
+    return not (a.prompt.dataset or a.trace.trace or files)
 
 
 def _output_len(a: Options) -> int:
     """The max_tokens a request asks for (a pooling API generates none)."""
-    return 0 if a.endpoint in ("embeddings", "rerank", "score") else a.output_len
+    return 0 if a.scenario.endpoint in ("embeddings", "rerank", "score") else a.request.output_len
 
 
 def lengths_line(lm: LengthModel) -> str:

@@ -49,15 +49,15 @@ def main(argv: Sequence[str]) -> int:
 
     try:
         a = C.parse_options(new_run_parser(PROG), rest, RUN)
-        if not a.host:
+        if not a.server.host:
             raise errors.UsageError(
                 "--host: the URL where the started server listens, e.g. http://127.0.0.1:8000"
             )
-        if a.sweep or a.find_max_rate:
+        if a.capacity.sweep or a.capacity.find_max_rate:
             raise errors.UsageError(
                 "sweep-server runs one load per point: leave out --sweep and --find-max-rate"
             )
-        tls.configure(tls.TLSConfig.of(a))  # the health checks' TLS (each point's run sets it again)
+        tls.configure(tls.TLSConfig.of(a.server))  # the health checks' TLS (each point's run sets it again)
         return run_server_sweep(own, a, run)
     except C.UsageError as e:  # orchestration.config's own class (the option checks), while it is not errors'
         raise errors.UsageError(str(e)) from None

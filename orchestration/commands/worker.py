@@ -22,7 +22,7 @@ def users_of(config: str) -> tuple[str | None, str | None]:
     from orchestration.commands.run import run_options
 
     o = run_options(["--config", config])  # its preset included
-    return o.scenario or None, o.locustfile or None
+    return o.scenario.scenario or None, o.scenario.locustfile or None
 
 
 @reported("vllm-locust worker")
@@ -33,10 +33,10 @@ def main(argv: Sequence[str]) -> int:
     from orchestration.commands.run import resolve_users
 
     a = C.parse_options(p, list(argv), WORKER)
-    if not a.master_host:
+    if not a.processes.master_host:
         p.error("the following arguments are required: --master-host")
-    scenario, locustfile = users_of(a.config) if a.config else (None, None)
-    mix, files = resolve_users(a.scenario or scenario, a.locustfile or locustfile)
+    scenario, locustfile = users_of(a.source.config) if a.source.config else (None, None)
+    mix, files = resolve_users(a.scenario.scenario or scenario, a.scenario.locustfile or locustfile)
     d = tempfile.mkdtemp(prefix="vllm-locust-worker-")
     lf = R.path(d, R.LOCUSTFILE)
     with open(lf, "w") as fh:
@@ -52,16 +52,16 @@ def main(argv: Sequence[str]) -> int:
                 lf,
                 "--worker",
                 "--master-host",
-                a.master_host,
+                a.processes.master_host,
                 "--master-port",
-                str(a.master_port),
+                str(a.processes.master_port),
             ],
             env=env,
         )
-        for _ in range(a.processes)
+        for _ in range(a.processes.processes)
     ]
     print(
-        f"vllm-locust worker: {a.processes} process(es) -> {a.master_host}:{a.master_port}; records in {d}/records"
+        f"vllm-locust worker: {a.processes.processes} process(es) -> {a.processes.master_host}:{a.processes.master_port}; records in {d}/records"
     )
     try:
         return max(p.wait() for p in procs)

@@ -8,7 +8,6 @@ too.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import os
 import re
@@ -24,7 +23,8 @@ from orchestration import config as C
 from orchestration.commands import reported
 from orchestration.commands.run import new_run_parser, validate
 from orchestration.k8s import tls as k8s_tls
-from vllm_users.options import DEFAULTS, RUN, Options, table
+from vllm_users.options import DEFAULTS, RUN, Options, changed, table
+from vllm_users.options import value as option_value
 from vllm_users.redact import is_secret_header, redact_url
 
 __all__ = [
@@ -100,7 +100,7 @@ def run_config(o: Options) -> dict[str, Any]:
     """The options that differ from `run`'s defaults, as config.yaml holds them (option names)."""
     out: dict[str, Any] = {}
     for name, _spec, default in table(RUN):
-        value = getattr(o, name)
+        value = option_value(o, name)
         if name in CLUSTER_OWNED or value == default:
             continue
         if isinstance(value, float):
@@ -113,14 +113,14 @@ def refuse_credentials(o: Options) -> None:
     """UsageError when an option would put a credential into config.yaml (a ConfigMap, readable by anyone who
     can read the namespace): a URL's userinfo, or an auth-like --header / --metrics-header."""
     for name in ("host", "server_metrics"):
-        url = getattr(o, name)
+        url = option_value(o, name)
         if url and redact_url(url) != url:
             raise C.UsageError(
                 f"--{name.replace('_', '-')}: its user:password would land in the ConfigMap "
                 f"config.yaml; give the URL without it and the credential as {SECRET_HINT}"
             )
     for name in ("header", "metrics_header"):
-        for item in getattr(o, name):
+        for item in option_value(o, name):
             key, _, value = item.partition(":")
             if is_secret_header(key, value.strip()):
                 raise C.UsageError(
@@ -146,31 +146,31 @@ def render(given: Options, a: Options, r: argparse.Namespace) -> dict[str, str]:
     """File name -> text of the kustomization for these options (`given`: what the user set, the preset by name;
     `a`: the options the master will have) and render's own arguments `r`; UsageError when they cannot run in a
     cluster."""
-    if not a.host:
+    if not a.server.host:
         raise C.UsageError("--host: the cluster needs the target server's URL, e.g. http://vllm.default:8000")
-    owned = [d for d in sorted(WIRING) if getattr(a, d) != DEFAULTS[d]]
+    owned = [d for d in sorted(WIRING) if option_value(a, d) != DEFAULTS[d]]
     if owned:
         raise C.UsageError(
             f"--{owned[0].replace('_', '-')}: the manifests set it (master.yaml); leave it out"
         )
-    workers = DEFAULT_WORKERS if a.workers is None else a.workers
+    workers = DEFAULT_WORKERS if a.processes.workers is None else a.processes.workers
     if workers < 1:
         raise C.UsageError(f"--workers {workers}: a cluster run needs at least one worker pod")
     k8s_tls.check(a, r)  # the TLS files come from the cluster: those paths are checked in the pods, not here
-    pod = dataclasses.replace(a, workers=workers, ca_bundle="", client_cert="", client_key="")
+    pod = changed(a, workers=workers, ca_bundle="", client_cert="", client_key="")
     validate(pod)  # the master would refuse these options in its pod: refuse them now
     refuse_credentials(given)
-    parts = urlsplit(a.host)
+    parts = urlsplit(a.server.host)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     options = run_config(given)
     files = {str(f.relative_to(MANIFESTS)): f.read_text() for f in sorted(MANIFESTS.rglob("*.yaml"))}
-    if a.prometheus_port == 5557 or (a.prometheus_port or 0) > 65535:
+    if a.outputs.prometheus_port == 5557 or (a.outputs.prometheus_port or 0) > 65535:
         raise C.UsageError(
-            f"--prometheus-port {a.prometheus_port}: not a port the master pod can serve (5557 is Locust's)"
+            f"--prometheus-port {a.outputs.prometheus_port}: not a port the master pod can serve (5557 is Locust's)"
         )
-    if a.prometheus_port and a.prometheus_port != METRICS_PORT:
+    if a.outputs.prometheus_port and a.outputs.prometheus_port != METRICS_PORT:
         for rel in METRICS_FILES:
-            files[rel] = re.sub(rf"\b{METRICS_PORT}\b", str(a.prometheus_port), files[rel])
+            files[rel] = re.sub(rf"\b{METRICS_PORT}\b", str(a.outputs.prometheus_port), files[rel])
     if not r.pvc:
         files = {k: v for k, v in files.items() if not k.startswith("pvc/")}
     header = (
@@ -205,7 +205,7 @@ def render(given: Options, a: Options, r: argparse.Namespace) -> dict[str, str]:
             }
         )
     files["kustomization.yaml"] = (
-        f"# kubectl apply -k {r.out}    ({workers} worker pods against {a.host})\n"
+        f"# kubectl apply -k {r.out}    ({workers} worker pods against {a.server.host})\n"
         + yaml.safe_dump(kust, sort_keys=False)
     )
     return files

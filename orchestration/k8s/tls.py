@@ -45,15 +45,15 @@ def add_flags(p: argparse.ArgumentParser) -> None:
 
 def check(a: Options, r: argparse.Namespace) -> None:
     """UsageError for TLS options a cluster cannot use; a --ca-bundle to copy must load (a PEM of CAs)."""
-    if a.ca_bundle and r.ca_configmap:
+    if a.server.ca_bundle and r.ca_configmap:
         raise C.UsageError("--ca-bundle FILE or --ca-configmap NAME: give one of them")
-    if (a.client_cert or a.client_key) and not r.client_tls_secret:
+    if (a.server.client_cert or a.server.client_key) and not r.client_tls_secret:
         raise C.UsageError(
             "--client-cert: in a cluster the certificate and its key come from a Secret: create a "
             "kubernetes.io/tls Secret and name it with --client-tls-secret NAME"
         )
-    if a.ca_bundle:
-        context(TLSConfig(ca_bundle=a.ca_bundle))
+    if a.server.ca_bundle:
+        context(TLSConfig(ca_bundle=a.server.ca_bundle))
 
 
 def apply(
@@ -62,14 +62,14 @@ def apply(
     """Mount the TLS files into both Jobs (kust's patches), and point config.yaml's `options` at them (`check`
     passed)."""
     mounts: list[tuple[str, dict[str, Any], str]] = []  # (volume name, its source, where it is mounted)
-    if a.ca_bundle:
+    if a.server.ca_bundle:
         try:
-            with open(a.ca_bundle) as fh:
+            with open(a.server.ca_bundle) as fh:
                 files["tls/ca.crt"] = fh.read()
         except OSError as e:
-            raise C.UsageError(f"--ca-bundle {a.ca_bundle}: {e.strerror}") from None
+            raise C.UsageError(f"--ca-bundle {a.server.ca_bundle}: {e.strerror}") from None
         kust["configMapGenerator"].append({"name": "vllm-locust-ca", "files": ["ca.crt=tls/ca.crt"]})
-    if a.ca_bundle or r.ca_configmap:
+    if a.server.ca_bundle or r.ca_configmap:
         mounts.append(("tls-ca", {"configMap": {"name": r.ca_configmap or "vllm-locust-ca"}}, CA_DIR))
         options["ca_bundle"] = f"{CA_DIR}/ca.crt"
     if r.client_tls_secret:

@@ -18,23 +18,30 @@ from orchestration import config as C
 from orchestration import presets
 from orchestration.commands.run import add_run_parser
 from vllm_users import option_types as T
+from vllm_users.distributed.options import headers_from_json
 from vllm_users.options import (
     CALIBRATE,
     DEFAULTS,
+    GROUP_OF,
+    GROUPS,
     LOCUST,
     RUN,
     SPECS,
     WORKER,
     Options,
     Spec,
+    build,
+    changed,
     coerce,
     env_name,
     flag,
     from_namespace,
     locust_argv,
     table,
+    value,
 )
-from vllm_users.workload.classes import class_text
+from vllm_users.workload.classes import _classes_option, class_text
+from vllm_users.workload.images import image_sizes
 
 ROOT = Path(__file__).resolve().parents[2]
 # a valid value that differs from the default, and an invalid one, per parser
@@ -56,8 +63,10 @@ GOOD = {
     T.percentile: "95",
     T.port: "8080",
     class_text: "a:weight=2",
-    T.image_sizes: "64x32:2,16x16",
+    image_sizes: "64x32:2,16x16",
     T.url_base: "http://img.example",
+    _classes_option: '[{"name":"a","weight":1.0}]',
+    headers_from_json: '{"X-A": "b"}',
 }
 BAD = {
     T.pos_int: "-5",
@@ -75,8 +84,10 @@ BAD = {
     T.metric_percentiles: "p99",
     T.percentile: "100",
     class_text: "a:weight=x",
-    T.image_sizes: "0x10",
+    image_sizes: "0x10",
     T.url_base: "ftp://x",
+    _classes_option: "[1]",
+    headers_from_json: "[]",
 }
 
 
@@ -107,14 +118,20 @@ def test_every_option_has_a_parser_a_help_and_a_scope() -> None:
         assert spec.parse is None or spec.parse in GOOD, name  # a known parser: validation is named
         if spec.parse is None:
             assert default is False, name
-    assert {n for n, _, _ in table()} == {f.name for f in dataclasses.fields(Options)}
+    assert {n for n, _, _ in table()} == set(GROUP_OF)
+
+
+def test_option_names_are_unique_over_the_groups() -> None:
+    """One flag, env name and config key per option: no two groups declare the same field name."""
+    names = [f.name for cls in GROUPS.values() for f in dataclasses.fields(cls)]
+    assert len(names) == len(set(names)) == len(GROUP_OF)
 
 
 def test_locust_parser_is_generated_from_the_table() -> None:
     actions = locust_actions()
     for name, spec, default in table(LOCUST):
         a = actions[spec.locust_name or name]
-        assert a.default == default, name
+        assert a.default == (spec.text(default) if spec.text is not None else default), name
         assert a.env_var == env_name(spec.locust_name or name), name  # type: ignore[attr-defined]
         if spec.choices and default is not None:
             assert tuple(a.choices) == spec.choices, name
@@ -124,7 +141,7 @@ def test_locust_parser_is_generated_from_the_table() -> None:
         assert (
             spec.parse is None
             or a.type is spec.parse
-            or (default is None and a.type.__name__ == spec.parse.__name__)
+            or ((default is None or spec.text is not None) and a.type.__name__ == spec.parse.__name__)
         )
 
 
@@ -134,10 +151,10 @@ def test_shared_options_have_the_same_default_in_both_parsers() -> None:
     shared = [(n, s, d) for n, s, d in table(LOCUST) if RUN in s.scopes]
     assert len(shared) > 30
     for name, spec, default in shared:
-        assert getattr(o, name) == default == actions[spec.locust_name or name].default, name
+        assert value(o, name) == default == actions[spec.locust_name or name].default, name
     assert from_namespace(get_parser().parse_args([])) == Options()
     ns = get_parser().parse_args(["--request-rate", "0", "--num-prompts", "0"])  # Locust's "not given"
-    assert from_namespace(ns).request_rate is None and from_namespace(ns).num_prompts is None
+    assert from_namespace(ns).load.request_rate is None and from_namespace(ns).load.num_prompts is None
 
 
 @pytest.mark.parametrize("scope", [RUN, WORKER])
@@ -160,7 +177,7 @@ def test_env_names_and_config_keys_derive_from_the_table(scope: str, tmp_path: P
         else:
             argv = [flag(name), *text.split()] if spec.many else [flag(name), text]
         by_cli = C.parse_options(parser, argv, scope, {})
-        assert getattr(by_env, name) == getattr(by_file, name) == getattr(by_cli, name) == want, name
+        assert value(by_env, name) == value(by_file, name) == value(by_cli, name) == want, name
 
 
 def typed(name: str) -> Any:
@@ -199,13 +216,13 @@ def test_validation_is_the_same_for_locust_and_run() -> None:
 def test_master_forwarding_round_trips_every_shared_option() -> None:
     """Every option the run shares with Locust reaches the master's (and so the workers') options unchanged."""
     values = {n: typed(n) for n, s, _ in table(LOCUST) if RUN in s.scopes}
-    o = Options(**values)
+    o = build(**values)
     argv = locust_argv(o, results_dir="/tmp/r", model="m")
     got = from_namespace(get_parser().parse_args(["-f", "x.py", *argv]))
     for name in values:
         want = "m" if name == "model" else values[name]
-        assert getattr(got, name) == want, name
-    assert got.results_dir == "/tmp/r"
+        assert value(got, name) == want, name
+    assert got.handoff.results_dir == "/tmp/r"
     assert "--vllm-t0" not in argv and "--api-key" not in argv  # set by the master; never travels
 
 
@@ -214,7 +231,12 @@ def test_from_namespace_checks_values_set_as_text() -> None:
     ns = get_parser().parse_args([])
     ns.input_len, ns.request_rate, ns.ignore_eos = "64", "inf", "true"
     o = from_namespace(ns)
-    assert o.input_len == 64 and math.isinf(o.request_rate or 0) and o.ignore_eos is True and o.open_loop
+    assert (
+        o.request.input_len == 64
+        and math.isinf(o.load.request_rate or 0)
+        and o.request.ignore_eos is True
+        and o.open_loop
+    )
     ns.input_len = "-5"
     with pytest.raises(argparse.ArgumentTypeError, match="positive integer"):
         from_namespace(ns)
@@ -223,33 +245,38 @@ def test_from_namespace_checks_values_set_as_text() -> None:
 def test_options_are_frozen() -> None:
     o = Options()
     with pytest.raises(dataclasses.FrozenInstanceError):
-        o.input_len = 5  # type: ignore[misc]
+        o.request.input_len = 5  # type: ignore[misc]
     o2 = from_namespace(get_parser().parse_args(["--input-len", "64"]))  # a Locust process's
     with pytest.raises(dataclasses.FrozenInstanceError):
-        o2.seed = 3  # type: ignore[misc]
+        o2.request.seed = 3  # type: ignore[misc]
     o3 = C.parse_options(run_parser(), ["--input-len", "64"], RUN, {})  # vllm-locust run's
     with pytest.raises(dataclasses.FrozenInstanceError):
-        o3.users = 3  # type: ignore[misc]
-    assert dataclasses.replace(o3, input_len=32).input_len == 32 and o3.input_len == 64
+        o3.load.users = 3  # type: ignore[misc]
+    assert changed(o3, input_len=32).request.input_len == 32 and o3.request.input_len == 64
 
 
 def test_preset_is_a_layer_below_file_env_and_command_line(tmp_path: Path) -> None:
     """defaults < preset < config file < environment < command line."""
     p = run_parser()
     cfg = tmp_path / "c.yaml"
-    assert C.parse_options(p, [], RUN, {}).input_len == 128  # default
-    assert C.parse_options(p, ["--preset", "short-long"], RUN, {}).input_len == 64  # preset
+    assert C.parse_options(p, [], RUN, {}).request.input_len == 128  # default
+    assert C.parse_options(p, ["--preset", "short-long"], RUN, {}).request.input_len == 64  # preset
     cfg.write_text("input_len: 65\n")
-    assert C.parse_options(p, ["--preset", "short-long", "--config", str(cfg)], RUN, {}).input_len == 65
+    assert (
+        C.parse_options(p, ["--preset", "short-long", "--config", str(cfg)], RUN, {}).request.input_len == 65
+    )
     env = {"VLLM_LOCUST_INPUT_LEN": "66"}
-    assert C.parse_options(p, ["--preset", "short-long", "--config", str(cfg)], RUN, env).input_len == 66
+    assert (
+        C.parse_options(p, ["--preset", "short-long", "--config", str(cfg)], RUN, env).request.input_len == 66
+    )
     argv = ["--preset", "short-long", "--config", str(cfg), "--input-len", "67"]
-    assert C.parse_options(p, argv, RUN, env).input_len == 67
+    assert C.parse_options(p, argv, RUN, env).request.input_len == 67
     cfg.write_text("preset: short-long\n")  # the preset itself may come from any layer
     o = C.parse_options(p, ["--config", str(cfg)], RUN, {})
-    assert (o.input_len, o.output_len, o.preset) == (64, 2048, "short-long")
+    assert (o.request.input_len, o.request.output_len, o.source.preset) == (64, 2048, "short-long")
     o = C.parse_options(p, ["--preset", "latency"], RUN, {"VLLM_LOCUST_REQUEST_RATE": "5"})
-    assert o.users is None and o.request_rate == 5  # the preset's users contradict the open loop asked for
+    # the preset's users contradict the open loop asked for
+    assert o.load.users is None and o.load.request_rate == 5
     by_layer, _ = C.layers(p, ["--preset", "latency"], RUN, {"VLLM_LOCUST_REQUEST_RATE": "5"})
     assert "users" not in by_layer["preset"] and by_layer["env"] == {"request_rate": 5.0}
     with pytest.raises(C.UsageError, match="--preset 'nope'"):
@@ -258,9 +285,9 @@ def test_preset_is_a_layer_below_file_env_and_command_line(tmp_path: Path) -> No
 
 def test_every_preset_names_options_of_the_table() -> None:
     for name, values in presets.PRESETS.items():
-        for key, value in values.items():
+        for key, given in values.items():
             assert key in SPECS and RUN in SPECS[key].scopes, (name, key)
-            Options(**{key: value})  # the right type
+            build(**{key: given})  # the right type
 
 
 def test_bad_env_and_config_values_name_the_option(tmp_path: Path) -> None:
@@ -273,7 +300,7 @@ def test_bad_env_and_config_values_name_the_option(tmp_path: Path) -> None:
         C.parse_options(p, ["--config", str(cfg)], RUN, {})
     cfg.write_text("workers: 2\nprocesses: 3\n")  # a worker's --config is its master's file: not its options
     o = C.parse_options(worker_parser(), ["--config", str(cfg), "--master-host", "m"], WORKER, {})
-    assert (o.config, o.processes, o.master_port) == (str(cfg), 1, 5557)
+    assert (o.source.config, o.processes.processes, o.processes.master_port) == (str(cfg), 1, 5557)
 
 
 def test_docs_options_md_is_generated_from_the_table() -> None:
@@ -296,6 +323,6 @@ def test_readme_options_exist_in_the_run_parser() -> None:
 
 
 def test_secrets_stay_out_of_the_options_repr() -> None:
-    o = Options(api_key="sk-SECRET", header=("Authorization: Bearer sk-SECRET",))
+    o = build(api_key="sk-SECRET", header=("Authorization: Bearer sk-SECRET",))
     assert "sk-SECRET" not in repr(o)
     assert not any(SPECS[n].secret and LOCUST in SPECS[n].scopes and RUN in SPECS[n].scopes for n in SPECS)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import base64
-import dataclasses
 
 import pytest
 
 from orchestration.k8s.render import refuse_credentials
 from orchestration.server_metrics import scrape_target
 from vllm_users.errors import UsageError
-from vllm_users.options import Options
+from vllm_users.options import build, changed
 from vllm_users.redact import (
     MASK,
     Redactor,
@@ -125,20 +124,18 @@ def test_same_origin_defaults_ports() -> None:
 
 def test_metrics_scrape_gets_its_own_url_and_headers() -> None:
     run = {"Authorization": "Bearer K", "X-Gw": "g", "Content-Type": "application/json"}
-    o = Options(host="http://h:8000")
-    assert scrape_target(o, "http://h:8000", run) == (
+    o = build(host="http://h:8000")
+    assert scrape_target(o.outputs, "http://h:8000", run) == (
         "http://h:8000/metrics",
         {"Authorization": "Bearer K", "X-Gw": "g"},
     )
-    other = dataclasses.replace(o, server_metrics="http://prom:9090/metrics")
-    assert scrape_target(other, "http://h:8000", run) == (
+    other = changed(o, server_metrics="http://prom:9090/metrics")
+    assert scrape_target(other.outputs, "http://h:8000", run) == (
         "http://prom:9090/metrics",
         {},
     )  # never sent elsewhere
-    own = dataclasses.replace(
-        other, server_metrics="http://m:pw@prom:9090/metrics", metrics_header=("X-M: 1",)
-    )
-    assert scrape_target(own, "http://h:8000", run) == (
+    own = changed(other, server_metrics="http://m:pw@prom:9090/metrics", metrics_header=("X-M: 1",))
+    assert scrape_target(own.outputs, "http://h:8000", run) == (
         "http://prom:9090/metrics",
         {"Authorization": _basic("m", "pw"), "X-M": "1"},
     )
@@ -154,8 +151,8 @@ def test_metrics_scrape_gets_its_own_url_and_headers() -> None:
 )
 def test_k8s_render_keeps_credentials_out_of_the_configmap(field, value) -> None:
     with pytest.raises(UsageError, match="ConfigMap"):
-        refuse_credentials(dataclasses.replace(Options(host="http://vllm:8000"), **{field: value}))
-    refuse_credentials(Options(host="http://vllm:8000", header=("X-Sim-Fault: 500",)))  # not a credential
+        refuse_credentials(changed(build(host="http://vllm:8000"), **{field: value}))
+    refuse_credentials(build(host="http://vllm:8000", header=("X-Sim-Fault: 500",)))  # not a credential
 
 
 def test_redactor_masks_bytes_too() -> None:

@@ -11,7 +11,7 @@ import pytest
 from orchestration.commands.run import check_windows
 from vllm_users import run_dir
 from vllm_users.errors import TraceError, UsageError
-from vllm_users.options import Options
+from vllm_users.options import build
 from vllm_users.workload.trace_schedule import MAX_OFFSET_S, check_trace
 
 
@@ -46,14 +46,14 @@ def test_a_read_only_output_dir_is_named(tmp_path: Path) -> None:
 )
 def test_windows_that_take_the_whole_run_are_refused(opts: dict, said: str) -> None:
     with pytest.raises(UsageError, match=said):
-        check_windows(Options(**opts))
+        check_windows(build(**opts))
 
 
 def test_windows_that_leave_requests_pass() -> None:
-    check_windows(Options(warmup="9r", num_prompts=10))
-    check_windows(Options(warmup="10s", run_time=20.0))
+    check_windows(build(warmup="9r", num_prompts=10))
+    check_windows(build(warmup="10s", run_time=20.0))
     check_windows(
-        Options(warmup="30s", num_prompts=10)
+        build(warmup="30s", num_prompts=10)
     )  # a time window against a budget: known only at the end
 
 
@@ -68,11 +68,11 @@ def _trace(tmp_path: Path, stamps: list[str]) -> str:
 def test_a_trace_offset_beyond_the_bound_names_its_line(tmp_path: Path) -> None:
     path = _trace(tmp_path, ["5", "1e308", "6"])
     with pytest.raises(TraceError, match=f"^{path}:2: .* beyond the bound of 30 days"):
-        check_trace(Options(trace=path))
+        check_trace(build(trace=path).trace, "chat", None)
     ok = _trace(tmp_path, ["0", str(MAX_OFFSET_S)])
-    assert "2 requests" in check_trace(Options(trace=ok))
+    assert "2 requests" in check_trace(build(trace=ok).trace, "chat", None)
     with pytest.raises(TraceError, match=":2: "):  # --time-scale 0.5 stretches it past the bound
-        check_trace(Options(trace=ok, time_scale=0.5))
+        check_trace(build(trace=ok, time_scale=0.5).trace, "chat", None)
 
 
 def test_a_run_without_result_on_a_full_disk_says_the_disk_is_full(tmp_path: Path, monkeypatch) -> None:

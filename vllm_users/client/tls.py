@@ -24,6 +24,7 @@ from time import perf_counter
 from typing import Any
 from urllib.parse import urlsplit
 
+from vllm_users.client.options import ServerOptions
 from vllm_users.errors import UsageError
 
 __all__ = [
@@ -56,14 +57,9 @@ class TLSConfig:
     client_key: str = ""
 
     @classmethod
-    def of(cls, o: Any) -> TLSConfig:
-        """The TLS settings of an options object (vllm_users.options.Options or anything with its fields)."""
-        return cls(
-            getattr(o, "ca_bundle", "") or "",
-            bool(getattr(o, "insecure", False)),
-            getattr(o, "client_cert", "") or "",
-            getattr(o, "client_key", "") or "",
-        )
+    def of(cls, o: ServerOptions) -> TLSConfig:
+        """The TLS settings of the server options."""
+        return cls(o.ca_bundle or "", bool(o.insecure), o.client_cert or "", o.client_key or "")
 
     def cafile(self) -> str | None:
         """The CA file to trust: --ca-bundle, else $SSL_CERT_FILE, else None (the system's store)."""

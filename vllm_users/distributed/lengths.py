@@ -31,11 +31,12 @@ def calibrate_once(env: Environment) -> None:
     if not any(callable(getattr(u, "length_model", None)) for u in env.user_classes):
         return
     o = env_state.options(env)
-    host, headers = connection_headers(env.host, json.loads(o.extra_headers or "{}"), env_api_key())
-    model = model_names(o.model)[0] if o.model else resolve_model(host, headers)  # a mix: its base model
+    host, headers = connection_headers(env.host, dict(o.handoff.extra_headers), env_api_key())
+    # a mix: its base model
+    model = model_names(o.server.model)[0] if o.server.model else resolve_model(host, headers)
     if model is None:  # the users report it (they resolve the model themselves)
         return
-    templated = o.endpoint in ("chat", "responses")  # both apply the chat template
+    templated = o.scenario.endpoint in ("chat", "responses")  # both apply the chat template
     lm = calibrate_url(host, model, templated, headers)
     lm.probes["where"] = "master"
     p = lm.probes

@@ -13,6 +13,7 @@ import json
 import math
 import time
 from collections import deque
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -95,13 +96,11 @@ class LiveView:
         self.series: dict[str, deque[float | None]] = {k: deque(maxlen=HISTORY_POINTS) for k in SERIES}
         self.last: dict[str, Any] | None = None
         self.open_loop = options.open_loop
-        self.target_rate: float | None = options.request_rate
+        self.target_rate: float | None = options.load.request_rate
         self.server = ServerTail(run_dir.path(results_dir, run_dir.SERVER_METRICS))
         self._prev: tuple[float, float, float, float, float] | None = None
-        self.class_table: list[dict[str, Any]] = (
-            json.loads(options.vllm_classes) if options.vllm_classes else []
-        )
-        self.slo = Slo.parse([options.goodput]) if options.goodput else None
+        self.class_table: list[dict[str, Any]] = [asdict(c) for c in options.classes.vllm_classes]
+        self.slo = Slo.parse([options.measure.goodput]) if options.measure.goodput else None
         self._class_tokens: dict[str, int] = {}  # per class: output tokens at the last snapshot (its tok/s)
 
     def update(self, state: str = "", finished: bool = False) -> dict[str, Any]:
@@ -167,7 +166,7 @@ class LiveView:
         return snap
 
     def _goodput(self, tot: dict[str, Any]) -> dict[str, Any] | None:
-        slo = self.options.goodput
+        slo = self.options.measure.goodput
         if not slo:
             return None
         elapsed = max(time.time() - self.collector.started, 1e-6)

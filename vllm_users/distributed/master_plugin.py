@@ -72,7 +72,7 @@ class MasterPlugin:
     def __init__(self, env: Environment) -> None:
         self.env = env
         env_state.set_master_handler(env, self.handle)
-        self.results_dir = options(env).results_dir or os.path.join(
+        self.results_dir = options(env).handoff.results_dir or os.path.join(
             "results", time.strftime("run-%Y%m%d-%H%M%S")
         )
         self.collector: Collector | None = None
@@ -97,7 +97,9 @@ class MasterPlugin:
         self._t0_round = 0  # which test's t0 is being agreed (a late fallback of an earlier one does nothing)
         self.headless = bool(env.parsed_options is None or env.parsed_options.headless)
         self.exporter: Any = None  # --prometheus-port: /metrics from now on (seen before the test starts)
-        if options(env).prometheus_port:  # imported only then: prometheus_client costs ~0.2 s at start-up
+        if options(
+            env
+        ).outputs.prometheus_port:  # imported only then: prometheus_client costs ~0.2 s at start-up
             from vllm_users.distributed import prometheus_export
 
             self.exporter = prometheus_export.serve(env, options(env), self._target_rate)
@@ -128,8 +130,8 @@ class MasterPlugin:
                 self.exporter.attach(self.collector)
             self.t_start = time.time()
             self.live = LiveView(self.collector, o, self.results_dir, self.timeline)
-            if o.request_rate is not None:
-                self.segments = [[0.0, float(o.request_rate)]]
+            if o.load.request_rate is not None:
+                self.segments = [[0.0, float(o.load.request_rate)]]
             self.mark("start", users=locust_option(self.env, "num_users"), request_rate=self.live.target_rate)
             self.profile = start_profile(o, self.env.host)  # --profile: around the load
             gevent.spawn(self._watch)
@@ -188,7 +190,7 @@ class MasterPlugin:
             return False, "the request rate changes an open-loop run (--request-rate) that is running"
         if self.drained:
             return False, "the run is stopping"
-        if o.trace:  # no rate segments to change: the trace's own times are the schedule
+        if o.trace.trace:  # no rate segments to change: the trace's own times are the schedule
             return (
                 False,
                 "a --trace run sends each request at the trace's own time (--time-scale sets the speed)",
@@ -275,7 +277,7 @@ class MasterPlugin:
 
     def on_need(self, need: messages.Need, client_id: str) -> None:
         """Hand out the next tickets of the run's request budget (closed loop with --num-prompts)."""
-        budget = options(self.env).num_prompts or 0
+        budget = options(self.env).load.num_prompts or 0
         start = self.next_index
         count = max(0, min(need.n, budget - start))
         self.next_index += count
@@ -285,7 +287,7 @@ class MasterPlugin:
     def _all_done(self) -> bool:
         assert self.collector is not None
         o = options(self.env)
-        budget = o.num_prompts or 0
+        budget = o.load.num_prompts or 0
         if budget and not o.open_loop:
             # closed loop: every ticket handed out, and each worker that got some has finished them
             workers = self.collector.workers
@@ -389,7 +391,7 @@ class MasterPlugin:
         if self.drained or self.collector is None:
             return
         self.drained = True
-        timeout = options(self.env).stop_timeout
+        timeout = options(self.env).measure.stop_timeout
         self._to_workers(messages.Stop(timeout))
         if isinstance(self.env.runner, MasterRunner):
             deadline = time.time() + timeout + 10

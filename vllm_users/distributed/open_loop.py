@@ -55,7 +55,7 @@ class OpenLoopSchedule:
         self._on_t0 = on_t0  # called with the agreed t0 (wall clock) just before the first arrival is planned
         self.queue: Queue = Queue()
         # the global schedule's rate segments [(offset s, rate)]; changed live from the master
-        self.segments: list[tuple[float, float]] = [(0.0, float(options.request_rate or 0.0))]
+        self.segments: list[tuple[float, float]] = [(0.0, float(options.load.request_rate or 0.0))]
         self._replan = gevent.event.Event()
         self._last_index = -1
         self.t0: float | None = None  # wall clock; None until agreed
@@ -146,21 +146,28 @@ class OpenLoopSchedule:
         o, q = self.options, self.queue
         self._replan.clear()
         arrivals = (
-            worker_trace_iter(plan_of(o), o.time_scale, self.index, self.count)
-            if o.trace  # --trace: each request at its own offset (live rate changes do not apply)
+            worker_trace_iter(
+                plan_of(o.trace, o.load.num_prompts), o.trace.time_scale, self.index, self.count
+            )
+            if o.trace.trace  # --trace: each request at its own offset (live rate changes do not apply)
             else ramp_worker_iter(
-                o.ramp_up_strategy,
-                o.ramp_up_start_rps or 0.0,
-                o.ramp_up_end_rps or 0.0,
-                o.burstiness,
-                o.seed,
-                o.num_prompts or 0,
+                o.load.ramp_up_strategy,
+                o.load.ramp_up_start_rps or 0.0,
+                o.load.ramp_up_end_rps or 0.0,
+                o.load.burstiness,
+                o.request.seed,
+                o.load.num_prompts or 0,
                 self.index,
                 self.count,
             )
-            if o.ramp_up_strategy  # a ramp has its own rates: live rate changes do not apply
+            if o.load.ramp_up_strategy  # a ramp has its own rates: live rate changes do not apply
             else worker_piecewise(
-                self.segments, o.burstiness, o.seed, o.num_prompts or None, self.index, self.count
+                self.segments,
+                o.load.burstiness,
+                o.request.seed,
+                o.load.num_prompts or None,
+                self.index,
+                self.count,
             )
         )
         for i, off in arrivals:

@@ -44,7 +44,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
     runner = environment.runner
     try:
         tls.configure(
-            tls.TLSConfig.of(env_state.refresh_options(environment))
+            tls.TLSConfig.of(env_state.refresh_options(environment).server)
         )  # /metrics, profiler, sim stats
     except (
         ArgumentTypeError,
@@ -131,11 +131,14 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         ns.vllm_worker_count = max(1, runner.worker_count)
     # the web UI's form and the spawn message may have changed them: one fresh object per test
     o = env_state.refresh_options(environment)
-    tls.configure(tls.TLSConfig.of(o))  # a worker gets its master's TLS options in the spawn message
+    tls.configure(tls.TLSConfig.of(o.server))  # a worker gets its master's TLS options in the spawn message
     if isinstance(runner, MasterRunner):
         return
     if isinstance(runner, WorkerRunner):
-        index, count = runner.worker_index % (o.vllm_worker_count or 1), o.vllm_worker_count or 1
+        index, count = (
+            runner.worker_index % (o.handoff.vllm_worker_count or 1),
+            o.handoff.vllm_worker_count or 1,
+        )
         send = messages.to_master(runner)
     else:
         index, count = 0, 1

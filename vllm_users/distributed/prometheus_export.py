@@ -142,7 +142,7 @@ class Exporter:
         target_rate: Callable[[], float | None] | None = None,
     ) -> None:
         self.env = env
-        self.target_rate = target_rate or (lambda: options.request_rate)
+        self.target_rate = target_rate or (lambda: options.load.request_rate)
         self.collector: Collector | None = None
         self.requests: dict[tuple[str, str, str], int] = {}  # (scenario, outcome, error) -> requests
         self.tokens: dict[tuple[str, str], int] = {}  # (direction, scenario) -> tokens of the successes
@@ -166,7 +166,7 @@ class Exporter:
         if self.hists:  # samples are in: their buckets stay
             return
         self.options = options
-        self.slo = Slo.parse([options.goodput]) if options.goodput else None
+        self.slo = Slo.parse([options.measure.goodput]) if options.measure.goodput else None
         self.edges = {m: np.asarray(e, dtype=np.float64) for m, e in buckets(self.slo).items()}
         self.le = {m: [floatToGoString(x) for x in e] + ["+Inf"] for m, e in self.edges.items()}
 
@@ -330,14 +330,14 @@ class Exporter:
         batches.add_metric([], self.batches)
         yield batches
         o = self.options
-        run = os.path.basename(os.path.normpath(o.results_dir)) if o.results_dir else ""
+        run = os.path.basename(os.path.normpath(o.handoff.results_dir)) if o.handoff.results_dir else ""
         yield gauge(
             "run_info",
             "The run: its directory name, model, endpoint and loop",
             1.0,
             run=run,
-            model=o.model,
-            endpoint=o.endpoint,
+            model=o.server.model,
+            endpoint=o.scenario.endpoint,
             loop="open" if o.open_loop else "closed",
         )
         yield gauge("run_start_time_seconds", "When this master started, Unix time", self.started)
@@ -385,7 +385,7 @@ def serve(
 ) -> Exporter | None:
     """With --prometheus-port: an Exporter serving /metrics on every interface at that port; else None (also when
     the port cannot be bound: one error line, the run goes on without it)."""
-    port = options.prometheus_port
+    port = options.outputs.prometheus_port
     if not port:
         return None
     exp = Exporter(options, env, target_rate)

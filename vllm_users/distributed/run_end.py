@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import time
+from dataclasses import asdict
 from typing import Any
 
 from locust.env import Environment
@@ -23,9 +24,11 @@ from vllm_users.client.tls import TLSConfig
 from vllm_users.distributed import user_errors
 from vllm_users.distributed.env_state import locust_option
 from vllm_users.distributed.master_side import Collector
+from vllm_users.distributed.options import HandoffOptions
 from vllm_users.distributed.server_profile import ServerProfile, profile_line
 from vllm_users.measure.cost import run_cost
 from vllm_users.measure.health import summarize
+from vllm_users.measure.options import MeasureOptions
 from vllm_users.measure.results import result_from_dir
 from vllm_users.measure.run_result import RunResult
 from vllm_users.measure.server_counters import LoadCounters, around_load, prefix_cache_warning
@@ -39,17 +42,17 @@ log = logging.getLogger("vllm_locust")
 
 def start_profile(o: Options, host: str | None) -> ServerProfile | None:
     """--profile: the server's profiler started as the load starts (after a time-based --warmup); else None."""
-    if not o.profile or not host:
+    if not o.capacity.profile or not host:
         return None
-    warm = parse_optional(o.warmup)
-    profile = ServerProfile(host, request_headers(o), delay_s=(warm.seconds or 0.0) if warm else 0.0)
+    warm = parse_optional(o.measure.warmup)
+    profile = ServerProfile(host, request_headers(o.handoff), delay_s=(warm.seconds or 0.0) if warm else 0.0)
     profile.start()
     return profile
 
 
-def request_headers(o: Options) -> dict[str, str]:
+def request_headers(o: HandoffOptions) -> dict[str, str]:
     """Every request's credentials in a Locust process: --header's (its extra_headers) and the API key's Bearer."""
-    return with_api_key(json.loads(o.extra_headers) if o.extra_headers else {}, env_api_key())
+    return with_api_key(dict(o.extra_headers), env_api_key())
 
 
 def metrics_headers() -> dict[str, str]:
@@ -96,7 +99,7 @@ def preflight_requests(results_dir: str) -> int:
 
 
 def with_server_served(
-    res: RunResult, o: Options, results_dir: str, host: str | None, counters: LoadCounters | None
+    res: RunResult, o: HandoffOptions, results_dir: str, host: str | None, counters: LoadCounters | None
 ) -> RunResult:
     """server_served and missing_vs_server: the embedded simulator's count of completion requests less the
     preflight's, else the increase of the server's vllm:request_success_total over the load (its baseline was
@@ -117,7 +120,7 @@ def recorded_all(res: RunResult) -> int:
     )
 
 
-def exit_code_of(res: RunResult, o: Options, collector: Collector, base: int) -> int:
+def exit_code_of(res: RunResult, o: MeasureOptions, collector: Collector, base: int) -> int:
     """The run's exit code: `base` raised by failures, dropped arrivals, a client-bound run (when asked) and
     lost data (aborted when every worker was lost)."""
     code = base
@@ -203,30 +206,30 @@ def final_result(
         client_bound=health["client_bound"],
         timeline=timeline,
     )
-    res = res.replace(exit_code=exit_code_of(res, o, collector, base_code))
+    res = res.replace(exit_code=exit_code_of(res, o.measure, collector, base_code))
     said = [w for w in (calibration_warning(meta), no_completed_reason(res)) if w and w not in res.warnings]
     if said:
         res = res.replace(warnings=(*res.warnings, *said))
     counters = around_load(
         results_dir, headers=metrics_headers()
     )  # the server's /metrics before the load and now (None: not sampled)
-    res = with_server_served(res, o, results_dir, host, counters)
+    res = with_server_served(res, o.handoff, results_dir, host, counters)
     warning = prefix_cache_warning(
         counters,
         dict(res.metrics),
         list(res.per_scenario),
-        bool(o.dataset or (o.prefix_len and o.cache_rate)),
+        bool(o.prompt.dataset or (o.prompt.prefix_len and o.prompt.cache_rate)),
         (meta.get("prompt_calibration") or {}).get("overhead_tokens"),
     )
     if warning:
         log.warning("vllm-locust: %s", warning)
         res = res.replace(warnings=(*res.warnings, warning))
-    if o.trace:  # how faithfully the trace was replayed
+    if o.trace.trace:  # how faithfully the trace was replayed
         res = res.replace(replay=trace_replay(results_dir, o, counters))
     if profile is not None:
         res = res.replace(profile=profile)
-    if o.gpu_hour_price:
-        res = res.replace(cost=run_cost(res.metrics, o.gpu_hour_price, o.gpus))
+    if o.capacity.gpu_hour_price:
+        res = res.replace(cost=run_cost(res.metrics, o.capacity.gpu_hour_price, o.capacity.gpus))
     return res
 
 
@@ -237,14 +240,18 @@ def trace_replay(results_dir: str, o: Options, counters: LoadCounters | None) ->
     from vllm_users.workload.trace_formats import trace_block_reuse
     from vllm_users.workload.trace_schedule import plan_of
 
-    plan = plan_of(o)
+    plan = plan_of(o.trace, o.load.num_prompts)
     trace = plan.trace
     mooncake = any(r.hash_ids for r in trace.requests)
     about = {
-        "trace": o.trace,
+        "trace": o.trace.trace,
         "format": trace.format,
-        "time_scale": o.time_scale,
-        "window": {"start_s": o.trace_start, "duration_s": o.trace_duration, "limit": o.num_prompts},
+        "time_scale": o.trace.time_scale,
+        "window": {
+            "start_s": o.trace.trace_start,
+            "duration_s": o.trace.trace_duration,
+            "limit": o.load.num_prompts,
+        },
         "trace_duration_s": trace.duration_s,
         "block_size": trace.block_size if mooncake else None,
         "skipped": dict(trace.skipped),
@@ -263,37 +270,39 @@ def run_meta(o: Options, env: Environment, t_start: float, run_time: float | Non
     """The run's settings, as the result JSON header needs them (never the API key); `run_time`: --run-time, which
     the master counts itself (Locust's option is cleared)."""
     runner = env.runner
-    ramp = o.ramp_up_strategy
+    ramp = o.load.ramp_up_strategy
     return {
         "date": time.strftime("%Y%m%d-%H%M%S", time.localtime(t_start)),
         "started_at": t_start,
         "host": redact_url(env.host or "") or None,
-        "model_id": o.model or os.environ.get("VLLM_LOCUST_RESOLVED_MODEL"),
-        "tokenizer_id": o.tokenizer or None,
-        "endpoint": o.endpoint,
-        "backend": "openai-chat" if o.endpoint == "chat" else "openai",
-        "num_prompts": o.num_prompts or None,
-        "request_rate": o.request_rate if o.open_loop and not ramp else None,
-        "burstiness": o.burstiness,
-        "max_concurrency": o.max_concurrency or None,
-        "input_len": o.input_len,
-        "output_len": o.output_len,
-        "range_ratio": o.range_ratio,
-        "seed": o.seed,
-        "goodput": o.goodput or None,
-        "classes": json.loads(o.vllm_classes) if o.vllm_classes else None,  # the --class table
+        "model_id": o.server.model or os.environ.get("VLLM_LOCUST_RESOLVED_MODEL"),
+        "tokenizer_id": o.prompt.tokenizer or None,
+        "endpoint": o.scenario.endpoint,
+        "backend": "openai-chat" if o.scenario.endpoint == "chat" else "openai",
+        "num_prompts": o.load.num_prompts or None,
+        "request_rate": o.load.request_rate if o.open_loop and not ramp else None,
+        "burstiness": o.load.burstiness,
+        "max_concurrency": o.load.max_concurrency or None,
+        "input_len": o.request.input_len,
+        "output_len": o.request.output_len,
+        "range_ratio": o.request.range_ratio,
+        "seed": o.request.seed,
+        "goodput": o.measure.goodput or None,
+        "classes": [asdict(c) for c in o.classes.vllm_classes] or None,  # the --class table
         "ramp_up_strategy": ramp or None,
-        "ramp_up_start_rps": o.ramp_up_start_rps if ramp else None,
-        "ramp_up_end_rps": o.ramp_up_end_rps if ramp else None,
-        "warmup": o.warmup or None,
-        "cooldown": o.cooldown or None,
-        "percentile_metrics": o.percentile_metrics or None,
-        "metric_percentiles": o.metric_percentiles or None,
+        "ramp_up_start_rps": o.load.ramp_up_start_rps if ramp else None,
+        "ramp_up_end_rps": o.load.ramp_up_end_rps if ramp else None,
+        "warmup": o.measure.warmup or None,
+        "cooldown": o.measure.cooldown or None,
+        "percentile_metrics": o.measure.percentile_metrics or None,
+        "metric_percentiles": o.measure.metric_percentiles or None,
         "users": locust_option(env, "num_users"),
         "run_time": run_time or locust_option(env, "run_time"),
-        "workers": (o.vllm_worker_count or runner.worker_count) if isinstance(runner, MasterRunner) else 1,
+        "workers": (o.handoff.vllm_worker_count or runner.worker_count)
+        if isinstance(runner, MasterRunner)
+        else 1,
         "user_classes": sorted({u.__name__ for u in env.user_classes}),
-        "tls": TLSConfig.of(o).metadata()
+        "tls": TLSConfig.of(o.server).metadata()
         if (env.host or "").startswith("https://")
         else None,  # --insecure said
     }

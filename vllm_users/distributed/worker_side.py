@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import os
 import socket
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 import gevent
@@ -79,7 +79,7 @@ class WorkerContext:
             "dropped": 0,
             "errors": {},
         }
-        self.slo = Slo.parse([options.goodput]) if options.goodput else None
+        self.slo = Slo.parse([options.measure.goodput]) if options.measure.goodput else None
         # traffic classes: per-class histograms and counts for the web UI's LLM tab (each tenant's latency and
         # goodput live), filled only by records that carry a class (none: no cost); each class judged by its own
         # SLO, as per_class.py judges them in the result
@@ -88,7 +88,7 @@ class WorkerContext:
         self.user_errors: list[
             dict[str, Any]
         ] = []  # exceptions user code raised (user_errors.py), in the totals
-        table = json.loads(options.vllm_classes) if options.vllm_classes else []
+        table = [asdict(c) for c in options.classes.vllm_classes]
         self.class_slos = {str(t["name"]): class_slo(t, self.slo) for t in table}
         self.seq = 0
         self.inflight: set[gevent.Greenlet] = set()
@@ -102,7 +102,7 @@ class WorkerContext:
         self._reporter: gevent.Greenlet | None = None
         self._batch_lock = gevent.lock.Semaphore()
         self._next_index = worker_index
-        self._budget = options.num_prompts or 0
+        self._budget = options.load.num_prompts or 0
         # closed loop with a request budget: tickets come from the master in small grants, so a worker
         # that starts late, or has fewer users, simply takes fewer (no fixed per-worker share)
         self._grants: Queue | None = None
@@ -111,8 +111,8 @@ class WorkerContext:
         self.users: Callable[[], int] = lambda: 1
         # --records-at-end: batches carry histograms and counters only; the records stay in the local file
         # (from _file_start on) and go to the master in chunks when the worker drains
-        self.records_at_end = options.records_at_end
-        self._local_first = options.records_at_end  # the drain sends the local file (what reached it)
+        self.records_at_end = options.measure.records_at_end
+        self._local_first = options.measure.records_at_end  # the drain sends the local file (what reached it)
         self.write_error: str | None = None  # the local file's write that failed (a full disk): in the totals
         self._file = self._open_local_file()
         self._local_path: str | None = self._file.name if self._file is not None else None
@@ -311,7 +311,9 @@ class WorkerContext:
 
     def _open_local_file(self) -> Any:
         d = os.environ.get("VLLM_LOCUST_WORKER_DIR") or (
-            run_dir.path(self.options.results_dir, run_dir.WORKERS_DIR) if self.options.results_dir else ""
+            run_dir.path(self.options.handoff.results_dir, run_dir.WORKERS_DIR)
+            if self.options.handoff.results_dir
+            else ""
         )
         if not d and self.records_at_end:
             d = tempfile.mkdtemp(prefix="vllm-locust-records-")  # the records must be kept somewhere

@@ -125,7 +125,7 @@ class LLMUser(FastHttpUser):
 
     def __init__(self, environment: Any) -> None:
         """A FastHttpUser whose TLS context is the run's (--ca-bundle, --insecure, --client-cert: client/tls.py)."""
-        cfg = tls.TLSConfig.of(env_state.options(environment))
+        cfg = tls.TLSConfig.of(env_state.options(environment).server)
         self.insecure = cfg.insecure
         self.ssl_context_factory = tls.user_context_factory(cfg)
         super().__init__(environment)
@@ -144,9 +144,9 @@ class LLMUser(FastHttpUser):
         """Resolve the HTTP client, auth headers, model and prompt lengths once."""
         o = self.options = env_state.options(self.environment)
         # a plain `locust --host http://user:pass@...`: the userinfo becomes Basic auth (vllm-locust run strips it)
-        host, auth = connection_headers(self.host or "", json.loads(o.extra_headers or "{}"), env_api_key())
+        host, auth = connection_headers(self.host or "", dict(o.handoff.extra_headers), env_api_key())
         self._http = client_for(self.client.client, host)
-        set_read_timeout(self._http, o.stream_timeout)
+        set_read_timeout(self._http, o.measure.stream_timeout)
         self.headers = {
             "Content-Type": "application/json",
             "Accept": "text/event-stream",
@@ -156,14 +156,21 @@ class LLMUser(FastHttpUser):
         # a server may echo a request's credentials in its error answer: a record's error never holds them
         self._redactor = Redactor(secret_values(auth, env_api_key(), [self.host or ""]))
         with _shared_lock:
-            self.model = _base_model(o.model) or _shared.get("model") or self._resolve_model()
+            self.model = _base_model(o.server.model) or _shared.get("model") or self._resolve_model()
             _shared["model"] = self.model
-            pk = ("plan", o.vllm_classes, o.model, o.seed)  # the class / model-mix draw, once per process
-            self._plan = _shared.get(pk) or _shared.setdefault(pk, plan_from(o.vllm_classes, o.model, o.seed))
+            pk = (
+                "plan",
+                o.classes.vllm_classes,
+                o.server.model,
+                o.request.seed,
+            )  # the class / model-mix draw, once per process
+            self._plan = _shared.get(pk) or _shared.setdefault(
+                pk, plan_from(o.classes.vllm_classes, o.server.model, o.request.seed)
+            )
         self.user_id = id(self) & 0xFFFFFF
         self._preconnect()
-        if o.images or self.min_images:  # images: the pool is encoded now, off the hot path
-            image_set(o)
+        if o.images.images or self.min_images:  # images: the pool is encoded now, off the hot path
+            image_set(o.images, o.request.seed)
         self.setup_scenario()
 
     def _preconnect(self) -> None:
@@ -206,7 +213,7 @@ class LLMUser(FastHttpUser):
         """The run's calibration: handed in (`vllm_lengths`: `vllm-locust run`'s preflight, or a plain master's),
         else calibrated here once per process, bounded, before this user sends anything (--run-time counts from
         the first load request, so this time is not the measured window's)."""
-        table = self.options.vllm_lengths
+        table = self.options.handoff.vllm_lengths
         key = ("lengths", table)
         lm = _shared.get(key)
         if lm is None and table:
@@ -244,15 +251,24 @@ class LLMUser(FastHttpUser):
 
         # the word counts overlap on the client's pooled connections: a remote server's round trips add up
         pool = gevent.pool.Pool(CALIBRATION_CONCURRENCY)
-        lm = calibrate_lengths(post, self.model, self.options.endpoint in CHAT_TEMPLATED, pool.imap, budget)
+        lm = calibrate_lengths(
+            post, self.model, self.options.scenario.endpoint in CHAT_TEMPLATED, pool.imap, budget
+        )
         lm.probes["where"] = "worker"
         return lm
 
     def random_prompts(self) -> RandomPrompts:
         """vLLM-bench-style random prompts from the run's options."""
         o = self.options
-        chat = o.endpoint == "chat"
-        return RandomPrompts(o.input_len, o.output_len, o.range_ratio, o.seed, chat, self.length_model())
+        chat = o.scenario.endpoint == "chat"
+        return RandomPrompts(
+            o.request.input_len,
+            o.request.output_len,
+            o.request.range_ratio,
+            o.request.seed,
+            chat,
+            self.length_model(),
+        )
 
     # ----- the task -----
     @task
@@ -299,14 +315,18 @@ class LLMUser(FastHttpUser):
     def sampling_params(self, output_len: int) -> dict[str, Any]:
         """Common body fields: model, max_tokens, streaming with usage."""
         o = self.options
-        body: dict[str, Any] = {"model": self.model, "max_tokens": output_len, "temperature": o.temperature}
-        if not o.no_stream:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": output_len,
+            "temperature": o.request.temperature,
+        }
+        if not o.request.no_stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
-        if o.ignore_eos:
+        if o.request.ignore_eos:
             body["ignore_eos"] = True
-        if o.seed:
-            body["seed"] = o.seed
+        if o.request.seed:
+            body["seed"] = o.request.seed
         return body
 
     def send(self, spec: RequestSpec, ticket: Ticket, scenario: str | None = None) -> Reply:
@@ -326,7 +346,13 @@ class LLMUser(FastHttpUser):
         n_images = 0  # images: --images N (or the request's own count) on any chat request
         if api == "chat":
             n_images = request_images(
-                spec.body, self.options, link.session, link.turn, self.min_images, spec.context.get("images")
+                spec.body,
+                self.options.images,
+                self.options.request.seed,
+                link.session,
+                link.turn,
+                self.min_images,
+                spec.context.get("images"),
             )
         path = path_of(api)
         body = encode_body(spec.body)  # json.dumps, image data spliced in (not re-scanned: base64 is large)

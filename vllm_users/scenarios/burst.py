@@ -8,11 +8,11 @@ bursts use gamma arrivals instead: --request-rate R --burstiness 0.5 (vllm_users
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from locust import LoadTestShape
 
 from vllm_users.scenarios.chat import ChatUser
+from vllm_users.scenarios.options import BurstOptions
 
 SPAWN_RATE = 1000.0  # users per second: a spike arrives at once
 
@@ -55,9 +55,9 @@ class BurstPlan:
         return "quiet" if t < self.quiet_s else "spike" if t < self.quiet_s + self.spike_s else "recover"
 
 
-def plan_from_options(o: Any, users: int | None) -> BurstPlan:
-    """The plan from the burst options (`o`: the Locust process's Options or `vllm-locust run`'s); the spike
-    defaults to `users` (--users), else 8."""
+def plan_from_options(o: BurstOptions, users: int | None) -> BurstPlan:
+    """The plan from the burst options (a Locust process's or `vllm-locust run`'s); the spike defaults to
+    `users` (--users), else 8."""
     spike = o.burst_spike_users or users or 8
     quiet = o.burst_quiet_users or max(1, spike // 8)
     return BurstPlan(quiet, spike, o.burst_quiet, o.burst_spike, o.burst_recover, o.burst_cycles)
@@ -76,7 +76,7 @@ class BurstShape(LoadTestShape):
 
             assert self.runner is not None
             env = self.runner.environment
-            self.plan = plan_from_options(options(env), locust_option(env, "num_users"))
+            self.plan = plan_from_options(options(env).burst, locust_option(env, "num_users"))
         users = self.plan.users_at(self.get_run_time())
         return None if users is None else (users, SPAWN_RATE)
 

@@ -17,14 +17,13 @@ class ChatUser(LLMUser):
     def setup_scenario(self) -> None:
         """Build the prompt source from the run's options (random text, --dataset, --tokenizer, --prefix-len)."""
         # the Responses API takes chat messages as its `input` (the server applies the chat template)
-        if (
-            self.options.endpoint in POOLING_ENDPOINTS
-        ):  # plain `locust -f chat.py`; `vllm-locust run` swaps users
+        # plain `locust -f chat.py`; `vllm-locust run` swaps users
+        if self.options.scenario.endpoint in POOLING_ENDPOINTS:
             raise RuntimeError(
-                f"--endpoint {self.options.endpoint} is sent by the pooling users "
+                f"--endpoint {self.options.scenario.endpoint} is sent by the pooling users "
                 "(locustfiles/embeddings.py, locustfiles/rerank.py), not ChatUser"
             )
-        chat = True if self.options.endpoint == "responses" else None
+        chat = True if self.options.scenario.endpoint == "responses" else None
         self.prompts: PromptSource = prompt_source(self.options, self.length_model(), chat=chat)
 
     def build_request(self, ticket: Ticket) -> RequestSpec:
@@ -35,7 +34,7 @@ class ChatUser(LLMUser):
             body["messages"] = p.messages
         else:
             body["prompt"] = p.text
-        if self.options.endpoint == "responses":
+        if self.options.scenario.endpoint == "responses":
             return RequestSpec(
                 body=responses_body(body),
                 endpoint="responses",

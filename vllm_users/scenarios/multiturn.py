@@ -18,11 +18,12 @@ from vllm_users.distributed import env_state
 from vllm_users.measure.record import RequestRecord
 from vllm_users.scenarios.base import LLMUser, RequestSpec
 from vllm_users.workload.prefixes import SharedPrefixes, from_options
+from vllm_users.workload.prompt_options import PromptOptions
 from vllm_users.workload.prompts import sample_len
 from vllm_users.workload.ticket import Ticket
 
 if TYPE_CHECKING:
-    from vllm_users.options import Options
+    pass
 
 _conversations = itertools.count()  # per process: this worker's conversation counter
 
@@ -41,13 +42,13 @@ class MultiTurnUser(LLMUser):
         """Shared prefixes and lengths from the run's options; no conversation yet."""
         o = self.options
         self.lm = self.length_model()
-        self.prefixes: SharedPrefixes = from_options(o, self.lm)
-        self.num_turns = o.num_turns
+        self.prefixes: SharedPrefixes = from_options(o.prompt, o.request.seed, self.lm)
+        self.num_turns = o.prompt.num_turns
         self.conv: list[dict[str, Any]] | None = None
         self.turn = 0
         self.key = 0
         self.session = 0
-        self.dataset = _dataset_turns(o)
+        self.dataset = _dataset_turns(o.prompt)
 
     def _start(self, key: int) -> None:
         self.key = key
@@ -61,8 +62,8 @@ class MultiTurnUser(LLMUser):
             turns = self.dataset[self.key % len(self.dataset)]
             text = turns[self.turn % len(turns)]
             return text, len(text.split())
-        rng = random.Random(f"turn:{o.seed}:{self.key}:{self.turn}")
-        n = sample_len(o.input_len, o.range_ratio, rng)
+        rng = random.Random(f"turn:{o.request.seed}:{self.key}:{self.turn}")
+        n = sample_len(o.request.input_len, o.request.range_ratio, rng)
         return self.lm.text(n, rng), n
 
     def build_request(self, ticket: Ticket) -> RequestSpec:
@@ -75,7 +76,11 @@ class MultiTurnUser(LLMUser):
         text, n = self._user_message()
         messages = self.conv + [{"role": "user", "content": text}]
         o = self.options
-        out = sample_len(o.output_len, o.range_ratio, random.Random(f"out:{o.seed}:{self.key}:{self.turn}"))
+        out = sample_len(
+            o.request.output_len,
+            o.request.range_ratio,
+            random.Random(f"out:{o.request.seed}:{self.key}:{self.turn}"),
+        )
         body = self.sampling_params(out)
         body["messages"] = messages
         return RequestSpec(
@@ -103,7 +108,7 @@ class MultiTurnUser(LLMUser):
         self.turn += 1
 
 
-def _dataset_turns(o: Options) -> list[list[str]]:
+def _dataset_turns(o: PromptOptions) -> list[list[str]]:
     """User messages of each dataset conversation (multi-turn ShareGPT), when --dataset is given."""
     if not o.dataset:
         return []

@@ -75,7 +75,7 @@ class EmbeddingsUser(_PoolingUser):
 
     def build_request(self, ticket: Ticket) -> RequestSpec:
         """Inputs `ticket.index * N` .. of the seeded prompts (N = --embed-batch: every input differs)."""
-        n = self.options.embed_batch
+        n = self.options.scenario.embed_batch
         texts, tokens = self.texts(ticket.index * n, n)
         return self.spec("embeddings", embeddings_body(texts), tokens, n)
 
@@ -88,7 +88,7 @@ class RerankUser(_PoolingUser):
 
     def build_request(self, ticket: Ticket) -> RequestSpec:
         """Query and documents from prompts `ticket.index * (N + 1)` .. (N = --rerank-docs)."""
-        n = self.options.rerank_docs
+        n = self.options.scenario.rerank_docs
         texts, tokens = self.texts(ticket.index * (n + 1), n + 1)
-        api = "score" if self.options.endpoint == "score" else "rerank"
+        api = "score" if self.options.scenario.endpoint == "score" else "rerank"
         return self.spec(api, rerank_body(api, texts[0], texts[1:]), tokens, n)

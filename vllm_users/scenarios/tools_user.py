@@ -88,9 +88,9 @@ class ToolsUser(LLMUser):
         """Tools from --seed, the choice from --tool-choice; prompts from the prompt source (random text,
         --dataset, --tokenizer, --prefix-len), with the tool instruction before the user's text."""
         o = self.options
-        self.tools = make_tools(o.seed)
-        self.choice = (o.tool_choice or "required").strip()
-        self.followup = o.tool_followup
+        self.tools = make_tools(o.request.seed)
+        self.choice = (o.prompt.tool_choice or "required").strip()
+        self.followup = o.prompt.tool_followup
         self.reserve = len(INSTRUCTION.split())
         self.prompts = prompt_source(o, self.length_model(), chat=True, reserve=self.reserve)
 
@@ -154,10 +154,10 @@ class ToolsUser(LLMUser):
             messages.append(
                 {"role": "tool", "tool_call_id": c.get("id") or f"call_{i}", "content": json.dumps(result)}
             )
-        body = self.sampling_params(self.options.output_len)
+        body = self.sampling_params(self.options.request.output_len)
         body["messages"] = messages
         body["tools"] = self.tools
         body["tool_choice"] = "none"
         return RequestSpec(
-            body=body, want_text=False, output_len=self.options.output_len, context={"step": 1}
+            body=body, want_text=False, output_len=self.options.request.output_len, context={"step": 1}
         )

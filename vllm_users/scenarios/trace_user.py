@@ -44,11 +44,11 @@ class TraceUser(LLMUser):
     def setup_scenario(self) -> None:
         """Read the trace (once per process, before the schedule's t0) and build its prompt maker."""
         o = self.options
-        if not o.trace:
+        if not o.trace.trace:
             raise RuntimeError("the trace scenario needs --trace FILE")
-        self.plan: TracePlan = plan_of(o)
+        self.plan: TracePlan = plan_of(o.trace, o.load.num_prompts)
         lm = self.length_model()
-        key = (o.trace, o.trace_block_size, o.seed, o.tokenizer, id(lm))
+        key = (o.trace.trace, o.trace.trace_block_size, o.request.seed, o.prompt.tokenizer, id(lm))
         with _lock:  # one prompt maker per process: its block cache is shared by every user of the worker
             maker = _makers.get(key)
             if maker is None or maker.lengths is not lm:  # (an id the collector gave to a new length model)
@@ -60,11 +60,11 @@ class TraceUser(LLMUser):
         when its request is due would be send lag)."""
         o = self.options
         count = None
-        if o.tokenizer:
+        if o.prompt.tokenizer:
             from vllm_users.workload.source import load_tokenizer
 
-            count = load_tokenizer(o.tokenizer)
-        prompts = TracePrompts(lm, o.trace_block_size, o.seed, count)
+            count = load_tokenizer(o.prompt.tokenizer)
+        prompts = TracePrompts(lm, o.trace.trace_block_size, o.request.seed, count)
         env = getattr(self, "environment", None)
         index, n = (env_state.context(env).index, env_state.context(env).count) if env is not None else (0, 1)
         prompts.warm(
@@ -100,10 +100,10 @@ class TraceUser(LLMUser):
         """The request of one trace line (`history`: a session's messages so far, None outside a session), to the
         line's endpoint (else --endpoint) with the line's image count (else --images)."""
         o = self.options
-        api = req.endpoint or o.endpoint
+        api = req.endpoint or o.scenario.endpoint
         if api in POOLING_ENDPOINTS:
             return self._pooling_spec(req, index, api)
-        out = req.output_len or o.output_len
+        out = req.output_len or o.request.output_len
         body = self.sampling_params(out)
         if req.model:
             body["model"] = req.model
@@ -139,7 +139,7 @@ class TraceUser(LLMUser):
         query = self.prompts.user_content(req, index)
         if api == "embeddings":
             return self._pooled(req, api, embeddings_body([query]), 1, req.input_len, index)
-        n, length = self.options.rerank_docs, req.input_len
+        n, length = self.options.scenario.rerank_docs, req.input_len
         docs = (
             [query] * n
             if length is None

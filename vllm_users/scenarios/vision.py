@@ -27,7 +27,7 @@ class VisionUser(ChatUser):
 
     def setup_scenario(self) -> None:
         """The chat scenario's prompts; images need chat messages (`vllm-locust run` says so before the load)."""
-        if self.options.endpoint != "chat":
+        if self.options.scenario.endpoint != "chat":
             raise UsageError(IMAGES_NEED_CHAT)
         super().setup_scenario()
 
@@ -48,6 +48,11 @@ class VisionUser(ChatUser):
         """Tokens the server counts for the prompt's text, template included, when known exactly; else None."""
         o = self.options
         lm = self.length_model()
-        if o.dataset or o.prefix_len or not (lm.exact or o.tokenizer) or not isinstance(lm.overhead, int):
+        if (
+            o.prompt.dataset
+            or o.prompt.prefix_len
+            or not (lm.exact or o.prompt.tokenizer)
+            or not isinstance(lm.overhead, int)
+        ):
             return None
         return p.input_len + lm.overhead

@@ -14,6 +14,7 @@ extension (lower first, as vLLM's `--scheduling-policy priority`), and its own S
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from bisect import bisect_right
@@ -22,6 +23,7 @@ from dataclasses import asdict, dataclass
 from itertools import accumulate
 from typing import Any
 
+from vllm_users.option_spec import LOCUST, RUN, opt
 from vllm_users.option_types import checked_text
 from vllm_users.workload.model_mix import ModelMix, draw_unit, parse_mix
 
@@ -32,7 +34,7 @@ __all__ = [
     "class_models",
     "class_text",
     "classes_from_json",
-    "classes_json",
+    "classes_text",
     "from_config",
     "parse_class",
     "parse_classes",
@@ -171,16 +173,23 @@ def check_scenarios(texts: Sequence[str], scenarios: Sequence[str]) -> None:
             )
 
 
-def classes_json(texts: Sequence[str]) -> str:
-    """The classes as the JSON the workers get (the hidden `vllm_classes` option); "" for none."""
-    if not texts:
-        return ""
-    return json.dumps([asdict(c) for c in parse_classes(texts)], separators=(",", ":"))
+def classes_text(classes: Sequence[TrafficClass]) -> str:
+    """The classes as the JSON the workers get; "" for none."""
+    return json.dumps([asdict(c) for c in classes], separators=(",", ":")) if classes else ""
 
 
 def classes_from_json(text: str) -> tuple[TrafficClass, ...]:
-    """The classes back from classes_json's text (empty for "")."""
+    """The classes back from classes_text's text (empty for "")."""
     return tuple(TrafficClass(**d) for d in json.loads(text)) if text else ()
+
+
+def _classes_option(text: str) -> tuple[TrafficClass, ...]:
+    """The hidden `vllm_classes` option's value: its JSON parsed once (a one-line error when it is not the
+    table's)."""
+    try:
+        return classes_from_json(text.strip())
+    except (ValueError, TypeError) as e:
+        raise argparse.ArgumentTypeError(f"not a class table: {e}") from None
 
 
 @dataclass(frozen=True)
@@ -240,6 +249,29 @@ class ClassPlan:
         return ch.name
 
 
-def plan_from(classes_text: str, model_text: str, seed: int) -> ClassPlan:
-    """The process's plan from the `vllm_classes` JSON and the --model text."""
-    return ClassPlan(classes_from_json(classes_text), parse_mix(model_text), seed)
+def plan_from(classes: Sequence[TrafficClass], model_text: str, seed: int) -> ClassPlan:
+    """The process's plan from the `vllm_classes` table and the --model text."""
+    return ClassPlan(classes, parse_mix(model_text), seed)
+
+
+@dataclass(frozen=True)
+class ClassOptions:
+    """Traffic classes (docs/classes.md)."""
+
+    class_: tuple[str, ...] = opt(
+        (),
+        class_text,
+        "A traffic class (repeatable): NAME:weight=W[,scenario=S][,model=M]"
+        "[,priority=P][,ttft=MS][,tpot=MS][,e2el=MS]; per-class goodput and fairness",
+        RUN,
+        repeat=True,
+        metavar="NAME:weight=W,...",
+    )
+    vllm_classes: tuple[TrafficClass, ...] = opt(
+        (),
+        _classes_option,
+        "(set by `vllm-locust run` from --class) the traffic classes as JSON",
+        LOCUST,
+        web_ui=False,
+        text=classes_text,
+    )

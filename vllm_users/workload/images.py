@@ -20,9 +20,12 @@ import struct
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
+
+from vllm_users import option_types as T
+from vllm_users.option_spec import BOTH, opt
 
 __all__ = [
     "FORMATS",
@@ -216,35 +219,59 @@ def data_url(url: str) -> str:
     return _DATA.get(url.encode(), b"").decode("ascii") or url
 
 
-class ImageOptions(Protocol):
-    """The options the images follow (vllm_users.options.Options is one; a Protocol: options imports us)."""
+def image_sizes(value: str) -> str:
+    """Validate image size buckets `WxH[:WEIGHT],...` now, keep the text."""
+    return T.checked_text(parse_buckets, value)
 
-    @property
-    def images(self) -> int: ...
-    @property
-    def image_size(self) -> str: ...
-    @property
-    def image_format(self) -> str: ...
-    @property
-    def image_url_base(self) -> str: ...
-    @property
-    def seed(self) -> int: ...
+
+@dataclass(frozen=True)
+class ImageOptions:
+    """Images: vision-language load, chat only."""
+
+    images: int = opt(
+        0,
+        T.nonneg_int,
+        "Images per chat request, as image_url content parts (--scenario vision: at least 1)",
+        *BOTH,
+        metavar="N",
+    )
+    image_size: str = opt(
+        "512x512",
+        image_sizes,
+        "Image sizes, each image's drawn by weight (vLLM's random-mm buckets), e.g. 512x512:3,1024x768:1",
+        *BOTH,
+        metavar="WxH[:W],...",
+    )
+    image_format: str = opt("png", T.text, "Encoding of the images sent as data URLs", *BOTH, choices=FORMATS)
+    image_url_base: str = opt(
+        "",
+        T.url_base,
+        "Send image URLs BASE/img_<w>x<h>_<k>.png for the server to fetch instead of data URLs",
+        *BOTH,
+        metavar="URL",
+    )
 
 
 _sets: dict[tuple[str, str, str, int], ImageSet] = {}  # per process: every user of a run shares one pool
 
 
-def image_set(o: ImageOptions) -> ImageSet:
+def image_set(o: ImageOptions, seed: int) -> ImageSet:
     """The run's ImageSet, built (encoded) on first use and kept for the process; ValueError for bad options."""
-    key = (o.image_size, o.image_format, o.image_url_base, o.seed)
+    key = (o.image_size, o.image_format, o.image_url_base, seed)
     s = _sets.get(key)
     if s is None:
-        s = _sets[key] = ImageSet(parse_buckets(o.image_size), o.image_format, o.seed, o.image_url_base)
+        s = _sets[key] = ImageSet(parse_buckets(o.image_size), o.image_format, seed, o.image_url_base)
     return s
 
 
 def request_images(
-    body: dict[str, Any], o: ImageOptions, index: int, turn: int, at_least: int = 0, count: int | None = None
+    body: dict[str, Any],
+    o: ImageOptions,
+    seed: int,
+    index: int,
+    turn: int,
+    at_least: int = 0,
+    count: int | None = None,
 ) -> int:
     """Attach max(--images, `at_least`) images (or exactly `count`: a request that says its own, e.g. a trace
     line) to a chat body's last user message; the image parts the body then holds (history included)."""
@@ -252,7 +279,7 @@ def request_images(
     messages = body.get("messages")
     if not n or not isinstance(messages, list):
         return 0
-    attached = attach_images(messages, image_set(o).parts(index, n, turn))
+    attached = attach_images(messages, image_set(o, seed).parts(index, n, turn))
     if attached is not None:
         body["messages"] = attached
     return count_image_parts(body["messages"])

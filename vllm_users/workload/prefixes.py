@@ -3,24 +3,9 @@
 from __future__ import annotations
 
 import random
-from typing import Protocol
 
+from vllm_users.workload.prompt_options import PromptOptions
 from vllm_users.workload.prompts import LengthModel
-
-
-class PrefixOptions(Protocol):
-    """The options a prefix workload reads (vllm_users.options.Options has them: a Protocol here keeps
-    workload/ below the option table, which imports workload's choices)."""
-
-    @property
-    def prefix_len(self) -> int: ...
-    @property
-    def cache_rate(self) -> float: ...
-    @property
-    def num_prefixes(self) -> int: ...
-    @property
-    def seed(self) -> int: ...
-
 
 _PHI = 0.6180339887498949  # low-discrepancy sequence: any run of keys gets close to the asked fraction
 
@@ -69,6 +54,6 @@ class SharedPrefixes:
         return self.lengths.text(self.prefix_len, random.Random(f"prefix-unique:{self.seed}:{key}"))
 
 
-def from_options(o: PrefixOptions, lengths: LengthModel | None) -> SharedPrefixes:
+def from_options(o: PromptOptions, seed: int, lengths: LengthModel | None) -> SharedPrefixes:
     """SharedPrefixes from --prefix-len, --cache-rate, --num-prefixes and --seed."""
-    return SharedPrefixes(o.prefix_len, o.cache_rate, o.num_prefixes, o.seed, lengths)
+    return SharedPrefixes(o.prefix_len, o.cache_rate, o.num_prefixes, seed, lengths)

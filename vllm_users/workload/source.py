@@ -10,29 +10,10 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from vllm_users.errors import TokenizerError  # raised here; importable from here too
-from vllm_users.workload.prefixes import PrefixOptions, SharedPrefixes, from_options
+from vllm_users.options import Options
+from vllm_users.workload.prefixes import SharedPrefixes, from_options
 from vllm_users.workload.prompt_ahead import ahead
 from vllm_users.workload.prompts import LengthModel, Prompt, RandomPrompts, random_words, sample_len
-
-
-class PromptOptions(PrefixOptions, Protocol):
-    """The options a prompt source reads (vllm_users.options.Options has them: a Protocol keeps workload/
-    below the option table)."""
-
-    @property
-    def endpoint(self) -> str: ...
-    @property
-    def input_len(self) -> int: ...
-    @property
-    def output_len(self) -> int: ...
-    @property
-    def range_ratio(self) -> float: ...
-    @property
-    def dataset(self) -> str: ...
-    @property
-    def dataset_format(self) -> str: ...
-    @property
-    def tokenizer(self) -> str: ...
 
 
 class PromptSource(Protocol):
@@ -191,29 +172,41 @@ class PrefixedPrompts:
 
 
 def prompt_source(
-    o: PromptOptions, lengths: LengthModel, chat: bool | None = None, reserve: int = 0
+    o: Options, lengths: LengthModel, chat: bool | None = None, reserve: int = 0
 ) -> PromptSource:
     """The prompt source of a scenario from --dataset, --tokenizer, --prefix-len (and lengths). `chat`
     overrides --endpoint (json/tools always chat); `reserve` tokens of --input-len are left for the
     scenario's own instruction (random and tokenizer prompts; a dataset's prompts keep their lengths)."""
-    chat = o.endpoint == "chat" if chat is None else chat
-    input_len = max(1, o.input_len - reserve)
+    chat = o.scenario.endpoint == "chat" if chat is None else chat
+    input_len = max(1, o.request.input_len - reserve)
     base: PromptSource
-    if o.dataset:
+    if o.prompt.dataset:
         from vllm_users.workload.datasets import DatasetPrompts, load_dataset_cached
 
-        entries = load_dataset_cached(o.dataset, o.dataset_format)
-        base = DatasetPrompts(entries, o.output_len, o.seed, chat, lengths)
-    elif o.tokenizer:
-        count = load_tokenizer(o.tokenizer)
-        key = (id(count), input_len, o.output_len, o.range_ratio, o.seed, chat, id(lengths))
+        entries = load_dataset_cached(o.prompt.dataset, o.prompt.dataset_format)
+        base = DatasetPrompts(entries, o.request.output_len, o.request.seed, chat, lengths)
+    elif o.prompt.tokenizer:
+        count = load_tokenizer(o.prompt.tokenizer)
+        key = (
+            id(count),
+            input_len,
+            o.request.output_len,
+            o.request.range_ratio,
+            o.request.seed,
+            chat,
+            id(lengths),
+        )
         if key not in _AHEAD:  # one per process: its builds ahead follow the worker's tickets, not one user's
-            exact = ExactPrompts(count, input_len, o.output_len, o.range_ratio, o.seed, chat, lengths)
+            exact = ExactPrompts(
+                count, input_len, o.request.output_len, o.request.range_ratio, o.request.seed, chat, lengths
+            )
             _AHEAD[key] = (lengths, ahead(exact, getattr(count, "releases_gil", False)))
         base = _AHEAD[key][1]
     else:
-        base = RandomPrompts(input_len, o.output_len, o.range_ratio, o.seed, chat, lengths)
-    prefixes = from_options(o, lengths)
+        base = RandomPrompts(
+            input_len, o.request.output_len, o.request.range_ratio, o.request.seed, chat, lengths
+        )
+    prefixes = from_options(o.prompt, o.request.seed, lengths)
     return PrefixedPrompts(base, prefixes) if prefixes.enabled else base
 
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
 
+from vllm_users import option_types as T
 from vllm_users.errors import TraceError
+from vllm_users.option_spec import BOTH, opt
 from vllm_users.workload.trace import Trace, TraceRequest
 
 __all__ = [
@@ -35,28 +36,42 @@ MAX_OFFSET_S = (
 )  # a request due later than this after the first (after --time-scale) is a bad line
 
 
-class TraceOptions(Protocol):
-    """The options a trace replay reads (vllm_users.options.Options has them; a Protocol keeps workload/ below
-    the option table)."""
+@dataclass(frozen=True)
+class TraceOptions:
+    """Trace replay: --trace FILE sends each request of the file at its own timestamp."""
 
-    @property
-    def trace(self) -> str: ...
-    @property
-    def trace_format(self) -> str: ...
-    @property
-    def trace_start(self) -> float: ...
-    @property
-    def trace_duration(self) -> float | None: ...
-    @property
-    def trace_block_size(self) -> int: ...
-    @property
-    def num_prompts(self) -> int | None: ...
-    @property
-    def time_scale(self) -> float: ...
-    @property
-    def trace_timestamp_unit(self) -> str: ...
-    @property
-    def endpoint(self) -> str: ...
+    trace: str = opt(
+        "",
+        T.text,
+        "Replay a trace: each request at its timestamp on the open-loop schedule "
+        "(docs/traces.md); every worker reads the file from this path",
+        *BOTH,
+        metavar="FILE",
+    )
+    trace_format: str = opt(
+        "auto",
+        T.text,
+        "--trace's format (auto: from the file)",
+        *BOTH,
+        choices=("auto", "mooncake", "azure", "burstgpt", "jsonl", "records"),
+    )
+    time_scale: float = opt(
+        1.0, T.pos_float, "--trace: replay speed (2 = twice as fast: offsets halved)", *BOTH, metavar="X"
+    )
+    trace_start: float = opt(
+        0.0, T.nonneg_float, "--trace: skip the trace's first S seconds", *BOTH, metavar="S"
+    )
+    trace_duration: float | None = opt(
+        None, T.pos_float, "--trace: replay D seconds of it (from --trace-start)", *BOTH, metavar="D"
+    )
+    trace_block_size: int = opt(512, T.pos_int, "--trace mooncake: prompt tokens per hash id", *BOTH)
+    trace_timestamp_unit: str = opt(
+        "auto",
+        T.text,
+        "--trace: unit of a mooncake/burstgpt/jsonl `timestamp` (auto: the format's own)",
+        *BOTH,
+        choices=("auto", "s", "ms", "us"),
+    )
 
 
 @dataclass(frozen=True)
@@ -73,14 +88,14 @@ class TracePlan:
         return self.sessions.get(index) or [self.trace.requests[index]]
 
 
-def load_for(o: TraceOptions) -> Trace:
-    """Read `o.trace` with the run's window, cap and block size (a UsageError subclass on a bad file)."""
+def load_for(o: TraceOptions, num_prompts: int | None) -> Trace:
+    """Read `o.trace` with the run's window, cap (`num_prompts`) and block size (a UsageError subclass on a bad file)."""
     return _load(
         o.trace,
         o.trace_format,
         float(o.trace_start or 0.0),
         o.trace_duration,
-        o.num_prompts or None,
+        num_prompts or None,
         int(o.trace_block_size),
         o.trace_timestamp_unit,
     )
@@ -109,9 +124,9 @@ def _load(
     )
 
 
-def plan_of(o: TraceOptions) -> TracePlan:
+def plan_of(o: TraceOptions, num_prompts: int | None) -> TracePlan:
     """The run's trace as a schedule, built once per process (per trace read)."""
-    trace = load_for(o)
+    trace = load_for(o, num_prompts)
     plan = _plans.get(id(trace))
     if plan is None or plan.trace is not trace:
         plan = _plans[id(trace)] = build_plan(trace)
@@ -139,18 +154,18 @@ def build_plan(trace: Trace) -> TracePlan:
     return TracePlan(trace, entries, sessions)
 
 
-def check_trace(o: TraceOptions) -> str:
+def check_trace(o: TraceOptions, endpoint: str, num_prompts: int | None) -> str:
     """Read and check the run's trace before anything is sent (TraceError, exit 2); one line saying what it
     replays."""
-    trace = load_for(o)
+    trace = load_for(o, num_prompts)
     if not trace.requests:
         window = f" in the window --trace-start {o.trace_start:g}" + (
             f" --trace-duration {o.trace_duration:g}" if o.trace_duration else ""
         )
         raise TraceError(f"--trace {o.trace}: no requests{window}")
-    _check_endpoints(trace, o.endpoint)
+    _check_endpoints(trace, endpoint)
     _check_offsets(trace, o.time_scale)
-    plan = plan_of(o)
+    plan = plan_of(o, num_prompts)
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(trace.skipped.items()))
     scale = (
         f" at --time-scale {o.time_scale:g} ({trace.duration_s / o.time_scale:.1f} s)"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 
@@ -14,6 +13,7 @@ from tests.unit.report.helpers import make_records, write_run
 from vllm_users import run_dir
 from vllm_users.measure.cost import cost_at, format_cost, run_cost
 from vllm_users.measure.metrics import Slo
+from vllm_users.options import build, changed
 
 
 def test_cost() -> None:
@@ -191,13 +191,13 @@ def test_each_step_draws_its_own_prompts(tmp_path: str) -> None:
     seen: list[int] = []
 
     def run_one(b: Options, watch: object = None) -> int:
-        seen.append(b.seed)
+        seen.append(b.request.seed)
         return 0
 
-    base = Options(host="http://127.0.0.1:9", seed=7, output_dir=str(tmp_path), no_report=True)
-    run_repeats(dataclasses.replace(base, repeats=3, run_name="rep"), run_one)
+    base = build(host="http://127.0.0.1:9", seed=7, output_dir=str(tmp_path), no_report=True)
+    run_repeats(changed(base, repeats=3, run_name="rep"), run_one)
     assert seen == [7, 8, 9]
     seen.clear()
-    run_sweep(dataclasses.replace(base, sweep="concurrency:1,2,4", run_name="sw"), run_one)
-    assert seen == [7, 1007, 2007] == [step_seed(base, k) for k in range(3)]
-    assert step_seed(base, 2, REPEAT_STRIDE) == 9
+    run_sweep(changed(base, sweep="concurrency:1,2,4", run_name="sw"), run_one)
+    assert seen == [7, 1007, 2007] == [step_seed(base.request, k) for k in range(3)]
+    assert step_seed(base.request, 2, REPEAT_STRIDE) == 9

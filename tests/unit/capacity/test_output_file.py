@@ -15,13 +15,13 @@ from orchestration.capacity.search import run_search
 from orchestration.capacity.sweep import run_sweep
 from tests.unit.report.helpers import make_records, write_run
 from vllm_users import run_dir
-from vllm_users.options import SPECS, Options
+from vllm_users.options import SPECS, Options, build
 
 HOST = "http://127.0.0.1:9"  # nothing listens: the sweep's expert counters find none at once
 
 
 def _options(tmp: str, **kw: Any) -> Options:
-    return Options(
+    return build(
         host=HOST,
         output_dir=tmp,
         run_name="multi",
@@ -33,16 +33,19 @@ def _options(tmp: str, **kw: Any) -> Options:
 
 def _fake_run(steps: list[Options]) -> Any:
     def run_one(b: Options, watch: Any = None) -> int:
-        assert not b.output_file  # a step never writes the parent's --output-file
+        assert not b.outputs.output_file  # a step never writes the parent's --output-file
         steps.append(b)
-        write_run(os.path.join(b.output_dir, b.run_name), make_records(40, ttft_ms=20.0, seed=len(steps)))
+        write_run(
+            os.path.join(b.outputs.output_dir, b.outputs.run_name),
+            make_records(40, ttft_ms=20.0, seed=len(steps)),
+        )
         return 0
 
     return run_one
 
 
 def _written(a: Options) -> dict[str, Any]:
-    with open(a.output_file) as fh:
+    with open(a.outputs.output_file) as fh:
         return dict(json.load(fh))
 
 

@@ -3,7 +3,6 @@ run's API key in it, whether one run or a sweep's steps talk to it), and the nam
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import urllib.error
@@ -19,7 +18,7 @@ from orchestration.capacity.sweep import run_sweep
 from tests.unit.report.helpers import make_records, write_run
 from vllm_users import run_dir as R
 from vllm_users.client import stdlib_http
-from vllm_users.options import API_KEY_ENV, Options
+from vllm_users.options import API_KEY_ENV, Options, build, changed
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -38,7 +37,7 @@ def test_a_shared_simulator_requires_the_runs_api_key(monkeypatch: pytest.Monkey
     # the simulator of one run does (it started without it, and any key or none was let in)
     for name in API_KEY_ENV:
         monkeypatch.delenv(name, raising=False)
-    a = Options(api_key="k-test", sim_args="--fixed --ttft-ms 1 --itl-ms 1")
+    a = build(api_key="k-test", sim_args="--fixed --ttft-ms 1 --itl-ms 1")
     with shared_host(a) as host:
         assert _status(host + "/v1/models", None) == 401
         assert _status(host + "/v1/models", "k-test") == 200
@@ -47,9 +46,9 @@ def test_a_shared_simulator_requires_the_runs_api_key(monkeypatch: pytest.Monkey
 def test_one_command_line_for_the_embedded_simulator(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in API_KEY_ENV:
         monkeypatch.delenv(name, raising=False)
-    assert simulator_args(Options(sim_args="--fixed --ttft-ms 5")) == ["--fixed", "--ttft-ms", "5"]
-    assert simulator_args(Options(api_key="k")) == ["--api-key", "k"]
-    assert simulator_args(Options(api_key="k", sim_args="--api-key other")) == [
+    assert simulator_args(build(sim_args="--fixed --ttft-ms 5")) == ["--fixed", "--ttft-ms", "5"]
+    assert simulator_args(build(api_key="k")) == ["--api-key", "k"]
+    assert simulator_args(build(api_key="k", sim_args="--api-key other")) == [
         "--api-key",
         "other",
     ]  # theirs wins
@@ -60,23 +59,24 @@ def test_one_command_line_for_the_embedded_simulator(monkeypatch: pytest.MonkeyP
 def _fake_run(seen: list[Options]) -> Any:
     def run_one(b: Options, watch: Any = None) -> int:
         seen.append(b)
-        recs = make_records(40, ttft_ms=20.0, seed=len(seen), concurrency=b.users or 8)  # 1 user: the slowest
-        write_run(os.path.join(b.output_dir, b.run_name), recs)
+        # 1 user: the slowest
+        recs = make_records(40, ttft_ms=20.0, seed=len(seen), concurrency=b.load.users or 8)
+        write_run(os.path.join(b.outputs.output_dir, b.outputs.run_name), recs)
         return 0
 
     return run_one
 
 
 def _names(seen: list[Options]) -> list[tuple[str, int]]:
-    return [(b.run_name, b.seed) for b in seen]
+    return [(b.outputs.run_name, b.request.seed) for b in seen]
 
 
 def test_steps_are_named_and_seeded_as_before(tmp_path: str) -> None:
-    base = Options(host="http://127.0.0.1:9", seed=5, output_dir=str(tmp_path), no_report=True)
+    base = build(host="http://127.0.0.1:9", seed=5, output_dir=str(tmp_path), no_report=True)
     seen: list[Options] = []
-    run_sweep(dataclasses.replace(base, sweep="rates:2,4.5", run_name="r"), _fake_run(seen))
-    run_sweep(dataclasses.replace(base, sweep="concurrency:1,16", run_name="c"), _fake_run(seen))
-    run_repeats(dataclasses.replace(base, repeats=2, run_name="p"), _fake_run(seen))
+    run_sweep(changed(base, sweep="rates:2,4.5", run_name="r"), _fake_run(seen))
+    run_sweep(changed(base, sweep="concurrency:1,16", run_name="c"), _fake_run(seen))
+    run_repeats(changed(base, repeats=2, run_name="p"), _fake_run(seen))
     assert _names(seen) == [
         ("step-01-rate-2", 5),
         ("step-02-rate-4.5", 1005),
@@ -86,17 +86,17 @@ def test_steps_are_named_and_seeded_as_before(tmp_path: str) -> None:
         ("repeat-02", 6),
     ]
     seen.clear()
-    run_sweep(dataclasses.replace(base, sweep="auto:1", run_name="a"), _fake_run(seen))
+    run_sweep(changed(base, sweep="auto:1", run_name="a"), _fake_run(seen))
     names = _names(seen)
     assert names[:2] == [("step-01-synchronous", 5), ("step-02-throughput", 1005)]
     assert len(names) == 3 and re.fullmatch(r"step-03-rate-[0-9.]+", names[2][0]) and names[2][1] == 2005
     seen.clear()
     run_search(
-        dataclasses.replace(base, find_max_rate=True, goodput="ttft:500", search_steps=2, run_name="s"),
+        changed(base, find_max_rate=True, goodput="ttft:500", search_steps=2, run_name="s"),
         _fake_run(seen),
     )
-    assert seen[0].run_name == "step-01-probe" and seen[0].seed == 5
-    assert re.fullmatch(r"step-02-rate-[0-9.]+", seen[1].run_name) and seen[1].seed == 1005
+    assert seen[0].outputs.run_name == "step-01-probe" and seen[0].request.seed == 5
+    assert re.fullmatch(r"step-02-rate-[0-9.]+", seen[1].outputs.run_name) and seen[1].request.seed == 1005
     for d in ("r", "c", "p", "a", "s"):  # each step's directory inside its parent
         assert all(
             os.path.isdir(os.path.join(tmp_path, d, n))

@@ -14,7 +14,7 @@ from tests.unit.measure.helpers import rand_records
 from vllm_users.distributed import prometheus_export as P
 from vllm_users.distributed.master_side import Collector
 from vllm_users.measure.columns import pack_records
-from vllm_users.options import Options
+from vllm_users.options import build
 
 DASHBOARD = ROOT / "docker" / "grafana" / "vllm-locust-dashboard.json"
 NAME = re.compile(r"\b(vllm_locust_[a-z0-9_]+|vllm:[a-z0-9_]+)")
@@ -27,7 +27,7 @@ def _exprs() -> dict[str, list[str]]:
 
 
 def _our_names(tmp_path) -> set[str]:  # type: ignore[no-untyped-def]
-    exp = P.Exporter(Options(goodput="ttft:100", results_dir=str(tmp_path / "r")))
+    exp = P.Exporter(build(goodput="ttft:100", results_dir=str(tmp_path / "r")))
     c = Collector(str(tmp_path / "r"))
     exp.attach(c)
     recs = rand_records(100, seed=1)

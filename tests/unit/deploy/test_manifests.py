@@ -105,9 +105,10 @@ def test_api_key_only_from_a_secret(overlay) -> None:
 def test_config_files_are_valid_for_vllm_locust_run(tmp_path) -> None:
     for path in sorted((K8S / "overlays").glob("*/config.yaml")):
         a = run_options(["--config", str(path)])  # raises UsageError when invalid
-        assert a.host.startswith("http://") and a.ignore_eos is True, path
+        assert a.server.host.startswith("http://") and a.request.ignore_eos is True, path
     a = run_options(["--config", str(K8S / "overlays" / "default" / "config.yaml")])
-    assert a.request_rate == 20 and a.goodput == "ttft:1000 tpot:100"  # a list in the file, one text option
+    # a list in the file, one text option
+    assert a.load.request_rate == 20 and a.measure.goodput == "ttft:1000 tpot:100"
 
 
 def test_dockerfile_copies_what_exists_and_takes_its_base_as_an_arg() -> None:

@@ -11,7 +11,7 @@ from vllm_users.distributed.live import LiveView, ServerTail, table_rows
 from vllm_users.distributed.master_side import Collector
 from vllm_users.measure.histograms import HistogramSet
 from vllm_users.measure.record import RequestRecord
-from vllm_users.options import Options
+from vllm_users.options import Options, build
 
 
 def _batch(worker: str, scenario: str, ttfts_us: list[int], totals: dict) -> dict:
@@ -49,7 +49,7 @@ def test_snapshot_merges_workers_and_scenarios(tmp_path) -> None:  # type: ignor
     c.on_batch(
         _batch("w1", "json", list(range(200_000, 300_000, 1000)), dict(tot, errors={"timeout": 1})), "c1"
     )
-    opts = Options(goodput="ttft:50")
+    opts = build(goodput="ttft:50")
     view = LiveView(c, opts, str(tmp_path), [])
     snap = view.update("running")
     assert snap["totals"]["ok"] == 200 and snap["totals"]["inflight"] == 6

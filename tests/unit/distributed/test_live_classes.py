@@ -3,9 +3,9 @@ histograms -> batch -> master -> snapshot) give the numbers per_class.py compute
 
 from __future__ import annotations
 
-import json
 import random
 import time
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -16,8 +16,8 @@ from vllm_users.distributed.worker_side import WorkerContext
 from vllm_users.measure.metrics import Slo, tpot_s
 from vllm_users.measure.per_class import per_class
 from vllm_users.measure.record import RequestRecord
-from vllm_users.options import Options
-from vllm_users.workload.classes import classes_json
+from vllm_users.options import Options, build
+from vllm_users.workload.classes import parse_classes
 
 CLASSES = ("chat:weight=3,ttft=150,tpot=20", "batch:weight=1,e2el=2000")
 
@@ -78,12 +78,12 @@ def _between_neighbours(live: float, values: np.ndarray, p: float) -> None:
 
 def test_per_class_live_rows_match_per_class_py(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.delenv("VLLM_LOCUST_WORKER_DIR", raising=False)
-    opts = Options(vllm_classes=classes_json(CLASSES), goodput="ttft:200")
+    opts = build(vllm_classes=parse_classes(CLASSES), goodput="ttft:200")
     recs = _records(800)
     snap = _live(tmp_path, recs, opts)
     live = snap["classes"]
     want = per_class(
-        recs, None, json.loads(opts.vllm_classes), slo=Slo.parse([opts.goodput])
+        recs, None, [asdict(c) for c in opts.classes.vllm_classes], slo=Slo.parse([opts.measure.goodput])
     )  # run_end's table
     assert want is not None
     assert (
@@ -147,7 +147,7 @@ def test_no_classes_no_rows_and_no_cost(tmp_path, monkeypatch) -> None:  # type:
 
 def test_class_tok_s_is_per_window_then_over_the_run(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.delenv("VLLM_LOCUST_WORKER_DIR", raising=False)
-    opts = Options(vllm_classes=classes_json(("a:weight=1", "b:weight=1")))
+    opts = build(vllm_classes=parse_classes(("a:weight=1", "b:weight=1")))
     c = Collector(str(tmp_path / "run"))
     c.started = time.time() - 100
     view = LiveView(c, opts, str(tmp_path), [])

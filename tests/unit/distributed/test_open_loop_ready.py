@@ -11,11 +11,11 @@ import gevent
 from vllm_users.distributed import open_loop
 from vllm_users.distributed.messages import Ready, ToMaster
 from vllm_users.distributed.open_loop import OpenLoopSchedule
-from vllm_users.options import Options
+from vllm_users.options import build
 
 
 def _schedule(users: int, sent: list[ToMaster], started: list[float]) -> OpenLoopSchedule:
-    o = Options(request_rate=200.0, num_prompts=6, burstiness=float("inf"))
+    o = build(request_rate=200.0, num_prompts=6, burstiness=float("inf"))
     return OpenLoopSchedule(o, 0, 1, "w0", sent.append, lambda: users, started.append)
 
 

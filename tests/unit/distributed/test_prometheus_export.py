@@ -23,7 +23,7 @@ from vllm_users.measure.columns import pack_records
 from vllm_users.measure.metrics import Slo, metric_arrays
 from vllm_users.measure.metrics_summary import compute_metrics
 from vllm_users.measure.record import RequestRecord
-from vllm_users.options import Options, locust_argv
+from vllm_users.options import Options, build, locust_argv
 
 GOODPUT = "ttft:37 tpot:13 e2el:1234"
 
@@ -62,7 +62,7 @@ def _sum(samples: dict, name: str, **labels: str) -> float:
 
 
 def _fed(tmp_path: Any, recs: list[RequestRecord], goodput: str = GOODPUT) -> tuple[P.Exporter, Collector]:
-    exp = P.Exporter(Options(goodput=goodput, results_dir=str(tmp_path / "run-x"), model="m"))
+    exp = P.Exporter(build(goodput=goodput, results_dir=str(tmp_path / "run-x"), model="m"))
     c = Collector(str(tmp_path / "run-x"))
     exp.attach(c)
     for i in range(0, len(recs), 97):  # several batches, from two workers, one without columns
@@ -135,7 +135,7 @@ def test_buckets_are_fine_and_hold_the_slos_as_edges() -> None:
 
 
 def test_option_reaches_the_master() -> None:
-    o = Options(prometheus_port=9409)
+    o = build(prometheus_port=9409)
     assert locust_argv(o)[-2:] == ["--prometheus-port", "9409"]
     assert P.serve(None, Options()) is None  # no port, no exporter
 
@@ -153,7 +153,7 @@ def _get(port: int) -> str:
 def test_served_and_the_last_scrape_is_waited_for(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("VLLM_LOCUST_API_KEY", "sk-SECRET-1")
     port = free_port()
-    o = Options(
+    o = build(
         prometheus_port=port,
         results_dir=str(tmp_path / "r"),
         header=("Authorization: Bearer sk-SECRET-2",),
@@ -194,7 +194,7 @@ def test_served_and_the_last_scrape_is_waited_for(tmp_path, monkeypatch) -> None
 
 
 def test_no_scraper_no_wait(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    exp = P.serve(None, Options(prometheus_port=free_port(), results_dir=str(tmp_path)))
+    exp = P.serve(None, build(prometheus_port=free_port(), results_dir=str(tmp_path)))
     assert exp is not None
     t0 = time.time()
     exp.close()
@@ -206,12 +206,12 @@ def test_port_in_use_is_one_error_line_not_a_crash(tmp_path, caplog) -> None:  #
         busy.bind(("", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        assert P.serve(None, Options(prometheus_port=port, results_dir=str(tmp_path))) is None
+        assert P.serve(None, build(prometheus_port=port, results_dir=str(tmp_path))) is None
     assert any(f"--prometheus-port {port}" in r.getMessage() for r in caplog.records)
 
 
 def test_a_bad_batch_does_not_stop_the_ingest(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    exp = P.Exporter(Options(results_dir=str(tmp_path)))
+    exp = P.Exporter(build(results_dir=str(tmp_path)))
     c = Collector(str(tmp_path))
     exp.attach(c)
     bad = _batch("w0", rand_records(5, seed=1))

@@ -10,11 +10,11 @@ from vllm_users.distributed.master_side import Collector
 from vllm_users.distributed.messages import Batch, ToMaster
 from vllm_users.distributed.worker_side import WorkerContext
 from vllm_users.measure.record import RequestRecord
-from vllm_users.options import Options
+from vllm_users.options import build
 
 
 def _opts(tmp: str, at_end: bool) -> Any:
-    return Options(results_dir=tmp, records_at_end=at_end)
+    return build(results_dir=tmp, records_at_end=at_end)
 
 
 def _rec(i: int) -> RequestRecord:

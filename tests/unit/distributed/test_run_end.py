@@ -25,7 +25,7 @@ def test_a_run_that_sent_nothing_is_a_failure_with_its_reason(tmp_path) -> None:
     res = build_run_result([], {"date": "d"})
     c = Collector(str(tmp_path))
     try:
-        assert exit_code_of(res, Options(), c, exit_codes.OK) == exit_codes.NOTHING_MEASURED
+        assert exit_code_of(res, Options().measure, c, exit_codes.OK) == exit_codes.NOTHING_MEASURED
     finally:
         c.close()
     reason = no_completed_reason(res)
@@ -38,7 +38,7 @@ def test_a_run_whose_requests_all_failed_says_so_and_keeps_code_1(tmp_path) -> N
     res = build_run_result(_failed(10), {"date": "d"})
     c = Collector(str(tmp_path))
     try:
-        assert exit_code_of(res, Options(), c, exit_codes.OK) == exit_codes.FAILURES
+        assert exit_code_of(res, Options().measure, c, exit_codes.OK) == exit_codes.FAILURES
     finally:
         c.close()
     reason = no_completed_reason(res)

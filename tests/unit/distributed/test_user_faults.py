@@ -14,7 +14,7 @@ from vllm_users.distributed.run_end import note_faults, with_fault_warnings
 from vllm_users.distributed.worker_side import WorkerContext
 from vllm_users.measure.results import build_run_result
 from vllm_users.measure.verdict import no_completed_reason
-from vllm_users.options import Options
+from vllm_users.options import build
 
 
 class _Full:
@@ -58,7 +58,7 @@ def test_the_master_says_which_write_failed_once_and_keeps_counting(tmp_path) ->
 
 def test_a_worker_whose_local_file_fails_sends_its_records_on_and_says_so(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("VLLM_LOCUST_WORKER_DIR", str(tmp_path))
-    ctx = WorkerContext(Options(num_prompts=4), 0, 1, lambda m: None)
+    ctx = WorkerContext(build(num_prompts=4), 0, 1, lambda m: None)
     ctx._file = _Full()
     ctx.submit(rec(0.0, [10, 20], out=2))  # never raises into the user's task
     ctx.submit(rec(1.0, [10, 20], out=2))
@@ -69,7 +69,7 @@ def test_a_worker_whose_local_file_fails_sends_its_records_on_and_says_so(monkey
 
 def test_records_at_end_fall_back_to_the_batches_when_the_local_file_fails(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("VLLM_LOCUST_WORKER_DIR", str(tmp_path))
-    ctx = WorkerContext(Options(num_prompts=4, records_at_end=True), 0, 1, lambda m: None)
+    ctx = WorkerContext(build(num_prompts=4, records_at_end=True), 0, 1, lambda m: None)
     ctx.submit(rec(0.0, [10, 20], out=2))  # kept in the local file
     assert ctx.take_batch().n == 0
     ctx._file = _Full()

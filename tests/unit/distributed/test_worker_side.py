@@ -5,12 +5,12 @@ from __future__ import annotations
 from gevent.queue import Queue
 
 from vllm_users.distributed.worker_side import WorkerContext
-from vllm_users.options import Options
+from vllm_users.options import build
 
 
 def test_two_budget_ends_leave_one_end_marker(monkeypatch) -> None:
     monkeypatch.delenv("VLLM_LOCUST_WORKER_DIR", raising=False)
-    o = Options(num_prompts=4)
+    o = build(num_prompts=4)
     ctx = WorkerContext(o, 0, 1, lambda m: None)
     ctx._grants = Queue()
     ctx.on_grant(0, 4)
@@ -24,7 +24,7 @@ def test_two_budget_ends_leave_one_end_marker(monkeypatch) -> None:
 def test_a_session_between_requests_keeps_the_worker_busy(monkeypatch) -> None:
     """An agent thinking between two requests has nothing in flight, but its session is not over."""
     monkeypatch.delenv("VLLM_LOCUST_WORKER_DIR", raising=False)
-    ctx = WorkerContext(Options(num_prompts=1), 0, 1, lambda m: None)
+    ctx = WorkerContext(build(num_prompts=1), 0, 1, lambda m: None)
     ctx._grants = Queue()
     ctx.on_grant(0, 1)
     ctx.next_ticket()

@@ -77,14 +77,14 @@ def test_served_is_the_counters_increase_over_the_load(tmp_path, metrics_url) ->
     )
     counters = around_load(tmp)
     assert counters is not None and counters.served == 20  # 30 now less 10 before the load
-    res = with_server_served(_result(17, 3), Options(), tmp, "http://h", counters)
+    res = with_server_served(_result(17, 3), Options().handoff, tmp, "http://h", counters)
     assert (res.server_served, res.missing_vs_server) == (20, 0)
-    res = with_server_served(_result(15, 3), Options(), tmp, "http://h", counters)
+    res = with_server_served(_result(15, 3), Options().handoff, tmp, "http://h", counters)
     assert res.missing_vs_server == 2  # the server finished two requests we have no record of
     # --warmup's requests are recorded too, outside the measured window
     res = with_server_served(
         _result(12, 3, windows={"warmup": {"requests": 5}, "measured": {"requests": 15}}),
-        Options(),
+        Options().handoff,
         tmp,
         "http://h",
         counters,
@@ -103,7 +103,7 @@ def test_no_counter_no_baseline_no_fields(tmp_path, metrics_url) -> None:  # typ
     )
     without = LoadCounters("u", {}, {"vllm:num_requests_running": 0.0})  # a server without the counter
     assert without.served is None
-    res = with_server_served(_result(10), Options(), str(tmp_path), "http://h", without)
+    res = with_server_served(_result(10), Options().handoff, str(tmp_path), "http://h", without)
     assert res.server_served is None and res.missing_vs_server is None
     assert "server_served" not in res.to_json()
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import math
 
 import numpy as np
@@ -12,7 +11,7 @@ from orchestration import config as C
 from orchestration import moe_experts, presets
 from orchestration.capacity.sweep import parse_sweep, sweep_doc
 from orchestration.commands.run import add_run_parser
-from vllm_users.options import RUN, Options
+from vllm_users.options import RUN, Options, build
 from vllm_users.scenarios.burst import BurstPlan, plan_from_options
 from vllm_users.scenarios.registry import SCENARIOS, locustfile_source, parse_mix
 from vllm_users.workload.arrivals import inter_arrivals
@@ -50,12 +49,12 @@ def test_burst_plan_phases() -> None:
 
 
 def test_plan_from_options_defaults_to_users() -> None:
-    o = Options(burst_quiet=2.0, burst_spike=1.0, burst_recover=3.0)
-    p = plan_from_options(o, 32)
+    o = build(burst_quiet=2.0, burst_spike=1.0, burst_recover=3.0)
+    p = plan_from_options(o.burst, 32)
     assert (p.spike_users, p.quiet_users, p.total_s) == (32, 4, 6.0)
-    p = plan_from_options(Options(), None)
+    p = plan_from_options(Options().burst, None)
     assert (p.spike_users, p.quiet_users, p.total_s) == (8, 1, 25.0)
-    p = plan_from_options(Options(burst_quiet=0.0, burst_recover=0.0, burst_spike_users=4), 32)
+    p = plan_from_options(build(burst_quiet=0.0, burst_recover=0.0, burst_spike_users=4).burst, 32)
     assert (p.spike_users, p.total_s) == (4, 5.0)  # 0 s of quiet is honoured (it is a valid value)
 
 
@@ -85,8 +84,9 @@ def _parse(argv: list[str], environ: dict[str, str] | None = None) -> Options:
 def test_preset_fills_only_what_was_not_given() -> None:
     argv = ["--preset", "latency", "--output-len", "128", "--input-len", "64"]
     a = _parse(argv)
-    assert a.users == 1 and a.num_prompts == 32 and a.ignore_eos is True
-    assert a.input_len == 64 and a.output_len == 128  # given (one even equal to the preset's value)
+    assert a.load.users == 1 and a.load.num_prompts == 32 and a.request.ignore_eos is True
+    # given (one even equal to the preset's value)
+    assert a.request.input_len == 64 and a.request.output_len == 128
     parser = C.OneLineParser(prog="t")
     by_layer, _ = C.layers(add_run_parser(parser.add_subparsers()), argv, RUN, {})
     assert "input_len" not in by_layer["preset"] and "output_len" not in by_layer["preset"]
@@ -94,25 +94,38 @@ def test_preset_fills_only_what_was_not_given() -> None:
 
 def test_throughput_preset_respects_closed_loop_choice() -> None:
     a = _parse(["--preset", "throughput", "--users", "4"])
-    assert a.users == 4 and a.request_rate is None and a.max_concurrency is None and a.num_prompts == 512
+    assert (
+        a.load.users == 4
+        and a.load.request_rate is None
+        and a.load.max_concurrency is None
+        and a.load.num_prompts == 512
+    )
     a = _parse(["--preset", "throughput"])
-    assert a.request_rate is not None and math.isinf(a.request_rate) and a.max_concurrency == 64
+    assert (
+        a.load.request_rate is not None and math.isinf(a.load.request_rate) and a.load.max_concurrency == 64
+    )
     a = _parse(
         ["--preset", "throughput"], {"VLLM_LOCUST_USERS": "4"}
     )  # a choice from the environment counts too
-    assert a.users == 4 and a.request_rate is None
+    assert a.load.users == 4 and a.load.request_rate is None
 
 
 def test_prefix_caching_and_moe_presets() -> None:
     a = _parse(["--preset", "prefix-caching"])
-    assert a.scenario == "multi-turn" and a.prefix_len == 512 and a.sim_args == presets.SIM_DETAILS
+    assert (
+        a.scenario.scenario == "multi-turn"
+        and a.prompt.prefix_len == 512
+        and a.outputs.sim_args == presets.SIM_DETAILS
+    )
     a = _parse(["--preset", "prefix-caching", "--host", "http://127.0.0.1:1"])
-    assert a.sim_args == ""  # a real server gets no simulator flags
+    assert a.outputs.sim_args == ""  # a real server gets no simulator flags
     a = _parse(["--preset", "moe"])
-    assert parse_sweep("concurrency:" + a.concurrency_sweep).values == (1, 2, 4, 8, 16, 32, 64)
+    assert parse_sweep("concurrency:" + a.capacity.concurrency_sweep).values == (1, 2, 4, 8, 16, 32, 64)
     for name in ("short-long", "long-short"):
         a = _parse(["--preset", name])
-        assert (a.input_len, a.output_len) == ((64, 2048) if name == "short-long" else (4096, 128))
+        assert (a.request.input_len, a.request.output_len) == (
+            (64, 2048) if name == "short-long" else (4096, 128)
+        )
 
 
 def test_sweep_math() -> None:
@@ -126,7 +139,7 @@ def test_sweep_math() -> None:
             {"kind": "concurrency", "target": 1, "output_throughput": 100.0},
             {"kind": "concurrency", "target": 4, "output_throughput": 300.0},
         ],
-        argparse.Namespace(sweep="concurrency:1,4", host="", gpu_hour_price=None, gpus=1, preset=None),
+        build(sweep="concurrency:1,4", host="", gpu_hour_price=None, gpus=1, preset=None),
     )
     assert [x["scaling_efficiency"] for x in s["steps"]] == [1.0, 0.75]
     b = moe_experts.expert_balance({"0": 10, "1": 10}, {"0": 30, "1": 50})
@@ -138,6 +151,7 @@ def test_sweep_math() -> None:
 
 def test_preset_scenario_is_not_added_to_a_locustfile() -> None:
     a = _parse(["--preset", "prefix-caching", "-f", "mine.py"])
-    assert not a.scenario and a.prefix_len == 512  # the file's users, with the preset's other defaults
+    # the file's users, with the preset's other defaults
+    assert not a.scenario.scenario and a.prompt.prefix_len == 512
     a = _parse(["--preset", "prefix-caching"])
-    assert a.scenario == "multi-turn"
+    assert a.scenario.scenario == "multi-turn"

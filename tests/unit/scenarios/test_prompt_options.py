@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from vllm_users.options import Options, build
 from vllm_users.scenarios import json_user, tools_user
 from vllm_users.scenarios.base import LLMUser
 from vllm_users.workload import source
@@ -19,7 +19,7 @@ from vllm_users.workload.ticket import Ticket
 USERS = [(json_user.JsonUser, json_user.INSTRUCTION), (tools_user.ToolsUser, tools_user.INSTRUCTION)]
 
 
-def _options(**kw: Any) -> SimpleNamespace:
+def _options(**kw: Any) -> Options:
     base = dict(
         input_len=40,
         output_len=16,
@@ -42,7 +42,7 @@ def _options(**kw: Any) -> SimpleNamespace:
         tool_followup=False,
     )
     base.update(kw)
-    return SimpleNamespace(**base)
+    return build(**base)
 
 
 def _user(cls: type[LLMUser], monkeypatch: pytest.MonkeyPatch, **kw: Any) -> Any:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from vllm_users.options import Options
+from vllm_users.options import build
 from vllm_users.scenarios.base import RequestSpec
 from vllm_users.scenarios.trace_user import TraceUser
 from vllm_users.workload.prompts import LengthModel
@@ -28,7 +28,7 @@ def _user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lines: list[str] = LI
     path = tmp_path / "t.jsonl"
     path.write_text("\n".join(lines) + "\n")
     user = object.__new__(TraceUser)  # no Locust runtime: the request path only
-    user.options = Options(trace=str(path), output_len=99, **kw)
+    user.options = build(trace=str(path), output_len=99, **kw)
     user.model = "base"
     monkeypatch.setattr(user, "length_model", lambda: LengthModel(tokens_per_word=1.0))
     user.setup_scenario()

@@ -11,6 +11,7 @@ import pytest
 from orchestration.summary import format_summary
 from vllm_users.measure.record import RequestRecord, add_images
 from vllm_users.measure.results import build_result
+from vllm_users.options import build
 from vllm_users.scenarios.registry import SCENARIOS, for_endpoint, parse_mix
 from vllm_users.scenarios.vision import VisionUser
 from vllm_users.workload.prompts import LengthModel, Prompt
@@ -28,7 +29,7 @@ def _user(exact: bool, overhead: int | None, **opts: object) -> SimpleNamespace:
     lm = LengthModel(1.0, {"a": 1} if exact else {}, {"a": 1} if exact else {}, "tokenize:vllm")
     lm.overhead = overhead
     o = {"dataset": "", "prefix_len": 0, "tokenizer": "", **opts}
-    return SimpleNamespace(options=SimpleNamespace(**o), length_model=lambda: lm)
+    return SimpleNamespace(options=build(**o), length_model=lambda: lm)
 
 
 @pytest.mark.parametrize(

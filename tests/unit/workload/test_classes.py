@@ -17,7 +17,7 @@ from vllm_users.workload.classes import (
     class_models,
     class_text,
     classes_from_json,
-    classes_json,
+    classes_text,
     from_config,
     parse_class,
     parse_classes,
@@ -84,10 +84,10 @@ def test_config_classes_list(tmp_path) -> None:  # noqa: ANN001
 
 def test_classes_travel_as_json() -> None:
     texts = ["a:weight=3,model=m1,priority=0,ttft=100", "b:weight=1"]
-    back = classes_from_json(classes_json(texts))
+    back = classes_from_json(classes_text(parse_classes(texts)))
     assert back == parse_classes(texts)
-    assert json.loads(classes_json(texts))[0]["name"] == "a"
-    assert classes_json([]) == "" and classes_from_json("") == ()
+    assert json.loads(classes_text(parse_classes(texts)))[0]["name"] == "a"
+    assert classes_text(()) == "" and classes_from_json("") == ()
 
 
 def binomial_bound(n: int, p: float, z: float = 5.0) -> float:

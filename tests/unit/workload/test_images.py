@@ -8,7 +8,7 @@ import base64
 import io
 import zlib
 from collections import Counter
-from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -49,7 +49,7 @@ def test_bad_buckets_name_the_bad_part(text: str, says: str | None) -> None:
     with pytest.raises(ValueError, match=says):
         I.parse_buckets(text)
     with pytest.raises(argparse.ArgumentTypeError, match=says):  # the option's parser says the same
-        T.image_sizes(text)
+        I.image_sizes(text)
 
 
 def test_png_is_valid_and_holds_the_pixels() -> None:
@@ -136,17 +136,16 @@ def test_attach_to_the_last_user_message_without_touching_the_source() -> None:
     assert I.count_image_parts(out) == 1
 
 
-def _opts(**kw: object) -> SimpleNamespace:
-    base = {"images": 0, "image_size": "8x8", "image_format": "png", "image_url_base": "", "seed": 0}
-    return SimpleNamespace(**{**base, **kw})
+def _opts(**kw: Any) -> I.ImageOptions:
+    return I.ImageOptions(**{"image_size": "8x8", **kw})
 
 
 def test_request_images_counts_and_needs_chat() -> None:
     body = {"messages": [{"role": "user", "content": "x"}]}
-    assert I.request_images(dict(body), _opts(), 0, 0) == 0  # no --images: nothing attached
-    assert I.request_images(body, _opts(images=2), 0, 0, at_least=1) == 2
+    assert I.request_images(dict(body), _opts(), 0, 0, 0) == 0  # no --images: nothing attached
+    assert I.request_images(body, _opts(images=2), 0, 0, 0, at_least=1) == 2
     assert I.count_image_parts(body["messages"]) == 2
-    assert I.request_images({"prompt": "x"}, _opts(images=2), 0, 0) == 0  # completions: no messages
+    assert I.request_images({"prompt": "x"}, _opts(images=2), 0, 0, 0) == 0  # completions: no messages
     I.check_images(_opts(images=1), "chat", vision=False)
     with pytest.raises(ValueError, match="--endpoint chat"):
         I.check_images(_opts(images=1), "completions", vision=False)
@@ -157,9 +156,9 @@ def test_request_images_counts_and_needs_chat() -> None:
 
 def test_a_request_that_says_its_own_count_overrides_images() -> None:
     body = {"messages": [{"role": "user", "content": "x"}]}
-    assert I.request_images(body, _opts(images=3), 0, 0, at_least=1, count=1) == 1
+    assert I.request_images(body, _opts(images=3), 0, 0, 0, at_least=1, count=1) == 1
     assert (
-        I.request_images({"messages": [{"role": "user", "content": "x"}]}, _opts(images=3), 0, 0, count=0)
+        I.request_images({"messages": [{"role": "user", "content": "x"}]}, _opts(images=3), 0, 0, 0, count=0)
         == 0
     )
 
@@ -169,7 +168,7 @@ def test_encode_body_is_json_dumps_of_the_real_urls() -> None:
     import json
 
     body = {"model": "m", "messages": [{"role": "user", "content": 'a "quoted" é'}]}
-    assert I.request_images(body, _opts(image_size="20x10,8x8", seed=1), 5, 0, count=3) == 3
+    assert I.request_images(body, _opts(image_size="20x10,8x8"), 1, 5, 0, count=3) == 3
     real = json.loads(json.dumps(body))
     for part in real["messages"][-1]["content"][1:]:
         assert part["image_url"]["url"].startswith("@@vllm-locust-image-")  # the body holds placeholders

@@ -14,7 +14,7 @@ import gevent
 import pytest
 from gevent import monkey
 
-from vllm_users.options import Options
+from vllm_users.options import build
 from vllm_users.workload import prompt_ahead
 from vllm_users.workload.prompt_ahead import AheadPrompts
 from vllm_users.workload.prompts import LengthModel, random_words
@@ -146,7 +146,7 @@ def test_the_counter_releases_the_gil_and_counts_as_encode(tmp_path: Any) -> Non
 def test_prompt_source_builds_ahead_in_a_worker_with_the_old_prompts(tmp_path: Any, monkeypatch: Any) -> None:
     tk = pytest.importorskip("tokenizers")
     path = _tokenizer_dir(tmp_path)
-    o = Options(tokenizer=path, input_len=40, output_len=4, seed=9)
+    o = build(tokenizer=path, input_len=40, output_len=4, seed=9)
     lm = LengthModel()
     monkeypatch.setattr(prompt_ahead, "off_loop_possible", lambda: True)  # as in a Locust worker
     sources = [prompt_source(o, lm) for _ in range(3)]  # three users of one worker: one source, shared

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from vllm_users.options import Options
+from vllm_users.options import build
 from vllm_users.workload.prompts import LengthModel
 from vllm_users.workload.source import ExactPrompts, prompt_source
 
@@ -25,7 +25,7 @@ def test_users_share_one_loaded_tokenizer(tmp_path: Any, monkeypatch: Any) -> No
         return real(f)
 
     monkeypatch.setattr(tk.Tokenizer, "from_file", staticmethod(counted))
-    o = Options(tokenizer=str(tmp_path), input_len=16, output_len=4)
+    o = build(tokenizer=str(tmp_path), input_len=16, output_len=4)
     lm = LengthModel()
     sources = [prompt_source(o, lm) for _ in range(5)]  # five users of one worker
     # in line, or behind the shared AheadPrompts in a gevent worker (vllm_users/workload/prompt_ahead.py)

@@ -10,6 +10,7 @@ import pytest
 
 from orchestration.cli import main as cli_main
 from vllm_users.errors import TraceError, UsageError
+from vllm_users.options import build
 from vllm_users.workload.trace_formats import detect_format, load_trace
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "traces"
@@ -391,14 +392,13 @@ def test_cli_says_it_on_one_line_and_exits_2(capsys: pytest.CaptureFixture[str])
 def test_a_line_s_images_and_endpoint_against_the_run_s_endpoint(
     tmp_path: Path, endpoint: str, line: str, message: str
 ) -> None:
-    from vllm_users.options import Options
     from vllm_users.workload.trace_schedule import check_trace
 
     f = tmp_path / "j.jsonl"
     f.write_text(J + line + "\n")
     with pytest.raises(TraceError) as e:
-        check_trace(Options(trace=str(f), endpoint=endpoint))
+        check_trace(build(trace=str(f)).trace, endpoint, None)
     assert str(e.value) == str(f) + message
     ok = tmp_path / "ok.jsonl"  # the same lines are fine where they go to chat / carry no session
     ok.write_text(J + '{"timestamp": 1, "input_len": 5, "images": 1}\n')
-    assert "2 requests" in check_trace(Options(trace=str(ok), endpoint="chat"))
+    assert "2 requests" in check_trace(build(trace=str(ok)).trace, "chat", None)

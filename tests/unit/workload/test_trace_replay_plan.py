@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from vllm_users.errors import TraceError
-from vllm_users.options import Options
+from vllm_users.options import Options, build
 from vllm_users.workload.prompts import LengthModel
 from vllm_users.workload.trace import Trace, TraceRequest
 from vllm_users.workload.trace_prompts import TracePrompts
@@ -51,7 +51,7 @@ def test_workers_split_the_entries_by_index_and_keep_the_global_times(count: int
 
 
 def test_a_trace_is_an_open_loop_run() -> None:
-    assert Options(trace="t.jsonl").open_loop and not Options().open_loop
+    assert build(trace="t.jsonl").open_loop and not Options().open_loop
 
 
 def test_a_bad_split_or_scale_is_refused() -> None:
@@ -73,11 +73,11 @@ def test_check_trace_reads_the_window_and_refuses_an_empty_one(tmp_path: Path) -
         {"timestamp": 1000 * i, "input_length": 100, "output_length": 5, "hash_ids": [i]} for i in range(5)
     ]
     path = _mooncake(tmp_path, rows)
-    line = check_trace(Options(trace=path, trace_start=1.0, trace_duration=2.5))
+    line = check_trace(build(trace=path, trace_start=1.0, trace_duration=2.5).trace, "chat", None)
     assert "3 requests" in line and "mooncake" in line
-    assert len(plan_of(Options(trace=path, num_prompts=2)).entries) == 2  # --num-prompts caps the trace
+    assert len(plan_of(build(trace=path).trace, 2).entries) == 2  # --num-prompts caps the trace
     with pytest.raises(TraceError, match="no requests"):
-        check_trace(Options(trace=path, trace_start=10.0))
+        check_trace(build(trace=path, trace_start=10.0).trace, "chat", None)
 
 
 # ----- prompts -----

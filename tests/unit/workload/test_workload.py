@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 
 import pytest
 
-from vllm_users.options import Options
+from vllm_users.options import build, changed
 from vllm_users.workload.prompts import LengthModel, RandomPrompts
 from vllm_users.workload.source import (
     ExactPrompts,
@@ -53,7 +52,7 @@ def test_tokenizer_errors(tmp_path, monkeypatch) -> None:
 
 
 def test_prompt_source_picks_dataset_and_prefix() -> None:
-    o = Options(
+    o = build(
         endpoint="chat",
         dataset="tests/data/prompts_sample.jsonl",
         dataset_format="auto",
@@ -71,7 +70,7 @@ def test_prompt_source_picks_dataset_and_prefix() -> None:
     p = src.get(0)
     assert p.messages[0]["role"] == "system" and len(p.messages[0]["content"].split()) == 16  # type: ignore[index]
     assert src.get(0).messages[0] == src.get(1).messages[0]  # type: ignore[index]
-    o = dataclasses.replace(o, dataset="", prefix_len=0)
+    o = changed(o, dataset="", prefix_len=0)
     assert isinstance(prompt_source(o, LengthModel()), RandomPrompts)
 
 
