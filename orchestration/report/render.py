@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import jinja2
-from matplotlib.backends.backend_pdf import PdfPages
 from matplotlib.figure import Figure
 
 from orchestration.report.diagnose import problems
@@ -282,6 +281,9 @@ def render_pdf(report: Report, plots: Sequence[Plot], path: str) -> None:
         for row in report.comparison["rows"][:40]:
             cells = " ".join(f"{fmt(c['pct'], '+.1f')}% {c['verdict']}".rjust(22) for c in row["changes"])
             lines.append(f"  {row['metric'][:32].ljust(32)} {cells}")
+    # imported here: the PDF backend (and fontTools under it) costs ~0.1 s that HTML and Markdown reports skip
+    from matplotlib.backends.backend_pdf import PdfPages
+
     with PdfPages(path) as pdf:
         pdf.savefig(_text_page(lines, "vllm-locust report: " + ", ".join(r.name for r in report.runs)))
         for p in plots:
