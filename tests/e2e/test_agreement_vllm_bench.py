@@ -257,6 +257,8 @@ def compare(
 
 
 def test_same_load_agrees_with_vllm_bench_serve(vllm_env, vllm_server_details, tmp_path):
+    """~2 min: rounds of 64 requests per tool against real vLLM, back to back in both orders, each with its own
+    /metrics snapshots; fewer rounds would leave the median over rounds to one noisy round."""
     srv = vllm_server_details
     rounds: list[dict[str, Any]] = []
     for i in range(MAX_ROUNDS):

@@ -33,6 +33,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.timeout(900)
 def test_sweep_server_and_profile(vllm_env: VllmEnv, tmp_path: Path) -> None:
+    """~1.5-2.5 min: sweep-server starts a vLLM server of its own (model load, warm-up), profiles a few engine
+    iterations with torch's profiler and stops it; one step, 12 requests."""
     port = free_port()
     traces = tmp_path / "traces"
     # a few engine iterations, no frontend trace and no Python stacks: with stacks, vLLM's worker builds its

@@ -96,6 +96,7 @@ def lora_server(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def test_model_mix_and_classes_over_two_adapters(lora_server: VllmServer, tmp_path: Path) -> None:
+    """~1 min: most of it is starting vLLM with two LoRA adapters (its fixture)."""
     base = lora_server.model_name
     out = run_vllm_locust(
         lora_server.url,

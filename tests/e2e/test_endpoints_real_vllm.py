@@ -79,6 +79,8 @@ def _preflight_tokens(server: VllmServer, endpoint: str) -> int:
 
 
 def test_an_endpoint_the_server_lacks_is_one_line_and_exit_3(pooling_server: VllmServer, tmp_path) -> None:
+    """~1-1.5 min where it runs first: the time is the pooling server's start (its fixture), the test itself takes
+    seconds."""
     argv = [
         sys.executable,
         "-m",
@@ -120,6 +122,7 @@ def test_an_endpoint_the_server_lacks_is_one_line_and_exit_3(pooling_server: Vll
 def test_pooling_endpoint(
     request: pytest.FixtureRequest, tmp_path, server: str, endpoint: str, args: tuple[str, ...], inputs: int
 ) -> None:
+    """Seconds each, except the first on the cross-encoder (~1 min): that is its server's start (its fixture)."""
     pooling_server: VllmServer = request.getfixturevalue(server)
     probe = _preflight_tokens(pooling_server, endpoint)
     before = scrape_metrics(pooling_server.url).get(PROMPT_TOKENS)

@@ -57,6 +57,8 @@ def _tpot_uncertainty(doc: dict[str, Any], load: Load) -> float:
 @pytest.mark.exclusive
 @pytest.mark.timeout(1200)
 def test_the_twin_predicts_vllm_for_cpu(vllm_server: VllmServer, tmp_path: Path) -> None:
+    """~1.5 min alone on the machine: a 120-s calibration budget (the probe stops repeating its phases at half of
+    it), then three loads sent twice to vLLM and once to the twin."""
     out = tmp_path / "twin.json"
     cmd = [
         sys.executable,

@@ -32,6 +32,8 @@ STEP_REQUESTS = 80
 @pytest.mark.exclusive  # a step judged on a loaded machine can come out "invalid" (the client fell behind): the true maximum needs the machine
 @pytest.mark.timeout(400)
 def test_finds_the_true_maximum(tmp_path) -> None:
+    """~70 s alone on the machine: up to 8 search steps of 80 requests, each a run of its own (~5 s of load at the
+    maximum); fewer requests per step leave the TTFT-trend rule too few requests to tell 5 % over the maximum."""
     sim = (
         f"--max-num-seqs {SLOTS} --decode-step-ms {STEP_MS} --decode-per-seq-ms 0 --prefill-tokens-per-s 1e9 "
         "--no-enable-prefix-caching"

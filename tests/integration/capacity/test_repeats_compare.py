@@ -36,6 +36,8 @@ def _sig(report: dict, metric: str) -> dict:  # type: ignore[type-arg]
 @pytest.mark.exclusive  # "no significant difference" between two runs: other jobs' load would be one
 @pytest.mark.timeout(600)
 def test_repeats_and_significance(tmp_path) -> None:
+    """~70 s alone on the machine: 8 runs (3 + 2 repeats of one config, 3 of a slower one), the fewest that give
+    Welch's t-test two samples on each side and a 95 % CI over 3."""
     tmp = str(tmp_path)
     runs = {}
     for name, itl, n in (("a", 10, 3), ("b", 10, 2), ("slow", 20, 3)):

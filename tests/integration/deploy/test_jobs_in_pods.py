@@ -59,6 +59,8 @@ def _render(kubectl: str, out: str) -> list[dict]:
 
 
 def test_rendered_jobs_run_from_the_image(built_image, kubectl, tmp_path) -> None:
+    """~1.5-3 min: most of it is the image build (podman on a debootstrapped Debian base, cached after the first
+    run) that the rendered master and worker Jobs then run from, as pods in network namespaces."""
     image_root, image_cfg, timings = built_image
     docs = _render(kubectl, str(tmp_path / "manifests"))
     jobs = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Job"}

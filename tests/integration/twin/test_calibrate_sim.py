@@ -122,6 +122,8 @@ def twin(real: SimProcess, tmp_path_factory: pytest.TempPathFactory) -> dict[str
 
 @pytest.mark.exclusive  # the simulated server slows under other jobs' load: its constants are the truth
 def test_the_fit_recovers_the_constants_within_its_uncertainty(twin: dict[str, Any]) -> None:
+    """~80 s alone on the machine: the calibration itself (FIT_BUDGET_S, the `twin` fixture) against a simulator
+    of known constants; a smaller budget left prefill_per_ctx_token_ns unresolved."""
     print(twin["_stdout"])  # the fit table (docs/twin.md shows one)
     c = twin["constants"]
     for name in (
@@ -167,7 +169,8 @@ def _tolerance(twin: dict[str, Any]) -> float:
 def test_the_twin_predicts_loads_the_probe_did_not_use(real: SimProcess, twin: dict[str, Any]) -> None:
     """Each load goes to the server twice (the second time seeded anew: other prompts, other lengths, other
     arrivals) and to the twin once; the spread of the server's own two runs joins the tolerance (a closed loop's
-    median TTFT moved 100 -> 119 ms between two runs of the same simulator on this machine)."""
+    median TTFT moved 100 -> 119 ms between two runs of the same simulator on this machine). ~2.5 min, mostly
+    waiting: the module's calibration (its `twin` fixture, ~80 s) and three loads sent three times."""
     tol = _tolerance(twin)
     rows = []
     with start_simulator(["--twin", twin["_path"]]) as tw:
