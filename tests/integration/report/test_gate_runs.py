@@ -1,5 +1,5 @@
 """End to end: `vllm-locust gate` on two live runs against the embedded simulator (each starts its own simulator,
-master and worker), one of them 15 % slower per decode step (its TPOT): the slower one is flagged from the run
+master and worker), one of them 50 % slower per decode step (its TPOT): the slower one is flagged from the run
 directories, as a saved baseline file against it, in the four outputs; the same run twice is not; runs of
 different settings are refused.
 
@@ -43,7 +43,11 @@ LOAD = [
     "--quiet",
 ]
 _d = SimConfig()
-SLOW = f"--decode-step-ms {_d.decode_step_ms * 1.15:g} --decode-per-seq-ms {_d.decode_per_seq_ms * 1.15:g}"
+# 50 %, not the 15 % the gate can tell between quiet runs: beside the suite's other jobs two live runs of the same
+# simulator drift apart by more than 15 % (a 15 % slower run once came out "1 improved, 3 inconclusive"). How
+# small a change the gate finds over noise is tests/unit/report/test_gate_runs_generated.py's question
+SLOWER = 1.5
+SLOW = f"--decode-step-ms {_d.decode_step_ms * SLOWER:g} --decode-per-seq-ms {_d.decode_per_seq_ms * SLOWER:g}"
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,7 @@ import pytest
 
 from orchestration.ports import free_port
 from tests.integration.web_ui.cdp import CHROMIUM, Browser
-from tests.integration.web_ui.test_web_ui_chromium import TAB, _end, _keep, _open_ui, _start_ui_run
+from tests.integration.web_ui.test_web_ui_chromium import _end, _keep, _open_ui, _start_swarm, _start_ui_run
 from vllm_sim.launch import start_simulator
 
 pytestmark = [
@@ -25,8 +25,7 @@ STOP = "Array.from(document.querySelectorAll('header button')).find(b => b.textC
 def _start(b: Browser, port: int) -> None:
     """Open the UI, click the form's Start and the LLM tab (real clicks)."""
     _open_ui(b, port)
-    b.click("document.querySelector('form button[type=submit]')")
-    b.click(TAB)
+    _start_swarm(b)
 
 
 def _stop(b: Browser) -> None:
