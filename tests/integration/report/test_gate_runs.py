@@ -47,7 +47,9 @@ _d = SimConfig()
 # simulator drift apart by more than 15 % (a 15 % slower run once came out "1 improved, 3 inconclusive"). How
 # small a change the gate finds over noise is tests/unit/report/test_gate_runs_generated.py's question
 SLOWER = 1.5
-SLOW = f"--decode-step-ms {_d.decode_step_ms * SLOWER:g} --decode-per-seq-ms {_d.decode_per_seq_ms * SLOWER:g}"
+SLOW = (
+    f"--decode-step-ms {_d.decode_step_ms * SLOWER:g} --decode-per-seq-ms {_d.decode_per_seq_ms * SLOWER:g}"
+)
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -127,7 +127,9 @@ def _start_swarm(b: Browser, tries: int = 3) -> None:
     for attempt in range(tries):
         b.click(SUBMIT)
         try:
-            b.wait_for(f"!!({TAB}) || !{SUBMIT}", timeout=20)  # the tab, or at least the form gone: it started
+            b.wait_for(
+                f"!!({TAB}) || !{SUBMIT}", timeout=20
+            )  # the tab, or at least the form gone: it started
             break
         except TimeoutError:
             if attempt == tries - 1:
