@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from locust.rpc.protocol import Message  # noqa: E402
 
 from benchmarks.common import machine, print_table, write_json  # noqa: E402
-from vllm_users.distributed.master_side import Collector  # noqa: E402
-from vllm_users.distributed.messages import Batch  # noqa: E402
-from vllm_users.distributed.worker_side import BATCH_INTERVAL_S, WorkerContext  # noqa: E402
+from vllm_users.distributed.transport.master_side import Collector  # noqa: E402
+from vllm_users.distributed.transport.messages import Batch  # noqa: E402
+from vllm_users.distributed.transport.worker_side import BATCH_INTERVAL_S, WorkerContext  # noqa: E402
 from vllm_users.measure.record import RequestRecord  # noqa: E402
 from vllm_users.options import Options  # noqa: E402
 

@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import moe_routing  # noqa: E402
-from orchestration import moe_experts, presets  # noqa: E402
+from orchestration.server import moe_experts  # noqa: E402
+from orchestration.settings import presets  # noqa: E402
 
 SERVE = (
     "python3 -m vllm.entrypoints.cli.main serve {model_dir} --served-model-name {model} --enforce-eager "

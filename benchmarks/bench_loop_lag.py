@@ -152,7 +152,7 @@ def figures(run_dir: Path, real_server: bool) -> dict[str, Any]:
         row["ttft_err_mean_ms"] = sum(ttft) / len(ttft) - TTFT_MS if ttft else float("nan")
         row["steady_ttft_err_p99_ms"] = pctl(steady, 99) - TTFT_MS
         return row
-    from orchestration.server_metrics import summarize_file
+    from orchestration.server.metrics_sampler import summarize_file
 
     server = (summarize_file(str(run_dir)) or {}).get("ttft_ms") or {}
     for k, key in (("p50", "p50"), ("p99", "p99"), ("mean", "mean")):

@@ -27,7 +27,7 @@ from typing import Any
 
 from common import ROOT, cpu_seconds, print_table, write_json
 
-from orchestration.ports import free_port
+from orchestration.launch.ports import free_port
 
 
 def _records(n: int, worker: str, seq0: int) -> list[Any]:

@@ -38,7 +38,7 @@ from common import (
     write_json,
 )
 
-from orchestration.ports import free_port
+from orchestration.launch.ports import free_port
 
 TTFT_MS, ITL_MS, OUTPUT_LEN = 50.0, 10.0, 64
 

@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any
 
-from orchestration.moe_experts import expert_balance
+from orchestration.server.moe_experts import expert_balance
 from vllm_users.client import stdlib_http
 
 EPLB_ONE_GPU = (

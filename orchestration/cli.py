@@ -7,8 +7,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from orchestration import config as C
 from orchestration.commands import Main, reported
+from orchestration.settings import config as C
 from vllm_users import errors, exit_codes
 
 __all__ = ["COMMANDS", "PROG", "main", "parser"]

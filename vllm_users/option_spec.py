@@ -9,7 +9,7 @@ from typing import Any
 
 # The scopes an option belongs to:
 # - LOCUST: registered on Locust's parser (plain `locust -f`, and the master and workers `vllm-locust run` starts);
-# - RUN / WORKER: the `vllm-locust run` / `vllm-locust worker` command lines (orchestration.config); `k8s render`
+# - RUN / WORKER: the `vllm-locust run` / `vllm-locust worker` command lines (orchestration.settings.config); `k8s render`
 #   takes run's; CALIBRATE: `vllm-locust calibrate` takes these few (the TLS ones).
 LOCUST, RUN, WORKER = "locust", "run", "worker"
 CALIBRATE = "calibrate"

@@ -3,7 +3,7 @@ profiling); each group checks its own rules (vllm_users.run_options, vllm_users.
 
 from __future__ import annotations
 
-from orchestration import config as C
+from orchestration.settings import config as C
 from vllm_users.options import Options, changed
 
 

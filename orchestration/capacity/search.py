@@ -28,11 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from orchestration import config as C
 from orchestration.capacity.cost import add_step_costs
 from orchestration.capacity.steps import SEARCH_STEPS, RunOne, StepRunner, shared_host, write_output_file
 from orchestration.capacity.sweep import format_sweep, summarize_step
 from orchestration.report.run_sets import search_headline
+from orchestration.settings import config as C
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
 from vllm_users.distributed.options import LoadOptions
@@ -102,7 +102,7 @@ def _measured(run_dir: str, percentile: float) -> tuple[dict[str, Any], Any, np.
     """The step's result at `percentile` (measured window), its columns and the measured successes' rows."""
     from vllm_users.measure.columns import load_columns
     from vllm_users.measure.metrics import METRICS, PercentileChoice, ok_rows
-    from vllm_users.measure.results import build_result
+    from vllm_users.measure.result_builder import build_result
     from vllm_users.measure.windows import parse_optional, split
 
     meta = read_json(run_dir, META)
@@ -115,7 +115,7 @@ def _measured(run_dir: str, percentile: float) -> tuple[dict[str, Any], Any, np.
 
 
 def _queue_growing(run_dir: str) -> str | None:
-    from orchestration.server_metrics import WAITING, read_samples
+    from orchestration.server.metrics_sampler import WAITING, read_samples
 
     path = os.path.join(run_dir, SERVER_METRICS)
     if not os.path.exists(path):

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orchestration import config as C
+from orchestration.settings import config as C
 from vllm_users import run_dir as R
 from vllm_users.atomic import atomic_json
 from vllm_users.measure.run_result import load_result

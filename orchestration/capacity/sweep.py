@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from orchestration import config as C
 from orchestration.capacity.cost import add_step_costs
 from orchestration.capacity.steps import (
     SWEEP_STEPS,
@@ -27,6 +26,7 @@ from orchestration.capacity.steps import (
     shared_host,
     write_output_file,
 )
+from orchestration.settings import config as C
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
 from vllm_users.distributed.options import LoadOptions
@@ -131,7 +131,7 @@ def run_sweep(a: Options, run_one: RunOne) -> int:
 
     def step(host: str, what: str, kind: str, target: float | None, over: dict[str, Any]) -> dict[str, Any]:
         nonlocal worst
-        from orchestration.moe_experts import expert_balance, expert_counters
+        from orchestration.server.moe_experts import expert_balance, expert_counters
 
         number = len(steps) + 1
         print(

@@ -10,9 +10,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from orchestration import config as C
 from orchestration.commands import reported
-from orchestration.preflight import check_server
+from orchestration.server.preflight import check_server
+from orchestration.settings import config as C
 from orchestration.twin.phases import ProbePlan, new_raw, path_latency, run_phases
 from orchestration.twin.probe import Budget, Probe
 from orchestration.twin.profile import build_profile, fit_table, write_profile

@@ -1,5 +1,5 @@
 """`vllm-locust run`: options checked, the server preflighted, then a Locust master plus N workers
-(orchestration.launcher), progress, summary, results."""
+(orchestration.launch.launcher), progress, summary, results."""
 
 from __future__ import annotations
 
@@ -12,21 +12,21 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from orchestration import config as C
-from orchestration import presets
 from orchestration.capacity.flags import validate as capacity_validate
 from orchestration.capacity.run_hooks import multi_run
 from orchestration.capacity.steps import check_twin, embedded_simulator, with_twin
 from orchestration.commands import reported
-from orchestration.input_checks import prepare
-from orchestration.launcher import header_dict, launch, say
-from orchestration.preflight import (
+from orchestration.launch.launcher import header_dict, launch, say
+from orchestration.server.preflight import (
     PreflightError,
     calibrate_prompts,
     check_context_fits,
     check_server,
     reset_prefix_cache,
 )
+from orchestration.settings import config as C
+from orchestration.settings import presets
+from orchestration.settings.input_checks import prepare
 from vllm_users import errors
 from vllm_users import run_dir as R
 from vllm_users.client import tls

@@ -6,9 +6,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from orchestration import config as C
 from orchestration.capacity.serve_sweep import parse_param, run_server_sweep
 from orchestration.commands import reported
+from orchestration.settings import config as C
 from vllm_users import errors
 from vllm_users.client import tls
 from vllm_users.options import RUN
@@ -59,7 +59,9 @@ def main(argv: Sequence[str]) -> int:
             )
         tls.configure(tls.TLSConfig.of(a.server))  # the health checks' TLS (each point's run sets it again)
         return run_server_sweep(own, a, run)
-    except C.UsageError as e:  # orchestration.config's own class (the option checks), while it is not errors'
+    except (
+        C.UsageError
+    ) as e:  # orchestration.settings.config's own class (the option checks), while it is not errors'
         raise errors.UsageError(str(e)) from None
 
 

@@ -14,8 +14,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from orchestration import config as C
 from orchestration.commands import reported
+from orchestration.settings import config as C
 from vllm_users.atomic import write_atomic
 from vllm_users.workload.trace import Trace
 from vllm_users.workload.trace_formats import (

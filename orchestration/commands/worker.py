@@ -8,8 +8,8 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
-from orchestration import config as C
 from orchestration.commands import reported
+from orchestration.settings import config as C
 from vllm_users import run_dir as R
 from vllm_users.options import WORKER
 from vllm_users.scenarios.registry import locustfile_source

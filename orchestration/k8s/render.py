@@ -19,10 +19,10 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from orchestration import config as C
 from orchestration.commands import reported
 from orchestration.commands.run import new_run_parser, validate
 from orchestration.k8s import tls as k8s_tls
+from orchestration.settings import config as C
 from vllm_users.options import DEFAULTS, RUN, Options, changed, table
 from vllm_users.options import value as option_value
 from vllm_users.redact import is_secret_header, redact_url

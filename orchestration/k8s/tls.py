@@ -15,7 +15,7 @@ import json
 import os
 from typing import Any
 
-from orchestration import config as C
+from orchestration.settings import config as C
 from vllm_users.client.tls import TLSConfig, context
 from vllm_users.options import Options, coerce, env_name
 

@@ -8,9 +8,9 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 
-from orchestration import config as C
 from orchestration.commands import reported
 from orchestration.k8s.tls import config_tls
+from orchestration.settings import config as C
 from vllm_users.client import stdlib_http, tls
 from vllm_users.errors import PreflightError
 from vllm_users.options import env_api_key, env_name

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from orchestration.report.postprocess import RunData
-from orchestration.summary import percentile_keys
+from vllm_users.measure.metric_keys import percentile_keys
 
 HEADLINE = (
     "completed",

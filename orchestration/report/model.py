@@ -10,7 +10,7 @@ from typing import Any
 from orchestration.report.compare import compare
 from orchestration.report.diagnose import Finding, diagnose
 from orchestration.report.postprocess import RunData
-from orchestration.summary import percentile_keys
+from vllm_users.measure.metric_keys import percentile_keys
 
 # (result key, label, format) of the summary table; the HTML/Markdown/PDF tables all use these lists.
 # Between the head and the tail: each latency metric's mean, median and the runs' percentile fields.

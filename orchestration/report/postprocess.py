@@ -1,6 +1,6 @@
 """Post-processor: a run directory (records, result, CSVs, server metric samples) -> one result dict.
 
-Every client metric comes from `vllm_users.measure.metrics` (via `vllm_users.measure.results.build_result`); this
+Every client metric comes from `vllm_users.measure.metrics` (via `vllm_users.measure.result_builder.build_result`); this
 module only chooses the best source available and says what it could not do.
 Sources, best first: records (exact; records.cols, the columnar copy of records.jsonl: vllm_users.measure.columns) > result.json (as the master wrote it) > Locust CSVs
 (approximate: Locust rounds response times to ~2 significant digits).
@@ -17,13 +17,13 @@ from typing import Any
 import numpy as np
 
 from orchestration.report.locust_csv import result_from_csv
-from orchestration.server_metrics import summarize_file
+from orchestration.server.metrics_sampler import summarize_file
 from vllm_users.atomic import atomic_json
 from vllm_users.errors import ReportError  # raised here when a run directory holds nothing reportable
 from vllm_users.measure.columns import load_columns
 from vllm_users.measure.metrics import Slo, ok_rows, plot_arrays, rows
-from vllm_users.measure.metrics_summary import timeseries
-from vllm_users.measure.results import build_result
+from vllm_users.measure.result_builder import build_result
+from vllm_users.measure.result_fields import timeseries
 from vllm_users.measure.run_result import RUN_FIELDS
 from vllm_users.run_dir import CLIENT_HEALTH, COLS, LOCUST_STATS, META, RECORDS, REPEATS, RESULT
 

@@ -197,7 +197,7 @@ def render_markdown(report: Report) -> str:
         out += _class_markdown(r.name, r.result.get("classes"))
     for r in report.runs:
         if r.result.get("replay"):  # --trace: how faithfully the trace was replayed, the summary's lines
-            from orchestration.summary import replay_lines
+            from orchestration.report.summary import replay_lines
 
             out.append(
                 "\n"

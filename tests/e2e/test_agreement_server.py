@@ -15,7 +15,7 @@ from tests.e2e.test_scenarios_real_vllm import run_vllm_locust
 from tests.e2e.vllm_env import scrape_metrics
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
-PREFLIGHT_MAX_TOKENS = 2  # orchestration/preflight.py asks for 2 tokens per attempt
+PREFLIGHT_MAX_TOKENS = 2  # orchestration/server/preflight.py asks for 2 tokens per attempt
 
 
 def _delta(after: dict[str, float], before: dict[str, float], name: str) -> float:

@@ -69,9 +69,9 @@ def _post(url: str, path: str, body: dict) -> dict:
 
 
 def _preflight_tokens(server: VllmServer, endpoint: str) -> int:
-    """The prompt tokens of the preflight's one probe request (orchestration/preflight.py's _PROBES): the
+    """The prompt tokens of the preflight's one probe request (orchestration/server/preflight.py's _PROBES): the
     server's counter counts it beside the load."""
-    from orchestration.preflight import _PROBES
+    from orchestration.server.preflight import _PROBES
 
     path, body = _PROBES[endpoint]
     usage = _post(server.url, path, {"model": server.model_name, **body})["usage"]

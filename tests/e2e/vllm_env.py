@@ -20,7 +20,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestration.ports import free_port
+from orchestration.launch.ports import free_port
 from vllm_sim.launch import die_with_parent
 
 HERE = Path(__file__).resolve().parent

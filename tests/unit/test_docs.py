@@ -19,7 +19,7 @@ PATH = re.compile(
     r"(?<![\w./])((?:vllm_users|orchestration|vllm_sim|locustfiles|benchmarks|tests|docker|scripts)"
     r"/(?:[\w./*{},-]*[\w/*}])?)"
 )
-# `vllm_users.measure.results.build_result`, `vllm_users.scenarios.chat:ChatUser`
+# `vllm_users.measure.result_builder.build_result`, `vllm_users.scenarios.chat:ChatUser`
 DOTTED = re.compile(r"(?<![\w./])((?:vllm_users|orchestration|vllm_sim)(?:\.\w+)+)(?::(\w+))?")
 
 

@@ -4,7 +4,7 @@ takes from orchestration.capacity only its statistics and cost arithmetic).
 
 Every import counts where it stands: at module level, inside a function, inside `try`, and under
 `if TYPE_CHECKING:` too (a type named back up is a dependency back up all the same; a Protocol on the lower side
-keeps the arrow one way, as vllm_users.distributed.web_ui.MasterView does).
+keeps the arrow one way, as vllm_users.distributed.views.web_ui.MasterView does).
 `from pkg import mod` where pkg/mod.py exists is an import of pkg.mod; `from pkg import name` of pkg itself;
 relative imports are resolved against the importing module's package.
 """
@@ -206,6 +206,6 @@ def test_layers() -> None:
         == []
     )
     # the end-of-run summary is below both (the launcher and the report print it)
-    assert sorted(t for t in graph["orchestration.summary"] if t.startswith("orchestration.")) == []
+    assert sorted(t for t in graph["orchestration.report.summary"] if t.startswith("orchestration.")) == []
     # vllm_users (what a user does and measures) never imports orchestration (what runs it)
     assert _layer_breaks(graph, "vllm_users", "orchestration") == []

@@ -14,9 +14,9 @@ import pytest
 from locust.argument_parser import get_parser
 
 import vllm_users.distributed.plugin  # noqa: F401 - registers the table on Locust's parser
-from orchestration import config as C
-from orchestration import presets
 from orchestration.commands.run import add_run_parser
+from orchestration.settings import config as C
+from orchestration.settings import presets
 from vllm_users import option_types as T
 from vllm_users.distributed.options import headers_from_json
 from vllm_users.options import (
@@ -305,7 +305,7 @@ def test_bad_env_and_config_values_name_the_option(tmp_path: Path) -> None:
 
 def test_docs_options_md_is_generated_from_the_table() -> None:
     assert (ROOT / "docs" / "options.md").read_text() == C.reference_markdown(), (
-        "docs/options.md is stale: python -m orchestration.config > docs/options.md"
+        "docs/options.md is stale: python -m orchestration.settings.config > docs/options.md"
     )
 
 

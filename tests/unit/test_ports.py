@@ -1,4 +1,4 @@
-"""orchestration.ports: a free port is drawn below the kernel's ephemeral range (where outgoing connections take
+"""orchestration.launch.ports: a free port is drawn below the kernel's ephemeral range (where outgoing connections take
 their local ports), and is one a server can bind."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestration import ports
+from orchestration.launch import ports
 
 
 def test_the_range_is_read_from_the_kernel_file(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import base64
 import pytest
 
 from orchestration.k8s.render import refuse_credentials
-from orchestration.server_metrics import scrape_target
+from orchestration.server.metrics_sampler import scrape_target
 from vllm_users.errors import UsageError
 from vllm_users.options import build, changed
 from vllm_users.redact import (

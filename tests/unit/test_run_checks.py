@@ -78,7 +78,7 @@ def test_a_trace_offset_beyond_the_bound_names_its_line(tmp_path: Path) -> None:
 def test_a_run_without_result_on_a_full_disk_says_the_disk_is_full(tmp_path: Path, monkeypatch) -> None:
     import shutil
 
-    from orchestration import launcher
+    from orchestration.launch import launcher
 
     line = launcher.no_result_line(str(tmp_path), 1)
     assert line.startswith("the master exited (1) without writing results; see ")

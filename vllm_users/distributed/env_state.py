@@ -14,8 +14,8 @@ from typing import Any
 
 from locust.env import Environment
 
-from vllm_users.distributed.messages import ToMaster
-from vllm_users.distributed.worker_side import WorkerContext
+from vllm_users.distributed.transport.messages import ToMaster
+from vllm_users.distributed.transport.worker_side import WorkerContext
 from vllm_users.options import Options, from_namespace
 
 # the master's (or local runner's) handler of worker messages: handle(message, sender's node id)

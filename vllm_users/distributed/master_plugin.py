@@ -19,10 +19,8 @@ from locust.runners import STATE_MISSING, MasterRunner
 
 from vllm_users import exit_codes, run_dir
 from vllm_users.atomic import atomic_json
-from vllm_users.distributed import env_state, messages, web_ui
+from vllm_users.distributed import env_state
 from vllm_users.distributed.env_state import context_or_none, locust_option, options
-from vllm_users.distributed.live import LiveView
-from vllm_users.distributed.master_side import Collector
 from vllm_users.distributed.run_end import (
     final_result,
     interruption,
@@ -34,6 +32,10 @@ from vllm_users.distributed.run_end import (
     with_fault_warnings,
 )
 from vllm_users.distributed.server_profile import ServerProfile
+from vllm_users.distributed.transport import messages
+from vllm_users.distributed.transport.master_side import Collector
+from vllm_users.distributed.views import web_ui
+from vllm_users.distributed.views.live import LiveView
 from vllm_users.measure.run_result import RunResult, save_result
 
 __all__ = [
@@ -100,7 +102,7 @@ class MasterPlugin:
         if options(
             env
         ).outputs.prometheus_port:  # imported only then: prometheus_client costs ~0.2 s at start-up
-            from vllm_users.distributed import prometheus_export
+            from vllm_users.distributed.views import prometheus_export
 
             self.exporter = prometheus_export.serve(env, options(env), self._target_rate)
         # --run-time is ours to count, from the first load request: Locust's clock would start at the spawn,

@@ -23,10 +23,11 @@ from locust.stats import StatsCSVFileWriter
 
 from vllm_users import exit_codes
 from vllm_users.client import tls
-from vllm_users.distributed import env_state, lengths, messages, user_errors
+from vllm_users.distributed import env_state, lengths, user_errors
 from vllm_users.distributed.env_state import context_or_none
 from vllm_users.distributed.master_plugin import MasterPlugin
-from vllm_users.distributed.worker_side import WorkerContext
+from vllm_users.distributed.transport import messages
+from vllm_users.distributed.transport.worker_side import WorkerContext
 from vllm_users.errors import UsageError
 from vllm_users.measure.health import tune_gc_after_start
 from vllm_users.options import add_locust_options

@@ -1,5 +1,5 @@
 """Every key of a run's metrics (result.json's top level, each per_scenario entry), declared once: its name,
-its unit and the kinds of request it applies to. metrics_summary writes the metrics under these names; the
+its unit and the kinds of request it applies to. result_fields writes the metrics under these names; the
 summary and the report's diagnosis read them by these names.
 
 Latency figures are a family: `{mean,median,std}_{metric}_ms` and `p{N}_{metric}_ms` (N from

@@ -3,7 +3,7 @@
 Definitions match `vllm bench serve` 0.32 so results compare: statistics in ms, population std,
 percentiles by linear interpolation, TPOT request-weighted from usage token counts. This module holds the
 per-request definitions (which requests count, the TTFT/TPOT/ITL/E2EL samples, duration, peaks, SLOs)
-and the statistics; `vllm_users.measure.metrics_summary` assembles them into the result fields.
+and the statistics; `vllm_users.measure.result_fields` assembles them into the result fields.
 
 Functions take the run's `Columns` or a list of `RequestRecord`s (packed once with `columns_from_records`),
 and `idx`, the rows to use (default: all). `tpot_s` is the one per-record function (workers use it live).

@@ -18,7 +18,7 @@ import numpy as np
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.columns import Records, as_columns
 from vllm_users.measure.metrics import Slo, duration_s, ok_rows, or_zero, rows, sent_rows
-from vllm_users.measure.metrics_summary import compute_metrics
+from vllm_users.measure.result_fields import compute_metrics
 
 __all__ = [
     "CLASS_METRICS",

@@ -61,7 +61,7 @@ class RunResult:
     ramp_up_strategy: str | None = None
     ramp_up_start_rps: float | None = None
     ramp_up_end_rps: float | None = None
-    # vllm_users.measure.metrics_summary.compute_metrics of the measured window, in its order (vLLM's fields
+    # vllm_users.measure.result_fields.compute_metrics of the measured window, in its order (vLLM's fields
     # duration, completed, ..., pN_ttft_ms, ... and our extras: errors_by_kind, arrivals, windows, ...)
     metrics: Mapping[str, Any] = field(default_factory=dict)
     input_len_check: Mapping[str, Any] | None = None

@@ -1,6 +1,6 @@
 """The server's Prometheus counters around a run's load: its request count (server_served) and prefix-cache hits.
 
-`vllm-locust run`'s sampler (orchestration.server_metrics) scrapes /metrics once before it starts the master, so
+`vllm-locust run`'s sampler (orchestration.server.metrics_sampler) scrapes /metrics once before it starts the master, so
 after the preflight and before the first load request, and writes that scrape with its URL as the first line of
 server_metrics.jsonl. After the drain the master scrapes the same URL once more (`around_load`): the counters'
 increases between the two are the load's, the preflight's requests not among them.

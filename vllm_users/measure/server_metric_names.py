@@ -1,7 +1,7 @@
 """The vLLM server's Prometheus metric names that vllm-locust reads (its /metrics, scraped during a run).
 
-Below every user of them: the master's live view (vllm_users.distributed.live) and its counters around the load
-(vllm_users.measure.server_counters), the CLI's sampler and run summary (orchestration.server_metrics).
+Below every user of them: the master's live view (vllm_users.distributed.views.live) and its counters around the load
+(vllm_users.measure.server_counters), the CLI's sampler and run summary (orchestration.server.metrics_sampler).
 """
 
 from __future__ import annotations

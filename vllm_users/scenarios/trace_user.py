@@ -1,6 +1,6 @@
 """The trace scenario (`--trace FILE`): each ticket is one entry of the trace's schedule, sent as the trace says.
 
-The open-loop schedule (`vllm_users.distributed.open_loop` with `workload/trace_schedule.py`) hands this user
+The open-loop schedule (`vllm_users.distributed.transport.open_loop` with `workload/trace_schedule.py`) hands this user
 the trace's entry at its offset; the user sends it: the line's prompt/messages as given, or a prompt of its exact
 length (mooncake: its hash blocks, `workload/trace_prompts.py`), `output_len` as max_tokens, the line's `model`
 and `priority` in the body and its `tenant` as the record's request_class. A session's entry is its first turn;

@@ -58,7 +58,7 @@ def test_repeats_and_significance(tmp_path) -> None:
     assert "Over 3 repeats (mean ± 95 % CI)" in r.out
     # each repeat draws its own prompts: the simulator's prefix cache (on) must not answer repeats 2 and 3 from
     # repeat 1's (with one seed for all, repeat 2 hit 95 % of its prompt tokens)
-    from orchestration.server_metrics import summarize_file
+    from orchestration.server.metrics_sampler import summarize_file
 
     for name in rep["runs"]:
         served = summarize_file(os.path.join(runs["a"], name)) or {}

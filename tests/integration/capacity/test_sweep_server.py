@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from orchestration.ports import free_port
+from orchestration.launch.ports import free_port
 
 
 def _port_closed(port: int) -> bool:

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from orchestration.ports import free_port
+from orchestration.launch.ports import free_port
 from tests.integration.core.helpers import cli, cli_bare
 from vllm_sim.launch import start_simulator
 

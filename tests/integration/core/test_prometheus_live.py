@@ -18,7 +18,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from orchestration.ports import free_port
+from orchestration.launch.ports import free_port
 from tests.integration.core.helpers import _kill_run
 
 

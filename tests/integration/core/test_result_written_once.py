@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from orchestration.launcher import RESULT_LINE_PREFIX
+from orchestration.launch.launcher import RESULT_LINE_PREFIX
 from tests.integration.core.helpers import cli
 
 

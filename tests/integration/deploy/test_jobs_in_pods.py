@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import yaml
 
-from orchestration.launcher import RESULT_LINE_PREFIX
+from orchestration.launch.launcher import RESULT_LINE_PREFIX
 from tests.integration.deploy.pods import Network, Pod, pod_spec
 
 pytestmark = [pytest.mark.podman, pytest.mark.timeout(1800)]

@@ -15,7 +15,7 @@ from contextlib import ExitStack, contextmanager
 
 import pytest
 
-from orchestration.ports import free_port
+from orchestration.launch.ports import free_port
 from tests.integration.core.helpers import cli
 from tests.integration.gateways.procs import stop, wait_listening
 from vllm_sim.launch import start_simulator

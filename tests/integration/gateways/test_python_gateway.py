@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from orchestration.ports import free_port
+from orchestration.launch.ports import free_port
 from tests.integration.core.helpers import cli
 from tests.integration.gateways.procs import stop
 from vllm_sim.launch import start_simulator

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[3]
 PACKAGES = ("vllm_users", "orchestration", "vllm_sim", "locustfiles")
 # what a run needs beside the .py files, named so that a glob that misses them fails by name
 MUST_SHIP = [
-    "vllm_users/distributed/static/llm_tab.js",
+    "vllm_users/distributed/views/static/llm_tab.js",
     "vllm_users/py.typed",
     "orchestration/py.typed",
     "vllm_sim/py.typed",
@@ -219,7 +219,7 @@ def test_installed_wheel_imports_from_the_venv(venv: Path, tmp_path: Path) -> No
     code = (
         "import json, sys, importlib.resources as r, vllm_users, orchestration, vllm_sim, locustfiles;"
         "print(json.dumps({'files': [m.__file__ for m in (vllm_users, orchestration, vllm_sim, locustfiles)],"
-        "'path': sys.path, 'js': r.files('vllm_users.distributed').joinpath('static/llm_tab.js').is_file(),"
+        "'path': sys.path, 'js': r.files('vllm_users.distributed.views').joinpath('static/llm_tab.js').is_file(),"
         "'dir': locustfiles.DIR}))"
     )
     p = subprocess.run(

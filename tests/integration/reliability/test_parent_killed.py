@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from orchestration.ports import free_port
+from orchestration.launch.ports import free_port
 from tests.integration.core.helpers import wait_streaming
 
 

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from vllm_sim.launch import start_simulator
-from vllm_users.measure.results import write_result
+from vllm_users.measure.result_builder import write_result
 
 pytestmark = pytest.mark.timeout(200)
 

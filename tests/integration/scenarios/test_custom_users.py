@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestration.ports import free_port
+from orchestration.launch.ports import free_port
 from tests.integration.core.helpers import cli_bare
 from tests.integration.scenarios.runner import succeeded, vllm_locust
 

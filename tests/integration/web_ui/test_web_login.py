@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from orchestration.ports import free_port
+from orchestration.launch.ports import free_port
 
 
 @pytest.mark.timeout(120)

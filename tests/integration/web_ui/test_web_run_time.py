@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from orchestration.ports import free_port
+from orchestration.launch.ports import free_port
 
 
 def _wait_for_workers(base: str, n: int) -> float:

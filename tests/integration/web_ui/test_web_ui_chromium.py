@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from orchestration.ports import free_port
+from orchestration.launch.ports import free_port
 from tests.integration.web_ui.cdp import CHROMIUM, Browser
 from vllm_sim.launch import start_simulator
 from vllm_users.measure.metrics import metric_arrays

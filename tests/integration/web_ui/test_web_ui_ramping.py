@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from orchestration.ports import free_port
+from orchestration.launch.ports import free_port
 from tests.integration.web_ui.cdp import CHROMIUM, Browser
 from tests.integration.web_ui.test_web_ui_chromium import _end, _keep, _open_ui, _start_swarm, _start_ui_run
 from vllm_sim.launch import start_simulator

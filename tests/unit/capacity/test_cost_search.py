@@ -8,7 +8,7 @@ import os
 import pytest
 
 from orchestration.capacity import search as S
-from orchestration.summary import format_summary
+from orchestration.report.summary import format_summary
 from tests.unit.report.helpers import make_records, write_run
 from vllm_users import run_dir
 from vllm_users.measure.cost import cost_at, format_cost, run_cost

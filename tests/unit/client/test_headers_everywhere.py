@@ -14,9 +14,9 @@ from contextlib import contextmanager
 import pytest
 
 from orchestration.capacity.serve_sweep import ServerProcess
-from orchestration.moe_experts import expert_counters
-from orchestration.preflight import reset_prefix_cache
-from orchestration.server_metrics import ServerMetricsSampler
+from orchestration.server.metrics_sampler import ServerMetricsSampler
+from orchestration.server.moe_experts import expert_counters
+from orchestration.server.preflight import reset_prefix_cache
 from orchestration.twin.probe import Budget, Probe
 from vllm_users.distributed.server_profile import ServerProfile
 from vllm_users.measure.server_counters import scrape
@@ -107,7 +107,7 @@ def test_sweep_server_never_writes_the_servers_key(monkeypatch) -> None:
 
 
 def test_a_preflight_error_that_quotes_the_credentials_shows_none(capsys) -> None:
-    from orchestration.preflight import PreflightError, check_server
+    from orchestration.server.preflight import PreflightError, check_server
 
     class Echo(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server's name

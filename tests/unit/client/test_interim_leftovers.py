@@ -14,7 +14,7 @@ import pytest
 
 from orchestration.capacity.serve_sweep import ServerProcess
 from orchestration.k8s.wait import healthy
-from orchestration.moe_experts import expert_counters
+from orchestration.server.moe_experts import expert_counters
 from tests.unit.client.quirk_server import CONTINUE, EARLY_HINTS, Quirks, QuirkServer
 
 pytestmark = pytest.mark.timeout(30)

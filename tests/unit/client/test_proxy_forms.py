@@ -13,7 +13,7 @@ import pytest
 from gevent.server import StreamServer
 from geventhttpclient import HTTPClient
 
-from orchestration.preflight import PreflightError, check_server
+from orchestration.server.preflight import PreflightError, check_server
 from tests.unit.client.quirk_server import ERROR_MESSAGE, MODEL, N_OUT, Quirks, QuirkServer, serve_threaded
 from vllm_users.client import sse_forms as F
 from vllm_users.client import stream

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from orchestration.preflight import reset_prefix_cache
+from orchestration.server.preflight import reset_prefix_cache
 
 pytestmark = pytest.mark.timeout(30)
 

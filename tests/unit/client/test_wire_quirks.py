@@ -15,8 +15,8 @@ import pytest
 from gevent.server import StreamServer
 from geventhttpclient import HTTPClient
 
-from orchestration.preflight import PreflightError, check_server
-from orchestration.server_metrics import ServerMetricsSampler
+from orchestration.server.metrics_sampler import ServerMetricsSampler
+from orchestration.server.preflight import PreflightError, check_server
 from tests.unit.client.quirk_server import (
     CONTINUE,
     EARLY_HINTS,
@@ -32,7 +32,7 @@ from vllm_users.client.reactor import HAVE_EPOLL, reactor
 from vllm_users.client.wire import StampedResponse
 from vllm_users.distributed.server_profile import _post as profile_post
 from vllm_users.measure.columns import _merge, _unpack, pack_records
-from vllm_users.measure.metrics_summary import compute_metrics
+from vllm_users.measure.result_fields import compute_metrics
 
 pytestmark = pytest.mark.timeout(60)
 

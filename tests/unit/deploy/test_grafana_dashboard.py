@@ -11,8 +11,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.unit.deploy.conftest import ROOT
 from tests.unit.measure.helpers import rand_records
-from vllm_users.distributed import prometheus_export as P
-from vllm_users.distributed.master_side import Collector
+from vllm_users.distributed.transport.master_side import Collector
+from vllm_users.distributed.views import prometheus_export as P
 from vllm_users.measure.columns import pack_records
 from vllm_users.options import build
 

@@ -7,9 +7,9 @@ from typing import Any
 import gevent
 import gevent.event
 
-from vllm_users.distributed import worker_side
-from vllm_users.distributed.messages import Batch
-from vllm_users.distributed.worker_side import WorkerContext
+from vllm_users.distributed.transport import worker_side
+from vllm_users.distributed.transport.messages import Batch
+from vllm_users.distributed.transport.worker_side import WorkerContext
 from vllm_users.measure.record import RequestRecord
 from vllm_users.options import Options
 

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from vllm_users.distributed.live import LiveView, ServerTail, table_rows
-from vllm_users.distributed.master_side import Collector
+from vllm_users.distributed.transport.master_side import Collector
+from vllm_users.distributed.views.live import LiveView, ServerTail, table_rows
 from vllm_users.measure.histograms import HistogramSet
 from vllm_users.measure.record import RequestRecord
 from vllm_users.options import Options, build

@@ -10,9 +10,9 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
-from vllm_users.distributed.live import LiveView
-from vllm_users.distributed.master_side import Collector
-from vllm_users.distributed.worker_side import WorkerContext
+from vllm_users.distributed.transport.master_side import Collector
+from vllm_users.distributed.transport.worker_side import WorkerContext
+from vllm_users.distributed.views.live import LiveView
 from vllm_users.measure.metrics import Slo, tpot_s
 from vllm_users.measure.per_class import per_class
 from vllm_users.measure.record import RequestRecord

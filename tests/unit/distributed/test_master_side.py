@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vllm_users.distributed.master_side import Collector
+from vllm_users.distributed.transport.master_side import Collector
 
 
 def _batch(worker: str, final: bool = False) -> dict:

@@ -1,4 +1,4 @@
-"""The worker<->master protocol (vllm_users.distributed.messages): every payload survives Locust's wire, the
+"""The worker<->master protocol (vllm_users.distributed.transport.messages): every payload survives Locust's wire, the
 bytes on the wire are those the previous protocol code sent (a master and workers of neighbouring versions talk),
 an unknown kind is refused by name, and the one send-or-call-locally path reaches both kinds of runner."""
 
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from locust.rpc import Message
 
-from vllm_users.distributed import messages as M
-from vllm_users.distributed.worker_side import WorkerContext
+from vllm_users.distributed.transport import messages as M
+from vllm_users.distributed.transport.worker_side import WorkerContext
 from vllm_users.measure.record import RequestRecord
 from vllm_users.options import Options
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import gevent
 
-from vllm_users.distributed import open_loop
-from vllm_users.distributed.messages import Ready, ToMaster
-from vllm_users.distributed.open_loop import OpenLoopSchedule
+from vllm_users.distributed.transport import open_loop
+from vllm_users.distributed.transport.messages import Ready, ToMaster
+from vllm_users.distributed.transport.open_loop import OpenLoopSchedule
 from vllm_users.options import build
 
 

@@ -15,14 +15,14 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from orchestration.ports import free_port
+from orchestration.launch.ports import free_port
 from tests.unit.measure.helpers import rand_records
-from vllm_users.distributed import prometheus_export as P
-from vllm_users.distributed.master_side import Collector
+from vllm_users.distributed.transport.master_side import Collector
+from vllm_users.distributed.views import prometheus_export as P
 from vllm_users.measure.columns import pack_records
 from vllm_users.measure.metrics import Slo, metric_arrays
-from vllm_users.measure.metrics_summary import compute_metrics
 from vllm_users.measure.record import RequestRecord
+from vllm_users.measure.result_fields import compute_metrics
 from vllm_users.options import Options, build, locust_argv
 
 GOODPUT = "ttft:37 tpot:13 e2el:1234"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from vllm_users.distributed import worker_side
-from vllm_users.distributed.master_side import Collector
-from vllm_users.distributed.messages import Batch, ToMaster
-from vllm_users.distributed.worker_side import WorkerContext
+from vllm_users.distributed.transport import worker_side
+from vllm_users.distributed.transport.master_side import Collector
+from vllm_users.distributed.transport.messages import Batch, ToMaster
+from vllm_users.distributed.transport.worker_side import WorkerContext
 from vllm_users.measure.record import RequestRecord
 from vllm_users.options import build
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestration.summary import format_summary
+from orchestration.report.summary import format_summary
 from tests.unit.measure.helpers import rec
 from vllm_users import exit_codes
-from vllm_users.distributed.master_side import Collector
 from vllm_users.distributed.run_end import exit_code_of
-from vllm_users.measure.results import build_run_result
-from vllm_users.measure.verdict import calibration_warning, no_completed_reason
+from vllm_users.distributed.transport.master_side import Collector
+from vllm_users.measure.result_builder import build_run_result
+from vllm_users.measure.result_notes import calibration_warning, no_completed_reason
 from vllm_users.options import Options
 
 

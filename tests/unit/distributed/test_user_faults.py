@@ -9,11 +9,11 @@ from typing import Any
 from tests.unit.measure.helpers import rec
 from vllm_users import exit_codes
 from vllm_users.distributed import user_errors
-from vllm_users.distributed.master_side import Collector
 from vllm_users.distributed.run_end import note_faults, with_fault_warnings
-from vllm_users.distributed.worker_side import WorkerContext
-from vllm_users.measure.results import build_run_result
-from vllm_users.measure.verdict import no_completed_reason
+from vllm_users.distributed.transport.master_side import Collector
+from vllm_users.distributed.transport.worker_side import WorkerContext
+from vllm_users.measure.result_builder import build_run_result
+from vllm_users.measure.result_notes import no_completed_reason
 from vllm_users.options import build
 
 

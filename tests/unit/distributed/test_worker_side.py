@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gevent.queue import Queue
 
-from vllm_users.distributed.worker_side import WorkerContext
+from vllm_users.distributed.transport.worker_side import WorkerContext
 from vllm_users.options import build
 
 

@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 
 from tests.unit.measure.helpers import assert_same, rand_records
-from vllm_users.distributed.master_side import Collector
+from vllm_users.distributed.transport.master_side import Collector
 from vllm_users.measure import columns as C
 from vllm_users.measure.metrics import Slo
 from vllm_users.measure.record import RequestRecord, read_records
-from vllm_users.measure.results import build_result, write_result
+from vllm_users.measure.result_builder import build_result, write_result
 
 SLO = Slo({"ttft": 40.0, "tpot": 5.0, "e2el": 300.0})
 

@@ -1,4 +1,4 @@
-"""The metric keys' declaration (vllm_users/measure/metric_keys.py) against what metrics_summary writes, and the
+"""The metric keys' declaration (vllm_users/measure/metric_keys.py) against what result_fields writes, and the
 API names and error kinds (vllm_users/measure/kinds.py) against the client's own spellings."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from vllm_users.client import responses as R
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.kinds import APIS, ERROR_KINDS, POOLING_ENDPOINTS
 from vllm_users.measure.metrics import Slo
-from vllm_users.measure.metrics_summary import build_metrics, compute_metrics
 from vllm_users.measure.record import RequestRecord
+from vllm_users.measure.result_fields import build_metrics, compute_metrics
 from vllm_users.measure.windows import parse_optional
 
 REPO = Path(__file__).resolve().parents[3]

@@ -11,7 +11,7 @@ from tests.unit.measure.helpers import assert_same, rand_records, rec
 from vllm_users.measure import metrics as M
 from vllm_users.measure.columns import columns_from_records
 from vllm_users.measure.metrics import Slo, metric_arrays, peak_concurrency, tpot_s
-from vllm_users.measure.metrics_summary import compute_metrics, per_scenario
+from vllm_users.measure.result_fields import compute_metrics, per_scenario
 
 
 def test_ttft_tpot_itl_e2el_by_hand() -> None:

@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from orchestration.summary import format_summary
+from orchestration.report.summary import format_summary
 from tests.unit.measure.helpers import rec
 from vllm_users.measure.columns import columns_from_records, load_columns, pack_records
-from vllm_users.measure.metrics_summary import compute_metrics, per_scenario
+from vllm_users.measure.result_fields import compute_metrics, per_scenario
 
 ALL = {"percentiles": (50, 99), "percentile_metrics": ("ttft", "tpot", "itl", "e2el")}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from orchestration.summary import format_summary, replay_lines
+from orchestration.report.summary import format_summary, replay_lines
 from vllm_users.measure.record import RequestRecord, dropped_record
 from vllm_users.measure.replay_fidelity import replay_fidelity, server_hit_rate
 from vllm_users.measure.run_result import RunResult

@@ -6,7 +6,7 @@ import json
 import os
 
 from tests.unit.measure.helpers import rec
-from vllm_users.measure.results import build_run_result, write_result
+from vllm_users.measure.result_builder import build_run_result, write_result
 from vllm_users.measure.run_result import RunResult, load_result, save_result
 
 META = {

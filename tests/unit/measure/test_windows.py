@@ -9,11 +9,11 @@ import pytest
 
 from orchestration.report import diagnose as dg
 from orchestration.report.postprocess import load_run
-from orchestration.summary import format_summary
+from orchestration.report.summary import format_summary
 from tests.unit.report.helpers import make_records, write_run
 from vllm_users.measure.columns import columns_from_records
 from vllm_users.measure.metrics import rows
-from vllm_users.measure.results import build_result
+from vllm_users.measure.result_builder import build_result
 from vllm_users.measure.windows import COOLDOWN, MEASURED, WARMUP, Window, phases
 
 

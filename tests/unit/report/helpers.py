@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from vllm_users.measure.record import RequestRecord
-from vllm_users.measure.results import write_result
+from vllm_users.measure.result_builder import write_result
 
 
 def make_records(

@@ -94,7 +94,7 @@ def test_report_after_run_never_raises(tmp_path, capsys) -> None:  # type: ignor
 
 
 def test_chosen_percentiles_reach_summary_report_and_compare(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from orchestration.summary import format_summary
+    from orchestration.report.summary import format_summary
 
     meta = {"percentile_metrics": "ttft,itl,e2el", "metric_percentiles": "50,90,99,99.9"}
     a = load_run(write_run(str(tmp_path / "a"), make_records(100, tail_every=10), meta=meta))

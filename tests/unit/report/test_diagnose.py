@@ -8,7 +8,7 @@ from orchestration.report import diagnose as dg
 from orchestration.report.postprocess import RunData, load_run
 from tests.unit.report.helpers import make_records, server_samples, write_run
 from vllm_users.measure.metrics import Slo
-from vllm_users.measure.results import build_result
+from vllm_users.measure.result_builder import build_result
 
 META = {"model_id": "m", "users": 8}
 

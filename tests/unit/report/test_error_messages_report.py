@@ -8,7 +8,7 @@ from pathlib import Path
 from orchestration.report.model import build_report
 from orchestration.report.postprocess import load_run
 from orchestration.report.render import render_html
-from orchestration.summary import format_summary
+from orchestration.report.summary import format_summary
 from tests.unit.report.helpers import make_records, write_run
 
 

@@ -1,4 +1,4 @@
-"""Post-processor: records -> result (same numbers as vllm_users.measure.results), fallbacks, bad input."""
+"""Post-processor: records -> result (same numbers as vllm_users.measure.result_builder), fallbacks, bad input."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from orchestration.report.postprocess import ReportError, load_run
 from tests.unit.report.helpers import LOCUST_STATS, make_records, server_samples, write_run
-from vllm_users.measure.results import build_result
+from vllm_users.measure.result_builder import build_result
 
 
 def test_records_recomputed_with_build_result(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from orchestration import server_metrics as sm
+from orchestration.server import metrics_sampler as sm
 from tests.unit.report.helpers import server_samples
 from vllm_users import run_dir
 

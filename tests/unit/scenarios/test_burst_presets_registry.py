@@ -7,10 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from orchestration import config as C
-from orchestration import moe_experts, presets
 from orchestration.capacity.sweep import parse_sweep, sweep_doc
 from orchestration.commands.run import add_run_parser
+from orchestration.server import moe_experts
+from orchestration.settings import config as C
+from orchestration.settings import presets
 from vllm_users.options import RUN, Options, build
 from vllm_users.scenarios.burst import BurstPlan, plan_from_options
 from vllm_users.scenarios.registry import SCENARIOS, locustfile_source, parse_mix

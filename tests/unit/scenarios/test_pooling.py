@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from orchestration.summary import format_summary
+from orchestration.report.summary import format_summary
 from vllm_users.measure.metrics import peak_output_tokens_per_s
-from vllm_users.measure.metrics_summary import compute_metrics
 from vllm_users.measure.record import RequestRecord
+from vllm_users.measure.result_fields import compute_metrics
 from vllm_users.scenarios.pooling import answered_items
 from vllm_users.scenarios.registry import SCENARIOS, for_endpoint
 

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from orchestration.preflight import check_server
+from orchestration.server.preflight import check_server
 from vllm_users.errors import PreflightError
 
 SERVED = {"/v1/chat/completions"}  # a generative model: no pooling APIs, no Responses

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from orchestration.summary import format_summary
+from orchestration.report.summary import format_summary
 from vllm_users.measure.record import RequestRecord, add_images
-from vllm_users.measure.results import build_result
+from vllm_users.measure.result_builder import build_result
 from vllm_users.options import build
 from vllm_users.scenarios.registry import SCENARIOS, for_endpoint, parse_mix
 from vllm_users.scenarios.vision import VisionUser

@@ -106,7 +106,7 @@ def test_insert_by_priority_is_stable() -> None:
 
 
 def test_preflight_checks_every_model_name(lora_sim: SimProcess) -> None:
-    from orchestration.preflight import PreflightError, check_server
+    from orchestration.server.preflight import PreflightError, check_server
     from vllm_users.errors import UsageError
 
     info = check_server(lora_sim.url, "sim-model:3,a:1,b:1", None, "completions", also=("a",))

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from orchestration import config as C
+from orchestration.settings import config as C
 from vllm_users.errors import UsageError
 from vllm_users.options import coerce, env_name, flag
 from vllm_users.workload.classes import (

@@ -11,8 +11,8 @@ from typing import Any
 
 from vllm_users import run_dir
 from vllm_users.atomic import atomic_json
-from vllm_users.distributed.messages import Batch
-from vllm_users.distributed.worker_side import BATCH_INTERVAL_S
+from vllm_users.distributed.transport.messages import Batch
+from vllm_users.distributed.transport.worker_side import BATCH_INTERVAL_S
 from vllm_users.measure.columns import frame, records_to_frames
 from vllm_users.measure.health import bound, summarize
 from vllm_users.measure.histograms import HistogramSet

@@ -11,9 +11,9 @@ from typing import Any
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.columns import Records, as_columns, load_columns
 from vllm_users.measure.metrics import PercentileChoice, Slo, rows
-from vllm_users.measure.metrics_summary import build_metrics
 from vllm_users.measure.per_class import class_table, per_class
 from vllm_users.measure.record import read_records
+from vllm_users.measure.result_fields import build_metrics
 from vllm_users.measure.run_result import RAMP_FIELDS, RunResult, save_result
 from vllm_users.measure.windows import parse_optional, split
 from vllm_users.run_dir import COLS, RECORDS

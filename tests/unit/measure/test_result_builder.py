@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from orchestration.summary import format_summary
+from orchestration.report.summary import format_summary
 from tests.unit.measure.helpers import rec
-from vllm_users.measure.results import INPUT_LEN_TOLERANCE, build_result
+from vllm_users.measure.result_builder import INPUT_LEN_TOLERANCE, build_result
 
 
 def _recs(actual: int, requested: int = 100, scenario: str = "chat") -> list:

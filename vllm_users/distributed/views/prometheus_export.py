@@ -34,8 +34,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.utils import floatToGoString
 
-from vllm_users.distributed.master_side import Collector
-from vllm_users.distributed.messages import Batch
+from vllm_users.distributed.transport.master_side import Collector
+from vllm_users.distributed.transport.messages import Batch
 from vllm_users.measure.columns import Columns, _merge, _unpack, columns_from_records
 from vllm_users.measure.metrics import METRICS, Slo, metric_arrays, ok_rows, or_zero, sent_rows, slo_met
 from vllm_users.measure.record import parse_lines

@@ -17,7 +17,7 @@ import gevent
 import gevent.event
 from gevent.queue import Empty, Queue
 
-from vllm_users.distributed.messages import Ready, ToMaster
+from vllm_users.distributed.transport.messages import Ready, ToMaster
 from vllm_users.options import Options
 from vllm_users.workload.arrivals import worker_piecewise
 from vllm_users.workload.ramp import ramp_worker_iter

@@ -16,9 +16,9 @@ import sys
 import time
 from typing import Any
 
-from orchestration import config as C
-from orchestration.ports import free_port
-from orchestration.summary import format_summary
+from orchestration.launch.ports import free_port
+from orchestration.report.summary import format_summary
+from orchestration.settings import config as C
 from vllm_sim.launch import die_with_parent
 from vllm_users import exit_codes
 from vllm_users import run_dir as R
@@ -27,8 +27,8 @@ from vllm_users.distributed.options import headers_json
 from vllm_users.distributed.server_profile import STOP_TIMEOUT_S as PROFILE_STOP_TIMEOUT_S
 from vllm_users.distributed.server_profile import profile_line
 from vllm_users.distributed.user_errors import summary_line
+from vllm_users.measure.result_notes import no_completed_reason
 from vllm_users.measure.run_result import RunResult, load_result, result_path
-from vllm_users.measure.verdict import no_completed_reason
 from vllm_users.options import METRICS_HEADERS_ENV, SPECS, Options, env_name, flag, locust_argv
 from vllm_users.redact import Redactor, header_lines, redact_argv, secret_values, without_api_key
 from vllm_users.run_options import OutputOptions
@@ -154,7 +154,7 @@ def launch(
     """Start the master and `a.processes.workers` local workers on `locustfile`, wait for the run, summarise it; its exit
     code. `sim`: the embedded simulator (or None); `watch`: see orchestration.commands.run.run; `lengths`: the
     preflight's prompt-length calibration; `headers`: every request's (--header, the host's userinfo, the key)."""
-    from orchestration.server_metrics import ServerMetricsSampler, scrape_target
+    from orchestration.server.metrics_sampler import ServerMetricsSampler, scrape_target
 
     port = a.processes.master_port or free_port()
     metrics_url, metrics_headers = scrape_target(a.outputs, host, headers or {})

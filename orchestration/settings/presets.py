@@ -1,6 +1,6 @@
 """`vllm-locust run --preset NAME`: defaults for the guide's scenes (the values, their descriptions, conflicts).
 
-A preset is a layer of values (orchestration.config): above the table's defaults, below the config file, the
+A preset is a layer of values (orchestration.settings.config): above the table's defaults, below the config file, the
 environment and the command line, so it only fills options the user did not give anywhere.
 """
 

@@ -1,7 +1,7 @@
 """The `vllm-locust run` / `worker` command lines, generated from the option table (vllm_users.options).
 
 Precedence: command line > environment (VLLM_LOCUST_<OPTION>) > config file (--config, YAML/JSON) > preset
-(--preset, orchestration.presets) > the table's default.
+(--preset, orchestration.settings.presets) > the table's default.
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ def layers(
     given = {**file, **env, **cli}
     preset: dict[str, Any] = {}
     if given.get("preset"):
-        from orchestration.presets import preset_layer
+        from orchestration.settings.presets import preset_layer
 
         preset = preset_layer(given["preset"], given)
     return {"default": defaults, "preset": preset, "file": file, "env": env, "cli": cli}, extras
@@ -232,7 +232,7 @@ def reference_markdown() -> str:
     rows = [
         "# Options",
         "",
-        "Generated from the option table (`vllm_users/options.py`) by `python -m orchestration.config > docs/options.md`;",
+        "Generated from the option table (`vllm_users/options.py`) by `python -m orchestration.settings.config > docs/options.md`;",
         "a test keeps it in step. Every option is also the environment variable `VLLM_LOCUST_<OPTION>` and the",
         "config-file key `option_name` (or `option-name`). Precedence: command line > environment > config file",
         "(`--config`) > preset (`--preset`) > default. Scopes: `run` / `worker` (`vllm-locust run` / `worker`;",

@@ -23,8 +23,8 @@ from locust.env import Environment
 
 from vllm_users import run_dir
 from vllm_users.distributed import env_state
-from vllm_users.distributed.live import LiveView, finite, table_rows
-from vllm_users.distributed.master_side import Collector
+from vllm_users.distributed.transport.master_side import Collector
+from vllm_users.distributed.views.live import LiveView, finite, table_rows
 from vllm_users.measure.histograms import HIST_METRICS
 from vllm_users.options import API_KEY_ENV, METRICS_HEADERS_ENV
 from vllm_users.redact import Redactor, secret_values

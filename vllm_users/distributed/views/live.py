@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from vllm_users import run_dir
-from vllm_users.distributed.master_side import Collector
+from vllm_users.distributed.transport.master_side import Collector
 from vllm_users.measure.health import summarize
 from vllm_users.measure.histograms import HIST_METRICS, HistogramSet, percentiles_ms
 from vllm_users.measure.metrics import Slo, percentile_name

@@ -17,8 +17,8 @@ import gevent.lock
 from gevent.queue import Empty, Queue
 
 from vllm_users import run_dir
-from vllm_users.distributed.messages import Batch, Done, First, Need, ToMaster
-from vllm_users.distributed.open_loop import OpenLoopSchedule
+from vllm_users.distributed.transport.messages import Batch, Done, First, Need, ToMaster
+from vllm_users.distributed.transport.open_loop import OpenLoopSchedule
 from vllm_users.measure.columns import pack_records
 from vllm_users.measure.health import HealthSampler
 from vllm_users.measure.histograms import HistogramSet

@@ -1,4 +1,4 @@
-"""The result fields (vllm_users.measure.metrics_summary) against hand-computed answers, every field and edge case."""
+"""The result fields (vllm_users.measure.result_fields) against hand-computed answers, every field and edge case."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 from tests.unit.measure.helpers import assert_same, rand_records, rec
 from vllm_users.measure.columns import columns_from_records
 from vllm_users.measure.metrics import METRICS, PercentileChoice, Slo
-from vllm_users.measure.metrics_summary import (
+from vllm_users.measure.result_builder import build_result
+from vllm_users.measure.result_fields import (
     arrival_stats,
     build_metrics,
     compute_metrics,
@@ -18,7 +19,6 @@ from vllm_users.measure.metrics_summary import (
     timeseries,
     ttft_by_turn,
 )
-from vllm_users.measure.results import build_result
 
 SLO = Slo.parse(["ttft:40 tpot:12 e2el:60"])
 ALL = {

@@ -1,0 +1,1 @@
+"""How workers and the master talk: the typed messages, the worker's batching and schedule, the master's merge."""
