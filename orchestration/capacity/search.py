@@ -177,7 +177,7 @@ def judge(run_dir: str, target: float, slo: Slo, percentile: float, max_error_ra
         res, cols, ok = _measured(run_dir, percentile)
     except (OSError, ValueError, KeyError) as e:
         return {"passed": False, "reasons": reasons + [f"no result ({type(e).__name__})"]}
-    from vllm_users.measure.metrics import percentile_name
+    from vllm_users.measure.metric_keys import percentile_name
 
     pname = percentile_name(percentile)
     total = res["completed"] + res["failed"]

@@ -18,7 +18,6 @@ from orchestration.capacity.steps import check_twin, embedded_simulator, with_tw
 from orchestration.commands import reported
 from orchestration.launch.launcher import header_dict, launch, say
 from orchestration.server.preflight import (
-    PreflightError,
     calibrate_prompts,
     check_context_fits,
     check_server,
@@ -30,6 +29,7 @@ from orchestration.settings.input_checks import prepare
 from vllm_users import errors
 from vllm_users import run_dir as R
 from vllm_users.client import tls
+from vllm_users.errors import PreflightError
 from vllm_users.measure.run_result import result_path
 from vllm_users.options import RUN, Options, changed, env_api_key
 from vllm_users.redact import connection_headers
@@ -74,7 +74,9 @@ def run_options(argv: Sequence[str]) -> Options:
 
 def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     """Register `run` and its flags."""
-    p = sub.add_parser("run", help="Run a load test (against the embedded simulator when no --host)")
+    p: argparse.ArgumentParser = sub.add_parser(
+        "run", help="Run a load test (against the embedded simulator when no --host)"
+    )
     C.add_options(p, RUN, {"preset": sorted(presets.PRESETS)})
     return p
 

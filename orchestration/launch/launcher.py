@@ -262,7 +262,9 @@ def _redact(argv: list[str], known: Redactor) -> list[str]:
     return [known.text(x) for x in redact_argv(argv, secret, HEADER_FLAGS)]
 
 
-def _wait(a: Options, master: subprocess.Popen, run_dir: str, watch: Any, on_result: Any = None) -> bool:
+def _wait(
+    a: Options, master: subprocess.Popen[bytes], run_dir: str, watch: Any, on_result: Any = None
+) -> bool:
     """Wait for the master, printing progress; forward Ctrl-C/SIGTERM so results get written.
     `on_result` (web UI) is called once when the result file appears while the master keeps running."""
     interrupted = False

@@ -44,7 +44,7 @@ def _conn(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
 
 def _request(
     url: str, method: str, path: str, headers: dict[str, str], body: Any = None, timeout: float = 10.0
-):
+) -> tuple[int, str, bytes]:
     conn, base = _conn(url, timeout)
     try:
         data = json.dumps(body).encode() if body is not None else None
@@ -57,7 +57,8 @@ def _request(
             raise PreflightError(
                 f"{url} answered {method} {path} with a body that cannot be read: {e}"
             ) from None
-        return resp.status, resp.getheader("content-type") or "", raw
+        status: int = resp.status
+        return status, resp.getheader("content-type") or "", raw
     except (
         ssl.SSLError
     ) as e:  # a wrong CA, a bad certificate: the host and the verification failure, one line

@@ -329,7 +329,7 @@ def per_scenario(
     dur = duration_s(c, idx)
     codes = c.a["scenario"][idx]
     present = np.unique(codes)
-    names = sorted((c.tables["scenario"][int(k)], int(k)) for k in present)  # type: ignore[type-var]
+    names = sorted((c.tables["scenario"][int(k)], int(k)) for k in present)
     cache = cache or LatencyCache()
     return {
         str(name): compute_metrics(

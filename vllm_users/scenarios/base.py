@@ -195,7 +195,7 @@ class LLMUser(FastHttpUser):
 
     def _resolve_model(self) -> str:
         try:
-            models = [m["id"] for m in self._get_json("/v1/models")["data"]]
+            models: list[str] = [str(m["id"]) for m in self._get_json("/v1/models")["data"]]
         except Exception as e:  # noqa: BLE001 - any failure here means "cannot pick a model"
             raise RuntimeError(
                 f"cannot list models at {redact_url(self.host or '')}/v1/models: {e}"

@@ -195,7 +195,8 @@ class OpenLoopSchedule:
             if t is None:
                 self.queue.put(None)  # let every other user see the end too
                 return None
-            return t
+            ticket: Ticket = t
+            return ticket
         return None
 
     def finished(self) -> bool:
@@ -204,7 +205,8 @@ class OpenLoopSchedule:
 
     def backlog(self) -> int:
         """Arrivals due but not yet taken by a user."""
-        return self.queue.qsize()
+        n: int = self.queue.qsize()
+        return n
 
     def due_untaken(self, now: float) -> list[float]:
         """Empty the queue; the intended times of the arrivals in it that were due by `now` (never sent)."""

@@ -165,7 +165,8 @@ class WorkerContext:
             if t is None:
                 grants.put(None)  # every other user sees the end too
                 return None
-            return t
+            ticket: Ticket = t
+            return ticket
         return None
 
     def _ask(self) -> None:

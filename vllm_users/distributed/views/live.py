@@ -22,7 +22,8 @@ from vllm_users import run_dir
 from vllm_users.distributed.transport.master_side import Collector
 from vllm_users.measure.health import summarize
 from vllm_users.measure.histograms import HIST_METRICS, HistogramSet, percentiles_ms
-from vllm_users.measure.metrics import Slo, percentile_name
+from vllm_users.measure.metric_keys import percentile_name
+from vllm_users.measure.metrics import Slo
 from vllm_users.measure.per_class import CLASS_METRICS, CLASS_PERCENTILES, class_slo, jain_index
 from vllm_users.measure.server_metric_names import KV_USAGE, PREFIX_HITS, PREFIX_QUERIES, RUNNING, WAITING
 from vllm_users.options import Options

@@ -156,7 +156,7 @@ class Exporter:
         self.started = time.time()
         self.configure(options)
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(self)  # type: ignore[arg-type]  # a collector by its collect() method
+        self.registry.register(self)  # a collector by its collect() method
         ProcessCollector(registry=self.registry)  # the master's own CPU and memory (process_*)
         self.server: WSGIServer | None = None
         self.scrapes: list[float] = []
