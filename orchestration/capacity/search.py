@@ -8,9 +8,10 @@ the --slo-percentile of every SLO metric is within its limit (measured window), 
   Poisson step's own rate is +-18 % off the target, and at its edges requests can only cross out of a window;
 - the TTFT does not trend up (median of the last third of the requests <= 1.5 x the first third's + 5 ms);
 - the server queue (vllm:num_requests_waiting) does not grow over the step;
-- the step was not stopped early: while it runs, in-flight requests doubling over 4 s (and by at least 4; from a
-  moment past the step's ramp, when at least half as many had completed as were in flight), or
-  a live TTFT median above 3 x its SLO after 50 requests, end it at once (over-saturated or already failed).
+- the step was not stopped early: while it runs, completions falling behind arrivals beyond what Little's law
+  allows (SaturationWatch: the requests sent over a mean latency ago and still in flight, two progress samples in
+  a row), or a live TTFT median above 3 x its SLO after 50 requests, end it at once (over-saturated or already
+  failed).
 A step whose load generator fell behind its schedule (> 5 % of arrivals sent more than half a mean gap late)
 measured the client, not the server: it is "invalid" and run once more.
 
@@ -51,38 +52,49 @@ ACHIEVED_MIN = 0.90
 TTFT_TREND_RATIO, TTFT_TREND_MS = 1.5, 5.0
 FIRST_RETRY = 0.9  # after the first failure with no pass: try 90 % of it (SLOs usually bind near capacity)
 SATURATED_RETRY = 0.97  # ...or just under the completion rate an over-saturated step kept up
-WATCH_WINDOW_S, WATCH_MIN_GROWTH = 4.0, 4
+# the in-flight watch: overdue requests allowed = SPREAD x L + K x sqrt(L + WALK x sent) + MARGIN (L = rate x mean
+# latency: the latencies' spread and the Poisson in-flight count; sent: near capacity the queue wanders like a
+# random walk over the arrivals so far), over WATCH_SAMPLES progress samples in a row, once WATCH_MIN_DONE have
+# completed. tests/unit/capacity/test_saturation_watch.py: no stop at 0.5-0.95 x capacity over many Poisson seeds
+# for requests of 0.25-5 s; twice the capacity stopped (0.25-1-s requests), 1.2 x over a long enough step.
+WATCH_SPREAD, WATCH_K, WATCH_MARGIN = 0.3, 2.0, 3.0
+WATCH_SAMPLES, WATCH_MIN_DONE = 2, 5
+WATCH_WALK = 0.5
 LIVE_SLO_FACTOR, LIVE_SLO_MIN_OK = 3.0, 50
 LATE_MAX = 0.05  # more arrivals late by half a gap than this: the step is invalid and run once more
 
 
 # ------------------------------------------------------------------------------------- within a step
 class SaturationWatch:
-    """Called with each progress sample of a running step; returns a reason to stop it, or None."""
+    """Called with each progress sample of a running step; returns a reason to stop it, or None.
 
-    def __init__(self, slo: Slo) -> None:
+    Over-saturated: completions fall behind arrivals and keep falling behind. By Little's law a server that keeps
+    up has answered, by time t, about every request sent before t - W (W: the mean end-to-end latency of the
+    requests completed so far), so the requests sent before then and still in flight ("overdue") stay near 0;
+    they may exceed it by the spread of the latencies and of the arrivals (SPREAD x L + K x sqrt(L + WALK x sent) +
+    MARGIN, L = rate x W, the in-flight count Little's law predicts), not by more. A server behind its arrivals answers the
+    requests sent W ago only later and later (its latency grows while W, a mean over the step so far, lags), and
+    the overdue count climbs with (rate - capacity) x time. Judged against the step's first seconds instead, a
+    step that filled from empty looked over-saturated at any rate (3 -> 11 in flight at 5.6 req/s of ~2-s
+    requests, Little's 11)."""
+
+    def __init__(self, slo: Slo, rate: float | None = None) -> None:
         self.slo = slo
-        self.samples: list[tuple[float, float, bool]] = []  # (elapsed s, in-flight, a baseline?)
+        self.rate = rate  # the step's offered rate (None: the arrivals' own so far)
+        self.sent: list[tuple[float, float]] = [(0.0, 0.0)]  # (elapsed s, requests sent by then) per sample
+        self.over = 0  # consecutive samples over the limit
+        self.w_min = 0.0  # the lowest mean latency seen (s)
 
     def __call__(self, p: dict[str, Any]) -> str | None:
         """A reason to stop now, or None."""
-        t, inflight, ok = (
-            float(p.get("elapsed_s", 0.0)),
-            float(p.get("inflight", 0.0)),
-            float(p.get("ok", 0.0)),
-        )
-        # a baseline only once the step is past its ramp: until requests complete at the rate they arrive, the
-        # in-flight count grows at any rate (Little's law: it climbs to rate x latency over one latency). Past
-        # the ramp as many have completed as are in flight; over-saturated, completions keep up with half of
-        # the in-flight at least once the server's seats are full (at 2x capacity: ok = C t, in flight C t +
-        # seats). Before this, requests of 5 s (256 tokens at 20 ms) had every step stopped "over-saturated".
-        self.samples.append((t, inflight, inflight >= 1 and ok >= max(1.0, inflight / 2)))
-        then = [x for x in self.samples if x[0] <= t - WATCH_WINDOW_S and x[2]]
-        if then:
-            t0, f0, _ = then[-1]
-            mid = [f for tt, f, _ in self.samples if t0 < tt < t]
-            if inflight >= 2 * f0 and inflight - f0 >= WATCH_MIN_GROWTH and mid and min(mid) >= f0:
-                return f"in-flight requests grew from {f0:.0f} to {inflight:.0f} in {t - t0:.1f} s: over-saturated"
+        t = float(p.get("elapsed_s", 0.0))
+        inflight = float(p.get("inflight", 0.0))
+        done = float(p.get("ok", 0.0)) + float(p.get("failed", 0.0))
+        if t > self.sent[-1][0]:  # the master rewrites progress every 2 s; the watch reads it every 0.5 s
+            self.sent.append((t, inflight + done))
+            why = self._overdue(p, t, inflight, done)
+            if why:
+                return why
         lim = self.slo.limits_ms.get("ttft")
         if lim and p.get("ok", 0) >= LIVE_SLO_MIN_OK:
             # the median, not the p99: a start-up burst must not end a step that may still hold
@@ -95,6 +107,41 @@ class SaturationWatch:
                     f"live TTFT p50 {p50:.0f} ms > {LIVE_SLO_FACTOR:g} x the SLO {lim:g} ms: already failed"
                 )
         return None
+
+    def _sent_by(self, when: float) -> float:
+        """Requests sent by `when` (elapsed s), interpolated between samples."""
+        if when <= 0:
+            return 0.0
+        for (t0, a0), (t1, a1) in zip(self.sent, self.sent[1:], strict=False):
+            if when <= t1:
+                return a0 + (a1 - a0) * (when - t0) / (t1 - t0)
+        return self.sent[-1][1]
+
+    def _overdue(self, p: dict[str, Any], t: float, inflight: float, done: float) -> str | None:
+        ok = float(p.get("ok", 0.0))
+        total = p.get("e2el_sum_s")
+        if ok < WATCH_MIN_DONE or not isinstance(total, int | float) or total <= 0:
+            self.over = 0
+            return None
+        w = float(total) / ok
+        rate = self.rate or self.sent[-1][1] / t
+        overdue = self._sent_by(t - w) - done
+        # the allowance scales with the lowest mean latency seen, not the current one: over-saturated, the mean
+        # latency keeps growing, and the allowance with it hid a server answering half its arrivals for 20 s
+        self.w_min = min(self.w_min, w) if self.w_min else w
+        little = rate * self.w_min
+        limit = (
+            WATCH_SPREAD * little + WATCH_K * math.sqrt(little + WATCH_WALK * self.sent[-1][1]) + WATCH_MARGIN
+        )
+        # two samples in a row (2 s apart): one burst of arrivals is not a server falling behind
+        self.over = self.over + 1 if overdue > limit else 0
+        if self.over < WATCH_SAMPLES:
+            return None
+        return (
+            f"{overdue:.0f} of the {inflight:.0f} requests in flight were sent over {w:.2f} s ago (the mean "
+            f"latency so far), more than the {limit:.0f} that Little's law allows at {rate:g} req/s "
+            f"x {self.w_min:.2f} s: over-saturated"
+        )
 
 
 # ------------------------------------------------------------------------------------- a step's verdict
@@ -302,7 +349,7 @@ def run_search(a: Options, run_one: RunOne) -> int:
                 host,
                 len(steps) + 1,
                 f"rate-{rate:g}",
-                watch=SaturationWatch(slo),
+                watch=SaturationWatch(slo, rate),
                 users=None,
                 request_rate=rate,
                 num_prompts=count,
