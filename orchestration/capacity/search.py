@@ -30,9 +30,10 @@ from typing import Any
 import numpy as np
 
 from orchestration.capacity.cost import add_step_costs
+from orchestration.capacity.saturation import SaturationWatch
+from orchestration.capacity.search_table import format_search
 from orchestration.capacity.steps import SEARCH_STEPS, RunOne, StepRunner, shared_host, write_output_file
-from orchestration.capacity.sweep import format_sweep, summarize_step
-from orchestration.report.run_sets import search_headline
+from orchestration.capacity.sweep import summarize_step
 from orchestration.settings import config as C
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
@@ -52,96 +53,8 @@ ACHIEVED_MIN = 0.90
 TTFT_TREND_RATIO, TTFT_TREND_MS = 1.5, 5.0
 FIRST_RETRY = 0.9  # after the first failure with no pass: try 90 % of it (SLOs usually bind near capacity)
 SATURATED_RETRY = 0.97  # ...or just under the completion rate an over-saturated step kept up
-# the in-flight watch: overdue requests allowed = SPREAD x L + K x sqrt(L + WALK x sent) + MARGIN (L = rate x mean
-# latency: the latencies' spread and the Poisson in-flight count; sent: near capacity the queue wanders like a
-# random walk over the arrivals so far), over WATCH_SAMPLES progress samples in a row, once WATCH_MIN_DONE have
-# completed. tests/unit/capacity/test_saturation_watch.py: no stop at 0.5-0.95 x capacity over many Poisson seeds
-# for requests of 0.25-5 s; twice the capacity stopped (0.25-1-s requests), 1.2 x over a long enough step.
-WATCH_SPREAD, WATCH_K, WATCH_MARGIN = 0.3, 2.0, 3.0
-WATCH_SAMPLES, WATCH_MIN_DONE = 2, 5
-WATCH_WALK = 0.5
-LIVE_SLO_FACTOR, LIVE_SLO_MIN_OK = 3.0, 50
+CONSOLE = "console.txt"  # what a step prints (its progress and full summary), in its directory
 LATE_MAX = 0.05  # more arrivals late by half a gap than this: the step is invalid and run once more
-
-
-# ------------------------------------------------------------------------------------- within a step
-class SaturationWatch:
-    """Called with each progress sample of a running step; returns a reason to stop it, or None.
-
-    Over-saturated: completions fall behind arrivals and keep falling behind. By Little's law a server that keeps
-    up has answered, by time t, about every request sent before t - W (W: the mean end-to-end latency of the
-    requests completed so far), so the requests sent before then and still in flight ("overdue") stay near 0;
-    they may exceed it by the spread of the latencies and of the arrivals (SPREAD x L + K x sqrt(L + WALK x sent) +
-    MARGIN, L = rate x W, the in-flight count Little's law predicts), not by more. A server behind its arrivals answers the
-    requests sent W ago only later and later (its latency grows while W, a mean over the step so far, lags), and
-    the overdue count climbs with (rate - capacity) x time. Judged against the step's first seconds instead, a
-    step that filled from empty looked over-saturated at any rate (3 -> 11 in flight at 5.6 req/s of ~2-s
-    requests, Little's 11)."""
-
-    def __init__(self, slo: Slo, rate: float | None = None) -> None:
-        self.slo = slo
-        self.rate = rate  # the step's offered rate (None: the arrivals' own so far)
-        self.sent: list[tuple[float, float]] = [(0.0, 0.0)]  # (elapsed s, requests sent by then) per sample
-        self.over = 0  # consecutive samples over the limit
-        self.w_min = 0.0  # the lowest mean latency seen (s)
-
-    def __call__(self, p: dict[str, Any]) -> str | None:
-        """A reason to stop now, or None."""
-        t = float(p.get("elapsed_s", 0.0))
-        inflight = float(p.get("inflight", 0.0))
-        done = float(p.get("ok", 0.0)) + float(p.get("failed", 0.0))
-        if t > self.sent[-1][0]:  # the master rewrites progress every 2 s; the watch reads it every 0.5 s
-            self.sent.append((t, inflight + done))
-            why = self._overdue(p, t, inflight, done)
-            if why:
-                return why
-        lim = self.slo.limits_ms.get("ttft")
-        if lim and p.get("ok", 0) >= LIVE_SLO_MIN_OK:
-            # the median, not the p99: a start-up burst must not end a step that may still hold
-            p50 = max(
-                (v for k, v in p.items() if k.endswith("_ttft_p50_ms") and isinstance(v, int | float)),
-                default=0.0,
-            )
-            if p50 > LIVE_SLO_FACTOR * lim:
-                return (
-                    f"live TTFT p50 {p50:.0f} ms > {LIVE_SLO_FACTOR:g} x the SLO {lim:g} ms: already failed"
-                )
-        return None
-
-    def _sent_by(self, when: float) -> float:
-        """Requests sent by `when` (elapsed s), interpolated between samples."""
-        if when <= 0:
-            return 0.0
-        for (t0, a0), (t1, a1) in zip(self.sent, self.sent[1:], strict=False):
-            if when <= t1:
-                return a0 + (a1 - a0) * (when - t0) / (t1 - t0)
-        return self.sent[-1][1]
-
-    def _overdue(self, p: dict[str, Any], t: float, inflight: float, done: float) -> str | None:
-        ok = float(p.get("ok", 0.0))
-        total = p.get("e2el_sum_s")
-        if ok < WATCH_MIN_DONE or not isinstance(total, int | float) or total <= 0:
-            self.over = 0
-            return None
-        w = float(total) / ok
-        rate = self.rate or self.sent[-1][1] / t
-        overdue = self._sent_by(t - w) - done
-        # the allowance scales with the lowest mean latency seen, not the current one: over-saturated, the mean
-        # latency keeps growing, and the allowance with it hid a server answering half its arrivals for 20 s
-        self.w_min = min(self.w_min, w) if self.w_min else w
-        little = rate * self.w_min
-        limit = (
-            WATCH_SPREAD * little + WATCH_K * math.sqrt(little + WATCH_WALK * self.sent[-1][1]) + WATCH_MARGIN
-        )
-        # two samples in a row (2 s apart): one burst of arrivals is not a server falling behind
-        self.over = self.over + 1 if overdue > limit else 0
-        if self.over < WATCH_SAMPLES:
-            return None
-        return (
-            f"{overdue:.0f} of the {inflight:.0f} requests in flight were sent over {w:.2f} s ago (the mean "
-            f"latency so far), more than the {limit:.0f} that Little's law allows at {rate:g} req/s "
-            f"x {self.w_min:.2f} s: over-saturated"
-        )
 
 
 # ------------------------------------------------------------------------------------- a step's verdict
@@ -178,15 +91,16 @@ def _queue_growing(run_dir: str) -> str | None:
     return None
 
 
-def _late_fraction(cols: Any, target: float) -> float:
-    """Arrivals sent later than half a mean gap (and 10 ms) after their intended time: bunching the server saw."""
+def _late_fraction(cols: Any, target: float) -> float | None:
+    """Arrivals sent later than half a mean gap (and 10 ms) after their intended time: bunching the server saw
+    (None: no arrival had a schedule)."""
     from vllm_users.measure.metrics import LATE_THRESHOLD_S, rows, sent_rows
 
     sent = sent_rows(cols, rows(cols))
     ti = cols.a["t_intended"][sent]
     keep = ~np.isnan(ti)
     if not keep.any():
-        return 0.0
+        return None
     lag = cols.a["t_start"][sent][keep] - ti[keep]
     return float(np.mean(lag > max(LATE_THRESHOLD_S, 0.5 / target)))
 
@@ -278,7 +192,11 @@ def judge(run_dir: str, target: float, slo: Slo, percentile: float, max_error_ra
         "offered_rate": offered,
     }
     late = _late_fraction(cols, target)
-    if late > LATE_MAX:  # the load generator did not deliver the schedule: this step measured the client
+    if late is not None:
+        measured["on_schedule"] = 1.0 - late  # the arrivals sent on schedule (the console's table)
+    if (
+        late is not None and late > LATE_MAX
+    ):  # the load generator did not deliver the schedule: this step measured the client
         return {
             "passed": False,
             "invalid": True,
@@ -330,11 +248,13 @@ def run_search(a: Options, run_one: RunOne) -> int:
     with shared_host(a) as host:
         n = a.load.num_prompts or PROBE_REQUESTS
         print("vllm-locust: search step 1: throughput probe (every request at once)", flush=True)
-        ran = runner.step(host, 1, "probe", users=None, request_rate=math.inf, num_prompts=n, run_time=None)
+        ran = runner.step(
+            host, 1, "probe", console=CONSOLE, users=None, request_rate=math.inf, num_prompts=n, run_time=None
+        )
         if ran.code == exit_codes.INTERRUPTED:
             return ran.code
         probe = summarize_step(ran.name, "throughput", None, ran.run_dir, ran.code)
-        probe["verdict"] = "probe"
+        probe.update(verdict="probe", requests=n)
         steps.append(probe)
         capacity = probe.get("achieved_rate")
         if not capacity:
@@ -350,6 +270,7 @@ def run_search(a: Options, run_one: RunOne) -> int:
                 len(steps) + 1,
                 f"rate-{rate:g}",
                 watch=SaturationWatch(slo, rate),
+                console=CONSOLE,
                 users=None,
                 request_rate=rate,
                 num_prompts=count,
@@ -359,7 +280,11 @@ def run_search(a: Options, run_one: RunOne) -> int:
             s = summarize_step(ran.name, "rate", rate, ran.run_dir, code)
             v = judge(ran.run_dir, rate, slo, a.capacity.slo_percentile, a.capacity.max_error_rate)
             retry = v.get("invalid") and not retried
-            s.update(verdict="holds" if v["passed"] else ("invalid" if retry else "fails"), judgement=v)
+            s.update(
+                verdict="holds" if v["passed"] else ("invalid" if retry else "fails"),
+                judgement=v,
+                requests=count,
+            )
             steps.append(s)
             if code == exit_codes.INTERRUPTED:
                 break
@@ -422,9 +347,7 @@ def run_search(a: Options, run_one: RunOne) -> int:
         }
     atomic_json(os.path.join(base, SWEEP), doc)
     write_output_file(a.outputs, doc)
-    print(format_sweep(doc, base), flush=True)
-    for line in search_headline(doc):
-        print(f"vllm-locust: {line}", flush=True)
+    print(format_search(doc, base), flush=True)
     if doc.get("cost"):
         print("\n".join(format_cost(doc["cost"])).replace("measured rate", "probe's throughput"), flush=True)
     if not a.outputs.no_report:

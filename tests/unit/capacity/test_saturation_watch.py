@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from orchestration.capacity import search as S
+from orchestration.capacity import saturation as S
 from tests.unit.capacity.queue_model import Duration, fixed, simulate, spread, watch_step
 from vllm_users.measure.metrics import Slo
 
