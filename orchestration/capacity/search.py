@@ -8,9 +8,10 @@ the --slo-percentile of every SLO metric is within its limit (measured window), 
   Poisson step's own rate is +-18 % off the target, and at its edges requests can only cross out of a window;
 - the TTFT does not trend up (median of the last third of the requests <= 1.5 x the first third's + 5 ms);
 - the server queue (vllm:num_requests_waiting) does not grow over the step;
-- the step was not stopped early: while it runs, in-flight requests doubling over 4 s (and by at least 4; from a
-  moment past the step's ramp, when at least half as many had completed as were in flight), or
-  a live TTFT median above 3 x its SLO after 50 requests, end it at once (over-saturated or already failed).
+- the step was not stopped early: while it runs, completions falling behind arrivals beyond what Little's law
+  allows (SaturationWatch: the requests sent over a mean latency ago and still in flight, two progress samples in
+  a row), or a live TTFT median above 3 x its SLO after 50 requests, end it at once (over-saturated or already
+  failed).
 A step whose load generator fell behind its schedule (> 5 % of arrivals sent more than half a mean gap late)
 measured the client, not the server: it is "invalid" and run once more.
 
@@ -29,9 +30,10 @@ from typing import Any
 import numpy as np
 
 from orchestration.capacity.cost import add_step_costs
+from orchestration.capacity.saturation import SaturationWatch
+from orchestration.capacity.search_table import format_search
 from orchestration.capacity.steps import SEARCH_STEPS, RunOne, StepRunner, shared_host, write_output_file
-from orchestration.capacity.sweep import format_sweep, summarize_step
-from orchestration.report.run_sets import search_headline
+from orchestration.capacity.sweep import summarize_step
 from orchestration.settings import config as C
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
@@ -51,50 +53,8 @@ ACHIEVED_MIN = 0.90
 TTFT_TREND_RATIO, TTFT_TREND_MS = 1.5, 5.0
 FIRST_RETRY = 0.9  # after the first failure with no pass: try 90 % of it (SLOs usually bind near capacity)
 SATURATED_RETRY = 0.97  # ...or just under the completion rate an over-saturated step kept up
-WATCH_WINDOW_S, WATCH_MIN_GROWTH = 4.0, 4
-LIVE_SLO_FACTOR, LIVE_SLO_MIN_OK = 3.0, 50
+CONSOLE = "console.txt"  # what a step prints (its progress and full summary), in its directory
 LATE_MAX = 0.05  # more arrivals late by half a gap than this: the step is invalid and run once more
-
-
-# ------------------------------------------------------------------------------------- within a step
-class SaturationWatch:
-    """Called with each progress sample of a running step; returns a reason to stop it, or None."""
-
-    def __init__(self, slo: Slo) -> None:
-        self.slo = slo
-        self.samples: list[tuple[float, float, bool]] = []  # (elapsed s, in-flight, a baseline?)
-
-    def __call__(self, p: dict[str, Any]) -> str | None:
-        """A reason to stop now, or None."""
-        t, inflight, ok = (
-            float(p.get("elapsed_s", 0.0)),
-            float(p.get("inflight", 0.0)),
-            float(p.get("ok", 0.0)),
-        )
-        # a baseline only once the step is past its ramp: until requests complete at the rate they arrive, the
-        # in-flight count grows at any rate (Little's law: it climbs to rate x latency over one latency). Past
-        # the ramp as many have completed as are in flight; over-saturated, completions keep up with half of
-        # the in-flight at least once the server's seats are full (at 2x capacity: ok = C t, in flight C t +
-        # seats). Before this, requests of 5 s (256 tokens at 20 ms) had every step stopped "over-saturated".
-        self.samples.append((t, inflight, inflight >= 1 and ok >= max(1.0, inflight / 2)))
-        then = [x for x in self.samples if x[0] <= t - WATCH_WINDOW_S and x[2]]
-        if then:
-            t0, f0, _ = then[-1]
-            mid = [f for tt, f, _ in self.samples if t0 < tt < t]
-            if inflight >= 2 * f0 and inflight - f0 >= WATCH_MIN_GROWTH and mid and min(mid) >= f0:
-                return f"in-flight requests grew from {f0:.0f} to {inflight:.0f} in {t - t0:.1f} s: over-saturated"
-        lim = self.slo.limits_ms.get("ttft")
-        if lim and p.get("ok", 0) >= LIVE_SLO_MIN_OK:
-            # the median, not the p99: a start-up burst must not end a step that may still hold
-            p50 = max(
-                (v for k, v in p.items() if k.endswith("_ttft_p50_ms") and isinstance(v, int | float)),
-                default=0.0,
-            )
-            if p50 > LIVE_SLO_FACTOR * lim:
-                return (
-                    f"live TTFT p50 {p50:.0f} ms > {LIVE_SLO_FACTOR:g} x the SLO {lim:g} ms: already failed"
-                )
-        return None
 
 
 # ------------------------------------------------------------------------------------- a step's verdict
@@ -131,15 +91,16 @@ def _queue_growing(run_dir: str) -> str | None:
     return None
 
 
-def _late_fraction(cols: Any, target: float) -> float:
-    """Arrivals sent later than half a mean gap (and 10 ms) after their intended time: bunching the server saw."""
+def _late_fraction(cols: Any, target: float) -> float | None:
+    """Arrivals sent later than half a mean gap (and 10 ms) after their intended time: bunching the server saw
+    (None: no arrival had a schedule)."""
     from vllm_users.measure.metrics import LATE_THRESHOLD_S, rows, sent_rows
 
     sent = sent_rows(cols, rows(cols))
     ti = cols.a["t_intended"][sent]
     keep = ~np.isnan(ti)
     if not keep.any():
-        return 0.0
+        return None
     lag = cols.a["t_start"][sent][keep] - ti[keep]
     return float(np.mean(lag > max(LATE_THRESHOLD_S, 0.5 / target)))
 
@@ -231,7 +192,11 @@ def judge(run_dir: str, target: float, slo: Slo, percentile: float, max_error_ra
         "offered_rate": offered,
     }
     late = _late_fraction(cols, target)
-    if late > LATE_MAX:  # the load generator did not deliver the schedule: this step measured the client
+    if late is not None:
+        measured["on_schedule"] = 1.0 - late  # the arrivals sent on schedule (the console's table)
+    if (
+        late is not None and late > LATE_MAX
+    ):  # the load generator did not deliver the schedule: this step measured the client
         return {
             "passed": False,
             "invalid": True,
@@ -283,11 +248,13 @@ def run_search(a: Options, run_one: RunOne) -> int:
     with shared_host(a) as host:
         n = a.load.num_prompts or PROBE_REQUESTS
         print("vllm-locust: search step 1: throughput probe (every request at once)", flush=True)
-        ran = runner.step(host, 1, "probe", users=None, request_rate=math.inf, num_prompts=n, run_time=None)
+        ran = runner.step(
+            host, 1, "probe", console=CONSOLE, users=None, request_rate=math.inf, num_prompts=n, run_time=None
+        )
         if ran.code == exit_codes.INTERRUPTED:
             return ran.code
         probe = summarize_step(ran.name, "throughput", None, ran.run_dir, ran.code)
-        probe["verdict"] = "probe"
+        probe.update(verdict="probe", requests=n)
         steps.append(probe)
         capacity = probe.get("achieved_rate")
         if not capacity:
@@ -302,7 +269,8 @@ def run_search(a: Options, run_one: RunOne) -> int:
                 host,
                 len(steps) + 1,
                 f"rate-{rate:g}",
-                watch=SaturationWatch(slo),
+                watch=SaturationWatch(slo, rate),
+                console=CONSOLE,
                 users=None,
                 request_rate=rate,
                 num_prompts=count,
@@ -312,7 +280,11 @@ def run_search(a: Options, run_one: RunOne) -> int:
             s = summarize_step(ran.name, "rate", rate, ran.run_dir, code)
             v = judge(ran.run_dir, rate, slo, a.capacity.slo_percentile, a.capacity.max_error_rate)
             retry = v.get("invalid") and not retried
-            s.update(verdict="holds" if v["passed"] else ("invalid" if retry else "fails"), judgement=v)
+            s.update(
+                verdict="holds" if v["passed"] else ("invalid" if retry else "fails"),
+                judgement=v,
+                requests=count,
+            )
             steps.append(s)
             if code == exit_codes.INTERRUPTED:
                 break
@@ -375,9 +347,7 @@ def run_search(a: Options, run_one: RunOne) -> int:
         }
     atomic_json(os.path.join(base, SWEEP), doc)
     write_output_file(a.outputs, doc)
-    print(format_sweep(doc, base), flush=True)
-    for line in search_headline(doc):
-        print(f"vllm-locust: {line}", flush=True)
+    print(format_search(doc, base), flush=True)
     if doc.get("cost"):
         print("\n".join(format_cost(doc["cost"])).replace("measured rate", "probe's throughput"), flush=True)
     if not a.outputs.no_report:

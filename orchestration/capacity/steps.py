@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -205,10 +205,19 @@ class StepRunner:
             self.a, host, self.base, self.kind.name(number, what), **{"seed": seed, **overrides}
         )
 
-    def step(self, host: str, number: int, what: str = "", watch: Any = None, **overrides: Any) -> Step:
-        """Run step `number` (from 1) of `what` against `host`; `watch` may stop it early (the search's)."""
+    def step(
+        self, host: str, number: int, what: str = "", watch: Any = None, console: str = "", **overrides: Any
+    ) -> Step:
+        """Run step `number` (from 1) of `what` against `host`; `watch` may stop it early (the search's);
+        `console`: a file in the step's directory that gets what the step prints (its progress and summary)
+        instead of the terminal (errors still go to stderr)."""
         b = self.options(host, number, what, **overrides)
-        return Step(b, self.run_one(b) if watch is None else self.run_one(b, watch=watch))
+        if not console:
+            return Step(b, self.run_one(b) if watch is None else self.run_one(b, watch=watch))
+        run_dir = os.path.join(b.outputs.output_dir, b.outputs.run_name)
+        os.makedirs(run_dir, exist_ok=True)
+        with open(os.path.join(run_dir, console), "w") as fh, redirect_stdout(fh):
+            return Step(b, self.run_one(b) if watch is None else self.run_one(b, watch=watch))
 
 
 # ------------------------------------------------------------------------------------- what a step left

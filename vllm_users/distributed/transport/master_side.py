@@ -190,7 +190,7 @@ class Collector:
 
     def progress(self) -> dict[str, Any]:
         """Live totals over all workers, for the progress line."""
-        tot: dict[str, float] = {"ok": 0, "failed": 0, "output_tokens": 0, "inflight": 0}
+        tot: dict[str, float] = {"ok": 0, "failed": 0, "output_tokens": 0, "inflight": 0, "e2el_sum_s": 0.0}
         for w in self.workers.values():
             for k in tot:
                 tot[k] += w.totals.get(k, 0)

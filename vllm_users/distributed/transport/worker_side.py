@@ -73,6 +73,7 @@ class WorkerContext:
             "ok": 0,
             "failed": 0,
             "output_tokens": 0,
+            "e2el_sum_s": 0.0,  # the successes' end-to-end latencies added up: their mean, live (search's watch)
             "good": 0,
             "sent": 0,
             "late": 0,
@@ -268,6 +269,7 @@ class WorkerContext:
         if rec.error is None:
             t["ok"] += 1
             t["output_tokens"] += rec.output_tokens or 0
+            t["e2el_sum_s"] += rec.end_us / 1e6
             t["good"] += self.slo is not None and self.slo.met_by(rec)
         else:
             t["failed"] += 1

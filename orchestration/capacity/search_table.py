@@ -1,0 +1,100 @@
+"""`--find-max-rate`'s console answer: the maximum first (orchestration.report.run_sets.search_headline), then
+every step in one table: its rate, how many requests completed of those it sent, how many of its arrivals went
+out on schedule, the SLO percentile of TTFT and TPOT, and its verdict with every reason it failed. A column that
+no step has a number for is left out (a number that does not apply is absent, never 0)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from orchestration.report.run_sets import search_headline
+from vllm_users.measure.metric_keys import percentile_name
+from vllm_users.run_dir import SWEEP
+
+__all__ = ["format_search", "step_cells"]
+
+Cell = Callable[[dict[str, Any], str], str | None]
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _rate(s: dict[str, Any], _p: str) -> str | None:
+    t = _num(s.get("target"))
+    return "probe" if s.get("verdict") == "probe" else (f"{t:g}" if t is not None else None)
+
+
+def _completed(s: dict[str, Any], _p: str) -> str | None:
+    done, sent = _num(s.get("completed")), _num(s.get("requests"))
+    if done is None:
+        return None
+    return f"{done:.0f}/{sent:.0f}" if sent is not None else f"{done:.0f}"
+
+
+def _on_schedule(s: dict[str, Any], _p: str) -> str | None:
+    v = _num((s.get("judgement") or {}).get("on_schedule"))
+    return f"{v:.0%}" if v is not None else None
+
+
+def _at(metric: str) -> Cell:
+    def cell(s: dict[str, Any], pname: str) -> str | None:
+        # a step's SLO metrics at the SLO percentile (its judgement); the probe's and the others' from its row,
+        # which holds p50 and p99 only
+        v = _num(((s.get("judgement") or {}).get("slo_values_ms") or {}).get(metric))
+        if v is None:
+            v = _num(s.get(f"{metric}_{pname}_ms"))
+        return f"{v:.1f}" if v is not None else None
+
+    return cell
+
+
+def _verdict(s: dict[str, Any], _p: str) -> str | None:
+    v = s.get("verdict")
+    reasons = (s.get("judgement") or {}).get("reasons") or []
+    if v in ("fails", "invalid") and reasons:
+        return f"{v}: " + "; ".join(reasons)
+    return str(v) if v else None
+
+
+def _columns(pname: str) -> list[tuple[str, Cell]]:
+    return [
+        ("rate req/s", _rate),
+        ("completed", _completed),
+        ("on schedule", _on_schedule),
+        (f"TTFT {pname} ms", _at("ttft")),
+        (f"TPOT {pname} ms", _at("tpot")),
+        ("verdict", _verdict),
+    ]
+
+
+def step_cells(doc: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The steps table of a search document (sweep.json of kind max_rate_search): its header and rows, without
+    the columns that no step has a value for ("-" where one step lacks it)."""
+    pname = percentile_name(float(doc.get("slo_percentile") or 99.0))
+    table = [[cell(s, pname) for _, cell in _columns(pname)] for s in doc.get("steps") or []]
+    keep = [i for i in range(len(_columns(pname))) if any(row[i] is not None for row in table)]
+    header = [_columns(pname)[i][0] for i in keep]
+    return header, [[row[i] or "-" for i in keep] for row in table]
+
+
+def format_search(doc: dict[str, Any], path: str) -> str:
+    """The search's console answer: the maximum, then the steps in one table, then where sweep.json is."""
+    header, rows = step_cells(doc)
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    last = len(header) - 1  # the verdict: its reasons run on, unpadded
+
+    def line(r: list[str]) -> str:
+        return "  ".join(c if i == last else c.rjust(widths[i]) for i, c in enumerate(r)).rstrip()
+
+    return "\n".join(
+        [
+            *(f"vllm-locust: {x}" for x in search_headline(doc)),
+            "=== find-max-rate steps ===",
+            line(header),
+            *(line(r) for r in rows),
+            f"Steps: {os.path.join(path, SWEEP)} (each step's own summary: its directory's console.txt)",
+        ]
+    )
