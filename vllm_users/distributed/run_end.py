@@ -207,13 +207,14 @@ def final_result(
         timeline=timeline,
     )
     res = res.replace(exit_code=exit_code_of(res, o.measure, collector, base_code))
-    said = [w for w in (calibration_warning(meta), no_completed_reason(res)) if w and w not in res.warnings]
-    if said:
-        res = res.replace(warnings=(*res.warnings, *said))
     counters = around_load(
         results_dir, headers=metrics_headers()
     )  # the server's /metrics before the load and now (None: not sampled)
     res = with_server_served(res, o.handoff, results_dir, host, counters)
+    # after the server's count: "no load request was sent" only where the server says none reached it
+    said = [w for w in (calibration_warning(meta), no_completed_reason(res)) if w and w not in res.warnings]
+    if said:
+        res = res.replace(warnings=(*res.warnings, *said))
     warning = prefix_cache_warning(
         counters,
         dict(res.metrics),
