@@ -34,7 +34,14 @@ from vllm_users.client import tls
 from vllm_users.measure.run_result import result_path
 from vllm_users.options import RUN, Options, changed, env_api_key
 from vllm_users.redact import connection_headers
-from vllm_users.scenarios.registry import for_endpoint, is_class_ref, locustfile_source, mix_label, parse_mix
+from vllm_users.scenarios.registry import (
+    ONE_REQUEST_PER_TICKET,
+    for_endpoint,
+    is_class_ref,
+    locustfile_source,
+    mix_label,
+    parse_mix,
+)
 from vllm_users.workload.classes import check_scenarios, class_models
 from vllm_users.workload.images import check_images
 from vllm_users.workload.prompts import LengthModel
@@ -155,9 +162,9 @@ def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
     return a, mix, files
 
 
-# scenarios whose ticket is one request: a session of several (tools' follow-up, a conversation, -f code) starts
-# its later requests on completions, which no schedule fixes before the load
-ONE_REQUEST_SCENARIOS = frozenset({"chat", "json", "vision", "embeddings", "rerank"})
+# scenarios whose every request starts on its ticket: a session of several (tools' follow-up, -f code) and a
+# conversation's later turns start on completions, which no schedule fixes before the load
+SCHEDULED_STARTS = ONE_REQUEST_PER_TICKET - {"multi-turn"}
 
 
 def check_windows(a: Options, scenarios: Sequence[str] = ("chat",), files: Sequence[str] = ()) -> None:
@@ -194,14 +201,14 @@ def schedule_span(a: Options, scenarios: Sequence[str], files: Sequence[str] = (
     """Seconds from the first to the last start of an open-loop run whose schedule alone sets every start: a fixed
     rate or ramp, --num-prompts, one request per ticket, never more due than its slots (--max-concurrency or the
     default) so no request waits for a completion; None where the server's speed decides the starts."""
-    from orchestration.launcher import DEFAULT_OPEN_LOOP_SLOTS
+    from orchestration.launch.launcher import DEFAULT_OPEN_LOOP_SLOTS
     from vllm_users.workload.arrivals import global_schedule
     from vllm_users.workload.ramp import ramp_schedule
 
     n, ld = a.load.num_prompts, a.load
     if not a.open_loop or a.trace.trace or not n or a.processes.web_ui or files:
         return None  # closed loop, a trace's sessions, a budget of time, live rate changes, user code
-    if not set(scenarios) <= ONE_REQUEST_SCENARIOS or n > (ld.max_concurrency or DEFAULT_OPEN_LOOP_SLOTS):
+    if not set(scenarios) <= SCHEDULED_STARTS or n > (ld.max_concurrency or DEFAULT_OPEN_LOOP_SLOTS):
         return None
     if ld.ramp_up_strategy:
         offsets = ramp_schedule(

@@ -4,6 +4,7 @@ of the means and named; n counts the repeats that measured something, and the re
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -49,7 +50,8 @@ def test_a_repeat_that_measured_nothing_is_left_out_and_named(tmp_path: str, cap
     assert "--warmup 500r took 40" in doc["left_out"][0]["reason"]
     m = doc["metrics"]["request_throughput"]
     assert m["n"] == 2
-    want = [load_result(os.path.join(base, d)).metric("request_throughput") for d in ("repeat-01", "repeat-03")]
+    loaded = [load_result(os.path.join(base, d)) for d in ("repeat-01", "repeat-03")]
+    want = [r.metric("request_throughput") for r in loaded if r is not None]
     assert m["values"] == pytest.approx(want) and m["mean"] == pytest.approx(sum(want) / 2)
     assert doc["metrics"]["median_ttft_ms"]["n"] == 2
     out = capsys.readouterr().out
@@ -78,12 +80,12 @@ def test_every_repeat_empty_gives_no_means(tmp_path: str, capsys: Any) -> None:
     assert "No repeat measured anything" in text and "request_throughput" not in text
 
 
-def test_failures_are_a_measurement_and_stay(tmp_path: str) -> None:
+def test_failures_are_a_measurement_and_stay(tmp_path: Path) -> None:
     path = write_run(str(tmp_path / "r"), make_records(10, fail=10))
     res = load_result(path)
     assert res is not None and res.completed == 0 and res.failed == 10
     assert nothing_measured(res) is None
 
 
-def test_a_repeat_with_requests_is_measured(tmp_path: str) -> None:
+def test_a_repeat_with_requests_is_measured(tmp_path: Path) -> None:
     assert nothing_measured(load_result(write_run(str(tmp_path / "r"), make_records(10)))) is None

@@ -76,7 +76,9 @@ def test_statistics_leave_windows_out() -> None:
     )
     every = build_result(recs, dict(meta, warmup="1000r"))
     assert every["completed"] == 0 and any("nothing was measured" in x for x in every["warnings"])
-    assert "the warm-up and cool-down windows hold all 200 requests: nothing was measured" in every["warnings"]
+    assert (
+        "the warm-up and cool-down windows hold all 200 requests: nothing was measured" in every["warnings"]
+    )
 
 
 def test_no_record_is_not_said_to_be_the_windows_doing() -> None:
