@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -33,7 +34,14 @@ from vllm_users.errors import PreflightError
 from vllm_users.measure.run_result import result_path
 from vllm_users.options import RUN, Options, changed, env_api_key
 from vllm_users.redact import connection_headers
-from vllm_users.scenarios.registry import for_endpoint, is_class_ref, locustfile_source, mix_label, parse_mix
+from vllm_users.scenarios.registry import (
+    ONE_REQUEST_PER_TICKET,
+    for_endpoint,
+    is_class_ref,
+    locustfile_source,
+    mix_label,
+    parse_mix,
+)
 from vllm_users.workload.classes import check_scenarios, class_models
 from vllm_users.workload.images import check_images
 from vllm_users.workload.prompts import LengthModel
@@ -51,6 +59,7 @@ __all__ = [
     "resolve_users",
     "run",
     "run_options",
+    "schedule_span",
     "validate",
 ]
 
@@ -144,7 +153,7 @@ def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
     # a trace ends with its last request
     if a.load.num_prompts is None and a.load.run_time is None and not a.trace.trace:
         a = changed(a, num_prompts=DEFAULT_NUM_PROMPTS)
-    check_windows(a)
+    check_windows(a, [n for n, _ in mix], files)
     if a.processes.workers is None:
         a = changed(a, workers=max(1, os.cpu_count() or 1))
     try:  # images ride only on chat requests, and JPEG needs Pillow: a bad choice is exit 2 before anything runs
@@ -155,9 +164,16 @@ def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
     return a, mix, files
 
 
-def check_windows(a: Options) -> None:
+# scenarios whose every request starts on its ticket: a session of several (tools' follow-up, -f code) and a
+# conversation's later turns start on completions, which no schedule fixes before the load
+SCHEDULED_STARTS = ONE_REQUEST_PER_TICKET - {"multi-turn"}
+
+
+def check_windows(a: Options, scenarios: Sequence[str] = ("chat",), files: Sequence[str] = ()) -> None:
     """--warmup and --cooldown must leave requests to measure: windows that take every request of --num-prompts,
-    or all of --run-time, are a UsageError (the run would measure nothing and say so only at its end)."""
+    all of --run-time, or a time --warmup longer than an open-loop schedule that alone sets every start, are a
+    UsageError (the run would measure nothing and say so only at its end). Where the starts depend on the server
+    (a closed loop, a capped queue), nothing is provable before the load: the run says so at its end."""
     from vllm_users.measure.windows import parse_optional
 
     warm, cool = parse_optional(a.measure.warmup), parse_optional(a.measure.cooldown)
@@ -174,6 +190,42 @@ def check_windows(a: Options) -> None:
             f"{flags} covers {secs:g} s, the run lasts {a.load.run_time:g} s (--run-time): nothing would "
             "be measured; shorten the window or run longer"
         )
+    span = schedule_span(a, scenarios, files) if warm is not None and warm.seconds else None
+    if span is not None and warm is not None and warm.seconds and span < warm.seconds:
+        raise C.UsageError(
+            f"--warmup {warm.text} takes every request: the schedule starts all {a.load.num_prompts} "
+            f"(--num-prompts) within {span:.3g} s of the first; nothing would be measured; use a count "
+            "(--warmup Nr), a shorter window or more requests"
+        )
+
+
+def schedule_span(a: Options, scenarios: Sequence[str], files: Sequence[str] = ()) -> float | None:
+    """Seconds from the first to the last start of an open-loop run whose schedule alone sets every start: a fixed
+    rate or ramp, --num-prompts, one request per ticket, never more due than its slots (--max-concurrency or the
+    default) so no request waits for a completion; None where the server's speed decides the starts."""
+    from orchestration.launch.launcher import DEFAULT_OPEN_LOOP_SLOTS
+    from vllm_users.workload.arrivals import global_schedule
+    from vllm_users.workload.ramp import ramp_schedule
+
+    n, ld = a.load.num_prompts, a.load
+    if not a.open_loop or a.trace.trace or not n or a.processes.web_ui or files:
+        return None  # closed loop, a trace's sessions, a budget of time, live rate changes, user code
+    if not set(scenarios) <= SCHEDULED_STARTS or n > (ld.max_concurrency or DEFAULT_OPEN_LOOP_SLOTS):
+        return None
+    if ld.ramp_up_strategy:
+        offsets = ramp_schedule(
+            n,
+            ld.ramp_up_strategy,
+            ld.ramp_up_start_rps or 0.0,
+            ld.ramp_up_end_rps or 0.0,
+            ld.burstiness,
+            a.request.seed,
+        )
+    elif ld.request_rate is None or math.isinf(ld.request_rate):
+        return 0.0  # all at once
+    else:
+        offsets = global_schedule(n, ld.request_rate, ld.burstiness, a.request.seed)
+    return float(offsets[-1] - offsets[0])
 
 
 def _trace_options(a: Options) -> Options:

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from orchestration.launch.ports import free_port
-from orchestration.report.summary import format_summary
+from orchestration.report.summary import format_summary, progress_line, requests_total
 from orchestration.settings import config as C
 from vllm_sim.launch import die_with_parent
 from vllm_users import exit_codes
@@ -286,6 +286,7 @@ def _wait(
     old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     last = ""
     stopped_early = False
+    total = requests_total(a)  # `ok 27/200`: completed of the run's requests, where known
     try:
         while master.poll() is None:
             time.sleep(0.5)
@@ -299,7 +300,7 @@ def _wait(
                     atomic_json(R.path(run_dir, R.EARLY_STOP), {"reason": reason})
                     say(a.outputs, f"stopping the step early: {reason}")
                     master.send_signal(signal.SIGTERM)
-            line = _progress_line(run_dir)
+            line = _progress_line(run_dir, total)
             if line and line != last and not a.outputs.quiet:
                 print(line, flush=True)
                 last = line
@@ -318,16 +319,9 @@ def _read_progress(run_dir: str) -> dict[str, Any] | None:
     return dict(p) if isinstance(p, dict) else None
 
 
-def _progress_line(run_dir: str) -> str:
+def _progress_line(run_dir: str, total: int | None = None) -> str:
     p = _read_progress(run_dir)
-    if p is None:
-        return ""
-    lat = "  ".join(f"{k.replace('_ms', '')} {v:.1f}ms" for k, v in p.items() if k.endswith("_ms"))
-    lost = f"  LOST {','.join(p['workers_lost'])}" if p.get("workers_lost") else ""
-    return (
-        f"[{p['elapsed_s']:7.1f}s] ok {int(p['ok'])}  failed {int(p['failed'])}  in-flight {int(p['inflight'])}  "
-        f"{p['output_tok_per_s']:.0f} tok/s  {lat}{lost}"
-    )
+    return "" if p is None else progress_line(p, total)
 
 
 def _finish(a: Options, run_dir: str, master_rc: int | None, interrupted: bool) -> int:

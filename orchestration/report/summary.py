@@ -8,6 +8,9 @@ from typing import Any
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.metric_keys import percentile_keys
 from vllm_users.measure.run_result import RunResult
+from vllm_users.options import Options
+from vllm_users.redact import redact_url
+from vllm_users.scenarios.registry import ONE_REQUEST_PER_TICKET, parse_mix
 
 _W = 50
 
@@ -37,6 +40,7 @@ def format_summary(res: dict[str, Any], run_dir: str | None = None) -> str:
     (vllm_users.measure.metric_keys), the rest through the typed RunResult."""
     run = RunResult.from_json(res)
     out = ["{s:{c}^{n}}".format(s=" vllm-locust Result ", n=_W, c="=")]
+    out.extend(load_lines(run))
     out.extend(window_lines(res))
     out.append(_line("Successful requests:", res.get(K.COMPLETED)))
     out.append(_line("Failed requests:", res.get(K.FAILED)))
@@ -74,6 +78,36 @@ def format_summary(res: dict[str, Any], run_dir: str | None = None) -> str:
     if run_dir:
         out.append(f"Results: {run_dir}")
     return "\n".join(out)
+
+
+def requests_total(a: Options) -> int | None:
+    """The run's requests when known before it starts: --num-prompts of scenarios whose ticket is one request, in a
+    run that the count alone ends (no --run-time, trace, web UI or -f code); None otherwise."""
+    if (
+        not a.load.num_prompts
+        or a.load.run_time
+        or a.trace.trace
+        or a.processes.web_ui
+        or a.scenario.locustfile
+    ):
+        return None
+    try:
+        names = [n for n, _ in parse_mix(a.scenario.scenario)] if a.scenario.scenario else ["chat"]
+    except ValueError:
+        return None
+    return a.load.num_prompts if set(names) <= ONE_REQUEST_PER_TICKET else None
+
+
+def progress_line(p: Mapping[str, Any], total: int | None = None) -> str:
+    """One line of the run's progress (RUN/progress.json): `ok 27/200` when the total is known, in-flight, tok/s,
+    the TTFT/TPOT percentiles so far and any lost worker."""
+    lat = "  ".join(f"{k.replace('_ms', '')} {v:.1f}ms" for k, v in p.items() if k.endswith("_ms"))
+    lost = f"  LOST {','.join(p['workers_lost'])}" if p.get("workers_lost") else ""
+    ok = f"{int(p['ok'])}/{total}" if total else f"{int(p['ok'])}"
+    return (
+        f"[{p['elapsed_s']:7.1f}s] ok {ok}  failed {int(p['failed'])}  in-flight {int(p['inflight'])}  "
+        f"{p['output_tok_per_s']:.0f} tok/s  {lat}{lost}"
+    )
 
 
 def _pooling_only(res: dict[str, Any]) -> bool:
@@ -119,6 +153,74 @@ def _rate_and_latency_lines(res: dict[str, Any]) -> list[str]:
         if metric.key("mean") in res:  # a figure that does not apply is left out (reasoning, non-streamed)
             out.extend(_metric_block(res, metric, title))
     return out
+
+
+def load_lines(run: RunResult) -> list[str]:
+    """The load that was applied, as vllm bench serve states its rate and concurrency: the loop (N users, or the
+    rate, burstiness and cap), the endpoint and host (never a password), the lengths asked and sent."""
+    meta = run.meta
+    out = []
+    loop = load_text(run)
+    if loop:
+        out.append(_line("Load:", loop))
+    host = redact_url(str(meta.get("host") or ""))  # result.json's host has none; one from elsewhere may
+    if meta.get("endpoint") or host:
+        out.append(_line("Endpoint:", " at ".join(str(x) for x in (meta.get("endpoint"), host) if x)))
+    lengths = lengths_text(run)
+    if lengths:
+        out.append(_line("Input / output tokens:", lengths))
+    return out
+
+
+def load_text(run: RunResult) -> str | None:
+    """`closed loop of 8 users`, `open loop at 5 req/s, Poisson (burstiness 1), at most 16 in flight`, ...; None
+    when the result does not say (one written before the loop was recorded)."""
+    meta = run.meta
+    loop = meta.get("loop")
+    if loop == "closed":
+        users = run.max_concurrency or meta.get("users")
+        return f"closed loop of {users} users" if users else "closed loop"
+    if loop != "open":
+        return None
+    cap = f"at most {run.max_concurrency} in flight" if run.max_concurrency else "uncapped"
+    if run.replay:  # --trace: the trace's own times are the schedule
+        return f"open loop: trace replay ({run.replay.get('format')}), {cap}"
+    if run.ramp_up_strategy:
+        rate = f"{run.ramp_up_strategy} ramp {run.ramp_up_start_rps:g} -> {run.ramp_up_end_rps:g} req/s"
+    elif run.request_rate in (None, "inf"):
+        return f"open loop, all at once (rate inf), {cap}"
+    else:
+        rate = f"{float(run.request_rate):g} req/s"
+    return f"open loop at {rate}, {arrivals_text(run.burstiness)}, {cap}"
+
+
+def arrivals_text(burstiness: Any) -> str:
+    """The arrival process a burstiness names, as vllm bench serve's gamma gaps make it."""
+    if burstiness in ("inf", None) or (isinstance(burstiness, float) and burstiness == float("inf")):
+        return "constant gaps"
+    b = float(burstiness)
+    return f"{'Poisson' if b == 1 else 'gamma'} (burstiness {b:g})"
+
+
+def lengths_text(run: RunResult) -> str | None:
+    """The input/output lengths: what was sent per completed request (mean usage tokens), beside what was asked
+    (--input-len / --output-len, for prompts built to a length; a dataset's or trace's own otherwise)."""
+    meta = run.meta
+    parts = []
+    done = run.completed
+    if done:
+        tin, tout = run.metric(K.TOTAL_INPUT_TOKENS), run.metric(K.TOTAL_OUTPUT_TOKENS)
+        sent = f"{tin / done:.1f}" if tin is not None else "n/a"
+        sent += f" / {tout / done:.1f}" if tout is not None else ""  # pooling: no output
+        parts.append(f"{sent} mean")
+    if meta.get("dataset"):
+        parts.append(f"from the dataset {meta['dataset']}")
+    elif run.replay:
+        parts.append("from the trace")
+    elif meta.get("input_len") is not None:
+        ratio = f", range ratio {meta['range_ratio']:g}" if meta.get("range_ratio") else ""
+        parts.append(f"asked {meta['input_len']} / {meta.get('output_len')}{ratio}")
+    return "; ".join(parts) or None
 
 
 def window_lines(res: dict[str, Any]) -> list[str]:

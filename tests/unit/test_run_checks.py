@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestration.commands.run import check_windows
+from orchestration.commands.run import check_windows, schedule_span
 from vllm_users import run_dir
 from vllm_users.errors import TraceError, UsageError
 from vllm_users.options import build
@@ -54,7 +54,62 @@ def test_windows_that_leave_requests_pass() -> None:
     check_windows(build(warmup="10s", run_time=20.0))
     check_windows(
         build(warmup="30s", num_prompts=10)
-    )  # a time window against a budget: known only at the end
+    )  # a time window against a budget in a closed loop: the server's speed decides, known only at the end
+
+
+@pytest.mark.parametrize(
+    ("opts", "span"),
+    [
+        ({"request_rate": float("inf")}, 0.0),  # all at once
+        ({"request_rate": 10.0, "burstiness": float("inf")}, 1.9),  # constant gaps: 19 of 0.1 s
+        (
+            {
+                "ramp_up_strategy": "linear",
+                "ramp_up_start_rps": 10.0,
+                "ramp_up_end_rps": 10.0,
+                "request_rate": 10.0,  # as run's checks set it: open loop, at most this fast
+                "burstiness": float("inf"),
+            },
+            1.9,
+        ),
+    ],
+)
+def test_a_warmup_longer_than_an_open_loop_schedule_is_refused(opts: dict, span: float) -> None:
+    a = build(warmup="2s", num_prompts=20, **opts)
+    assert schedule_span(a, ["chat"]) == pytest.approx(span)
+    with pytest.raises(UsageError, match=r"^--warmup 2s takes every request: the schedule starts all 20"):
+        check_windows(a)
+    check_windows(
+        build(warmup="1.5s", num_prompts=20, request_rate=1.0, burstiness=float("inf"))
+    )  # 19 s span
+
+
+def test_a_poisson_schedule_is_judged_by_its_own_draw() -> None:
+    a = build(num_prompts=50, request_rate=5.0, seed=3)
+    span = schedule_span(a, ["chat"])
+    assert span is not None and 0 < span < 50  # 49 gaps of mean 0.2 s
+    check_windows(build(warmup=f"{span * 0.99:.6f}s", num_prompts=50, request_rate=5.0, seed=3))
+    with pytest.raises(UsageError, match="takes every request"):
+        check_windows(build(warmup=f"{span * 1.01:.6f}s", num_prompts=50, request_rate=5.0, seed=3))
+
+
+@pytest.mark.parametrize(
+    ("opts", "scenarios", "files"),
+    [
+        ({"users": 8}, ["chat"], []),  # closed loop: starts follow completions
+        ({"request_rate": float("inf"), "num_prompts": 300}, ["chat"], []),  # more due than the 256 slots
+        ({"request_rate": float("inf"), "max_concurrency": 4}, ["chat"], []),  # the cap holds some back
+        ({"request_rate": float("inf")}, ["tools"], []),  # follow-ups start on completions
+        ({"request_rate": float("inf")}, ["multi-turn"], []),
+        ({"request_rate": float("inf")}, [], ["agent.py"]),  # user code: any number of requests per ticket
+        ({"request_rate": float("inf"), "web_ui": True}, ["chat"], []),  # the rate may change live
+        ({"request_rate": float("inf"), "run_time": 60.0, "num_prompts": None}, ["chat"], []),
+    ],
+)
+def test_starts_the_server_decides_are_not_refused(opts: dict, scenarios: list, files: list) -> None:
+    a = build(**{"warmup": "30s", "num_prompts": 20, **opts})
+    assert schedule_span(a, scenarios, files) is None
+    check_windows(a, scenarios, files)
 
 
 def _trace(tmp_path: Path, stamps: list[str]) -> str:

@@ -80,6 +80,7 @@ class MasterPlugin:
         self.collector: Collector | None = None
         self.drained = False
         self.written = False
+        self.result: RunResult | None = None  # the one result, once written (the LLM tab's final figures)
         self.exit_code = exit_codes.OK
         runner = env.runner
         if isinstance(runner, MasterRunner):
@@ -220,8 +221,8 @@ class MasterPlugin:
             self.write()
             locust_html_report(self.env)  # Locust writes --html at a headless exit only
         finally:  # the UI reports "stopping" until this final snapshot is in (web_ui.extend)
-            if self.live is not None:
-                self.live.update(self._state(), finished=True)
+            if self.live is not None:  # the final figures are result.json's
+                self.live.update(self._state(), finished=True, result=self.result)
 
     def handle(self, msg: messages.ToMaster, client_id: str) -> None:
         """A message from a worker (or from the local context)."""
@@ -423,7 +424,7 @@ class MasterPlugin:
             self.profile, self.results_dir
         )  # the load has ended: before the result is built
         o = options(self.env)
-        meta = run_meta(o, self.env, self.t_start, run_time=self.run_time_s)
+        meta = run_meta(o, self.env, self.t_start, run_time=self.run_time_s, timeline=self.timeline)
         meta["prompt_calibration"] = c.calibration
         stopped_by = interruption(self.results_dir, self.interrupted)
         base = max(self.exit_code, note_faults(meta, c, self._write_failure(), stopped_by))
@@ -440,6 +441,7 @@ class MasterPlugin:
         )
         res = with_fault_warnings(res, c)
         save_result(self.results_dir, res)
+        self.result = res
         self.exit_code = code = res.exit_code or exit_codes.OK
         atomic_json(run_dir.path(self.results_dir, run_dir.EXIT_CODE), {"exit_code": code})
         log.info("vllm-locust: results in %s (exit code %d)", self.results_dir, code)

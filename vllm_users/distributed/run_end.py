@@ -207,13 +207,14 @@ def final_result(
         timeline=timeline,
     )
     res = res.replace(exit_code=exit_code_of(res, o.measure, collector, base_code))
-    said = [w for w in (calibration_warning(meta), no_completed_reason(res)) if w and w not in res.warnings]
-    if said:
-        res = res.replace(warnings=(*res.warnings, *said))
     counters = around_load(
         results_dir, headers=metrics_headers()
     )  # the server's /metrics before the load and now (None: not sampled)
     res = with_server_served(res, o.handoff, results_dir, host, counters)
+    # after the server's count: "no load request was sent" only where the server says none reached it
+    said = [w for w in (calibration_warning(meta), no_completed_reason(res)) if w and w not in res.warnings]
+    if said:
+        res = res.replace(warnings=(*res.warnings, *said))
     warning = prefix_cache_warning(
         counters,
         dict(res.metrics),
@@ -266,11 +267,18 @@ def trace_replay(results_dir: str, o: Options, counters: LoadCounters | None) ->
     )
 
 
-def run_meta(o: Options, env: Environment, t_start: float, run_time: float | None = None) -> dict[str, Any]:
+def run_meta(
+    o: Options,
+    env: Environment,
+    t_start: float,
+    run_time: float | None = None,
+    timeline: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The run's settings, as the result JSON header needs them (never the API key); `run_time`: --run-time, which
-    the master counts itself (Locust's option is cleared)."""
+    the master counts itself (Locust's option is cleared); `timeline`: the run's user changes (the web UI's)."""
     runner = env.runner
     ramp = o.load.ramp_up_strategy
+    users = locust_option(env, "num_users")
     return {
         "date": time.strftime("%Y%m%d-%H%M%S", time.localtime(t_start)),
         "started_at": t_start,
@@ -282,7 +290,15 @@ def run_meta(o: Options, env: Environment, t_start: float, run_time: float | Non
         "num_prompts": o.load.num_prompts or None,
         "request_rate": o.load.request_rate if o.open_loop and not ramp else None,
         "burstiness": o.load.burstiness,
-        "max_concurrency": o.load.max_concurrency or None,
+        # vllm bench serve's field: its cap on requests in flight. A closed loop of N users is that cap (N, the
+        # most the web UI set); an open loop has --max-concurrency's, or none (null: uncapped)
+        "max_concurrency": (o.load.max_concurrency or None)
+        if o.open_loop
+        else closed_loop_users(users, timeline or []),
+        "loop": "open" if o.open_loop else "closed",
+        "dataset": os.path.basename(o.prompt.dataset)
+        if o.prompt.dataset
+        else None,  # its lengths, not --input-len
         "input_len": o.request.input_len,
         "output_len": o.request.output_len,
         "range_ratio": o.request.range_ratio,
@@ -296,7 +312,7 @@ def run_meta(o: Options, env: Environment, t_start: float, run_time: float | Non
         "cooldown": o.measure.cooldown or None,
         "percentile_metrics": o.measure.percentile_metrics or None,
         "metric_percentiles": o.measure.metric_percentiles or None,
-        "users": locust_option(env, "num_users"),
+        "users": users,
         "run_time": run_time or locust_option(env, "run_time"),
         "workers": (o.handoff.vllm_worker_count or runner.worker_count)
         if isinstance(runner, MasterRunner)
@@ -306,6 +322,12 @@ def run_meta(o: Options, env: Environment, t_start: float, run_time: float | Non
         if (env.host or "").startswith("https://")
         else None,  # --insecure said
     }
+
+
+def closed_loop_users(users: Any, timeline: list[dict[str, Any]]) -> int | None:
+    """The most users a closed loop ran: Locust's user count, or the largest the web UI set on the timeline."""
+    seen = [u for u in (users, *(e.get("users") for e in timeline)) if isinstance(u, int | float) and u > 0]
+    return int(max(seen)) if seen else None
 
 
 def locust_html_report(env: Environment) -> None:

@@ -32,7 +32,36 @@ def no_completed_reason(res: RunResult) -> str | None:
             f"no request completed: the {interrupted} sent were still streaming when the run ended "
             "(a longer --run-time, or a lower --output-len)"
         )
-    return "no request completed: no load request was sent (see the workers' logs in the run directory)"
+    return f"no request completed: {_why_nothing_recorded(res)}"
+
+
+def _why_nothing_recorded(res: RunResult) -> str:
+    """A run without a single record: whether anything was sent, as far as the evidence goes. "no load request was
+    sent" only where the server's own count says so; lost records and dropped arrivals are named."""
+    arrivals = res.metric("arrivals") or {}
+    if arrivals.get("dropped") and not arrivals.get("sent"):
+        return (
+            f"no load request was sent: all {arrivals['dropped']} scheduled arrivals were dropped "
+            "(no free user, or --max-concurrency slot, before the run ended)"
+        )
+    lost = [w.get("worker") for w in (res.data_loss or {}).get("workers_lost") or []]
+    if res.missing_vs_server:
+        where = f" (worker(s) lost: {', '.join(map(str, lost))})" if lost else ""
+        return (
+            f"no load request was recorded, though the server served {res.missing_vs_server}: their records "
+            f"never reached the master{where}; see the workers' logs in the run directory"
+        )
+    if lost:
+        return (
+            f"no load request was recorded: worker(s) {', '.join(map(str, lost))} lost before their records "
+            "arrived; see the workers' logs in the run directory"
+        )
+    if res.server_served is not None:  # the server's count over the load agrees: nothing reached it
+        return "no load request was sent (see the workers' logs in the run directory)"
+    return (
+        "no load request was recorded, and the server's count is unknown (see the workers' logs in the run "
+        "directory)"
+    )
 
 
 def calibration_warning(meta: Mapping[str, Any]) -> str | None:

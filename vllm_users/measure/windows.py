@@ -93,8 +93,10 @@ def split(
     for name, code, w in (("warmup", WARMUP, warmup), ("cooldown", COOLDOWN, cooldown)):
         if w is not None:
             block[name] = {"spec": w.text, **_span(ph == code, starts, ends, t0)}
-    if not block["measured"]["requests"]:
-        block["warning"] = "the warm-up and cool-down windows hold every request: nothing was measured"
+    if idx.size and not block["measured"]["requests"]:  # no record at all is not the windows' doing
+        block["warning"] = (
+            f"the warm-up and cool-down windows hold all {idx.size} requests: nothing was measured"
+        )
     return idx[ph == MEASURED], block
 
 

@@ -16,6 +16,9 @@ SCENARIOS: dict[str, str] = {
     "embeddings": "vllm_users.scenarios.pooling:EmbeddingsUser",
     "rerank": "vllm_users.scenarios.pooling:RerankUser",  # /v1/rerank or /v1/score, by --endpoint
 }
+# scenarios whose ticket is exactly one request (`--num-prompts N` is then N requests); the others' tickets are
+# sessions of several (the tools follow-up), or their users are code that sends what it sends
+ONE_REQUEST_PER_TICKET = frozenset({"chat", "json", "vision", "multi-turn", "embeddings", "rerank"})
 ALIASES: dict[str, str] = {"multiturn": "multi-turn", "multi_turn": "multi-turn", "structured": "json"}
 # scenarios that bring a LoadTestShape (at most one shape per run: the first one wins)
 SHAPES: dict[str, str] = {"burst": "vllm_users.scenarios.burst:BurstShape"}

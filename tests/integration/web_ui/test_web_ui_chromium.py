@@ -222,7 +222,16 @@ def test_llm_tab_tells_the_truth_in_chromium(tmp_path) -> None:  # type: ignore[
                 table = b.js(TABLE)
                 panel = {
                     k: b.js(f"document.querySelector('#llm-panel [data-llm={k}]').innerText")
-                    for k in ("completed", "failed", "output_tokens", "good_fraction")
+                    for k in (
+                        "completed",
+                        "failed",
+                        "output_tokens",
+                        "good_fraction",
+                        "output_tok_s",
+                        "req_s",
+                        "report-link",
+                        "status",
+                    )
                 }
                 classes = b.js(
                     "[...document.querySelectorAll('#llm-panel [data-llm=classes] tr')].map("
@@ -250,6 +259,11 @@ def test_llm_tab_tells_the_truth_in_chromium(tmp_path) -> None:  # type: ignore[
     assert _num(panel["good_fraction"]) == pytest.approx(
         res["request_goodput"] / res["request_throughput"], abs=0.002
     )
+    # the rates: result.json's (its benchmark duration), as the tab rounds them; not the elapsed time's mean
+    assert _num(panel["req_s"]) == pytest.approx(res["request_throughput"], abs=0.0051)
+    assert _num(panel["output_tok_s"]) == pytest.approx(res["output_throughput"], abs=0.051)
+    assert "as in result.json" in panel["status"], panel["status"]
+    assert panel["report-link"] == "Download the HTML report of the run"  # no longer "so far"
     # exact percentiles (HdrHistogram, 3 significant digits) against the records' linear interpolation
     head, rows = table["head"], {r[0]: r for r in table["rows"]}
     assert int(rows["all"][head.index("OK requests")]) == res["completed"]
@@ -278,6 +292,7 @@ def test_llm_tab_tells_the_truth_in_chromium(tmp_path) -> None:  # type: ignore[
         for col, key in (("requests", "requests"), ("failed", "failed"), ("good", "good")):
             assert _num(per[name][head.index(col)]) == want[key], (name, col)
         assert _num(per[name][head.index("good %")]) == pytest.approx(100 * want["good_fraction"], abs=0.06)
+        assert _num(per[name][head.index("tok/s")]) == pytest.approx(want["output_throughput"], abs=0.051)
         assert _num(per[name][head.index("TTFT p50 ms")]) == pytest.approx(
             want["p50_ttft_ms"], rel=0.03, abs=0.3
         )

@@ -148,3 +148,45 @@ def test_ttfa_rows_only_for_reasoning_runs(tmp_path) -> None:  # type: ignore[no
     plain.on_batch(_batch("w0", "chat", [5000] * 10, tot), "c0")
     assert LiveView(plain, Options(), str(tmp_path), []).update("running")["ttfa"] is None
     plain.close()
+
+
+def test_the_final_rates_are_result_json_s(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Once the run has ended the tab's rates are result.json's (its benchmark duration, its measured window), not
+    the live totals over the elapsed time: a run of 1.6 s of requests, 10 s after the master started."""
+    from tests.unit.measure.helpers import rec
+    from vllm_users.measure.metrics import Slo
+    from vllm_users.measure.result_builder import build_run_result
+
+    recs = [rec(100.0 + 0.1 * i, [20.0, 30.0, 40.0], out=3) for i in range(16)]  # 16 requests, ~1.54 s
+    res = build_run_result(recs, {"date": "d", "warmup": "4r"}, slo=Slo.parse(["ttft:100"]))
+    assert res.completed == 12 and res.metric("duration") < 2 and res.metric("request_goodput") is not None
+    c = Collector(str(tmp_path))
+    c.started = time.time() - 10  # the elapsed time: ~10 s, not the benchmark's duration
+    tot = {"ok": 16, "failed": 0, "output_tokens": 48, "good": 16, "inflight": 0, "errors": {}}
+    c.on_batch(_batch("w0", "chat", [20_000] * 16, tot), "c0")
+    view = LiveView(c, build(goodput="ttft:100"), str(tmp_path), [])
+    running = view.update("running")
+    assert running["rates_over"] == "interval" and running["final"] is None
+    snap = view.update("stopped", finished=True, result=res)
+    assert snap["rates_over"] == "result"
+    assert snap["rates"]["req_s"] == res.metric("request_throughput")
+    assert snap["rates"]["output_tok_s"] == res.metric("output_throughput")
+    assert snap["rates"]["failed_s"] == 0.0
+    assert snap["rates"]["sent_s"] == pytest.approx(12 / res.metric("duration"))
+    fin = snap["final"]
+    assert fin["completed"] == 12 and fin["left_out"] == 4 and fin["output_tokens"] == 36
+    assert fin["duration_s"] == res.metric("duration")
+    assert snap["goodput"]["good_req_s"] == res.metric("request_goodput")
+    # the elapsed-time mean it used to show: 16 / ~10 s, a different number
+    assert abs(snap["rates"]["req_s"] - 16 / 10) > 1
+    c.close()
+
+
+def test_a_finished_run_without_a_result_shows_no_rates(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    c = Collector(str(tmp_path))
+    c.started = time.time() - 10
+    tot = {"ok": 5, "failed": 0, "output_tokens": 10, "inflight": 0, "errors": {}}
+    c.on_batch(_batch("w0", "chat", [20_000] * 5, tot), "c0")
+    snap = LiveView(c, Options(), str(tmp_path), []).update("stopped", finished=True)
+    assert snap["final"] is None and set(snap["rates"].values()) == {None}  # absent, never a made-up mean
+    c.close()

@@ -10,6 +10,7 @@ from tests.unit.measure.helpers import rec
 from vllm_users import exit_codes
 from vllm_users.distributed.run_end import exit_code_of
 from vllm_users.distributed.transport.master_side import Collector
+from vllm_users.measure.record import dropped_record
 from vllm_users.measure.result_builder import build_run_result
 from vllm_users.measure.result_notes import calibration_warning, no_completed_reason
 from vllm_users.options import Options
@@ -30,8 +31,28 @@ def test_a_run_that_sent_nothing_is_a_failure_with_its_reason(tmp_path) -> None:
         c.close()
     reason = no_completed_reason(res)
     assert reason is not None and reason.startswith("no request completed") and "\n" not in reason
-    assert "no load request was sent" in reason
+    # nothing recorded, and nobody else counted: that nothing was sent is not known
+    assert "no load request was recorded" in reason and "was sent" not in reason
+    # the server's count over the load says none reached it: now it is known
+    sent_none = no_completed_reason(res.replace(server_served=3, missing_vs_server=0))
+    assert sent_none is not None and "no load request was sent" in sent_none
     assert exit_codes.NOTHING_MEASURED in exit_codes.DESCRIPTIONS
+
+
+def test_nothing_recorded_but_served_never_says_none_was_sent() -> None:
+    res = build_run_result([], {"date": "d"})
+    served = no_completed_reason(res.replace(server_served=21, missing_vs_server=20))
+    assert served is not None and "was sent" not in served
+    assert "the server served 20" in served
+    lost = {"workers_lost": [{"worker": "w0"}], "complete": False}
+    gone = no_completed_reason(res.replace(data_loss=lost))
+    assert gone is not None and "was sent" not in gone and "w0" in gone
+
+
+def test_arrivals_all_dropped_are_named() -> None:
+    recs = [dropped_record("w", i, 1_700_000_000.0 + i) for i in range(4)]
+    reason = no_completed_reason(build_run_result(recs, {"date": "d"}))
+    assert reason is not None and "all 4 scheduled arrivals were dropped" in reason, reason
 
 
 def test_a_run_whose_requests_all_failed_says_so_and_keeps_code_1(tmp_path) -> None:  # type: ignore[no-untyped-def]

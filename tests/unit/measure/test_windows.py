@@ -76,6 +76,16 @@ def test_statistics_leave_windows_out() -> None:
     )
     every = build_result(recs, dict(meta, warmup="1000r"))
     assert every["completed"] == 0 and any("nothing was measured" in x for x in every["warnings"])
+    assert (
+        "the warm-up and cool-down windows hold all 200 requests: nothing was measured" in every["warnings"]
+    )
+
+
+def test_no_record_is_not_said_to_be_the_windows_doing() -> None:
+    # a run without a single record: the windows held nothing, so they are not why nothing was measured
+    res = build_result([], {"date": "d", "warmup": "1s"})
+    assert res["windows"]["warmup"]["requests"] == 0
+    assert not any("windows hold" in x for x in res.get("warnings") or []), res.get("warnings")
 
 
 def test_records_kept_and_report_shows_windows(tmp_path: str) -> None:

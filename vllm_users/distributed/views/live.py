@@ -20,11 +20,13 @@ import numpy as np
 
 from vllm_users import run_dir
 from vllm_users.distributed.transport.master_side import Collector
+from vllm_users.measure import metric_keys as K
 from vllm_users.measure.health import summarize
 from vllm_users.measure.histograms import HIST_METRICS, HistogramSet, percentiles_ms
 from vllm_users.measure.metric_keys import percentile_name
 from vllm_users.measure.metrics import Slo
 from vllm_users.measure.per_class import CLASS_METRICS, CLASS_PERCENTILES, class_slo, jain_index
+from vllm_users.measure.run_result import RunResult
 from vllm_users.measure.server_metric_names import KV_USAGE, PREFIX_HITS, PREFIX_QUERIES, RUNNING, WAITING
 from vllm_users.options import Options
 
@@ -104,27 +106,30 @@ class LiveView:
         self.slo = Slo.parse([options.measure.goodput]) if options.measure.goodput else None
         self._class_tokens: dict[str, int] = {}  # per class: output tokens at the last snapshot (its tok/s)
 
-    def update(self, state: str = "", finished: bool = False) -> dict[str, Any]:
-        """Take a snapshot now (the master calls this every ~2 s) and extend the chart series."""
+    def update(
+        self, state: str = "", finished: bool = False, result: RunResult | None = None
+    ) -> dict[str, Any]:
+        """Take a snapshot now (the master calls this every ~2 s) and extend the chart series. While the run goes,
+        the rates are the last interval's (`rates_over`: "interval"); once it has ended, `result` (the RunResult
+        written as result.json) gives the rates, so the tab and result.json say one number."""
         c = self.collector
         now = time.time()
         tot = _totals(c)
         prev = self._prev or (c.started, 0.0, 0.0, 0.0, 0.0)
         dt = max(now - prev[0], 1e-6)
         span = max(now - c.started, 1e-6)
-        rates = {
+        running = {  # the chart's points are these, at the end too
             "req_s": (tot["ok"] - prev[1]) / dt,
             "failed_s": (tot["failed"] - prev[2]) / dt,
             "output_tok_s": (tot["output_tokens"] - prev[3]) / dt,
             "sent_s": (tot["sent"] - prev[4]) / dt,
         }
-        if finished:  # the final numbers: means over the whole run, not the last 2 s
-            rates = {
-                "req_s": tot["ok"] / span,
-                "failed_s": tot["failed"] / span,
-                "output_tok_s": tot["output_tokens"] / span,
-                "sent_s": tot["sent"] / span,
-            }
+        final = (
+            final_figures(result, self.options.measure.goodput) if finished and result is not None else None
+        )
+        rates: dict[str, float | None] = dict(running)
+        if finished:  # result.json's rates over its benchmark duration; none where no result was written
+            rates = dict.fromkeys(running) if final is None else dict(final["rates"])
         self._prev = (now, tot["ok"], tot["failed"], tot["output_tokens"], tot["sent"])
         window = c.window.merged().get("ttft")
         c.window.reset()
@@ -137,10 +142,13 @@ class LiveView:
             "finished": finished,
             "results_dir": self.results_dir,
             "totals": tot,
-            "rates": {k: round(v, 2) for k, v in rates.items()},
+            # result.json's rates unrounded: a reader of this JSON compares them with result.json's
+            "rates": rates if finished else {k: None if v is None else round(v, 2) for k, v in rates.items()},
+            "rates_over": "result" if finished else "interval",
+            "final": final,  # result.json's figures once the run has ended (None before, or without a result)
             "latency": (lat := latency_table(c)),
             "ttfa": ttfa_rows(lat) or None,  # reasoning runs only: time to the first answer token
-            "goodput": self._goodput(tot),
+            "goodput": final["goodput"] if final is not None and final["goodput"] else self._goodput(tot),
             "errors": tot.pop("errors"),
             "classes": self._classes(tot.pop("classes"), span if finished else dt, span, finished),
             "workers": workers(c, now),
@@ -151,10 +159,12 @@ class LiveView:
         queue = None
         if server and server.get("running") is not None:
             queue = float(server["running"]) + float(server.get("waiting") or 0.0)
+        if final is not None and result is not None and result.classes:  # the result's rows, as result.json
+            snap["classes"] = {**result.classes, "order": list(result.classes.get("per_class") or {})}
         point = {
             "t": round(now, 3),
-            "output_tok_s": rates["output_tok_s"],
-            "req_s": rates["req_s"],
+            "output_tok_s": running["output_tok_s"],
+            "req_s": running["req_s"],
             "ttft_p50_ms": win_ttft["p50"] if win_ttft else None,
             "ttft_p99_ms": win_ttft["p99"] if win_ttft else None,
             "inflight": tot["inflight"],
@@ -188,15 +198,52 @@ class LiveView:
         self._class_tokens = {n: v.get("output_tokens", 0) for n, v in counts.items()}
         return class_block(self.class_table, counts, self.collector.class_hists, span, tok_s, self.slo)
 
-    def _arrivals(self, tot: dict[str, Any], rates: dict[str, float]) -> dict[str, Any]:
+    def _arrivals(self, tot: dict[str, Any], rates: dict[str, float | None]) -> dict[str, Any]:
+        sent_s = rates["sent_s"]
         return {
             "target_rate": self.target_rate,
-            "achieved_rate": round(rates["sent_s"], 2),
+            "achieved_rate": None if sent_s is None else round(sent_s, 2),
             "sent": tot["sent"],
             "late": tot["late"],
             "dropped": tot["dropped"],
             "backlog": tot["backlog"],
         }
+
+
+def final_figures(res: RunResult, slo: str | None = None) -> dict[str, Any]:
+    """The ended run's figures as result.json has them: its rates (completed, failed and recorded requests and
+    output tokens of the measured window, over its benchmark duration), counts and goodput; None for a rate
+    where no request was recorded (there is no duration to divide by)."""
+    m = res.metrics
+    duration = m.get(K.DURATION) if res.recorded else None
+
+    def per_s(n: int) -> float | None:
+        return n / duration if duration else None
+
+    windows = m.get(K.WINDOWS) or {}
+    good = m.get(K.GOODPUT) or {}
+    return {
+        "source": run_dir.RESULT,
+        "duration_s": duration,
+        "completed": res.completed,
+        "failed": res.failed,
+        "output_tokens": m.get(K.TOTAL_OUTPUT_TOKENS),
+        "left_out": sum(int((windows.get(k) or {}).get("requests") or 0) for k in ("warmup", "cooldown")),
+        "rates": {
+            "req_s": m.get(K.REQUEST_THROUGHPUT) if res.completed else None,
+            "failed_s": per_s(res.failed),
+            "output_tok_s": m.get(K.OUTPUT_THROUGHPUT) if res.completed else None,
+            "sent_s": per_s(res.recorded),
+        },
+        "goodput": {
+            "slo": slo,
+            "good": good.get("good"),
+            "good_fraction": good.get("good_fraction") if res.completed else None,
+            "good_req_s": m.get(K.REQUEST_GOODPUT),
+        }
+        if m.get(K.REQUEST_GOODPUT) is not None
+        else None,
+    }
 
 
 def _totals(c: Collector) -> dict[str, Any]:

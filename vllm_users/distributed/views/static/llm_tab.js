@@ -105,16 +105,26 @@
     const tot = s.totals || {};
     const rates = s.rates || {};
     const parts = [];
-    const status = s.finished ? `finished: results in ${s.results_dir} (rates: means over the run)`
-                              : `${s.state || "ready"} · ${fmt(s.elapsed_s)} s`;
+    // Once the run has ended the figures are result.json's (rates over its benchmark duration, the measured
+    // window's counts); while it runs, the rates are the last interval's and say so.
+    const fin = s.finished ? s.final : null;
+    let status = `${s.state || "ready"} · ${fmt(s.elapsed_s)} s`;
+    if (s.finished) {
+      status = fin ? `finished: results in ${s.results_dir} (figures as in result.json: the measured window over its `
+                     + `${fmt(fin.duration_s, 2)} s benchmark duration`
+                     + (fin.left_out ? `; ${fmt(fin.left_out, 0)} requests of --warmup/--cooldown left out)` : ")")
+                   : `finished: results in ${s.results_dir} (no result.json was written: no final rates)`;
+    }
     parts.push(el("div", { class: "llm-status", "data-llm": "status" }, status));
+    const over = s.finished ? "" : " (last 2 s)";
+    const measured = fin && fin.left_out ? " (measured window)" : "";
     const cards = [
-      card("output tok/s", "output_tok_s", rates.output_tok_s),
-      card("req/s", "req_s", rates.req_s, 2),
+      card(`output tok/s${over}`, "output_tok_s", rates.output_tok_s),
+      card(`req/s${over}`, "req_s", rates.req_s, 2),
       card("in flight", "inflight", tot.inflight, 0),
-      card("completed", "completed", tot.ok, 0),
-      card("failed", "failed", tot.failed, 0),
-      card("output tokens", "output_tokens", tot.output_tokens, 0),
+      card(`completed${measured}`, "completed", fin ? fin.completed : tot.ok, 0),
+      card(`failed${measured}`, "failed", fin ? fin.failed : tot.failed, 0),
+      card(`output tokens${measured}`, "output_tokens", fin ? fin.output_tokens : tot.output_tokens, 0),
     ];
     if (s.goodput) {
       cards.push(card(`goodput (${s.goodput.slo})`, "goodput_req_s", s.goodput.good_req_s, 2));
@@ -162,7 +172,8 @@
         fmt(sv.waiting, 0), sv.prefix_cache_hit_rate === null ? "–" : `${fmt(100 * sv.prefix_cache_hit_rate, 1)} %`,
         `${fmt(sv.age_s)} s`]], "server") : el("div", { class: "llm-muted", "data-llm": "server" }, "not scraped"));
     side.push(el("p", {}, [el("a", { href: "./llm/report", "data-llm": "report-link" },
-                                 "Download the HTML report of the run so far")]));
+                                 s.finished ? "Download the HTML report of the run"
+                                            : "Download the HTML report of the run so far")]));
     parts.push(el("div", { class: "llm-side" }, side));
     panel.replaceChildren(...parts);
   }
