@@ -45,6 +45,12 @@ class FindingGroup:
     runs: list[str]
     evidence: list[tuple[str, str]]  # (run, its evidence), in the order of `runs`
 
+    def evidence_lines(self) -> list[str]:
+        """The evidence, once when every run's is the same, else each run's after its name."""
+        if len({ev for _run, ev in self.evidence}) == 1:
+            return [self.evidence[0][1]]
+        return [f"{run}: {ev}" for run, ev in self.evidence]
+
 
 def group_findings(findings: Sequence[Finding]) -> list[FindingGroup]:
     """Findings that say the same thing of several runs, once, with the runs they apply to (order kept)."""

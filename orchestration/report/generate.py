@@ -79,7 +79,7 @@ def generate(
             written.append(path)
     if not quiet:
         for g in report.finding_groups():
-            evidence = "; ".join(ev if len(g.evidence) == 1 else f"{run}: {ev}" for run, ev in g.evidence)
+            evidence = "; ".join(g.evidence_lines())
             print(f"vllm-locust report: [{g.severity}] {g.title} ({', '.join(g.runs)}): {evidence}")
         if report.comparison:
             from orchestration.report.compare import describe_setup_differences
@@ -108,7 +108,8 @@ def format_significance(comparison: dict[str, Any]) -> str:
         for row in tested:
             c = row["changes"][i]
             pct = f"{c['pct']:+.1f} %" if c.get("pct") is not None else "n/a"
-            lines.append(f"  {row['metric']:<26} {pct:>9}  {c['verdict']}: {describe(c['significance'])}")
+            word = f"{c['verdict']}: " if c["verdict"] in ("better", "worse") else ""
+            lines.append(f"  {row['metric']:<26} {pct:>9}  {word}{describe(c['significance'])}")
     return "\n".join(lines)
 
 

@@ -45,7 +45,7 @@ source {{ r.source }} ({{ r.run_dir }}){% endfor %}</p>
 <h2 id="diagnosis">Diagnosis</h2>
 {% for g in report.finding_groups() %}
 <div class="finding {{ g.severity }}" data-rule="{{ g.rule }}" data-runs="{{ g.runs|join(',') }}"><b>{{ g.title }}</b> ({{ g.runs|join(", ") }}, {{ g.severity }})<br>
-<span class="small">Rule: {{ g.threshold }}</span><br>Evidence: {% if g.evidence|length == 1 %}{{ g.evidence[0][1] }}{% else %}{% for run, ev in g.evidence %}<br>&nbsp;&nbsp;{{ run }}: {{ ev }}{% endfor %}{% endif %}<br>Try: {{ g.action }}</div>
+<span class="small">Rule: {{ g.threshold }}</span><br>Evidence: {% set lines = g.evidence_lines() %}{% if lines|length == 1 %}{{ lines[0] }}{% else %}{% for line in lines %}<br>&nbsp;&nbsp;{{ line }}{% endfor %}{% endif %}<br>Try: {{ g.action }}</div>
 {% endfor %}{% if not report.findings %}<div class="ok">No rule fired: no failures, tail, cache, client or SLO problem detected.</div>
 {% elif not problems %}<div class="ok">No problem found: the notes above are information, not problems.</div>{% endif %}
 
@@ -245,10 +245,8 @@ def render_markdown(report: Report) -> str:
 
 
 def _evidence(g: FindingGroup) -> str:
-    """A group's evidence: as is for one run, each run's after its name for several."""
-    if len(g.evidence) == 1:
-        return g.evidence[0][1]
-    return "; ".join(f"{run}: {ev}" for run, ev in g.evidence)
+    """A group's evidence on one line."""
+    return "; ".join(g.evidence_lines())
 
 
 def no_problem_line(report: Report) -> str | None:
