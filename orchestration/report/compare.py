@@ -1,4 +1,5 @@
-"""Several runs side by side: every metric, absolute and % change against the first run, which is better."""
+"""Several runs side by side: how their setups differ, then every metric, absolute and % change against the first run,
+and one verdict per change (`verdict`): better or worse only where a test says the difference is significant."""
 
 from __future__ import annotations
 
@@ -21,16 +22,45 @@ HEADLINE = (
 )
 STATS = ("mean", "median", "std")  # then every percentile field the runs have (their --metric-percentiles)
 LATENCY = ("ttft", "tpot", "itl", "e2el")
-HIGHER_BETTER = ("throughput", "goodput", "tokens_per_s", "completed", "hit_rate", "validity_rate")
-LOWER_BETTER = ("_ms", "failed", "duration_diff")
-SAME_EPS = 0.005  # changes under 0.5 % are called "same": run-to-run noise is larger than that
-# Settings that make two runs incomparable when they differ (a warning, not a refusal).
-SETTINGS = ("model_id", "backend", "input_len", "output_len", "endpoint", "version", "tool_version")
+HIGHER_BETTER = ("throughput", "goodput", "tokens_per_s", "hit_rate", "validity_rate")
+LOWER_BETTER = ("_ms", "duration_diff")
+# counts follow the run's length (--num-prompts, --run-time), not the server: neither better nor worse
+COUNTS = ("completed", "failed", "duration", "max_concurrent_requests")
+# The applied load and the workload: runs that differ in any of these are different experiments, said before any
+# difference (a warning, not a refusal). (key, label), read from the result, else from its meta.
+SETUP: tuple[tuple[str, str], ...] = (
+    ("model_id", "model"),
+    ("backend", "backend"),
+    ("endpoint", "endpoint"),
+    ("users", "users"),
+    ("request_rate", "request rate (req/s)"),
+    ("burstiness", "burstiness"),
+    ("max_concurrency", "max concurrency"),
+    ("num_prompts", "num prompts"),
+    ("run_time", "run time"),
+    ("input_len", "input length"),
+    ("output_len", "output length"),
+    ("range_ratio", "range ratio"),
+    ("prefix_len", "prefix length"),
+    ("cache_rate", "cache rate"),
+    ("version", "server version"),
+    ("tool_version", "tool version"),
+)
+# settings a run may not have recorded: absent is unknown, not a different value (load settings absent: not set)
+IDENTITY = ("model_id", "backend", "version", "tool_version")
+# the verdicts a change can get; only the first two are coloured
+BETTER, WORSE, NO_DIFFERENCE, NOT_TESTED, NEUTRAL = (
+    "better",
+    "worse",
+    "no significant difference",
+    "not tested",
+    "neutral",
+)
 
 
 def direction(metric: str) -> str | None:
-    """'higher' or 'lower' is better, or None for neutral fields (counts of settings)."""
-    if metric in ("duration", "max_concurrent_requests"):
+    """'higher' or 'lower' is better, or None for neutral fields (counts, settings)."""
+    if metric in COUNTS:
         return None
     if any(k in metric for k in HIGHER_BETTER):
         return "higher"
@@ -93,40 +123,61 @@ def compare(runs: Sequence[RunData]) -> dict[str, Any]:
                 changes.append({"abs": None, "pct": None, "verdict": "n/a", "significance": None})
                 continue
             pct = (v - base) / abs(base) * 100.0 if base else None
+            sig = t.get(name)
             changes.append(
-                {"abs": v - base, "pct": pct, "verdict": _verdict(base, v, d), "significance": t.get(name)}
+                {"abs": v - base, "pct": pct, "verdict": verdict(base, v, d, sig), "significance": sig}
             )
         rows.append({"metric": name, "better": d, "values": vals, "changes": changes})
     return {
         "baseline": runs[0].name,
         "runs": [r.name for r in runs],
+        "setup_differences": setup_differences(runs),
         "rows": rows,
         "warnings": _mismatches(runs),
     }
 
 
-def _verdict(base: float, v: float, d: str | None) -> str:
-    if d is None:
-        return "neutral"
-    scale = max(abs(base), abs(v), 1e-12)
-    if abs(v - base) / scale < SAME_EPS:
-        return "same"
-    up = v > base
-    return "better" if up == (d == "higher") else "worse"
+def verdict(base: float, v: float, better: str | None, sig: dict[str, Any] | None) -> str:
+    """The one verdict on a change, for every format: better/worse only when its test found it significant."""
+    if better is None:
+        return NEUTRAL
+    if not sig or sig.get("significant") is None:
+        return NOT_TESTED
+    if not sig["significant"] or v == base:
+        return NO_DIFFERENCE
+    return BETTER if (v > base) == (better == "higher") else WORSE
+
+
+def _setting(res: dict[str, Any], key: str) -> Any:
+    v = res.get(key)
+    return v if v is not None else (res.get("meta") or {}).get(key)
+
+
+def setup_differences(runs: Sequence[RunData]) -> list[dict[str, Any]]:
+    """The settings of the applied load and workload that differ between the runs: [{setting, label, values}]."""
+    out = []
+    for key, label in SETUP:
+        vals = [_setting(r.result, key) for r in runs]
+        unset_vs_set = key not in IDENTITY and None in vals and any(v is not None for v in vals)
+        if unset_vs_set or len({repr(v) for v in vals if v is not None}) > 1:
+            out.append({"setting": key, "label": label, "values": vals})
+    return out
+
+
+def describe_setup_differences(comparison: dict[str, Any]) -> list[str]:
+    """One line per differing setting: 'users: a=4, b=8'."""
+    return [
+        f"{d['label']}: "
+        + ", ".join(
+            f"{n}={'-' if v is None else v}" for n, v in zip(comparison["runs"], d["values"], strict=True)
+        )
+        for d in comparison.get("setup_differences") or []
+    ]
 
 
 def _mismatches(runs: Sequence[RunData]) -> list[str]:
-    """Differences in settings or scenario mix that make the comparison apples to oranges."""
+    """Differences in scenario mix or source that make the comparison apples to oranges (settings: above)."""
     out = []
-    for key in SETTINGS:
-        seen = {
-            r.name: (
-                r.result.get(key) if r.result.get(key) is not None else (r.result.get("meta") or {}).get(key)
-            )
-            for r in runs
-        }
-        if len({repr(v) for v in seen.values() if v is not None}) > 1:
-            out.append(f"runs differ in {key}: " + ", ".join(f"{n}={v}" for n, v in seen.items()))
     mixes = {r.name: ",".join(sorted(r.result.get("per_scenario") or {})) for r in runs}
     if len(set(mixes.values())) > 1:
         out.append("runs differ in scenarios: " + ", ".join(f"{n}=[{v}]" for n, v in mixes.items()))

@@ -9,21 +9,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
+from orchestration.report.findings import SEVERITY_ORDER, Finding, problems
 from orchestration.report.postprocess import RunData
+from orchestration.report.prefix_reuse import reuse_ceiling
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.health import CPU_BOUND_FRACTION, LOOP_LAG_P99_MS
 from vllm_users.measure.run_result import RunResult
+
+__all__ = ["RUN_RULES", "Finding", "concurrency_of", "diagnose", "plateau", "problems"]
 
 TTFT_P99_OVER_MEAN = 3.0
 STARTUP_FRACTION = 0.10  # start-up: requests started in the first 10 % of the run...
 STARTUP_MIN_S = 1.0  # ...or at least its first second
 STARTUP_MIN_STEADY = 20  # fewer steady-state successes than this: no verdict on the start-up
-PREFIX_HIT_RATE_MIN = 0.50
+PREFIX_OF_CEILING_MIN = 0.50  # a hit rate under half of what the prompts allow is low...
+PREFIX_CEILING_MIN = 0.10  # ...when they allow at least this much (less: nothing worth finding)
 PLATEAU_CONCURRENCY_STEP = 1.5  # concurrency rose at least this factor...
 PLATEAU_THROUGHPUT_GAIN = 0.10  # ...but output throughput by less than this fraction
 GPU_UTIL_MIN = 70.0  # percent, DCGM_FI_DEV_GPU_UTIL
@@ -31,26 +35,7 @@ FAILURE_RATE_MAX = 0.01
 SLO_ATTAINMENT_MIN = 0.99
 LATE_ARRIVALS_MAX = 0.01
 CHUNKS_PER_TOKEN_MIN = 0.9  # fewer output chunks than this per output token: the server packs tokens
-NO_REUSE_HIT_RATE = 0.05  # below this, with no shared prefix in the workload's settings: info, not a warning
-SHARING_SETTINGS = ("prefix_len", "num_prefixes", "cache_rate", "num_turns")
-SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
-
-
-@dataclass
-class Finding:
-    """One fired rule."""
-
-    rule: str
-    run: str
-    severity: str  # "critical" | "warning" | "info" (info: context, not a problem)
-    title: str
-    threshold: str
-    evidence: str
-    action: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict for JSON."""
-        return asdict(self)
+NO_REUSE_HIT_RATE = 0.05  # shared prompts of unknown ceiling (multi-turn): below this, the cache hit nothing
 
 
 def _startup_tail(run: RunData) -> Finding | None:
@@ -109,28 +94,50 @@ def _ttft_fluctuation(run: RunData) -> list[Finding]:
     ]
 
 
+def _measured_hit_rate(res: dict[str, Any]) -> tuple[float | None, str]:
+    """The run's prefix-cache hit rate and its source: the server's counters, else usage's cached_tokens."""
+    sm = res.get("server_metrics") or {}
+    if sm.get("prefix_cache_hit_rate") is not None and sm.get("prefix_cache_queries"):
+        return float(sm["prefix_cache_hit_rate"]), "server (vllm:prefix_cache_hits/queries)"
+    rep = (res.get("replay") or {}).get("server_prefix_hit_rate")
+    if rep is not None:
+        return float(rep), "server (vllm:prefix_cache_hits/queries over the replay)"
+    rate = res.get(K.PREFIX_CACHE_HIT_RATE)
+    if rate is not None and res.get(K.CACHED_TOKENS_REPORTED, True):
+        return float(rate), "client (usage cached_tokens / prompt_tokens)"
+    return None, ""
+
+
 def _prefix_cache(run: RunData) -> list[Finding]:
-    sm = run.result.get("server_metrics") or {}
-    rate, source = sm.get("prefix_cache_hit_rate"), "server (vllm:prefix_cache_hits/queries)"
-    if rate is None or not sm.get("prefix_cache_queries"):
-        rate, source = run.result.get(K.PREFIX_CACHE_HIT_RATE), "client (usage cached_tokens / prompt_tokens)"
-    if rate is None or rate >= PREFIX_HIT_RATE_MIN:
-        return []
-    typed = RunResult.from_json(run.result)
-    shared = any(typed.meta.get(k) for k in SHARING_SETTINGS) or bool(typed.ttft_by_turn)
-    # Random prompts share nothing: a ~0 % hit rate there is expected, not a server problem.
-    severity = "warning" if shared or rate >= NO_REUSE_HIT_RATE else "info"
+    """A hit rate well below what the workload's prompts allow (their ceiling); none where they share nothing."""
+    rate, source = _measured_hit_rate(run.result)
+    allows = reuse_ceiling(run.result)
+    if rate is None or not allows.expected:
+        return []  # random prompts share no prefix (nothing to hit), or nothing says what they share
+    if allows.ceiling is None:
+        # reuse expected, its size unknown (multi-turn history): only a cache that hits (almost) nothing is a finding
+        if rate >= NO_REUSE_HIT_RATE:
+            return []
+        rule = f"hit rate < {NO_REUSE_HIT_RATE:.0%} where the prompts share a prefix"
+        evidence = f"hit rate {rate:.1%} from {source}; {allows.basis}"
+    else:
+        if allows.ceiling < PREFIX_CEILING_MIN or rate >= PREFIX_OF_CEILING_MIN * allows.ceiling:
+            return []
+        rule = (
+            f"hit rate < {PREFIX_OF_CEILING_MIN:.0%} of the workload's ceiling (when that is "
+            f"{PREFIX_CEILING_MIN:.0%} or more)"
+        )
+        evidence = f"hit rate {rate:.1%} from {source}, of a ceiling of {allows.ceiling:.1%} ({allows.basis})"
     return [
         Finding(
             "prefix_cache_low",
             run.name,
-            severity,
-            "Low prefix-cache hit rate",
-            f"hit rate < {PREFIX_HIT_RATE_MIN:.0%}",
-            f"hit rate {rate:.1%} from {source}",
-            "If the workload shares prefixes (system prompts, multi-turn history, few-shot), check that "
-            "--enable-prefix-caching is on, that the shared part comes first and is byte-identical, and "
-            "that KV capacity is not evicting it (KV usage near 100 %). Random prompts never hit.",
+            "warning",
+            "Low prefix-cache hit rate for prompts that share a prefix",
+            rule,
+            evidence,
+            "Check that the server runs with --enable-prefix-caching, that the shared part comes first and is "
+            "byte-identical, and that KV capacity is not evicting it (KV usage near 100 %).",
         )
     ]
 
@@ -246,6 +253,10 @@ def _schedule(run: RunData) -> list[Finding]:
 
 
 def _coalesced_chunks(run: RunData) -> list[Finding]:
+    # an answer read as one body (--no-stream, pooling) has no chunks: its one "chunk" per answer says nothing
+    # about the server's packing, and a mix of the two gives a ratio of neither
+    if run.result.get(K.NOT_STREAMED_REQUESTS) or run.result.get(K.POOLING_REQUESTS):
+        return []
     ratio = run.result.get(K.CHUNK_TOKEN_RATIO)
     if ratio is None or ratio >= CHUNKS_PER_TOKEN_MIN:
         return []
@@ -384,8 +395,3 @@ def diagnose(runs: Sequence[RunData]) -> list[Finding]:
     if len(runs) > 1:
         found.extend(plateau(runs))
     return sorted(found, key=lambda f: SEVERITY_ORDER.get(f.severity, 3))
-
-
-def problems(findings: Sequence[Finding]) -> list[Finding]:
-    """Findings that are problems (critical or warning), without the informational ones."""
-    return [f for f in findings if f.severity != "info"]

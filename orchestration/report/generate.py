@@ -78,9 +78,14 @@ def generate(
             render_pdf(report, plots, path)
             written.append(path)
     if not quiet:
-        for f in report.findings:
-            print(f"vllm-locust report: [{f.severity}] {f.title} ({f.run}): {f.evidence}")
+        for g in report.finding_groups():
+            evidence = "; ".join(g.evidence_lines())
+            print(f"vllm-locust report: [{g.severity}] {g.title} ({', '.join(g.runs)}): {evidence}")
         if report.comparison:
+            from orchestration.report.compare import describe_setup_differences
+
+            for line in describe_setup_differences(report.comparison):
+                print(f"vllm-locust report: setups differ: {line}")
             print(format_significance(report.comparison))
         print("vllm-locust report: wrote " + ", ".join(written))
     return exit_codes.OK
@@ -103,7 +108,8 @@ def format_significance(comparison: dict[str, Any]) -> str:
         for row in tested:
             c = row["changes"][i]
             pct = f"{c['pct']:+.1f} %" if c.get("pct") is not None else "n/a"
-            lines.append(f"  {row['metric']:<26} {pct:>9}  {describe(c['significance'])}")
+            word = f"{c['verdict']}: " if c["verdict"] in ("better", "worse") else ""
+            lines.append(f"  {row['metric']:<26} {pct:>9}  {word}{describe(c['significance'])}")
     return "\n".join(lines)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -9,6 +10,7 @@ from typing import Any
 
 from orchestration.report.compare import compare
 from orchestration.report.diagnose import Finding, diagnose
+from orchestration.report.findings import FindingGroup, group_findings, problems
 from orchestration.report.postprocess import RunData
 from vllm_users.measure.metric_keys import percentile_keys
 
@@ -68,6 +70,25 @@ class Report:
     comparison: dict[str, Any] | None
     failed_inputs: list[str] = field(default_factory=list)  # "dir: reason" for runs that could not be read
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%d %H:%M:%S"))
+
+    def finding_groups(self) -> list[FindingGroup]:
+        """The findings, each said once with the runs it applies to."""
+        return group_findings(self.findings)
+
+    def headline(self) -> list[tuple[str, str, str]]:
+        """(run, the load applied, the verdict) per run: what the report leads with."""
+        out = []
+        for r in self.runs:
+            mine = problems([f for f in self.findings if f.run == r.name])
+            if mine:
+                worst = "critical" if any(f.severity == "critical" for f in mine) else "warning"
+                word = f"{len(mine)} problem{'s' if len(mine) > 1 else ''} ({worst}): " + "; ".join(
+                    f.title for f in mine
+                )
+            else:
+                word = "no problem found"
+            out.append((r.name, applied_load(r.result), word))
+        return out
 
     def summary_rows(self) -> list[tuple[str, str, list[str]]]:
         """(key, label, formatted value per run) for rows that at least one run has."""
@@ -163,6 +184,51 @@ class Report:
             "diagnosis": [f.to_dict() for f in self.findings],
             "failed_inputs": self.failed_inputs,
         }
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def applied_load(res: dict[str, Any]) -> str:
+    """What was run, in one line: model and endpoint, scenarios, the load, its length and the prompt lengths."""
+    meta = res.get("meta") or {}
+
+    def get(k: str) -> Any:
+        return res.get(k) if res.get(k) is not None else meta.get(k)
+
+    parts = [f"model {get('model_id') or '?'}", f"endpoint {get('endpoint') or '?'}"]
+    if res.get("per_scenario"):
+        parts.append("scenarios " + ", ".join(sorted(res["per_scenario"])))
+    replay = res.get("replay") or {}
+    if replay:
+        parts.append(f"trace {replay.get('format')} at time scale {fmt(replay.get('time_scale'), 'g')}")
+    elif _finite(get("request_rate")):  # vLLM's result says inf for a closed loop
+        rate = f"open loop at {fmt(get('request_rate'), 'g')} req/s"
+        burst = get("burstiness")
+        parts.append(rate + (f" (burstiness {fmt(burst, 'g')})" if burst not in (None, 1, 1.0) else ""))
+    elif get("ramp_up_strategy"):
+        parts.append(
+            f"{get('ramp_up_strategy')} ramp {fmt(get('ramp_up_start_rps'), 'g')} -> "
+            f"{fmt(get('ramp_up_end_rps'), 'g')} req/s"
+        )
+    elif get("users") is not None:
+        parts.append(f"{get('users')} users (closed loop)")
+    if get("max_concurrency"):
+        parts.append(f"max concurrency {get('max_concurrency')}")
+    if get("num_prompts"):
+        parts.append(f"{get('num_prompts')} prompts")
+    if get("run_time"):
+        parts.append(f"run time {get('run_time')}")
+    if not replay and get("input_len") is not None:
+        lengths = f"input {get('input_len')} / output {get('output_len')} tokens"
+        rr = get("range_ratio")
+        parts.append(lengths + (f" (range ratio {fmt(rr, 'g')})" if rr else ""))
+    if get("prefix_len"):
+        parts.append(
+            f"shared prefix {get('prefix_len')} tokens on {fmt(get('cache_rate'), '.0%')} of prompts"
+        )
+    return ", ".join(parts)
 
 
 def _pct(v: Any) -> str:

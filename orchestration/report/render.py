@@ -8,7 +8,8 @@ from typing import Any
 import jinja2
 from matplotlib.figure import Figure
 
-from orchestration.report.diagnose import problems
+from orchestration.report.compare import describe_setup_differences
+from orchestration.report.findings import FindingGroup, problems
 from orchestration.report.model import Report, fmt
 from orchestration.report.plots import Plot
 
@@ -22,6 +23,7 @@ h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ddd;padding-bottom:
 table{border-collapse:collapse;margin:8px 0;font-size:13px}
 td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f6f8fa}
 td.l,th.l{text-align:left}.better{color:#1a7f37;font-weight:600}.worse{color:#cf222e;font-weight:600}
+.neutral{color:#1b1f23}
 .finding{border-left:4px solid #d4a72c;background:#fff8c5;padding:8px 12px;margin:8px 0}
 .finding.critical{border-color:#cf222e;background:#ffebe9}
 .finding.info{border-color:#0969da;background:#ddf4ff}
@@ -29,16 +31,23 @@ td.l,th.l{text-align:left}.better{color:#1a7f37;font-weight:600}.worse{color:#cf
 .warn{color:#9a6700}img{max-width:100%}.small{font-size:12px;color:#57606a}
 </style></head><body>
 <h1>vllm-locust report: {{ title }}</h1>
+<h2 id="what-ran">What was run, and the verdict</h2>
+<table id="headline-table"><tr><th class="l">Run</th><th class="l">Load applied</th><th class="l">Verdict</th></tr>
+{% for name, load, word in report.headline() %}<tr data-run="{{ name }}"><td class="l">{{ name }}</td><td class="l">{{ load }}</td>
+<td class="l verdict">{{ word }}</td></tr>{% endfor %}</table>
+{% if setup_lines %}<div class="finding" id="setup-differences"><b>The runs' setups differ</b>: the comparison below is
+between different experiments.{% for line in setup_lines %}<br>{{ line }}{% endfor %}</div>{% endif %}
 <p class="small">Created {{ report.created }} &middot; {{ report.runs|length }} run(s)
 {% for r in report.runs %}<br>{{ r.name }}: {{ r.result.model_id or "model ?" }}, {{ r.result.date or "" }},
 source {{ r.source }} ({{ r.run_dir }}){% endfor %}</p>
 {% for f in report.failed_inputs %}<p class="warn">Not reported: {{ f }}</p>{% endfor %}
 
 <h2 id="diagnosis">Diagnosis</h2>
-{% if report.findings %}{% for f in report.findings %}
-<div class="finding {{ f.severity }}" data-rule="{{ f.rule }}"><b>{{ f.title }}</b> ({{ f.run }}, {{ f.severity }})<br>
-<span class="small">Rule: {{ f.threshold }}</span><br>Evidence: {{ f.evidence }}<br>Try: {{ f.action }}</div>
-{% endfor %}{% endif %}{% if not problems %}<div class="ok">No rule fired: no failures, tail, cache, client or SLO problem detected.</div>{% endif %}
+{% for g in report.finding_groups() %}
+<div class="finding {{ g.severity }}" data-rule="{{ g.rule }}" data-runs="{{ g.runs|join(',') }}"><b>{{ g.title }}</b> ({{ g.runs|join(", ") }}, {{ g.severity }})<br>
+<span class="small">Rule: {{ g.threshold }}</span><br>Evidence: {% set lines = g.evidence_lines() %}{% if lines|length == 1 %}{{ lines[0] }}{% else %}{% for line in lines %}<br>&nbsp;&nbsp;{{ line }}{% endfor %}{% endif %}<br>Try: {{ g.action }}</div>
+{% endfor %}{% if not report.findings %}<div class="ok">No rule fired: no failures, tail, cache, client or SLO problem detected.</div>
+{% elif not problems %}<div class="ok">No problem found: the notes above are information, not problems.</div>{% endif %}
 
 <h2 id="summary">Summary</h2>
 <table id="summary-table"><tr><th class="l">Metric</th>{% for r in report.runs %}<th>{{ r.name }}</th>{% endfor %}</tr>
@@ -53,13 +62,16 @@ source {{ r.source }} ({{ r.run_dir }}){% endfor %}</p>
 <p class="small">Client TTFT minus server TTFT is network plus client overhead.</p>{% endif %}
 
 {% if report.comparison %}<h2 id="compare">Comparison (baseline {{ report.comparison.baseline }})</h2>
+{% if setup_lines %}<p class="warn">Setups differ: {{ setup_lines|join("; ") }}.</p>{% endif %}
 {% for w in report.comparison.warnings %}<p class="warn">{{ w }}</p>{% endfor %}
+<p class="small">Better or worse only where a test finds the difference significant; counts (requests, duration) follow
+the run's length and are neither.</p>
 <table id="compare-table"><tr><th class="l">Metric</th>{% for n in report.comparison.runs %}<th>{{ n }}</th>{% endfor %}
 {% for n in report.comparison.runs[1:] %}<th>&Delta; {{ n }}</th>{% endfor %}</tr>
 {% for row in report.comparison.rows %}<tr data-key="{{ row.metric }}"><td class="l">{{ row.metric }}
 {% if row.better %}<span class="small">({{ row.better }} is better)</span>{% endif %}</td>
 {% for v in row["values"] %}<td>{{ fmt(v, ".4g") }}</td>{% endfor %}
-{% for c in row.changes %}<td class="{{ c.verdict }}">{% if c.abs is not none %}{{ fmt(c.abs, "+.4g") }}
+{% for c in row.changes %}<td class="{{ c.verdict if c.verdict in ('better', 'worse') else 'neutral' }}" data-verdict="{{ c.verdict }}">{% if c.abs is not none %}{{ fmt(c.abs, "+.4g") }}
 {% if c.pct is not none %}({{ fmt(c.pct, "+.1f") }} %){% endif %} {{ c.verdict }}{% else %}n/a{% endif %}
 <br><span class="small sig" data-significant="{{ c.significance.significant if c.significance else '' }}">{{ describe(c.significance) }}</span></td>{% endfor %}
 </tr>{% endfor %}</table>{% endif %}
@@ -153,6 +165,7 @@ def render_html(report: Report, plots: Sequence[Plot]) -> str:
         title=title,
         server_rows=report.server_rows(),
         problems=problems(report.findings),
+        setup_lines=describe_setup_differences(report.comparison) if report.comparison else [],
     )
 
 
@@ -160,12 +173,23 @@ def render_markdown(report: Report) -> str:
     """A Markdown summary for pull requests: headline table, comparison, findings."""
     names = [r.name for r in report.runs]
     out = [f"## vllm-locust report: {', '.join(names)}", ""]
+    out += [f"- **{name}**: {load}. **Verdict: {word}.**" for name, load, word in report.headline()]
+    setup = describe_setup_differences(report.comparison) if report.comparison else []
+    if setup:
+        out.append(
+            "\n> **The runs' setups differ** (the comparison is between different experiments): "
+            + "; ".join(setup)
+        )
+    out += ["", "### Diagnosis", ""]
+    out += _findings_markdown(report)
+    out += ["", "### Results", ""]
     out.append("| Metric | " + " | ".join(names) + " |")
     out.append("|---|" + "---:|" * len(names))
     for _key, label, vals in report.summary_rows() + report.server_rows():
         out.append(f"| {label} | " + " | ".join(vals) + " |")
     if report.comparison:
         out += ["", f"### Comparison (baseline {report.comparison['baseline']})", ""]
+        out += [f"> Setups differ: {line}" for line in setup]
         out += [f"> {w}" for w in report.comparison["warnings"]]
         others = report.comparison["runs"][1:]
         out.append("| Metric | " + " | ".join(f"Δ {n}" for n in others) + " |")
@@ -209,13 +233,7 @@ def render_markdown(report: Report) -> str:
             from vllm_users.measure.cost import format_cost
 
             out.append("\n" + f"{r.name}: " + " ".join(x.strip() for x in format_cost(r.result["cost"])))
-    out += ["", "### Diagnosis", ""]
-    if not problems(report.findings):
-        out.append("No rule fired (no failure, tail, cache, client, GPU or SLO problem).")
-    for f in report.findings:
-        out.append(
-            f"- **{f.title}** ({f.run}, {f.severity}): {f.evidence}. Rule: {f.threshold}. Try: {f.action}"
-        )
+    out += ["", "### Run health", ""]
     for r in report.runs:
         for w in r.warnings:
             out.append(f"- ⚠ {r.name}: {w}")
@@ -224,6 +242,29 @@ def render_markdown(report: Report) -> str:
     for failed in report.failed_inputs:
         out.append(f"- not reported: {failed}")
     return "\n".join(out) + "\n"
+
+
+def _evidence(g: FindingGroup) -> str:
+    """A group's evidence on one line."""
+    return "; ".join(g.evidence_lines())
+
+
+def no_problem_line(report: Report) -> str | None:
+    """What the diagnosis says when no problem was found; None when one was. Never "no rule fired" beside a note."""
+    if problems(report.findings):
+        return None
+    if report.findings:
+        return "No problem found: the notes above are information, not problems."
+    return "No rule fired (no failure, tail, cache, client, GPU or SLO problem)."
+
+
+def _findings_markdown(report: Report) -> list[str]:
+    out = [
+        f"- **{g.title}** ({', '.join(g.runs)}, {g.severity}): {_evidence(g)}. Rule: {g.threshold}. Try: {g.action}"
+        for g in report.finding_groups()
+    ]
+    line = no_problem_line(report)
+    return out + ([line] if line else [])
 
 
 def _class_markdown(name: str, block: dict[str, Any] | None) -> list[str]:
@@ -258,6 +299,12 @@ def _sig_word(change: dict[str, object]) -> str:
     return f"{word} ({sig['test']}, p={sig['p_value']:.2g})"
 
 
+def _p(change: dict[str, Any]) -> str:
+    """' (p=0.03)' for a tested change, nothing otherwise."""
+    sig = change.get("significance")
+    return f" (p={sig['p_value']:.2g})" if isinstance(sig, dict) and sig.get("test") is not None else ""
+
+
 def _text_page(lines: Sequence[str], title: str) -> Figure:
     fig = Figure(figsize=(8.27, 11.69))  # A4 portrait
     fig.text(0.05, 0.97, title, fontsize=13, weight="bold", va="top")
@@ -268,18 +315,26 @@ def _text_page(lines: Sequence[str], title: str) -> Figure:
 def render_pdf(report: Report, plots: Sequence[Plot], path: str) -> None:
     """A PDF: a summary page (table + findings), then every figure."""
     names = [r.name[:18] for r in report.runs]
-    lines = ["Metric".ljust(36) + "".join(n.rjust(20) for n in names)]
+    lines = [f"{name}: {load}"[:130] + f"\n  verdict: {word}"[:130] for name, load, word in report.headline()]
+    lines += ["", "Metric".ljust(36) + "".join(n.rjust(20) for n in names)]
     for _key, label, vals in report.summary_rows() + report.server_rows():
         lines.append(label[:36].ljust(36) + "".join(v.rjust(20) for v in vals))
     lines += ["", "Diagnosis:"]
-    if not report.findings:
-        lines.append("  no rule fired")
-    for f in report.findings:
-        lines.append(f"  [{f.severity}] {f.title} ({f.run}): {f.evidence}"[:130])
+    for g in report.finding_groups():
+        lines.append(f"  [{g.severity}] {g.title} ({', '.join(g.runs)}): {_evidence(g)}"[:130])
+    quiet = no_problem_line(report)
+    if quiet:
+        lines.append("  " + quiet)
     if report.comparison:
         lines += ["", f"Comparison vs {report.comparison['baseline']}:"]
+        lines += [f"  setups differ: {x}"[:130] for x in describe_setup_differences(report.comparison)]
         for row in report.comparison["rows"][:40]:
-            cells = " ".join(f"{fmt(c['pct'], '+.1f')}% {c['verdict']}".rjust(22) for c in row["changes"])
+            cells = " ".join(
+                (f"{fmt(c['pct'], '+.1f')}% {c['verdict']}{_p(c)}" if c["abs"] is not None else "n/a").rjust(
+                    40
+                )
+                for c in row["changes"]
+            )
             lines.append(f"  {row['metric'][:32].ljust(32)} {cells}")
     # imported here: the PDF backend (and fontTools under it) costs ~0.1 s that HTML and Markdown reports skip
     from matplotlib.backends.backend_pdf import PdfPages

@@ -303,6 +303,11 @@ def run_meta(
         "output_len": o.request.output_len,
         "range_ratio": o.request.range_ratio,
         "seed": o.request.seed,
+        # what the prompts share, so a report can judge the prefix-cache hit rate against what they allow
+        "prefix_len": o.prompt.prefix_len or None,
+        "cache_rate": o.prompt.cache_rate if o.prompt.prefix_len else None,
+        "num_prefixes": o.prompt.num_prefixes if o.prompt.prefix_len else None,
+        "dataset": bool(o.prompt.dataset) or None,
         "goodput": o.measure.goodput or None,
         "classes": [asdict(c) for c in o.classes.vllm_classes] or None,  # the --class table
         "ramp_up_strategy": ramp or None,

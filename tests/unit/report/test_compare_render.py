@@ -21,7 +21,7 @@ def test_direction() -> None:
     assert direction("p99_ttft_ms") == "lower"
     assert direction("output_throughput") == "higher"
     assert direction("request_goodput") == "higher"
-    assert direction("failed") == "lower"
+    assert direction("failed") is None and direction("completed") is None  # counts follow the run's length
     assert direction("server_prefix_cache_hit_rate") == "higher"
     assert direction("chunk_token_ratio") is None
 
@@ -34,10 +34,105 @@ def test_compare_changes_and_verdicts(tmp_path) -> None:  # type: ignore[no-unty
     ch = row["changes"][0]
     assert ch["abs"] == pytest.approx(row["values"][1] - row["values"][0])
     assert ch["pct"] == pytest.approx(ch["abs"] / row["values"][0] * 100)
-    assert ch["verdict"] == "better"  # TTFT went down
+    assert ch["significance"]["significant"] and ch["verdict"] == "better"  # TTFT halved, tested
     thr = next(r for r in c["rows"] if r["metric"] == "output_throughput")
-    assert thr["changes"][0]["verdict"] == "better"  # shorter TTFT, same tokens: more tok/s
-    assert any("model_id" in w for w in c["warnings"])
+    assert thr["changes"][0]["verdict"] == "not tested"  # one value per run: no test, so no verdict
+    assert [d["setting"] for d in c["setup_differences"]] == ["model_id"]
+
+
+def _cell(html: str, metric: str) -> str:
+    table = html[html.index('id="compare-table"') :]
+    m = re.search(
+        rf'data-key="{metric}">(?:(?!</tr>).)*?<td class="(\w+)" data-verdict="([^"]+)"', table, re.S
+    )
+    assert m, metric
+    return f"{m.group(1)}:{m.group(2)}"
+
+
+def test_verdicts_are_true_in_every_format(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A difference that is not significant is neither better nor worse; counts are neither; the setup
+    difference comes before any difference; HTML, Markdown and PDF say the same verdict."""
+    a = load_run(write_run(str(tmp_path / "a"), make_records(100, ttft_ms=40, seed=1)))
+    b = load_run(
+        write_run(
+            str(tmp_path / "b"), make_records(200, ttft_ms=40 * 0.965, seed=2), meta={"num_prompts": 200}
+        )
+    )
+    c = compare([a, b])
+    rows = {r["metric"]: r["changes"][0] for r in c["rows"]}
+    ttft = rows["median_ttft_ms"]
+    assert ttft["pct"] == pytest.approx(-3.5, abs=1.0) and ttft["significance"]["significant"] is False
+    assert ttft["verdict"] == "no significant difference"
+    assert rows["completed"]["abs"] == 100 and rows["completed"]["verdict"] == "neutral"
+    assert c["setup_differences"][0]["setting"] == "num_prompts"
+    rep = build_report([a, b])
+    html = render_html(rep, [])
+    assert _cell(html, "median_ttft_ms") == "neutral:no significant difference"
+    assert _cell(html, "completed") == "neutral:neutral"
+    setup = html.index('id="setup-differences"')
+    assert setup < html.index('id="compare-table"') and "num prompts: a=100, b=200" in html[setup:]
+    md = render_markdown(rep)
+    assert md.index("setups differ") < md.index("### Comparison") and "no significant difference" in md
+    assert not re.search(r"\| completed \|[^\n]*(better|worse)", md)
+
+
+def test_pdf_says_the_html_verdict(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from matplotlib.figure import Figure
+
+    from orchestration.report import render
+
+    a = load_run(write_run(str(tmp_path / "a"), make_records(100, ttft_ms=40, seed=1)))
+    b = load_run(write_run(str(tmp_path / "b"), make_records(100, ttft_ms=40 * 0.965, seed=2)))
+    rep = build_report([a, b])
+    pages: list[str] = []
+    real = render._text_page
+
+    def keep(lines, title):  # type: ignore[no-untyped-def]
+        pages.append("\n".join(lines))
+        return real(lines, title)
+
+    render._text_page = keep  # type: ignore[assignment]
+    try:
+        render.render_pdf(rep, [], str(tmp_path / "r.pdf"))
+    finally:
+        render._text_page = real  # type: ignore[assignment]
+    assert isinstance(real([], "t"), Figure)
+    line = next(x for x in pages[0].splitlines() if x.strip().startswith("median_ttft_ms"))
+    assert "no significant difference (p=" in line and "better" not in line
+    assert _cell(render_html(rep, []), "median_ttft_ms") == "neutral:no significant difference"
+
+
+def test_identical_findings_are_said_once_with_their_runs(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    runs = [load_run(write_run(str(tmp_path / n), make_records(100, fail=5))) for n in ("a", "b", "c")]
+    rep = build_report(runs)
+    assert [f.rule for f in rep.findings].count("failures") == 3
+    html = render_html(rep, [])
+    assert html.count('data-rule="failures"') == 1 and 'data-runs="a,b,c"' in html
+    md = render_markdown(rep)
+    assert md.count("**Requests failed**") == 1 and "(a, b, c, critical)" in md
+
+
+def test_no_rule_fired_is_never_said_beside_a_finding() -> None:
+    """The start-up tail of a labelled run is an informational finding: "no problem", not "no rule fired"."""
+    import json
+
+    from tests.labelled_runs import FIXTURES, load_fixture
+
+    runs = load_fixture(json.loads((FIXTURES / "startup_tail.json").read_text()))
+    rep = build_report(runs)
+    assert [f.severity for f in rep.findings] == ["info"]
+    for text in (render_html(rep, []), render_markdown(rep)):
+        assert "No rule fired" not in text and "No problem found" in text
+
+
+def test_report_leads_with_the_load_and_the_verdict(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    run = load_run(write_run(str(tmp_path / "a"), make_records(100, fail=5), meta={"num_prompts": 100}))
+    html = render_html(build_report([run]), [])
+    head = html.index('id="headline-table"')
+    assert head < html.index('id="diagnosis"') < html.index('id="summary"')
+    row = html[head : html.index("</table>", head)]
+    assert "8 users (closed loop)" in row and "100 prompts" in row and "input 100 / output 16 tokens" in row
+    assert "1 problem (critical): Requests failed" in row
 
 
 def test_cdf_points_downsample_but_keep_tails() -> None:

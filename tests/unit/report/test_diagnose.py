@@ -45,14 +45,56 @@ def test_ttft_fluctuation() -> None:
     assert f and "x mean" in f[0].evidence and f[0].action
 
 
-def test_prefix_cache_low_from_server_and_client() -> None:
+SHARED = {"prefix_len": 80, "cache_rate": 1.0, "num_prefixes": 1}  # 80 of each ~100-token prompt shared
+
+
+def test_prefix_cache_low_against_the_workloads_ceiling() -> None:
     r = _healthy()
-    r.result["server_metrics"]["prefix_cache_hit_rate"] = 0.2
-    assert "prefix_cache_low" in _rules([r])
+    r.result["meta"] = {**r.result["meta"], **SHARED}
+    r.result["server_metrics"]["prefix_cache_hit_rate"] = 0.2  # of a ceiling of ~80 %
+    (f,) = [x for x in dg.diagnose([r]) if x.rule == "prefix_cache_low"]
+    assert (
+        f.severity == "warning" and "of a ceiling of 79.6%" in f.evidence and "--prefix-len 80" in f.evidence
+    )
+    r.result["server_metrics"]["prefix_cache_hit_rate"] = 0.7  # near the ceiling: nothing to find
+    assert "prefix_cache_low" not in _rules([r])
     c = _run("client", make_records(50, cached_fraction=0.1))
+    c.result["meta"].update(SHARED)
     assert c.result["prefix_cache_hit_rate"] == pytest.approx(0.1)
     assert "prefix_cache_low" in _rules([c])
-    assert "prefix_cache_low" not in _rules([_run("c2", make_records(50, cached_fraction=0.9))])
+    c9 = _run("c2", make_records(50, cached_fraction=0.9))
+    c9.result["meta"].update(SHARED)
+    assert "prefix_cache_low" not in _rules([c9])
+
+
+def test_random_prompts_allow_no_reuse_so_no_cache_finding() -> None:
+    """Random prompts share no prefix: a 0 % hit rate is all there is, not even an informational finding."""
+    r = _healthy()
+    r.result["server_metrics"]["prefix_cache_hit_rate"] = 0.0
+    assert r.result["per_scenario"].keys() == {"chat"} and dg.diagnose([r]) == []
+    r.result["meta"] = {**r.result["meta"], "prefix_len": 80, "cache_rate": 0.0}  # every prefix unique
+    assert dg.diagnose([r]) == []
+
+
+def test_trace_hit_rate_at_its_ceiling_is_no_finding() -> None:
+    r = _healthy()
+    r.result["server_metrics"]["prefix_cache_hit_rate"] = 0.353
+    r.result["replay"] = {"expected_block_reuse": 0.354, "server_prefix_hit_rate": 0.353}
+    assert dg.diagnose([r]) == []
+    r.result["server_metrics"]["prefix_cache_hit_rate"] = 0.05
+    assert _rules([r]) == {"prefix_cache_low"}
+    r.result["replay"]["expected_block_reuse"] = (
+        0.08  # a trace that allows almost nothing: nothing worth finding
+    )
+    assert dg.diagnose([r]) == []
+
+
+def test_multi_turn_of_unknown_ceiling_fires_only_near_zero() -> None:
+    r = _run("mt", make_records(64, turns=4, cached_fraction=0.0))
+    assert r.result["ttft_by_turn"]
+    (f,) = [x for x in dg.diagnose([r]) if x.rule == "prefix_cache_low"]
+    assert "multi-turn" in f.evidence
+    assert "prefix_cache_low" not in _rules([_run("mt", make_records(64, turns=4, cached_fraction=0.3))])
 
 
 def test_failures_over_one_percent() -> None:
@@ -97,7 +139,10 @@ def test_throughput_plateau_across_runs(tmp_path) -> None:  # type: ignore[no-un
 
 def test_rules_on_a_loaded_run_dir(tmp_path) -> None:  # type: ignore[no-untyped-def]
     d = write_run(
-        str(tmp_path / "r"), make_records(100, fail=5), samples=server_samples(hits_ratio=0.1, gpu_util=30)
+        str(tmp_path / "r"),
+        make_records(100, fail=5),
+        samples=server_samples(hits_ratio=0.1, gpu_util=30),
+        meta=SHARED,
     )
     assert {"failures", "prefix_cache_low", "gpu_underutilized"} <= _rules([load_run(d)])
 
@@ -111,6 +156,17 @@ def test_coalesced_chunks() -> None:
     f = [x for x in dg.diagnose([run]) if x.rule == "coalesced_chunks"]
     assert f and "2.00 tokens per chunk" in f[0].evidence
     assert "coalesced_chunks" not in _rules([_run("one-per-token", make_records(40, tokens=16))])
+
+
+def test_no_chunks_without_streaming() -> None:
+    """An answer read as one body has one "chunk" for all its tokens: no finding about packing, not evaluated."""
+    recs = make_records(40, tokens=16)
+    for r in recs:
+        r.not_streamed = True
+        r.chunk_times_us = r.chunk_times_us[-1:]
+    run = _run("no-stream", recs)
+    assert run.result["not_streamed_requests"] == 40
+    assert "coalesced_chunks" not in _rules([run])
 
 
 def test_prompt_lengths_off() -> None:
