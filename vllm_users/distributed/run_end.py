@@ -307,7 +307,6 @@ def run_meta(
         "prefix_len": o.prompt.prefix_len or None,
         "cache_rate": o.prompt.cache_rate if o.prompt.prefix_len else None,
         "num_prefixes": o.prompt.num_prefixes if o.prompt.prefix_len else None,
-        "dataset": bool(o.prompt.dataset) or None,
         "goodput": o.measure.goodput or None,
         "classes": [asdict(c) for c in o.classes.vllm_classes] or None,  # the --class table
         "ramp_up_strategy": ramp or None,
