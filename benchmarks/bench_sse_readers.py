@@ -162,7 +162,7 @@ def _parse_round(mod: Any, events: list[bytes], streams: int, encoding: str = ""
     t = time.process_time()
     for _ in range(streams):
         res = mod.StreamResult(t0=0.0)
-        sink = ev = mod._Events(res, "chat", False)
+        sink = ev = mod.SseEvents(res, "chat", False)
         if encoding:
             sink = mod.F.Decoded(ev, mod.F.decoder(encoding))
         for i, e in enumerate(events):

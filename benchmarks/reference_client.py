@@ -15,7 +15,7 @@ from typing import Any
 
 from common import CLIENT_CPU, NCPU
 
-from vllm_users.client.stream import is_chat_output
+from vllm_users.client.chunks import is_chat_output
 
 _TERM = b"\r\n0\r\n\r\n"
 

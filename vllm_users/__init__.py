@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 # public name -> the module that defines it
 _EXPORTS: dict[str, str] = {
     "LLMUser": "vllm_users.scenarios.base",
-    "RequestSpec": "vllm_users.scenarios.base",
-    "Reply": "vllm_users.scenarios.base",
-    "RequestFailure": "vllm_users.scenarios.base",
+    "RequestSpec": "vllm_users.scenarios.request_spec",
+    "Reply": "vllm_users.scenarios.request_spec",
+    "RequestFailure": "vllm_users.scenarios.request_spec",
     "Ticket": "vllm_users.workload.ticket",
     "StreamResult": "vllm_users.client.stream",
     "RequestRecord": "vllm_users.measure.record",
@@ -61,11 +61,12 @@ assert sorted(__all__) == sorted(_EXPORTS)  # one list of public names; a test p
 if TYPE_CHECKING:
     from vllm_users.client.stream import StreamResult
     from vllm_users.measure.record import RequestRecord
-    from vllm_users.scenarios.base import LLMUser, Reply, RequestFailure, RequestSpec
+    from vllm_users.scenarios.base import LLMUser
     from vllm_users.scenarios.burst import BurstShape, BurstUser
     from vllm_users.scenarios.chat import ChatUser
     from vllm_users.scenarios.json_user import JsonUser
     from vllm_users.scenarios.multiturn import MultiTurnUser
+    from vllm_users.scenarios.request_spec import Reply, RequestFailure, RequestSpec
     from vllm_users.scenarios.tools_user import ToolsUser
     from vllm_users.workload.prompts import Prompt, random_words
     from vllm_users.workload.source import prompt_source

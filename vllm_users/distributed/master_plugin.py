@@ -33,7 +33,7 @@ from vllm_users.distributed.run_end import (
 )
 from vllm_users.distributed.server_profile import ServerProfile
 from vllm_users.distributed.transport import messages
-from vllm_users.distributed.transport.master_side import Collector
+from vllm_users.distributed.transport.master_side import SILENT_WORKER_S, Collector
 from vllm_users.distributed.views import web_ui
 from vllm_users.distributed.views.live import LiveView
 from vllm_users.measure.run_result import RunResult, save_result
@@ -50,22 +50,16 @@ __all__ = [
 
 log = logging.getLogger("vllm_locust")
 
-SILENT_WORKER_S = 3.5  # a worker that sent no batch for this long is reported lost (until it sends again)
-FIRST_REQUEST_WAIT_S = (
-    60.0  # --run-time starts at the first load request, or this long after the start at the latest
-)
-ABANDON_RUN_S = (
-    10.0  # every worker silent this long: the run is stopped (a stall shorter than this is survived)
-)
-RATE_CHANGE_LEAD_S = (
-    0.5  # a live rate change starts this far ahead, so every worker switches at the same point
-)
-T0_LEAD_S = (
-    0.2  # open loop: the agreed t0 lies this far ahead, so every worker has it before the first arrival
-)
-READY_WAIT_S = (
-    90.0  # open loop: a worker not ready this long after the first one is left behind (dead, stuck)
-)
+# --run-time starts at the first load request, or this long after the start at the latest
+FIRST_REQUEST_WAIT_S = 60.0
+# every worker silent this long: the run is stopped (a stall shorter than this is survived)
+ABANDON_RUN_S = 10.0
+# a live rate change starts this far ahead, so every worker switches at the same point
+RATE_CHANGE_LEAD_S = 0.5
+# open loop: the agreed t0 lies this far ahead, so every worker has it before the first arrival
+T0_LEAD_S = 0.2
+# open loop: a worker not ready this long after the first one is left behind (dead, stuck)
+READY_WAIT_S = 90.0
 
 
 class MasterPlugin:
@@ -89,20 +83,17 @@ class MasterPlugin:
         self.granted: dict[str, int] = {}
         self.live: LiveView | None = None
         self.profile: ServerProfile | None = None
-        self.timeline: list[
-            dict[str, Any]
-        ] = []  # starts, user and rate changes, stop (result.json "timeline")
+        # starts, user and rate changes, stop (result.json "timeline")
+        self.timeline: list[dict[str, Any]] = []
         self.segments: list[list[float]] = []  # open loop: [offset s, rate] of the global schedule
-        self.t0: float | None = (
-            None  # open loop: the schedule's start (wall clock), agreed once every user is set up
-        )
+        # open loop: the schedule's start (wall clock), agreed once every user is set up
+        self.t0: float | None = None
         self.ready: set[str] = set()  # open loop: workers whose users all wait for tickets
         self._t0_round = 0  # which test's t0 is being agreed (a late fallback of an earlier one does nothing)
         self.headless = bool(env.parsed_options is None or env.parsed_options.headless)
         self.exporter: Any = None  # --prometheus-port: /metrics from now on (seen before the test starts)
-        if options(
-            env
-        ).outputs.prometheus_port:  # imported only then: prometheus_client costs ~0.2 s at start-up
+        # imported only when asked for: prometheus_client costs ~0.2 s at start-up
+        if options(env).outputs.prometheus_port:
             from vllm_users.distributed.views import prometheus_export
 
             self.exporter = prometheus_export.serve(env, options(env), self._target_rate)
@@ -324,35 +315,26 @@ class MasterPlugin:
             if now - last_progress >= 2.0:
                 last_progress = now
                 self.collector.flush()  # a full disk shows within 2 s, not at the end
-                self._write_progress()
+                self.collector.write_progress(self.results_dir)
                 # headless: nobody looks; written: the final snapshot (finished) must stay the last one
                 if self.live is not None and self.env.web_ui is not None and not self.written:
                     self.live.update(self._state())
             failed = self._write_failure()
             if failed and not self.drained:  # a full disk: stop, keep what was written (exit WRITE_FAILED)
                 log.error("vllm-locust: %s; stopping the run", failed)
-                if self.env.parsed_options is not None:  # Locust's own report would fail too, and its error
-                    self.env.parsed_options.html_file = (
-                        None  # at exit skips the quitting that writes the results
-                    )
+                # Locust's own report would fail too, and its error at exit skips the quitting that writes
+                # the results
+                if self.env.parsed_options is not None:
+                    self.env.parsed_options.html_file = None
                 self.mark("stop", reason="write failed")
                 gevent.spawn(self._finish_run, "")
                 return
             if not isinstance(runner, MasterRunner):
                 continue
-            known = {c.id: c for c in runner.clients.values()}
-            for w in list(self.collector.workers.values()):
-                node = known.get(w.client_id or "")
-                silent = now - w.last_batch > SILENT_WORKER_S  # batches are due every second
-                if (
-                    w.lost_at is None
-                    and not w.final
-                    and (node is None or node.state == STATE_MISSING or silent)
-                ):
-                    self.collector.mark_lost(w.client_id or "", now)
-            gone = all(
-                now - w.last_batch > ABANDON_RUN_S for w in self.collector.workers.values() if not w.final
-            )
+            clients = list(runner.clients.values())
+            missing = {c.id for c in clients if c.state == STATE_MISSING}
+            self.collector.mark_unanswering({c.id for c in clients}, missing, now)
+            gone = self.collector.all_silent(ABANDON_RUN_S, now)
             # (drained too: Locust stops the test itself when its last worker goes missing, and a headless run
             # must still quit; --run-time's clock is ours, so Locust's own timer will not quit it)
             if self.collector.workers and not self.collector.live() and gone and not self._all_done():
@@ -372,22 +354,6 @@ class MasterPlugin:
 
     def _state(self) -> str:
         return str(self.env.runner.state) if self.env.runner is not None else ""
-
-    def _write_progress(self) -> None:
-        assert self.collector is not None
-        p = self.collector.progress()
-        summary = self.collector.hists.summary_ms((50, 99))
-        for k, row in summary.items():
-            scen, _, metric = k.rpartition("|")
-            if metric in ("ttft", "tpot"):
-                p[f"{scen}_{metric}_p50_ms"] = round(row["p50"], 2)
-                p[f"{scen}_{metric}_p99_ms"] = round(row["p99"], 2)
-        try:
-            atomic_json(run_dir.path(self.results_dir, run_dir.PROGRESS), p)
-        except OSError as e:  # a full disk: the run stops for it (_watch)
-            self.collector.write_error = self.collector.write_error or (
-                f"writing {run_dir.path(self.results_dir, run_dir.PROGRESS)} failed: {e.strerror or e}"
-            )
 
     def drain(self) -> None:
         """Ask every worker to finish in-flight streams and send its final batch; wait for them."""

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 from vllm_users.measure.record import POOLING_ENDPOINTS
-from vllm_users.scenarios.base import LLMUser, RequestSpec, responses_body
+from vllm_users.scenarios.base import LLMUser
+from vllm_users.scenarios.request_spec import RequestSpec, responses_body
 from vllm_users.workload.source import PromptSource, prompt_source
 from vllm_users.workload.ticket import Ticket
 

@@ -6,7 +6,8 @@ from typing import Any
 
 from vllm_users.client.stream import StreamResult
 from vllm_users.measure.record import RequestRecord
-from vllm_users.scenarios.base import LLMUser, RequestSpec
+from vllm_users.scenarios.base import LLMUser
+from vllm_users.scenarios.request_spec import RequestSpec
 from vllm_users.workload.schemas import judge_json, load_schema_file, schema_pool, worst_case_chars
 from vllm_users.workload.source import prompt_source, with_instruction
 from vllm_users.workload.ticket import Ticket

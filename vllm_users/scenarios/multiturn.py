@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from vllm_users.client.stream import StreamResult
 from vllm_users.distributed import env_state
 from vllm_users.measure.record import RequestRecord
-from vllm_users.scenarios.base import LLMUser, RequestSpec
+from vllm_users.scenarios.base import LLMUser
+from vllm_users.scenarios.request_spec import RequestSpec
 from vllm_users.workload.prefixes import SharedPrefixes, from_options
 from vllm_users.workload.prompt_options import PromptOptions
 from vllm_users.workload.prompts import sample_len

@@ -12,7 +12,8 @@ from typing import Any
 
 from vllm_users.client.stream import StreamResult
 from vllm_users.measure.record import RequestRecord
-from vllm_users.scenarios.base import LLMUser, RequestSpec
+from vllm_users.scenarios.base import LLMUser
+from vllm_users.scenarios.request_spec import RequestSpec
 from vllm_users.workload.source import PromptSource, prompt_source
 from vllm_users.workload.ticket import Ticket
 

@@ -9,7 +9,8 @@ from typing import Any
 
 from vllm_users.client.stream import StreamResult
 from vllm_users.measure.record import RequestRecord
-from vllm_users.scenarios.base import LLMUser, Reply, RequestSpec
+from vllm_users.scenarios.base import LLMUser
+from vllm_users.scenarios.request_spec import Reply, RequestSpec
 from vllm_users.workload.prompts import random_words
 from vllm_users.workload.schemas import Verdict, generate_schema, validate_instance
 from vllm_users.workload.source import prompt_source, with_instruction

@@ -20,8 +20,9 @@ import gevent.lock
 from vllm_users.client.stream import StreamResult
 from vllm_users.distributed import env_state
 from vllm_users.measure.record import POOLING_ENDPOINTS, RequestRecord
-from vllm_users.scenarios.base import LLMUser, RequestSpec, responses_body
+from vllm_users.scenarios.base import LLMUser
 from vllm_users.scenarios.pooling import answered_items, embeddings_body, rerank_body
+from vllm_users.scenarios.request_spec import RequestSpec, responses_body
 from vllm_users.workload.prompts import LengthModel
 from vllm_users.workload.ticket import Ticket
 from vllm_users.workload.trace import TraceRequest

@@ -10,8 +10,8 @@ of images is kept.
 from __future__ import annotations
 
 from vllm_users.errors import UsageError
-from vllm_users.scenarios.base import RequestSpec
 from vllm_users.scenarios.chat import ChatUser
+from vllm_users.scenarios.request_spec import RequestSpec
 from vllm_users.workload.images import IMAGES_NEED_CHAT
 from vllm_users.workload.prompts import Prompt
 from vllm_users.workload.ticket import Ticket

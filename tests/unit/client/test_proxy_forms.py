@@ -15,8 +15,8 @@ from geventhttpclient import HTTPClient
 
 from orchestration.server.preflight import PreflightError, check_server
 from tests.unit.client.quirk_server import ERROR_MESSAGE, MODEL, N_OUT, Quirks, QuirkServer, serve_threaded
+from vllm_users.client import sse_events, stream
 from vllm_users.client import sse_forms as F
-from vllm_users.client import stream
 from vllm_users.client.reactor import HAVE_EPOLL, reactor
 
 pytestmark = pytest.mark.timeout(60)
@@ -229,7 +229,7 @@ def test_a_gateways_own_spaced_events_in_a_compact_stream_are_read() -> None:
     body = b"".join(b"data: " + json.dumps(e, separators=(",", ":")).encode() + b"\n\n" for e in compact)
     body += b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in spaced)
     res = stream.StreamResult(t0=0.0)
-    ev = stream._Events(res, "chat", False)
+    ev = sse_events.SseEvents(res, "chat", False)
     ev.feed(body, 1.0)
     ev.finish(1.0)
     assert len(res.chunk_times) == 3 and res.finish_reason == "stop"

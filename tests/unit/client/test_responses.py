@@ -9,7 +9,8 @@ from typing import Any
 from vllm_sim.request import Plan, SimRequest
 from vllm_sim.responses import ResponsesWriter, full_response
 from vllm_users.client import responses as R
-from vllm_users.client.stream import StreamResult, _Events, _read_whole
+from vllm_users.client.sse_events import SseEvents, StreamResult
+from vllm_users.client.stream import _read_whole
 from vllm_users.measure.record import record_from_stream
 
 WHERE = dict(
@@ -33,7 +34,7 @@ def sim_events(n: int, reasoning: int = 0, finish: str = "length") -> list[bytes
 def read(events: list[bytes], want_text: bool = False) -> StreamResult:
     """Event i arrives at 0.01·(i + 1) s."""
     res = StreamResult(t0=0.0, status=200)
-    ev = _Events(res, "responses", want_text)
+    ev = SseEvents(res, "responses", want_text)
     for i, e in enumerate(events):
         ev.feed(e, 0.01 * (i + 1))
     ev.finish(1.0)
@@ -73,7 +74,7 @@ def test_reasoning_deltas_count_as_reasoning_and_ttfa_is_the_first_answer_delta(
 def test_a_stream_cut_before_completed_is_truncated_and_error_events_are_inband_errors() -> None:
     ev = sim_events(3)[:-1]
     res = StreamResult(t0=0.0, status=200)
-    e = _Events(res, "responses", False)
+    e = SseEvents(res, "responses", False)
     for x in ev:
         e.feed(x, 0.1)
     e.finish(0.2)

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from vllm_users.client.stream import StreamResult, _Events, is_chat_output, is_completion_output
+from vllm_users.client.chunks import is_chat_output, is_completion_output
+from vllm_users.client.sse_events import SseEvents, StreamResult
 
 
 def chunk(delta: dict, finish: str | None = None) -> bytes:
@@ -28,7 +29,7 @@ def feed_all(
     pieces: list[tuple[bytes, float]], completions: bool = False, want_text: bool = False
 ) -> StreamResult:
     res = StreamResult(t0=0.0)
-    ev = _Events(res, "completions" if completions else "chat", want_text)
+    ev = SseEvents(res, "completions" if completions else "chat", want_text)
     for data, t in pieces:
         ev.feed(data, t)
     ev.finish(pieces[-1][1] if pieces else 0.0)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from vllm_users.client.stream import StreamResult, _Events, _read_whole
+from vllm_users.client.sse_events import SseEvents, StreamResult
+from vllm_users.client.stream import _read_whole
 from vllm_users.measure.record import RequestRecord, record_from_stream
 
 WHERE = dict(
@@ -41,7 +42,7 @@ def usage(completion: int, reasoning: int | None = None) -> bytes:
 def read(events: list[bytes], want_text: bool = False) -> StreamResult:
     """Each event arrives 10 ms after the one before it (the role chunk at 0.01 s)."""
     res = StreamResult(t0=0.0, status=200)
-    ev = _Events(res, "chat", want_text)
+    ev = SseEvents(res, "chat", want_text)
     for i, e in enumerate([event({"role": "assistant", "content": ""}), *events, b"data: [DONE]\n\n"]):
         ev.feed(e, 0.01 * (i + 1))
     ev.finish(1.0)

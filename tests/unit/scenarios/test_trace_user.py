@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from vllm_users.options import build
-from vllm_users.scenarios.base import RequestSpec
+from vllm_users.scenarios.request_spec import RequestSpec
 from vllm_users.scenarios.trace_user import TraceUser
 from vllm_users.workload.prompts import LengthModel
 from vllm_users.workload.ticket import Ticket

@@ -19,6 +19,8 @@ from vllm_users.measure.histograms import HistogramSet
 
 log = logging.getLogger("vllm_locust")
 
+SILENT_WORKER_S = 3.5  # a worker that sent no batch for this long is reported lost (until it sends again)
+
 
 @dataclass
 class WorkerState:
@@ -198,7 +200,37 @@ class Collector:
         tot["elapsed_s"] = round(elapsed, 1)
         tot["output_tok_per_s"] = round(tot["output_tokens"] / elapsed, 1) if elapsed > 0 else 0.0
         tot["workers_live"] = len(self.live())
-        return {**tot, "workers_lost": [w.name for w in self.workers.values() if w.lost_at is not None]}
+        out: dict[str, Any] = {
+            **tot,
+            "workers_lost": [w.name for w in self.workers.values() if w.lost_at is not None],
+        }
+        for k, row in self.hists.summary_ms((50, 99)).items():
+            scen, _, metric = k.rpartition("|")
+            if metric in ("ttft", "tpot"):
+                out[f"{scen}_{metric}_p50_ms"] = round(row["p50"], 2)
+                out[f"{scen}_{metric}_p99_ms"] = round(row["p99"], 2)
+        return out
+
+    def write_progress(self, results_dir: str) -> None:
+        """progress.json: the live totals and each scenario's TTFT/TPOT p50 and p99 (a failure: `write_error`)."""
+        path = run_dir.path(results_dir, run_dir.PROGRESS)
+        try:
+            atomic_json(path, self.progress())
+        except OSError as e:  # a full disk: the run stops for it (the master's watch)
+            self.write_error = self.write_error or f"writing {path} failed: {e.strerror or e}"
+
+    def mark_unanswering(self, known: set[str], missing: set[str], now: float) -> None:
+        """Mark lost every live worker whose client Locust no longer knows or calls missing, or that sent no
+        batch for SILENT_WORKER_S (batches are due every second)."""
+        for w in list(self.workers.values()):
+            cid = w.client_id or ""
+            silent = now - w.last_batch > SILENT_WORKER_S
+            if w.lost_at is None and not w.final and (cid not in known or cid in missing or silent):
+                self.mark_lost(cid, now)
+
+    def all_silent(self, seconds: float, now: float) -> bool:
+        """Every worker that has not sent its final batch has been silent for `seconds`."""
+        return all(now - w.last_batch > seconds for w in self.workers.values() if not w.final)
 
     def flush(self) -> None:
         """Make everything received visible on disk (a failure: `write_error`)."""

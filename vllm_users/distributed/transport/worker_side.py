@@ -17,12 +17,13 @@ import gevent.lock
 from gevent.queue import Empty, Queue
 
 from vllm_users import run_dir
+from vllm_users.distributed.transport.live_totals import LiveTotals
 from vllm_users.distributed.transport.messages import Batch, Done, First, Need, ToMaster
 from vllm_users.distributed.transport.open_loop import OpenLoopSchedule
 from vllm_users.measure.columns import pack_records
 from vllm_users.measure.health import HealthSampler
 from vllm_users.measure.histograms import HistogramSet
-from vllm_users.measure.metrics import LATE_THRESHOLD_S, Slo
+from vllm_users.measure.metrics import Slo
 from vllm_users.measure.per_class import class_slo
 from vllm_users.measure.record import RequestRecord, dropped_record, parse_lines
 from vllm_users.options import Options
@@ -69,28 +70,12 @@ class WorkerContext:
         self.pending: list[str] = []
         self.pending_recs: list[RequestRecord] = []  # packed as columns per batch (records.cols)
         self.record_count = 0
-        self.totals: dict[str, Any] = {
-            "ok": 0,
-            "failed": 0,
-            "output_tokens": 0,
-            "e2el_sum_s": 0.0,  # the successes' end-to-end latencies added up: their mean, live (search's watch)
-            "good": 0,
-            "sent": 0,
-            "late": 0,
-            "dropped": 0,
-            "errors": {},
-        }
-        self.slo = Slo.parse([options.measure.goodput]) if options.measure.goodput else None
-        # traffic classes: per-class histograms and counts for the web UI's LLM tab (each tenant's latency and
-        # goodput live), filled only by records that carry a class (none: no cost); each class judged by its own
-        # SLO, as per_class.py judges them in the result
-        self.class_hists = HistogramSet()
-        self.class_totals: dict[str, dict[str, int]] = {}
+        slo = Slo.parse([options.measure.goodput]) if options.measure.goodput else None
+        table = [asdict(c) for c in options.classes.vllm_classes]
+        self.live = LiveTotals(slo, {str(t["name"]): class_slo(t, slo) for t in table})
         self.user_errors: list[
             dict[str, Any]
         ] = []  # exceptions user code raised (user_errors.py), in the totals
-        table = [asdict(c) for c in options.classes.vllm_classes]
-        self.class_slos = {str(t["name"]): class_slo(t, self.slo) for t in table}
         self.seq = 0
         self.inflight: set[gevent.Greenlet] = set()
         self.open_sessions = (
@@ -222,9 +207,7 @@ class WorkerContext:
     def submit(self, rec: RequestRecord) -> None:
         """Keep a finished record: histograms, local file, and the batch for the master."""
         self.hists.add_record(rec)
-        self._count(rec)
-        if rec.request_class is not None:
-            self._count_class(rec, rec.request_class)
+        self.live.count(rec)
         line = rec.to_json()
         self.record_count += 1
         if self.records_at_end and self._to_local(line + "\n"):
@@ -257,55 +240,10 @@ class WorkerContext:
             self._file = None
             return False
 
-    def _count(self, rec: RequestRecord) -> None:
-        """Live totals for the master (progress line, web UI); the result is computed from the records."""
-        t = self.totals
-        if rec.error == "dropped":
-            t["dropped"] += 1
-            return
-        if rec.t_intended is not None:
-            t["sent"] += 1
-            t["late"] += rec.t_start - rec.t_intended > LATE_THRESHOLD_S
-        if rec.error is None:
-            t["ok"] += 1
-            t["output_tokens"] += rec.output_tokens or 0
-            t["e2el_sum_s"] += rec.end_us / 1e6
-            t["good"] += self.slo is not None and self.slo.met_by(rec)
-        else:
-            t["failed"] += 1
-            t["errors"][rec.error] = t["errors"].get(rec.error, 0) + 1
-
-    def _count_class(self, rec: RequestRecord, name: str) -> None:
-        """A class's live counts, as per_class.py counts them: sent, completed (ok_rows), failed (neither
-        completed nor interrupted), output tokens of the completed, good against the class's own SLO."""
-        if rec.error == "dropped":
-            return
-        t = self.class_totals.get(name)
-        if t is None:
-            t = self.class_totals[name] = dict.fromkeys(
-                ("requests", "completed", "failed", "output_tokens", "good"), 0
-            )
-        t["requests"] += 1
-        if rec.error is None and rec.chunk_times_us:
-            t["completed"] += 1
-            t["output_tokens"] += rec.output_tokens or 0
-            slo = self.class_slos.get(
-                name, self.slo
-            )  # a class not in the table (a trace's tenant): the run's SLO
-            t["good"] += slo is None or slo.met_by(rec)  # no SLO at all: every success is good
-            self.class_hists.add_record(rec, name)
-        elif rec.error != "interrupted":
-            t["failed"] += 1
-
     def _totals_now(self) -> dict[str, Any]:
-        totals = dict(
-            self.totals,
-            errors=dict(self.totals["errors"]),
-            inflight=len(self.inflight),
-            backlog=self.schedule.backlog() if self.schedule is not None else 0,
-        )
-        if self.class_totals:
-            totals["classes"] = {k: dict(v) for k, v in self.class_totals.items()}
+        totals = self.live.snapshot()
+        totals["inflight"] = len(self.inflight)
+        totals["backlog"] = self.schedule.backlog() if self.schedule is not None else 0
         if self.user_errors:
             totals["user_errors"] = [dict(k) for k in self.user_errors]
         if self.write_error:
@@ -329,9 +267,9 @@ class WorkerContext:
         """Records, histograms and health gathered since the last batch. What it takes is swapped out first;
         `pause` runs between the steps that cost ~1 ms each (the report loop yields there: in one piece the
         batch held the event loop long enough to read the streams' chunks late)."""
-        recs, lines, hists, class_hists = self.pending_recs, self.pending, self.hists, self.class_hists
+        recs, lines, hists = self.pending_recs, self.pending, self.hists
         self.pending, self.pending_recs, self.hists = [], [], HistogramSet()  # submit() fills these meanwhile
-        self.class_hists = HistogramSet()
+        class_hists = self.live.take_class_hists()
         health, calibration, total, totals = (
             self.health.take(),
             self.calibration,
@@ -343,7 +281,7 @@ class WorkerContext:
             pause()
             cols = _packed(recs)
         encoded = hists.encode(pause)
-        classes = class_hists.encode(pause) if self.class_totals else None  # runs with classes only
+        classes = class_hists.encode(pause) if self.live.class_totals else None  # runs with classes only
         pause()
         self._to_local(None)
         return self._batch(
