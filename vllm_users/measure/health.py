@@ -24,7 +24,7 @@ from vllm_users.measure.client_verdict import (
     overall,
 )
 
-# The thresholds and the verdict live in client_verdict; they are imported here for callers that read them here.
+# The thresholds and the verdict on them live in client_verdict.
 WARMUP_S = 2.0  # loop-lag probes start this long after the test starts (CPU is counted from the start)
 LAG_PROBE_S = 0.05  # a loop-lag probe: the extra delay of a sleep this long
 
@@ -88,7 +88,7 @@ class HealthSampler:
         self._warmup_s = WARMUP_S
         self._run_in_s = 0.0
         self._g: gevent.Greenlet | None = None
-        self._fd: int | None = None  # the loop thread's schedstat for the marks (None: the kernel does not tell)
+        self._fd: int | None = None  # the loop thread's schedstat, for the marks (None: not told)
         self._mark: _Mark | None = None  # at the run's start or the last take; None before and after the run
         self._end: _Mark | None = None  # at stop
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import re
 
-from vllm_users.measure.health import CPU_BOUND_FRACTION, LOOP_LAG_P99_MS, RUNQ_SHARE_BUSY, summarize
+from vllm_users.measure.client_verdict import CPU_BOUND_FRACTION, LOOP_LAG_P99_MS, RUNQ_SHARE_BUSY
+from vllm_users.measure.health import summarize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
