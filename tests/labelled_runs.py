@@ -9,7 +9,9 @@ the result (without its timeline) and the TTFT of each success with its start. R
     python -m tests.labelled_runs [LABEL ...]
 
 (a few seconds of simulator per run). The cases of a saturated client CPU and a busy machine are labels only
-(`HOOKS`): they need a load generator or machine made busy on purpose, which these runs do not do.
+(`HOOKS`) here: they need a load generator or machine made busy on purpose, which these runs do not do; their
+recorded cases are tests/data/health_cases.json (tests/unit/measure/test_client_verdict.py), made by
+tests/integration/core/health_scenarios.py.
 """
 
 from __future__ import annotations
@@ -178,7 +180,7 @@ CASES: tuple[Case, ...] = (
 # causes whose runs this module does not make (a load generator or a machine made busy on purpose): their labels
 HOOKS: dict[str, str] = {
     "client_cpu_saturated": "client_bound",
-    "machine_busy": "client_bound",
+    "machine_busy": "machine_busy",  # not our client: never "client_bound"
 }
 
 

@@ -16,8 +16,9 @@ import numpy as np
 from orchestration.report.findings import SEVERITY_ORDER, Finding, problems
 from orchestration.report.postprocess import RunData
 from orchestration.report.prefix_reuse import reuse_ceiling
+from vllm_users.measure import client_verdict as cv
 from vllm_users.measure import metric_keys as K
-from vllm_users.measure.health import CPU_BOUND_FRACTION, LOOP_LAG_P99_MS
+from vllm_users.measure.client_verdict import CPU_BOUND_FRACTION, LOOP_LAG_P99_MS, RUNQ_SHARE_BUSY
 from vllm_users.measure.run_result import RunResult
 
 __all__ = ["RUN_RULES", "Finding", "concurrency_of", "diagnose", "plateau", "problems"]
@@ -162,30 +163,43 @@ def _failures(run: RunData) -> list[Finding]:
     ]
 
 
+# per client verdict (client_verdict.classify): rule, severity, title; client_verdict.ADVICE says what to try
+_CLIENT_FINDINGS = {
+    "cpu_saturated": ("client_bound", "critical", "The load generator was the bottleneck: its CPU"),
+    "loop_blocked": (
+        "client_bound",
+        "critical",
+        "The load generator was the bottleneck: its code held the loop",
+    ),
+    "machine_busy": ("machine_busy", "warning", "Other load on the client's host delayed the numbers"),
+    "loop_lag": ("loop_lag", "warning", "The client's event loop lagged (this kernel does not tell why)"),
+}
+
+
 def _client_bound(run: RunData) -> list[Finding]:
-    typed = RunResult.from_json(run.result)
-    health = typed.client_health or {}
-    if not (typed.client_bound or health.get("client_bound")):
-        return []
-    worst = [
-        f"{n}: CPU {w.get('cpu_mean', 0):.0%}, loop lag p99 {w.get('loop_lag_p99_ms', 0):.1f} ms"
-        for n, w in (health.get("workers") or {}).items()
-        if w.get("client_bound")
-    ]
+    """The client's health, one finding per cause: our CPU or our code (client_bound), the machine
+    (machine_busy: not our client), a lag whose cause the kernel did not tell (loop_lag)."""
+    health = RunResult.from_json(run.result).client_health or {}
     th = health.get("thresholds") or {}
-    return [
-        Finding(
-            "client_bound",
-            run.name,
-            "critical",
-            "The load generator was the bottleneck",
-            f"worker CPU mean > {th.get('cpu_mean', CPU_BOUND_FRACTION):.0%} or loop lag p99 > "
-            f"{th.get('loop_lag_p99_ms', LOOP_LAG_P99_MS):g} ms",
-            "; ".join(worst) or "client_bound flag set by the run",
-            "Latencies include client delay: add workers (--workers, one per core) or machines, or lower "
-            "the load per worker, and rerun.",
-        )
-    ]
+    cpu, lag = th.get("cpu_mean", CPU_BOUND_FRACTION), th.get("loop_lag_p99_ms", LOOP_LAG_P99_MS)
+    share = th.get("lag_runq_share", RUNQ_SHARE_BUSY)
+    threshold = {
+        "cpu_saturated": f"worker CPU mean > {cpu:.0%} of a core, or its loop thread never idle",
+        "loop_blocked": f"loop lag p99 > {lag:g} ms, less than {share:.0%} of it waiting for a CPU",
+        "machine_busy": f"loop lag p99 > {lag:g} ms, at least {share:.0%} of it waiting for a CPU",
+        "loop_lag": f"loop lag p99 > {lag:g} ms",
+    }
+    by: dict[str, list[str]] = {}
+    for n, w in (health.get("workers") or {}).items():
+        v = w.get("verdict") or cv.classify(w)  # a result from before verdicts were kept: from its evidence
+        by.setdefault(v, []).append(f"{n}: {cv.evidence(w, v)}")
+    out = []
+    for v, (rule, severity, title) in _CLIENT_FINDINGS.items():
+        if v in by:
+            out.append(
+                Finding(rule, run.name, severity, title, threshold[v], "; ".join(by[v]), cv.ADVICE[v] + ".")
+            )
+    return out
 
 
 def _gpu_util(run: RunData) -> list[Finding]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from vllm_users.measure import client_verdict as cv
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.metric_keys import percentile_keys
 from vllm_users.measure.run_result import RunResult
@@ -272,12 +273,7 @@ def _extras(res: dict[str, Any], run: RunResult) -> list[str]:
     if res.get(K.COMPRESSED_STREAMS):  # against Accept-Encoding: identity; decoded as the bytes came
         enc = ", ".join(f"{k}={v}" for k, v in sorted(res[K.COMPRESSED_STREAMS].items()))
         out.append(_line("Compressed by the server (decoded):", enc))
-    health = run.client_health or {}
-    if health:
-        cpu = max((w["cpu_mean"] for w in health.get("workers", {}).values()), default=0.0)
-        lag = max((w["loop_lag_p99_ms"] for w in health.get("workers", {}).values()), default=0.0)
-        verdict = "CLIENT-BOUND: numbers include client delay" if health.get("client_bound") else "ok"
-        out.append(_line("Client (max worker CPU, loop lag p99):", f"{cpu:.0%}, {lag:.1f} ms -> {verdict}"))
+    out.extend(client_lines(run.client_health))
     loss = run.data_loss or {}
     for w in loss.get("workers_lost", []):
         out.append(
@@ -311,6 +307,31 @@ def _extras(res: dict[str, Any], run: RunResult) -> list[str]:
     for w in run.warnings:
         out.append(f"WARNING: {w}")
     out.append("=" * _W)
+    return out
+
+
+def client_lines(health: Mapping[str, Any] | None) -> list[str]:
+    """The client's health: the busiest worker's CPU and loop lag, the run's verdict (client_verdict: our CPU, our
+    code, the machine, or too short to judge), and what it rests on and what to do."""
+    if not health:
+        return []
+    rows = list((health.get("workers") or {}).values())
+    cpus = [w["cpu_mean"] for w in rows if w.get("cpu_mean") is not None]
+    lags = [w["loop_lag_p99_ms"] for w in rows if w.get("loop_lag_p99_ms") is not None]
+    figures = f"{max(cpus):.0%}" if cpus else "n/a"
+    figures += f", {max(lags):.1f} ms" if lags else ", n/a"
+    verdict = cv.verdict_of(health)
+    out = [
+        _line(
+            "Client (max worker CPU, loop lag p99):",
+            f"{figures} -> {cv.TEXT[verdict] if verdict else cv.NOT_MEASURED}",
+        )
+    ]
+    worst = cv.worst_worker(health, verdict)
+    if verdict not in (None, "ok") and worst is not None:
+        name, row = worst
+        advice = cv.ADVICE[verdict] if verdict != "too_short" else ""
+        out.append(f"  {name}: {cv.evidence(row, verdict)}" + (f"; {advice}" if advice else ""))
     return out
 
 

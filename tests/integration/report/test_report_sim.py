@@ -105,10 +105,12 @@ def test_healthy_run_is_silent(runs: dict[str, str], tmp_path) -> None:  # type:
     rep = _report([runs["healthy"]], str(tmp_path))
     res = rep["runs"][0]["result"]
     fired = {f["rule"] for f in rep["diagnosis"] if f["severity"] != "info"}
-    if res.get(
-        "client_bound"
-    ):  # a busy CI box can really make the client the bottleneck: that is no false alarm
+    # a busy CI box can really delay the client (its own CPU, or the machine's other jobs): that is no false alarm
+    said = {w.get("verdict") for w in (res.get("client_health") or {}).get("workers", {}).values()}
+    if said & {"cpu_saturated", "loop_blocked"}:
         fired.discard("client_bound")
+    if "machine_busy" in said:
+        fired.discard("machine_busy")
     assert fired == set()
     # random prompts: a 0 % hit rate is expected, so the cache rule only informs
     assert all(f["severity"] == "info" for f in rep["diagnosis"] if f["rule"] == "prefix_cache_low")

@@ -20,6 +20,7 @@ import pytest
 from orchestration.launch.ports import free_port
 from tests.integration.web_ui.cdp import CHROMIUM, Browser
 from vllm_sim.launch import start_simulator
+from vllm_users.measure.client_verdict import TEXT
 from vllm_users.measure.metrics import metric_arrays
 from vllm_users.measure.record import read_records
 
@@ -238,6 +239,10 @@ def test_llm_tab_tells_the_truth_in_chromium(tmp_path) -> None:  # type: ignore[
                     "r => [...r.children].map(c => c.innerText))"
                 )
                 fairness = b.js("document.querySelector('#llm-panel [data-llm=fairness]').innerText")
+                health = b.js(
+                    "[...document.querySelectorAll('#llm-panel [data-llm=workers] tr')].map("
+                    "r => [...r.children].map(c => c.innerText))"
+                )
                 ttfa = b.js(
                     "[...document.querySelectorAll('#llm-panel [data-llm=ttfa] tr')].map("
                     "r => [...r.children].map(c => c.innerText))"
@@ -299,6 +304,10 @@ def test_llm_tab_tells_the_truth_in_chromium(tmp_path) -> None:  # type: ignore[
     assert sum(_num(r[head.index("requests")]) for r in per.values()) == 400
     shown_jain = _num(fairness.split(":")[1].split("(")[0])
     assert shown_jain == pytest.approx(res["classes"]["fairness"]["jain_index"], abs=0.0006)
+    # client health: each worker's verdict in the summary's words, the same as result.json's
+    col = [h.lower() for h in health[0]].index("verdict")  # headers may be shown in capitals
+    shown = {r[0]: r[col] for r in health[1:]}
+    assert shown == {n: TEXT[w["verdict"]] for n, w in res["client_health"]["workers"].items()}, health
     # the API key, the URL's password and the gateway's header are nowhere: page, JSON routes, downloads
     for text in [*pages, dom]:
         assert SECRET not in text and PASSWORD not in text and GATEWAY not in text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
@@ -189,4 +190,29 @@ def test_a_finished_run_without_a_result_shows_no_rates(tmp_path) -> None:  # ty
     c.on_batch(_batch("w0", "chat", [20_000] * 5, tot), "c0")
     snap = LiveView(c, Options(), str(tmp_path), []).update("stopped", finished=True)
     assert snap["final"] is None and set(snap["rates"].values()) == {None}  # absent, never a made-up mean
+
+
+def test_workers_show_the_summarys_verdict(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The LLM tab's workers table: each worker's verdict in the console summary's words. A worker whose loop lag
+    was the machine's (the recorded busy-machine case) is not shown client-bound."""
+    from orchestration.report.summary import client_lines
+    from vllm_users.distributed.views.live import workers
+    from vllm_users.measure.health import summarize
+
+    cases = json.load(open(os.path.join(os.path.dirname(__file__), "..", "..", "data", "health_cases.json")))
+    c = Collector(str(tmp_path))
+    for name in ("machine_busy", "loop_blocked_busy", "too_short"):
+        c.on_batch(dict(_batch(name, "chat", [1000], {}), health=cases["cases"][name]["samples"]), name)
+    rows = {w["name"]: w for w in workers(c, time.time())}
+    assert {n: (w["verdict"], w["client_bound"]) for n, w in rows.items()} == {
+        "machine_busy": ("machine_busy", False),
+        "loop_blocked_busy": ("loop_blocked", True),
+        "too_short": ("too_short", None),
+    }
+    summary = summarize(c.health)
+    for name, w in rows.items():  # the same words as the summary's line for that worker alone
+        alone = {"verdict": summary["workers"][name]["verdict"], "workers": {name: summary["workers"][name]}}
+        assert w["verdict_text"] in client_lines(alone)[0], (w, client_lines(alone))
+    assert rows["machine_busy"]["verdict_text"].startswith("MACHINE BUSY")
+    assert rows["too_short"]["verdict_text"] == "too short to judge"
     c.close()

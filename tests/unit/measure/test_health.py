@@ -1,11 +1,12 @@
-"""The client-bound thresholds: one value in code, the same in README.md and docs/metrics.md."""
+"""The client-health thresholds: one value in code, the same in README.md and docs/metrics.md."""
 
 from __future__ import annotations
 
 import os
 import re
 
-from vllm_users.measure.health import CPU_BOUND_FRACTION, LOOP_LAG_P99_MS, summarize
+from vllm_users.measure.client_verdict import CPU_BOUND_FRACTION, LOOP_LAG_P99_MS, RUNQ_SHARE_BUSY
+from vllm_users.measure.health import summarize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -17,14 +18,24 @@ def test_docs_state_the_code_thresholds() -> None:
         cpu = re.findall(r"CPU (?:>|exceeds) (\d+) % of a core", text)
         assert lag and all(float(x) == LOOP_LAG_P99_MS for x in lag), (doc, lag)
         assert cpu and all(float(x) / 100 == CPU_BOUND_FRACTION for x in cpu), (doc, cpu)
+        share = re.findall(r"(\d+) % of that lag was waiting for a CPU", text)
+        assert share and all(float(x) / 100 == RUNQ_SHARE_BUSY for x in share), (doc, share)
 
 
 def test_loop_lag_threshold_decides_client_bound() -> None:
+    """Lag over the threshold that the run queue does not explain is our code's: client-bound."""
     just_over = [LOOP_LAG_P99_MS + 0.5] * 100
     under = [LOOP_LAG_P99_MS - 0.5] * 100
-    h = summarize({"a": {"cpu": [0.1], "lag_ms": under}, "b": {"cpu": [0.1], "lag_ms": just_over}})
+    ours = [0.0] * 100  # the loop's thread never waited for a CPU
+    h = summarize(
+        {
+            "a": {"cpu": [0.1], "lag_ms": under, "runq_ms": ours},
+            "b": {"cpu": [0.1], "lag_ms": just_over, "runq_ms": ours},
+        }
+    )
     assert h["workers"]["a"]["client_bound"] is False and h["workers"]["b"]["client_bound"] is True
     assert h["client_bound"] is True and h["thresholds"]["loop_lag_p99_ms"] == LOOP_LAG_P99_MS
+    assert h["workers"]["b"]["verdict"] == h["verdict"] == "loop_blocked"
 
 
 def test_the_masters_samples_stay_bounded_and_fair() -> None:

@@ -109,7 +109,37 @@ def test_client_bound() -> None:
         "workers": {"w0": {"cpu_mean": 0.97, "loop_lag_p99_ms": 30.0, "client_bound": True}},
     }
     f = [x for x in dg.diagnose([_run("cb", make_records(50), client_health=health, client_bound=True)])]
-    assert f[0].rule == "client_bound" and "97%" in f[0].evidence
+    assert f[0].rule == "client_bound" and "97%" in f[0].evidence and "add workers" in f[0].action
+
+
+# one worker's recorded evidence (a result written before verdicts were kept: classified from it), the findings
+CLIENT_CASES = [
+    # a vision run beside a vLLM server: 3 % CPU, 80 % of the lag waiting for a CPU
+    ({"cpu_mean": 0.03, "loop_lag_p99_ms": 16.8, "lag_runq_share": 0.80}, {("machine_busy", "warning")}),
+    ({"cpu_mean": 0.12, "loop_lag_p99_ms": 31.2, "lag_runq_share": 0.15}, {("client_bound", "critical")}),
+    ({"cpu_mean": 0.97, "loop_lag_p99_ms": 30.0, "lag_runq_share": 0.1}, {("client_bound", "critical")}),
+    ({"cpu_mean": 0.05, "loop_lag_p99_ms": 31.2}, {("loop_lag", "warning")}),  # no run-queue figures
+    ({"cpu_mean": 0.21, "loop_lag_p99_ms": 1.1, "lag_runq_share": None}, set()),
+    (
+        {"cpu_mean": 0.1, "loop_lag_p99_ms": None, "loop_lag_span_s": None},
+        set(),
+    ),  # too short: nothing claimed
+]
+
+
+@pytest.mark.parametrize(("row", "want"), CLIENT_CASES)
+def test_client_findings_name_the_cause(row: dict, want: set) -> None:  # type: ignore[type-arg]
+    health = {"client_bound": None, "thresholds": {}, "workers": {"w0": row}}
+    f = [
+        x for x in dg.diagnose([_run("c", make_records(50), client_health=health)]) if x.rule in CLIENT_RULES
+    ]
+    assert {(x.rule, x.severity) for x in f} == want
+    for x in f:  # the machine's delay is not ours: no "add workers" for it
+        assert ("add workers" in x.action) == (row.get("cpu_mean", 0) > 0.9), x
+        assert ("free the machine" in x.action) == (x.rule == "machine_busy"), x
+
+
+CLIENT_RULES = {"client_bound", "machine_busy", "loop_lag"}
 
 
 def test_gpu_util_low_only_with_dcgm() -> None:

@@ -22,7 +22,7 @@ def test_labelled_run_gives_exactly_its_findings(case) -> None:  # type: ignore[
 def test_every_case_has_a_fixture_and_every_label_a_rule() -> None:
     assert sorted(p.stem for p in FIXTURES.glob("*.json")) == sorted(c.label for c in CASES)
     rules = {r.__name__ for r in dg.RUN_RULES}
-    assert "_client_bound" in rules and set(HOOKS.values()) == {"client_bound"}
+    assert "_client_bound" in rules and set(HOOKS.values()) == {"client_bound", "machine_busy"}
 
 
 def test_prefix_findings_name_the_ceiling() -> None:

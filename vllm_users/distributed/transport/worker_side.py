@@ -126,7 +126,8 @@ class WorkerContext:
         self._reporter = gevent.spawn(self._report_loop)
 
     def _schedule_started(self, t0: float) -> None:
-        self.health.start(warmup_s=max(0.0, t0 - time.time()))
+        wait = max(0.0, t0 - time.time())  # the run (CPU and loop probes) starts at t0
+        self.health.start(warmup_s=wait, run_starts_in_s=wait)
 
     def next_ticket(self) -> Ticket | None:
         """Block until this worker may send its next request; None when its share is used up or stopping."""

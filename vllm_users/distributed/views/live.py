@@ -20,6 +20,7 @@ import numpy as np
 
 from vllm_users import run_dir
 from vllm_users.distributed.transport.master_side import Collector
+from vllm_users.measure import client_verdict as cv
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.health import summarize
 from vllm_users.measure.histograms import HIST_METRICS, HistogramSet, percentiles_ms
@@ -371,7 +372,8 @@ def ttfa_rows(latency: dict[str, dict[str, dict[str, float]]]) -> list[dict[str,
 
 
 def workers(c: Collector, now: float) -> list[dict[str, Any]]:
-    """Per worker: CPU and loop lag now (last samples), the run's client_bound verdict, records, state."""
+    """Per worker: CPU and loop lag now (last samples), its verdict so far in the summary's words (client_verdict:
+    our CPU, our code, the machine, too short to judge), records, state."""
     verdict = summarize(c.health)["workers"]
     out = []
     for name, w in sorted(c.workers.items()):
@@ -385,7 +387,9 @@ def workers(c: Collector, now: float) -> list[dict[str, Any]]:
                 "records": w.records,
                 "cpu": round(float(np.mean(cpu)), 3) if cpu else None,
                 "loop_lag_p99_ms": round(float(np.percentile(lag, 99)), 2) if lag else None,
-                "client_bound": bool(verdict.get(name, {}).get("client_bound", False)),
+                "client_bound": verdict.get(name, {}).get("client_bound"),  # None: not judged yet
+                "verdict": verdict.get(name, {}).get("verdict"),
+                "verdict_text": cv.TEXT[verdict[name]["verdict"]] if name in verdict else cv.NOT_MEASURED,
                 "last_batch_s": round(now - w.last_batch, 1) if w.last_batch else None,
             }
         )

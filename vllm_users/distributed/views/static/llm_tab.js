@@ -162,9 +162,10 @@
     side.push(errs.length ? table(["kind", "count"], errs.map(([k, n]) => [k, fmt(n, 0)]), "errors")
                           : el("div", { class: "llm-muted", "data-llm": "errors" }, "none"));
     side.push(el("h3", {}, "Client health (per worker)"));
-    side.push(table(["worker", "state", "CPU", "loop lag p99 ms", "client-bound", "records"],
+    // the verdict in the console summary's words: our CPU, our code, the machine (not our client), too short
+    side.push(table(["worker", "state", "CPU", "loop lag p99 ms", "verdict", "records"],
       (s.workers || []).map((w) => [w.name, w.state, w.cpu === null ? "–" : `${fmt(100 * w.cpu, 0)} %`,
-        fmt(w.loop_lag_p99_ms, 2), w.client_bound ? "YES" : "no", fmt(w.records, 0)]), "workers"));
+        fmt(w.loop_lag_p99_ms, 2), w.verdict_text || "–", fmt(w.records, 0)]), "workers"));
     side.push(el("h3", {}, "Server (/metrics)"));
     const sv = s.server;
     side.push(sv ? table(["KV cache", "running", "waiting", "prefix-cache hit rate", "sample age"],
