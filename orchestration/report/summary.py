@@ -297,6 +297,7 @@ def _extras(res: dict[str, Any], run: RunResult) -> list[str]:
                 lat = f"not streamed: no TTFT/ITL  E2EL p50 {s[K.E2EL.key('median')]:8.1f} ms"
             out.append(f"{name:<14} ok {s[K.COMPLETED]:>6}  failed {s[K.FAILED]:>4}  {lat}")
     out.extend(class_lines(run.classes))
+    out.extend(model_lines(run.per_model))
     prof = run.profile
     if prof:
         state = (
@@ -370,5 +371,36 @@ def class_lines(block: Mapping[str, Any] | None) -> list[str]:
     out.append(_line("Fairness (Jain, goodput/weight):", j, ".3f"))
     out.append(
         "(weight: share asked; got: share of output tokens; goodput: good req/s against the class's SLO)"
+    )
+    return out
+
+
+def model_lines(block: Mapping[str, Any] | None) -> list[str]:
+    """Several served models (a --model mix, classes' adapters): per model its requests, throughput, latency and,
+    with --goodput, its goodput (nothing for a run that sent to one model)."""
+    if not block:
+        return []
+    slo = any("good" in m for m in block.values())
+    out = [
+        f"{' Per model ':-^{_W}}",
+        f"{'model':<16} {'asked':>5} {'got':>5} {'ok':>6} {'fail':>4} {'tok/s':>8} {'TTFT p50/p99 ms':>17} "
+        f"{'TPOT p50/p99':>13} {'ITL p99':>8} {'E2EL p99':>9}"
+        + (f" {'goodput':>8} {'good':>5}" if slo else ""),
+    ]
+    for name, m in block.items():
+        asked = f"{m['weight_share']:.0%}" if m.get("weight_share") is not None else "-"
+        ttft = f"{_ms(m.get(K.TTFT.key('median')))}/{_ms(m.get(K.percentile_key(99, 'ttft')))}"
+        tpot = f"{_ms(m.get(K.TPOT.key('median')))}/{_ms(m.get(K.percentile_key(99, 'tpot')))}"
+        row = (
+            f"{name:<16} {asked:>5} {m['request_share']:>5.0%} {m[K.COMPLETED]:>6} {m[K.FAILED]:>4} "
+            f"{_ms(m.get(K.OUTPUT_THROUGHPUT)):>8} {ttft:>17} {tpot:>13} "
+            f"{_ms(m.get(K.percentile_key(99, 'itl'))):>8} {_ms(m.get(K.percentile_key(99, 'e2el'))):>9}"
+        )
+        if "good" in m:
+            good = "n/a" if m["good_fraction"] is None else f"{m['good_fraction']:.0%}"
+            row += f" {m['request_goodput']:>8.2f} {good:>5}"
+        out.append(row)
+    out.append(
+        "(asked: the mix's weight share; got: share of the completed requests; latency of the successes)"
     )
     return out
