@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -98,10 +99,34 @@ def requests_total(a: Options) -> int | None:
     return a.load.num_prompts if set(names) <= ONE_REQUEST_PER_TICKET else None
 
 
+_SCENARIO_FIGURE = re.compile(r"^(?P<scenario>.+)_(?P<metric>ttft|tpot)_(?P<p>p\d+)_ms$")
+
+
+def progress_figures(p: Mapping[str, Any]) -> str:
+    """The progress's latency so far, each scenario's labelled as one (`scenario chat TTFT p50/p99 12.1/40.3ms`):
+    a traffic class may bear a scenario's name, and these are the scenario's figures, not the class's."""
+    by: dict[str, dict[str, dict[str, float]]] = {}
+    other = []
+    for k, v in p.items():
+        m = _SCENARIO_FIGURE.match(k) if k.endswith("_ms") else None
+        if m is not None:
+            by.setdefault(m["scenario"], {}).setdefault(m["metric"], {})[m["p"]] = float(v)
+        elif k.endswith("_ms"):
+            other.append(f"{k.replace('_ms', '')} {v:.1f}ms")
+    parts = []
+    for scen, metrics in by.items():
+        figs = [
+            f"{metric.upper()} {'/'.join(vals)} {'/'.join(f'{x:.1f}' for x in vals.values())}ms"
+            for metric, vals in metrics.items()
+        ]
+        parts.append(f"scenario {scen} " + " ".join(figs))
+    return "  ".join([*parts, *other])
+
+
 def progress_line(p: Mapping[str, Any], total: int | None = None) -> str:
     """One line of the run's progress (RUN/progress.json): `ok 27/200` when the total is known, in-flight, tok/s,
-    the TTFT/TPOT percentiles so far and any lost worker."""
-    lat = "  ".join(f"{k.replace('_ms', '')} {v:.1f}ms" for k, v in p.items() if k.endswith("_ms"))
+    each scenario's TTFT/TPOT percentiles so far and any lost worker."""
+    lat = progress_figures(p)
     lost = f"  LOST {','.join(p['workers_lost'])}" if p.get("workers_lost") else ""
     ok = f"{int(p['ok'])}/{total}" if total else f"{int(p['ok'])}"
     return (
@@ -295,7 +320,7 @@ def _extras(res: dict[str, Any], run: RunResult) -> list[str]:
                     lat += f"  TTFA p50 {s[ttfa]:8.1f} ms"
             else:
                 lat = f"not streamed: no TTFT/ITL  E2EL p50 {s[K.E2EL.key('median')]:8.1f} ms"
-            out.append(f"{name:<14} ok {s[K.COMPLETED]:>6}  failed {s[K.FAILED]:>4}  {lat}")
+            out.append(f"scenario {name:<14} ok {s[K.COMPLETED]:>6}  failed {s[K.FAILED]:>4}  {lat}")
     out.extend(class_lines(run.classes))
     out.extend(model_lines(run.per_model))
     prof = run.profile
