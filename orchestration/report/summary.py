@@ -117,7 +117,7 @@ def progress_figures(p: Mapping[str, Any]) -> str:
     for scen, metrics in by.items():
         figs = [
             f"{metric.upper()} {'/'.join(vals)} {'/'.join(f'{x:.1f}' for x in vals.values())}ms"
-            for metric, vals in metrics.items()
+            for metric, vals in sorted(metrics.items(), key=lambda mv: mv[0] != "ttft")  # TTFT first
         ]
         parts.append(f"scenario {scen} " + " ".join(figs))
     return "  ".join([*parts, *other])
