@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -99,10 +100,34 @@ def requests_total(a: Options) -> int | None:
     return a.load.num_prompts if set(names) <= ONE_REQUEST_PER_TICKET else None
 
 
+_SCENARIO_FIGURE = re.compile(r"^(?P<scenario>.+)_(?P<metric>ttft|tpot)_(?P<p>p\d+)_ms$")
+
+
+def progress_figures(p: Mapping[str, Any]) -> str:
+    """The progress's latency so far, each scenario's labelled as one (`scenario chat TTFT p50/p99 12.1/40.3ms`):
+    a traffic class may bear a scenario's name, and these are the scenario's figures, not the class's."""
+    by: dict[str, dict[str, dict[str, float]]] = {}
+    other = []
+    for k, v in p.items():
+        m = _SCENARIO_FIGURE.match(k) if k.endswith("_ms") else None
+        if m is not None:
+            by.setdefault(m["scenario"], {}).setdefault(m["metric"], {})[m["p"]] = float(v)
+        elif k.endswith("_ms"):
+            other.append(f"{k.replace('_ms', '')} {v:.1f}ms")
+    parts = []
+    for scen, metrics in by.items():
+        figs = [
+            f"{metric.upper()} {'/'.join(vals)} {'/'.join(f'{x:.1f}' for x in vals.values())}ms"
+            for metric, vals in sorted(metrics.items(), key=lambda mv: mv[0] != "ttft")  # TTFT first
+        ]
+        parts.append(f"scenario {scen} " + " ".join(figs))
+    return "  ".join([*parts, *other])
+
+
 def progress_line(p: Mapping[str, Any], total: int | None = None) -> str:
     """One line of the run's progress (RUN/progress.json): `ok 27/200` when the total is known, in-flight, tok/s,
-    the TTFT/TPOT percentiles so far and any lost worker."""
-    lat = "  ".join(f"{k.replace('_ms', '')} {v:.1f}ms" for k, v in p.items() if k.endswith("_ms"))
+    each scenario's TTFT/TPOT percentiles so far and any lost worker."""
+    lat = progress_figures(p)
     lost = f"  LOST {','.join(p['workers_lost'])}" if p.get("workers_lost") else ""
     ok = f"{int(p['ok'])}/{total}" if total else f"{int(p['ok'])}"
     return (
@@ -291,8 +316,9 @@ def _extras(res: dict[str, Any], run: RunResult) -> list[str]:
                     lat += f"  TTFA p50 {s[ttfa]:8.1f} ms"
             else:
                 lat = f"not streamed: no TTFT/ITL  E2EL p50 {s[K.E2EL.key('median')]:8.1f} ms"
-            out.append(f"{name:<14} ok {s[K.COMPLETED]:>6}  failed {s[K.FAILED]:>4}  {lat}")
+            out.append(f"scenario {name:<14} ok {s[K.COMPLETED]:>6}  failed {s[K.FAILED]:>4}  {lat}")
     out.extend(class_lines(run.classes))
+    out.extend(model_lines(run.per_model))
     prof = run.profile
     if prof:
         state = (
@@ -391,5 +417,36 @@ def class_lines(block: Mapping[str, Any] | None) -> list[str]:
     out.append(_line("Fairness (Jain, goodput/weight):", j, ".3f"))
     out.append(
         "(weight: share asked; got: share of output tokens; goodput: good req/s against the class's SLO)"
+    )
+    return out
+
+
+def model_lines(block: Mapping[str, Any] | None) -> list[str]:
+    """Several served models (a --model mix, classes' adapters): per model its requests, throughput, latency and,
+    with --goodput, its goodput (nothing for a run that sent to one model)."""
+    if not block:
+        return []
+    slo = any("good" in m for m in block.values())
+    out = [
+        f"{' Per model ':-^{_W}}",
+        f"{'model':<16} {'asked':>5} {'got':>5} {'ok':>6} {'fail':>4} {'tok/s':>8} {'TTFT p50/p99 ms':>17} "
+        f"{'TPOT p50/p99':>13} {'ITL p99':>8} {'E2EL p99':>9}"
+        + (f" {'goodput':>8} {'good':>5}" if slo else ""),
+    ]
+    for name, m in block.items():
+        asked = f"{m['weight_share']:.0%}" if m.get("weight_share") is not None else "-"
+        ttft = f"{_ms(m.get(K.TTFT.key('median')))}/{_ms(m.get(K.percentile_key(99, 'ttft')))}"
+        tpot = f"{_ms(m.get(K.TPOT.key('median')))}/{_ms(m.get(K.percentile_key(99, 'tpot')))}"
+        row = (
+            f"{name:<16} {asked:>5} {m['request_share']:>5.0%} {m[K.COMPLETED]:>6} {m[K.FAILED]:>4} "
+            f"{_ms(m.get(K.OUTPUT_THROUGHPUT)):>8} {ttft:>17} {tpot:>13} "
+            f"{_ms(m.get(K.percentile_key(99, 'itl'))):>8} {_ms(m.get(K.percentile_key(99, 'e2el'))):>9}"
+        )
+        if "good" in m:
+            good = "n/a" if m["good_fraction"] is None else f"{m['good_fraction']:.0%}"
+            row += f" {m['request_goodput']:>8.2f} {good:>5}"
+        out.append(row)
+    out.append(
+        "(asked: the mix's weight share; got: share of the completed requests; latency of the successes)"
     )
     return out

@@ -15,10 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from vllm_users.measure import metric_keys as K
 from vllm_users.measure.columns import Records, as_columns
-from vllm_users.measure.metrics import Slo, duration_s, ok_rows, or_zero, rows, sent_rows
-from vllm_users.measure.result_fields import compute_metrics
+from vllm_users.measure.groups import GROUP_PERCENTILES, Group, group_figures, rows_by
+from vllm_users.measure.metrics import Slo, rows, sent_rows
 
 __all__ = [
     "CLASS_METRICS",
@@ -30,8 +29,12 @@ __all__ = [
     "per_class",
 ]
 
-CLASS_PERCENTILES = (50.0, 90.0, 99.0)  # always in a class's figures, beside the run's --metric-percentiles
-CLASS_METRICS = ("ttft", "tpot", "e2el")
+CLASS_PERCENTILES = GROUP_PERCENTILES  # always in a class's figures, beside the run's --metric-percentiles
+CLASS_METRICS = (
+    "ttft",
+    "tpot",
+    "e2el",
+)  # the metrics a class's SLO may name (its figures add ITL: groups.py)
 
 
 def jain_index(values: Sequence[float]) -> float | None:
@@ -65,58 +68,26 @@ def per_class(
     run named none."""
     c = as_columns(records)
     idx = sent_rows(c, rows(c, idx))
-    codes = c.a["request_class"][idx] if "request_class" in c.a else np.full(idx.size, -1)
-    names_seen = {c.tables["request_class"][int(k)] for k in np.unique(codes)} if idx.size else set()
-    names_seen.discard(None)
+    by = rows_by(c, idx, "request_class")
     specs = {str(t["name"]): t for t in table}
-    for name in sorted(n for n in names_seen if n not in specs):  # type: ignore[type-var]
-        specs[str(name)] = {"name": name, "weight": None}
+    for name in sorted(n for n in by if n not in specs):
+        specs[name] = {"name": name, "weight": None}
     if not specs:
         return None
-    dur = duration_s(c, idx) or 1e-9
-    pcs = tuple(sorted({*CLASS_PERCENTILES, *percentiles}))
-    ok_all = ok_rows(c, idx)
-    total_ok = max(int(ok_all.size), 1)
-    total_out = max(int(or_zero(c.a["output_tokens"][ok_all]).sum()), 1)
+    groups = {n: Group(by.get(n, idx[:0]), class_slo(s, slo)) for n, s in specs.items()}
+    dur, figures = group_figures(c, idx, groups, percentiles=percentiles, success_is_good=True)
     weights = {n: float(s.get("weight") or 1.0) for n, s in specs.items()}
     wsum = sum(weights.values())
     out: dict[str, Any] = {}
     for name, spec in specs.items():
-        k = c.code("request_class", name)
-        mine = idx[codes == k] if k >= 0 else idx[:0]
-        cslo = class_slo(spec, slo)
-        m = compute_metrics(
-            c, mine, slo=cslo, percentiles=pcs, percentile_metrics=CLASS_METRICS, duration=dur
-        )
-        ok = ok_rows(c, mine)
-        good = m[K.GOODPUT]["good"] if cslo is not None else int(ok.size)
-        entry: dict[str, Any] = {
-            "weight": spec.get("weight"),
-            "weight_share": weights[name] / wsum,
-            "requests": int(mine.size),
-            K.COMPLETED: m[K.COMPLETED],
-            K.FAILED: m[K.FAILED],
-            K.REQUEST_THROUGHPUT: m[K.REQUEST_THROUGHPUT],
-            K.OUTPUT_THROUGHPUT: m[K.OUTPUT_THROUGHPUT],
-            "request_share": int(ok.size) / total_ok,
-            "output_token_share": int(or_zero(c.a["output_tokens"][ok]).sum()) / total_out,
-            "slo_ms": dict(cslo.limits_ms) if cslo is not None else {},
-            "good": good,
-            "good_fraction": good / ok.size if ok.size else None,
-            "request_goodput": good / dur,
-        }
+        entry: dict[str, Any] = {"weight": spec.get("weight"), "weight_share": weights[name] / wsum}
+        entry.update(figures[name])
         for key in ("scenario", "model", "priority"):
             if spec.get(key) is not None:
                 entry[key] = spec[key]
-        if cslo is not None and cslo.require_valid:
-            entry["good_latency_only"] = m[K.GOODPUT]["good_latency_only"]
-            entry["invalid"] = m[K.GOODPUT]["invalid"]
-        if ok.size:  # latency figures only where the class has successes (absent, never 0)
-            entry.update(
-                {f: v for f, v in m.items() if f.endswith("_ms") and f.split("_")[1] in CLASS_METRICS}
-            )
         out[name] = entry
     x = [out[n]["request_goodput"] / weights[n] for n in out]
+    classed = sum(int(g.rows.size) for g in groups.values())
     return {
         "duration": dur,
         "per_class": out,
@@ -125,7 +96,7 @@ def per_class(
             "of": "request_goodput / weight",
             "values": dict(zip(out, x, strict=True)),
         },
-        "unclassed": int((codes == c.code("request_class", None)).sum()) if table else 0,
+        "unclassed": int(idx.size) - classed if table else 0,
     }
 
 

@@ -12,6 +12,7 @@ from vllm_users.measure import metric_keys as K
 from vllm_users.measure.columns import Records, as_columns, load_columns
 from vllm_users.measure.metrics import PercentileChoice, Slo, rows
 from vllm_users.measure.per_class import class_table, per_class
+from vllm_users.measure.per_model import per_model
 from vllm_users.measure.record import read_records
 from vllm_users.measure.result_fields import build_metrics
 from vllm_users.measure.run_result import RAMP_FIELDS, RunResult, save_result
@@ -69,6 +70,7 @@ def build_run_result(
     classes = per_class(
         records, measured, class_table(meta), slo=slo, percentiles=pc.percentiles
     )  # traffic classes
+    models = per_model(records, measured, meta, slo=slo, percentiles=pc.percentiles)  # a model mix, adapters
     named = {*header, "input_len_check", "warnings", "per_scenario", "ttft_by_turn", "tool"}
     return RunResult(
         **header,
@@ -77,6 +79,7 @@ def build_run_result(
         warnings=(*said, *warnings),
         per_scenario=scenarios,
         classes=classes,
+        per_model=models,
         ttft_by_turn=turns or None,
         meta={k: v for k, v in meta.items() if k not in named and k not in overall},
     )

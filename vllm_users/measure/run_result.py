@@ -68,6 +68,7 @@ class RunResult:
     warnings: tuple[str, ...] = ()
     per_scenario: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     classes: Mapping[str, Any] | None = None  # traffic classes: vllm_users.measure.per_class
+    per_model: Mapping[str, Any] | None = None  # several served models: vllm_users.measure.per_model
     ttft_by_turn: Mapping[str, Any] | None = None
     tool: str = TOOL
     meta: Mapping[str, Any] = field(default_factory=dict)
@@ -123,6 +124,8 @@ class RunResult:
         out["per_scenario"] = dict(self.per_scenario)
         if self.classes is not None:
             out["classes"] = dict(self.classes)
+        if self.per_model is not None:
+            out["per_model"] = dict(self.per_model)
         if self.ttft_by_turn:
             out["ttft_by_turn"] = dict(self.ttft_by_turn)
         out["tool"] = self.tool
@@ -144,6 +147,7 @@ class RunResult:
             "warnings",
             "per_scenario",
             "classes",
+            "per_model",
             "ttft_by_turn",
             "tool",
             "meta",
@@ -152,7 +156,14 @@ class RunResult:
         kw.update(
             {
                 k: doc[k]
-                for k in (*RAMP_FIELDS, *RUN_FIELDS, "input_len_check", "ttft_by_turn", "classes")
+                for k in (
+                    *RAMP_FIELDS,
+                    *RUN_FIELDS,
+                    "input_len_check",
+                    "ttft_by_turn",
+                    "classes",
+                    "per_model",
+                )
                 if k in doc
             }
         )

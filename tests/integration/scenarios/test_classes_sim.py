@@ -51,6 +51,11 @@ def test_two_classes_with_models_and_a_mix(tmp_path) -> None:
     assert cls["fairness"]["jain_index"] == pytest.approx(sum(x) ** 2 / (2 * sum(v * v for v in x)))
     assert "Per class" in r.out and "Fairness (Jain" in r.out
     assert r.result["meta"]["classes"][0]["name"] == "chat"
+    # per model: the mix's names, then the classes' adapter; each counted as the records say
+    pm = r.result["per_model"]
+    assert list(pm) == ["sim-model", "lora-b", "lora-a"]
+    seen = Counter(x["model"] or "sim-model" for x in recs)
+    assert {k: v["completed"] for k, v in pm.items()} == dict(seen)
 
 
 def test_priority_class_waits_less_under_overload(tmp_path) -> None:
@@ -78,6 +83,7 @@ def test_priority_class_waits_less_under_overload(tmp_path) -> None:
     assert min(len(v) for v in ttft.values()) > 30
     pc = r.result["classes"]["per_class"]
     assert pc["hi"]["p99_ttft_ms"] < pc["lo"]["p99_ttft_ms"]
+    assert "per_model" not in r.result and "Per model" not in r.out  # one model: no block, no section
     assert np.median(ttft["hi"]) < np.median(ttft["lo"])
 
 
@@ -114,3 +120,43 @@ def test_classes_by_scenario_and_valid_in_goodput(tmp_path) -> None:
     assert r.result["classes"]["per_class"]["extract"]["invalid"] == 0
     bad = vllm_locust(tmp_path, "--class", "x:scenario=json", "--num-prompts", "4", name="bad")
     assert bad.rc == 2 and "scenario=json is not run" in bad.err
+
+
+def test_a_slow_adapter_shows_in_the_per_model_figures(tmp_path) -> None:
+    """A mix of the base and two adapters, one decoding 4x slower, and no --class: result.json's per_model and
+    the summary show the slow one, by about its factor (a ratio of two models of one run, not a timing)."""
+    n = 120
+    r = vllm_locust(
+        tmp_path,
+        "--num-prompts",
+        str(n),
+        "--users",
+        "8",
+        "--input-len",
+        "16",
+        "--output-len",
+        "16",
+        "--ignore-eos",
+        "--model",
+        "sim-model:2,lora-a:1,lora-b:1",
+        "--goodput",
+        "tpot:25",
+        "--sim-args",
+        "--lora-modules lora-a,lora-b --slow-adapter lora-b:4",
+    )
+    assert succeeded(r), r.err
+    pm = r.result["per_model"]
+    assert list(pm) == ["sim-model", "lora-a", "lora-b"]
+    seen = Counter(x["model"] or "sim-model" for x in r.records())
+    assert {k: v["completed"] for k, v in pm.items()} == dict(seen) and sum(seen.values()) == n
+    base, fast, slow = pm["sim-model"], pm["lora-a"], pm["lora-b"]
+    for m in ("tpot", "itl"):
+        assert 2.5 < slow[f"median_{m}_ms"] / base[f"median_{m}_ms"] < 6.5, (m, slow, base)
+        assert 0.5 < fast[f"median_{m}_ms"] / base[f"median_{m}_ms"] < 2.0, (m, fast, base)
+    assert slow["p99_e2el_ms"] > 2 * base["median_e2el_ms"]
+    dur = r.result["duration"]
+    for m in pm.values():  # goodput against the run's SLO, per model
+        assert m["slo_ms"] == {"tpot": 25.0} and m["request_goodput"] == pytest.approx(m["good"] / dur)
+    assert slow["good_fraction"] <= base["good_fraction"]
+    assert sum(m["good"] for m in pm.values()) == r.result["goodput"]["good"]
+    assert "Per model" in r.out and any(line.startswith("lora-b ") for line in r.out.splitlines())
