@@ -29,11 +29,11 @@ from vllm_users.distributed.server_profile import profile_line
 from vllm_users.distributed.user_errors import summary_line
 from vllm_users.measure.result_notes import no_completed_reason
 from vllm_users.measure.run_result import RunResult, load_result, result_path
+from vllm_users.model_mix import model_names
 from vllm_users.options import METRICS_HEADERS_ENV, SPECS, Options, env_name, flag, locust_argv
 from vllm_users.redact import Redactor, header_lines, redact_argv, secret_values, without_api_key
 from vllm_users.run_options import OutputOptions
 from vllm_users.workload.classes import parse_classes
-from vllm_users.workload.model_mix import model_names
 from vllm_users.workload.prompt_options import RequestOptions
 from vllm_users.workload.prompts import LengthModel
 

@@ -14,9 +14,9 @@ from urllib.parse import urlsplit
 
 from vllm_users.client import sse_forms, stdlib_http, tls
 from vllm_users.errors import PreflightError, UsageError  # raised here; importable from here too
+from vllm_users.model_mix import model_names
 from vllm_users.redact import Redactor, connection_headers, secret_values
 from vllm_users.workload.calibrate_url import calibrate_url
-from vllm_users.workload.model_mix import model_names
 from vllm_users.workload.prompts import LengthModel
 
 

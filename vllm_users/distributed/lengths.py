@@ -12,10 +12,10 @@ import logging
 from locust.env import Environment
 
 from vllm_users.distributed import env_state
+from vllm_users.model_mix import model_names
 from vllm_users.options import env_api_key
 from vllm_users.redact import connection_headers
 from vllm_users.workload.calibrate_url import calibrate_url, resolve_model
-from vllm_users.workload.model_mix import model_names
 
 __all__ = ["calibrate_once"]
 

@@ -17,7 +17,7 @@ import numpy as np
 from vllm_users.measure.columns import Records, as_columns
 from vllm_users.measure.groups import Group, group_figures, rows_by
 from vllm_users.measure.metrics import Slo, rows, sent_rows
-from vllm_users.workload.model_mix import ModelMix, parse_mix
+from vllm_users.model_mix import ModelMix, parse_mix
 
 __all__ = ["UNNAMED_BASE", "per_model"]
 

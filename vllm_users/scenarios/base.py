@@ -26,13 +26,13 @@ from vllm_users.client.responses import path_of
 from vllm_users.client.stream import StreamResult, send_and_read
 from vllm_users.distributed import env_state, plugin  # noqa: F401  (plugin: importing it registers the listeners)
 from vllm_users.measure.record import RequestRecord, add_images, interrupted_record, record_from_stream
+from vllm_users.model_mix import parse_mix
 from vllm_users.options import env_api_key
 from vllm_users.redact import Redactor, connection_headers, redact_url, secret_values
 from vllm_users.scenarios.request_spec import Reply, RequestFailure, RequestSpec
 from vllm_users.workload.calibration import Budget, calibrate_lengths
 from vllm_users.workload.classes import plan_from
 from vllm_users.workload.images import encode_body, image_set, request_images
-from vllm_users.workload.model_mix import parse_mix
 from vllm_users.workload.prompts import LengthModel, RandomPrompts
 from vllm_users.workload.ticket import Ticket
 

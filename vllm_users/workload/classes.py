@@ -23,9 +23,9 @@ from dataclasses import asdict, dataclass
 from itertools import accumulate
 from typing import Any
 
+from vllm_users.model_mix import ModelMix, draw_unit, parse_mix
 from vllm_users.option_spec import LOCUST, RUN, opt
 from vllm_users.option_types import checked_text
-from vllm_users.workload.model_mix import ModelMix, draw_unit, parse_mix
 
 __all__ = [
     "ClassPlan",

@@ -10,6 +10,7 @@ import pytest
 
 from orchestration.settings import config as C
 from vllm_users.errors import UsageError
+from vllm_users.model_mix import draw_unit, model_names, parse_mix
 from vllm_users.options import coerce, env_name, flag
 from vllm_users.workload.classes import (
     ClassPlan,
@@ -22,7 +23,6 @@ from vllm_users.workload.classes import (
     parse_class,
     parse_classes,
 )
-from vllm_users.workload.model_mix import draw_unit, model_names, parse_mix
 
 
 def test_parse_class_every_field() -> None:
