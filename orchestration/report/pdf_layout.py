@@ -220,7 +220,7 @@ def figure(caption: str, png: bytes, dpi: float) -> list[Any]:
     """A figure under its caption, kept on one page, scaled to fit the frame (never past its size at `dpi`)
     without distorting it."""
     w, h = ImageReader(io.BytesIO(png)).getSize()
-    room_h = FRAME_H - 40  # the caption and its spacing
+    room_h = FRAME_H - 60  # the caption and a section heading above it: all three fit one page
     scale = min(FRAME_W / w, room_h / h, 72 / dpi)
     # not a KeepTogether: keepWithNext (the caption's, and a section heading's before it) does not reach into one
     return [heading(caption, 3), Image(io.BytesIO(png), width=w * scale, height=h * scale)]

@@ -87,7 +87,9 @@ def test_pdf_renders_with_poppler(report_dir: str, tmp_path) -> None:  # type: i
     pdf = os.path.join(report_dir, "report.pdf")
     subprocess.run(["pdftoppm", "-r", "30", "-png", pdf, str(tmp_path / "page")], check=True, timeout=60)
     pages = sorted(os.listdir(tmp_path))
-    assert len(pages) >= 5  # the lead, tables and findings, then CDFs, latency/throughput, 2 time series, turns
+    assert (
+        len(pages) >= 5
+    )  # the lead, tables and findings, then CDFs, latency/throughput, 2 time series, turns
     data = json.load(open(os.path.join(report_dir, "report.json")))
     if shutil.which("pdftotext"):
         text = subprocess.run(

@@ -107,7 +107,9 @@ def two_runs(tmp_path: Any) -> list[Any]:
         make_records(200, tail_every=25, tail_ms=400, turns=3),
         samples=server_samples(),
     )
-    b = write_run(str(tmp_path / "next"), make_records(200, ttft_ms=12, fail=6), samples=server_samples(hits_ratio=0.3))
+    b = write_run(
+        str(tmp_path / "next"), make_records(200, ttft_ms=12, fail=6), samples=server_samples(hits_ratio=0.3)
+    )
     return [load_run(a), load_run(b)]
 
 
