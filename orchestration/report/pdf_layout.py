@@ -22,7 +22,7 @@ from reportlab.lib.units import cm
 from reportlab.lib.utils import ImageReader
 from reportlab.pdfbase import pdfmetrics
 from reportlab.pdfbase.ttfonts import TTFont
-from reportlab.platypus import Image, Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
+from reportlab.platypus import CondPageBreak, Image, Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
 
 __all__ = ["PAGE", "Cell", "box", "build", "figure", "heading", "para", "table"]
 
@@ -53,6 +53,10 @@ BOXES = {  # severity -> (left border, background)
 FONT = "VLDejaVuSans"  # DejaVu Sans ships with matplotlib: every glyph a report prints (Δ, –, µ, ≤) is in it
 TABLE_SIZES = (8.0, 7.0, 6.0)  # a table takes the first size at which every column's longest word fits
 PAD = 3.0
+# Room a section heading needs below it on its page: itself and a table's first rows, else it starts the next page.
+# A table then splits where the page ends (its header repeated); nothing else is held together.
+SECTION_ROOM = 110.0
+FIGURE_ROOM = 60.0  # a figure's caption and a section heading above it
 
 
 def _register_fonts() -> None:
@@ -77,9 +81,8 @@ def _style(name: str, size: float, **kw: Any) -> Any:
 _register_fonts()
 STYLES = {
     "h1": _style("h1", 16, spaceAfter=8, fontName=FONT + "-Bold"),
-    # keepWithNext: a heading never ends a page without the table or figure it introduces
-    "h2": _style("h2", 12.5, spaceBefore=12, spaceAfter=5, fontName=FONT + "-Bold", keepWithNext=1),
-    "caption": _style("caption", 10, spaceBefore=6, spaceAfter=3, fontName=FONT + "-Bold", keepWithNext=1),
+    "h2": _style("h2", 12.5, spaceBefore=12, spaceAfter=5, fontName=FONT + "-Bold"),
+    "caption": _style("caption", 10, spaceBefore=6, spaceAfter=3, fontName=FONT + "-Bold"),
     "body": _style("body", 9, spaceAfter=4),
     "small": _style("small", 8, spaceAfter=4, textColor=GREY),
     "warn": _style("warn", 9, spaceAfter=4, textColor=CLASS_COLOURS["warn"]),
@@ -216,14 +219,15 @@ def box(markup_lines: Sequence[str], severity: str) -> list[Any]:
     return [t, Spacer(1, 5)]  # one row: a table never splits it, and a list lets a heading keep with it
 
 
-def figure(caption: str, png: bytes, dpi: float) -> list[Any]:
-    """A figure under its caption, kept on one page, scaled to fit the frame (never past its size at `dpi`)
-    without distorting it."""
+def figure(caption: str, png: bytes, dpi: float, above: Sequence[Any] = ()) -> list[Any]:
+    """A figure under its caption (and `above` it, a section's heading), on one page, scaled to fit the frame
+    (never past its size at `dpi`) without distorting it."""
     w, h = ImageReader(io.BytesIO(png)).getSize()
-    room_h = FRAME_H - 60  # the caption and a section heading above it: all three fit one page
+    room_h = FRAME_H - FIGURE_ROOM
     scale = min(FRAME_W / w, room_h / h, 72 / dpi)
-    # not a KeepTogether: keepWithNext (the caption's, and a section heading's before it) does not reach into one
-    return [heading(caption, 3), Image(io.BytesIO(png), width=w * scale, height=h * scale)]
+    img = Image(io.BytesIO(png), width=w * scale, height=h * scale)
+    # a new page only when the figure does not fit what is left of this one
+    return [CondPageBreak(h * scale + FIGURE_ROOM), *above, heading(caption, 3), img]
 
 
 def build(path: str, title: str, story: list[Any]) -> None:
@@ -260,4 +264,15 @@ def build(path: str, title: str, story: list[Any]) -> None:
         canvas.restoreState()
 
     doc.afterFlowable = outline  # an instance hook rather than a subclass: the library is untyped
-    doc.build(story, onFirstPage=footer, onLaterPages=footer)
+    doc.build(_room_for_sections(story), onFirstPage=footer, onLaterPages=footer)
+
+
+def _room_for_sections(story: list[Any]) -> list[Any]:
+    """The story with a conditional page break before each section heading (none where one is already set)."""
+    out: list[Any] = []
+    for f in story:
+        is_h2 = isinstance(f, Paragraph) and f.style.name == "h2"
+        if is_h2 and not (out and isinstance(out[-1], CondPageBreak)):
+            out.append(CondPageBreak(SECTION_ROOM))
+        out.append(f)
+    return out

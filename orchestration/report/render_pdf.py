@@ -20,7 +20,7 @@ from orchestration.report.significance import describe
 __all__ = ["FIGURE_DPI", "write_pdf", "write_sweep_pdf"]
 
 FIGURE_DPI = 110  # sharper than the HTML's 80 dpi on paper; the figure is the same
-L = True  # a left-aligned cell
+WINDOWS = ("warmup", "measured", "cooldown")
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Cell | str]], left: Sequence[int] = (0,)) -> Any:
@@ -61,7 +61,9 @@ def _diagnosis(report: Report) -> list[Any]:
         lines.append(f'<font size="8" color="#57606a">Rule: {text(g.threshold)}</font>')
         ev = g.evidence_lines()
         lines += (
-            ["Evidence: " + text(ev[0])] if len(ev) == 1 else ["Evidence:"] + ["  " + text(e) for e in ev]
+            ["Evidence: " + text(ev[0])]
+            if len(ev) == 1
+            else ["Evidence:"] + ["&nbsp;&nbsp;" + text(e) for e in ev]
         )
         lines.append("Try: " + text(g.action))
         out += box(lines, g.severity)
@@ -117,17 +119,18 @@ def _comparison(report: Report, setup: list[str]) -> list[Any]:
             [(f"({row['better']} is better)", "small")] if row["better"] else []
         )
         values = [fmt(v, ".4g") for v in row["values"]]
-        rows.append([Cell(metric, L), *values, *[_change(c) for c in row["changes"]]])
+        rows.append([Cell(metric, left=True), *values, *[_change(c) for c in row["changes"]]])
     out.append(_table(header, rows))
     return out
 
 
 def _plots(plots: Sequence[Plot]) -> list[Any]:
-    out = [heading("Plots")]
-    for p in plots:
-        out += figure(p.title, base64.b64decode(p.png_base64(dpi=FIGURE_DPI)), FIGURE_DPI)
     if not plots:
-        out.append(para("No per-request data: no plots.", "small"))
+        return [heading("Plots"), para("No per-request data: no plots.", "small")]
+    out: list[Any] = []
+    for i, p in enumerate(plots):
+        above = [heading("Plots")] if i == 0 else []  # the section's heading on the page of its first figure
+        out += figure(p.title, base64.b64decode(p.png_base64(dpi=FIGURE_DPI)), FIGURE_DPI, above)
     return out
 
 
@@ -264,9 +267,6 @@ def _repeats_and_windows(report: Report) -> list[Any]:
             )
         )
     return out
-
-
-WINDOWS = ("warmup", "measured", "cooldown")
 
 
 def _window(w: dict[str, Any] | None) -> str:
