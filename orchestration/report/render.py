@@ -1,4 +1,4 @@
-"""Renderers: one self-contained HTML file (jinja2, PNGs inlined as base64), Markdown, PDF (PdfPages)."""
+"""Renderers: one self-contained HTML file (jinja2, PNGs inlined as base64), Markdown, PDF (render_pdf.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import jinja2
-from matplotlib.figure import Figure
 
 from orchestration.report.compare import describe_setup_differences
 from orchestration.report.findings import FindingGroup, problems
@@ -299,47 +298,9 @@ def _sig_word(change: dict[str, object]) -> str:
     return f"{word} ({sig['test']}, p={sig['p_value']:.2g})"
 
 
-def _p(change: dict[str, Any]) -> str:
-    """' (p=0.03)' for a tested change, nothing otherwise."""
-    sig = change.get("significance")
-    return f" (p={sig['p_value']:.2g})" if isinstance(sig, dict) and sig.get("test") is not None else ""
-
-
-def _text_page(lines: Sequence[str], title: str) -> Figure:
-    fig = Figure(figsize=(8.27, 11.69))  # A4 portrait
-    fig.text(0.05, 0.97, title, fontsize=13, weight="bold", va="top")
-    fig.text(0.05, 0.93, "\n".join(lines), fontsize=7.5, family="monospace", va="top")
-    return fig
-
-
 def render_pdf(report: Report, plots: Sequence[Plot], path: str) -> None:
-    """A PDF: a summary page (table + findings), then every figure."""
-    names = [r.name[:18] for r in report.runs]
-    lines = [f"{name}: {load}"[:130] + f"\n  verdict: {word}"[:130] for name, load, word in report.headline()]
-    lines += ["", "Metric".ljust(36) + "".join(n.rjust(20) for n in names)]
-    for _key, label, vals in report.summary_rows() + report.server_rows():
-        lines.append(label[:36].ljust(36) + "".join(v.rjust(20) for v in vals))
-    lines += ["", "Diagnosis:"]
-    for g in report.finding_groups():
-        lines.append(f"  [{g.severity}] {g.title} ({', '.join(g.runs)}): {_evidence(g)}"[:130])
-    quiet = no_problem_line(report)
-    if quiet:
-        lines.append("  " + quiet)
-    if report.comparison:
-        lines += ["", f"Comparison vs {report.comparison['baseline']}:"]
-        lines += [f"  setups differ: {x}"[:130] for x in describe_setup_differences(report.comparison)]
-        for row in report.comparison["rows"][:40]:
-            cells = " ".join(
-                (f"{fmt(c['pct'], '+.1f')}% {c['verdict']}{_p(c)}" if c["abs"] is not None else "n/a").rjust(
-                    40
-                )
-                for c in row["changes"]
-            )
-            lines.append(f"  {row['metric'][:32].ljust(32)} {cells}")
-    # imported here: the PDF backend (and fontTools under it) costs ~0.1 s that HTML and Markdown reports skip
-    from matplotlib.backends.backend_pdf import PdfPages
+    """The PDF report: the HTML's sections, typeset (orchestration/report/render_pdf.py)."""
+    # imported here: ReportLab (and the fonts it loads) costs time that HTML and Markdown reports skip
+    from orchestration.report.render_pdf import write_pdf
 
-    with PdfPages(path) as pdf:
-        pdf.savefig(_text_page(lines, "vllm-locust report: " + ", ".join(r.name for r in report.runs)))
-        for p in plots:
-            pdf.savefig(p.figure)
+    write_pdf(report, plots, path)
