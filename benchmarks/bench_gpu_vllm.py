@@ -1,5 +1,8 @@
 """Real vLLM on a GPU: ours against `vllm bench serve`, both grounded in vLLM's own histograms and counters.
 
+`--tools raw` adds the floor client (floor_client.py: asyncio, no HTTP library, no JSON on the hot path), the
+least any client adds: compare a client with the floor over the same window, not with the histogram alone.
+
 Per concurrency, `--repeats` rounds in ABBA order (round 0: ours then vllm bench, round 1: vllm bench then ours,
 ...), each run with a fresh seed (so no run hits the prefix cache with an earlier run's prompts). Around every
 run /metrics is read in full, so each run gets its own delta of the server's TTFT histogram (sum/count: its
@@ -129,6 +132,7 @@ def run_ours(a: argparse.Namespace, c: int, n: int, seed: int, out: Path, tree: 
         "loop_lag_p99_ms": max((w.get("loop_lag_p99_ms", 0.0) for w in workers.values()), default=None),
         "loop_lag_max_ms": max((w.get("loop_lag_max_ms", 0.0) for w in workers.values()), default=None),
         "worker_cpu_max": max((w.get("cpu_mean", 0.0) for w in workers.values()), default=None),
+        "client_cores": sum(w.get("cpu_mean") or 0.0 for w in workers.values()) or None,
         "client_bound": bool(res.get("client_bound")),
         "server_served": res.get("server_served"),
         "missing_vs_server": res.get("missing_vs_server"),
@@ -208,6 +212,40 @@ def run_bench(a: argparse.Namespace, c: int, n: int, seed: int, out: Path) -> di
     }
 
 
+def run_raw(a: argparse.Namespace, c: int, n: int, seed: int, out: Path) -> dict[str, Any]:
+    """One run of the floor client (floor_client.py): the same closed loop and lengths, over as many
+    processes as ours has workers."""
+    path = out / f"raw-c{c}-s{seed}.json"
+    cmd = [
+        sys.executable,
+        str(Path(__file__).with_name("floor_client.py")),
+        "--host",
+        a.host,
+        "--model",
+        a.model,
+        "--tokenizer",
+        a.tokenizer,
+        "--concurrency",
+        str(c),
+        "--num-prompts",
+        str(n),
+        "--procs",
+        str(a.workers),
+        "--input-len",
+        str(a.input_len),
+        "--output-len",
+        str(a.output_len),
+        "--seed",
+        str(seed),
+        "--out",
+        str(path),
+    ]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
+    if not path.exists():
+        raise RuntimeError(f"the floor client wrote no result (exit {p.returncode}): {p.stderr[-800:]}")
+    return {"exit": p.returncode, **json.loads(path.read_text())["summary"]}
+
+
 def one(a: argparse.Namespace, tool: str, c: int, seed: int, out: Path) -> dict[str, Any]:
     """One run of `tool` with the server's histograms and counters read around it."""
     n = c * a.requests_per_stream
@@ -215,11 +253,15 @@ def one(a: argparse.Namespace, tool: str, c: int, seed: int, out: Path) -> dict[
     t0 = time.time()
     if tool == "bench":
         row = run_bench(a, c, n, seed, out)
+    elif tool == "raw":
+        row = run_raw(a, c, n, seed, out)
     else:  # "ours" or "ours:TREE"
         row = run_ours(a, c, n, seed, out, tool.partition(":")[2])
     wall = time.time() - t0
     sv = server_delta(before, scrape(a.host))
+    cores = row.get("client_cores")
     row.update(
+        cores_per_1k_tok_s=cores / row["output_tok_s"] * 1e3 if cores and row.get("output_tok_s") else None,
         tool=tool,
         concurrency=c,
         seed=seed,
@@ -249,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--tools",
         default="ours,bench",
-        help="comma list of ours, bench and ours:TREE (another checkout, e.g. the code before a fix)",
+        help="comma list of ours, bench, raw (the floor client, floor_client.py) and ours:TREE (another "
+        "checkout, e.g. the code before a fix)",
     )
     p.add_argument(
         "--seed", type=int, default=int(time.time()) % 100_000, help="first seed; each run adds one"
@@ -330,6 +373,8 @@ _COLS = [
     "loop_lag_p99_ms",
     "loop_lag_max_ms",
     "worker_cpu_max",
+    "client_cores",
+    "cores_per_1k_tok_s",
     "missing_vs_server",
     "ttft_first_wave_ms",
     "ttft_after_first_wave_ms",
@@ -343,6 +388,8 @@ _MEDIANS = [
     "token_diff",
     "loop_lag_p99_ms",
     "loop_lag_max_ms",
+    "client_cores",
+    "cores_per_1k_tok_s",
 ]
 
 if __name__ == "__main__":
