@@ -9,6 +9,7 @@ import jinja2
 
 from orchestration.report.compare import describe_setup_differences
 from orchestration.report.findings import FindingGroup, problems
+from orchestration.report.group_tables import client_health_line, group_tables
 from orchestration.report.model import Report, fmt
 from orchestration.report.plots import Plot
 
@@ -102,6 +103,10 @@ the run's length and are neither.</p>
 <p class="small">Jain's fairness index of goodput / weight: <b>{{ fmt(cl.fairness.jain_index, ".3f") }}</b>
 (1 = every class got goodput in proportion to its weight; 1/n = one class got all of it).</p>{% endif %}{% endfor %}
 
+{% for r in report.runs %}{% for t in group_tables(r.result, r.name) %}
+<h2>{{ t.title }}</h2><table class="group-table"><tr>{% for h in t.header %}<th{% if loop.first %} class="l"{% endif %}>{{ h }}</th>{% endfor %}</tr>
+{% for row in t.rows %}<tr>{% for c in row %}<td{% if loop.first %} class="l"{% endif %}>{{ c }}</td>{% endfor %}</tr>{% endfor %}</table>{% endfor %}{% endfor %}
+
 {% if report.runs|selectattr("result.cost")|list %}<h2 id="cost">Cost</h2>
 <table id="cost-table"><tr><th class="l">Run</th><th>$/GPU-hour x GPUs</th><th>req/s</th><th>$ per 1M output tokens</th><th>$ per request</th></tr>
 {% for r in report.runs %}{% if r.result.cost %}{% set c = r.result.cost.at_measured_rate %}<tr><td class="l">{{ r.name }}</td>
@@ -138,7 +143,7 @@ an unbounded cache (docs/traces.md).</p>{% endif %}
 
 <h2 id="health">Run health and caveats</h2>
 {% for r in report.runs %}<p><b>{{ r.name }}</b>: errors {{ r.result.errors_by_kind or "none" }};
-client-bound: {{ r.result.client_bound if r.result.client_bound is not none else "unknown" }}
+client: {{ client_health_line(r.result) }}
 {% if r.result.compressed_streams %}<br>Compressed by the server (decoded): {{ r.result.compressed_streams }}{% endif %}
 {% if r.result.error_messages %}<table class="errors"><tr><th>count</th><th class="l">kind</th><th class="l">message</th></tr>
 {% for e in r.result.error_messages %}<tr><td>{{ e.count }}</td><td class="l">{{ e.kind }}</td><td class="l">{{ e.message or "" }}</td></tr>
@@ -161,6 +166,8 @@ def render_html(report: Report, plots: Sequence[Plot]) -> str:
         plots=plots,
         fmt=fmt,
         describe=describe,
+        group_tables=group_tables,
+        client_health_line=client_health_line,
         title=title,
         server_rows=report.server_rows(),
         problems=problems(report.findings),
@@ -218,6 +225,7 @@ def render_markdown(report: Report) -> str:
             )
     for r in report.runs:
         out += _class_markdown(r.name, r.result.get("classes"))
+        out += _group_markdown(r.name, r.result)
     for r in report.runs:
         if r.result.get("replay"):  # --trace: how faithfully the trace was replayed, the summary's lines
             from orchestration.report.summary import replay_lines
@@ -264,6 +272,16 @@ def _findings_markdown(report: Report) -> list[str]:
     ]
     line = no_problem_line(report)
     return out + ([line] if line else [])
+
+
+def _group_markdown(name: str, result: dict[str, Any]) -> list[str]:
+    """Per model (and every other grouping block): one row per group."""
+    out: list[str] = []
+    for t in group_tables(result, name):
+        out += ["", f"### {t.title}", "", "| " + " | ".join(t.header) + " |"]
+        out.append("|---" + "|---:" * (len(t.header) - 1) + "|")
+        out += ["| " + " | ".join(row) + " |" for row in t.rows]
+    return out
 
 
 def _class_markdown(name: str, block: dict[str, Any] | None) -> list[str]:

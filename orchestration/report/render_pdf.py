@@ -12,6 +12,7 @@ from typing import Any
 
 from orchestration.report.compare import describe_setup_differences
 from orchestration.report.findings import problems
+from orchestration.report.group_tables import client_health_line, group_tables
 from orchestration.report.model import Report, fmt
 from orchestration.report.pdf_layout import Cell, box, build, figure, heading, para, table, text
 from orchestration.report.plots import Plot
@@ -160,6 +161,8 @@ def _per_run_tables(report: Report) -> list[Any]:
                     "small",
                 )
             )
+        for t in group_tables(r.result, r.name):
+            out += [heading(t.title), _table(t.header, t.rows)]
     return out
 
 
@@ -283,10 +286,9 @@ def _health(report: Report) -> list[Any]:
     out = [heading("Run health and caveats")]
     for r in report.runs:
         res = r.result
-        bound = res.get("client_bound")
         lines = [
-            f"<b>{text(r.name)}</b>: errors {text(res.get('errors_by_kind') or 'none')}; client-bound: "
-            + text("unknown" if bound is None else bound)
+            f"<b>{text(r.name)}</b>: errors {text(res.get('errors_by_kind') or 'none')}; client: "
+            + text(client_health_line(res))
         ]
         if res.get("compressed_streams"):
             lines.append(text(f"Compressed by the server (decoded): {res['compressed_streams']}"))

@@ -1,0 +1,71 @@
+"""The report's tables of a run's groups of requests beside its classes: per model (a model mix, or classes that
+send to LoRA adapters), and any other grouping block the result holds in the same shape. One definition of the
+columns for the HTML, Markdown and PDF reports; a column no group has a figure for is left out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from vllm_users.measure.client_verdict import line, verdict_of
+
+__all__ = ["GROUP_BLOCKS", "GroupTable", "client_health_line", "group_tables"]
+
+# result.json block -> (section title, first column's heading)
+GROUP_BLOCKS: tuple[tuple[str, str, str], ...] = (("per_model", "Per model", "Model"),)
+
+# heading, key in a group's figures, format ("%" for a share shown in per cent)
+_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("requests", "requests", "d"),
+    ("ok", "completed", "d"),
+    ("failed", "failed", "d"),
+    ("weight", "weight_share", "%"),
+    ("tok/s", "output_throughput", ".1f"),
+    ("TTFT p50", "median_ttft_ms", ".1f"),
+    ("TTFT p99", "p99_ttft_ms", ".1f"),
+    ("TPOT p50", "median_tpot_ms", ".2f"),
+    ("ITL p99", "p99_itl_ms", ".2f"),
+    ("E2EL p99", "p99_e2el_ms", ".1f"),
+    ("good", "good_fraction", "%"),
+    ("goodput (req/s)", "request_goodput", ".3g"),
+)
+
+
+@dataclass(frozen=True)
+class GroupTable:
+    """One block's table: its title, the column headings, and one row of cell texts per group."""
+
+    title: str
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+def _cell(v: Any, spec: str) -> str:
+    if v is None:
+        return "n/a"
+    if spec == "%":
+        return f"{100 * float(v):.1f} %"
+    if spec == "d":
+        return str(int(v))
+    return format(float(v), spec)
+
+
+def group_tables(result: Mapping[str, Any], run_name: str) -> list[GroupTable]:
+    """Every grouping block of one run's result as a table (none for a block the result lacks)."""
+    out = []
+    for key, title, first in GROUP_BLOCKS:
+        block = result.get(key)
+        if not isinstance(block, Mapping) or not block:
+            continue
+        groups = [(str(name), g) for name, g in block.items() if isinstance(g, Mapping)]
+        cols = [(h, k, f) for h, k, f in _COLUMNS if any(g.get(k) is not None for _, g in groups)]
+        rows = tuple((name, *(_cell(g.get(k), f) for _, k, f in cols)) for name, g in groups)
+        out.append(GroupTable(f"{title}: {run_name}", (first, *(h for h, _, _ in cols)), rows))
+    return out
+
+
+def client_health_line(result: Mapping[str, Any]) -> str:
+    """The client's health in words, as the console summary says it (its verdict and what to do)."""
+    health = result.get("client_health")
+    return line(verdict_of(health) if isinstance(health, Mapping) else None)
