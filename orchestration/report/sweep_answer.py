@@ -95,7 +95,7 @@ def sweep_headline(doc: dict[str, Any]) -> list[str]:
         out.append(
             f"Peak output throughput: {peak['output_throughput']:.1f} tok/s at step {_step_text(peak)}."
         )
-    light = min(steps, key=lambda s: s["achieved_rate"])
+    light = min(steps, key=load_order)
     lat = [
         f"{name} p50 {v:.3g} ms"
         for name, key in (("TTFT", "ttft_p50_ms"), ("TPOT", "tpot_p50_ms"))

@@ -168,7 +168,9 @@ def search_figure(doc: Mapping[str, Any]) -> Plot | None:
         title = dict(CURVES)[m]
         ax.set_xlabel("tried rate (req/s)")
         ax.set_ylabel(f"{title} {pname} (ms)")
-        ax.set_title(f"{title} {pname} at each tried rate")
+        ax.set_title(
+            f"{title} {pname} at each tried rate (marker: the step's verdict on every SLO)", fontsize=9
+        )
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")
     answer = f"{lo:g} req/s" if lo is not None else "no tried rate held"

@@ -46,6 +46,7 @@ TABLE = (
     ("e2el_p50_ms", "E2EL p50", ".1f"),
     ("e2el_p99_ms", "E2EL p99", ".1f"),
     ("output_tok_per_s_per_user", "tok/s/user", ".1f"),
+    ("scaling_efficiency", "efficiency", ".2f"),
     ("failed", "failed", "d"),
     ("usd_per_million_output_tokens", "$/1M out tok", ".4g"),
     ("why", "verdict", "s"),
