@@ -52,11 +52,15 @@ class CapacityOptions:
     slo_percentile: float = opt(
         99.0,
         T.percentile,
-        "--find-max-rate: the percentile of each SLO metric that must be within its limit",
+        "--find-max-rate (and a --sweep with --goodput): the percentile of each SLO metric that must be within "
+        "its limit",
         RUN,
     )
     max_error_rate: float = opt(
-        0.01, T.fraction, "--find-max-rate: most failures a passing rate may have, as a fraction", RUN
+        0.01,
+        T.fraction,
+        "--find-max-rate (and a --sweep with --goodput): most failures a passing step may have, as a fraction",
+        RUN,
     )
     search_steps: int = opt(8, T.pos_int, "--find-max-rate: most steps, the probe included", RUN)
     search_tolerance: float = opt(

@@ -32,8 +32,15 @@ import numpy as np
 from orchestration.capacity.cost import add_step_costs
 from orchestration.capacity.saturation import SaturationWatch
 from orchestration.capacity.search_table import format_search
-from orchestration.capacity.steps import SEARCH_STEPS, RunOne, StepRunner, shared_host, write_output_file
-from orchestration.capacity.sweep import summarize_step
+from orchestration.capacity.steps import (
+    CONSOLE,
+    SEARCH_STEPS,
+    RunOne,
+    StepRunner,
+    shared_host,
+    summarize_step,
+    write_output_file,
+)
 from orchestration.settings import config as C
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
@@ -53,7 +60,6 @@ ACHIEVED_MIN = 0.90
 TTFT_TREND_RATIO, TTFT_TREND_MS = 1.5, 5.0
 FIRST_RETRY = 0.9  # after the first failure with no pass: try 90 % of it (SLOs usually bind near capacity)
 SATURATED_RETRY = 0.97  # ...or just under the completion rate an over-saturated step kept up
-CONSOLE = "console.txt"  # what a step prints (its progress and full summary), in its directory
 LATE_MAX = 0.05  # more arrivals late by half a gap than this: the step is invalid and run once more
 
 

@@ -6,14 +6,14 @@ no step has a number for is left out (a number that does not apply is absent, ne
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from orchestration.report.run_sets import search_headline
 from vllm_users.measure.metric_keys import percentile_name
 from vllm_users.run_dir import SWEEP
 
-__all__ = ["format_search", "step_cells"]
+__all__ = ["Cell", "aligned", "filled", "format_search", "step_cells", "verdict_cell"]
 
 Cell = Callable[[dict[str, Any], str], str | None]
 
@@ -51,7 +51,8 @@ def _at(metric: str) -> Cell:
     return cell
 
 
-def _verdict(s: dict[str, Any], _p: str) -> str | None:
+def verdict_cell(s: dict[str, Any], _p: str) -> str | None:
+    """A step's verdict with every reason it failed."""
     v = s.get("verdict")
     reasons = (s.get("judgement") or {}).get("reasons") or []
     if v in ("fails", "invalid") and reasons:
@@ -66,35 +67,47 @@ def _columns(pname: str) -> list[tuple[str, Cell]]:
         ("on schedule", _on_schedule),
         (f"TTFT {pname} ms", _at("ttft")),
         (f"TPOT {pname} ms", _at("tpot")),
-        ("verdict", _verdict),
+        ("verdict", verdict_cell),
     ]
+
+
+def filled(
+    columns: Sequence[tuple[str, Cell]], steps: Sequence[dict[str, Any]], pname: str
+) -> tuple[list[str], list[list[str]]]:
+    """The table of `columns` over `steps`: its header and rows, without the columns that no step has a value for
+    ("-" where one step lacks it). Sweeps' console tables use it too (capacity/sweep.py)."""
+    table = [[cell(s, pname) for _, cell in columns] for s in steps]
+    keep = [i for i in range(len(columns)) if any(row[i] is not None for row in table)]
+    return [columns[i][0] for i in keep], [[row[i] or "-" for i in keep] for row in table]
+
+
+def aligned(header: list[str], rows: list[list[str]]) -> list[str]:
+    """The table's lines: columns right-aligned to their widest cell, the last (a verdict and its reasons) left
+    to run on, unpadded."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    last = len(header) - 1
+
+    def line(r: list[str]) -> str:
+        return "  ".join(c if i == last else c.rjust(widths[i]) for i, c in enumerate(r)).rstrip()
+
+    return [line(header), *(line(r) for r in rows)]
 
 
 def step_cells(doc: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """The steps table of a search document (sweep.json of kind max_rate_search): its header and rows, without
     the columns that no step has a value for ("-" where one step lacks it)."""
     pname = percentile_name(float(doc.get("slo_percentile") or 99.0))
-    table = [[cell(s, pname) for _, cell in _columns(pname)] for s in doc.get("steps") or []]
-    keep = [i for i in range(len(_columns(pname))) if any(row[i] is not None for row in table)]
-    header = [_columns(pname)[i][0] for i in keep]
-    return header, [[row[i] or "-" for i in keep] for row in table]
+    return filled(_columns(pname), doc.get("steps") or [], pname)
 
 
 def format_search(doc: dict[str, Any], path: str) -> str:
     """The search's console answer: the maximum, then the steps in one table, then where sweep.json is."""
     header, rows = step_cells(doc)
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    last = len(header) - 1  # the verdict: its reasons run on, unpadded
-
-    def line(r: list[str]) -> str:
-        return "  ".join(c if i == last else c.rjust(widths[i]) for i, c in enumerate(r)).rstrip()
-
     return "\n".join(
         [
             *(f"vllm-locust: {x}" for x in search_headline(doc)),
             "=== find-max-rate steps ===",
-            line(header),
-            *(line(r) for r in rows),
+            *aligned(header, rows),
             f"Steps: {os.path.join(path, SWEEP)} (each step's own summary: its directory's console.txt)",
         ]
     )

@@ -24,8 +24,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestration.capacity.steps import SERVER_POINTS, RunOne, StepRunner, write_output_file
-from orchestration.capacity.sweep import format_sweep, summarize_step
+from orchestration.capacity.steps import (
+    CONSOLE,
+    SERVER_POINTS,
+    RunOne,
+    StepRunner,
+    summarize_step,
+    write_output_file,
+)
+from orchestration.capacity.sweep import format_sweep
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
 from vllm_users.client import stdlib_http
@@ -180,10 +187,9 @@ def run_server_sweep(own: argparse.Namespace, a: Options, run_one: RunOne) -> in
         add_step_costs(steps, a.capacity.gpu_hour_price, a.capacity.gpus)
     atomic_json(os.path.join(base, SWEEP), doc)
     write_output_file(a.outputs, doc)
-    print(format_sweep(doc, base), flush=True)
-    for s in steps:
-        state = f"startup {s['startup_s']:.1f} s" if s["started"] else f"FAILED START: {s['error']}"
-        print(f"  {s['label']}: {state}", flush=True)
+    print(
+        format_sweep(doc, base), flush=True
+    )  # each point's startup and a failed start's error are in its table
     if not a.outputs.no_report:
         from orchestration.report.sweep_report import rewrite_report
 
@@ -226,7 +232,7 @@ def _sweep_points(
             row: dict[str, Any]
             if ok:
                 print(f"vllm-locust: point {i}: healthy after {startup:.1f} s; running the load", flush=True)
-                code = runner.step(a.server.host, i, label).code
+                code = runner.step(a.server.host, i, label, console=CONSOLE).code
                 worst = max(worst, code)
                 row = summarize_step(name, "server", None, run_dir, code)
             else:

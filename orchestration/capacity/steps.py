@@ -25,10 +25,12 @@ if TYPE_CHECKING:
     from vllm_sim.launch import SimProcess
 
 __all__ = [
+    "CONSOLE",
     "REPEAT_STEPS",
     "REPEAT_STRIDE",
     "SEARCH_STEPS",
     "SERVER_POINTS",
+    "STEP_FIELDS",
     "STEP_STRIDE",
     "SWEEP_STEPS",
     "RunOne",
@@ -41,11 +43,13 @@ __all__ = [
     "shared_host",
     "simulator_args",
     "step_seed",
+    "summarize_step",
     "with_twin",
     "write_output_file",
 ]
 
 
+CONSOLE = "console.txt"  # what a step of a sweep or a search prints (its progress and full summary), in its directory
 RunOne = Callable[..., int]  # commands.run.run: one run of these options (a step's `watch` may stop it early)
 
 
@@ -221,6 +225,27 @@ class StepRunner:
 
 
 # ------------------------------------------------------------------------------------- what a step left
+# per step: (result key, sweep.json key)
+STEP_FIELDS = (
+    ("completed", "completed"),
+    ("failed", "failed"),
+    ("duration", "duration"),
+    ("request_throughput", "achieved_rate"),
+    ("output_throughput", "output_throughput"),
+    ("total_token_throughput", "total_token_throughput"),
+    ("request_goodput", "request_goodput"),
+    ("median_ttft_ms", "ttft_p50_ms"),
+    ("p99_ttft_ms", "ttft_p99_ms"),
+    ("median_tpot_ms", "tpot_p50_ms"),
+    ("p99_tpot_ms", "tpot_p99_ms"),
+    ("median_itl_ms", "itl_p50_ms"),
+    ("p99_itl_ms", "itl_p99_ms"),
+    ("median_e2el_ms", "e2el_p50_ms"),
+    ("p99_e2el_ms", "e2el_p99_ms"),
+    ("max_concurrent_requests", "max_concurrent_requests"),
+)
+
+
 def read_step(run_dir: str) -> dict[str, Any]:
     """A step's result: result.json, or for a repeated step the repeats' means (with their CIs under `repeats`)."""
     try:
@@ -240,3 +265,31 @@ def write_output_file(a: OutputOptions, doc: dict[str, Any]) -> None:
     if a.output_file:
         os.makedirs(os.path.dirname(os.path.abspath(a.output_file)), exist_ok=True)
         atomic_json(a.output_file, doc)
+
+
+def summarize_step(name: str, kind: str, target: float | None, run_dir: str, code: int) -> dict[str, Any]:
+    """One step's row of sweep.json: what it was asked, what it achieved, its latency percentiles."""
+    res = read_step(run_dir)
+    s: dict[str, Any] = {
+        "name": name,
+        "kind": kind,
+        "target": target,
+        "run_dir": run_dir,
+        "exit_code": code,
+        "label": kind if target is None else f"{kind} {target:g}",
+    }
+    for key, out in STEP_FIELDS:
+        v = res.get(key)
+        s[out] = v if isinstance(v, int | float) and not isinstance(v, bool) else None
+    tpot = s.get("tpot_p50_ms")
+    s["output_tok_per_s_per_user"] = 1000.0 / tpot if tpot else None  # a user's stream speed (median TPOT)
+    # kept for the concurrency sweep's readers (moe preset)
+    s["median_ttft_ms"], s["median_tpot_ms"] = s["ttft_p50_ms"], s["tpot_p50_ms"]
+    s["request_throughput"] = s["achieved_rate"]
+    if res.get("repeats"):
+        s["repeats"] = {
+            k: {x: m[x] for x in ("ci_low", "ci_high", "n")}
+            for k, m in res["repeats"].get("metrics", {}).items()
+            if k in dict(STEP_FIELDS)
+        }
+    return s

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 import os
 from collections.abc import Callable
@@ -18,54 +17,32 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestration.capacity.cost import add_step_costs
+from orchestration.capacity.search_table import Cell, aligned, filled, verdict_cell
 from orchestration.capacity.steps import (
+    CONSOLE,
     SWEEP_STEPS,
     RunOne,
     StepRunner,
-    read_step,
     shared_host,
+    summarize_step,
     write_output_file,
 )
+from orchestration.report.sweep_answer import slo_answer, sweep_headline
 from orchestration.settings import config as C
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
 from vllm_users.distributed.options import LoadOptions
+from vllm_users.measure.metric_keys import percentile_name
+from vllm_users.measure.metrics import Slo
 from vllm_users.options import Options, env_api_key
 from vllm_users.redact import connection_headers, header_lines, redact_url
 from vllm_users.run_dir import SWEEP
 
-__all__ = [
-    "STEP_FIELDS",
-    "SweepPlan",
-    "format_sweep",
-    "parse_sweep",
-    "run_sweep",
-    "summarize_step",
-    "sweep_doc",
-]
+__all__ = ["SweepPlan", "format_sweep", "parse_sweep", "run_sweep", "step_line", "sweep_columns", "sweep_doc"]
 
 AUTO_RATES = 5
 STEP_SECONDS = 20.0  # a rate step without --num-prompts/--run-time sends rate x 20 s requests...
 STEP_MIN, STEP_MAX = 20, 400  # ...at least 20, at most 400
-# per step: (result key, sweep.json key)
-STEP_FIELDS = (
-    ("completed", "completed"),
-    ("failed", "failed"),
-    ("duration", "duration"),
-    ("request_throughput", "achieved_rate"),
-    ("output_throughput", "output_throughput"),
-    ("total_token_throughput", "total_token_throughput"),
-    ("request_goodput", "request_goodput"),
-    ("median_ttft_ms", "ttft_p50_ms"),
-    ("p99_ttft_ms", "ttft_p99_ms"),
-    ("median_tpot_ms", "tpot_p50_ms"),
-    ("p99_tpot_ms", "tpot_p99_ms"),
-    ("median_itl_ms", "itl_p50_ms"),
-    ("p99_itl_ms", "itl_p99_ms"),
-    ("median_e2el_ms", "e2el_p50_ms"),
-    ("p99_e2el_ms", "e2el_p99_ms"),
-    ("max_concurrent_requests", "max_concurrent_requests"),
-)
 
 
 @dataclass(frozen=True)
@@ -129,20 +106,22 @@ def run_sweep(a: Options, run_one: RunOne) -> int:
     steps: list[dict[str, Any]] = []
     worst = 0
 
+    slo = Slo.parse([a.measure.goodput]) if a.measure.goodput else None
+
     def step(host: str, what: str, kind: str, target: float | None, over: dict[str, Any]) -> dict[str, Any]:
         nonlocal worst
         from orchestration.server.moe_experts import expert_balance, expert_counters
 
         number = len(steps) + 1
         print(
-            f"vllm-locust: sweep step {number}: {kind} {'' if target is None else format(target, 'g')}",
+            f"vllm-locust: sweep step {number}: {kind} {'' if target is None else format(target, 'g')}".rstrip(),
             flush=True,
         )
         url, auth = connection_headers(
             host, header_lines(a.request.header), a.server.api_key or env_api_key()
         )
         before = expert_counters(url, headers=auth)
-        ran = runner.step(host, number, what, **over)
+        ran = runner.step(host, number, what, console=CONSOLE, **over)
         code = ran.code
         worst = max(worst, code)
         s = summarize_step(ran.name, kind, target, ran.run_dir, code)
@@ -151,7 +130,10 @@ def run_sweep(a: Options, run_one: RunOne) -> int:
         load = expert_balance(before, expert_counters(url, headers=auth))
         if load is not None:
             s["expert_load"] = load
+        if slo is not None:
+            _judge(s, a, slo)
         steps.append(s)
+        print(f"vllm-locust: {s['label']}: {step_line(s)}", flush=True)
         if code == exit_codes.INTERRUPTED:
             raise KeyboardInterrupt  # Ctrl-C: no further step; what ran is written below
         return s
@@ -205,32 +187,27 @@ def _run_plan(a: Options, plan: SweepPlan, step: Callable[..., dict[str, Any]]) 
                     step(host, f"rate-{r:g}", "rate", r, _rate(a, r))
 
 
-def summarize_step(name: str, kind: str, target: float | None, run_dir: str, code: int) -> dict[str, Any]:
-    """One step's row of sweep.json: what it was asked, what it achieved, its latency percentiles."""
-    res = read_step(run_dir)
-    s: dict[str, Any] = {
-        "name": name,
-        "kind": kind,
-        "target": target,
-        "run_dir": run_dir,
-        "exit_code": code,
-        "label": kind if target is None else f"{kind} {target:g}",
-    }
-    for key, out in STEP_FIELDS:
-        v = res.get(key)
-        s[out] = v if isinstance(v, int | float) and not isinstance(v, bool) else None
-    tpot = s.get("tpot_p50_ms")
-    s["output_tok_per_s_per_user"] = 1000.0 / tpot if tpot else None  # a user's stream speed (median TPOT)
-    # kept for the concurrency sweep's readers (moe preset)
-    s["median_ttft_ms"], s["median_tpot_ms"] = s["ttft_p50_ms"], s["tpot_p50_ms"]
-    s["request_throughput"] = s["achieved_rate"]
-    if res.get("repeats"):
-        s["repeats"] = {
-            k: {x: m[x] for x in ("ci_low", "ci_high", "n")}
-            for k, m in res["repeats"].get("metrics", {}).items()
-            if k in dict(STEP_FIELDS)
-        }
-    return s
+def _judge(s: dict[str, Any], a: Options, slo: Slo) -> None:
+    """A step of a sweep run with --goodput: the search's verdict (orchestration.capacity.search.judge) at
+    --slo-percentile and --max-error-rate, so that a sweep and a search answer the same question alike."""
+    from orchestration.capacity.search import judge
+
+    v = judge(
+        s["run_dir"], s["target"] or math.inf, slo, a.capacity.slo_percentile, a.capacity.max_error_rate
+    )
+    s.update(verdict="holds" if v["passed"] else "fails", judgement=v)
+
+
+def step_line(s: dict[str, Any]) -> str:
+    """One step's progress line once it ran: what it achieved and, against an SLO, its verdict."""
+    rate, ttft = s.get("achieved_rate"), s.get("ttft_p50_ms")
+    if rate is None:
+        return f"no request completed (exit {s.get('exit_code')})"
+    out = f"{rate:.3g} req/s" + (f", TTFT p50 {ttft:.1f} ms" if ttft is not None else "")
+    reasons = (s.get("judgement") or {}).get("reasons") or []
+    if s.get("verdict") in ("holds", "fails"):
+        out += f"; {s['verdict']}" + (": " + "; ".join(reasons) if reasons else "")
+    return out
 
 
 def sweep_doc(plan: SweepPlan, steps: list[dict[str, Any]], a: Options) -> dict[str, Any]:
@@ -248,7 +225,7 @@ def sweep_doc(plan: SweepPlan, steps: list[dict[str, Any]], a: Options) -> dict[
             tput = s.get("output_throughput")
             s["scaling_efficiency"] = tput / (s["target"] * base) if base and tput is not None else None
     add_step_costs(steps, a.capacity.gpu_hour_price, a.capacity.gpus)
-    return {
+    doc: dict[str, Any] = {
         "kind": "concurrency_sweep" if plan.kind == "concurrency" else f"{plan.kind}_sweep",
         "sweep": a.capacity.sweep,
         "host": redact_url(a.server.host) or "embedded simulator",
@@ -256,34 +233,93 @@ def sweep_doc(plan: SweepPlan, steps: list[dict[str, Any]], a: Options) -> dict[
         "steps": steps,
         "baseline_output_throughput": base,
     }
+    if a.measure.goodput:  # judged against the SLO: the highest achieved rate that held it
+        doc.update(
+            slo_ms=Slo.parse([a.measure.goodput]).limits_ms,
+            slo_percentile=a.capacity.slo_percentile,
+            max_error_rate=a.capacity.max_error_rate,
+        )
+        best, miss = slo_answer(doc)
+        doc[
+            "within_slo"
+        ] = {  # the heaviest step that held, its achieved rate, and the next heavier that failed
+            "step": best["name"] if best else None,
+            "achieved_rate": best.get("achieved_rate") if best else None,
+            "first_miss": miss["name"] if miss else None,
+        }
+    return doc
 
 
-def _f(v: Any, spec: str) -> str:
-    if isinstance(v, int | float) and not isinstance(v, bool):
-        return format(v, spec)
-    width = "".join(itertools.takewhile(str.isdigit, spec))
-    return format("-", ">" + width)
+def _num(spec: str, key: str) -> Cell:
+    def cell(s: dict[str, Any], _p: str) -> str | None:
+        v = s.get(key)
+        return format(v, spec) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+    return cell
+
+
+def _experts(key: str, spec: str) -> Cell:
+    def cell(s: dict[str, Any], _p: str) -> str | None:
+        v = (s.get("expert_load") or {}).get(key)
+        return format(v, spec) if isinstance(v, int | float) else None
+
+    return cell
+
+
+def _slo_at(metric: str) -> Cell:
+    def cell(s: dict[str, Any], _p: str) -> str | None:
+        v = ((s.get("judgement") or {}).get("slo_values_ms") or {}).get(metric)
+        return f"{v:.1f}" if isinstance(v, int | float) else None
+
+    return cell
+
+
+def _verdict(s: dict[str, Any], pname: str) -> str | None:
+    if s.get("verdict") == "failed start":  # sweep-server: a point whose server never answered
+        return f"failed start: {s.get('error')}" if s.get("error") else "failed start"
+    return verdict_cell(s, pname)
+
+
+def sweep_columns(doc: dict[str, Any]) -> list[tuple[str, Cell]]:
+    """The sweep table's columns (filled() leaves out those no step has a value for); against an SLO at a
+    percentile other than p50 and p99, each SLO metric there too (from the step's judgement)."""
+    pname = percentile_name(float(doc.get("slo_percentile") or 99.0))
+    at_slo = [
+        (f"{m.upper()} {pname}", _slo_at(m)) for m in (doc.get("slo_ms") or {}) if pname not in ("p50", "p99")
+    ]
+    return [
+        ("step", lambda s, _p: str(s.get("label") or s.get("kind") or s.get("name"))),
+        ("startup s", _num(".1f", "startup_s")),
+        ("req/s", _num(".3g", "achieved_rate")),
+        ("ok", _num("d", "completed")),
+        ("failed", _num("d", "failed")),
+        ("out tok/s", _num(".1f", "output_throughput")),
+        ("TTFT p50", _num(".1f", "ttft_p50_ms")),
+        ("TTFT p99", _num(".1f", "ttft_p99_ms")),
+        ("TPOT p50", _num(".2f", "tpot_p50_ms")),
+        ("TPOT p99", _num(".2f", "tpot_p99_ms")),
+        ("E2EL p99", _num(".1f", "e2el_p99_ms")),
+        *at_slo,
+        ("tok/s/user", _num(".1f", "output_tok_per_s_per_user")),
+        ("efficiency", _num(".2f", "scaling_efficiency")),
+        ("experts max/mean", _experts("max_over_mean", ".2f")),
+        ("experts CV", _experts("cv", ".3f")),
+        ("$/1M out tok", _num(".4g", "usd_per_million_output_tokens")),
+        ("verdict", _verdict),
+    ]
 
 
 def format_sweep(doc: dict[str, Any], path: str) -> str:
-    """The sweep as a console table."""
+    """The sweep's console answer: its headline (orchestration.report.sweep_report.sweep_headline) first, then
+    every step in one table without the columns no step has a value for, then where sweep.json is."""
     title = "concurrency sweep" if doc["kind"] == "concurrency_sweep" else doc["kind"].replace("_", " ")
-    rows = [
-        f"{'step':<24}{'target':>8}{'req/s':>8}{'out tok/s':>10}{'TTFT p50':>9}{'TTFT p99':>9}"
-        f"{'TPOT p50':>9}{'TPOT p99':>9}{'E2EL p99':>9}{'tok/s/user':>11}"
-    ]
-    for s in doc["steps"]:
-        g = s.get
-        rows.append(
-            f"{str(g('label') or g('kind'))[:23]:<24}{_f(g('target'), '8g')}{_f(g('achieved_rate'), '8.2f')}"
-            f"{_f(g('output_throughput'), '10.1f')}{_f(g('ttft_p50_ms'), '9.1f')}{_f(g('ttft_p99_ms'), '9.1f')}"
-            f"{_f(g('tpot_p50_ms'), '9.2f')}{_f(g('tpot_p99_ms'), '9.2f')}{_f(g('e2el_p99_ms'), '9.1f')}"
-            f"{_f(g('output_tok_per_s_per_user'), '11.1f')}"
-        )
-        if s.get("scaling_efficiency") is not None:
-            rows[-1] += f"  efficiency {s['scaling_efficiency']:.2f}"
-        if s.get("expert_load") and s["expert_load"].get("max_over_mean") is not None:
-            rows[-1] += (
-                f"  experts max/mean {s['expert_load']['max_over_mean']:.2f} CV {s['expert_load']['cv']:.3f}"
-            )
-    return "\n".join([f"=== {title} ===", *rows, f"Sweep: {os.path.join(path, SWEEP)}"])
+    pname = percentile_name(float(doc.get("slo_percentile") or 99.0))
+    header, rows = filled(sweep_columns(doc), doc.get("steps") or [], pname)
+    return "\n".join(
+        [
+            *(f"vllm-locust: {x}" for x in sweep_headline(doc)),
+            f"=== {title} ===",
+            *aligned(header, rows),
+            f"Sweep: {os.path.join(path, SWEEP)} (each step's own summary: its directory's {CONSOLE})",
+        ]
+    )

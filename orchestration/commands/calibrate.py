@@ -13,9 +13,10 @@ from typing import Any
 from orchestration.commands import reported
 from orchestration.server.preflight import check_server
 from orchestration.settings import config as C
-from orchestration.twin.phases import ProbePlan, new_raw, path_latency, run_phases
+from orchestration.twin.phases import ProbePlan, new_raw, path_latency
 from orchestration.twin.probe import Budget, Probe
 from orchestration.twin.profile import build_profile, fit_table, write_profile
+from orchestration.twin.progress import PHASES, PhaseLog, describe, run_phases
 from vllm_users import errors, exit_codes
 from vllm_users.client import tls
 from vllm_users.option_types import header
@@ -98,6 +99,17 @@ def _server_info(host: str, model: str, probe: Probe) -> dict[str, Any]:
     return out
 
 
+def _path_text(path: dict[str, Any] | None) -> str:
+    """The path phase's end: what the simulator's own path adds (the fit takes it out of the server's points)."""
+    if path is None:
+        return "not measured (the simulator did not start)"
+    parts = []
+    if path.get("ttft"):
+        parts.append(f"TTFT +{path['ttft']['excess_ms']:.1f} ms")
+    parts += [f"TPOT +{p['excess_ms']:.2f} ms at batch {p['batch']}" for p in path.get("tpot") or []]
+    return ", ".join(parts) or "no point measured"
+
+
 @reported(PROG)
 def main(argv: Sequence[str]) -> int:
     """`vllm-locust calibrate --host URL [-o twin.json]`: probe, fit, write, print the fit table."""
@@ -124,17 +136,13 @@ def main(argv: Sequence[str]) -> int:
     ).capped(server["max_model_len"])
     raw = new_raw()
     stopped = None
+    # one line as each phase starts and ends (stderr, beside the fit table on stdout): a probe of minutes shows
+    # where it is and what it has measured
+    log = PhaseLog(lambda line: print(f"{PROG}: {line}", file=sys.stderr, flush=True), 1 + len(PHASES))
     try:
-        raw["path_latency"] = path_latency(budget.left())
-        # one progress line per phase (stderr): a long probe shows where it is
-        run_phases(
-            probe,
-            plan,
-            raw,
-            on_phase=lambda name: print(
-                f"{PROG}: {name} phase done ({budget.elapsed():.0f} s)", file=sys.stderr, flush=True
-            ),
-        )
+        with log.phase("path", describe("path", plan), lambda: _path_text(raw["path_latency"])):
+            raw["path_latency"] = path_latency(budget.left())
+        run_phases(probe, plan, raw, log)
     except KeyboardInterrupt:
         stopped = "interrupted"
     if stopped is None and budget.left() <= 0 and len(raw["phases_done"]) < 5:

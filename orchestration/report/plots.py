@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,8 @@ __all__ = [
     "all_plots",
     "cdf_figure",
     "cdf_points",
+    "from_zero",
+    "honest_limits",
     "latency_throughput_figure",
     "scenario_figure",
     "timeseries_figure",
@@ -52,6 +54,53 @@ class Plot:
         buf = io.BytesIO()
         self.figure.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
         return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def honest_limits(values: Iterable[float]) -> tuple[float, float] | None:
+    """Axis limits that keep a spread in proportion: from zero for non-negative quantities (latency, throughput,
+    rates), so that a 2 % spread covers about 2 % of the axis; None without a finite value.
+
+    Matplotlib's own limits hug the data: three steps of 100, 101 and 102 ms filled the whole axis, and a 2 %
+    difference read as a cliff. Data that goes below zero (a difference) keeps its range, padded to at least a
+    tenth of its largest magnitude."""
+    finite = [float(v) for v in values if math.isfinite(v)]
+    if not finite:
+        return None
+    lo, hi = min(finite), max(finite)
+    if lo >= 0:
+        return 0.0, (hi * 1.08 if hi > 0 else 1.0)
+    span = hi - lo
+    pad = max(0.08 * span, (0.1 * max(abs(lo), abs(hi)) - span) / 2)
+    return lo - pad, hi + pad
+
+
+def _plotted(ax: Any, axis: str) -> list[float]:
+    """Every finite value drawn on `ax` along `axis` ("x" or "y"): its lines' and its scatters' points."""
+    out: list[float] = []
+    # a line across the axes (axhline for "y", axvline for "x") has data coordinates along that axis only
+    across = ax.get_yaxis_transform() if axis == "y" else ax.get_xaxis_transform()
+    for line in ax.get_lines():
+        if line.get_transform() not in (ax.transData, across):
+            continue
+        data = line.get_xdata() if axis == "x" else line.get_ydata()
+        out += [float(v) for v in np.asarray(data, dtype=np.float64).ravel()]
+    for coll in ax.collections:
+        if coll.get_offset_transform() is not ax.transData:
+            continue
+        offsets = np.asarray(coll.get_offsets(), dtype=np.float64)
+        if offsets.ndim == 2 and offsets.shape[0]:
+            out += [float(v) for v in offsets[:, 0 if axis == "x" else 1]]
+    return out
+
+
+def from_zero(ax: Any, axis: str = "y", extra: Iterable[float] = ()) -> None:
+    """Set `ax`'s `axis` limits by honest_limits over what is drawn on it and `extra` (an SLO limit that must
+    show); a log axis keeps its own."""
+    if (ax.get_yscale() if axis == "y" else ax.get_xscale()) == "log":
+        return
+    lim = honest_limits([*_plotted(ax, axis), *extra])
+    if lim is not None:
+        (ax.set_ylim if axis == "y" else ax.set_xlim)(*lim)
 
 
 def cdf_points(values_s: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -133,6 +182,7 @@ def timeseries_figure(run: RunData) -> Plot | None:
         ax2 = ax.twinx()
         ax2.plot(t, ts["completed_per_s"], label="completed req/s", color="C1", lw=1)
         ax2.set_ylabel("req/s")
+        from_zero(ax2)
     else:
         ax.plot(t, ts["completed_per_s"], label="req/s (Locust)", color="C1")
         ax.set_ylabel("req/s")
@@ -169,6 +219,8 @@ def timeseries_figure(run: RunData) -> Plot | None:
         ax.set_title("Server memory and GPU")
         ax.legend(loc="upper left", fontsize=7)
     axes[-1].set_xlabel("seconds since first request")
+    for a in axes[:3]:
+        from_zero(a)  # throughput, in-flight and latency: a small wobble must not fill the panel
     for a in axes:
         a.grid(alpha=0.3)
     _shade_windows(axes, run.result.get("windows"), t0, float(t[-1]) + float(ts.get("bucket_s") or 1.0))
@@ -201,6 +253,7 @@ def turns_figure(runs: Sequence[RunData]) -> Plot | None:
         )
     ax.set_xlabel("turn index")
     ax.set_ylabel("TTFT ms")
+    from_zero(ax)
     ax.set_title("TTFT by turn")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
@@ -226,7 +279,11 @@ def latency_throughput_figure(runs: Sequence[RunData]) -> Plot | None:
             key = f"{stat}_{m}_ms" if stat == "median" else f"p99_{m}_ms"
             ax.plot(x, [r.result.get(key) or math.nan for r in pts], marker="o", label=f"{label} {stat}")
         for r, xv in zip(pts, x, strict=True):
-            ax.annotate(r.name, (xv, r.result.get(f"median_{m}_ms") or 0), fontsize=6)
+            yv = r.result.get(f"median_{m}_ms")
+            if yv is not None:
+                ax.annotate(r.name, (xv, yv), fontsize=6)
+        from_zero(ax)
+        from_zero(ax, "x")
         ax.set_xlabel("output tokens/s")
         ax.set_ylabel("ms")
         ax.set_title(f"{label} vs throughput")

@@ -2,7 +2,8 @@
 batch size), the limits at saturation (running requests, KV-cache usage), prefix-cache benefit.
 
 Every phase appends its raw points to one dict as they are measured, so a Ctrl-C or a spent budget leaves what
-was measured in it (calibrate fits and writes that).
+was measured in it (calibrate fits and writes that). Their order, the later rounds and the progress lines are
+orchestration.twin.progress.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import dataclasses
 import math
 import statistics
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,9 +24,13 @@ __all__ = [
     "context_phase",
     "new_raw",
     "path_latency",
-    "run_phases",
+    "prefix_phase",
+    "saturation_phase",
     "seats_limit",
     "tpot_excess",
+    "tpot_phase",
+    "ttft_phase",
+    "warmup",
 ]
 
 
@@ -406,37 +410,3 @@ def tpot_excess(path: dict[str, Any] | None, batch: float) -> float:
 def new_raw() -> dict[str, Any]:
     """The empty record of a probe's raw points."""
     return {"ttft": [], "tpot": [], "saturation": None, "prefix": [], "errors": {}, "phases_done": []}
-
-
-def run_phases(
-    probe: Probe, plan: ProbePlan, raw: dict[str, Any], on_phase: Callable[[str], None] | None = None
-) -> None:
-    """Run every phase into `raw` while the budget lasts (a KeyboardInterrupt leaves what was measured);
-    `on_phase(name)` after each phase of the first round."""
-    if probe.budget.left() <= 0:
-        return
-    warmup(probe, raw)
-    raw["phases_done"].append("warmup")
-    for name, phase in (
-        ("ttft", ttft_phase),
-        ("tpot", tpot_phase),
-        ("context", context_phase),
-        ("batch", batch_phase),
-        ("saturation", saturation_phase),
-        ("prefix", prefix_phase),
-    ):
-        if probe.budget.left() <= 0:
-            break
-        phase(probe, plan, raw)
-        raw["phases_done"].append(name)
-        if on_phase is not None:
-            on_phase(name)
-    rounds = 1
-    total = probe.budget.deadline - probe.budget.start
-    while rounds < plan.max_rounds and probe.budget.elapsed() < plan.fill * total:
-        ttft_phase(probe, plan, raw)
-        tpot_phase(probe, plan, raw)
-        context_phase(probe, plan, raw)
-        batch_phase(probe, plan, raw)
-        rounds += 1
-    raw["rounds"] = rounds

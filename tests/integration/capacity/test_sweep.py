@@ -33,7 +33,11 @@ def test_rate_sweep_and_report(tmp_path) -> None:
         assert s["ttft_p50_ms"] == pytest.approx(res["median_ttft_ms"]) and s["ttft_p50_ms"] >= 20
         assert s["output_tok_per_s_per_user"] == pytest.approx(1000 / res["median_tpot_ms"])
     assert steps[1]["achieved_rate"] > 2 * steps[0]["achieved_rate"]
-    assert "=== rates sweep ===" in r.out
+    # the answer, then one table; each step's full summary in its directory's console.txt, not on the terminal
+    assert r.out.index("vllm-locust: Peak output throughput:") < r.out.index("=== rates sweep ===")
+    assert "vllm-locust Result" not in r.out
+    for s in steps:
+        assert "vllm-locust Result" in open(os.path.join(s["run_dir"], "console.txt")).read()
     p = subprocess.run(
         [sys.executable, "-m", "orchestration.cli", "report", r.run_dir],
         capture_output=True,

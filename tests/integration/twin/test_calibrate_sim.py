@@ -225,7 +225,7 @@ def test_ctrl_c_writes_what_was_measured(real: SimProcess, twin: dict[str, Any],
     out = tmp_path / "c.json"
     proc = calibrate(real.url, out, "120s")
     try:
-        before = wait_for_line(proc, "calibrate: ttft phase done", timeout=90)  # past the TTFT phase
+        before = wait_for_line(proc, " ttft done in ", timeout=90)  # past the TTFT phase
     except BaseException:
         proc.kill()
         raise
