@@ -74,7 +74,7 @@ def _report(a: argparse.Namespace) -> int:
     if len(a.runs) == 1 and is_sweep_dir(a.runs[0]):  # a sweep or an SLO search
         from orchestration.report.sweep_report import rewrite_report
 
-        path = rewrite_report(a.runs[0])
+        path = rewrite_report(a.runs[0], formats)
         if not a.quiet:
             print(f"vllm-locust report: wrote {path}")
         return exit_codes.OK

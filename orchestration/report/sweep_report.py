@@ -17,7 +17,7 @@ from orchestration.report.run_sets import load_sweep, search_headline
 from orchestration.report.sweep_answer import slo_answer, sweep_headline
 from orchestration.report.sweep_plots import curves_figure, number, pareto_figure, search_figure
 from vllm_users.atomic import atomic_json, write_atomic
-from vllm_users.run_dir import REPORT_DIR, REPORT_HTML, REPORT_JSON, REPORT_MD
+from vllm_users.run_dir import REPORT_DIR, REPORT_HTML, REPORT_JSON, REPORT_MD, REPORT_PDF
 
 __all__ = [
     "TABLE",
@@ -131,11 +131,20 @@ def figures(doc: dict[str, Any]) -> tuple[list[Plot], list[Plot]]:
     return [p for p in lead if p is not None], [p for p in (curves, pareto_figure(steps)) if p is not None]
 
 
+DEFAULT_FORMATS = ("html", "json", "md")
+
+
 def write_sweep_report(
-    path: str, doc: dict[str, Any] | None = None, *, title: str = "", headline: Sequence[str] | None = None
+    path: str,
+    doc: dict[str, Any] | None = None,
+    *,
+    title: str = "",
+    headline: Sequence[str] | None = None,
+    formats: Sequence[str] = DEFAULT_FORMATS,
 ) -> str:
-    """Write PATH/report/report.{html,md,json} for the sweep (or SLO search) in PATH; returns the HTML path. The
-    title and the headline (the answer) follow the document's kind unless given."""
+    """Write PATH/report/report.{html,md,json,pdf} (those in `formats`) for the sweep (or SLO search) in PATH;
+    returns the first written, the HTML when asked for. The title and the headline (the answer) follow the
+    document's kind unless given."""
     if doc is None:
         doc = load_sweep(path)
     search = doc.get("kind") == "max_rate_search"
@@ -147,22 +156,35 @@ def write_sweep_report(
     lead, plots = figures(doc)
     rows = _rows(doc)
     env = jinja2.Environment(autoescape=True)
-    html = env.from_string(_HTML).render(
-        doc=doc,
-        rows=rows,
-        lead=lead,
-        plots=plots,
-        table=columns(rows),
-        fmt=fmt,
-        title=title,
-        headline=headline,
-    )
-    write_atomic(os.path.join(out, REPORT_HTML), html)
-    write_atomic(os.path.join(out, REPORT_MD), render_markdown(doc, title, headline))
-    atomic_json(os.path.join(out, REPORT_JSON), {"tool": "vllm-locust report", "kind": title, **doc})
-    return os.path.join(out, REPORT_HTML)
+    written: list[str] = []
+    subtitle = f"{doc.get('sweep') or ''} against {doc.get('host')}; {len(doc.get('steps') or [])} step(s)"
+    if "html" in formats:
+        html = env.from_string(_HTML).render(
+            doc=doc,
+            rows=rows,
+            lead=lead,
+            plots=plots,
+            table=columns(rows),
+            fmt=fmt,
+            title=title,
+            headline=headline,
+        )
+        written.append(os.path.join(out, REPORT_HTML))
+        write_atomic(written[-1], html)
+    if "md" in formats:
+        written.append(os.path.join(out, REPORT_MD))
+        write_atomic(written[-1], render_markdown(doc, title, headline))
+    if "json" in formats:
+        written.append(os.path.join(out, REPORT_JSON))
+        atomic_json(written[-1], {"tool": "vllm-locust report", "kind": title, **doc})
+    if "pdf" in formats:  # imported only then: ReportLab costs what an HTML report need not
+        from orchestration.report.render_pdf import write_sweep_pdf
+
+        written.append(os.path.join(out, REPORT_PDF))
+        write_sweep_pdf(written[-1], title, subtitle, headline, columns(rows), rows, [*lead, *plots])
+    return written[0]
 
 
-def rewrite_report(path: str) -> str:
-    """The report of a sweep or SLO-search directory, from its sweep.json."""
-    return write_sweep_report(path)
+def rewrite_report(path: str, formats: Sequence[str] = DEFAULT_FORMATS) -> str:
+    """The report of a sweep or SLO-search directory, from its sweep.json, in `formats`."""
+    return write_sweep_report(path, formats=formats)

@@ -258,3 +258,18 @@ def test_the_sweep_answer_without_an_slo() -> None:
         "Peak output throughput: 101.0 tok/s at step rate 19.5 (19.5 req/s).",
         "At the lightest load, rate 5 (5 req/s): TTFT p50 20 ms, TPOT p50 10 ms.",
     ]
+
+
+def test_a_search_report_asked_as_pdf_writes_the_headline_and_every_step(tmp_path: Any) -> None:
+    """`vllm-locust report SEARCH_DIR --format pdf`: the PDF holds the answer and one row per step."""
+    pypdf = pytest.importorskip("pypdf", reason="pypdf is in the test extra (pip install -e '.[test]')")
+    from orchestration.report.run_sets import search_headline
+
+    doc = _search_doc()
+    first = write_sweep_report(str(tmp_path), doc, formats=["pdf"])
+    assert first.endswith("report.pdf") and not (tmp_path / "report" / "report.html").exists()
+    text = "".join("".join(p.extract_text().split()) for p in pypdf.PdfReader(first).pages)
+    for line in search_headline(doc):
+        assert "".join(line.split()) in text
+    for s in doc["steps"]:
+        assert "".join(str(s["name"]).split()) in text
