@@ -33,6 +33,7 @@ from vllm_users.distributed.run_end import (
 )
 from vllm_users.distributed.server_profile import ServerProfile
 from vllm_users.distributed.transport import messages
+from vllm_users.distributed.transport.clock import Offset, as_meta, offset_warning
 from vllm_users.distributed.transport.master_side import SILENT_WORKER_S, Collector
 from vllm_users.distributed.views import web_ui
 from vllm_users.distributed.views.live import LiveView
@@ -90,6 +91,9 @@ class MasterPlugin:
         self.t0: float | None = None
         self.ready: set[str] = set()  # open loop: workers whose users all wait for tickets
         self._t0_round = 0  # which test's t0 is being agreed (a late fallback of an earlier one does nothing)
+        # each remote worker's clock offset to this one: (the applied first measurement, the latest)
+        self.clocks: dict[str, tuple[Offset, Offset]] = {}
+        self._drift_said: set[str] = set()
         self.headless = bool(env.parsed_options is None or env.parsed_options.headless)
         self.exporter: Any = None  # --prometheus-port: /metrics from now on (seen before the test starts)
         # imported only when asked for: prometheus_client costs ~0.2 s at start-up
@@ -115,6 +119,7 @@ class MasterPlugin:
 
     def _start(self, **_: Any) -> None:
         self.t0, self.ready = None, set()  # each test (the web UI starts a new one) agrees its own t0
+        self.clocks = {}  # and each worker measures its clock again for it
         self._t0_round += 1
         if self.collector is None:
             o = options(self.env)
@@ -269,6 +274,21 @@ class MasterPlugin:
         if self.t0 is not None:
             self._to_workers(messages.T0(self.t0), client_id)
 
+    def on_clock_ping(self, ping: messages.ClockPing, client_id: str) -> None:
+        """A worker's clock probe: answered at once with this clock (the axis of t0 and the server's metrics)."""
+        self._to_workers(messages.ClockPong(ping.seq, time.time()), client_id)
+
+    def on_clock_report(self, report: messages.ClockReport) -> None:
+        """A worker measured its clock's offset: kept for result.json, said when large or drifting."""
+        new = Offset(report.offset_s, report.uncertainty_s, report.rtt_s, report.probes)
+        applied = self.clocks[report.worker][0] if report.worker in self.clocks else None
+        said = offset_warning(report.worker, applied, new)
+        if said and (applied is None or report.worker not in self._drift_said):  # a drift once per worker
+            log.warning("vllm-locust: %s", said)
+            if applied is not None:
+                self._drift_said.add(report.worker)
+        self.clocks[report.worker] = (applied or new, new)
+
     def on_need(self, need: messages.Need, client_id: str) -> None:
         """Hand out the next tickets of the run's request budget (closed loop with --num-prompts)."""
         budget = options(self.env).load.num_prompts or 0
@@ -392,6 +412,10 @@ class MasterPlugin:
         o = options(self.env)
         meta = run_meta(o, self.env, self.t_start, run_time=self.run_time_s, timeline=self.timeline)
         meta["prompt_calibration"] = c.calibration
+        if self.clocks:  # remote workers only: a local run has one clock
+            meta["clock_offsets"] = {
+                w: as_meta(latest, applied) for w, (applied, latest) in self.clocks.items()
+            }
         stopped_by = interruption(self.results_dir, self.interrupted)
         base = max(self.exit_code, note_faults(meta, c, self._write_failure(), stopped_by))
         atomic_json(run_dir.path(self.results_dir, run_dir.META), meta)

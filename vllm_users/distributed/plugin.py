@@ -148,7 +148,8 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         def send(msg: messages.ToMaster) -> None:
             handle(msg, "local")
 
-    ctx = WorkerContext(o, index, count, send)
+    # a worker of a master measures its clock's offset to the master's: its host's clock may differ
+    ctx = WorkerContext(o, index, count, send, measure_clock=isinstance(runner, WorkerRunner))
     ctx.users = lambda: max(1, environment.runner.user_count if environment.runner else 1)
     env_state.set_context(environment, ctx)
     ctx.start()

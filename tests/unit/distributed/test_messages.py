@@ -41,6 +41,9 @@ SAMPLES: list[Any] = [
     M.Grant(40, 8),
     M.Rate([[0.0, 10.0], [12.5, 20.0]]),
     M.T0(1.7e9 + 0.2),
+    M.ClockPing("h-w0", 3),
+    M.ClockReport("h-w0", -2.5, 0.0004, 0.0008, 8),
+    M.ClockPong(3, 1.7e9 + 0.125),
 ]
 
 
@@ -69,6 +72,9 @@ def test_every_kind_is_in_exactly_one_table_under_its_wire_name() -> None:
         "vllm_grant",
         "vllm_rate",
         "vllm_t0",
+        "vllm_clock_ping",
+        "vllm_clock",
+        "vllm_clock_pong",
     }
     assert [k for k, c in {**M.TO_MASTER, **M.TO_WORKER}.items() if c.CONCURRENT] == ["vllm_stop"]
 
@@ -148,12 +154,16 @@ def test_register_hands_each_kind_decoded_to_its_handler() -> None:
     runner = _Runner()
     got: list[tuple[Any, str]] = []
     M.register(runner, M.TO_WORKER, lambda msg, node: got.append((msg, node)))  # type: ignore[arg-type]
-    assert {k: c for k, (_, c) in runner.handlers.items()} == {
-        "vllm_stop": True,
-        "vllm_grant": False,
-        "vllm_rate": False,
-        "vllm_t0": False,
-    }
+    assert (
+        {k: c for k, (_, c) in runner.handlers.items()}
+        == {
+            "vllm_stop": True,
+            "vllm_grant": False,
+            "vllm_rate": False,
+            "vllm_t0": False,
+            "vllm_clock_pong": False,  # handled at once: its receipt is stamped, and a queue would lengthen the trip
+        }
+    )
     listener, _ = runner.handlers["vllm_grant"]
     listener(environment=None, msg=_wire("vllm_grant", {"start": 3, "count": 5}))
     assert got == [(M.Grant(3, 5), "node-1")]

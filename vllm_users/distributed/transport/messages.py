@@ -24,6 +24,9 @@ __all__ = [
     "TO_MASTER",
     "TO_WORKER",
     "Batch",
+    "ClockPing",
+    "ClockPong",
+    "ClockReport",
     "Done",
     "First",
     "Grant",
@@ -50,6 +53,7 @@ class WorkerInbox(Protocol):
     def on_grant(self, start: int, count: int) -> None: ...
     def set_segments(self, segments: list[list[float]]) -> None: ...
     def on_t0(self, t0: float) -> None: ...
+    def on_clock_pong(self, seq: int, t_master: float) -> None: ...
 
 
 class MasterInbox(Protocol):
@@ -60,6 +64,8 @@ class MasterInbox(Protocol):
     def start_clock(self, why: str = "") -> None: ...
     def on_ready(self, worker: str, client_id: str) -> None: ...
     def on_done(self, worker: str) -> None: ...
+    def on_clock_ping(self, ping: ClockPing, client_id: str) -> None: ...
+    def on_clock_report(self, report: ClockReport) -> None: ...
 
 
 _READ: dict[str, Callable[[Any], Any]] = {
@@ -206,6 +212,35 @@ class Done(_Fields):
         to.on_done(self.worker)
 
 
+@dataclass(frozen=True, slots=True)
+class ClockPing(_Fields):
+    """A worker asks for the master's wall clock (one round trip of its clock offset measurement)."""
+
+    KIND: ClassVar[str] = "vllm_clock_ping"
+    worker: str
+    seq: int
+
+    def deliver(self, to: MasterInbox, client_id: str) -> None:
+        """Hand it to the master."""
+        to.on_clock_ping(self, client_id)
+
+
+@dataclass(frozen=True, slots=True)
+class ClockReport(_Fields):
+    """A worker's measured clock offset: master − worker, seconds, within ± uncertainty_s."""
+
+    KIND: ClassVar[str] = "vllm_clock"
+    worker: str
+    offset_s: float
+    uncertainty_s: float
+    rtt_s: float
+    probes: int
+
+    def deliver(self, to: MasterInbox, client_id: str) -> None:
+        """Hand it to the master."""
+        to.on_clock_report(self)
+
+
 # ----- master -> worker -----
 @dataclass(frozen=True, slots=True)
 class Stop(_Fields):
@@ -258,12 +293,27 @@ class T0(_Fields):
         to.on_t0(self.t0)
 
 
-ToMaster = Batch | Need | First | Ready | Done
-ToWorker = Stop | Grant | Rate | T0
+@dataclass(frozen=True, slots=True)
+class ClockPong(_Fields):
+    """The master's answer to a ClockPing: its wall clock when the ping arrived."""
+
+    KIND: ClassVar[str] = "vllm_clock_pong"
+    seq: int
+    t: float
+
+    def deliver(self, to: WorkerInbox) -> None:
+        """Hand it to a worker."""
+        to.on_clock_pong(self.seq, self.t)
+
+
+ToMaster = Batch | Need | First | Ready | Done | ClockPing | ClockReport
+ToWorker = Stop | Grant | Rate | T0 | ClockPong
 
 # the handler tables: each kind a side receives, and the class that reads its payload
-TO_MASTER: dict[str, type[ToMaster]] = {c.KIND: c for c in (Batch, Need, First, Ready, Done)}
-TO_WORKER: dict[str, type[ToWorker]] = {c.KIND: c for c in (Stop, Grant, Rate, T0)}
+TO_MASTER: dict[str, type[ToMaster]] = {
+    c.KIND: c for c in (Batch, Need, First, Ready, Done, ClockPing, ClockReport)
+}
+TO_WORKER: dict[str, type[ToWorker]] = {c.KIND: c for c in (Stop, Grant, Rate, T0, ClockPong)}
 
 
 def decode(table: Mapping[str, type[Any]], kind: str, data: Mapping[str, Any]) -> Any:

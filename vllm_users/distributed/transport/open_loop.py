@@ -5,6 +5,10 @@ to finish its setup (model lookup, calibration, a tokenizer, a dataset: arrivals
 measured late for the client's sake, not the server's). Each worker tells the master when all of its users wait
 for a ticket (`messages.Ready`); once every worker has, the master sends one t0 to all of them (`messages.T0`),
 a little ahead, so the global schedule stays split across workers as before.
+
+t0 is on the master's clock; a worker on another host converts it with its measured offset (clock.py) before it
+plans, and reports ready only once that offset is measured. The tickets' intended times stay on the master's
+clock, the axis the records are put on (WorkerContext.submit).
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ import gevent
 import gevent.event
 from gevent.queue import Empty, Queue
 
+from vllm_users.distributed.transport.clock import SETTLE_WAIT_S, WorkerClock
 from vllm_users.distributed.transport.messages import Ready, ToMaster
+from vllm_users.measure.record import epoch
 from vllm_users.options import Options
 from vllm_users.workload.arrivals import worker_piecewise
 from vllm_users.workload.ramp import ramp_worker_iter
@@ -47,18 +53,22 @@ class OpenLoopSchedule:
         send: Callable[[ToMaster], None],
         users: Callable[[], int],
         on_t0: Callable[[float], None],
+        clock: WorkerClock | None = None,
     ) -> None:
         self.options = options
         self.index, self.count, self.worker = index, count, worker
         self.send = send
         self.users = users  # how many users this worker runs now
-        self._on_t0 = on_t0  # called with the agreed t0 (wall clock) just before the first arrival is planned
+        self._on_t0 = (
+            on_t0  # called with the agreed t0 (this worker's clock) just before the first arrival is planned
+        )
+        self.clock = clock  # the offset to the master's clock (None: a local run, one clock)
         self.queue: Queue = Queue()
         # the global schedule's rate segments [(offset s, rate)]; changed live from the master
         self.segments: list[tuple[float, float]] = [(0.0, float(options.load.request_rate or 0.0))]
         self._replan = gevent.event.Event()
         self._last_index = -1
-        self.t0: float | None = None  # wall clock; None until agreed
+        self.t0: float | None = None  # the master's clock; None until agreed
         self._t0_event = gevent.event.Event()
         self._waiting: set[int] = set()  # users (greenlet ids) that asked for a ticket before t0
         self.spawned_at: float | None = None  # perf_counter when spawning completed (Locust's event)
@@ -83,13 +93,22 @@ class OpenLoopSchedule:
             self.spawned_at = time.perf_counter()
 
     def on_t0(self, t0: float) -> None:
-        """The master agreed the schedule's start (wall clock)."""
+        """The master agreed the schedule's start (its clock)."""
         if self.t0 is None:
             self.t0 = t0
             self._t0_event.set()
 
     def _users_ready(self) -> bool:
         return self.spawned_at is not None and len(self._waiting) >= self.users()
+
+    def _clock_ready(self) -> bool:
+        """The offset to the master is measured (or given up on): t0 can be converted once it comes."""
+        if self.clock is None or self.clock.settled.is_set():
+            return True
+        return self.spawned_at is not None and time.perf_counter() - self.spawned_at > SETTLE_WAIT_S
+
+    def _master_now(self) -> float:
+        return self.clock.master_now() if self.clock is not None else time.time()
 
     def _await_t0(self) -> float | None:
         """Report ready once every user waits for a ticket; the agreed t0, or None when stopping first."""
@@ -99,7 +118,7 @@ class OpenLoopSchedule:
                 late = (
                     self.spawned_at is not None and time.perf_counter() - self.spawned_at > USERS_READY_WAIT_S
                 )
-                if self._users_ready() or late:
+                if (self._users_ready() or late) and self._clock_ready():
                     if late:
                         log.warning(
                             "vllm-locust: %d of %d users set up %.0f s after spawning; the schedule starts "
@@ -115,7 +134,7 @@ class OpenLoopSchedule:
                     "vllm-locust: no schedule start from the master %.0f s after ready; starting now",
                     T0_WAIT_S,
                 )
-                self.on_t0(time.time())
+                self.on_t0(self._master_now())
             if self._t0_event.wait(READY_POLL_S):
                 return self.t0
         return None
@@ -127,21 +146,24 @@ class OpenLoopSchedule:
         self._replan.set()
 
     def _run(self) -> None:
-        t0_wall = self._await_t0()
-        if t0_wall is None:
+        t0_master = self._await_t0()
+        if t0_master is None:
             return
-        self._on_t0(t0_wall)
-        # convert the wall-clock origin to this process's perf_counter once; sleeps then use perf_counter
-        t0_perf = time.perf_counter() + (t0_wall - time.time())
+        t0_local = self.clock.applied.to_local(t0_master) if self.clock and self.clock.applied else t0_master
+        self._on_t0(t0_local)
+        # convert the origin to this process's perf_counter once (through the records' clock: a step of the wall
+        # clock since start moves neither); sleeps then use perf_counter
+        now = time.perf_counter()
+        t0_perf = now + (t0_local - epoch(now))
         try:
-            while not self._plan(t0_wall, t0_perf):  # False: the rate changed, start over from the new plan
+            while not self._plan(t0_master, t0_perf):  # False: the rate changed, start over from the new plan
                 pass
         except Exception:
             log.exception("vllm-locust: arrival schedule failed")
             raise
         self.queue.put(None)
 
-    def _plan(self, t0_wall: float, t0_perf: float) -> bool:
+    def _plan(self, t0_master: float, t0_perf: float) -> bool:
         """Dispatch this worker's arrivals under the current segments; False when they changed meanwhile."""
         o, q = self.options, self.queue
         self._replan.clear()
@@ -178,7 +200,7 @@ class OpenLoopSchedule:
                 return False
             if self.stopping:
                 return True
-            q.put(Ticket(i, t0_wall + off))
+            q.put(Ticket(i, t0_master + off))
             self._last_index = i
         return True
 
@@ -209,7 +231,8 @@ class OpenLoopSchedule:
         return n
 
     def due_untaken(self, now: float) -> list[float]:
-        """Empty the queue; the intended times of the arrivals in it that were due by `now` (never sent)."""
+        """Empty the queue; the intended times of the arrivals in it that were due by `now` (never sent; both on
+        the master's clock)."""
         out: list[float] = []
         while True:
             try:

@@ -1,4 +1,8 @@
-"""Per-process run state on a worker: the request budget or arrival schedule, records, histograms, drain."""
+"""Per-process run state on a worker: the request budget or arrival schedule, records, histograms, drain.
+
+A worker of a master (not a local run) measures its clock's offset to the master's (clock.py) before its first
+request, and every wall-clock time it sends is on the master's clock: a record's t_start is converted in
+`submit` (its t_intended, from the schedule, already is), a batch's sent_at when it is built."""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ import gevent.lock
 from gevent.queue import Empty, Queue
 
 from vllm_users import run_dir
+from vllm_users.distributed.transport.clock import WorkerClock, local_now
 from vllm_users.distributed.transport.live_totals import LiveTotals
 from vllm_users.distributed.transport.messages import Batch, Done, First, Need, ToMaster
 from vllm_users.distributed.transport.open_loop import OpenLoopSchedule
@@ -52,7 +57,12 @@ class WorkerContext:
     """Everything a worker process shares between its users."""
 
     def __init__(
-        self, options: Options, worker_index: int, worker_count: int, send: Callable[[ToMaster], None]
+        self,
+        options: Options,
+        worker_index: int,
+        worker_count: int,
+        send: Callable[[ToMaster], None],
+        measure_clock: bool = False,
     ):
         self.options = options
         self.calibration: dict[str, Any] | None = (
@@ -65,6 +75,9 @@ class WorkerContext:
         self.count = max(1, worker_count)
         self.name = f"{socket.gethostname()}-w{worker_index}"
         self.send = send
+        # a worker of a master: its offset to the master's clock (None: a local run, the master's own clock)
+        self.clock = WorkerClock(self.name, send) if measure_clock else None
+        self._clock_waited = False
         self.hists = HistogramSet()
         self.health = HealthSampler()
         self.pending: list[str] = []
@@ -106,7 +119,9 @@ class WorkerContext:
 
     # ----- request budget / schedule -----
     def start(self) -> None:
-        """Begin the schedule (open loop), health sampling and periodic reports."""
+        """Begin the clock's measurement, the schedule (open loop), health sampling and periodic reports."""
+        if self.clock is not None:
+            self.clock.start()
         if self.options.open_loop:
             # health sampling starts with the schedule (t0), not with the users' setup
             self.schedule = OpenLoopSchedule(
@@ -117,6 +132,7 @@ class WorkerContext:
                 self.send,
                 lambda: self.users(),
                 self._schedule_started,
+                self.clock,
             )
             self.schedule.start()
         else:
@@ -126,13 +142,17 @@ class WorkerContext:
         self._reporter = gevent.spawn(self._report_loop)
 
     def _schedule_started(self, t0: float) -> None:
-        wait = max(0.0, t0 - time.time())  # the run (CPU and loop probes) starts at t0
+        wait = max(0.0, t0 - local_now())  # the run (CPU and loop probes) starts at t0 (this worker's clock)
         self.health.start(warmup_s=wait, run_starts_in_s=wait)
 
     def next_ticket(self) -> Ticket | None:
         """Block until this worker may send its next request; None when its share is used up or stopping."""
         if self.stopping:
             return None
+        if self.clock is not None and not self._clock_waited:
+            # no record before the offset is known: every record of the run is on the master's clock
+            self._clock_waited = True
+            self.clock.wait_settled()
         if self.schedule is not None:
             return self.schedule.take()
         if self._grants is not None:
@@ -188,15 +208,24 @@ class WorkerContext:
             self.schedule.on_spawned()
 
     def on_t0(self, t0: float) -> None:
-        """The master agreed the open-loop schedule's start (wall clock)."""
+        """The master agreed the open-loop schedule's start (its clock)."""
         if self.schedule is not None:
             self.schedule.on_t0(t0)
+
+    def on_clock_pong(self, seq: int, t_master: float) -> None:
+        """The master answered a clock probe."""
+        if self.clock is not None:
+            self.clock.on_pong(seq, t_master)
+
+    def master_now(self) -> float:
+        """Now on the master's clock (this process's own in a local run)."""
+        return self.clock.master_now() if self.clock is not None else time.time()
 
     def first_request(self) -> None:
         """A load request is about to go out: the first one is told to the master at once (--run-time counts from
         the run's first load request, not from the spawn: start-up and calibration are not the window's)."""
         if self.first_sent_at is None:
-            self.first_sent_at = time.time()
+            self.first_sent_at = self.master_now()
             self.send(First(self.name, self.first_sent_at))
 
     # ----- records -----
@@ -207,6 +236,8 @@ class WorkerContext:
 
     def submit(self, rec: RequestRecord) -> None:
         """Keep a finished record: histograms, local file, and the batch for the master."""
+        if self.clock is not None and self.clock.applied is not None:
+            rec.t_start = self.clock.applied.to_master(rec.t_start)  # t_intended is the master's already
         self.hists.add_record(rec)
         self.live.count(rec)
         line = rec.to_json()
@@ -316,7 +347,7 @@ class WorkerContext:
             health=health,
             total=total,
             totals=totals,
-            sent_at=time.time(),
+            sent_at=self.master_now(),
             cols=cols,
             **rest,
         )
@@ -366,6 +397,8 @@ class WorkerContext:
         if self.final_sent:
             return
         self.stopping = True
+        if self.clock is not None:
+            self.clock.stop()
         if self.schedule is not None:
             self.schedule.stop()
         self._record_dropped()
@@ -391,5 +424,5 @@ class WorkerContext:
         """Open loop: arrivals already due but never sent become `dropped` records."""
         if self.schedule is None:
             return
-        for t_intended in self.schedule.due_untaken(time.time()):
+        for t_intended in self.schedule.due_untaken(self.master_now()):
             self.submit(dropped_record(self.name, self.next_seq(), t_intended))
