@@ -201,3 +201,46 @@ def test_records_leave_a_worker_on_the_masters_clock() -> None:
     rec2 = RequestRecord("chat", "w", 0, 2, "chat", 1002.5, t_intended=1000.0, chunk_times_us=[5])
     local.submit(rec2)
     assert rec2.t_start == 1002.5
+
+
+def test_refreshes_report_the_drift_and_keep_the_first_offset() -> None:
+    m = _Master(0.200, [(0.001, 0.001)] * 16)
+    clk = C.WorkerClock("h-w0", m.send, probes=8, refresh_s=0.05)
+    m.clock = clk
+    clk.start()
+    assert clk.settled.wait(5.0)
+    m.theta = 0.230  # the master's clock gained 30 ms on this one
+    for _ in range(100):
+        if len(m.reports) >= 2:
+            break
+        gevent.sleep(0.02)
+    clk.stop()
+    assert len(m.reports) == 2
+    first, second = m.reports
+    assert clk.applied is not None and clk.applied.offset_s == first.offset_s  # one offset for the run
+    assert abs(first.offset_s - 0.200) <= first.uncertainty_s + 1e-6
+    assert abs(second.offset_s - 0.230) <= second.uncertainty_s + 1e-6
+
+
+def test_the_master_keeps_each_workers_first_offset_and_says_a_drift_once(caplog: Any) -> None:
+    from types import SimpleNamespace
+
+    from vllm_users.distributed.master_plugin import MasterPlugin
+
+    master: Any = SimpleNamespace(clocks={}, _drift_said=set())
+    with caplog.at_level("WARNING", logger="vllm_locust"):
+        for off in (-2.5, -2.5001, -2.490, -2.480):
+            MasterPlugin.on_clock_report(master, ClockReport("h-w1", off, 0.0002, 0.0004, 8))
+        MasterPlugin.on_clock_report(master, ClockReport("h-w0", 0.0003, 0.0002, 0.0004, 8))
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and "+2500.0 ms off" in said[0] and "drifted +10.0 ms" in said[1], said
+    applied, latest = master.clocks["h-w1"]
+    assert C.as_meta(latest, applied) == {
+        "offset_ms": -2500.0,
+        "uncertainty_ms": 0.2,
+        "rtt_ms": 0.4,
+        "probes": 8,
+        "latest_offset_ms": -2480.0,
+        "drift_ms": 20.0,
+    }
+    assert set(master.clocks) == {"h-w0", "h-w1"}
