@@ -142,3 +142,10 @@ def test_router_flags() -> None:
     assert parse_config([]).replica_policy == "round-robin"
     with pytest.raises(SystemExit):
         parse_config(["--router", "bogus"])
+
+
+def test_the_sum_keeps_the_servers_own_counts() -> None:
+    """A pooling request's prompt tokens are counted by the server, not by a replica: the sum must keep them."""
+    with start_simulator(["--replicas", "2", *FAST]) as sim:
+        assert probe.request(sim.url, "/v1/embeddings", {"input": "a b c d"}).status == 200
+        assert _value(probe.request(sim.url, "/metrics").body.decode(), "vllm:prompt_tokens_total") == 4
