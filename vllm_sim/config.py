@@ -55,6 +55,14 @@ class SimConfig:
     twin: str = ""
     replicas: int = 1
     replica_policy: str = "round-robin"
+    # the API server in front of each engine (vllm_sim/apiserver.py): 0 processes = no such stage
+    api_server_count: int = 0
+    api_request_cost_us: float = 0.0
+    api_prompt_token_cost_us: float = 0.0
+    api_chunk_cost_us: float = 0.0
+    # speculative decoding: K draft tokens per decode step, each accepted with probability P (in order)
+    spec_tokens: int = 0
+    spec_acceptance: float = 0.0
     # LoRA adapters and priority scheduling (vllm_sim/adapters.py), for traffic classes
     lora_modules: str = ""
     slow_adapter: str = ""
@@ -92,7 +100,9 @@ class SimConfig:
 
 TOKENIZE_APIS = ("vllm", "llama.cpp", "none")
 REASONING_FIELDS = ("reasoning_content", "reasoning")
-REPLICA_POLICIES = ("round-robin", "least-loaded")
+REPLICA_POLICIES = ("round-robin", "least-loaded", "random", "prefix")
+# another name for a policy: least-loaded already counts every request a replica holds (running + waiting)
+POLICY_ALIASES = {"least-inflight": "least-loaded"}
 
 _HELP = {
     "host": "address to listen on",
@@ -129,7 +139,17 @@ _HELP = {
     "request_overhead_ms": "fixed cost of each request before it is scheduled (HTTP, tokenizing): adds to TTFT",
     "twin": "twin profile (vllm-locust calibrate -o twin.json): its constants are the defaults; flags still win",
     "replicas": "N engines behind this one port (each with all the engine flags); /metrics sums them",
-    "replica_policy": "how --replicas spreads requests: round-robin or least-loaded (fewest running + waiting)",
+    "replica_policy": "how --replicas spreads requests (alias --router): round-robin, least-loaded (fewest in flight: "
+    "running + waiting; also least-inflight), random (seeded), or prefix (the replica holding the longest prefix of "
+    "the prompt, ties to the least loaded); each response says its replica in x-sim-replica",
+    "api_server_count": "API-server processes in front of each engine, each one single-threaded queue (0: no such "
+    "stage, requests reach the engine at once, and the --api-*-cost-us do not apply)",
+    "api_request_cost_us": "API server: CPU per request (HTTP, validation, chat template) before it reaches the engine",
+    "api_prompt_token_cost_us": "API server: CPU per prompt token (tokenizing), added to the request's cost",
+    "api_chunk_cost_us": "API server: CPU per output chunk (detokenizing, SSE framing) before it is written",
+    "spec_tokens": "speculative decoding: K draft tokens per decode step (0: off); a step emits 1 + accepted tokens",
+    "spec_acceptance": "speculative decoding: probability that each draft token is accepted (the first rejection "
+    "ends the run), seeded by --seed",
     "lora_modules": "LoRA adapter names served besides --model (a,b or vLLM's name=path items): in /v1/models "
     "and accepted as a request's model",
     "slow_adapter": "ADAPTER:FACTOR[,...]: that adapter's requests take FACTOR x as long per token",
@@ -190,6 +210,10 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
         if raw is not None:
             default = conv(raw)
         parser.add_argument(flag, type=conv, default=default, help=f"{help_text} [env {env_name}]")
+    # the name a router takes elsewhere ("--router prefix"): the same setting, so --sim-args read either way
+    parser.add_argument(
+        "--router", dest="replica_policy", default=argparse.SUPPRESS, help="alias of --replica-policy"
+    )
     return parser
 
 
@@ -199,6 +223,7 @@ def parse_config(argv: list[str] | None = None, env: Mapping[str, str] | None = 
     _apply_twin(parser, argv)
     ns = parser.parse_args(argv)
     cfg = SimConfig(**vars(ns))
+    cfg.replica_policy = POLICY_ALIASES.get(cfg.replica_policy, cfg.replica_policy)
     problems = []
     if cfg.block_size < 1:
         problems.append("--block-size must be >= 1")
@@ -231,6 +256,7 @@ def parse_config(argv: list[str] | None = None, env: Mapping[str, str] | None = 
         problems.append(f"--replica-policy must be one of {', '.join(REPLICA_POLICIES)}")
     if cfg.replicas > 1 and cfg.fixed:
         problems.append("--replicas is for the batching model, not --fixed")
+    problems += api_spec_problems(cfg)
     if cfg.request_overhead_ms < 0:
         problems.append("--request-overhead-ms must be >= 0")
     if cfg.decode_per_ctx_token_us < 0:
@@ -268,3 +294,20 @@ def adapter_problems(cfg: SimConfig) -> list[str]:
     if cfg.scheduling_policy not in POLICIES:
         return [f"--scheduling-policy must be one of {', '.join(POLICIES)}"]
     return []
+
+
+def api_spec_problems(cfg: SimConfig) -> list[str]:
+    """What is wrong with the API-server and speculative-decoding flags, one line each."""
+    out = []
+    if cfg.api_server_count < 0:
+        out.append("--api-server-count must be >= 0")
+    costs = (cfg.api_request_cost_us, cfg.api_prompt_token_cost_us, cfg.api_chunk_cost_us)
+    if any(c < 0 for c in costs):
+        out.append("--api-request-cost-us, --api-prompt-token-cost-us and --api-chunk-cost-us must be >= 0")
+    if cfg.spec_tokens < 0:
+        out.append("--spec-tokens must be >= 0")
+    if not 0.0 <= cfg.spec_acceptance <= 1.0:
+        out.append("--spec-acceptance must be between 0 and 1")
+    if cfg.spec_tokens and cfg.fixed:
+        out.append("--spec-tokens is for the batching model, not --fixed (use --tokens-per-chunk)")
+    return out

@@ -220,6 +220,9 @@ class BatchingEngine:
         self.paused_until = 0.0
         self.priority = cfg.scheduling_policy == "priority"  # waiting queue by priority: vllm_sim/adapters.py
         self.slow = parse_slow(cfg.slow_adapter, parse_lora_modules(cfg.lora_modules))
+        self.spec_k = cfg.spec_tokens  # --spec-tokens: drafts per decode step (0: off)
+        self.spec_p = cfg.spec_acceptance
+        self.spec_rng = random.Random(cfg.seed + 11)
 
     def _queue(self, q: _Seq, front: bool = False) -> None:
         """Put `q` in the waiting queue: FCFS at the back (a preempted one at the front), or by priority."""
@@ -322,19 +325,22 @@ class BatchingEngine:
             if q.s.stalled_until > now:
                 wake = min(wake, q.s.stalled_until) if wake else q.s.stalled_until
                 continue
-            # the next token needs room for one more KV entry
-            if q.prompt_len + q.s.done + 1 > q.blocks.n_blocks * cfg.block_size:
+            # the next token (and, speculating, its K drafts) needs room for one more KV entry each
+            ok = True
+            while q.prompt_len + q.s.done + 1 + self.spec_k > q.blocks.n_blocks * cfg.block_size:
                 before = self.stats.preemptions
                 ok = self._preempt_for(q)
                 preempted += self.stats.preemptions - before
                 if not ok:
-                    break  # q was the last running sequence: the rest were preempted before it
+                    break
                 self.bm.grow(q.blocks)
+            if not ok:
+                break  # q was the last running sequence: the rest were preempted before it
             decoders.append(q)
         if preempted:
             live = {id(q) for q in self.running}
             decoders = [q for q in decoders if id(q) in live]
-        budget -= len(decoders)
+        budget -= len(decoders) * (1 + self.spec_k)  # a speculating sequence verifies its K drafts too
         prefill_tokens = 0
         pairs = 0
         per_pair = cfg.prefill_per_ctx_token_ns  # --prefill-per-ctx-token-ns: 0 unless set (hot path)
@@ -358,15 +364,37 @@ class BatchingEngine:
             return
         # a decoding sequence attends over its whole context (prompt + tokens so far): --decode-per-ctx-token-us
         ctx = sum(q.prompt_len + q.s.done for q in decoders) if cfg.decode_per_ctx_token_us else 0
-        dur = step_seconds(cfg, len(decoders) + len(prefillers), ctx, prefill_tokens, pairs)
+        # verifying K drafts per decoding sequence costs what prefilling K tokens does (the drafter itself: free)
+        verified = self.spec_k * len(decoders)
+        dur = step_seconds(cfg, len(decoders) + len(prefillers), ctx, prefill_tokens + verified, pairs)
         t_end = max(t0, now - 0.001) + dur  # a late start is absorbed, never accumulated beyond 1 ms
         self.loop.call_at(t_end - EARLY_S, self._end, t_end, decoders, prefillers, prefill_tokens)
+
+    def _draft(self) -> int:
+        """Draft tokens accepted in one decode step: the leading successes of K Bernoulli(P) (vLLM's rejection
+        sampler stops at the first rejection); counted in vLLM's spec_decode counters."""
+        k, p, rnd = self.spec_k, self.spec_p, self.spec_rng.random
+        a = 0
+        while a < k and rnd() < p:
+            a += 1
+        st = self.stats
+        st.spec_drafts += 1
+        st.spec_draft_tokens += k
+        st.spec_accepted += a
+        per = st.spec_accepted_per_pos
+        for i in range(a):
+            per[i] += 1
+        return a
 
     def _end(self, t_end: float, decoders: list[_Seq], prefillers: list[_Seq], prefill_tokens: int) -> None:
         """Finish a step: emit one token per decoding sequence and per completed prefill."""
         now = self.loop.time()
         late = now - t_end
         emitters = list(decoders)
+        n_dec = len(
+            emitters
+        )  # decoders come first: only they speculate (a prefill's first token has no draft)
+        spec = self.spec_k
         for q in prefillers:
             q.computed += q.chunk
             q.chunk = 0
@@ -376,7 +404,7 @@ class BatchingEngine:
                     q.cached_once = True
                 emitters.append(q)
         done: set[int] = set()
-        for q in emitters:
+        for idx, q in enumerate(emitters):
             if q.s.cancelled:
                 done.add(id(q))
                 continue
@@ -387,7 +415,8 @@ class BatchingEngine:
                 if q.credit < 1.0 - 1e-9:
                     continue
                 q.credit -= 1.0
-            st = q.s.produce(1, now)
+            n = 1 + self._draft() if spec and idx < n_dec else 1
+            st = q.s.produce(n, now, n)  # accepted drafts come out with the token, in one chunk
             if st is Status.FINISHED or st is Status.HUNG:
                 done.add(id(q))
         self.stats.lateness.observe_many(late if late > 0 else 0.0, max(1, len(emitters)))

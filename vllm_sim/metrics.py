@@ -161,7 +161,7 @@ class FastHistogram:
 class SimStats:
     """Every number the simulator reports; the engine and server mutate the fields directly."""
 
-    def __init__(self, model: str, num_experts: int = 0) -> None:
+    def __init__(self, model: str, num_experts: int = 0, spec_tokens: int = 0) -> None:
         self.model = model
         self.running = 0
         self.waiting = 0
@@ -182,6 +182,11 @@ class SimStats:
         self.by_status: dict[int, int] = defaultdict(int)
         self.faults: dict[str, int] = defaultdict(int)
         self.expert_tokens = [0] * num_experts
+        # speculative decoding (vLLM's spec_decode counters): absent from /metrics when it is off
+        self.spec_drafts = 0
+        self.spec_draft_tokens = 0
+        self.spec_accepted = 0
+        self.spec_accepted_per_pos = [0] * spec_tokens
 
     def snapshot(self) -> dict[str, Any]:
         """JSON-ready summary for GET /sim/stats."""
@@ -207,6 +212,18 @@ class SimStats:
                 "p99": self.lateness.quantile(0.99),
             },
             "expert_tokens": list(self.expert_tokens),
+            **(
+                {
+                    "spec_decode": {
+                        "num_drafts": self.spec_drafts,
+                        "num_draft_tokens": self.spec_draft_tokens,
+                        "num_accepted_tokens": self.spec_accepted,
+                        "num_accepted_tokens_per_pos": list(self.spec_accepted_per_pos),
+                    }
+                }
+                if self.spec_accepted_per_pos
+                else {}
+            ),
         }
 
 
@@ -273,6 +290,20 @@ class _Collector:
             "Histogram of time spent in WAITING phase for request.",
             s.queue,
         )
+        if s.spec_accepted_per_pos:  # vLLM v1's names (its exposition adds _total to each counter)
+            yield counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", s.spec_drafts)
+            yield counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", s.spec_draft_tokens)
+            yield counter(
+                "vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", s.spec_accepted
+            )
+            pos = CounterMetricFamily(
+                "vllm:spec_decode_num_accepted_tokens_per_pos",
+                "Accepted tokens per draft position.",
+                labels=["engine", "model_name", "position"],
+            )
+            for i, n in enumerate(s.spec_accepted_per_pos):
+                pos.add_metric(["0", s.model, str(i)], n)
+            yield pos
         lbl, val = ["model_name"], [s.model]  # our own metrics: no engine label
         yield hist(
             "sim:emit_lateness_seconds",

@@ -10,11 +10,15 @@ import json
 import logging
 import random
 import time
-from typing import Any
+from typing import Any, cast
+from urllib.parse import parse_qs
+
+from prometheus_client import CollectorRegistry
 
 from . import pooling, responses
 from . import tokenizer as tok
 from .adapters import adapter_entries, check_priority, parse_lora_modules
+from .apiserver import ApiConn, ApiStage
 from .config import SimConfig
 from .engine import BatchingEngine, FixedEngine, MoeRouter
 from .faults import HEADER, Fault, apply_quirks, draw_fault, global_rates, parse_fault
@@ -37,20 +41,25 @@ class SimServer:
         self.cfg = cfg
         tok.configure(cfg.chars_per_token)
         self.loop = asyncio.get_event_loop()
-        self.stats = SimStats(cfg.model, cfg.num_experts)
-        self.registry = make_registry(self.stats)
+        self.stats = SimStats(cfg.model, cfg.num_experts, cfg.spec_tokens)
+        self.view = self.stats  # what /metrics and /sim/stats show
         self.router = MoeRouter(cfg, self.stats)
         self.engine: FixedEngine | BatchingEngine | ReplicaSet
-        if (
-            cfg.replicas > 1
-        ):  # --replicas N: N engines behind this port, their statistics summed (replicas.py)
-            self.engine = ReplicaSet(cfg, self.stats)
+        self.replica_registries: list[CollectorRegistry] = []
+        if cfg.replicas > 1:
+            # --replicas N: N engines behind this port; the server's own counters plus theirs are shown (replicas.py)
+            self.view = SimStats(cfg.model, cfg.num_experts, cfg.spec_tokens)
+            self.engine = ReplicaSet(cfg, self.view, self.stats)
+            self.replica_registries = [make_registry(st) for st in self.engine.replica_stats]
         else:
             self.engine = (
                 FixedEngine(cfg, self.stats, self.router)
                 if cfg.fixed
                 else BatchingEngine(cfg, self.stats, self.router)
             )
+        self.registry = make_registry(self.view)
+        # --api-server-count: the API-server processes in front of each engine (apiserver.py); None: no such stage
+        self.api = ApiStage(self.loop, cfg, cfg.replicas) if cfg.api_server_count > 0 else None
         self.rng = random.Random(cfg.seed)
         self.fault_rng = random.Random(cfg.seed + 1)
         self.rates = global_rates(cfg)
@@ -161,12 +170,8 @@ class SimServer:
                 self._json(conn, self._models())
             elif path == "/version":
                 self._json(conn, {"version": VERSION})
-            elif path == "/metrics":
-                self._sync()
-                self._send(conn, 200, render(self.registry), "text/plain; version=1.0.0; charset=utf-8")
-            elif path == "/sim/stats":
-                self._sync()
-                self._json(conn, self.stats.snapshot())
+            elif path in ("/metrics", "/sim/stats"):
+                self._stats_page(conn, path, req.query)
             else:
                 self._send(conn, 404, _NOT_FOUND)
             return
@@ -178,9 +183,28 @@ class SimServer:
             self._send(conn, 404, _NOT_FOUND)
 
     def _sync(self) -> None:
-        """With --replicas, sum the replicas' engine statistics into the server's before they are shown."""
+        """With --replicas, sum the replicas' statistics and the server's own into those shown."""
         if isinstance(self.engine, ReplicaSet):
             self.engine.sync()
+
+    def _stats_page(self, conn: Connection, path: str, query: str) -> None:
+        """/metrics or /sim/stats: the whole server's, or with ``?replica=N`` that replica's own (same names)."""
+        asked = parse_qs(query).get("replica")
+        registry, stats = self.registry, self.view
+        if asked:
+            n = self.cfg.replicas
+            i = int(asked[0]) if asked[0].isdigit() else -1
+            if not 0 <= i < n:
+                detail = f"no replica {asked[0]!r}: this server has replicas 0..{n - 1}"
+                self._send(conn, 404, json.dumps({"detail": detail}).encode())
+                return
+            if isinstance(self.engine, ReplicaSet):
+                registry, stats = self.replica_registries[i], self.engine.replica_stats[i]
+        self._sync()
+        if path == "/metrics":
+            self._send(conn, 200, render(registry), "text/plain; version=1.0.0; charset=utf-8")
+        else:
+            self._json(conn, stats.snapshot())
 
     def _models(self) -> dict[str, Any]:
         """The /v1/models listing, shaped like vLLM's."""
@@ -355,9 +379,36 @@ class SimServer:
             return
         if arrival is None:
             arrival = self.loop.time()
-        s = Stream(conn, sreq, plan, self.stats, fault, arrival, self.cfg.enable_prompt_tokens_details)
+        replica, stats = -1, self.stats
+        if isinstance(self.engine, ReplicaSet):  # the router picks on arrival: the headers name the replica
+            replica = self.engine.pick(sreq)
+            stats = self.engine.replica_stats[replica]
+        sink: Connection | ApiConn = conn
+        if self.api is not None:
+            proc = self.api.process_for(max(replica, 0))
+            sink = ApiConn(conn, self.api, proc)
+        s = Stream(
+            cast(Connection, sink), sreq, plan, stats, fault, arrival, self.cfg.enable_prompt_tokens_details
+        )
+        if replica >= 0:
+            s.replica = replica
+            s.headers = [("x-sim-replica", str(replica))]
+        if self.api is not None:
+            self.api.request(proc, sreq.prompt_tokens, self._enter, conn, s, True)
+            return
+        self._enter(conn, s)
+
+    def _enter(self, conn: Connection, s: Stream, staged: bool = False) -> None:
+        """The request past the API server (when there is one): its headers out, itself into the engine."""
+        if staged:
+            if conn.closed:
+                return
+            # the engine's clock starts here, as vLLM's arrival_time is set after the request is tokenized: its
+            # queue and TTFT histograms leave out the time in the API server
+            s.arrival = self.loop.time()
+        sreq = s.req
         if sreq.stream:
-            conn.start_stream()
+            conn.start_stream(headers=s.headers)
         if self.cfg.fixed:
             self.stats.prompt_tokens += sreq.prompt_tokens
             self.stats.prefix_queries += sreq.prompt_tokens

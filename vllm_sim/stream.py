@@ -52,6 +52,8 @@ class Stream:
         "shift",
         "writes",
         "heap_key",
+        "replica",
+        "headers",
         "_cached_field",
     )
 
@@ -85,6 +87,8 @@ class Stream:
         self.shift = 0.0  # fixed mode: seconds of stall added to every later deadline
         self.writes = 0  # fixed mode: writes done
         self.heap_key = 0
+        self.replica = -1  # --replicas: the replica serving it (-1: one engine)
+        self.headers: list[tuple[str, str]] | None = None  # extra response headers (x-sim-replica)
         conn.stream = self
 
     def cancel(self) -> None:
@@ -180,7 +184,7 @@ class Stream:
         else:
             cached = self.cached_tokens if self._cached_field else None
             full = responses_full if self.req.api == "responses" else wire.full_response
-            self.conn.respond(200, full(self.req, self.plan, self.done, cached))
+            self.conn.respond(200, full(self.req, self.plan, self.done, cached), headers=self.headers)
 
     def _special_end(self, now: float) -> Status:
         """usage_only / zero_tokens: a stream without content, then [DONE]."""
@@ -192,7 +196,7 @@ class Stream:
         self.stats.by_status[200] += 1
         if self.writer is None:
             self.plan = Plan([], "stop")
-            self.conn.respond(200, wire.full_response(self.req, self.plan, 0, None))
+            self.conn.respond(200, wire.full_response(self.req, self.plan, 0, None), headers=self.headers)
             return Status.FINISHED
         parts = []
         if kind == "zero_tokens":
@@ -229,7 +233,7 @@ class Stream:
             self.stats.served += 1
             self.stats.by_status[200] += 1
             if self.writer is None:
-                conn.respond(500, wire.inband_error()[6:-2].encode())
+                conn.respond(500, wire.inband_error()[6:-2].encode(), headers=self.headers)
             else:
                 conn.end_stream(
                     data + _framed([wire.inband_error(), *filter(None, [self.writer.done_event])])

@@ -46,6 +46,11 @@ OPTIONAL: dict[str, tuple[type, float]] = {
         int,
         8192,
     ),  # SimConfig's default, which every profile before it was fitted with
+    # the API-server stage (apiserver.py): 0 processes, the model without it, whatever the costs say
+    "api_server_count": (int, 0),
+    "api_request_cost_us": (float, 0.0),
+    "api_prompt_token_cost_us": (float, 0.0),
+    "api_chunk_cost_us": (float, 0.0),
 }
 
 

@@ -70,6 +70,6 @@ def test_least_loaded_picks_the_emptiest_replica() -> None:
 def test_replicas_are_checked() -> None:
     import pytest
 
-    for bad in (["--replicas", "0"], ["--replicas", "2", "--fixed"], ["--replica-policy", "random"]):
+    for bad in (["--replicas", "0"], ["--replicas", "2", "--fixed"], ["--replica-policy", "bogus"]):
         with pytest.raises(SystemExit):
             parse_config(bad)

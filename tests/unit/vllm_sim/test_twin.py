@@ -121,3 +121,30 @@ def test_a_twins_token_budget_reaches_the_simulator_and_a_flag_beside_it_wins(tm
     assert (
         parse_config(["--twin", str(path), "--max-num-batched-tokens", "8192"]).max_num_batched_tokens == 8192
     )
+
+
+def test_a_profiles_api_server_stage_is_optional_and_served(tmp_path: Path) -> None:
+    """The API-server constants came after version 1: a profile without them is a twin without the stage (today's
+    behaviour); one with them serves the stage, and --api-server-count 0 beside it is the what-if without it."""
+    from vllm_sim.twin import OPTIONAL, twin_overrides
+
+    names = ("api_server_count", "api_request_cost_us", "api_prompt_token_cost_us", "api_chunk_cost_us")
+    assert all(n in OPTIONAL and n not in CONSTANTS for n in names)
+    assert [twin_overrides(PROFILE)[n] for n in names] == [0, 0.0, 0.0, 0.0]
+    doc = json.loads(json.dumps(PROFILE))
+    doc["constants"].update({n: {"value": v} for n, v in zip(names, (2, 300.0, 1.5, 40.0), strict=True)})
+    path = tmp_path / "twin.json"
+    path.write_text(json.dumps(doc))
+    cfg = parse_config(["--twin", str(path)])
+    assert (
+        cfg.api_server_count,
+        cfg.api_request_cost_us,
+        cfg.api_prompt_token_cost_us,
+        cfg.api_chunk_cost_us,
+    ) == (
+        2,
+        300.0,
+        1.5,
+        40.0,
+    )
+    assert parse_config(["--twin", str(path), "--api-server-count", "0"]).api_server_count == 0
