@@ -172,6 +172,30 @@ CASES: tuple[Case, ...] = (
         frozenset({("slo_miss", "slo")}),
     ),
     Case(
+        "api_server_bound",
+        "80 ms before each request reaches the engine, outside its histograms (the simulator's delayed headers): "
+        "the time vLLM's API server takes under load",
+        (
+            (
+                "api-server",
+                (
+                    "--users",
+                    "4",
+                    "--num-prompts",
+                    "60",
+                    "--sim-args=--fault-rate-delay-headers 1 --fault-delay-ms 80",
+                ),
+            ),
+        ),
+        frozenset({("api_server_bound", "api-server")}),
+    ),
+    Case(
+        "engine_queue_bound",
+        "one sequence at a time for eight users (--max-num-seqs 1): the TTFT is the engine's queue, inside its "
+        "histograms",
+        (("engine-queue", ("--users", "8", "--num-prompts", "64", "--sim-args=--max-num-seqs 1")),),
+    ),
+    Case(
         "no_stream",
         "answers read as one body (--no-stream): one body per answer is no packing of tokens",
         (("no-stream", ("--users", "4", "--num-prompts", "80", "--no-stream")),),

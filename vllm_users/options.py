@@ -39,6 +39,7 @@ __all__ = [  # the scopes and Spec stay importable from here
     "GROUP_OF",
     "LOCUST",
     "METRICS_HEADERS_ENV",
+    "METRICS_HEADERS_MORE_ENV",
     "RUN",
     "SPECS",
     "WORKER",
@@ -76,8 +77,11 @@ ENV_SWITCHES = {
     "VLLM_LOCUST_API_KEY / OPENAI_API_KEY": "the API key (never an option: Locust would show and ship it)",
     "VLLM_LOCUST_METRICS_HEADERS": "(set by `vllm-locust run` for its master) the /metrics scrape's headers as JSON; "
     "never written",
+    "VLLM_LOCUST_METRICS_HEADERS_MORE": "(set by `vllm-locust run` for its master) the headers of each further "
+    "--server-metrics URL, as JSON {url: headers}; never written",
 }
 METRICS_HEADERS_ENV = "VLLM_LOCUST_METRICS_HEADERS"
+METRICS_HEADERS_MORE_ENV = "VLLM_LOCUST_METRICS_HEADERS_MORE"
 
 
 def env_api_key() -> str | None:

@@ -47,6 +47,7 @@ __all__ = [
     "RESULT",
     "SERVER_LOG",
     "SERVER_METRICS",
+    "SERVER_METRICS_MORE",
     "SWEEP",
     "WEB_REPORT_HTML",
     "WORKER_OUT",
@@ -59,6 +60,7 @@ __all__ = [
     "read_json",
     "read_json_or_none",
     "repeat_name",
+    "server_metrics_name",
     "stamp",
     "step_name",
     "worker_records",
@@ -81,6 +83,8 @@ PIDS = "pids.json"  # the master's and workers' process ids (`vllm-locust run`)
 EARLY_STOP = "early_stop.json"  # why a step of an SLO search stopped early
 INTERRUPTED = "interrupted.json"  # {"signal": "SIGINT"|"SIGTERM"}: `vllm-locust run` was stopped by a signal
 SERVER_METRICS = "server_metrics.jsonl"  # the server's /metrics, scraped during the run
+# every further --server-metrics URL's scrapes, in the same format (N = 1, 2, ...: the URL's place after the first)
+SERVER_METRICS_MORE = "server_metrics.{}.jsonl"
 SERVER_LOG = "server.log"  # sweep-server: the server's own output per configuration
 MASTER_LOG = "master.log"  # Locust's log of the master process
 LOCUST_REPORT = "locust_report.html"  # Locust's own HTML report
@@ -136,6 +140,11 @@ def point_name(number: int, label: str) -> str:
 def path(run_dir: str, name: str) -> str:
     """The path of the run file `name` (one of this module's names) in `run_dir`."""
     return os.path.join(run_dir, name)
+
+
+def server_metrics_name(index: int) -> str:
+    """The samples file of the `index`-th --server-metrics URL (0: server_metrics.jsonl, as with one URL)."""
+    return SERVER_METRICS if index == 0 else SERVER_METRICS_MORE.format(index)
 
 
 def worker_records(worker: str, pid: int) -> str:

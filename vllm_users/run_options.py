@@ -122,11 +122,13 @@ class OutputOptions:
         RUN,
     )
     no_report: bool = opt(False, None, "Skip the HTML/Markdown report", RUN)
-    server_metrics: str = opt(
-        "",
+    server_metrics: tuple[str, ...] = opt(
+        (),
         T.text,
-        "Prometheus endpoint sampled every 2 s (default HOST/metrics; http://user:pass@... sends Basic auth)",
+        "Prometheus endpoint sampled every 2 s (default HOST/metrics; http://user:pass@... sends Basic auth); "
+        "repeatable: each replica's own /metrics, one samples file and latency breakdown each",
         RUN,
+        repeat=True,
         metavar="URL",
     )
     metrics_header: tuple[str, ...] = opt(

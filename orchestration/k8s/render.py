@@ -113,12 +113,13 @@ def refuse_credentials(o: Options) -> None:
     """UsageError when an option would put a credential into config.yaml (a ConfigMap, readable by anyone who
     can read the namespace): a URL's userinfo, or an auth-like --header / --metrics-header."""
     for name in ("host", "server_metrics"):
-        url = option_value(o, name)
-        if url and redact_url(url) != url:
-            raise C.UsageError(
-                f"--{name.replace('_', '-')}: its user:password would land in the ConfigMap "
-                f"config.yaml; give the URL without it and the credential as {SECRET_HINT}"
-            )
+        given = option_value(o, name)
+        for url in (given,) if isinstance(given, str) else given:  # --server-metrics: repeatable
+            if url and redact_url(url) != url:
+                raise C.UsageError(
+                    f"--{name.replace('_', '-')}: its user:password would land in the ConfigMap "
+                    f"config.yaml; give the URL without it and the credential as {SECRET_HINT}"
+                )
     for name in ("header", "metrics_header"):
         for item in option_value(o, name):
             key, _, value = item.partition(":")

@@ -30,7 +30,15 @@ from vllm_users.distributed.user_errors import summary_line
 from vllm_users.measure.result_notes import no_completed_reason
 from vllm_users.measure.run_result import RunResult, load_result, result_path
 from vllm_users.model_mix import model_names
-from vllm_users.options import METRICS_HEADERS_ENV, SPECS, Options, env_name, flag, locust_argv
+from vllm_users.options import (
+    METRICS_HEADERS_ENV,
+    METRICS_HEADERS_MORE_ENV,
+    SPECS,
+    Options,
+    env_name,
+    flag,
+    locust_argv,
+)
 from vllm_users.redact import Redactor, header_lines, redact_argv, secret_values, without_api_key
 from vllm_users.run_options import OutputOptions
 from vllm_users.workload.classes import parse_classes
@@ -154,12 +162,16 @@ def launch(
     """Start the master and `a.processes.workers` local workers on `locustfile`, wait for the run, summarise it; its exit
     code. `sim`: the embedded simulator (or None); `watch`: see orchestration.commands.run.run; `lengths`: the
     preflight's prompt-length calibration; `headers`: every request's (--header, the host's userinfo, the key)."""
-    from orchestration.server.metrics_sampler import ServerMetricsSampler, scrape_target
+    from orchestration.server.metrics_sampler import ServerMetricsSampler, scrape_targets
 
     port = a.processes.master_port or free_port()
-    metrics_url, metrics_headers = scrape_target(a.outputs, host, headers or {})
+    targets = scrape_targets(a.outputs, host, headers or {})
+    metrics_headers = targets[0][1]
     # credentials travel in the environment, never on a command line (`ps` shows those to every user)
     extra = {METRICS_HEADERS_ENV: json.dumps(metrics_headers)} if metrics_headers else {}
+    more = {url: h for url, h in targets[1:] if h}  # each further /metrics URL's own headers
+    if more:
+        extra[METRICS_HEADERS_MORE_ENV] = json.dumps(more)
     shipped = without_api_key(headers or {}, api_key)  # the key has its own variable
     if shipped:
         extra[env_name("extra_headers")] = headers_json(shipped)
@@ -173,12 +185,14 @@ def launch(
         json.dump(
             {"argv": _redact(sys.argv[1:], known), "locust_master": _redact(margs, known)}, fh, indent=1
         )
-    sampler = None
-    if not a.outputs.no_server_metrics:  # a background thread here, started before load and stopped after it
-        sampler = ServerMetricsSampler(
-            metrics_url, R.path(run_dir, R.SERVER_METRICS), headers=metrics_headers
-        )
-        sampler.start()
+    samplers = []
+    if not a.outputs.no_server_metrics:  # background threads here, started before load and stopped after it
+        samplers = [  # one per URL, on this process's clock: one time axis for every replica and the client
+            ServerMetricsSampler(url, R.path(run_dir, R.server_metrics_name(i)), headers=h)
+            for i, (url, h) in enumerate(targets)
+        ]
+        for sampler in samplers:
+            sampler.start()
     master_log = open(R.path(run_dir, R.MASTER_OUT), "w")
     # own session (Ctrl-C is forwarded, so results get written), but SIGTERM when we die, however we die;
     # workers follow a silent master by themselves (VLLM_LOCUST_MASTER_TIMEOUT)
@@ -235,7 +249,7 @@ def launch(
             w.wait(timeout=15)
         except subprocess.TimeoutExpired:
             w.kill()
-    if sampler is not None:
+    for sampler in samplers:
         sampler.stop()
         say(a.outputs, sampler.status())
     if finished:  # already summarised and reported when the test stopped in the UI

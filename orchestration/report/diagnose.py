@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from orchestration.report.api_server import api_server_bound
 from orchestration.report.findings import SEVERITY_ORDER, Finding, problems
 from orchestration.report.postprocess import RunData
 from orchestration.report.prefix_reuse import reuse_ceiling
@@ -361,6 +362,7 @@ RUN_RULES: tuple[Callable[[RunData], list[Finding]], ...] = (
     _schedule,
     _coalesced_chunks,
     _input_len,
+    api_server_bound,
 )
 
 

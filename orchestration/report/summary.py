@@ -8,6 +8,7 @@ from typing import Any
 
 from vllm_users.measure import client_verdict as cv
 from vllm_users.measure import metric_keys as K
+from vllm_users.measure.latency_breakdown import breakdown_lines
 from vllm_users.measure.metric_keys import percentile_keys
 from vllm_users.measure.run_result import RunResult
 from vllm_users.options import Options
@@ -299,6 +300,7 @@ def _extras(res: dict[str, Any], run: RunResult) -> list[str]:
         enc = ", ".join(f"{k}={v}" for k, v in sorted(res[K.COMPRESSED_STREAMS].items()))
         out.append(_line("Compressed by the server (decoded):", enc))
     out.extend(client_lines(run.client_health))
+    out.extend(breakdown_lines(run.latency_breakdown))
     loss = run.data_loss or {}
     for w in loss.get("workers_lost", []):
         out.append(

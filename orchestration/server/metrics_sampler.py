@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from vllm_users.client import stdlib_http
-from vllm_users.measure.server_counters import counter_delta, parse_metrics
+from vllm_users.measure.server_counters import counter_delta, histogram_stats, parse_metrics
 from vllm_users.redact import Redactor, header_lines, same_origin, secret_values, split_userinfo
 from vllm_users.run_options import OutputOptions
 
@@ -66,6 +66,7 @@ __all__ = [
     "parse_metrics",
     "read_samples",
     "scrape_target",
+    "scrape_targets",
     "summarize",
     "summarize_file",
 ]
@@ -74,10 +75,24 @@ SERVER_METRICS_FILE = SERVER_METRICS  # vllm_users.run_dir's name, kept under it
 
 
 def scrape_target(a: OutputOptions, host: str, headers: Mapping[str, str]) -> tuple[str, dict[str, str]]:
-    """The /metrics URL (without userinfo) and its headers: --metrics-header when given, else the run's `headers`
-    (--header, the API key) when /metrics is on the --host's origin, else none; the URL's own userinfo as Basic
-    auth (over the run's Authorization; a --metrics-header Authorization wins over it)."""
-    url, basic = split_userinfo(a.server_metrics or host.rstrip("/") + "/metrics")
+    """The first /metrics URL (without userinfo) and its headers (scrape_targets' first)."""
+    return scrape_targets(a, host, headers)[0]
+
+
+def scrape_targets(
+    a: OutputOptions, host: str, headers: Mapping[str, str]
+) -> list[tuple[str, dict[str, str]]]:
+    """Each /metrics URL to sample (every --server-metrics, in its order; default HOST/metrics), without userinfo,
+    with its headers: --metrics-header when given, else the run's `headers` (--header, the API key) when that
+    /metrics is on the --host's origin, else none; the URL's own userinfo as Basic auth (over the run's
+    Authorization; a --metrics-header Authorization wins over it)."""
+    given = (a.server_metrics,) if isinstance(a.server_metrics, str) else tuple(a.server_metrics)
+    urls = [u for u in given if u] or [host.rstrip("/") + "/metrics"]
+    return [_target(raw, a, host, headers) for raw in dict.fromkeys(urls)]
+
+
+def _target(raw: str, a: OutputOptions, host: str, headers: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+    url, basic = split_userinfo(raw)
     if a.metrics_header:
         return url, {**basic, **header_lines(a.metrics_header)}
     if same_origin(url, host):  # the run's credentials never go to another server by themselves
@@ -204,39 +219,6 @@ def read_samples(path: str) -> tuple[list[dict[str, Any]], int]:
 
 def _first(v: dict[str, float], names: Sequence[str]) -> str | None:
     return next((n for n in names if n in v), None)
-
-
-def histogram_stats(first: dict[str, float], last: dict[str, float], name: str) -> dict[str, float] | None:
-    """Mean/p50/p90/p99 in ms of a Prometheus histogram's increase between two samples (linear in buckets)."""
-    count = counter_delta(first, last, name + "_count")
-    total = counter_delta(first, last, name + "_sum")
-    if not count or total is None:
-        return None
-    prefix = name + "_bucket|"
-    bounds = sorted(
-        (float(k[len(prefix) :]), (counter_delta(first, last, k) or 0.0))
-        for k in last
-        if k.startswith(prefix)
-    )
-    out = {"count": count, "mean": total / count * 1000.0}
-    for p in (50, 90, 99):
-        out[f"p{p}"] = _bucket_quantile(bounds, p / 100.0, count) * 1000.0
-    return out
-
-
-def _bucket_quantile(bounds: list[tuple[float, float]], q: float, count: float) -> float:
-    """Prometheus histogram_quantile: linear interpolation inside the bucket holding rank q*count."""
-    rank = q * count
-    prev_le, prev_c = 0.0, 0.0
-    for le, c in bounds:
-        if c >= rank:
-            if math.isinf(le):
-                return prev_le  # beyond the last finite bound: its upper edge is all we know
-            if c == prev_c:
-                return le
-            return prev_le + (le - prev_le) * (rank - prev_c) / (c - prev_c)
-        prev_le, prev_c = le, c
-    return prev_le
 
 
 def summarize(

@@ -32,9 +32,14 @@ from vllm_users.measure.options import MeasureOptions
 from vllm_users.measure.result_builder import result_from_dir
 from vllm_users.measure.result_notes import calibration_warning, no_completed_reason
 from vllm_users.measure.run_result import RunResult
-from vllm_users.measure.server_counters import LoadCounters, around_load, prefix_cache_warning
+from vllm_users.measure.server_counters import (
+    LoadCounters,
+    around_load,
+    around_load_more,
+    prefix_cache_warning,
+)
 from vllm_users.measure.windows import parse_optional
-from vllm_users.options import METRICS_HEADERS_ENV, Options, env_api_key
+from vllm_users.options import METRICS_HEADERS_ENV, METRICS_HEADERS_MORE_ENV, Options, env_api_key
 from vllm_users.redact import redact_url, with_api_key
 
 log = logging.getLogger("vllm_locust")
@@ -110,6 +115,31 @@ def with_server_served(
         return res
     load = served - preflight_requests(results_dir) if embedded else served  # preflight requests are not load
     return res.replace(server_served=served, missing_vs_server=max(0, load - recorded_all(res)))
+
+
+def metrics_headers_more() -> dict[str, dict[str, str]]:
+    """The headers of each further --server-metrics URL `vllm-locust run` handed its master, by URL, or none."""
+    try:
+        h = json.loads(os.environ.get(METRICS_HEADERS_MORE_ENV) or "{}")
+    except ValueError:
+        return {}
+    if not isinstance(h, dict):
+        return {}
+    return {str(u): {str(k): str(v) for k, v in hs.items()} for u, hs in h.items() if isinstance(hs, dict)}
+
+
+def with_latency_breakdown(res: RunResult, results_dir: str, counters: LoadCounters | None) -> RunResult:
+    """latency_breakdown: where the client's TTFT goes, from each scraped server's histograms over the load
+    (`counters`: the first URL's, then every further --server-metrics URL's); unchanged without a scrape."""
+    from vllm_users.measure.columns import load_columns
+    from vllm_users.measure.latency_breakdown import client_latency, latency_breakdown
+
+    loads = [counters] if counters is not None else []
+    loads += around_load_more(results_dir, headers=metrics_headers_more())
+    if not loads:
+        return res
+    block = latency_breakdown(loads, client_latency(load_columns(results_dir), res.client_health))
+    return res if block is None else res.replace(latency_breakdown=block)
 
 
 def recorded_all(res: RunResult) -> int:
@@ -211,6 +241,7 @@ def final_result(
         results_dir, headers=metrics_headers()
     )  # the server's /metrics before the load and now (None: not sampled)
     res = with_server_served(res, o.handoff, results_dir, host, counters)
+    res = with_latency_breakdown(res, results_dir, counters)
     # after the server's count: "no load request was sent" only where the server says none reached it
     said = [w for w in (calibration_warning(meta), no_completed_reason(res)) if w and w not in res.warnings]
     if said:

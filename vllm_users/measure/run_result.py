@@ -43,6 +43,7 @@ RUN_FIELDS = (
     "profile",
     "cost",
     "replay",
+    "latency_breakdown",
 )
 
 
@@ -82,6 +83,8 @@ class RunResult:
     profile: Mapping[str, Any] | None = None  # --profile: RUN/profile.json
     cost: Mapping[str, Any] | None = None  # --gpu-hour-price
     replay: Mapping[str, Any] | None = None  # --trace: the replay's fidelity (measure/replay_fidelity.py)
+    # where a TTFT goes: the server's histograms over the load beside the client's (measure/latency_breakdown.py)
+    latency_breakdown: Mapping[str, Any] | None = None
 
     def metric(self, name: str, default: Any = None) -> Any:
         """One overall metric by its result.json name (e.g. "output_throughput")."""

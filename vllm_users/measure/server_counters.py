@@ -11,6 +11,9 @@ increases between the two are the load's, the preflight's requests not among the
   it without stats, vLLM 0.32 OutputProcessor.abort_requests) nor one refused before the engine (HTTP 400).
   Another client's requests in the same window count too. A server without the counter: None, never 0.
 - prefix-cache hits: `vllm:prefix_cache_hits_total` over `vllm:prefix_cache_queries_total` (tokens).
+
+With several --server-metrics URLs (replicas) each has its own samples file (run_dir.server_metrics_name) with its
+URL in the first line, and `around_load_more` takes the others' counters the same way.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import json
 import math
 import os
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,14 +36,17 @@ from vllm_users.measure.server_metric_names import (
     PREFIX_QUERIES,
     REQUEST_SUCCESS,
 )
-from vllm_users.run_dir import SERVER_METRICS
+from vllm_users.run_dir import SERVER_METRICS, server_metrics_name
 
 __all__ = [
     "PREFIX_HIT_WARN",
     "RANDOM_PROMPT_SCENARIOS",
     "LoadCounters",
     "around_load",
+    "around_load_more",
+    "bucket_quantile",
     "counter_delta",
+    "histogram_stats",
     "parse_metrics",
     "prefix_cache_warning",
     "scrape",
@@ -98,6 +104,40 @@ def counter_delta(first: dict[str, float], last: dict[str, float], name: str) ->
     return d if d >= 0 else last[name]
 
 
+def histogram_stats(first: dict[str, float], last: dict[str, float], name: str) -> dict[str, float] | None:
+    """Count, mean and p50/p90/p99 in ms of a Prometheus histogram's increase between two samples: the mean exact
+    (sum over count), the percentiles interpolated inside their buckets; None when it has no observation."""
+    count = counter_delta(first, last, name + "_count")
+    total = counter_delta(first, last, name + "_sum")
+    if not count or total is None:
+        return None
+    prefix = name + "_bucket|"
+    bounds = sorted(
+        (float(k[len(prefix) :]), (counter_delta(first, last, k) or 0.0))
+        for k in last
+        if k.startswith(prefix)
+    )
+    out = {"count": count, "mean": total / count * 1000.0}
+    for p in (50, 90, 99):
+        out[f"p{p}"] = bucket_quantile(bounds, p / 100.0, count) * 1000.0
+    return out
+
+
+def bucket_quantile(bounds: Sequence[tuple[float, float]], q: float, count: float) -> float:
+    """Prometheus histogram_quantile: linear interpolation inside the bucket holding rank q*count."""
+    rank = q * count
+    prev_le, prev_c = 0.0, 0.0
+    for le, c in bounds:
+        if c >= rank:
+            if math.isinf(le):
+                return prev_le  # beyond the last finite bound: its upper edge is all we know
+            if c == prev_c:
+                return le
+            return prev_le + (le - prev_le) * (rank - prev_c) / (c - prev_c)
+        prev_le, prev_c = le, c
+    return prev_le
+
+
 @dataclass(frozen=True)
 class LoadCounters:
     """The server's metrics just before the load and just after the drain."""
@@ -126,15 +166,41 @@ def around_load(
     """The sampler's scrape before the load (server_metrics.jsonl's first line) and one scrape of its URL now (with
     `headers`, the sampler's: the file never holds them); None when the run sampled no metrics
     (--no-server-metrics), that scrape failed, or this one does."""
+    return _around(os.path.join(results_dir, SERVER_METRICS), timeout, lambda url: headers)
+
+
+def around_load_more(
+    results_dir: str,
+    timeout: float = SCRAPE_TIMEOUT_S,
+    headers: Mapping[str, Mapping[str, str]] | None = None,
+) -> list[LoadCounters]:
+    """around_load of every further --server-metrics URL (server_metrics.1.jsonl, ...), in their order, each
+    scraped with its own `headers[url]`; the URLs without a baseline or whose scrape fails now are left out."""
+    out: list[LoadCounters] = []
+    for i in range(1, 1000):  # bounded: a run has as many files as --server-metrics URLs
+        path = os.path.join(results_dir, server_metrics_name(i))
+        if not os.path.exists(path):
+            break
+        got = _around(path, timeout, lambda url: (headers or {}).get(url))
+        if got is not None:
+            out.append(got)
+    return out
+
+
+def _around(
+    path: str, timeout: float, headers_of: Callable[[str], Mapping[str, str] | None]
+) -> LoadCounters | None:
+    """The baseline in `path`'s first line and a scrape of its URL now."""
     try:
-        with open(os.path.join(results_dir, SERVER_METRICS), "rb") as fh:
+        with open(path, "rb") as fh:
             first = json.loads(fh.readline())
     except (OSError, ValueError):
         return None
     if not isinstance(first, dict) or not isinstance(first.get("v"), dict) or not first.get("url"):
         return None  # no baseline from before the load: a later sample would undercount
-    after = scrape(str(first["url"]), timeout, headers)
-    return None if after is None else LoadCounters(str(first["url"]), dict(first["v"]), after)
+    url = str(first["url"])
+    after = scrape(url, timeout, headers_of(url))
+    return None if after is None else LoadCounters(url, dict(first["v"]), after)
 
 
 def prefix_cache_warning(

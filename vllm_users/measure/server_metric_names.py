@@ -8,17 +8,24 @@ from __future__ import annotations
 
 __all__ = [
     "AVERAGED",
+    "ENGINE_TPOT",
+    "ENGINE_TTFT",
     "GEN_TOKENS",
     "GPU_UTIL",
     "HISTOGRAMS",
     "KEPT_PREFIXES",
     "KV_USAGE",
     "PREEMPTIONS",
+    "PREFILL_TIME",
     "PREFIX_HITS",
     "PREFIX_QUERIES",
     "PROMPT_TOKENS",
+    "QUEUE_TIME",
     "REQUEST_SUCCESS",
     "RUNNING",
+    "SPEC_ACCEPTED",
+    "SPEC_DRAFTS",
+    "SPEC_DRAFT_TOKENS",
     "WAITING",
 ]
 
@@ -36,9 +43,25 @@ PREEMPTIONS = "vllm:num_preemptions_total"
 # since vLLM v0; a client's disconnect aborts a request without counting it (vllm_users.measure.server_counters)
 REQUEST_SUCCESS = "vllm:request_success_total"
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+# where a TTFT goes (vllm_users.measure.latency_breakdown): the engine's stages, measured by vLLM from the request's
+# arrival at its engine client (after the API server parsed, templated and tokenised it) to its first token
+QUEUE_TIME = "vllm:request_queue_time_seconds"  # waiting for a batch slot
+PREFILL_TIME = "vllm:request_prefill_time_seconds"  # scheduled until its first token
+ENGINE_TTFT = "vllm:time_to_first_token_seconds"
+# TPOT as the engine sees it, the first the server exports: per request (vLLM v1, request-weighted like the
+# client's TPOT), then v0's per-token name (deprecated in v1), then inter-token latency (per token)
+ENGINE_TPOT = (
+    "vllm:request_time_per_output_token_seconds",
+    "vllm:time_per_output_token_seconds",
+    "vllm:inter_token_latency_seconds",
+)
+# speculative decoding (vLLM v1): draft steps, tokens proposed, tokens accepted
+SPEC_DRAFTS = "vllm:spec_decode_num_drafts_total"
+SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
+SPEC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 HISTOGRAMS = {
-    "ttft": "vllm:time_to_first_token_seconds",
-    "queue_time": "vllm:request_queue_time_seconds",
+    "ttft": ENGINE_TTFT,
+    "queue_time": QUEUE_TIME,
     "e2el": "vllm:e2e_request_latency_seconds",
     "itl": "vllm:inter_token_latency_seconds",
 }

@@ -26,7 +26,7 @@ from vllm_users.distributed import env_state
 from vllm_users.distributed.transport.master_side import Collector
 from vllm_users.distributed.views.live import LiveView, finite, table_rows
 from vllm_users.measure.histograms import HIST_METRICS
-from vllm_users.options import API_KEY_ENV, METRICS_HEADERS_ENV
+from vllm_users.options import API_KEY_ENV, METRICS_HEADERS_ENV, METRICS_HEADERS_MORE_ENV
 from vllm_users.redact import Redactor, secret_values
 
 log = logging.getLogger("vllm_locust")
@@ -112,6 +112,11 @@ def install(env: Environment, plugin: MasterView) -> None:
             *(os.environ[k] for k in (*API_KEY_ENV, WEB_PASSWORD_ENV) if os.environ.get(k)),
             *secret_values(dict(o.handoff.extra_headers), urls=[env.host or ""]),
             *secret_values(json.loads(os.environ.get(METRICS_HEADERS_ENV) or "{}")),
+            *(
+                v
+                for h in json.loads(os.environ.get(METRICS_HEADERS_MORE_ENV) or "{}").values()
+                for v in secret_values(h)
+            ),
         ]
     )
 

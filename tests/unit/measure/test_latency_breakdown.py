@@ -1,0 +1,241 @@
+"""Where a TTFT goes: the server's histograms over the load (before/after /metrics snapshots) beside the client's
+TTFT, TPOT and loop lag; exact means, bucket medians by hand, absent parts absent (never 0), several URLs."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from tests.unit.measure.helpers import rec
+from vllm_users.distributed import run_end
+from vllm_users.measure import server_counters
+from vllm_users.measure.columns import columns_from_records
+from vllm_users.measure.latency_breakdown import (
+    ClientLatency,
+    breakdown_lines,
+    client_latency,
+    latency_breakdown,
+    primary,
+    server_part,
+    spec_decode,
+)
+from vllm_users.measure.run_result import RunResult
+from vllm_users.measure.server_counters import LoadCounters, around_load_more, parse_metrics
+from vllm_users.run_dir import server_metrics_name
+
+
+def hist(name: str, buckets: list[tuple[str, float]], total: float, labels: str = "") -> str:
+    """One Prometheus histogram family's text (cumulative buckets, sum, count = the +Inf bucket)."""
+    sep = "," if labels else ""
+    lines = [f"# TYPE {name} histogram"]
+    lines += [f'{name}_bucket{{{labels}{sep}le="{le}"}} {c}' for le, c in buckets]
+    lines += [f"{name}_sum{{{labels}}} {total}", f"{name}_count{{{labels}}} {buckets[-1][1]}"]
+    return "\n".join(lines) + "\n"
+
+
+def counter(name: str, v: float) -> str:
+    return f"# TYPE {name} counter\n{name}_total 0\n".replace(" 0\n", f" {v}\n")
+
+
+QUEUE = "vllm:request_queue_time_seconds"
+PREFILL = "vllm:request_prefill_time_seconds"
+TTFT = "vllm:time_to_first_token_seconds"
+REQ_TPOT = "vllm:request_time_per_output_token_seconds"
+ITL = "vllm:inter_token_latency_seconds"
+
+BEFORE = parse_metrics(
+    hist(QUEUE, [("0.01", 2), ("0.05", 4), ("0.1", 4), ("+Inf", 4)], 0.1)
+    + hist(TTFT, [("0.1", 0), ("0.25", 4), ("0.5", 4), ("+Inf", 4)], 0.2)
+    + hist(REQ_TPOT, [("0.01", 0), ("0.05", 4), ("+Inf", 4)], 0.08)
+    + hist(ITL, [("0.01", 0), ("0.05", 40), ("+Inf", 40)], 0.4)
+    + counter("vllm:spec_decode_num_drafts", 10)
+    + counter("vllm:spec_decode_num_draft_tokens", 30)
+    + counter("vllm:spec_decode_num_accepted_tokens", 12)
+)
+AFTER = parse_metrics(
+    hist(QUEUE, [("0.01", 2), ("0.05", 8), ("0.1", 12), ("+Inf", 12)], 0.9)
+    + hist(TTFT, [("0.1", 0), ("0.25", 6), ("0.5", 12), ("+Inf", 12)], 2.2)
+    + hist(REQ_TPOT, [("0.01", 0), ("0.05", 12), ("+Inf", 12)], 0.24)
+    + hist(ITL, [("0.01", 0), ("0.05", 140), ("+Inf", 140)], 0.9)
+    + counter("vllm:spec_decode_num_drafts", 30)
+    + counter("vllm:spec_decode_num_draft_tokens", 90)
+    + counter("vllm:spec_decode_num_accepted_tokens", 57)
+)
+CLIENT = ClientLatency(
+    requests=8,
+    ttft_mean_ms=400.0,
+    ttft_p50_ms=390.0,
+    tpot_mean_ms=40.0,
+    tpot_p50_ms=38.0,
+    loop_lag_p50_ms=5.0,
+    loop_lag_p99_ms=30.0,
+)
+
+
+def test_every_part_by_hand() -> None:
+    part = server_part(BEFORE, AFTER, CLIENT)
+    ttft = part["ttft"]
+    # queue: 8 more observations, 0.8 s more in all -> 100 ms; rank 4 of the bucket increases (0.01: 0, 0.05: 4,
+    # 0.1: 8) falls at the top of (0.01, 0.05] -> 50 ms
+    assert ttft["queue"] == pytest.approx({"count": 8.0, "mean_ms": 100.0, "p50_ms": 50.0})
+    # engine TTFT: 2.0 s over 8 -> 250 ms; rank 4 in (0.25, 0.5] holding ranks 2..8 -> 250 + 250 * 2/6 ms
+    assert ttft["engine"] == pytest.approx({"count": 8.0, "mean_ms": 250.0, "p50_ms": 250.0 + 250.0 / 3})
+    assert "prefill" not in ttft  # not exported by this server: absent, never 0
+    assert ttft["rest_mean_ms"] == pytest.approx(150.0)  # client 400 - engine 250
+    assert ttft["api_server_mean_ms"] == pytest.approx(145.0)  # less our loop lag p50, 5 ms
+    assert ttft["api_server_share"] == pytest.approx(145.0 / 400.0)
+    # TPOT: the per-request series first (0.16 s over 8 requests = 20 ms), not inter-token latency's
+    tpot = part["tpot"]
+    assert tpot["engine"]["series"] == REQ_TPOT
+    assert tpot["engine"]["mean_ms"] == pytest.approx(20.0)
+    assert tpot["client_over_engine"] == pytest.approx(2.0)
+    assert tpot["rest_mean_ms"] == pytest.approx(20.0)
+    # speculative decoding: 20 drafts, 60 tokens drafted, 45 accepted
+    assert part["spec_decode"] == pytest.approx(
+        {
+            "drafts": 20.0,
+            "draft_tokens": 60.0,
+            "accepted_tokens": 45.0,
+            "acceptance_rate": 0.75,
+            "mean_accepted_length": 1.0 + 45.0 / 20.0,
+        }
+    )
+
+
+def test_tpot_falls_back_to_inter_token_latency() -> None:
+    drop = {k: v for k, v in AFTER.items() if not k.startswith(REQ_TPOT)}
+    tpot = server_part(BEFORE, drop, CLIENT)["tpot"]
+    assert tpot["engine"]["series"] == ITL
+    assert tpot["engine"]["mean_ms"] == pytest.approx(500.0 / 100.0)  # 0.5 s over 100 tokens
+
+
+def test_absent_parts_are_absent_never_zero() -> None:
+    only_queue = parse_metrics(hist(QUEUE, [("0.1", 3), ("+Inf", 3)], 0.15))
+    part = server_part({}, only_queue, CLIENT)
+    assert part == {"ttft": {"queue": pytest.approx({"count": 3.0, "mean_ms": 50.0, "p50_ms": 50.0})}}
+    # no engine TTFT: no rest; no TPOT histogram: no tpot; no spec counters: no spec_decode
+    assert server_part({}, {}, CLIENT) == {}
+    # the client's loop lag unknown: the rest stays, the API server's part (which needs it) does not
+    no_lag = ClientLatency(8, 400.0, 390.0, None, None)
+    ttft = server_part(BEFORE, AFTER, no_lag)["ttft"]
+    assert ttft["rest_mean_ms"] == pytest.approx(150.0)
+    assert "api_server_mean_ms" not in ttft and "api_server_share" not in ttft
+    assert "client_over_engine" not in server_part(BEFORE, AFTER, no_lag)["tpot"]
+    # no observation in the window: a histogram that did not move says nothing
+    assert "ttft" not in server_part(AFTER, AFTER, CLIENT)
+    # counters present but nothing drafted: no acceptance rate (not 0 %)
+    assert spec_decode(AFTER, AFTER) is None
+    assert spec_decode({}, {}) is None
+
+
+def test_several_urls_each_and_combined() -> None:
+    other_before = parse_metrics(hist(TTFT, [("0.1", 2), ("+Inf", 2)], 0.1))
+    other_after = parse_metrics(hist(TTFT, [("0.1", 6), ("+Inf", 10)], 0.9))
+    loads = [
+        LoadCounters("http://a:8000/metrics", BEFORE, AFTER),
+        LoadCounters("http://b:8000/metrics", other_before, other_after),
+    ]
+    block = latency_breakdown(loads, CLIENT)
+    assert block is not None
+    assert [s["url"] for s in block["servers"]] == ["http://a:8000/metrics", "http://b:8000/metrics"]
+    assert block["servers"][0]["ttft"]["engine"]["mean_ms"] == pytest.approx(250.0)
+    assert block["servers"][1]["ttft"]["engine"]["mean_ms"] == pytest.approx(100.0)  # 0.8 s over 8
+    assert "tpot" not in block["servers"][1]  # b exports no TPOT histogram
+    # both replicas' increases summed: 2.8 s over 16 first tokens
+    combined = block["combined"]
+    assert combined["ttft"]["engine"]["mean_ms"] == pytest.approx(175.0)
+    assert combined["ttft"]["rest_mean_ms"] == pytest.approx(225.0)
+    assert primary(block) == combined
+    assert block["client"]["loop_lag_p99_ms"] == 30.0
+    one = latency_breakdown(loads[:1], CLIENT)
+    assert one is not None and "combined" not in one and primary(one) == one["servers"][0]
+    assert latency_breakdown([], CLIENT) is None
+
+
+def test_client_latency_over_every_record() -> None:
+    recs = [
+        rec(1.0, [100, 110, 130], 3),  # TTFT 100 ms, TPOT 30 ms / 2 = 15 ms
+        rec(2.0, [300, 340], 2),  # TTFT 300 ms, TPOT 40 ms
+        rec(3.0, [50], 1),  # TTFT 50 ms, no TPOT (one token)
+        rec(4.0, [], None, error="http", status=500),  # failed: neither
+    ]
+    health = {
+        "workers": {
+            "w0": {"loop_lag_p50_ms": 1.0, "loop_lag_p99_ms": 9.0},
+            "w1": {"loop_lag_p50_ms": 3.0, "loop_lag_p99_ms": None},
+        }
+    }
+    c = client_latency(columns_from_records(recs), health)
+    assert c.requests == 3
+    assert c.ttft_mean_ms == pytest.approx(150.0)
+    assert c.ttft_p50_ms == pytest.approx(100.0)
+    assert c.tpot_mean_ms == pytest.approx(27.5)
+    assert (c.loop_lag_p50_ms, c.loop_lag_p99_ms) == (3.0, 9.0)  # the worst worker's
+    none = client_latency(columns_from_records(recs[3:]), None)
+    assert none.ttft_mean_ms is None and none.tpot_mean_ms is None and none.loop_lag_p50_ms is None
+
+
+def test_result_keeps_the_block_and_the_summary_prints_it() -> None:
+    from orchestration.report.summary import format_summary
+
+    block = latency_breakdown([LoadCounters("http://a:8000/metrics", BEFORE, AFTER)], CLIENT)
+    res = RunResult(None, None, None, None, None, None, None, None, latency_breakdown=block)
+    doc = res.to_json()
+    assert doc["latency_breakdown"] == block
+    back = RunResult.from_json(json.loads(json.dumps(doc)))
+    assert back.latency_breakdown == block and "latency_breakdown" not in back.metrics
+    text = format_summary(doc)
+    assert "Where a TTFT goes" in text
+    rows = {ln[:32].strip(): ln[32:].split() for ln in text.splitlines() if ln.startswith("  ")}
+    assert rows["engine TTFT"] == ["250.0", "333.3"]
+    assert rows["queue (engine)"] == ["100.0", "50.0"]
+    assert rows["rest: API server + network"] == ["150.0"]
+    assert rows["less our loop lag p50"] == ["145.0", "36%", "of", "TTFT"]
+    assert rows["client TTFT"] == ["400.0", "390.0"]
+    # TPOT p50: rank 4 of 8 in (0.01, 0.05] holding all 8 -> 10 + 40 * 4/8 ms
+    assert rows["engine TPOT"] == ["20.0", "30.0", "client", "2.00x"]
+    assert "acceptance 75.0%, mean accepted length 3.25" in text
+    assert "prefill" not in text  # absent: no row, not a 0
+    assert "Where a TTFT goes" not in format_summary(RunResult(*([None] * 8)).to_json())
+    assert breakdown_lines(None) == []
+
+
+def test_around_load_more_scrapes_each_further_url_with_its_headers(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    urls = ["http://a/metrics", "http://b/metrics", "http://c/metrics"]
+    for i, url in enumerate(urls):
+        with open(os.path.join(tmp_path, server_metrics_name(i)), "w") as fh:
+            fh.write(json.dumps({"t": 1.0, "v": BEFORE, "url": url}) + "\n")
+    asked: list[tuple[str, object]] = []
+
+    def scrape(url: str, timeout: float = 5.0, headers: object = None) -> dict[str, float] | None:
+        asked.append((url, headers))
+        return None if url == "http://c/metrics" else AFTER
+
+    monkeypatch.setattr(server_counters, "scrape", scrape)
+    got = around_load_more(str(tmp_path), headers={"http://b/metrics": {"Authorization": "Bearer b"}})
+    assert [g.url for g in got] == ["http://b/metrics"]  # the first file is around_load's; c's scrape failed
+    assert got[0].before == BEFORE and got[0].after == AFTER
+    assert asked == [("http://b/metrics", {"Authorization": "Bearer b"}), ("http://c/metrics", None)]
+    assert server_metrics_name(0) == "server_metrics.jsonl"
+
+
+def test_master_adds_the_block_from_every_url(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    with open(os.path.join(tmp_path, "records.jsonl"), "w") as fh:
+        fh.write(rec(1.0, [400, 420], 2).to_json() + "\n")
+    with open(os.path.join(tmp_path, server_metrics_name(1)), "w") as fh:
+        fh.write(json.dumps({"t": 1.0, "v": {}, "url": "http://b/metrics"}) + "\n")
+    monkeypatch.setattr(server_counters, "scrape", lambda url, timeout=5.0, headers=None: AFTER)
+    monkeypatch.setenv(run_end.METRICS_HEADERS_MORE_ENV, json.dumps({"http://b/metrics": {"X": "1"}}))
+    res = RunResult(None, None, None, None, None, None, None, None)
+    out = run_end.with_latency_breakdown(res, str(tmp_path), LoadCounters("http://a/metrics", BEFORE, AFTER))
+    block = out.latency_breakdown
+    assert block is not None
+    assert [s["url"] for s in block["servers"]] == ["http://a/metrics", "http://b/metrics"]
+    assert block["client"]["ttft_mean_ms"] == pytest.approx(400.0)
+    assert block["servers"][0]["ttft"]["rest_mean_ms"] == pytest.approx(150.0)
+    # without any scrape around the load: no block at all
+    empty = tmp_path / "none"
+    empty.mkdir()
+    assert run_end.with_latency_breakdown(res, str(empty), None).latency_breakdown is None

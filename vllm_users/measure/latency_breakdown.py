@@ -1,0 +1,271 @@
+"""Where a TTFT goes: the server's own latency histograms over the load, beside the client's measured TTFT and TPOT.
+
+vLLM's engine histograms start when a request reaches its engine client, after the API server has parsed the HTTP
+request, applied the chat template and tokenised the prompt, and they stop before the token is detokenised, framed
+as SSE and written. The client's TTFT covers all of it. Per scraped /metrics URL (each replica's own), over the
+load (the sampler's scrape before the first load request to the master's scrape after the drain, as
+server_counters.around_load takes the counters):
+
+- queue: `vllm:request_queue_time_seconds` (waiting for a batch slot);
+- prefill: `vllm:request_prefill_time_seconds` (scheduled until the first token);
+- engine TTFT: `vllm:time_to_first_token_seconds` (arrival at the engine client to the first token; queue and
+  prefill are inside it);
+- rest: the client's mean TTFT less the engine's: the API server (HTTP, template, tokenising, one event loop per
+  process), the network, and our client;
+- our client's part: the workers' event-loop lag (p50 of the worst worker, from the run's health block), which the
+  API server's share leaves out: api_server = rest - loop lag p50.
+
+Means come from each histogram's sum and count increases and are exact; medians are interpolated inside the
+buckets' increases (Prometheus' histogram_quantile), so they are approximate. TPOT: the client's mean against the
+engine's (the first of ENGINE_TPOT the server exports, named in the block). Speculative decoding: acceptance rate
+= accepted / draft tokens, mean accepted length = 1 + accepted / drafts (the bonus token counted, as vLLM's log
+does). A component whose histogram or counter the server does not export is absent, never 0. The client's figures
+cover every request of the load, --warmup and --cooldown ones too: the server's window counts them as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from vllm_users.measure.columns import Columns
+from vllm_users.measure.metrics import ok_rows, rows, streamed_rows, tpots
+from vllm_users.measure.server_counters import LoadCounters, counter_delta, histogram_stats
+from vllm_users.measure.server_metric_names import (
+    ENGINE_TPOT,
+    ENGINE_TTFT,
+    PREFILL_TIME,
+    QUEUE_TIME,
+    SPEC_ACCEPTED,
+    SPEC_DRAFT_TOKENS,
+    SPEC_DRAFTS,
+)
+
+__all__ = [
+    "APPROXIMATE",
+    "WINDOW",
+    "ClientLatency",
+    "breakdown_lines",
+    "client_latency",
+    "latency_breakdown",
+    "primary",
+    "server_part",
+    "spec_decode",
+]
+
+WINDOW = (
+    "the load: the scrape before its first request to the one after its drain (warmup and cooldown included)"
+)
+APPROXIMATE = (
+    "means from each histogram's sum/count increases (exact); p50 interpolated inside the buckets' increases "
+    "(approximate)"
+)
+
+
+@dataclass(frozen=True)
+class ClientLatency:
+    """What our client measured over the load: TTFT and TPOT (ms) and its own event-loop lag."""
+
+    requests: int  # streamed successes (those with a TTFT)
+    ttft_mean_ms: float | None
+    ttft_p50_ms: float | None
+    tpot_mean_ms: float | None
+    tpot_p50_ms: float | None
+    loop_lag_p50_ms: float | None = None  # the worst worker's
+    loop_lag_p99_ms: float | None = None
+
+
+def client_latency(c: Columns, health: Mapping[str, Any] | None) -> ClientLatency:
+    """The client's TTFT and TPOT over every row of `c` (the load's records) and its loop lag from `health`."""
+    st = streamed_rows(c, ok_rows(c, rows(c)))
+    ttft = c.first_chunk(st).astype(np.float64) / 1e3
+    tpot = tpots(c, st)[0] * 1e3
+    workers = list(((health or {}).get("workers") or {}).values())
+
+    def worst(key: str) -> float | None:
+        vals = [float(w[key]) for w in workers if w.get(key) is not None]
+        return max(vals) if vals else None
+
+    return ClientLatency(
+        requests=int(st.size),
+        ttft_mean_ms=float(ttft.mean()) if ttft.size else None,
+        ttft_p50_ms=float(np.median(ttft)) if ttft.size else None,
+        tpot_mean_ms=float(tpot.mean()) if tpot.size else None,
+        tpot_p50_ms=float(np.median(tpot)) if tpot.size else None,
+        loop_lag_p50_ms=worst("loop_lag_p50_ms"),
+        loop_lag_p99_ms=worst("loop_lag_p99_ms"),
+    )
+
+
+def _stage(before: Mapping[str, float], after: Mapping[str, float], name: str) -> dict[str, float] | None:
+    st = histogram_stats(dict(before), dict(after), name)
+    if st is None:
+        return None
+    return {"count": st["count"], "mean_ms": st["mean"], "p50_ms": st["p50"]}
+
+
+def spec_decode(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float] | None:
+    """Speculative decoding over the window: drafts, draft and accepted tokens, acceptance rate, mean accepted
+    length; None when the server exports no such counters or drafted nothing."""
+    b, a = dict(before), dict(after)
+    drafts = counter_delta(b, a, SPEC_DRAFTS)
+    drafted = counter_delta(b, a, SPEC_DRAFT_TOKENS)
+    accepted = counter_delta(b, a, SPEC_ACCEPTED)
+    if accepted is None or not drafted:
+        return None
+    out = {"draft_tokens": drafted, "accepted_tokens": accepted, "acceptance_rate": accepted / drafted}
+    if drafts:
+        out["drafts"] = drafts
+        out["mean_accepted_length"] = 1.0 + accepted / drafts
+    return out
+
+
+def server_part(
+    before: Mapping[str, float], after: Mapping[str, float], client: ClientLatency
+) -> dict[str, Any]:
+    """One server's breakdown over the window between `before` and `after` against the client's figures: its
+    stages, the rest up to the client's TTFT, TPOT and speculative decoding; absent parts left out."""
+    out: dict[str, Any] = {}
+    ttft: dict[str, Any] = {}
+    for key, name in (("queue", QUEUE_TIME), ("prefill", PREFILL_TIME), ("engine", ENGINE_TTFT)):
+        st = _stage(before, after, name)
+        if st is not None:
+            ttft[key] = st
+    engine = ttft.get("engine")
+    if engine is not None and client.ttft_mean_ms is not None:
+        rest = client.ttft_mean_ms - engine["mean_ms"]
+        ttft["rest_mean_ms"] = rest  # API server + network + our client
+        if client.loop_lag_p50_ms is not None:
+            api = rest - client.loop_lag_p50_ms
+            ttft["api_server_mean_ms"] = api  # API server + network
+            if client.ttft_mean_ms > 0:
+                ttft["api_server_share"] = api / client.ttft_mean_ms
+    if ttft:
+        out["ttft"] = ttft
+    series = next((n for n in ENGINE_TPOT if n + "_count" in after), None)
+    tpot_st = _stage(before, after, series) if series else None
+    if tpot_st is not None:
+        tpot: dict[str, Any] = {"engine": {**tpot_st, "series": series}}
+        if client.tpot_mean_ms is not None:
+            tpot["rest_mean_ms"] = client.tpot_mean_ms - tpot_st["mean_ms"]
+            if tpot_st["mean_ms"] > 0:
+                tpot["client_over_engine"] = client.tpot_mean_ms / tpot_st["mean_ms"]
+        out["tpot"] = tpot
+    spec = spec_decode(before, after)
+    if spec is not None:
+        out["spec_decode"] = spec
+    return out
+
+
+def _increases(load: LoadCounters) -> dict[str, float]:
+    """Every series' increase over the load (a reset counts from 0), as one 'after' against an empty 'before'."""
+    out: dict[str, float] = {}
+    for k in load.after:
+        d = counter_delta(load.before, load.after, k)
+        if d is not None:
+            out[k] = d
+    return out
+
+
+def latency_breakdown(loads: Sequence[LoadCounters], client: ClientLatency) -> dict[str, Any] | None:
+    """result.json's `latency_breakdown`: the client's figures and one entry per scraped URL (their sum as
+    `combined` when there are several); None without any scrape around the load."""
+    if not loads:
+        return None
+    servers = [{"url": ld.url, **server_part(ld.before, ld.after, client)} for ld in loads]
+    out: dict[str, Any] = {
+        "window": WINDOW,
+        "note": APPROXIMATE,
+        "client": {k: v for k, v in asdict(client).items() if v is not None},
+        "servers": servers,
+    }
+    if len(loads) > 1:  # the replicas' increases summed: one engine behind the client's every request
+        total: dict[str, float] = {}
+        for ld in loads:
+            for k, v in _increases(ld).items():
+                total[k] = total.get(k, 0.0) + v
+        out["combined"] = server_part({}, total, client)
+    return out
+
+
+def primary(block: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The breakdown a verdict reads: `combined` over several URLs, else the one server's; None without one."""
+    if not block:
+        return None
+    if block.get("combined") is not None:
+        return dict(block["combined"])
+    servers = block.get("servers") or []
+    return dict(servers[0]) if servers else None
+
+
+# ------------------------------------------------------------------------------- the console's table
+_W = 50
+
+
+def _ms(x: Any) -> str:
+    return "-" if x is None else f"{float(x):.1f}"
+
+
+def _stage_row(label: str, st: Mapping[str, Any] | None) -> str:
+    st = st or {}
+    return f"  {label:<30}{_ms(st.get('mean_ms')):>9}{_ms(st.get('p50_ms')):>9}"
+
+
+def _server_lines(part: Mapping[str, Any], client: Mapping[str, Any]) -> list[str]:
+    out = []
+    ttft = part.get("ttft") or {}
+    names = (("queue", "queue (engine)"), ("prefill", "prefill (engine)"), ("engine", "engine TTFT"))
+    for key, label in names:
+        if key in ttft:
+            out.append(_stage_row(label, ttft[key]))
+    if "rest_mean_ms" in ttft:
+        out.append(f"  {'rest: API server + network':<30}{_ms(ttft['rest_mean_ms']):>9}")
+    if "api_server_mean_ms" in ttft:
+        share = ttft.get("api_server_share")
+        tail = f"  {share:.0%} of TTFT" if share is not None else ""
+        out.append(f"  {'  less our loop lag p50':<30}{_ms(ttft['api_server_mean_ms']):>9}{'':>9}{tail}")
+    tpot = part.get("tpot") or {}
+    if "engine" in tpot:
+        eng = tpot["engine"]
+        ratio = tpot.get("client_over_engine")
+        tail = f"  client {ratio:.2f}x" if ratio is not None else ""
+        out.append(f"  {'engine TPOT':<30}{_ms(eng.get('mean_ms')):>9}{_ms(eng.get('p50_ms')):>9}{tail}")
+    spec = part.get("spec_decode")
+    if spec:
+        length = spec.get("mean_accepted_length")
+        more = f", mean accepted length {length:.2f}" if length is not None else ""
+        out.append(f"  speculative decoding: acceptance {spec['acceptance_rate']:.1%}{more}")
+    if not out:
+        out.append("  (no vLLM latency histogram at this /metrics)")
+    return out
+
+
+def breakdown_lines(block: Mapping[str, Any] | None) -> list[str]:
+    """The console's table of where a TTFT goes: the client's figures, then each scraped server's; [] without."""
+    if not block:
+        return []
+    client = block.get("client") or {}
+    out = [f"{' Where a TTFT goes (ms) ':-^{_W}}", f"  {'':<30}{'mean':>9}{'p50':>9}"]
+    out.append(
+        f"  {'client TTFT':<30}{_ms(client.get('ttft_mean_ms')):>9}{_ms(client.get('ttft_p50_ms')):>9}"
+    )
+    out.append(
+        f"  {'client TPOT':<30}{_ms(client.get('tpot_mean_ms')):>9}{_ms(client.get('tpot_p50_ms')):>9}"
+    )
+    if client.get("loop_lag_p50_ms") is not None:
+        out.append(
+            f"  {'our loop lag p50 / p99':<30}{_ms(client['loop_lag_p50_ms']):>9}"
+            f"{_ms(client.get('loop_lag_p99_ms')):>9}"
+        )
+    servers = block.get("servers") or []
+    for s in servers:
+        out.append(f"server {s.get('url')}:" if len(servers) > 1 else f"server ({s.get('url')}):")
+        out.extend(_server_lines(s, client))
+    if block.get("combined"):
+        out.append("all servers together:")
+        out.extend(_server_lines(block["combined"], client))
+    out.append("  (engine p50s interpolated in histogram buckets: approximate)")
+    return out
