@@ -155,9 +155,11 @@ def launch(
     code. `sim`: the embedded simulator (or None); `watch`: see orchestration.commands.run.run; `lengths`: the
     preflight's prompt-length calibration; `headers`: every request's (--header, the host's userinfo, the key)."""
     from orchestration.server.metrics_sampler import ServerMetricsSampler, scrape_target
+    from vllm_users.client.endpoints import primary_host
 
     port = a.processes.master_port or free_port()
-    metrics_url, metrics_headers = scrape_target(a.outputs, host, headers or {})
+    # several endpoints: the first one's /metrics (a fleet's own scrape target: --metrics-url)
+    metrics_url, metrics_headers = scrape_target(a.outputs, primary_host(host), headers or {})
     # credentials travel in the environment, never on a command line (`ps` shows those to every user)
     extra = {METRICS_HEADERS_ENV: json.dumps(metrics_headers)} if metrics_headers else {}
     shipped = without_api_key(headers or {}, api_key)  # the key has its own variable

@@ -6,12 +6,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from orchestration.report.fleet_summary import fleet_lines
+from vllm_users.client.endpoints import redact_hosts
 from vllm_users.measure import client_verdict as cv
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.metric_keys import percentile_keys
 from vllm_users.measure.run_result import RunResult
 from vllm_users.options import Options
-from vllm_users.redact import redact_url
 from vllm_users.scenarios.registry import ONE_REQUEST_PER_TICKET, parse_mix
 
 _W = 50
@@ -189,7 +190,7 @@ def load_lines(run: RunResult) -> list[str]:
     loop = load_text(run)
     if loop:
         out.append(_line("Load:", loop))
-    host = redact_url(str(meta.get("host") or ""))  # result.json's host has none; one from elsewhere may
+    host = redact_hosts(str(meta.get("host") or ""))  # result.json's host has none; one from elsewhere may
     if meta.get("endpoint") or host:
         out.append(_line("Endpoint:", " at ".join(str(x) for x in (meta.get("endpoint"), host) if x)))
     lengths = lengths_text(run)
@@ -319,6 +320,7 @@ def _extras(res: dict[str, Any], run: RunResult) -> list[str]:
             out.append(f"scenario {name:<14} ok {s[K.COMPLETED]:>6}  failed {s[K.FAILED]:>4}  {lat}")
     out.extend(class_lines(run.classes))
     out.extend(model_lines(run.per_model))
+    out.extend(fleet_lines(run.per_endpoint, run.per_replica))
     prof = run.profile
     if prof:
         state = (
