@@ -7,8 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from orchestration.report.fleet_summary import fleet_lines
-from orchestration.report.summary import format_summary
+from orchestration.report.summary import fleet_lines, format_summary
 from tests.unit.measure.helpers import rec
 from vllm_users.measure.columns import columns_from_records
 from vllm_users.measure.metrics import Slo
