@@ -119,6 +119,17 @@ def header(value: str) -> str:
     return value
 
 
+_TOKEN = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz")
+
+
+def header_name(value: str) -> str:
+    """A header's name (RFC 9110 token), lowercased; "" stays "" (none)."""
+    name = value.strip().lower()
+    if any(c not in _TOKEN for c in name):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a header name like x-served-by")
+    return name
+
+
 def switch(raw: Any) -> bool:
     """A boolean from a config file or an environment variable (1/true/yes/on, 0/false/no/off)."""
     if isinstance(raw, bool):

@@ -30,10 +30,10 @@ from orchestration.settings.input_checks import prepare
 from vllm_users import errors
 from vllm_users import run_dir as R
 from vllm_users.client import tls
+from vllm_users.client.endpoints import fleet_connection, primary_host
 from vllm_users.errors import PreflightError
 from vllm_users.measure.run_result import result_path
 from vllm_users.options import RUN, Options, changed, env_api_key
-from vllm_users.redact import connection_headers
 from vllm_users.scenarios.registry import (
     ONE_REQUEST_PER_TICKET,
     for_endpoint,
@@ -264,7 +264,9 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
     R.make_dir(run_dir)
     with contextlib.ExitStack() as stack:
         # the host's userinfo becomes a header here: the URL every process, file and line sees has none
-        host, headers = connection_headers(a.server.host, header_dict(a.request), api_key)
+        # several URLs (comma-separated or @FILE): comma-joined here, each checked by the preflight
+        host, headers = fleet_connection(a.server.host, header_dict(a.request), api_key)
+        first = primary_host(host)  # what takes one server: calibration, the context check
         sim = None
         if not host:
             sim = stack.enter_context(embedded_simulator(a))
@@ -284,7 +286,7 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
         ) as e:  # one step of a sweep: its outcome (the sweep records the code and goes on)
             return errors.report(e, PROG)
         # once, for every worker
-        lengths = calibrate_prompts(host, info.model, api_key, a.scenario.endpoint, headers)
+        lengths = calibrate_prompts(first, info.model, api_key, a.scenario.endpoint, headers)
         say(a.outputs, lengths_line(lengths))
         if lengths.warning:
             print(f"{PROG}: warning: {lengths.warning}", file=sys.stderr, flush=True)
@@ -293,7 +295,7 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
         ):  # --input-len/--output-len are what is sent: they must fit the context
             try:
                 check_context_fits(
-                    host,
+                    first,
                     info.model,
                     api_key,
                     a.request.input_len,
@@ -314,7 +316,8 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
                 fh,
             )
         if a.outputs.reset_prefix_cache:  # in the preflight: never inside the measured window
-            print(f"vllm-locust: {reset_prefix_cache(host, api_key, headers)}", flush=True)
+            for url in host.split(","):  # every endpoint's cache
+                print(f"vllm-locust: {reset_prefix_cache(url, api_key, headers)}", flush=True)
         locustfile = R.path(run_dir, R.LOCUSTFILE)
         with open(locustfile, "w") as fh:
             fh.write(locustfile_source(mix, files))

@@ -163,9 +163,11 @@ def launch(
     code. `sim`: the embedded simulator (or None); `watch`: see orchestration.commands.run.run; `lengths`: the
     preflight's prompt-length calibration; `headers`: every request's (--header, the host's userinfo, the key)."""
     from orchestration.server.metrics_sampler import ServerMetricsSampler, scrape_targets
+    from vllm_users.client.endpoints import primary_host
 
     port = a.processes.master_port or free_port()
-    targets = scrape_targets(a.outputs, host, headers or {})
+    # several endpoints: the first one's /metrics, unless --server-metrics names each replica's own
+    targets = scrape_targets(a.outputs, primary_host(host), headers or {})
     metrics_headers = targets[0][1]
     # credentials travel in the environment, never on a command line (`ps` shows those to every user)
     extra = {METRICS_HEADERS_ENV: json.dumps(metrics_headers)} if metrics_headers else {}

@@ -6,13 +6,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from vllm_users.client.endpoints import redact_hosts
 from vllm_users.measure import client_verdict as cv
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.latency_breakdown import breakdown_lines
 from vllm_users.measure.metric_keys import percentile_keys
 from vllm_users.measure.run_result import RunResult
 from vllm_users.options import Options
-from vllm_users.redact import redact_url
 from vllm_users.scenarios.registry import ONE_REQUEST_PER_TICKET, parse_mix
 
 _W = 50
@@ -190,7 +190,7 @@ def load_lines(run: RunResult) -> list[str]:
     loop = load_text(run)
     if loop:
         out.append(_line("Load:", loop))
-    host = redact_url(str(meta.get("host") or ""))  # result.json's host has none; one from elsewhere may
+    host = redact_hosts(str(meta.get("host") or ""))  # result.json's host has none; one from elsewhere may
     if meta.get("endpoint") or host:
         out.append(_line("Endpoint:", " at ".join(str(x) for x in (meta.get("endpoint"), host) if x)))
     lengths = lengths_text(run)
@@ -321,6 +321,7 @@ def _extras(res: dict[str, Any], run: RunResult) -> list[str]:
             out.append(f"scenario {name:<14} ok {s[K.COMPLETED]:>6}  failed {s[K.FAILED]:>4}  {lat}")
     out.extend(class_lines(run.classes))
     out.extend(model_lines(run.per_model))
+    out.extend(fleet_lines(run.per_endpoint, run.per_replica))
     prof = run.profile
     if prof:
         state = (
@@ -451,4 +452,57 @@ def model_lines(block: Mapping[str, Any] | None) -> list[str]:
     out.append(
         "(asked: the mix's weight share; got: share of the completed requests; latency of the successes)"
     )
+    return out
+
+
+# the fleet sections: per endpoint (several --host URLs) and per replica (--replica-header)
+def _ratio(v: Any) -> str:
+    return "n/a" if v is None else f"{v:.2f}x"
+
+
+def _fleet_section(title: str, what: str, block: Mapping[str, Any]) -> list[str]:
+    groups: Mapping[str, Mapping[str, Any]] = block.get("groups") or {}
+    slo = any("good" in m for m in groups.values())
+    width = max([len(what), *(len(n) for n in groups)])
+    out = [
+        f"{f' {title} ':-^{_W}}",
+        f"{what:<{width}} {'share':>5} {'ok':>6} {'fail':>4} {'req/s':>7} {'tok/s':>8} {'TTFT p50/p99 ms':>17} "
+        f"{'TPOT p50/p99':>13} {'ITL p99':>8} {'E2EL p99':>9}" + (f" {'goodput':>8}" if slo else ""),
+    ]
+    for name, m in groups.items():
+        ttft = f"{_ms(m.get(K.TTFT.key('median')))}/{_ms(m.get(K.percentile_key(99, 'ttft')))}"
+        tpot = f"{_ms(m.get(K.TPOT.key('median')))}/{_ms(m.get(K.percentile_key(99, 'tpot')))}"
+        row = (
+            f"{name:<{width}} {m['request_share']:>5.0%} {m[K.COMPLETED]:>6} {m[K.FAILED]:>4} "
+            f"{m[K.REQUEST_THROUGHPUT]:>7.2f} {_ms(m.get(K.OUTPUT_THROUGHPUT)):>8} {ttft:>17} {tpot:>13} "
+            f"{_ms(m.get(K.percentile_key(99, 'itl'))):>8} {_ms(m.get(K.percentile_key(99, 'e2el'))):>9}"
+        )
+        if slo:
+            row += f" {m['request_goodput']:>8.2f}" if "request_goodput" in m else f" {'n/a':>8}"
+        errors = m.get("errors_by_kind") or {}
+        if errors:
+            row += "  errors: " + ", ".join(f"{k} {v}" for k, v in errors.items())
+        out.append(row)
+    imb = block.get("imbalance") or {}
+    line = (
+        f"imbalance: request share max/min {_ratio(imb.get('request_share_max_over_min'))}"
+        f" ({imb.get('request_share_max', '-')} / {imb.get('request_share_min', '-')}), "
+        f"median TTFT max/min {_ratio(imb.get('median_ttft_max_over_min'))}"
+        f" ({imb.get('median_ttft_max', '-')} / {imb.get('median_ttft_min', '-')})"
+    )
+    out.append(line)
+    if imb.get("idle"):
+        out.append(f"completed nothing: {', '.join(imb['idle'])}")
+    if block.get("unnamed"):
+        out.append(f"requests whose answer named no {what}: {block['unnamed']}")
+    return out
+
+
+def fleet_lines(per_endpoint: Mapping[str, Any] | None, per_replica: Mapping[str, Any] | None) -> list[str]:
+    """The per-endpoint and per-replica sections (nothing for a run against one server)."""
+    out: list[str] = []
+    if per_endpoint:
+        out += _fleet_section("Per endpoint", "endpoint", per_endpoint)
+    if per_replica:
+        out += _fleet_section("Per replica", "replica", per_replica)
     return out

@@ -13,9 +13,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from vllm_users.client import sse_forms, stdlib_http, tls
+from vllm_users.client.endpoints import host_urls
 from vllm_users.errors import PreflightError, UsageError  # raised here; importable from here too
 from vllm_users.model_mix import model_names
-from vllm_users.redact import Redactor, connection_headers, secret_values
+from vllm_users.redact import Redactor, connection_headers, redact_url, secret_values
 from vllm_users.workload.calibrate_url import calibrate_url
 from vllm_users.workload.prompts import LengthModel
 
@@ -100,7 +101,33 @@ def check_server(
 ) -> ServerInfo:
     """Raise PreflightError with a one-line reason, or return the model to use (a --model mix's base; every name
     of the mix and `also`, the traffic classes' models, must be served: a missing LoRA adapter stops here).
-    `headers`: --header's (they win over the API key's Authorization and over the URL's userinfo)."""
+    `headers`: --header's (they win over the API key's Authorization and over the URL's userinfo). Several URLs
+    (comma-separated): each is checked the same way, and the line names the one that failed; they must serve the
+    same model."""
+    urls = host_urls(url) if "," in url else [url]
+    first: ServerInfo | None = None
+    for u in urls:
+        info = _check_one(u, model, api_key, endpoint, also, headers)
+        if first is None:
+            first = info
+        elif info.model != first.model:
+            raise PreflightError(
+                f"{redact_url(u)} serves model {info.model!r} where {redact_url(urls[0])} serves "
+                f"{first.model!r}: the endpoints of one run serve one model (choose it with --model)"
+            )
+    assert first is not None
+    return first
+
+
+def _check_one(
+    url: str,
+    model: str | None,
+    api_key: str | None,
+    endpoint: str,
+    also: Sequence[str],
+    headers: Headers,
+) -> ServerInfo:
+    """check_server's checks of one URL."""
     try:
         names = model_names(model or "")
     except ValueError as e:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vllm_users import option_types as T
-from vllm_users.errors import UsageError
+from vllm_users.client.endpoints import POLICIES, host_urls
 from vllm_users.option_spec import BOTH, CALIBRATE, RUN, opt
-from vllm_users.redact import redact_url
 
 
 @dataclass(frozen=True)
@@ -16,7 +15,11 @@ class ServerOptions:
     calibration; docs/https.md)."""
 
     host: str = opt(
-        "", T.text, "Server base URL, e.g. http://127.0.0.1:8000 (none: start the simulator)", RUN
+        "",
+        T.text,
+        "Server base URL, e.g. http://127.0.0.1:8000 (none: start the simulator); several replicas: "
+        "URL1,URL2,... or @FILE (one URL a line; docs/fleets.md)",
+        RUN,
     )
     model: str = opt(
         "",
@@ -59,7 +62,23 @@ class ServerOptions:
         "", T.text, "PEM private key of --client-cert", *BOTH, CALIBRATE, metavar="FILE", web_ui=False
     )
 
+    endpoint_policy: str = opt(
+        "round-robin",
+        T.text,
+        "Several --host URLs: which one each request goes to (a session's later turns always follow its "
+        "first; `session`: each session placed by a hash of its key)",
+        *BOTH,
+        choices=POLICIES,
+    )
+    replica_header: str = opt(
+        "",
+        T.header_name,
+        "Response header naming the replica that served a request (e.g. x-served-by): results per replica",
+        *BOTH,
+        metavar="NAME",
+    )
+
     def check(self) -> None:
-        """--host, when given, is an http(s) URL (UsageError naming it without its credentials)."""
-        if self.host and not self.host.startswith(("http://", "https://")):
-            raise UsageError(f"--host {redact_url(self.host)!r}: expected a URL like http://127.0.0.1:8000")
+        """--host, when given, is one http(s) URL or several (UsageError naming the bad one without its
+        credentials)."""
+        host_urls(self.host)

@@ -48,6 +48,7 @@ class StreamResult:
     reasoning_chunks: int = 0  # output chunks that carried reasoning only, before the first answer chunk
     t_answer: float = 0.0  # perf_counter s of the first answer chunk (content or tool call); 0.0 before it
     encoding: str | None = None  # the body's Content-Encoding when the server compressed it (decoded here)
+    replica: str | None = None  # --replica-header: the replica that answered, as its response header said
 
     @property
     def text(self) -> str:

@@ -32,7 +32,7 @@ from vllm_users.client.wire import BLOCK, StampedResponse, post
 USE_REACTOR = HAVE_EPOLL and os.environ.get("VLLM_LOCUST_REACTOR", "1") != "0"
 
 
-__all__ = ["USE_REACTOR", "StreamResult", "send_and_read"]
+__all__ = ["USE_REACTOR", "StreamResult", "replica_of", "send_and_read"]
 
 
 def send_and_read(
@@ -44,10 +44,12 @@ def send_and_read(
     api: str = "chat",
     stream: bool = True,
     want_text: bool = False,
+    replica_header: str = "",
 ) -> StreamResult:
     """POST `body` and read the answer; never raises for server or network faults (they become errors).
 
-    `api` (chat, completions, responses, embeddings, rerank, score: client/responses.py) says how to read it."""
+    `api` (chat, completions, responses, embeddings, rerank, score: client/responses.py) says how to read it;
+    `replica_header` (lowercase; "": none): the response header whose value is kept as `res.replica`."""
     resp = None
     res = StreamResult(t0=perf_counter())
     events = SseEvents(res, api, want_text)
@@ -55,6 +57,8 @@ def send_and_read(
         res.t0, resp = post(client, path, body, headers)
         now = resp.stamp
         res.status = resp.status_code
+        if replica_header:  # once per response, before the body: no cost per chunk
+            res.replica = replica_of(resp.get(replica_header))
         if res.status != 200:
             res.error = "http"
             msg = F.body_error(resp.read(65536), str(resp.get("content-encoding") or ""))
@@ -120,6 +124,18 @@ def send_and_read(
                 "stream carried only a usage chunk" if only_usage else "stream carried no output"
             )
     return res
+
+
+REPLICA_MAX = 64  # characters of a replica's name kept (a server's header: bounded in records and results)
+
+
+def replica_of(value: str | list[str] | None) -> str | None:
+    """A replica header's value as a record keeps it: the first when repeated, at most REPLICA_MAX characters;
+    None when absent or empty."""
+    if isinstance(value, list):
+        value = value[0] if value else None
+    value = (value or "").strip()
+    return value[:REPLICA_MAX] or None
 
 
 def _read_stream(resp: StampedResponse, events: F.Feed, now: float) -> None:

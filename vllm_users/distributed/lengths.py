@@ -11,6 +11,7 @@ import logging
 
 from locust.env import Environment
 
+from vllm_users.client.endpoints import primary_host
 from vllm_users.distributed import env_state
 from vllm_users.model_mix import model_names
 from vllm_users.options import env_api_key
@@ -31,7 +32,8 @@ def calibrate_once(env: Environment) -> None:
     if not any(callable(getattr(u, "length_model", None)) for u in env.user_classes):
         return
     o = env_state.options(env)
-    host, headers = connection_headers(env.host, dict(o.handoff.extra_headers), env_api_key())
+    # several --host URLs: they serve one model, calibrated on the first
+    host, headers = connection_headers(primary_host(env.host), dict(o.handoff.extra_headers), env_api_key())
     # a mix: its base model
     model = model_names(o.server.model)[0] if o.server.model else resolve_model(host, headers)
     if model is None:  # the users report it (they resolve the model themselves)

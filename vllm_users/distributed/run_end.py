@@ -20,6 +20,7 @@ from locust.runners import MasterRunner
 from vllm_users import exit_codes, run_dir
 from vllm_users.atomic import atomic_json
 from vllm_users.client import stdlib_http
+from vllm_users.client.endpoints import endpoint_labels, primary_host, redact_hosts
 from vllm_users.client.tls import TLSConfig
 from vllm_users.distributed import user_errors
 from vllm_users.distributed.env_state import locust_option
@@ -40,7 +41,7 @@ from vllm_users.measure.server_counters import (
 )
 from vllm_users.measure.windows import parse_optional
 from vllm_users.options import METRICS_HEADERS_ENV, METRICS_HEADERS_MORE_ENV, Options, env_api_key
-from vllm_users.redact import redact_url, with_api_key
+from vllm_users.redact import with_api_key
 
 log = logging.getLogger("vllm_locust")
 
@@ -50,7 +51,9 @@ def start_profile(o: Options, host: str | None) -> ServerProfile | None:
     if not o.capacity.profile or not host:
         return None
     warm = parse_optional(o.measure.warmup)
-    profile = ServerProfile(host, request_headers(o.handoff), delay_s=(warm.seconds or 0.0) if warm else 0.0)
+    profile = ServerProfile(
+        primary_host(host), request_headers(o.handoff), delay_s=(warm.seconds or 0.0) if warm else 0.0
+    )
     profile.start()
     return profile
 
@@ -109,6 +112,10 @@ def with_server_served(
     """server_served and missing_vs_server: the embedded simulator's count of completion requests less the
     preflight's, else the increase of the server's vllm:request_success_total over the load (its baseline was
     scraped after the preflight); unchanged (both None) when the server does not say."""
+    if (
+        len(endpoint_labels(host or "")) > 1
+    ):  # one server's counter is a share of a fleet's load: no cross-check
+        return res
     embedded = bool(o.vllm_embedded_sim and host)
     served = sim_served(str(host)) if embedded else counters.served if counters is not None else None
     if served is None:
@@ -310,10 +317,10 @@ def run_meta(
     runner = env.runner
     ramp = o.load.ramp_up_strategy
     users = locust_option(env, "num_users")
-    return {
+    meta: dict[str, Any] = {
         "date": time.strftime("%Y%m%d-%H%M%S", time.localtime(t_start)),
         "started_at": t_start,
-        "host": redact_url(env.host or "") or None,
+        "host": redact_hosts(env.host or "") or None,
         "model_id": o.server.model or os.environ.get("VLLM_LOCUST_RESOLVED_MODEL"),
         "tokenizer_id": o.prompt.tokenizer or None,
         "endpoint": o.scenario.endpoint,
@@ -357,6 +364,10 @@ def run_meta(
         if (env.host or "").startswith("https://")
         else None,  # --insecure said
     }
+    labels = endpoint_labels(env.host or "")
+    if len(labels) > 1:  # several --host URLs: their labels, per_endpoint's order (one server: no key)
+        meta["endpoints"] = labels
+    return meta
 
 
 def closed_loop_users(users: Any, timeline: list[dict[str, Any]]) -> int | None:

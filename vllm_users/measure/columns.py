@@ -24,7 +24,8 @@ records.jsonl, but for its `no_done` flag (bool column no_done; False in older f
 (a string column). error_detail is a string column too (None in frames written before it).
 Reasoning and non-streaming: answer_us and reasoning_tokens (int64, -1 = None), reasoning_estimated
 and not_streamed (bool); frames written before them read as None / False.
-Images: images and image_tokens (int64, -1 = None).
+Images: images and image_tokens (int64, -1 = None). Several servers: host and replica (string columns; None in
+older frames and in a run against one URL).
 """
 
 from __future__ import annotations
@@ -82,6 +83,8 @@ STRINGS = (
     "request_class",
     "model",
     "error_detail",
+    "host",
+    "replica",
 )
 EXTRA_STRINGS = ("content_encoding",)  # strings kept in a record's extra (None when absent)
 

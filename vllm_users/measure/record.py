@@ -73,6 +73,9 @@ class RequestRecord:
     # images: None when the request sent none (text requests are the common case)
     images: int | None = None  # image_url parts sent
     image_tokens: int | None = None  # prompt_tokens less the text's exact token count (absent when not exact)
+    # several servers: None for a run against one URL, which keeps its records.jsonl as before
+    host: str | None = None  # the endpoint sent to (host:port of one of several --host URLs; no credentials)
+    replica: str | None = None  # --replica-header: the replica that answered, as the response said
 
     @property
     def ok(self) -> bool:
@@ -95,6 +98,10 @@ class RequestRecord:
         d = dict(zip(_FIELD_NAMES, _get_fields(self), strict=False))
         if d["extra"] is None:
             del d["extra"]
+        if d["host"] is None:  # one server: the line as before several could be named
+            del d["host"]
+        if d["replica"] is None:
+            del d["replica"]
         return _encode(d)
 
     @classmethod
@@ -224,8 +231,10 @@ def interrupted_record(
     output_len: int | None,
     turn: int | None,
     session: int | None,
+    host: str | None = None,
 ) -> RequestRecord:
-    """The record of a request the run's end stopped while it streamed (Ctrl-C, stop timeout)."""
+    """The record of a request the run's end stopped while it streamed (Ctrl-C, stop timeout); `host`: its
+    endpoint when the run has several."""
     return RequestRecord(
         scenario=scenario,
         worker=worker,
@@ -240,6 +249,7 @@ def interrupted_record(
         output_len=output_len,
         turn=turn,
         session=session,
+        host=host,
     )
 
 

@@ -12,6 +12,7 @@ from vllm_users.measure import metric_keys as K
 from vllm_users.measure.columns import Records, as_columns, load_columns
 from vllm_users.measure.metrics import PercentileChoice, Slo, rows
 from vllm_users.measure.per_class import class_table, per_class
+from vllm_users.measure.per_endpoint import per_endpoint, per_replica
 from vllm_users.measure.per_model import per_model
 from vllm_users.measure.record import read_records
 from vllm_users.measure.result_fields import build_metrics
@@ -71,6 +72,10 @@ def build_run_result(
         records, measured, class_table(meta), slo=slo, percentiles=pc.percentiles
     )  # traffic classes
     models = per_model(records, measured, meta, slo=slo, percentiles=pc.percentiles)  # a model mix, adapters
+    endpoints = per_endpoint(
+        records, measured, meta, slo=slo, percentiles=pc.percentiles
+    )  # several --host URLs
+    replicas = per_replica(records, measured, slo=slo, percentiles=pc.percentiles)  # --replica-header
     named = {*header, "input_len_check", "warnings", "per_scenario", "ttft_by_turn", "tool"}
     return RunResult(
         **header,
@@ -80,6 +85,8 @@ def build_run_result(
         per_scenario=scenarios,
         classes=classes,
         per_model=models,
+        per_endpoint=endpoints,
+        per_replica=replicas,
         ttft_by_turn=turns or None,
         meta={k: v for k, v in meta.items() if k not in named and k not in overall},
     )

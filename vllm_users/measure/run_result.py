@@ -70,6 +70,8 @@ class RunResult:
     per_scenario: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     classes: Mapping[str, Any] | None = None  # traffic classes: vllm_users.measure.per_class
     per_model: Mapping[str, Any] | None = None  # several served models: vllm_users.measure.per_model
+    per_endpoint: Mapping[str, Any] | None = None  # several --host URLs: vllm_users.measure.per_endpoint
+    per_replica: Mapping[str, Any] | None = None  # --replica-header: vllm_users.measure.per_endpoint
     ttft_by_turn: Mapping[str, Any] | None = None
     tool: str = TOOL
     meta: Mapping[str, Any] = field(default_factory=dict)
@@ -129,6 +131,10 @@ class RunResult:
             out["classes"] = dict(self.classes)
         if self.per_model is not None:
             out["per_model"] = dict(self.per_model)
+        if self.per_endpoint is not None:
+            out["per_endpoint"] = dict(self.per_endpoint)
+        if self.per_replica is not None:
+            out["per_replica"] = dict(self.per_replica)
         if self.ttft_by_turn:
             out["ttft_by_turn"] = dict(self.ttft_by_turn)
         out["tool"] = self.tool
@@ -151,6 +157,8 @@ class RunResult:
             "per_scenario",
             "classes",
             "per_model",
+            "per_endpoint",
+            "per_replica",
             "ttft_by_turn",
             "tool",
             "meta",
@@ -166,6 +174,8 @@ class RunResult:
                     "ttft_by_turn",
                     "classes",
                     "per_model",
+                    "per_endpoint",
+                    "per_replica",
                 )
                 if k in doc
             }

@@ -21,6 +21,7 @@ from locust import constant, task
 from locust.contrib.fasthttp import FastHttpUser
 
 from vllm_users.client import tls
+from vllm_users.client.endpoints import Chooser, endpoint_label, host_urls, primary_host
 from vllm_users.client.ghc_adapter import client_for, connection_pool, set_read_timeout
 from vllm_users.client.responses import path_of
 from vllm_users.client.stream import StreamResult, send_and_read
@@ -39,6 +40,15 @@ from vllm_users.workload.ticket import Ticket
 CHAT_TEMPLATED = ("chat", "responses")  # endpoints whose prompt goes through the chat template
 REQUEST_TYPE = "STREAM"  # Locust's "Type" column: one row per scenario, response time = E2EL
 log = logging.getLogger("vllm_locust")
+
+
+@dataclass(slots=True)
+class _Endpoint:
+    """One of several --host URLs as a user sends to it: its label, pooled client and headers."""
+
+    label: str
+    http: Any
+    headers: dict[str, str]
 
 
 @dataclass(slots=True)
@@ -74,6 +84,7 @@ class LLMUser(FastHttpUser):
     insecure = (
         False  # https: verify the server's certificate (--insecure skips it; __init__ sets both per run)
     )
+    _endpoints: list[_Endpoint] = []  # several --host URLs (on_start); empty: one server, `_http`
 
     def __init__(self, environment: Any) -> None:
         """A FastHttpUser whose TLS context is the run's (--ca-bundle, --insecure, --client-cert: client/tls.py)."""
@@ -96,7 +107,10 @@ class LLMUser(FastHttpUser):
         """Resolve the HTTP client, auth headers, model and prompt lengths once."""
         o = self.options = env_state.options(self.environment)
         # a plain `locust --host http://user:pass@...`: the userinfo becomes Basic auth (vllm-locust run strips it)
-        host, auth = connection_headers(self.host or "", dict(o.handoff.extra_headers), env_api_key())
+        # several URLs: the first is the model lookup's; `_fleet` makes each endpoint's client
+        host, auth = connection_headers(
+            primary_host(self.host or ""), dict(o.handoff.extra_headers), env_api_key()
+        )
         self._http = client_for(self.client.client, host)
         set_read_timeout(self._http, o.measure.stream_timeout)
         self.headers = {
@@ -106,7 +120,8 @@ class LLMUser(FastHttpUser):
             **auth,  # --header's, then the API key's Bearer unless --header names an Authorization
         }
         # a server may echo a request's credentials in its error answer: a record's error never holds them
-        self._redactor = Redactor(secret_values(auth, env_api_key(), [self.host or ""]))
+        urls = [self.host or ""] if "," not in (self.host or "") else (self.host or "").split(",")
+        self._redactor = Redactor(secret_values(auth, env_api_key(), urls))
         with _shared_lock:
             self.model = _base_model(o.server.model) or _shared.get("model") or self._resolve_model()
             _shared["model"] = self.model
@@ -120,20 +135,42 @@ class LLMUser(FastHttpUser):
                 pk, plan_from(o.classes.vllm_classes, o.server.model, o.request.seed)
             )
         self.user_id = id(self) & 0xFFFFFF
+        self._endpoints = self._fleet(o)
         self._preconnect()
         if o.images.images or self.min_images:  # images: the pool is encoded now, off the hot path
             image_set(o.images, o.request.seed)
         self.setup_scenario()
 
+    def _fleet(self, o: Any) -> list[_Endpoint]:
+        """Several --host URLs: one pooled client per endpoint (its own keep-alive connections) and the process's
+        chooser; [] for one URL, whose requests go through `self._http` as always."""
+        urls = host_urls(self.host or "")
+        if len(urls) < 2:
+            return []
+        out = []
+        for u in urls:
+            clean, auth = connection_headers(u, dict(o.handoff.extra_headers), env_api_key())
+            http = client_for(self.client.client, clean)
+            set_read_timeout(http, o.measure.stream_timeout)
+            out.append(_Endpoint(endpoint_label(clean), http, {**self.headers, **auth}))
+        self._http = out[0].http  # the model lookup and a worker's calibration: the first endpoint
+        with _shared_lock:  # one chooser per process: round-robin and in-flight counts over all its users
+            key = ("chooser", tuple(urls), o.server.endpoint_policy, o.request.seed)
+            self._chooser: Chooser = _shared.get(key) or _shared.setdefault(
+                key, Chooser(len(urls), o.server.endpoint_policy, o.request.seed)
+            )
+        return out
+
     def _preconnect(self) -> None:
-        """Open this user's keep-alive connection now, so no request's TTFT holds a TCP handshake and a
-        name lookup (gevent resolves through a thread pool: 64 users starting together queue there)."""
-        pool = connection_pool(self._http)
-        try:
-            sock = pool.get_socket()
-        except Exception:  # noqa: BLE001 - an unreachable server shows up as the first request's failure
-            return
-        pool.return_socket(sock)
+        """Open this user's keep-alive connection now (one per endpoint), so no request's TTFT holds a TCP
+        handshake and a name lookup (gevent resolves through a thread pool: 64 users starting together queue there)."""
+        for http in [e.http for e in self._endpoints] or [self._http]:
+            pool = connection_pool(http)
+            try:
+                sock = pool.get_socket()
+            except Exception:  # noqa: BLE001 - an unreachable server shows up as the first request's failure
+                continue
+            pool.return_socket(sock)
 
     def setup_scenario(self) -> None:
         """Scenario hook: prepare prompt sources (runs once per user)."""
@@ -308,18 +345,26 @@ class LLMUser(FastHttpUser):
             )
         path = path_of(api)
         body = encode_body(spec.body)  # json.dumps, image data spliced in (not re-scanned: base64 is large)
+        http, headers, where = self._http, self.headers, None
+        if self._endpoints:  # several servers: the policy's choice; a session stays where it began
+            sticky = spec.affinity if spec.affinity and self._chooser.policy == "session" else None
+            i = self._chooser.choose(sticky or str(link.session))
+            where = self._endpoints[i]
+            http, headers = where.http, where.headers
+            self._chooser.inflight[i] += 1
         me = gevent.getcurrent()
         ctx.first_request()  # --run-time counts from the run's first one
         ctx.inflight.add(me)
         try:
             res = send_and_read(
-                self._http,
+                http,
                 path,
                 body,
-                self.headers,
+                headers,
                 stream=bool(spec.body.get("stream")),
                 want_text=spec.want_text,
                 api=api,
+                replica_header=self.options.server.replica_header,
             )
         except gevent.GreenletExit:
             ctx.submit(
@@ -334,11 +379,14 @@ class LLMUser(FastHttpUser):
                     output_len=spec.output_len,
                     turn=link.turn,
                     session=link.session,
+                    host=where.label if where is not None else None,
                 )
             )
             raise
         finally:
             ctx.inflight.discard(me)
+            if where is not None:
+                self._chooser.inflight[i] -= 1
         rec = record_from_stream(
             res,
             scenario=link.scenario,
@@ -352,6 +400,9 @@ class LLMUser(FastHttpUser):
             turn=link.turn,
             session=link.session,
         )
+        if where is not None:
+            rec.host = where.label
+        rec.replica = res.replica
         if rec.error_detail and self._redactor.secrets:
             rec.error_detail = self._redactor.text(rec.error_detail)
         rec.request_class = spec.request_class  # the class, and the model when it is not the run's one

@@ -30,6 +30,9 @@ class RequestSpec:
     context: dict[str, Any] = field(default_factory=dict)
     endpoint: str | None = None  # None: chat or completions by `chat`; else responses|embeddings|rerank|score
     request_class: str | None = None  # the traffic class the request belongs to, kept in its record
+    affinity: str | None = (
+        None  # --endpoint-policy session: requests with one key go to one endpoint (a prefix chain)
+    )
 
 
 def responses_body(body: dict[str, Any]) -> dict[str, Any]:

@@ -132,6 +132,8 @@ class TraceUser(LLMUser):
             context=context,
             request_class=req.tenant,
             endpoint="responses" if responses else None,
+            # --endpoint-policy session: one prefix chain (its first block) on one endpoint; a session keeps its own
+            affinity=f"prefix:{req.hash_ids[0]}" if req.hash_ids and history is None else None,
         )
 
     def _pooling_spec(self, req: TraceRequest, index: int, api: str) -> RequestSpec:

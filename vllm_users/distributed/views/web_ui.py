@@ -110,7 +110,7 @@ def install(env: Environment, plugin: MasterView) -> None:
     redactor = Redactor(
         [
             *(os.environ[k] for k in (*API_KEY_ENV, WEB_PASSWORD_ENV) if os.environ.get(k)),
-            *secret_values(dict(o.handoff.extra_headers), urls=[env.host or ""]),
+            *secret_values(dict(o.handoff.extra_headers), urls=(env.host or "").split(",")),
             *secret_values(json.loads(os.environ.get(METRICS_HEADERS_ENV) or "{}")),
             *(
                 v
