@@ -38,6 +38,8 @@ from common import RESULTS, print_table, write_json
 
 Snapshot = dict[tuple[str, str], float]
 TTFT_HIST = "vllm:time_to_first_token_seconds"
+# the engine's per-request TPOT (vLLM v1), then its older name: the server's own TPOT over each run
+TPOT_HISTS = ("vllm:request_time_per_output_token_seconds", "vllm:time_per_output_token_seconds")
 COUNTERS = (
     "vllm:generation_tokens_total",
     "vllm:prompt_tokens_total",
@@ -67,6 +69,12 @@ def server_delta(before: Snapshot, after: Snapshot) -> dict[str, float]:
     s = after.get((TTFT_HIST + "_sum", ""), 0.0) - before.get((TTFT_HIST + "_sum", ""), 0.0)
     d["server_ttft_count"] = n
     d["server_mean_ttft_ms"] = s / n * 1e3 if n else float("nan")
+    d["server_mean_tpot_ms"] = float("nan")
+    for h in TPOT_HISTS:
+        n = after.get((h + "_count", ""), 0.0) - before.get((h + "_count", ""), 0.0)
+        if n:
+            d["server_mean_tpot_ms"] = (after[(h + "_sum", "")] - before.get((h + "_sum", ""), 0.0)) / n * 1e3
+            break
     return d
 
 
@@ -268,6 +276,8 @@ def one(a: argparse.Namespace, tool: str, c: int, seed: int, out: Path) -> dict[
         wall_s=wall,
         server_mean_ttft_ms=sv["server_mean_ttft_ms"],
         ttft_minus_server_ms=row["mean_ttft_ms"] - sv["server_mean_ttft_ms"],
+        server_mean_tpot_ms=sv["server_mean_tpot_ms"],
+        tpot_over_server=row["mean_tpot_ms"] / sv["server_mean_tpot_ms"],
         server_output_tokens=sv["vllm:generation_tokens_total"],
         server_success=sv["vllm:request_success_total"],
         token_diff=row["output_tokens"] - sv["vllm:generation_tokens_total"],
@@ -367,6 +377,8 @@ _COLS = [
     "ttft_minus_server_ms",
     "median_ttft_ms",
     "mean_tpot_ms",
+    "server_mean_tpot_ms",
+    "tpot_over_server",
     "output_tok_s",
     "token_diff",
     "prefix_hits",
@@ -384,6 +396,8 @@ _MEDIANS = [
     "server_mean_ttft_ms",
     "ttft_minus_server_ms",
     "mean_tpot_ms",
+    "server_mean_tpot_ms",
+    "tpot_over_server",
     "output_tok_s",
     "token_diff",
     "loop_lag_p99_ms",
