@@ -266,12 +266,12 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
         # the host's userinfo becomes a header here: the URL every process, file and line sees has none
         # several URLs (comma-separated or @FILE): comma-joined here, each checked by the preflight
         host, headers = fleet_connection(a.server.host, header_dict(a.request), api_key)
-        first = primary_host(host)  # what takes one server: calibration, the context check
         sim = None
         if not host:
             sim = stack.enter_context(embedded_simulator(a))
             host = sim.url
             say(a.outputs, f"embedded simulator at {host} (pid {sim.pid})")
+        first = primary_host(host)  # what takes one server: calibration, the context check
         try:
             info = check_server(
                 host,
