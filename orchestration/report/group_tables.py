@@ -1,6 +1,7 @@
 """The report's tables of a run's groups of requests beside its classes: per model (a model mix, or classes that
-send to LoRA adapters), and any other grouping block the result holds in the same shape. One definition of the
-columns for the HTML, Markdown and PDF reports; a column no group has a figure for is left out."""
+send to LoRA adapters), per endpoint (several --host URLs) and per replica (--replica-header), with how uneven the
+fleet was; and where a TTFT went (the server's histograms against the client's). One definition for the HTML,
+Markdown and PDF reports; a column no group has a figure for is left out."""
 
 from __future__ import annotations
 
@@ -8,16 +9,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from orchestration.report.summary import imbalance_line
 from vllm_users.measure.client_verdict import line, verdict_of
+from vllm_users.measure.latency_breakdown import breakdown_lines
 
-__all__ = ["GROUP_BLOCKS", "GroupTable", "client_health_line", "group_tables"]
+__all__ = ["GROUP_BLOCKS", "GroupTable", "breakdown_text", "client_health_line", "group_tables"]
 
 # result.json block -> (section title, first column's heading)
-GROUP_BLOCKS: tuple[tuple[str, str, str], ...] = (("per_model", "Per model", "Model"),)
+GROUP_BLOCKS: tuple[tuple[str, str, str], ...] = (
+    ("per_model", "Per model", "Model"),
+    ("per_endpoint", "Per endpoint", "Endpoint"),
+    ("per_replica", "Per replica", "Replica"),
+)
 
 # heading, key in a group's figures, format ("%" for a share shown in per cent)
 _COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("requests", "requests", "d"),
+    ("share", "request_share", "%"),
     ("ok", "completed", "d"),
     ("failed", "failed", "d"),
     ("weight", "weight_share", "%"),
@@ -39,6 +47,7 @@ class GroupTable:
     title: str
     header: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
+    notes: tuple[str, ...] = ()  # a fleet's imbalance, and what it could not attribute
 
 
 def _cell(v: Any, spec: str) -> str:
@@ -58,11 +67,26 @@ def group_tables(result: Mapping[str, Any], run_name: str) -> list[GroupTable]:
         block = result.get(key)
         if not isinstance(block, Mapping) or not block:
             continue
-        groups = [(str(name), g) for name, g in block.items() if isinstance(g, Mapping)]
+        # a fleet's block holds its groups under "groups", beside its imbalance; a model's is the groups alone
+        fleet = isinstance(block.get("groups"), Mapping)
+        members = block["groups"] if fleet else block
+        groups = [(str(name), g) for name, g in members.items() if isinstance(g, Mapping)]
         cols = [(h, k, f) for h, k, f in _COLUMNS if any(g.get(k) is not None for _, g in groups)]
         rows = tuple((name, *(_cell(g.get(k), f) for _, k, f in cols)) for name, g in groups)
-        out.append(GroupTable(f"{title}: {run_name}", (first, *(h for h, _, _ in cols)), rows))
+        notes: list[str] = []
+        if fleet:
+            notes.append(imbalance_line(block.get("imbalance") or {}))
+            if block.get("unnamed"):
+                notes.append(f"requests whose answer named no replica: {block['unnamed']}")
+        header = (first, *(h for h, _, _ in cols))
+        out.append(GroupTable(f"{title}: {run_name}", header, rows, tuple(notes)))
     return out
+
+
+def breakdown_text(result: Mapping[str, Any]) -> list[str]:
+    """Where a TTFT went (result.json's `latency_breakdown`), in the console summary's lines; [] without one."""
+    block = result.get("latency_breakdown")
+    return breakdown_lines(block) if isinstance(block, Mapping) else []
 
 
 def client_health_line(result: Mapping[str, Any]) -> str:

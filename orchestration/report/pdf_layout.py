@@ -50,6 +50,7 @@ BOXES = {  # severity -> (left border, background)
     "info": (colors.HexColor("#0969da"), colors.HexColor("#ddf4ff")),
     "ok": (colors.HexColor("#1a7f37"), colors.HexColor("#dafbe1")),
 }
+MONO = "VLDejaVuSansMono"  # the console's aligned tables (where a TTFT goes), as the summary prints them
 FONT = "VLDejaVuSans"  # DejaVu Sans ships with matplotlib: every glyph a report prints (Δ, –, µ, ≤) is in it
 TABLE_SIZES = (8.0, 7.0, 6.0)  # a table takes the first size at which every column's longest word fits
 PAD = 3.0
@@ -71,6 +72,7 @@ def _register_fonts() -> None:
     pdfmetrics.registerFontFamily(
         FONT, normal=FONT, bold=FONT + "-Bold", italic=FONT + "-Oblique", boldItalic=FONT + "-BoldOblique"
     )
+    pdfmetrics.registerFont(TTFont(MONO, os.path.join(ttf, "DejaVuSansMono.ttf")))
 
 
 def _style(name: str, size: float, **kw: Any) -> Any:
@@ -87,6 +89,7 @@ STYLES = {
     "small": _style("small", 8, spaceAfter=4, textColor=GREY),
     "warn": _style("warn", 9, spaceAfter=4, textColor=CLASS_COLOURS["warn"]),
 }
+STYLES["mono"] = _style("mono", 7.5, spaceAfter=4, fontName=MONO)
 
 
 def text(s: object) -> str:

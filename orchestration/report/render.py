@@ -9,7 +9,7 @@ import jinja2
 
 from orchestration.report.compare import describe_setup_differences
 from orchestration.report.findings import FindingGroup, problems
-from orchestration.report.group_tables import client_health_line, group_tables
+from orchestration.report.group_tables import breakdown_text, client_health_line, group_tables
 from orchestration.report.model import Report, fmt
 from orchestration.report.plots import Plot
 
@@ -105,7 +105,11 @@ the run's length and are neither.</p>
 
 {% for r in report.runs %}{% for t in group_tables(r.result, r.name) %}
 <h2>{{ t.title }}</h2><table class="group-table"><tr>{% for h in t.header %}<th{% if loop.first %} class="l"{% endif %}>{{ h }}</th>{% endfor %}</tr>
-{% for row in t.rows %}<tr>{% for c in row %}<td{% if loop.first %} class="l"{% endif %}>{{ c }}</td>{% endfor %}</tr>{% endfor %}</table>{% endfor %}{% endfor %}
+{% for row in t.rows %}<tr>{% for c in row %}<td{% if loop.first %} class="l"{% endif %}>{{ c }}</td>{% endfor %}</tr>{% endfor %}</table>
+{% for n in t.notes %}<p class="small">{{ n }}</p>{% endfor %}{% endfor %}{% endfor %}
+
+{% for r in report.runs %}{% set lines = breakdown_text(r.result) %}{% if lines %}
+<h2>Where a TTFT goes: {{ r.name }}</h2><pre class="breakdown">{{ lines|join("\n") }}</pre>{% endif %}{% endfor %}
 
 {% if report.runs|selectattr("result.cost")|list %}<h2 id="cost">Cost</h2>
 <table id="cost-table"><tr><th class="l">Run</th><th>$/GPU-hour x GPUs</th><th>req/s</th><th>$ per 1M output tokens</th><th>$ per request</th></tr>
@@ -167,6 +171,7 @@ def render_html(report: Report, plots: Sequence[Plot]) -> str:
         fmt=fmt,
         describe=describe,
         group_tables=group_tables,
+        breakdown_text=breakdown_text,
         client_health_line=client_health_line,
         title=title,
         server_rows=report.server_rows(),
@@ -281,6 +286,10 @@ def _group_markdown(name: str, result: dict[str, Any]) -> list[str]:
         out += ["", f"### {t.title}", "", "| " + " | ".join(t.header) + " |"]
         out.append("|---" + "|---:" * (len(t.header) - 1) + "|")
         out += ["| " + " | ".join(row) + " |" for row in t.rows]
+        out += ["", *t.notes] if t.notes else []
+    lines = breakdown_text(result)
+    if lines:
+        out += ["", f"### Where a TTFT goes: {name}", "", "```", *lines, "```"]
     return out
 
 

@@ -484,18 +484,22 @@ def _fleet_section(title: str, what: str, block: Mapping[str, Any]) -> list[str]
             row += "  errors: " + ", ".join(f"{k} {v}" for k, v in errors.items())
         out.append(row)
     imb = block.get("imbalance") or {}
-    line = (
-        f"imbalance: request share max/min {_ratio(imb.get('request_share_max_over_min'))}"
-        f" ({imb.get('request_share_max', '-')} / {imb.get('request_share_min', '-')}), "
-        f"median TTFT max/min {_ratio(imb.get('median_ttft_max_over_min'))}"
-        f" ({imb.get('median_ttft_max', '-')} / {imb.get('median_ttft_min', '-')})"
-    )
-    out.append(line)
+    out.append(imbalance_line(imb))
     if imb.get("idle"):
         out.append(f"completed nothing: {', '.join(imb['idle'])}")
     if block.get("unnamed"):
         out.append(f"requests whose answer named no {what}: {block['unnamed']}")
     return out
+
+
+def imbalance_line(imb: Mapping[str, Any]) -> str:
+    """How uneven a fleet was, in one line: the request shares' and median TTFTs' max/min, and whose."""
+    return (
+        f"imbalance: request share max/min {_ratio(imb.get('request_share_max_over_min'))}"
+        f" ({imb.get('request_share_max', '-')} / {imb.get('request_share_min', '-')}), "
+        f"median TTFT max/min {_ratio(imb.get('median_ttft_max_over_min'))}"
+        f" ({imb.get('median_ttft_max', '-')} / {imb.get('median_ttft_min', '-')})"
+    )
 
 
 def fleet_lines(per_endpoint: Mapping[str, Any] | None, per_replica: Mapping[str, Any] | None) -> list[str]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from orchestration.report.group_tables import client_health_line, group_tables
+from orchestration.report.group_tables import breakdown_text, client_health_line, group_tables
 from orchestration.report.model import build_report
 from orchestration.report.postprocess import load_run
 from orchestration.report.render import render_html, render_markdown
@@ -74,3 +74,49 @@ def test_pdf_shows_the_same_per_model_rows(tmp_path: Any) -> None:
     assert "".join(t.title.split()) in text
     for row in t.rows:
         assert "".join("".join(row).split()) in text, row
+
+
+def _fleet_run(tmp_path: Any) -> Any:
+    """Requests over two endpoints, b's TTFT 4 x a's, and a where-a-TTFT-goes block from the server's histograms."""
+    a = [dataclasses.replace(r, host="10.0.0.1:8000") for r in make_records(40, ttft_ms=20.0, seed=1)]
+    b = [dataclasses.replace(r, host="10.0.0.2:8000") for r in make_records(40, ttft_ms=80.0, seed=2)]
+    breakdown = {
+        "client": {"ttft_mean_ms": 52.0, "ttft_p50_ms": 50.0, "tpot_mean_ms": 10.0},
+        "servers": [
+            {"url": "http://10.0.0.1:8000/metrics", "ttft": {"engine": {"mean_ms": 30.0, "count": 80}}}
+        ],
+    }
+    path = write_run(str(tmp_path / "fleet"), a + b, extra={"latency_breakdown": breakdown})
+    return load_run(path)
+
+
+def test_a_fleet_gets_its_endpoint_table_with_the_imbalance_and_where_a_ttft_goes(tmp_path: Any) -> None:
+    pypdf = pytest.importorskip("pypdf", reason="pypdf is in the test extra (pip install -e '.[test]')")
+    from orchestration.report.render import render_pdf
+
+    run = _fleet_run(tmp_path)
+    [t] = group_tables(run.result, run.name)
+    assert t.title.startswith("Per endpoint") and [row[0] for row in t.rows] == [
+        "10.0.0.1:8000",
+        "10.0.0.2:8000",
+    ]
+    rows = {row[0]: dict(zip(t.header, row, strict=True)) for row in t.rows}
+    assert rows["10.0.0.1:8000"]["share"] == rows["10.0.0.2:8000"]["share"] == "50.0 %"
+    assert float(rows["10.0.0.2:8000"]["TTFT p50"]) > 3 * float(rows["10.0.0.1:8000"]["TTFT p50"])
+    [note] = t.notes
+    assert (
+        note.startswith("imbalance: request share max/min 1.00") and "(10.0.0.2:8000 / 10.0.0.1:8000)" in note
+    )
+    report = build_report([run])
+    html, md = render_html(report, []), render_markdown(report)
+    lines = breakdown_text(run.result)
+    assert lines and "client TTFT" in lines[2]
+    assert note in html and note in md
+    assert f"<h2>Where a TTFT goes: {run.name}</h2>" in html and "\n".join(lines) in html.replace(
+        "&#39;", "'"
+    )
+    assert "\n".join(lines) in md
+    path = str(tmp_path / "r.pdf")
+    render_pdf(report, [], path)
+    text = "".join("".join(p.extract_text().split()) for p in pypdf.PdfReader(path).pages)
+    assert "".join(note.split()) in text and "".join(lines[2].split()) in text
