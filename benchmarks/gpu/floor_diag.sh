@@ -19,6 +19,7 @@ for t in $TOOLS; do
   echo "$t: accepted connections during the run: $((after - before)) (requests $((C * R)))"
   cp "benchmarks/results/diag-$t.json" "$OUT/" 2>/dev/null
   rec=$(ls -t benchmarks/results/bench-gpu-*/ours-c"$C"-*/records.jsonl 2>/dev/null | head -1)
+  [ -n "$rec" ] && cp "$(dirname "$rec")/result.json" "$OUT/diag-$t-result.json"
   [ "$tool" = ours ] && [ -n "$rec" ] && python3 - "$rec" "$OUT/diag-$t-records.json" <<'PYEOF'
 import json, sys
 rows = []
