@@ -75,6 +75,13 @@ def _parser() -> C.OneLineParser:
         help="seed of the probe's prompts (default: a new one each run, kept in the profile: a second "
         "calibration with the first one's prompts met them in the server's prefix cache)",
     )
+    p.add_argument(
+        "--api-server-count",
+        type=int,
+        default=1,
+        help="the server's API-server processes (vLLM's --api-server-count, default 1): the API-server "
+        "costs are fitted per process",
+    )
     C.add_options(p, CALIBRATE)  # --ca-bundle, --insecure, --client-cert, --client-key (the option table's)
     return p
 
@@ -116,6 +123,8 @@ def main(argv: Sequence[str]) -> int:
     o, a = C.parse_all(_parser(), list(argv), CALIBRATE)  # the table's options: command line > environment
     tls.configure(tls.TLSConfig.of(o.server))
     seconds = parse_budget(a.budget)
+    if a.api_server_count < 1:
+        raise errors.UsageError(f"--api-server-count {a.api_server_count}: expected 1 or more")
     if a.max_concurrency < 1 or a.saturation_requests < 2:
         raise errors.UsageError("--max-concurrency must be >= 1 and --saturation-requests >= 2")
     if not a.host.startswith(("http://", "https://")):
@@ -135,6 +144,7 @@ def main(argv: Sequence[str]) -> int:
         saturation_requests=a.saturation_requests,
     ).capped(server["max_model_len"])
     raw = new_raw()
+    raw["api_processes"] = a.api_server_count
     stopped = None
     # one line as each phase starts and ends (stderr, beside the fit table on stdout): a probe of minutes shows
     # where it is and what it has measured

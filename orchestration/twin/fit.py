@@ -16,6 +16,7 @@ import math
 import statistics
 from typing import Any
 
+from orchestration.twin.apistage import fit_api, predict_api
 from orchestration.twin.burst import (
     BUDGETS,
     burst_seconds_per_token,
@@ -64,8 +65,16 @@ def predict_ttft_ms(c: dict[str, Any], prompt_tokens: float) -> float:
     steps = max(1, math.ceil(prompt_tokens / budget))
     step = c["decode_step_ms"]["value"] + c["decode_per_seq_ms"]["value"]
     pairs = prompt_tokens * (prompt_tokens - 1) / 2.0
+    api = 0.0
+    if _optional(c, "api_server_count") > 0:  # a lone request's own work on the API server (apistage.py)
+        api = (
+            _optional(c, "api_request_cost_us")
+            + _optional(c, "api_prompt_token_cost_us") * prompt_tokens
+            + _optional(c, "api_chunk_cost_us")
+        ) / 1000.0
     return float(
-        c["request_overhead_ms"]["value"]
+        api
+        + c["request_overhead_ms"]["value"]
         + steps * step
         + 1000.0 * prompt_tokens / c["prefill_tokens_per_s"]["value"]
         + _optional(c, "prefill_per_ctx_token_ns") * pairs / 1e6
@@ -75,11 +84,15 @@ def predict_ttft_ms(c: dict[str, Any], prompt_tokens: float) -> float:
 def predict_tpot_ms(c: dict[str, Any], batch: float, context_tokens: float = 0.0) -> float:
     """The twin's time per output token in a batch of `batch` decoding sequences holding `context_tokens` in all."""
     per_ctx_us = _optional(c, "decode_per_ctx_token_us")
-    return float(
+    engine = (
         c["decode_step_ms"]["value"]
         + c["decode_per_seq_ms"]["value"] * batch
         + per_ctx_us * context_tokens / 1000.0
     )
+    n = _optional(c, "api_server_count")
+    # the API server writes one chunk per stream per step: past its rate, the streams wait for it instead
+    api = batch * _optional(c, "api_chunk_cost_us") / 1000.0 / n if n > 0 else 0.0
+    return float(max(engine, api))
 
 
 _NO_CTX = "not measured (no TPOT points at two context lengths): decode time does not grow with the context"
@@ -437,7 +450,34 @@ def fit_constants(raw: dict[str, Any], server: dict[str, Any]) -> dict[str, dict
     _from_bursts(raw, c)
     c.update(_limits(raw, server))
     c["enable_prefix_caching"] = _prefix(raw, intercept)
+    api, _ = fit_api(raw, int(raw.get("api_processes") or 1))
+    if api:
+        _without_api(c, api)
     return c
+
+
+def _without_api(c: dict[str, dict[str, Any]], api: dict[str, dict[str, Any]]) -> None:
+    """Add the API-server constants and take their share out of the concurrency-1 TTFT line's: a lone request
+    pays the per-request, per-prompt-token and first-chunk costs, which the twin's stage adds back when it serves
+    (else a lone TTFT would count them twice)."""
+    c.update(api)
+    a_ms = (_optional(c, "api_request_cost_us") + _optional(c, "api_chunk_cost_us")) / 1000.0
+    oh = c["request_overhead_ms"]
+    left = oh["value"] - a_ms
+    note = f"{oh['value']:.3g} ms less the API server's {a_ms:.3g} ms per request and chunk"
+    if left < 0:
+        note += " (below 0: 0)"
+    c["request_overhead_ms"] = {**oh, "value": max(left, 0.0), "note": note}
+    b_s = _optional(c, "api_prompt_token_cost_us") / 1e6
+    rate = c["prefill_tokens_per_s"]
+    if b_s > 0 and rate["value"] > 0:
+        per = 1.0 / rate["value"] - b_s
+        text = f"{rate['value']:.4g} tok/s less the API server's {1e6 * b_s:.3g} µs per prompt token"
+        c["prefill_tokens_per_s"] = (
+            {**rate, "value": 1.0 / per, "note": text}
+            if per > 0
+            else {**rate, "value": UNSEEN_RATE, "note": text + ": no prefill cost per token left"}
+        )
 
 
 def point_errors(raw: dict[str, Any], c: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -466,4 +506,10 @@ def point_errors(raw: dict[str, Any], c: dict[str, Any]) -> dict[str, list[dict[
             [o / 1000.0 for o in b.get("offsets_ms") or []],
         )
         bursts.append({**b, **err(b["last_ttft_ms"], c["request_overhead_ms"]["value"] + excess + last)})
-    return {"ttft": ttft, "tpot": tpot, "bursts": bursts}
+    api = []
+    for p in raw.get("api") or []:
+        got = predict_api(c, p)
+        if got is not None:  # a twin without the stage predicts no API-server throughput
+            key = "per_chunk_ms" if p["kind"] == "chunk" else "per_request_ms"
+            api.append({**p, **err(p[key], got)})
+    return {"ttft": ttft, "tpot": tpot, "bursts": bursts, "api": api}

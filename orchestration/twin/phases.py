@@ -55,6 +55,12 @@ class ProbePlan:
     # while the probe is under this share of its budget, up to this many rounds
     fill: float = 0.5
     max_rounds: int = 5
+    # the API-server phase (apistage.py): bursts of max_tokens 1 requests at two prompt lengths, then many streams
+    # of long outputs; fewer requests where the engine's prefill of a burst would be slow
+    api_requests: int = 64
+    api_lengths: tuple[int, ...] = (32, 1024)
+    api_streams: int = 64
+    api_tokens: int = 64
 
     def capped(self, max_model_len: int | None) -> ProbePlan:
         """The plan with prompt lengths that fit the server's context (prompt + output below max_model_len)."""
@@ -62,8 +68,12 @@ class ProbePlan:
             return self
         room = int((max_model_len - self.decode_tokens - 16) * 0.9)
         lengths = tuple(sorted({min(n, room) for n in self.lengths if min(n, room) > 0}))
+        api = tuple(sorted({min(n, room) for n in self.api_lengths if min(n, room) > 0}))
         return dataclasses.replace(
-            self, lengths=lengths, saturation_prompt=min(self.saturation_prompt, max(8, room // 2))
+            self,
+            lengths=lengths,
+            saturation_prompt=min(self.saturation_prompt, max(8, room // 2)),
+            api_lengths=api,
         )
 
 

@@ -19,6 +19,7 @@ import dataclasses
 import time
 from typing import Any
 
+from orchestration.twin.apistage import fit_api
 from orchestration.twin.fit import RESOLUTION_MS, SIGMAS, fit_constants, point_errors
 from orchestration.twin.phases import ProbePlan
 from vllm_sim.twin import KIND, VERSION, validate_twin
@@ -63,11 +64,17 @@ def build_profile(
             "prompt_tokens_estimated": bool(raw.get("prompt_tokens_estimated")),
             "path_latency": raw.get("path_latency"),
             "bursts": errors["bursts"],
+            # the API-server bursts (with the twin's prediction where it has the stage) and the local
+            # simulator's own, which decide whether the stage is fitted at all
+            "api": errors["api"] or raw.get("api") or [],
+            "api_own": raw.get("api_own") or [],
         },
+        "api_server": fit_api(raw, int(raw.get("api_processes") or 1))[1],
         "fit": {
             "ttft": _summary(errors["ttft"]),
             "tpot": _summary(errors["tpot"]),
             "bursts": _summary(errors["bursts"]),
+            "api": _summary(errors["api"]),
         },
     }
     validate_twin(doc, "the profile being written")
@@ -136,4 +143,13 @@ def fit_table(doc: dict[str, Any]) -> str:
             f"burst: {b['streams']} x {b['prompt_tokens']:.0f} tokens at once, last TTFT "
             f"{b['last_ttft_ms']:.2f}ms, twin {b['predicted_ms']:.2f}ms ({b['error_pct']:+.1f}%)"
         )
+    for line in doc.get("api_server") or []:
+        lines.append(f"API server: {line}")
+    for p in (doc["points"].get("api") or []) if doc["fit"].get("api", {}).get("points") else []:
+        what = (
+            f"{p['requests']} x {p['prompt_tokens']:.0f}-token requests, {p['per_request_ms']:.3f} ms each"
+            if p["kind"] == "request"
+            else f"{p['streams']} streams, {p['per_chunk_ms']:.4f} ms per chunk"
+        )
+        lines.append(f"API burst: {what}, twin {p['predicted_ms']:.4g}ms ({p['error_pct']:+.1f}%)")
     return "\n".join(lines)

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from orchestration.twin.apistage import api_phase
 from orchestration.twin.phases import (
     ProbePlan,
     batch_phase,
@@ -51,6 +52,7 @@ PHASES: tuple[tuple[str, Phase], ...] = (
     ("batch", batch_phase),
     ("saturation", saturation_phase),
     ("prefix", prefix_phase),
+    ("api", api_phase),
 )
 ROUND_PHASES = ("ttft", "tpot", "context", "batch")
 
@@ -71,6 +73,9 @@ def describe(name: str, plan: ProbePlan) -> str:
         "batch": f"up to {max(plan.concurrencies)} streams of a {max(plan.lengths)}-token prompt at once",
         "saturation": f"{plan.saturation_requests} streams at once, /metrics every 50 ms",
         "prefix": f"a {max(plan.lengths)}-token prompt twice in a row, 2 pairs",
+        "api": f"the API server: {plan.api_requests} requests of 1 token at once at "
+        f"{'/'.join(str(n) for n in plan.api_lengths)} prompt tokens, then {plan.api_streams} streams of "
+        f"{plan.api_tokens} tokens (and the same on a local simulator first)",
     }.get(name, name)
 
 
@@ -137,6 +142,8 @@ def measured(name: str, before: Tally, raw: dict[str, Any], after: Tally) -> str
         if pairs:
             cold, warm = _median([p["cold_ms"] for p in pairs]), _median([p["warm_ms"] for p in pairs])
             parts.append(f"TTFT {cold:.0f} ms cold, {warm:.0f} ms warm (medians)")
+    if name == "api":
+        parts.append(_n(len(raw.get("api") or []), "API-server burst"))
     return ", ".join(parts)
 
 

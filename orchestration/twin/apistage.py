@@ -1,0 +1,294 @@
+"""The API server in front of the engine (vllm_sim/apiserver.py): probe phases that load it without loading the
+engine, and the fit of its three costs.
+
+vLLM's API server (HTTP, chat template, tokenising, detokenising, SSE; one event loop per process) is a single
+server per process: at saturation it completes one request per `A + B·P + C` seconds (its per-request cost, per
+prompt token and per output chunk; a `max_tokens` 1 stream is one chunk) and writes one chunk per `C`. So:
+
+- requests: a burst of many `max_tokens` 1 requests at once at two prompt lengths; the process is busy from the
+  first send to the last answer, and N × span / requests is `A + B·P + C` (B from the two lengths);
+- chunks: many streams with long outputs at once; while every stream decodes, the process writes chunks one after
+  another, and N × window / chunks written in it is `C`.
+
+Those throughputs are the engine's as well when the engine is the slower side, so each is kept only where the
+engine's own histograms say the time went elsewhere: the client's mean TTFT (TPOT) above the engine's
+(vllm_users.measure.latency_breakdown, from /metrics before and after the burst) must exceed what the same burst
+shows on a local simulator without the stage (this machine's HTTP path and our client) by more than that much
+again. Where it does not, the constant is left out of the profile (the twin has no API-server stage) and the
+fit says why. N, the API-server process count, is not measured: `--api-server-count` of calibrate (vLLM's
+default 1).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+from orchestration.twin.lsq import RESOLUTION_MS, SIGMAS
+from orchestration.twin.probe import Budget, Probe, Shot
+from vllm_users.measure.latency_breakdown import ClientLatency, server_part
+from vllm_users.measure.server_counters import parse_metrics
+
+__all__ = ["API_CONSTANTS", "api_measure", "api_own", "api_phase", "fit_api", "predict_api"]
+
+API_CONSTANTS = ("api_server_count", "api_request_cost_us", "api_prompt_token_cost_us", "api_chunk_cost_us")
+
+
+def _snapshot(probe: Probe) -> dict[str, float] | None:
+    status, body = probe.get("/metrics", timeout=2.0)
+    if status != 200:
+        return None
+    try:
+        return parse_metrics(body.decode(errors="replace"))
+    except ValueError:
+        return None
+
+
+def _client(shots: list[Shot]) -> ClientLatency:
+    ttft = [s.ttft_s * 1000.0 for s in shots if s.ttft_s is not None]
+    tpot = [s.tpot_s * 1000.0 for s in shots if s.tpot_s is not None]
+    return ClientLatency(
+        requests=len(ttft),
+        ttft_mean_ms=statistics.mean(ttft) if ttft else None,
+        ttft_p50_ms=statistics.median(ttft) if ttft else None,
+        tpot_mean_ms=statistics.mean(tpot) if tpot else None,
+        tpot_p50_ms=statistics.median(tpot) if tpot else None,
+    )
+
+
+def _gaps(before: dict[str, float] | None, after: dict[str, float] | None, shots: list[Shot]) -> dict[str, Any]:
+    """The client's mean TTFT and TPOT above the engine's histograms over the burst (absent: not exported)."""
+    if before is None or after is None:
+        return {}
+    part = server_part(before, after, _client(shots))
+    out: dict[str, Any] = {}
+    ttft, tpot = part.get("ttft") or {}, part.get("tpot") or {}
+    if "rest_mean_ms" in ttft:
+        out["ttft_gap_ms"] = round(ttft["rest_mean_ms"], 3)
+        out["engine_ttft_ms"] = round(ttft["engine"]["mean_ms"], 3)
+    if "rest_mean_ms" in tpot:
+        out["tpot_gap_ms"] = round(tpot["rest_mean_ms"], 4)
+        out["engine_tpot_ms"] = round(tpot["engine"]["mean_ms"], 4)
+    return out
+
+
+def _requests(probe: Probe, n: int, length: int) -> dict[str, Any] | None:
+    """One burst of n `max_tokens` 1 requests of `length` tokens: the span per request and the TTFT gap."""
+    specs = [(*probe.prompt(length), 1) for _ in range(n)]
+    before = _snapshot(probe)
+    shots = probe.burst([(p, mt, w) for p, w, mt in specs])
+    after = _snapshot(probe)
+    ok = [s for s in shots if s.error is None and s.e2e_s is not None]
+    if len(ok) < n:
+        return None  # a cut or failed request leaves the process idle for part of the span
+    t0 = min(s.started for s in ok)
+    span = max(s.started + (s.e2e_s or 0.0) for s in ok) - t0
+    prompt = statistics.mean(s.prompt_tokens or round(s.words * probe.tokens_per_word) or length for s in ok)
+    return {
+        "kind": "request",
+        "requests": n,
+        "prompt_tokens": round(prompt, 1),
+        "span_ms": round(1000.0 * span, 3),
+        "per_request_ms": round(1000.0 * span / n, 4),
+        **_gaps(before, after, ok),
+    }
+
+
+def _chunks(probe: Probe, n: int, tokens: int) -> dict[str, Any] | None:
+    """n streams of `tokens` tokens at once: chunks written per ms while every stream decodes, and the TPOT gap."""
+    specs = [(*probe.prompt(32), tokens) for _ in range(n)]
+    before = _snapshot(probe)
+    shots = probe.burst([(p, mt, w) for p, w, mt in specs], times=True)
+    after = _snapshot(probe)
+    ok = [s for s in shots if s.error is None and s.times]
+    if len(ok) < n:
+        return None
+    t_all = max(s.times[0] for s in ok if s.times)
+    t_end = min(s.times[-1] for s in ok if s.times)
+    inside = sum(1 for s in ok for t in s.times or [] if t_all < t <= t_end)
+    if inside < 2 * n:  # no moment long enough when every stream decoded: the whole stretch of chunks
+        t_all = min(s.times[0] for s in ok if s.times)
+        t_end = max(s.times[-1] for s in ok if s.times)
+        inside = sum(len(s.times or []) for s in ok) - 1
+    if inside <= 0 or t_end <= t_all:
+        return None
+    return {
+        "kind": "chunk",
+        "streams": n,
+        "output_tokens": tokens,
+        "chunks": inside,
+        "window_ms": round(1000.0 * (t_end - t_all), 3),
+        "per_chunk_ms": round(1000.0 * (t_end - t_all) / inside, 5),
+        **_gaps(before, after, ok),
+    }
+
+
+def api_measure(
+    probe: Probe, plan: Any, raw: dict[str, Any], key: str, requests: int, streams: int | None = None
+) -> None:
+    """One round of the API-server bursts (`requests` per burst) into raw[key]: a request burst at each of the
+    plan's two prompt lengths, then a chunk burst of `streams` (default the plan's)."""
+    out = raw.setdefault(key, [])
+    for length in plan.api_lengths:
+        if probe.budget.left() <= 0:
+            return
+        got = _requests(probe, requests, length)
+        if got is not None:
+            out.append(got)
+    if probe.budget.left() > 0:
+        got = _chunks(probe, streams or plan.api_streams, plan.api_tokens)
+        if got is not None:
+            out.append(got)
+
+
+def api_own(budget_s: float, plan: Any, requests: int, streams: int) -> list[dict[str, Any]] | None:
+    """The same bursts on a local simulator without an API-server stage and with an engine too fast to wait for:
+    what this machine's HTTP path and our client show as a gap by themselves. None when it cannot start."""
+    from vllm_sim.launch import start_simulator
+
+    fast = ["--decode-step-ms", "1", "--decode-per-seq-ms", "0", "--prefill-tokens-per-s", "1e12"]
+    try:
+        sim = start_simulator(fast, timeout=max(1.0, min(20.0, budget_s)))
+    except (RuntimeError, OSError):
+        return None
+    try:
+        probe = Probe(sim.url, "sim-model", Budget(min(30.0, budget_s)))
+        raw: dict[str, Any] = {}
+        api_measure(probe, plan, raw, "own", requests, streams)
+        return list(raw.get("own") or [])
+    finally:
+        sim.stop()
+
+
+def _burst_size(plan: Any, raw: dict[str, Any]) -> int:
+    """Requests per burst: the plan's, fewer where the TTFT points say the engine's prefill of them all would
+    take over 2 s (a slow engine: the API server is not what waits, and the budget is the engine's)."""
+    pts = raw.get("ttft") or []
+    if len(pts) >= 2:
+        by_len = sorted((p["prompt_tokens"], p["ttft_ms"]) for p in pts)
+        (p0, t0), (p1, t1) = by_len[0], by_len[-1]
+        if p1 > p0 and t1 > t0:
+            per_token_ms = (t1 - t0) / (p1 - p0)
+            fit = int(2000.0 / max(per_token_ms * max(plan.api_lengths), 1e-9))
+            return max(8, min(plan.api_requests, fit))
+    return int(plan.api_requests)
+
+
+def api_phase(probe: Probe, plan: Any, raw: dict[str, Any]) -> None:
+    """The API-server phase: this machine's own gaps first (once), then the server's bursts."""
+    if probe.budget.left() <= 0:
+        return
+    n = _burst_size(plan, raw)
+    # no more streams than the server's seats: a stream waiting for one is not decoding while the others do
+    seats = (raw.get("saturation") or {}).get("max_running_while_waiting")
+    streams = min(plan.api_streams, int(seats)) if seats else plan.api_streams
+    if raw.get("api_own") is None:
+        raw["api_own"] = api_own(min(30.0, probe.budget.left()), plan, n, streams) or []
+    api_measure(probe, plan, raw, "api", n, streams)
+
+
+# ----------------------------------------------------------------------------------------------------- the fit
+def _const(value: Any, unc: float | None, unit: str, note: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"value": value, "uncertainty": unc, "unit": unit, "source": "fit"}
+    if note:
+        out["note"] = note
+    return out
+
+
+def _mean_se(xs: list[float]) -> tuple[float, float]:
+    return statistics.mean(xs), (statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else 0.0)
+
+
+def _resolved(pts: list[dict[str, Any]], own: list[dict[str, Any]], gap: str, floor: float) -> tuple[bool, str]:
+    """Whether the server's mean gap over these bursts is above the local simulator's by more than that gap
+    again (and the floor): (verdict, the numbers that gave it)."""
+    if not pts:
+        return False, "no burst kept"
+    got = [p[gap] for p in pts if p.get(gap) is not None]
+    base = [p[gap] for p in own if p.get(gap) is not None]
+    if not got:
+        return False, f"no {gap.split('_')[0].upper()} histogram in /metrics: the gap is not known"
+    g = statistics.mean(got)
+    b = statistics.mean(base) if base else 0.0
+    what = f"client {gap.split('_')[0].upper()} {g:.3g} ms above the engine's (this machine's own path {b:.3g} ms)"
+    return g - b > max(abs(b), floor), what
+
+
+def fit_api(raw: dict[str, Any], processes: int = 1) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """The API-server constants where the gaps resolve them (else none) and a line per decision."""
+    pts, own = raw.get("api") or [], raw.get("api_own") or []
+    reqs = [p for p in pts if p["kind"] == "request"]
+    chunks = [p for p in pts if p["kind"] == "chunk"]
+    notes: list[str] = []
+    out: dict[str, dict[str, Any]] = {}
+    if not reqs and not chunks:
+        return out, ["no API-server bursts measured: no API-server stage in the twin"]
+    own_req = [p for p in own if p["kind"] == "request"]
+    own_chunk = [p for p in own if p["kind"] == "chunk"]
+    c_us = uc_us = 0.0
+    ok_c, why_c = _resolved(chunks, own_chunk, "tpot_gap_ms", 0.05)
+    if chunks and ok_c:
+        c_ms, se = _mean_se([p["per_chunk_ms"] for p in chunks])
+        res = max(RESOLUTION_MS / p["chunks"] for p in chunks)
+        c_us, uc_us = 1000.0 * processes * c_ms, 1000.0 * processes * max(SIGMAS * se, res)
+        out["api_chunk_cost_us"] = _const(c_us, uc_us, "µs", why_c)
+    notes.append(("per-chunk cost fitted: " if "api_chunk_cost_us" in out else "per-chunk cost left out: ") + why_c)
+    # a burst whose requests waited longer in the engine than before it was the engine's (its prefills): its
+    # span is the engine's throughput, not the API server's
+    engine_bound = [p for p in reqs if (p.get("engine_ttft_ms") or 0.0) > (p.get("ttft_gap_ms") or 0.0)]
+    if engine_bound:
+        n = sorted({p["prompt_tokens"] for p in engine_bound})
+        notes.append(f"request bursts at {n} prompt tokens left out: the engine's TTFT was above the gap")
+    reqs = [p for p in reqs if p not in engine_bound]
+    ok_r, why_r = _resolved(reqs, own_req, "ttft_gap_ms", RESOLUTION_MS)
+    lengths = sorted({p["prompt_tokens"] for p in reqs})
+    if reqs and ok_r:
+        by = {n: _mean_se([p["per_request_ms"] for p in reqs if p["prompt_tokens"] == n]) for n in lengths}
+        res = max(RESOLUTION_MS / p["requests"] for p in reqs)
+        lo, hi = lengths[0], lengths[-1]
+        (t_lo, se_lo), (t_hi, se_hi) = by[lo], by[hi]
+        u_lo, u_hi = max(SIGMAS * se_lo, res), max(SIGMAS * se_hi, res)
+        b_us = ub_us = 0.0
+        if hi <= lo:
+            notes.append("per-prompt-token cost left out: one prompt length only (the request cost holds it)")
+        else:
+            b_us = 1000.0 * processes * (t_hi - t_lo) / (hi - lo)
+            ub_us = 1000.0 * processes * math.hypot(u_lo, u_hi) / (hi - lo)
+            note = None if b_us >= 0 else f"the fit said {b_us:.3g} µs (below 0): 0"
+            out["api_prompt_token_cost_us"] = _const(max(b_us, 0.0), ub_us, "µs", note)
+        a_us = 1000.0 * processes * t_lo - max(b_us, 0.0) * lo - c_us
+        ua_us = math.hypot(1000.0 * processes * u_lo, ub_us * lo, uc_us)
+        note = why_r if a_us >= 0 else f"the fit said {a_us:.3g} µs (below 0): 0; {why_r}"
+        out["api_request_cost_us"] = _const(max(a_us, 0.0), ua_us, "µs", note)
+    notes.append(("per-request cost fitted: " if ok_r and reqs else "per-request cost left out: ") + why_r)
+    if out:
+        out = {
+            "api_server_count": {
+                "value": processes,
+                "uncertainty": None,
+                "unit": "processes",
+                "source": "given",
+                "note": "--api-server-count of calibrate: the costs are per process",
+            },
+            **out,
+        }
+    else:
+        notes.append("no API-server stage in the twin (the gaps are this machine's own)")
+    return out, notes
+
+
+def predict_api(c: dict[str, Any], point: dict[str, Any]) -> float | None:
+    """The twin's ms per request (a request burst) or per chunk (a chunk burst) at saturation; None without a
+    stage."""
+    n = int((c.get("api_server_count") or {}).get("value") or 0)
+    if n <= 0:
+        return None
+
+    def v(name: str) -> float:
+        return float((c.get(name) or {}).get("value") or 0.0)
+
+    if point["kind"] == "chunk":
+        return v("api_chunk_cost_us") / 1000.0 / n
+    cost = v("api_request_cost_us") + v("api_prompt_token_cost_us") * point["prompt_tokens"]
+    return (cost + v("api_chunk_cost_us")) / 1000.0 / n
