@@ -57,7 +57,9 @@ def _client(shots: list[Shot]) -> ClientLatency:
     )
 
 
-def _gaps(before: dict[str, float] | None, after: dict[str, float] | None, shots: list[Shot]) -> dict[str, Any]:
+def _gaps(
+    before: dict[str, float] | None, after: dict[str, float] | None, shots: list[Shot]
+) -> dict[str, Any]:
     """The client's mean TTFT and TPOT above the engine's histograms over the burst (absent: not exported)."""
     if before is None or after is None:
         return {}
@@ -104,15 +106,13 @@ def _chunks(probe: Probe, n: int, tokens: int) -> dict[str, Any] | None:
     ok = [s for s in shots if s.error is None and s.times]
     if len(ok) < n:
         return None
+    # from the last stream's first chunk (every request's own work done by then) to the last chunk: a saturated
+    # process writes nothing but chunks in between, its backlog draining at its rate to the end
     t_all = max(s.times[0] for s in ok if s.times)
-    t_end = min(s.times[-1] for s in ok if s.times)
+    t_end = max(s.times[-1] for s in ok if s.times)
     inside = sum(1 for s in ok for t in s.times or [] if t_all < t <= t_end)
-    if inside < 2 * n:  # no moment long enough when every stream decoded: the whole stretch of chunks
-        t_all = min(s.times[0] for s in ok if s.times)
-        t_end = max(s.times[-1] for s in ok if s.times)
-        inside = sum(len(s.times or []) for s in ok) - 1
-    if inside <= 0 or t_end <= t_all:
-        return None
+    if inside < 2 * n or t_end <= t_all:
+        return None  # the streams' starts took the whole burst: no stretch of chunks alone
     return {
         "kind": "chunk",
         "streams": n,
@@ -171,7 +171,7 @@ def _burst_size(plan: Any, raw: dict[str, Any]) -> int:
         if p1 > p0 and t1 > t0:
             per_token_ms = (t1 - t0) / (p1 - p0)
             fit = int(2000.0 / max(per_token_ms * max(plan.api_lengths), 1e-9))
-            return max(8, min(plan.api_requests, fit))
+            return max(8, min(int(plan.api_requests), fit))
     return int(plan.api_requests)
 
 
@@ -200,7 +200,9 @@ def _mean_se(xs: list[float]) -> tuple[float, float]:
     return statistics.mean(xs), (statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else 0.0)
 
 
-def _resolved(pts: list[dict[str, Any]], own: list[dict[str, Any]], gap: str, floor: float) -> tuple[bool, str]:
+def _resolved(
+    pts: list[dict[str, Any]], own: list[dict[str, Any]], gap: str, floor: float
+) -> tuple[bool, str]:
     """Whether the server's mean gap over these bursts is above the local simulator's by more than that gap
     again (and the floor): (verdict, the numbers that gave it)."""
     if not pts:
@@ -233,7 +235,9 @@ def fit_api(raw: dict[str, Any], processes: int = 1) -> tuple[dict[str, dict[str
         res = max(RESOLUTION_MS / p["chunks"] for p in chunks)
         c_us, uc_us = 1000.0 * processes * c_ms, 1000.0 * processes * max(SIGMAS * se, res)
         out["api_chunk_cost_us"] = _const(c_us, uc_us, "µs", why_c)
-    notes.append(("per-chunk cost fitted: " if "api_chunk_cost_us" in out else "per-chunk cost left out: ") + why_c)
+    notes.append(
+        ("per-chunk cost fitted: " if "api_chunk_cost_us" in out else "per-chunk cost left out: ") + why_c
+    )
     # a burst whose requests waited longer in the engine than before it was the engine's (its prefills): its
     # span is the engine's throughput, not the API server's
     engine_bound = [p for p in reqs if (p.get("engine_ttft_ms") or 0.0) > (p.get("ttft_gap_ms") or 0.0)]
@@ -290,5 +294,5 @@ def predict_api(c: dict[str, Any], point: dict[str, Any]) -> float | None:
 
     if point["kind"] == "chunk":
         return v("api_chunk_cost_us") / 1000.0 / n
-    cost = v("api_request_cost_us") + v("api_prompt_token_cost_us") * point["prompt_tokens"]
+    cost = v("api_request_cost_us") + v("api_prompt_token_cost_us") * float(point["prompt_tokens"])
     return (cost + v("api_chunk_cost_us")) / 1000.0 / n
