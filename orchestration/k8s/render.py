@@ -37,6 +37,7 @@ __all__ = [
     "render",
     "render_parser",
     "run_config",
+    "target_ports",
     "write",
 ]
 
