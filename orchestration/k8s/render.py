@@ -8,6 +8,7 @@ too.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import re
@@ -23,6 +24,7 @@ from orchestration.commands import reported
 from orchestration.commands.run import new_run_parser, validate
 from orchestration.k8s import tls as k8s_tls
 from orchestration.settings import config as C
+from vllm_users.client.endpoints import host_urls
 from vllm_users.options import DEFAULTS, RUN, Options, changed, table
 from vllm_users.options import value as option_value
 from vllm_users.redact import is_secret_header, redact_url
@@ -35,6 +37,7 @@ __all__ = [
     "render",
     "render_parser",
     "run_config",
+    "target_ports",
     "write",
 ]
 
@@ -161,9 +164,11 @@ def render(given: Options, a: Options, r: argparse.Namespace) -> dict[str, str]:
     pod = changed(a, workers=workers, ca_bundle="", client_cert="", client_key="")
     validate(pod)  # the master would refuse these options in its pod: refuse them now
     refuse_credentials(given)
-    parts = urlsplit(a.server.host)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    hosts = host_urls(a.server.host)  # a fleet: one URL a replica (UsageError naming a bad one)
+    host_ports, ports = target_ports(hosts, ()), target_ports(hosts, a.outputs.server_metrics)
     options = run_config(given)
+    if "host" in options and len(hosts) > 1:
+        options["host"] = ",".join(hosts)  # an @FILE is read here: the pods do not have it
     files = {str(f.relative_to(MANIFESTS)): f.read_text() for f in sorted(MANIFESTS.rglob("*.yaml"))}
     if a.outputs.prometheus_port == 5557 or (a.outputs.prometheus_port or 0) > 65535:
         raise C.UsageError(
@@ -189,13 +194,16 @@ def render(given: Options, a: Options, r: argparse.Namespace) -> dict[str, str]:
         "components": ["workers"] + (["pvc"] if r.pvc else []),
         "configMapGenerator": [
             {"name": "vllm-locust-config", "files": ["config.yaml"]},
-            {"name": "vllm-locust-run", "literals": [f"workers={workers}", f"target-port={port}"]},
+            {"name": "vllm-locust-run", "literals": [f"workers={workers}", f"target-port={ports[0]}"]},
         ],
         "generatorOptions": {"disableNameSuffixHash": True},
         "images": [{"name": "vllm-locust", "newName": name, "newTag": tag}],
     }
     if r.namespace != "vllm-locust":
         kust["patches"] = [_rename_namespace(r.namespace)]
+    kust.setdefault("patches", []).extend(_more_target_ports(host_ports, ports))
+    if not kust["patches"]:
+        del kust["patches"]
     k8s_tls.apply(a, r, options, files, kust)  # the CA bundle / client certificate mounted in both Jobs
     files["config.yaml"] = header + yaml.safe_dump(options, sort_keys=False, default_flow_style=None)
     if r.pvc:
@@ -206,10 +214,40 @@ def render(given: Options, a: Options, r: argparse.Namespace) -> dict[str, str]:
             }
         )
     files["kustomization.yaml"] = (
-        f"# kubectl apply -k {r.out}    ({workers} worker pods against {a.server.host})\n"
+        f"# kubectl apply -k {r.out}    ({workers} worker pods against {', '.join(hosts)})\n"
         + yaml.safe_dump(kust, sort_keys=False)
     )
     return files
+
+
+def target_ports(hosts: Sequence[str], metrics: Sequence[str]) -> list[int]:
+    """Every port the pods reach out to, the first host's first: the hosts' (a fleet's replicas may differ) and
+    the --server-metrics URLs' (a replica's /metrics, past the router), each once."""
+    ports: list[int] = []
+    for url in [*hosts, *metrics]:
+        try:
+            parts = urlsplit(url)
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            raise C.UsageError(
+                f"--server-metrics {redact_url(url)!r}: expected a URL like http://vllm-0.vllm:8000/metrics"
+            ) from None
+        if port not in ports:
+            ports.append(port)
+    return ports
+
+
+def _more_target_ports(hosts: Sequence[int], every: Sequence[int]) -> list[dict[str, Any]]:
+    """Patches adding ports to the NetworkPolicies' target rule beyond the first (the component sets that one):
+    the workers send the load (`hosts`' ports); the master runs the preflight against every host and scrapes
+    every /metrics (`every` port)."""
+    out = []
+    for name, rule, ports in (("vllm-locust-master", 0, every), ("vllm-locust-workers", 1, hosts)):
+        path = f"/spec/egress/{rule}/ports/-"
+        ops = [{"op": "add", "path": path, "value": {"protocol": "TCP", "port": p}} for p in ports[1:]]
+        if ops:
+            out.append({"target": {"kind": "NetworkPolicy", "name": name}, "patch": json.dumps(ops)})
+    return out
 
 
 def _rename_namespace(namespace: str) -> dict[str, Any]:

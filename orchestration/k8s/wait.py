@@ -12,9 +12,10 @@ from orchestration.commands import reported
 from orchestration.k8s.tls import config_tls
 from orchestration.settings import config as C
 from vllm_users.client import stdlib_http, tls
+from vllm_users.client.endpoints import fleet_connection
 from vllm_users.errors import PreflightError
 from vllm_users.options import env_api_key, env_name
-from vllm_users.redact import connection_headers, header_lines
+from vllm_users.redact import header_lines
 
 __all__ = ["healthy", "main", "target_host"]
 
@@ -52,29 +53,39 @@ def healthy(url: str, timeout: float, headers: Mapping[str, str] | None = None) 
 
 @reported("vllm-locust k8s wait")
 def main(argv: Sequence[str]) -> int:
-    """Poll HOST/health every --interval seconds until 200 (exit 0) or --timeout (exit PREFLIGHT)."""
+    """Poll HOST/health every --interval seconds until 200 (exit 0) or --timeout (exit PREFLIGHT); a fleet's
+    every URL in turn, all within the one --timeout."""
     p = C.OneLineParser(prog="vllm-locust k8s wait")
-    p.add_argument("--host", help="Target base URL (default: env VLLM_LOCUST_HOST, else --config's host)")
+    p.add_argument("--host", help="Target base URL(s) (default: env VLLM_LOCUST_HOST, else --config's host)")
     p.add_argument("--config", help="The run's options file (its `host`)")
     p.add_argument("--path", default="/health", help="Readiness path (vLLM: /health)")
     p.add_argument("--timeout", type=C.pos_float, default=900.0, help="Give up after this many seconds")
     p.add_argument("--interval", type=C.pos_float, default=2.0, help="Seconds between attempts")
     a = p.parse_args(list(argv))
-    url, headers = connection_headers(
-        target_host(a.host, a.config) + a.path, header_lines(run_headers(a.config)), env_api_key()
+    # several URLs (a fleet's replicas, comma-separated): the run's preflight checks every one, so each must
+    # be up before the pods start; credentials in the URLs become the shared headers, as `run` makes them
+    hosts, headers = fleet_connection(
+        target_host(a.host, a.config), header_lines(run_headers(a.config)), env_api_key()
     )
     tls.configure(config_tls(a.config))  # https: the run's CA bundle / --insecure / client certificate
     t0 = time.monotonic()
+    for host in hosts.split(","):
+        _wait_one(host + a.path, headers, a.interval, a.timeout, t0)
+    return 0
+
+
+def _wait_one(url: str, headers: Mapping[str, str], interval: float, timeout: float, t0: float) -> None:
+    """Poll `url` until 200; PreflightError once `timeout` seconds since `t0` would pass."""
     last = ""
     while True:
-        why = healthy(url, min(10.0, a.interval * 5), headers)
+        why = healthy(url, min(10.0, interval * 5), headers)
         waited = time.monotonic() - t0
         if not why:
             print(f"vllm-locust k8s wait: {url} ready after {waited:.1f} s", flush=True)
-            return 0
+            return
         if why != last:
-            print(f"vllm-locust k8s wait: {url}: {why}; waiting (up to {a.timeout:.0f} s)", flush=True)
+            print(f"vllm-locust k8s wait: {url}: {why}; waiting (up to {timeout:.0f} s)", flush=True)
             last = why
-        if waited + a.interval > a.timeout:
+        if waited + interval > timeout:
             raise PreflightError(f"{url} not ready after {waited:.0f} s ({why})")
-        time.sleep(a.interval)
+        time.sleep(interval)

@@ -6,74 +6,25 @@ Skipped, saying so, where haproxy is not installed."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import urllib.request
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 
 import pytest
 
-from orchestration.launch.ports import free_port
 from tests.integration.core.helpers import cli
-from tests.integration.gateways.procs import stop, wait_listening
+from tests.integration.gateways.haproxy import HAPROXY, MISSING, haproxy
 from vllm_sim.launch import start_simulator
 from vllm_users.distributed.run_end import preflight_requests
 
 pytestmark = [
     pytest.mark.timeout(120),
-    pytest.mark.skipif(
-        shutil.which("haproxy") is None, reason="haproxy is not installed (apt-get install -y haproxy)"
-    ),
+    pytest.mark.skipif(HAPROXY is None, reason=MISSING),
 ]
 
 N, OUT = 24, 8
 BACKENDS = 2
-
-
-def _config(port: int, backends: list[int], rewrite_type: bool) -> str:
-    servers = "\n".join(f"    server s{i} 127.0.0.1:{p}" for i, p in enumerate(backends))
-    rewrite = '    http-response set-header Content-Type "Text/Event-Stream; charset=UTF-8" if { res.hdr(content-type) -m beg text/event-stream }\n'  # noqa: E501
-    return f"""global
-    maxconn 512
-defaults
-    mode http
-    timeout connect 5s
-    timeout client 60s
-    timeout server 60s
-frontend fe
-    bind 127.0.0.1:{port}
-    default_backend be
-backend be
-    balance roundrobin
-{rewrite if rewrite_type else ""}{servers}
-"""
-
-
-@contextmanager
-def haproxy(tmp_path: str, backends: list[int], rewrite_type: bool = False) -> Iterator[str]:
-    """HAProxy on a free port in front of `backends`; its URL. A port taken in between is retried."""
-    for _attempt in range(3):
-        port = free_port()
-        cfg = os.path.join(tmp_path, "haproxy.cfg")
-        with open(cfg, "w") as fh:
-            fh.write(_config(port, backends, rewrite_type))
-        proc = subprocess.Popen(
-            ["haproxy", "-db", "-f", cfg], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
-        try:
-            wait_listening(port, proc, "haproxy")
-        except RuntimeError:
-            proc.kill()
-            proc.wait(5)
-            continue
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            stop(proc)
-        return
-    raise RuntimeError("haproxy did not start (3 tries)")
+# RFC 9110 §8.3.1: a media type is case-insensitive, and parameters may follow
+REWRITE = 'http-response set-header Content-Type "Text/Event-Stream; charset=UTF-8" if { res.hdr(content-type) -m beg text/event-stream }'  # noqa: E501
 
 
 def _served(url: str) -> int:
@@ -90,7 +41,9 @@ def test_run_through_haproxy_counts_what_the_backends_served(tmp_path, rewrite_t
             )
             for i in range(BACKENDS)
         ]
-        url = stack.enter_context(haproxy(str(tmp_path), [s.port for s in sims], rewrite_type))
+        url = stack.enter_context(
+            haproxy(str(tmp_path), [s.port for s in sims], [REWRITE] if rewrite_type else [])
+        )
         r = cli(
             [
                 "--host",

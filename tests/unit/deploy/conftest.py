@@ -11,7 +11,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
 K8S = ROOT / "docker" / "k8s"
-OVERLAYS = ["default", "small", "large", "pvc"]
+OVERLAYS = ["default", "small", "large", "pvc", "fleet"]
 
 
 def kustomize(path: Path | str) -> list[dict]:

@@ -28,7 +28,7 @@ def test_worker_count_comes_from_one_value(overlay) -> None:
     master = find(docs, "Job", "vllm-locust-master")["spec"]["template"]["spec"]["containers"][0]
     expect = next(e["value"] for e in master["env"] if e["name"] == "VLLM_LOCUST_EXPECT_WORKERS")
     assert workers["parallelism"] == workers["completions"] == int(expect) == count
-    assert {"default": 4, "small": 1, "large": 32, "pvc": 4}[name] == count
+    assert {"default": 4, "small": 1, "large": 32, "pvc": 4, "fleet": 8}[name] == count
 
 
 def test_master_and_workers_share_the_options_file_and_the_service(overlay) -> None:
