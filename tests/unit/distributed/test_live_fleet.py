@@ -71,10 +71,12 @@ def test_two_endpoints_two_rows_with_result_json_s_counts(tmp_path, monkeypatch)
     monkeypatch.delenv("VLLM_LOCUST_WORKER_DIR", raising=False)
     recs = _fleet(400)
     res = build_run_result(recs, {"date": "d", "endpoints": [E1, E2]})
+    assert res.per_endpoint is not None and res.per_replica is not None
+    per_ep, per_rep = res.per_endpoint, res.per_replica
     c, view, snap = _view(tmp_path, recs)
     ends = snap["endpoints"]
     assert ends["order"] == [E1, E2] and ends["over"] == "interval"
-    want = res.per_endpoint["groups"]  # type: ignore[index]
+    want = per_ep["groups"]
     for name, row in ends["groups"].items():
         assert row["requests"] == want[name]["requests"] == 200
         assert (row["completed"], row["failed"]) == (want[name]["completed"], want[name]["failed"])
@@ -91,21 +93,17 @@ def test_two_endpoints_two_rows_with_result_json_s_counts(tmp_path, monkeypatch)
     )  # the slow one reads slow
     # replicas behind several endpoints are named as per_replica names them: ENDPOINT REPLICA
     reps = snap["replicas"]
-    assert (
-        set(reps["groups"])
-        == set(res.per_replica["groups"])
-        == {f"{e} r{i}" for e in (E1, E2) for i in (0, 1)}
-    )  # type: ignore[index]
+    assert set(reps["groups"]) == set(per_rep["groups"]) == {f"{e} r{i}" for e in (E1, E2) for i in (0, 1)}
     for name, row in reps["groups"].items():
-        assert row["completed"] == res.per_replica["groups"][name]["completed"]  # type: ignore[index]
+        assert row["completed"] == per_rep["groups"][name]["completed"]
     # the last interval's tok/s: nothing came since, so the next snapshot says 0
     assert ends["groups"][E1]["output_throughput"] > 0
     assert view.update("running")["endpoints"]["groups"][E1]["output_throughput"] == 0
     # the ended run shows result.json's rows
     fin = view.update("stopped", finished=True, result=res)
     assert fin["endpoints"]["over"] == "result"
-    assert fin["endpoints"]["groups"] == dict(res.per_endpoint["groups"])  # type: ignore[index]
-    assert fin["replicas"]["groups"] == dict(res.per_replica["groups"])  # type: ignore[index]
+    assert fin["endpoints"]["groups"] == dict(per_ep["groups"])
+    assert fin["replicas"]["groups"] == dict(per_rep["groups"])
     c.close()
 
 
