@@ -38,7 +38,7 @@ from prometheus_client.utils import floatToGoString
 
 from vllm_users.distributed.transport.master_side import Collector
 from vllm_users.distributed.transport.messages import Batch
-from vllm_users.distributed.views.prometheus_fleet import FleetSeries
+from vllm_users.distributed.views.prometheus_fleet import FleetSeries, is_fleet
 from vllm_users.measure.columns import Columns, _merge, _unpack, columns_from_records
 from vllm_users.measure.metrics import METRICS, Slo, metric_arrays, ok_rows, or_zero, sent_rows, slo_met
 from vllm_users.measure.record import parse_lines
@@ -135,11 +135,6 @@ def _columns(batch: Batch) -> Columns | None:
     return columns_from_records(recs) if recs else None
 
 
-def _named(c: Columns, column: str) -> bool:
-    """Whether any record of `c` has a value in the string column `column` (its table of values, not its rows)."""
-    return any(v is not None for v in c.tables.get(column) or ())
-
-
 class Exporter:
     """The live figures of one run and their Prometheus families (registered in its own `registry`)."""
 
@@ -209,7 +204,7 @@ class Exporter:
         codes, names = c.a["scenario"], c.tables["scenario"]
         err, kinds = c.a["error"], c.tables["error"]
         interrupted = c.code("error", "interrupted")
-        if _named(c, "host") or _named(c, "replica"):  # a fleet's records: per endpoint and replica too
+        if is_fleet(c):  # a fleet's records: per endpoint and replica too
             self.fleet.observe(c, sent_rows(c, np.arange(c.n, dtype=np.int64)))
         for k, name in enumerate(names):
             idx = np.arange(c.n, dtype=np.int64) if len(names) == 1 else np.flatnonzero(codes == k)

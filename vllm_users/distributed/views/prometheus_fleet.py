@@ -20,7 +20,7 @@ from vllm_users.measure.columns import Columns
 from vllm_users.measure.groups import rows_by
 from vllm_users.measure.metrics import _samples, ok_rows
 
-__all__ = ["FLEET_METRICS", "FleetSeries", "fleet_rows"]
+__all__ = ["FLEET_METRICS", "FleetSeries", "fleet_rows", "is_fleet"]
 
 FLEET_METRICS = ("ttft", "tpot")
 # grouping -> (the families' name part, their label)
@@ -33,6 +33,11 @@ class _Hist(Protocol):
 
     def add(self, values: np.ndarray) -> None: ...
     def cumulative(self, le: list[str]) -> list[tuple[str, float]]: ...
+
+
+def is_fleet(c: Columns) -> bool:
+    """Whether any record of `c` names an endpoint or a replica (read from the string tables, not the rows)."""
+    return any(v is not None for col in ("host", "replica") for v in c.tables.get(col) or ())
 
 
 def fleet_rows(c: Columns, sent: np.ndarray) -> dict[str, dict[str, np.ndarray]]:
