@@ -151,3 +151,22 @@ def test_a_replica_without_successes_has_no_latency(tmp_path, monkeypatch, faile
         assert not any(k.endswith("_ms") for k in rows["bad"])
     assert rows["good"]["completed"] == 6 and rows["good"]["p50_ttft_ms"] == pytest.approx(10.0, rel=0.001)
     c.close()
+
+
+def test_live_rows_histograms_without_itl_equal_the_full_ones() -> None:
+    """The groupings' histograms skip ITLs (their cost: a record's ~63 gaps); TTFT, TPOT and E2EL stay the same."""
+    from vllm_users.measure.histograms import HistogramSet
+
+    recs = _fleet(300)
+    recs.append(rec(T0, [5, 7], 1, not_streamed=True))  # one non-streamed answer: an E2EL only
+    full, lean = HistogramSet(), HistogramSet()
+    for r in recs:
+        full.add_record(r, "g")
+        lean.add_record(r, "g", itl=False)
+    assert ("g", "itl") in full.hists and ("g", "itl") not in lean.hists
+    for m in ("ttft", "tpot", "e2el"):
+        a, b = full.hists["g", m], lean.hists["g", m]
+        assert a.get_total_count() == b.get_total_count() > 0
+        assert [a.get_value_at_percentile(p) for p in (1, 50, 99, 100)] == [
+            b.get_value_at_percentile(p) for p in (1, 50, 99, 100)
+        ]

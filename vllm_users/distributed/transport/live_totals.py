@@ -49,7 +49,7 @@ class Grouping:
             t["completed"] += 1
             t["output_tokens"] += rec.output_tokens or 0
             t["good"] += self.good(rec, name)
-            self.hists.add_record(rec, name)
+            self.hists.add_record(rec, name, itl=False)  # the live rows show TTFT, TPOT and E2EL: no ITL
         elif rec.error != "interrupted":
             t["failed"] += 1
 
