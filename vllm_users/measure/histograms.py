@@ -63,7 +63,9 @@ class HistogramSet:
         # per scenario: chunk-time lists and TPOT values (µs) not yet in the histograms
         self._chunks: dict[str, list[list[int]]] = {}
         self._tpots: dict[str, list[int]] = {}
-        self._single: dict[tuple[str, str], list[int]] = {}  # one value per record: TTFA, non-streamed E2EL
+        self._single: dict[
+            tuple[str, str], list[int]
+        ] = {}  # one value per record: TTFA, E2EL, TTFT without ITL
 
     @property
     def hists(self) -> dict[tuple[str, str], HdrHistogram]:
@@ -83,9 +85,10 @@ class HistogramSet:
             h = self._hists[key] = new_histogram()
         return h
 
-    def add_record(self, r: RequestRecord, key: str | None = None) -> None:
+    def add_record(self, r: RequestRecord, key: str | None = None, itl: bool = True) -> None:
         """Record a successful request's TTFT, TPOT, ITLs and E2EL (kept as they are until read), under its
-        scenario or `key` (a set keyed by traffic class: the live per-class rows)."""
+        scenario or `key` (a set keyed by traffic class, endpoint or replica: the live rows); `itl=False`: no
+        ITLs (the live rows show none, and a record's gaps cost most: ~63 values against 3)."""
         if r.error is not None or not r.chunk_times_us:
             return
         k = r.scenario if key is None else key
@@ -94,7 +97,11 @@ class HistogramSet:
             return
         if r.answer_us is not None:  # a reasoning model's time to first answer token
             self._single.setdefault((k, "ttfa"), []).append(r.answer_us)
-        self._chunks.setdefault(k, []).append(r.chunk_times_us)
+        if itl:
+            self._chunks.setdefault(k, []).append(r.chunk_times_us)
+        else:
+            self._single.setdefault((k, "ttft"), []).append(r.chunk_times_us[0])
+            self._single.setdefault((k, "e2el"), []).append(r.chunk_times_us[-1])
         t = tpot_s(r)
         if t is not None:
             self._tpots.setdefault(k, []).append(round(t * 1e6))

@@ -333,3 +333,65 @@ def test_llm_tab_tells_the_truth_in_chromium(tmp_path) -> None:  # type: ignore[
 
 def _llm(b: Browser, key: str) -> Any:
     return b.js(f"document.querySelector('#llm-panel [data-llm={key}]').innerText")
+
+
+def test_llm_tab_per_endpoint_in_chromium(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Two simulators, one 10x slower to the first token: the tab's per-endpoint table shows both while the run
+    goes (tok/s of the last 2 s) and, once it has ended, result.json's per_endpoint counts and latencies; the slow
+    one reads slow."""
+    tmp = str(tmp_path)
+    port = free_port()
+    common = ["--fixed", "--itl-ms", "5", "--api-key", SECRET]
+    with (
+        start_simulator([*common, "--ttft-ms", "20"]) as fast,
+        start_simulator([*common, "--ttft-ms", "200"]) as slow,
+    ):
+        p = _start_ui_run(
+            tmp,
+            f"{fast.url},{slow.url}",
+            port,
+            ["--users", "4", "--num-prompts", "240", "--output-len", "8", "--ignore-eos"],
+        )
+        run_dir = os.path.join(tmp, "ui")
+        try:
+            with Browser(shot_on_error=str(tmp_path / "failure.png")) as b:
+                _open_ui(b, port)
+                _start_swarm(b)
+                # live: the table while the run goes (~240 / 4 users x ~0.15 s each: ~9 s)
+                b.wait_for(
+                    "!!document.querySelector('#llm-panel [data-llm=endpoints]') && !document.querySelector("
+                    "'#llm-panel [data-llm=status]').innerText.startsWith('finished')",
+                    timeout=60,
+                )
+                live_head = b.js(
+                    "[...document.querySelectorAll('#llm-panel [data-llm=endpoints] th')].map(c => c.innerText)"
+                )
+                b.wait_for(
+                    "document.querySelector('#llm-panel [data-llm=status]').innerText.startsWith('finished')",
+                    timeout=120,
+                )
+                time.sleep(2.5)  # one more poll of the tab after the final snapshot
+                rows = b.js(
+                    "[...document.querySelectorAll('#llm-panel [data-llm=endpoints] tr')].map("
+                    "r => [...r.children].map(c => c.innerText))"
+                )
+                titles = b.js("[...document.querySelectorAll('#llm-panel h3')].map(h => h.innerText)")
+        finally:
+            rc = _end(p)
+    assert rc == 0, open(os.path.join(tmp, "cli.out")).read()[-3000:]
+    assert any("last 2 s" in h for h in live_head), live_head
+    assert "Per endpoint (as in result.json)" in titles, titles
+    res = json.load(open(os.path.join(run_dir, "result.json")))
+    groups = res["per_endpoint"]["groups"]
+    head, per = rows[0], {r[0]: r for r in rows[1:]}
+    assert set(per) == set(groups) and len(per) == 2
+    for name, want in groups.items():
+        for col in ("requests", "completed", "failed"):
+            assert _num(per[name][head.index(col)]) == want[col], (name, col)
+        for col, key in (("TTFT p50 ms", "p50_ttft_ms"), ("TTFT p99 ms", "p99_ttft_ms")):
+            assert _num(per[name][head.index(col)]) == pytest.approx(want[key], abs=0.006), (name, col)
+    assert sum(g["completed"] for g in groups.values()) == res["completed"] == 240
+    fast_name = next(n for n in groups if n.endswith(fast.url.rsplit(":", 1)[1]))
+    slow_name = next(n for n in groups if n != fast_name)
+    col = head.index("TTFT p50 ms")
+    assert _num(per[slow_name][col]) > 5 * _num(per[fast_name][col])

@@ -1,8 +1,10 @@
 """docker/grafana's dashboard queries only series that exist: ours as the master's exporter names them, vLLM's as
-a real vLLM serves them (tests/data/golden/metrics.txt); and it puts ours beside vLLM's where the issue asks."""
+a real vLLM serves them (tests/data/golden/metrics.txt); it puts ours beside vLLM's where the issue asks, and
+shows a fleet per replica and per endpoint."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -30,7 +32,11 @@ def _our_names(tmp_path) -> set[str]:  # type: ignore[no-untyped-def]
     exp = P.Exporter(build(goodput="ttft:100", results_dir=str(tmp_path / "r")))
     c = Collector(str(tmp_path / "r"))
     exp.attach(c)
-    recs = rand_records(100, seed=1)
+    hosts, replicas = ("10.0.0.1:8000", "10.0.0.2:8000"), ("r0", "r1")  # a fleet: its series exist too
+    recs = [
+        dataclasses.replace(r, host=hosts[k % 2], replica=replicas[k // 2 % 2])
+        for k, r in enumerate(rand_records(100, seed=1))
+    ]
     c.on_batch(
         {
             "worker": "w0",
@@ -81,3 +87,15 @@ def test_ours_beside_vllms() -> None:
         "instance",
         "model_name",
     }
+
+
+def test_a_panel_per_replica_and_per_endpoint() -> None:
+    """Which replica (endpoint) was slow: TTFT p99 by it, and its request rate by outcome."""
+    by_panel = {title: " ".join(exprs) for title, exprs in _exprs().items()}
+
+    def panel(*names: str) -> bool:
+        return any(all(n in text for n in names) for text in by_panel.values())
+
+    for part in ("replica", "endpoint"):
+        assert panel("histogram_quantile(0.99", f"by (le, {part})", f"vllm_locust_{part}_ttft_seconds_bucket")
+        assert panel(f"by ({part}, outcome)", f"rate(vllm_locust_{part}_requests_total")

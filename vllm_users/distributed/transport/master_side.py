@@ -47,6 +47,8 @@ class Collector:
     class_hists: HistogramSet = field(
         default_factory=HistogramSet
     )  # keyed by traffic class (runs with classes)
+    # keyed by endpoint or replica (runs with several endpoints, or replicas named by --replica-header)
+    group_hists: dict[str, HistogramSet] = field(default_factory=dict)
     workers: dict[str, WorkerState] = field(default_factory=dict)
     health: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     calibration: dict[str, Any] | None = None  # how the workers calibrated prompt lengths (run_meta.json)
@@ -98,6 +100,8 @@ class Collector:
         self.window.merge_encoded(b.hists)
         if b.class_hists:
             self.class_hists.merge_encoded(b.class_hists)
+        for grouping, encoded in (b.group_hists or {}).items():
+            self.group_hists.setdefault(grouping, HistogramSet()).merge_encoded(encoded)
         if b.calibration and self.calibration is None:  # every worker calibrates alike: keep the first
             self.calibration = b.calibration
         h = self.health.setdefault(b.worker, {"cpu": [], "lag_ms": []})

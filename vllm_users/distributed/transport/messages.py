@@ -117,6 +117,8 @@ class Batch:
     total: int | None = None  # records this worker has made so far
     totals: dict[str, Any] | None = None  # live counts (progress line, web UI)
     class_hists: dict[str, str] | None = None  # runs with traffic classes only
+    # runs with several endpoints or named replicas: "endpoints"/"replicas" -> HistogramSet.encode()
+    group_hists: dict[str, dict[str, str]] | None = None
     sent_at: float | None = None  # wall clock: the master's ingest lag
 
     def to_payload(self) -> dict[str, Any]:
@@ -134,6 +136,8 @@ class Batch:
         }
         if self.class_hists is not None:
             data["class_hists"] = self.class_hists
+        if self.group_hists is not None:
+            data["group_hists"] = self.group_hists
         data["records"] = self.records
         data["sent_at"] = self.sent_at
         return data
@@ -153,6 +157,7 @@ class Batch:
             total=data.get("total"),
             totals=data.get("totals"),
             class_hists=data.get("class_hists"),
+            group_hists=data.get("group_hists"),
             sent_at=data.get("sent_at"),
         )
 

@@ -301,7 +301,7 @@ class WorkerContext:
         batch held the event loop long enough to read the streams' chunks late)."""
         recs, lines, hists = self.pending_recs, self.pending, self.hists
         self.pending, self.pending_recs, self.hists = [], [], HistogramSet()  # submit() fills these meanwhile
-        class_hists = self.live.take_class_hists()
+        group_hists = self.live.take_hists()  # only the groupings the run has: classes, endpoints, replicas
         health, calibration, total, totals = (
             self.health.take(),
             self.calibration,
@@ -313,7 +313,8 @@ class WorkerContext:
             pause()
             cols = _packed(recs)
         encoded = hists.encode(pause)
-        classes = class_hists.encode(pause) if self.live.class_totals else None  # runs with classes only
+        encoded_groups = {k: h.encode(pause) for k, h in group_hists.items()}
+        classes = encoded_groups.pop("classes", None)  # runs with classes only
         pause()
         self._to_local(None)
         return self._batch(
@@ -326,6 +327,7 @@ class WorkerContext:
             final=final,
             calibration=calibration,
             class_hists=classes,
+            group_hists=encoded_groups or None,
         )
 
     def _batch(

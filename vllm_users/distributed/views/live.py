@@ -4,7 +4,10 @@ Everything comes from what the master already has: the workers' live totals, the
 (exact to 3 significant digits, not Locust's rounded response times), the workers' health samples, and
 the tail of server_metrics.jsonl when the run scrapes the server. A run with traffic classes also
 gets per-class rows (`classes`): the workers' per-class counts and histograms, judged as per_class.py judges
-the result (each class against its own SLO, Jain's index of goodput / weight over the classes).
+the result (each class against its own SLO, Jain's index of goodput / weight over the classes). A run with two or
+more endpoints (several --host URLs) or replicas (--replica-header) gets per-endpoint / per-replica rows
+(`endpoints`, `replicas`): counts, the last interval's output tok/s, TTFT p50/p99 and TPOT p50 from the merged
+histograms; once the run has ended, result.json's `per_endpoint` / `per_replica` figures.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from vllm_users import run_dir
+from vllm_users.distributed.transport.live_totals import GROUPINGS
 from vllm_users.distributed.transport.master_side import Collector
 from vllm_users.measure import client_verdict as cv
 from vllm_users.measure import metric_keys as K
@@ -105,7 +109,8 @@ class LiveView:
         self._prev: tuple[float, float, float, float, float] | None = None
         self.class_table: list[dict[str, Any]] = [asdict(c) for c in options.classes.vllm_classes]
         self.slo = Slo.parse([options.measure.goodput]) if options.measure.goodput else None
-        self._class_tokens: dict[str, int] = {}  # per class: output tokens at the last snapshot (its tok/s)
+        # per grouping and group: output tokens at the last snapshot (its tok/s over the interval)
+        self._group_tokens: dict[str, dict[str, int]] = {}
 
     def update(
         self, state: str = "", finished: bool = False, result: RunResult | None = None
@@ -152,6 +157,7 @@ class LiveView:
             "goodput": final["goodput"] if final is not None and final["goodput"] else self._goodput(tot),
             "errors": tot.pop("errors"),
             "classes": self._classes(tot.pop("classes"), span if finished else dt, span, finished),
+            **{k: self._fleet(k, tot.pop(k), span if finished else dt, finished) for k in FLEET},
             "workers": workers(c, now),
             "arrivals": self._arrivals(tot, rates) if self.open_loop else None,
             "server": server,
@@ -162,6 +168,9 @@ class LiveView:
             queue = float(server["running"]) + float(server.get("waiting") or 0.0)
         if final is not None and result is not None and result.classes:  # the result's rows, as result.json
             snap["classes"] = {**result.classes, "order": list(result.classes.get("per_class") or {})}
+        if final is not None and result is not None:  # result.json's per-endpoint/replica rows, or none
+            for key, block in (("endpoints", result.per_endpoint), ("replicas", result.per_replica)):
+                snap[key] = result_fleet(block)
         point = {
             "t": round(now, 3),
             "output_tok_s": running["output_tok_s"],
@@ -190,14 +199,31 @@ class LiveView:
             "good_req_s": round(tot["good"] / elapsed, 2),
         }
 
+    def _tok_s(
+        self, grouping: str, counts: dict[str, dict[str, int]], dt: float, finished: bool
+    ) -> dict[str, float]:
+        """Each group's output tok/s over `dt`: since the last snapshot, or over the run once finished."""
+        prev = {} if finished else self._group_tokens.get(grouping, {})
+        tok_s = {n: (v.get("output_tokens", 0) - prev.get(n, 0)) / dt for n, v in counts.items()}
+        self._group_tokens[grouping] = {n: v.get("output_tokens", 0) for n, v in counts.items()}
+        return tok_s
+
     def _classes(
         self, counts: dict[str, dict[str, int]], dt: float, span: float, finished: bool
     ) -> dict[str, Any] | None:
         """The per-class rows (None: the run has no classes); tok/s per 2 s, or over the run once finished."""
-        prev = {} if finished else self._class_tokens
-        tok_s = {n: (v.get("output_tokens", 0) - prev.get(n, 0)) / dt for n, v in counts.items()}
-        self._class_tokens = {n: v.get("output_tokens", 0) for n, v in counts.items()}
+        tok_s = self._tok_s("classes", counts, dt, finished)
         return class_block(self.class_table, counts, self.collector.class_hists, span, tok_s, self.slo)
+
+    def _fleet(
+        self, grouping: str, counts: dict[str, dict[str, int]], dt: float, finished: bool
+    ) -> dict[str, Any] | None:
+        """The per-endpoint or per-replica rows (None: fewer than two); tok/s per 2 s, or over the run."""
+        if len(counts) < 2:
+            return None
+        tok_s = self._tok_s(grouping, counts, dt, finished)
+        hists = self.collector.group_hists.get(grouping) or HistogramSet()
+        return fleet_block(counts, hists, tok_s, "run" if finished else "interval")
 
     def _arrivals(self, tot: dict[str, Any], rates: dict[str, float | None]) -> dict[str, Any]:
         sent_s = rates["sent_s"]
@@ -254,19 +280,63 @@ def _totals(c: Collector) -> dict[str, Any]:
         for k in ("ok", "failed", "output_tokens", "inflight", "good", "sent", "late", "dropped", "backlog")
     }
     errors: dict[str, int] = {}
-    classes: dict[str, dict[str, int]] = {}
+    groups: dict[str, dict[str, dict[str, int]]] = {g: {} for g in GROUPINGS}
     for w in c.workers.values():
         for k in tot:
             tot[k] += w.totals.get(k, 0)
         for kind, n in (w.totals.get("errors") or {}).items():
             errors[kind] = errors.get(kind, 0) + n
-        for name, counts in (w.totals.get("classes") or {}).items():  # runs with traffic classes only
-            mine = classes.setdefault(name, {})
-            for k, n in counts.items():
-                mine[k] = mine.get(k, 0) + n
+        for (
+            grouping,
+            merged,
+        ) in groups.items():  # only the groupings the run has (classes, endpoints, replicas)
+            for name, counts in (w.totals.get(grouping) or {}).items():
+                mine = merged.setdefault(name, {})
+                for k, n in counts.items():
+                    mine[k] = mine.get(k, 0) + n
     tot["errors"] = dict(sorted(errors.items(), key=lambda kv: -kv[1]))
-    tot["classes"] = classes
+    tot.update(groups)
     return tot
+
+
+FLEET = ("endpoints", "replicas")  # groupings shown only with two or more groups
+FLEET_PERCENTILES = {"ttft": (50.0, 99.0), "tpot": (50.0,)}
+
+
+def fleet_block(
+    counts: dict[str, dict[str, int]], hists: HistogramSet, tok_s: dict[str, float], over: str
+) -> dict[str, Any] | None:
+    """Per endpoint or replica (sorted by name): requests, completed, failed, output tokens and tok/s, TTFT p50/p99
+    and TPOT p50 in ms (absent without successes), with the keys result.json's per_endpoint uses; None with
+    fewer than two groups."""
+    if len(counts) < 2:
+        return None
+    merged = hists.hists
+    out: dict[str, dict[str, Any]] = {}
+    for name in sorted(counts):
+        n = counts[name]
+        row: dict[str, Any] = {
+            k: int(n.get(k, 0)) for k in ("requests", "completed", "failed", "output_tokens")
+        }
+        row["output_throughput"] = round(tok_s.get(name, 0.0), 2)
+        for metric, ps in FLEET_PERCENTILES.items() if row["completed"] else ():
+            h = merged.get((name, metric))
+            if h is not None and h.get_total_count():
+                pct = percentiles_ms(h, ps)
+                row.update({f"{percentile_name(p)}_{metric}_ms": pct[f"p{int(p)}"] for p in ps})
+        out[name] = row
+    return {"groups": out, "order": list(out), "over": over}
+
+
+def result_fleet(block: Any) -> dict[str, Any] | None:
+    """result.json's per_endpoint or per_replica block as the tab's rows (None: the result has none)."""
+    if not block:
+        return None
+    groups = dict(block.get("groups") or {})
+    out = {"groups": groups, "order": list(groups), "over": "result", "imbalance": block.get("imbalance")}
+    if "unnamed" in block:
+        out["unnamed"] = block["unnamed"]
+    return out
 
 
 COUNTS = ("requests", "completed", "failed", "output_tokens", "good")

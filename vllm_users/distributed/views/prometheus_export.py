@@ -8,7 +8,9 @@ prometheus_client builds the metric families only when scraped (a custom collect
 Buckets: a fixed fine log-spaced set ("nice" values, 21 per decade: a bucket spans at most 17 %) plus the
 --goodput SLO values as exact edges, so `le="<SLO>"` counts exactly the requests within it. The gauges come
 from the workers' totals and health in the same batches. Labels hold scenario names, outcomes, error kinds,
-worker names, the run's directory name and the model: never a header, an API key or the host URL.
+worker names, the run's directory name and the model: never a header, an API key or the host URL. A fleet (two
+or more endpoints or replicas) adds per-endpoint and per-replica series (prometheus_fleet.py), labelled by
+host:port and the replica header's values.
 
 A headless master ends with the run; when something has been scraping it, it waits (bounded) for one more
 scrape after the final figures, so the last scrape of a Prometheus server sees the run's totals.
@@ -36,6 +38,7 @@ from prometheus_client.utils import floatToGoString
 
 from vllm_users.distributed.transport.master_side import Collector
 from vllm_users.distributed.transport.messages import Batch
+from vllm_users.distributed.views.prometheus_fleet import FleetSeries, is_fleet
 from vllm_users.measure.columns import Columns, _merge, _unpack, columns_from_records
 from vllm_users.measure.metrics import METRICS, Slo, metric_arrays, ok_rows, or_zero, sent_rows, slo_met
 from vllm_users.measure.record import parse_lines
@@ -169,6 +172,7 @@ class Exporter:
         self.slo = Slo.parse([options.measure.goodput]) if options.measure.goodput else None
         self.edges = {m: np.asarray(e, dtype=np.float64) for m, e in buckets(self.slo).items()}
         self.le = {m: [floatToGoString(x) for x in e] + ["+Inf"] for m, e in self.edges.items()}
+        self.fleet = FleetSeries(_Hist, self.edges, self.le)
 
     def attach(self, collector: Collector) -> None:
         """Follow this collector's ingest: every batch it takes in is counted here too."""
@@ -200,6 +204,8 @@ class Exporter:
         codes, names = c.a["scenario"], c.tables["scenario"]
         err, kinds = c.a["error"], c.tables["error"]
         interrupted = c.code("error", "interrupted")
+        if is_fleet(c):  # a fleet's records: per endpoint and replica too
+            self.fleet.observe(c, sent_rows(c, np.arange(c.n, dtype=np.int64)))
         for k, name in enumerate(names):
             idx = np.arange(c.n, dtype=np.int64) if len(names) == 1 else np.flatnonzero(codes == k)
             if not idx.size:
@@ -279,6 +285,7 @@ class Exporter:
                 if metric == m:
                     hist.add_metric([scen], h.cumulative(self.le[m]), h.sum)
             yield hist
+        yield from self.fleet.collect(PREFIX)
         yield from self._gauges()
 
     def _gauges(self) -> Iterator[Metric]:

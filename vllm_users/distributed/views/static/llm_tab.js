@@ -143,6 +143,8 @@
     ]));
     const side = [];
     if (s.classes) side.push(...classesTable(s.classes));
+    if (s.replicas) side.push(...fleetTable(s.replicas, "Per replica", "replica", "replicas"));
+    if (s.endpoints) side.push(...fleetTable(s.endpoints, "Per endpoint", "endpoint", "endpoints"));
     if (s.arrivals) {
       const a = s.arrivals;
       side.push(el("h3", {}, "Open-loop arrivals"));
@@ -205,6 +207,28 @@
       el("div", { class: "llm-muted", "data-llm": "fairness" },
         `Jain's fairness index of goodput / weight: ${fmt(jain, 3)} (1 = every class got its weight's share)`),
     ];
+  }
+
+  // A fleet (two or more endpoints or replicas): which one was slow. Live: counts so far, tok/s of the last 2 s,
+  // latency from the merged histograms; once ended: result.json's per_endpoint / per_replica figures.
+  function fleetTable(block, title, what, key) {
+    const groups = block.groups || {};
+    const over = { interval: " (last 2 s)", run: " (over the run)", result: "" }[block.over] || "";
+    const rows = (block.order || Object.keys(groups)).map((name) => {
+      const g = groups[name] || {};
+      return [name, fmt(g.requests, 0), fmt(g.completed, 0), fmt(g.failed, 0), fmt(g.output_throughput),
+        fmt(g.p50_ttft_ms, 2), fmt(g.p99_ttft_ms, 2), fmt(g.p50_tpot_ms, 2)];
+    });
+    const out = [
+      el("h3", {}, title + (block.over === "result" ? " (as in result.json)" : "")),
+      table([what, "requests", "completed", "failed", `tok/s${over}`, "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms"],
+        rows, key),
+    ];
+    if (block.unnamed) {
+      out.push(el("div", { class: "llm-muted", "data-llm": `${key}-unnamed` },
+        `${fmt(block.unnamed, 0)} requests named no replica (no answer, or no such header)`));
+    }
+    return out;
   }
 
   // The rate control lives across re-renders (a value being typed must survive the 2-s refresh).
