@@ -14,11 +14,11 @@ for t in $TOOLS; do
   [ "$t" = ours-nometrics ] && { tool=ours; extra="--no-server-metrics"; }
   before=$(opens)
   python3 benchmarks/bench_gpu_vllm.py --concurrency "$C" --repeats 1 --tools "$tool" --workers "$W" \
-    --requests-per-stream "$R" --name "diag-$t" --timeout 280 --ours-args "$extra" 2>&1 | tail -2
+    --requests-per-stream "$R" --name "diag-$t" --timeout 280 --ours-args="$extra" 2>&1 | tail -2
   after=$(opens)
   echo "$t: accepted connections during the run: $((after - before)) (requests $((C * R)))"
   cp "benchmarks/results/diag-$t.json" "$OUT/" 2>/dev/null
-  rec=$(ls -t benchmarks/results/bench-gpu-*/ours-c"$C"-*/records.jsonl 2>/dev/null | head -1)
+  rec=$(ls -t {benchmarks/results,/tmp}/bench-gpu-*/ours-c"$C"-*/records.jsonl 2>/dev/null | head -1)
   [ -n "$rec" ] && cp "$(dirname "$rec")/result.json" "$OUT/diag-$t-result.json"
   [ "$tool" = ours ] && [ -n "$rec" ] && python3 - "$rec" "$OUT/diag-$t-records.json" <<'PYEOF'
 import json, sys
@@ -29,7 +29,7 @@ for line in open(sys.argv[1]):
         rows.append([r["t_start"], r["chunk_times_us"][0] / 1e6, r.get("worker"), r.get("end_us", 0) / 1e6])
 json.dump(rows, open(sys.argv[2], "w"))
 PYEOF
-  raw=$(ls -t benchmarks/results/bench-gpu-*/raw-c"$C"-*.json 2>/dev/null | head -1)
+  raw=$(ls -t {benchmarks/results,/tmp}/bench-gpu-*/raw-c"$C"-*.json 2>/dev/null | head -1)
   [ -n "$raw" ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); json.dump(d['rows'], open(sys.argv[2],'w'))" \
     "$raw" "$OUT/diag-$t-rows.json"
   rm -rf benchmarks/results/bench-gpu-*
