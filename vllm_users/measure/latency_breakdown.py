@@ -25,6 +25,7 @@ cover every request of the load, --warmup and --cooldown ones too: the server's 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -33,7 +34,7 @@ import numpy as np
 
 from vllm_users.measure.columns import Columns
 from vllm_users.measure.metrics import ok_rows, rows, streamed_rows, tpots
-from vllm_users.measure.server_counters import LoadCounters, counter_delta, histogram_stats
+from vllm_users.measure.server_counters import LoadCounters, counter_delta, histogram_stats, quantile_bucket
 from vllm_users.measure.server_metric_names import (
     ENGINE_TPOT,
     ENGINE_TTFT,
@@ -100,11 +101,22 @@ def client_latency(c: Columns, health: Mapping[str, Any] | None) -> ClientLatenc
     )
 
 
+# a p50 whose bucket holds this share of every observation is not resolved by interpolation inside it: vLLM's
+# queue-time buckets start at 0.3 s, so a queue of 0.03 ms on average "interpolated" to a p50 of 150 ms
+UNRESOLVED_SHARE = 0.9
+
+
 def _stage(before: Mapping[str, float], after: Mapping[str, float], name: str) -> dict[str, float] | None:
     st = histogram_stats(dict(before), dict(after), name)
     if st is None:
         return None
-    return {"count": st["count"], "mean_ms": st["mean"], "p50_ms": st["p50"]}
+    out = {"count": st["count"], "mean_ms": st["mean"]}
+    bucket = quantile_bucket(dict(before), dict(after), name, 0.5)
+    if bucket is not None and bucket[2] >= UNRESOLVED_SHARE and not math.isinf(bucket[1]):
+        out["p50_le_ms"] = bucket[1]  # the bucket's upper edge: all that is known
+    else:
+        out["p50_ms"] = st["p50"]
+    return out
 
 
 def spec_decode(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float] | None:
@@ -209,9 +221,16 @@ def _ms(x: Any) -> str:
     return "-" if x is None else f"{float(x):.1f}"
 
 
+def _p50(st: Mapping[str, Any]) -> str:
+    """The p50 cell: its interpolated value, or the upper edge of the one bucket that holds nearly everything."""
+    if st.get("p50_le_ms") is not None:
+        return f"<={st['p50_le_ms']:.0f}"
+    return _ms(st.get("p50_ms"))
+
+
 def _stage_row(label: str, st: Mapping[str, Any] | None) -> str:
     st = st or {}
-    return f"  {label:<30}{_ms(st.get('mean_ms')):>9}{_ms(st.get('p50_ms')):>9}"
+    return f"  {label:<30}{_ms(st.get('mean_ms')):>9}{_p50(st):>9}"
 
 
 def _server_lines(part: Mapping[str, Any], client: Mapping[str, Any]) -> list[str]:
@@ -232,7 +251,7 @@ def _server_lines(part: Mapping[str, Any], client: Mapping[str, Any]) -> list[st
         eng = tpot["engine"]
         ratio = tpot.get("client_over_engine")
         tail = f"  client {ratio:.2f}x" if ratio is not None else ""
-        out.append(f"  {'engine TPOT':<30}{_ms(eng.get('mean_ms')):>9}{_ms(eng.get('p50_ms')):>9}{tail}")
+        out.append(f"  {'engine TPOT':<30}{_ms(eng.get('mean_ms')):>9}{_p50(eng):>9}{tail}")
     spec = part.get("spec_decode")
     if spec:
         length = spec.get("mean_accepted_length")

@@ -47,6 +47,7 @@ __all__ = [
     "bucket_quantile",
     "counter_delta",
     "histogram_stats",
+    "quantile_bucket",
     "parse_metrics",
     "prefix_cache_warning",
     "scrape",
@@ -111,16 +112,38 @@ def histogram_stats(first: dict[str, float], last: dict[str, float], name: str) 
     total = counter_delta(first, last, name + "_sum")
     if not count or total is None:
         return None
-    prefix = name + "_bucket|"
-    bounds = sorted(
-        (float(k[len(prefix) :]), (counter_delta(first, last, k) or 0.0))
-        for k in last
-        if k.startswith(prefix)
-    )
+    bounds = _bounds(first, last, name)
     out = {"count": count, "mean": total / count * 1000.0}
     for p in (50, 90, 99):
         out[f"p{p}"] = bucket_quantile(bounds, p / 100.0, count) * 1000.0
     return out
+
+
+def _bounds(first: dict[str, float], last: dict[str, float], name: str) -> list[tuple[float, float]]:
+    """(upper edge, cumulative count) of each bucket's increase, in order."""
+    prefix = name + "_bucket|"
+    return sorted(
+        (float(k[len(prefix) :]), (counter_delta(first, last, k) or 0.0))
+        for k in last
+        if k.startswith(prefix)
+    )
+
+
+def quantile_bucket(
+    first: dict[str, float], last: dict[str, float], name: str, q: float
+) -> tuple[float, float, float] | None:
+    """The bucket holding the q-quantile of the histogram's increase: (lower edge ms, upper edge ms, the share of
+    all observations in it); None without observations. A share near 1 means the interpolation inside it says
+    nothing: every observation could sit at either edge."""
+    count = counter_delta(first, last, name + "_count")
+    if not count:
+        return None
+    prev_le, prev_c = 0.0, 0.0
+    for le, c in _bounds(first, last, name):
+        if c >= q * count:
+            return prev_le * 1000.0, le * 1000.0, (c - prev_c) / count
+        prev_le, prev_c = le, c
+    return None
 
 
 def bucket_quantile(bounds: Sequence[tuple[float, float]], q: float, count: float) -> float:

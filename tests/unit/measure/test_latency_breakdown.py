@@ -114,7 +114,8 @@ def test_tpot_falls_back_to_inter_token_latency() -> None:
 def test_absent_parts_are_absent_never_zero() -> None:
     only_queue = parse_metrics(hist(QUEUE, [("0.1", 3), ("+Inf", 3)], 0.15))
     part = server_part({}, only_queue, CLIENT)
-    assert part == {"ttft": {"queue": pytest.approx({"count": 3.0, "mean_ms": 50.0, "p50_ms": 50.0})}}
+    # every observation in one bucket: its upper edge is all that is known of the p50
+    assert part == {"ttft": {"queue": pytest.approx({"count": 3.0, "mean_ms": 50.0, "p50_le_ms": 100.0})}}
     # no engine TTFT: no rest; no TPOT histogram: no tpot; no spec counters: no spec_decode
     assert server_part({}, {}, CLIENT) == {}
     # the client's loop lag unknown: the rest stays, the API server's part (which needs it) does not
@@ -194,8 +195,8 @@ def test_result_keeps_the_block_and_the_summary_prints_it() -> None:
     assert rows["rest: API server + network"] == ["150.0"]
     assert rows["less our loop lag p50"] == ["145.0", "36%", "of", "TTFT"]
     assert rows["client TTFT"] == ["400.0", "390.0"]
-    # TPOT p50: rank 4 of 8 in (0.01, 0.05] holding all 8 -> 10 + 40 * 4/8 ms
-    assert rows["engine TPOT"] == ["20.0", "30.0", "client", "2.00x"]
+    # TPOT p50: (0.01, 0.05] holds all 8: interpolating inside it would only guess, so its upper edge is said
+    assert rows["engine TPOT"] == ["20.0", "<=50", "client", "2.00x"]
     assert "acceptance 75.0%, mean accepted length 3.25" in text
     assert "prefill" not in text  # absent: no row, not a 0
     assert "Where a TTFT goes" not in format_summary(RunResult(*([None] * 8)).to_json())
@@ -239,3 +240,16 @@ def test_master_adds_the_block_from_every_url(tmp_path, monkeypatch) -> None:  #
     empty = tmp_path / "none"
     empty.mkdir()
     assert run_end.with_latency_breakdown(res, str(empty), None).latency_breakdown is None
+
+
+def test_a_p50_that_one_bucket_holds_is_a_bound_not_an_interpolation() -> None:
+    """vLLM's queue-time buckets start at 0.3 s: 4,096 queue times of 0.03 ms on average all fall in [0, 0.3 s], and
+    Prometheus-style interpolation reads a p50 of 150 ms, 5,000 x the mean. Said as <= 300 ms instead."""
+    before = parse_metrics(hist(QUEUE, [("0.3", 0), ("0.5", 0), ("+Inf", 0)], 0.0))
+    after = parse_metrics(hist(QUEUE, [("0.3", 4096), ("0.5", 4096), ("+Inf", 4096)], 0.12288))
+    queue = server_part(before, after, CLIENT)["ttft"]["queue"]
+    assert "p50_ms" not in queue and queue["p50_le_ms"] == pytest.approx(300.0)
+    assert queue["mean_ms"] == pytest.approx(0.03)
+    # spread over buckets, the interpolation stays: 60 % in the first of two buckets
+    spread = parse_metrics(hist(QUEUE, [("0.3", 2458), ("0.5", 4096), ("+Inf", 4096)], 1.2))
+    assert server_part(before, spread, CLIENT)["ttft"]["queue"]["p50_ms"] == pytest.approx(300 * 2048 / 2458)
