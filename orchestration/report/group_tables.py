@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orchestration.report.summary import imbalance_line
+from orchestration.report.summary_groups import imbalance_line
 from vllm_users.measure.client_verdict import line, verdict_of
 from vllm_users.measure.latency_breakdown import breakdown_lines
 

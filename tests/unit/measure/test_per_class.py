@@ -127,7 +127,8 @@ def test_class_misses_names_the_class_over_its_limit() -> None:
 def test_summary_and_diagnosis_name_the_class() -> None:
     from orchestration.report.diagnose import _class_slo
     from orchestration.report.postprocess import RunData
-    from orchestration.report.summary import class_lines, format_summary
+    from orchestration.report.summary import format_summary
+    from orchestration.report.summary_groups import class_lines
 
     doc = build_run_result(two_classes(), {"classes": TABLE}).to_json()
     text = format_summary(doc)
@@ -152,7 +153,7 @@ def test_summary_and_diagnosis_name_the_class() -> None:
 def test_a_pooling_class_prints_without_output_figures() -> None:
     """An embeddings class: no output tokens, TTFT or TPOT (absent in the block, n/a in the summary),
     its E2EL and goodput printed; the summary used to raise on its output_throughput of None."""
-    from orchestration.report.summary import class_lines
+    from orchestration.report.summary_groups import class_lines
 
     recs = two_classes()
     for i in range(2):
