@@ -49,7 +49,8 @@ def test_result_built_once_by_the_master(tmp_path) -> None:  # type: ignore[no-u
     # the simulator has no profiler: the run goes on and the block says why (also in RUN/profile.json)
     assert res["profile"]["requested"] and not res["profile"]["profiled"] and "404" in res["profile"]["error"]
     assert json.load(open(os.path.join(r.run_dir, "profile.json"))) == res["profile"]
-    assert list(res)[-4:] == ["server_served", "missing_vs_server", "profile", "cost"]
+    tail = ["server_served", "missing_vs_server", "profile", "cost", "latency_breakdown"]
+    assert list(res)[-5:] == tail  # the server's view of the run last, where a TTFT goes at the very end
     # written once, by the master: exit_code.json comes right after it, and nothing touched result.json later
     assert os.stat(path).st_mtime_ns <= os.stat(os.path.join(r.run_dir, "exit_code.json")).st_mtime_ns
     printed = next(x for x in r.out.splitlines() if x.startswith(RESULT_LINE_PREFIX))
