@@ -130,7 +130,7 @@ class Report:
             ),
             ("server_running_max", "Running requests max / mean", lambda s, r: _pair(s, "running")),
             ("server_waiting_max", "Waiting requests max / mean", lambda s, r: _pair(s, "waiting")),
-            ("server_ttft", "TTFT server p50 / p99 (ms)", lambda s, r: _hist(s, "ttft_ms")),
+            ("server_ttft", "TTFT server p50 / p99 (ms, from its buckets)", lambda s, r: _hist(s, "ttft_ms")),
             (
                 "client_ttft",
                 "TTFT client p50 / p99 (ms)",
@@ -141,7 +141,11 @@ class Report:
                 "Client - server TTFT mean (ms)",
                 lambda s, r: fmt((s.get("vs_client") or {}).get("ttft_mean_diff_ms"), ".2f"),
             ),
-            ("server_queue_time", "Queue time server p50 / p99 (ms)", lambda s, r: _hist(s, "queue_time_ms")),
+            (
+                "server_queue_time",
+                "Queue time server p50 / p99 (ms, from its buckets)",
+                lambda s, r: _hist(s, "queue_time_ms"),
+            ),
             (
                 "server_generation_tokens",
                 "Generated tokens server / client",

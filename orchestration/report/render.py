@@ -59,7 +59,7 @@ source {{ r.source }} ({{ r.run_dir }}){% endfor %}</p>
 <table id="server-table"><tr><th class="l">Metric</th>{% for r in report.runs %}<th>{{ r.name }}</th>{% endfor %}</tr>
 {% for key, label, vals in server_rows %}<tr data-key="{{ key }}"><td class="l">{{ label }}</td>
 {% for v in vals %}<td>{{ v }}</td>{% endfor %}</tr>{% endfor %}</table>
-<p class="small">Client TTFT minus server TTFT is network plus client overhead.</p>{% endif %}
+<p class="small">Client TTFT minus server TTFT (the means: exact) is network, the API server outside the engine's clock, and client overhead. The server's percentiles come from its histogram buckets, interpolated as Prometheus does: as coarse as the buckets (a p50 or p99 may read above the client's).</p>{% endif %}
 
 {% if report.comparison %}<h2 id="compare">Comparison (baseline {{ report.comparison.baseline }})</h2>
 {% if setup_lines %}<p class="warn">Setups differ: {{ setup_lines|join("; ") }}.</p>{% endif %}

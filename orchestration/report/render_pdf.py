@@ -83,7 +83,12 @@ def _metric_tables(report: Report) -> list[Any]:
     if server:
         out.append(heading("Server side (Prometheus /metrics)"))
         out.append(_table(["Metric", *names], [[label, *vals] for _k, label, vals in server]))
-        out.append(para("Client TTFT minus server TTFT is network plus client overhead.", "small"))
+        out.append(
+            para(
+                "Client TTFT minus server TTFT (the means: exact) is network, the API server outside the engine's clock, and client overhead. The server's percentiles come from its histogram buckets, interpolated as Prometheus does: as coarse as the buckets (a p50 or p99 may read above the client's).",
+                "small",
+            )
+        )
     return out
 
 
