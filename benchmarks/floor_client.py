@@ -29,16 +29,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vllm_users.client.chunks import is_chat_output  # the one definition of an output event (vLLM bench's)
+
 _TERM = b"\r\n0\r\n\r\n"  # the last chunk of a chunked body
-_OUT = (b'"content":"', b'"text":"')  # an event that carries output (vLLM's compact JSON); "" does not count
-
-
-def _is_output(event: bytes) -> bool:
-    for key in _OUT:
-        i = event.find(key)
-        if i >= 0 and event[i + len(key) : i + len(key) + 1] != b'"':
-            return True
-    return False
 
 
 class _Stream(asyncio.Protocol):
@@ -64,7 +57,7 @@ class _Stream(asyncio.Protocol):
             if j < 0:
                 continue
             ev = p[j + 6 :]
-            if _is_output(ev):
+            if is_chat_output(ev):
                 self.times.append(now)
             elif ev[:1] == b"{":
                 self.last_event = ev  # the usage event comes last, before [DONE]
