@@ -20,6 +20,7 @@ The twin (`vllm-locust sim --twin`) is pinned to --sim-cpu, off the load generat
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import shlex
@@ -48,30 +49,54 @@ def gpu_loads(max_model_len: int) -> list[Load]:
     ]
 
 
-def _loads(host: str, model: str, twin_url: str, doc: dict[str, Any]) -> list[dict[str, Any]]:
+def _loads(
+    host: str, model: str, twin_url: str | None, doc: dict[str, Any], side: str
+) -> list[dict[str, Any]]:
     tpw = doc["points"].get("tokens_per_word") or 1.0
     rows = []
     for load in gpu_loads(int(doc["constants"]["max_model_len"]["value"])):
-        real1 = run_load(host, model, load, timeout_s=300, tokens_per_word=tpw)
-        tw = run_load(twin_url, model, load, timeout_s=300)
-        real2 = run_load(
-            host, model, dataclasses.replace(load, seed=load.seed + 1000), timeout_s=300, tokens_per_word=tpw
-        )
-        real = {
-            k: (real1[k] + real2[k]) / 2 if real1[k] is not None and real2[k] is not None else None
-            for k in KEYS
-        }
-        row = {
-            "load": load.name,
-            "server": real1,
-            "server_again": real2,
-            "twin": tw,
-            "error": compare(real, tw),
-            "drift": {k: abs(v) for k, v in compare(real1, real2).items() if v is not None},
-        }
+        row: dict[str, Any] = {"load": load.name}
+        if side in ("both", "server"):
+            row["server"] = run_load(host, model, load, timeout_s=300, tokens_per_word=tpw)
+        if twin_url is not None:
+            row["twin"] = run_load(twin_url, model, load, timeout_s=300)
+        if side in ("both", "server"):
+            again = dataclasses.replace(load, seed=load.seed + 1000)
+            row["server_again"] = run_load(host, model, again, timeout_s=300, tokens_per_word=tpw)
         print(json.dumps(row), flush=True)
-        rows.append(row)
+        rows.append(_judged(row))
     return rows
+
+
+def _judged(row: dict[str, Any]) -> dict[str, Any]:
+    """`row` with the twin's error against the server's mean and the server's drift, where both sides ran."""
+    if not all(k in row for k in ("server", "server_again", "twin")):
+        return row
+    real1, real2 = row["server"], row["server_again"]
+    real = {
+        k: (real1[k] + real2[k]) / 2 if real1[k] is not None and real2[k] is not None else None for k in KEYS
+    }
+    return {
+        **row,
+        "error": compare(real, row["twin"]),
+        "drift": {k: abs(v) for k, v in compare(real1, real2).items() if v is not None},
+    }
+
+
+def merge(work: Path) -> dict[str, Any]:
+    """One result from a server side and a twin side that ran at once (`--side`), each from its own file."""
+    server = json.loads((work / "twin_server.server.json").read_text())
+    twin = json.loads((work / "twin_server.twin.json").read_text())
+    res = {**server, "sides": "server and twin at once, on disjoint CPUs"}
+    by_name = {r["load"]: r for r in twin.get("loads", [])}
+    if "loads" in server:
+        res["loads"] = [_judged({**r, **{"twin": by_name[r["load"]]["twin"]}}) for r in server["loads"]]
+    if "search" in server and "search" in twin:
+        rows = sorted(
+            server["search"]["runs"] + twin["search"]["runs"], key=lambda x: (x["round"], x["server"])
+        )
+        res["search"] = {**server["search"], "runs": rows, "summary": summarize(rows, "server")}
+    return res
 
 
 def _table(rows: list[dict[str, Any]]) -> None:
@@ -97,7 +122,14 @@ def main() -> None:
     ap.add_argument("--host", required=True)
     ap.add_argument("--model", required=True)
     ap.add_argument("--work", type=Path, required=True, help="twin.json and the results so far")
-    ap.add_argument("--phases", default="calibrate,loads,search")
+    ap.add_argument("--phases", default="calibrate,loads,search", help="calibrate, loads, search; or merge")
+    ap.add_argument(
+        "--side",
+        choices=("both", "server", "twin"),
+        default="both",
+        help="both: interleaved in this process; server or twin: that side only, into twin_server.SIDE.json "
+        "(run both at once on disjoint CPUs, then --phases merge)",
+    )
     ap.add_argument("--budget", type=int, default=120, help="calibrate's --budget, seconds")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--first-round", type=int, default=1, help="resume: the rounds so far stay in --work")
@@ -107,9 +139,15 @@ def main() -> None:
     ap.add_argument("--calibrate-args", default="", help="more calibrate options")
     a = ap.parse_args()
     a.work.mkdir(parents=True, exist_ok=True)
-    twin, res_path = a.work / "twin.json", a.work / "twin_server.json"
-    res: dict[str, Any] = json.loads(res_path.read_text()) if res_path.exists() else {}
+    twin = a.work / "twin.json"
+    res_path = a.work / ("twin_server.json" if a.side == "both" else f"twin_server.{a.side}.json")
     phases = a.phases.split(",")
+    if "merge" in phases:
+        merged = merge(a.work)
+        (a.work / "twin_server.json").write_text(json.dumps(merged, indent=1, default=str))
+        _report(merged)
+        return
+    res: dict[str, Any] = json.loads(res_path.read_text()) if res_path.exists() else {}
     if "calibrate" in phases:
         p = run_cli(
             [
@@ -136,16 +174,22 @@ def main() -> None:
         for k, v in doc["constants"].items()
     }
     res["fit"] = doc.get("fit")
-    with start_simulator(["--twin", str(twin)], cpu=a.sim_cpu) as sim:
+    sides = [("server", a.host)] if a.side == "server" else []
+    with contextlib.ExitStack() as stack:
+        sim = None
+        if a.side != "server" and {"loads", "search"} & set(phases):
+            sim = stack.enter_context(start_simulator(["--twin", str(twin)], cpu=a.sim_cpu))
+        if sim is not None:
+            sides = [("server", a.host), ("twin", sim.url)] if a.side == "both" else [("twin", sim.url)]
         if "loads" in phases:
-            res["loads"] = _loads(a.host, a.model, sim.url, doc)
+            res["loads"] = _loads(a.host, a.model, None if sim is None else sim.url, doc, a.side)
         if "search" in phases:
             slo = shlex.split(a.slo)
             rows = [x for x in res.get("search", {}).get("runs", []) if x["round"] < a.first_round]
             for r in range(a.first_round - 1, a.first_round - 1 + a.rounds):
                 seed = 100_000 * (r + 1)  # its own prompts: nothing of an earlier round in the prefix cache
-                for name, url in (("server", a.host), ("twin", sim.url)):
-                    before = sim_lateness(sim.url) if name == "twin" else None
+                for name, url in sides:
+                    before = sim_lateness(url) if name == "twin" else None
                     row = {
                         "server": name,
                         "round": r + 1,
@@ -159,12 +203,16 @@ def main() -> None:
                         ),
                     }
                     if before is not None:
-                        row["sim_lateness_s"] = sim_lateness(sim.url, before)
+                        row["sim_lateness_s"] = sim_lateness(url, before)
                     print(json.dumps(row), flush=True)
                     rows.append(row)
             res["search"] = {"slo": slo, "steps": a.steps, "runs": rows, "summary": summarize(rows, "server")}
     res_path.write_text(json.dumps(res, indent=1, default=str))
-    if "loads" in res:
+    _report(res)
+
+
+def _report(res: dict[str, Any]) -> None:
+    if "loads" in res and all("error" in r for r in res["loads"]):
         _table(res["loads"])
     if "search" in res:
         print_table(

@@ -14,6 +14,7 @@ from vllm_users.options import Options
 from vllm_users.workload.prefixes import SharedPrefixes, from_options
 from vllm_users.workload.prompt_ahead import ahead
 from vllm_users.workload.prompts import LengthModel, Prompt, RandomPrompts, random_words, sample_len
+from vllm_users.workload.word_costs import word_costs
 
 
 class PromptSource(Protocol):
@@ -89,6 +90,9 @@ class ExactPrompts(RandomPrompts):
     def fit(self, tokens: int, rng: random.Random) -> str:
         """Random words whose tokenization has exactly `tokens` tokens (or the nearest below, then padded)."""
         words = random_words(max(4, tokens * 2), rng).split(" ")
+        quick = self._fit_by_word_costs(words, tokens)
+        if quick is not None:
+            return quick
         lo = self._longest_within(words, tokens)
         text = " ".join(words[:lo])
         have = self.count(text)
@@ -101,6 +105,19 @@ class ExactPrompts(RandomPrompts):
             text = text.rsplit(" ", 1)[0]
             have = self.count(text)
         return text
+
+    def _fit_by_word_costs(self, words: list[str], tokens: int) -> str | None:
+        """The text the counting fit below picks, from the words' learnt counts and one tokenization that checks
+        it (word_costs.py); None where the tokenizer does not add up, or the cut needs the slow path's care."""
+        table = word_costs(self.count)
+        if not table.additive:
+            return None
+        cut = table.cut(words, tokens)
+        if cut is None or (cut[1] < tokens and table.pad_cost() != 1):
+            return None
+        k, have = cut
+        text = " ".join(words[:k]) + " a" * (tokens - have)
+        return text if table.check(text, tokens) else None
 
     def _longest_within(self, words: list[str], tokens: int) -> int:
         """The largest word count (>= 1) whose text has <= `tokens` tokens: what a binary search over word counts

@@ -74,10 +74,13 @@ def test_prompt_source_picks_dataset_and_prefix() -> None:
     assert isinstance(prompt_source(o, LengthModel()), RandomPrompts)
 
 
-def test_exact_prompts_fit_like_a_binary_search_with_fewer_tokenizations(tmp_path) -> None:
-    """The fit steps from an estimate: the same text the binary search over word counts picks, in far fewer
-    tokenizations (each blocks a worker's loop for milliseconds at real prompt lengths)."""
+def test_exact_prompts_fit_like_a_binary_search_with_fewer_tokenizations(tmp_path, monkeypatch) -> None:
+    """The counting fit (the path for a tokenizer whose counts do not add up over words) steps from an estimate:
+    the same text the binary search over word counts picks, in far fewer tokenizations (each blocks a worker's
+    loop for milliseconds at real prompt lengths)."""
     import random as _random
+
+    monkeypatch.setattr(ExactPrompts, "_fit_by_word_costs", lambda self, words, tokens: None)
 
     from vllm_users.workload.prompts import random_words
 
