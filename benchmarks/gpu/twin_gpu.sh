@@ -26,7 +26,8 @@ case "$1" in
       --calibrate-args "--max-concurrency 256 --saturation-requests 320 --api-server-count $N" 2>&1 | tail -60
     el "calibrated"; save "$N" ;;
   rounds)
-    N=$2; FIRST=$3; COUNT=$4; PH=search; [ "${5:-}" = loads ] && PH=loads,search
+    N=$2; FIRST=$3; COUNT=$4; PH=search
+    [ "${5:-}" = loads ] && PH=loads,search; [ "${5:-}" = loads ] && [ "$COUNT" = 0 ] && PH=loads
     taskset -c 8-11 python3 -m benchmarks.bench_twin_server --host $H --model rand --work /tmp/twin-a"$N" \
       --side server --phases "$PH" --rounds "$COUNT" --first-round "$FIRST" --slo "$SLO" > /tmp/twin-a"$N"/server.log 2>&1 &
     S=$!
