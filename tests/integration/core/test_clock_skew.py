@@ -49,6 +49,10 @@ def _p99_ms(lags_s: list[float]) -> float:
     return float(np.percentile(np.array(lags_s) * 1000, 99))
 
 
+def _p50_ms(lags_s: list[float]) -> float:
+    return float(np.percentile(np.array(lags_s) * 1000, 50))
+
+
 @pytest.mark.timeout(200)
 def test_a_skewed_worker_keeps_the_masters_schedule_and_time_axis(tmp_path: Path) -> None:
     port = free_port()
@@ -118,9 +122,12 @@ def test_a_skewed_worker_keeps_the_masters_schedule_and_time_axis(tmp_path: Path
     # the schedule is kept on both workers: lag from the master's intended times, on one axis
     assert {r["worker"] for r in recs} == {skewed, plain} and len(recs) == 160
     lag = {w: [r["t_start"] - r["t_intended"] for r in recs if r["worker"] == w] for w in clocks}
-    # 5 ms over what the unskewed worker itself keeps: on a busy 2-core box both lose the same to other
-    # processes, and the unskewed worker's own lag is that loss (an absolute 5 ms would assert the machine)
-    assert _p99_ms(lag[skewed]) <= _p99_ms(lag[plain]) + 5.0, {w: _p99_ms(v) for w, v in lag.items()}
+    # against what the unskewed worker itself keeps: on a busy 2-core box both lose the same to other processes,
+    # and the unskewed worker's own lag is that loss (an absolute bound would assert the machine). The median
+    # within 2 ms; the p99 of 80 sends is one or two of them, so a stall of another process moves it by 10 ms
+    # and more (seen: 15.1 against 8.2 ms): within 50 ms, where a clock the master did not correct reads 2.2 s
+    lags = {w: (_p50_ms(v), _p99_ms(v)) for w, v in lag.items()}
+    assert lags[skewed][0] <= lags[plain][0] + 2.0 and lags[skewed][1] <= lags[plain][1] + 50.0, lags
     assert min(min(v) for v in lag.values()) > -0.001  # nothing sent before its time
     arr = res["arrivals"]
     assert arr["sent"] == 160 and arr["dropped"] == 0

@@ -166,44 +166,60 @@ def _tolerance(twin: dict[str, Any]) -> float:
     return 3.0 * noise + 0.05
 
 
+def _judge_load(real: SimProcess, twin_url: str, load: Load, tol: float) -> tuple[list[str], tuple[Any, ...]]:
+    """One load to the server twice (the second seeded anew: other prompts, lengths, arrivals) and to the twin
+    once: the misses beyond the tolerance plus the server's own spread, and the row printed."""
+    r1, t = run_load(real.url, "sim-model", load), run_load(twin_url, "sim-model", load)
+    r2 = run_load(real.url, "sim-model", dataclasses.replace(load, seed=load.seed + 1000))
+    assert r1["failed"] == 0 and r2["failed"] == 0 and t["failed"] == 0, (r1, r2, t)
+    r = {k: (r1[k] + r2[k]) / 2 for k in ("ttft_ms_median", "tpot_ms_median", "output_tok_s")}
+    drift = {k: abs(v) for k, v in compare(r1, r2).items() if v is not None}
+    e = compare(r, t)
+    misses = [
+        f"{load.name} {k}: twin off by {v:+.1%} (tolerance {tol + drift.get(k, 0.0):.1%})"
+        for k, v in e.items()
+        if v is None or abs(v) > tol + drift.get(k, 0.0)
+    ]
+    row = (
+        load.name,
+        r1,
+        r2,
+        t,
+        {k: f"{v:+.1%}" for k, v in e.items() if v is not None},
+        {k: f"{v:.1%}" for k, v in drift.items()},
+    )
+    return misses, row
+
+
 def test_the_twin_predicts_loads_the_probe_did_not_use(real: SimProcess, twin: dict[str, Any]) -> None:
-    """Each load goes to the server twice (the second time seeded anew: other prompts, other lengths, other
-    arrivals) and to the twin once; the spread of the server's own two runs joins the tolerance (a closed loop's
-    median TTFT moved 100 -> 119 ms between two runs of the same simulator on this machine). ~2.5 min, mostly
-    waiting: the module's calibration (its `twin` fixture, ~80 s) and three loads sent three times."""
+    """Each load goes to the server twice and to the twin once; the spread of the server's own two runs joins
+    the tolerance (a closed loop's median TTFT moved 100 -> 119 ms between two runs of the same simulator on this
+    machine). A load that misses is sent once more, and the twin fails when it misses both times: on the busy
+    2-core box another job's burst once put a Poisson load's median TTFT 24 % off in one round (the server's own
+    two runs 21 % apart in throughput), while a wrong constant misses every round
+    (test_a_wrong_constant_is_caught_by_the_same_comparison). ~2.5 min, mostly waiting: the module's calibration
+    (its `twin` fixture, ~80 s) and three loads sent three times."""
     tol = _tolerance(twin)
-    rows = []
+    print(f"tolerance {tol:.1%} + the server's own spread per load")
+    failed: list[str] = []
     with start_simulator(["--twin", twin["_path"]]) as tw:
         for load in LOADS:
-            r1, t = run_load(real.url, "sim-model", load), run_load(tw.url, "sim-model", load)
-            r2 = run_load(real.url, "sim-model", dataclasses.replace(load, seed=load.seed + 1000))
-            assert r1["failed"] == 0 and r2["failed"] == 0 and t["failed"] == 0, (r1, r2, t)
-            r = {k: (r1[k] + r2[k]) / 2 for k in ("ttft_ms_median", "tpot_ms_median", "output_tok_s")}
-            drift = {k: abs(v) for k, v in compare(r1, r2).items() if v is not None}
-            rows.append((load.name, r1, r2, t, compare(r, t), drift))
-    print(f"tolerance {tol:.1%} + the server's own spread per load")
-    for name, r1, r2, t, e, drift in rows:
-        print(
-            name,
-            r1,
-            r2,
-            t,
-            {k: f"{v:+.1%}" for k, v in e.items() if v is not None},
-            {k: f"{v:.1%}" for k, v in drift.items()},
-        )
-    for name, _r1, _r2, _t, e, drift in rows:
-        for k, v in e.items():
-            lim = tol + drift.get(k, 0.0)
-            assert v is not None and abs(v) <= lim, f"{name} {k}: twin off by {v:+.1%} (tolerance {lim:.1%})"
+            misses, row = _judge_load(real, tw.url, load, tol)
+            print(*row)
+            if misses:
+                print("again:", misses)
+                misses, row = _judge_load(real, tw.url, load, tol)
+                print(*row)
+            failed += misses
+    assert not failed, failed
 
 
 def test_a_wrong_constant_is_caught_by_the_same_comparison(real: SimProcess, twin: dict[str, Any]) -> None:
     """The comparison can fail: a twin with half the prefill speed is outside the tolerance on the long prompt."""
     tol = _tolerance(twin)
     with start_simulator(["--twin", twin["_path"], "--prefill-tokens-per-s", "2500"]) as tw:
-        load = LOADS[2]
-        e = compare(run_load(real.url, "sim-model", load), run_load(tw.url, "sim-model", load))
-    assert e["ttft_ms_median"] is not None and e["ttft_ms_median"] > tol
+        misses, row = _judge_load(real, tw.url, LOADS[2], tol)
+    assert any(m.startswith("long-prompt ttft_ms_median") for m in misses), (misses, row)
 
 
 def test_the_budget_is_a_hard_bound(real: SimProcess, tmp_path: Path) -> None:
