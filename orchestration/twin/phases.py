@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestration.twin.lsq import linfit
-from orchestration.twin.probe import Budget, Probe, Shot, scrape
+from orchestration.twin.probe import Budget, Probe, Shot, decoding_together, scrape
 
 __all__ = [
     "ProbePlan",
@@ -145,7 +145,9 @@ def _tpot_point(probe: Probe, plan: ProbePlan, raw: dict[str, Any], c: int, leng
     if len(ok) < len(shots):
         return  # a cut or failed stream changes the batch the others decoded in: no point
     seen = [m["running"] for m in samples if m.get("running") is not None]
-    batch = max(1, min(c, int(max(seen)))) if seen else c
+    # the scrapes' peak, or the client's own count where the scrapes missed it (a burst shorter than their period)
+    together = decoding_together(ok)
+    batch = max(1, min(c, max(int(max(seen)) if seen else 0, together or 0))) if seen or together else c
     # with fewer seats than streams, the first `batch` to start decoding decoded together
     first = sorted(ok, key=lambda s: s.started + (s.ttft_s or 0.0))[:batch]
     prompt = statistics.mean(

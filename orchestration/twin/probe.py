@@ -26,7 +26,7 @@ from vllm_users.workload.prompts import VOCAB
 if TYPE_CHECKING:
     import http.client
 
-__all__ = ["Budget", "Probe", "Shot", "metric_sum", "parse_metrics", "scrape"]
+__all__ = ["Budget", "Probe", "Shot", "decoding_together", "metric_sum", "parse_metrics", "scrape"]
 
 
 class Budget:
@@ -255,3 +255,19 @@ def scrape(probe: Probe) -> dict[str, Any] | None:
         "prefix_caching": cache.get("enable_prefix_caching"),
         "prefix_hits": metric_sum(m, "vllm:prefix_cache_hits_total"),
     }
+
+
+def decoding_together(shots: list[Shot]) -> int | None:
+    """How many streams were decoding at once, from the client's own times: for each stream, the streams
+    between their first and last token at the middle of its decode (the median over the streams); None
+    without two streams that decoded. A /metrics scrape every 0.1 s can miss a fast GPU's whole burst (64 tokens
+    in ~0.1 s): it read a batch of 1 for 2-32 streams started together."""
+    spans = [
+        (s.started + s.ttft_s, s.started + s.e2e_s)
+        for s in shots
+        if s.error is None and s.ttft_s is not None and s.e2e_s is not None and s.e2e_s > s.ttft_s
+    ]
+    if len(spans) < 2:
+        return None
+    counts = sorted(sum(1 for a, b in spans if a <= (lo + hi) / 2 <= b) for lo, hi in spans)
+    return counts[len(counts) // 2]
