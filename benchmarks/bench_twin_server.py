@@ -13,7 +13,9 @@ from --work: `twin.json` and the results so far live there):
   twin's error against their mean;
 - search: one `--find-max-rate` SLO, rounds interleaved server, twin, server, twin..., each round its own --seed.
 
-The twin (`vllm-locust sim --twin`) is pinned to --sim-cpu, off the load generator's CPUs. Results merge into
+The twin (`vllm-locust sim --twin`) is pinned to --sim-cpu, off the load generator's CPUs. `--side server` and
+`--side twin` run one side each (two processes at once on disjoint CPUs: benchmarks/gpu/twin_gpu.sh), each into
+its own file, and `--phases merge` makes one result of them. Results merge into
 --work/twin_server.json and are written to benchmarks/results/twin_server.json.
 """
 
@@ -174,13 +176,12 @@ def main() -> None:
         for k, v in doc["constants"].items()
     }
     res["fit"] = doc.get("fit")
-    sides = [("server", a.host)] if a.side == "server" else []
     with contextlib.ExitStack() as stack:
         sim = None
         if a.side != "server" and {"loads", "search"} & set(phases):
             sim = stack.enter_context(start_simulator(["--twin", str(twin)], cpu=a.sim_cpu))
-        if sim is not None:
-            sides = [("server", a.host), ("twin", sim.url)] if a.side == "both" else [("twin", sim.url)]
+        urls = {"server": a.host, "twin": None if sim is None else sim.url}
+        sides = [(n, u) for n, u in urls.items() if u is not None and a.side in ("both", n)]
         if "loads" in phases:
             res["loads"] = _loads(a.host, a.model, None if sim is None else sim.url, doc, a.side)
         if "search" in phases:

@@ -20,8 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .config import SimConfig
-from .engine import COALESCE_S, EARLY_S, PRECISE_COALESCE_S
-from .hrtimer import HrTimer
+from .hrtimer import EarliestDeadline
 
 if TYPE_CHECKING:
     from .http import Connection
@@ -45,11 +44,7 @@ class ApiStage:
         self.chunk_s = cfg.api_chunk_cost_us / 1e6
         self.heap: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
         self.counter = 0
-        self.hr = HrTimer(loop, self._fire)
-        self.early = 0.0 if self.hr.precise else EARLY_S
-        self.coalesce = PRECISE_COALESCE_S if self.hr.precise else COALESCE_S
-        self.armed = False
-        self.timer_at = 0.0
+        self.timer = EarliestDeadline(loop, self._fire)
 
     def process_for(self, group: int = 0) -> int:
         """The process a new request of replica ``group`` goes to (round-robin among the replica's)."""
@@ -66,26 +61,16 @@ class ApiStage:
         self.busy_s[p] += cost_s
         self.counter += 1
         heapq.heappush(self.heap, (done, self.counter, fn, args))
-        self._arm()
+        self.timer.wake_by(self.heap[0][0])
         return done
 
     def request(self, p: int, prompt_tokens: int, fn: Callable[..., None], *args: Any) -> float:
         """Queue a request's own work (parse, template, tokenize) on process ``p``; ``fn(*args)`` when done."""
         return self.after(p, self.request_s + self.token_s * prompt_tokens, fn, *args)
 
-    def _arm(self) -> None:
-        """Keep one timer, at the earliest job's end (minus the epoll rounding allowance)."""
-        when = self.heap[0][0] - self.early
-        if self.armed and self.timer_at <= when:
-            return
-        self.armed = True
-        self.timer_at = when
-        self.hr.arm(when)
-
     def _fire(self) -> None:
         """Run every job done by now (coalesced), then re-arm."""
-        self.armed = False
-        horizon = self.loop.time() + self.coalesce
+        horizon = self.loop.time() + self.timer.coalesce
         heap = self.heap
         while heap and heap[0][0] <= horizon:
             _, _, fn, args = heapq.heappop(heap)
@@ -94,7 +79,7 @@ class ApiStage:
             except Exception:  # one job's failure must not stop the others' (nor the timer)
                 log.exception("API-server job failed")
         if heap:
-            self._arm()
+            self.timer.wake_by(heap[0][0])
 
 
 class ApiConn:

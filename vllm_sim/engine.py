@@ -13,17 +13,10 @@ from collections import deque
 
 from .adapters import insert_by_priority, parse_lora_modules, parse_slow
 from .config import SimConfig
-from .hrtimer import HrTimer
+from .hrtimer import EARLY_S, EarliestDeadline
 from .kvcache import BlockManager, SeqBlocks, block_hashes
 from .metrics import SimStats
 from .stream import Status, Stream
-
-# With a timerfd (hrtimer.py) the loop wakes on time and only writes due within 50 µs are coalesced.
-# Without one, epoll timeouts are whole milliseconds rounded up: arm early and coalesce a wider window,
-# so the emit error is centred on zero instead of biased late by ~0.5 ms.
-EARLY_S = 0.0005
-COALESCE_S = 0.0005
-PRECISE_COALESCE_S = 0.00005
 
 
 class MoeRouter:
@@ -65,11 +58,7 @@ class FixedEngine:
         self.write_gap = cfg.chunks_per_write * cfg.itl_ms / 1000.0
         self.heap: list[tuple[float, int, Stream]] = []
         self.counter = 0
-        self.hr = HrTimer(self.loop, self._fire)
-        self.early = 0.0 if self.hr.precise else EARLY_S
-        self.coalesce = PRECISE_COALESCE_S if self.hr.precise else COALESCE_S
-        self.armed = False
-        self.timer_at = 0.0
+        self.timer = EarliestDeadline(self.loop, self._fire)
         self.live = 0
         self.paused_until = 0.0
         self.slow = parse_slow(cfg.slow_adapter, parse_lora_modules(cfg.lora_modules))  # --slow-adapter
@@ -93,21 +82,14 @@ class FixedEngine:
         heapq.heappush(self.heap, (when, self.counter, s))
 
     def _arm(self) -> None:
-        """Keep exactly one timer, at the earliest deadline (minus the epoll rounding allowance)."""
-        if not self.heap:
-            return
-        when = self.heap[0][0] - self.early
-        if self.armed and self.timer_at <= when:
-            return
-        self.armed = True
-        self.timer_at = when
-        self.hr.arm(when)
+        """Keep exactly one timer, at the earliest deadline."""
+        if self.heap:
+            self.timer.wake_by(self.heap[0][0])
 
     def _fire(self) -> None:
         """Emit every write due now (coalesced), then re-arm."""
-        self.armed = False
         now = self.loop.time()
-        horizon = now + self.coalesce
+        horizon = now + self.timer.coalesce
         heap = self.heap
         late_hist = self.stats.lateness
         produced = 0
@@ -138,9 +120,7 @@ class FixedEngine:
         for _, _, s in self.heap:
             s.shift += seconds
         heapq.heapify(self.heap)
-        if self.armed:
-            self.hr.cancel()
-            self.armed = False
+        self.timer.cancel()
         self._arm()
 
 

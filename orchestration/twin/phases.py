@@ -147,7 +147,8 @@ def _tpot_point(probe: Probe, plan: ProbePlan, raw: dict[str, Any], c: int, leng
     seen = [m["running"] for m in samples if m.get("running") is not None]
     # the scrapes' peak, or the client's own count where the scrapes missed it (a burst shorter than their period)
     together = decoding_together(ok)
-    batch = max(1, min(c, max(int(max(seen)) if seen else 0, together or 0))) if seen or together else c
+    peak = max(int(max(seen)) if seen else 0, together or 0)
+    batch = max(1, min(c, peak)) if seen or together is not None else c
     # with fewer seats than streams, the first `batch` to start decoding decoded together
     first = sorted(ok, key=lambda s: s.started + (s.ttft_s or 0.0))[:batch]
     prompt = statistics.mean(

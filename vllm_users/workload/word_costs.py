@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from itertools import accumulate
 
 __all__ = ["WordCosts", "word_costs"]
 
@@ -49,13 +48,19 @@ class WordCosts:
 
     def cut(self, words: Sequence[str], tokens: int) -> tuple[int, int] | None:
         """The most leading words whose summed count is <= `tokens`, with that sum; None when not even the first
-        word fits, or the words' costs make the sum meaningless (a word of 0 or fewer tokens)."""
-        costs = [self.first(words[0]), *(self.later(w) for w in words[1:])]
-        if min(costs) < 1:
-            return None
-        sums = list(accumulate(costs))
-        k = _last_at_most(sums, tokens)
-        return None if k == 0 else (k, sums[k - 1])
+        word fits, or a word counts 0 tokens (the sum would mean nothing). Only the words up to the cut are
+        learnt."""
+        total = k = 0
+        for k, w in enumerate(words):
+            n = self.first(w) if k == 0 else self.later(w)
+            if n < 1:
+                return None
+            if total + n > tokens:
+                break
+            total += n
+        else:
+            k = len(words)
+        return None if k == 0 else (k, total)
 
     def check(self, text: str, expected: int) -> bool:
         """Whether `text` has `expected` tokens (one tokenization), kept in the table's tally."""
@@ -72,18 +77,6 @@ class WordCosts:
     def pad_cost(self) -> int:
         """Tokens one pad word adds after a space."""
         return self.later(_PAD)
-
-
-def _last_at_most(sums: list[int], tokens: int) -> int:
-    """How many leading entries of the increasing `sums` are <= `tokens`."""
-    lo, hi = 0, len(sums)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if sums[mid] <= tokens:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 _TABLES: dict[

@@ -35,19 +35,15 @@ def _bpe(tmp_path, kind: str) -> Callable[[str], int]:
     return load_tokenizer(str(path))
 
 
+class _Counting(ExactPrompts):
+    """ExactPrompts without the word table: the counting fit every prompt took before it."""
+
+    def _fit_by_word_costs(self, words: list[str], tokens: int) -> str | None:
+        return None
+
+
 def _counting_fit(count: Callable[[str], int], tokens: int, seed: int) -> str:
-    """The fit without the word table: what every prompt cost before it."""
-    src = ExactPrompts(count, 100, 16, 0.0, 0, False, LengthModel())
-    words = random_words(max(4, tokens * 2), random.Random(seed)).split(" ")
-    text = " ".join(words[: src._longest_within(words, tokens)])
-    for _ in range(8):
-        have = count(text)
-        if have >= tokens:
-            break
-        text += " a" * (tokens - have)
-    while count(text) > tokens and " " in text:
-        text = text.rsplit(" ", 1)[0]
-    return text
+    return _Counting(count, 100, 16, 0.0, 0, False, LengthModel()).fit(tokens, random.Random(seed))
 
 
 @pytest.mark.parametrize("kind", ["bytelevel", "metaspace"])
