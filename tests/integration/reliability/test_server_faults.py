@@ -231,7 +231,9 @@ def test_server_down_for_two_seconds_then_back(tmp_path) -> None:
     res = r.result
     arr = res["arrivals"]
     assert res["errors_by_kind"].get("connection", 0) > 0
-    assert arr["dropped"] == 0 and arr["schedule_lag_ms"]["p99"] < 50  # the schedule held through the outage
+    # the schedule held through the outage: a send blocked by the down server would lag by the outage (2 s); on a
+    # busy 2-core box other jobs alone once put the p99 at 334 ms, so the bound is half the outage, not 50 ms
+    assert arr["dropped"] == 0 and arr["schedule_lag_ms"]["p99"] < 1000
     back = t_down["at"] + 2.0
     recs = r.records()
     failed_during = [x for x in recs if x["error"] == "connection"]
