@@ -17,6 +17,17 @@ shows on a local simulator without the stage (this machine's HTTP path and our c
 again. Where it does not, the constant is left out of the profile (the twin has no API-server stage) and the
 fit says why. N, the API-server process count, is not measured: `--api-server-count` of calibrate (vLLM's
 default 1).
+
+Which histograms are the engine's: vLLM's TTFT histogram runs from the request's arrival in the API server to the
+moment that process handles the first token, so a busy API server shows inside it (on an H100 with one process,
+64 requests of 38 tokens at once read 36 ms of "engine" TTFT for a prefill the GPU does in one step). Its queue
+and prefill histograms are stamped by the engine core (queued, scheduled, first token), and so are its TPOT and
+inter-token histograms (the engine's output timestamps). The engine's TTFT here is queue + prefill where the
+server exports both, the TTFT histogram where not (the simulator, older servers).
+
+Where a chunk burst does not resolve the chunk cost (the engine kept pace with the process at its concurrency),
+the TPOT points can: at 128 and 256 streams on one process the clients' TPOT stood above the engine's, and each
+such point says how long the process spent per chunk (`_chunk_from_tpot`).
 """
 
 from __future__ import annotations
@@ -30,12 +41,25 @@ from orchestration.twin.probe import Budget, Probe, Shot
 from vllm_users.measure.latency_breakdown import ClientLatency, server_part
 from vllm_users.measure.server_counters import parse_metrics
 
-__all__ = ["API_CONSTANTS", "api_measure", "api_own", "api_phase", "fit_api", "predict_api"]
+__all__ = [
+    "API_CONSTANTS",
+    "admissions_per_step",
+    "api_measure",
+    "api_own",
+    "api_phase",
+    "engine_bound_burst",
+    "engine_gaps",
+    "fit_api",
+    "held_back",
+    "predict_api",
+    "snapshot",
+]
 
 API_CONSTANTS = ("api_server_count", "api_request_cost_us", "api_prompt_token_cost_us", "api_chunk_cost_us")
 
 
-def _snapshot(probe: Probe) -> dict[str, float] | None:
+def snapshot(probe: Probe) -> dict[str, float] | None:
+    """The server's /metrics, parsed; None when it does not answer or is not Prometheus text."""
     status, body = probe.get("/metrics", timeout=2.0)
     if status != 200:
         return None
@@ -57,16 +81,24 @@ def _client(shots: list[Shot]) -> ClientLatency:
     )
 
 
-def _gaps(
+def engine_gaps(
     before: dict[str, float] | None, after: dict[str, float] | None, shots: list[Shot]
 ) -> dict[str, Any]:
-    """The client's mean TTFT and TPOT above the engine's histograms over the burst (absent: not exported)."""
+    """The client's mean TTFT and TPOT above the engine's over the burst (absent: not exported); the engine's TTFT
+    is its queue + prefill where both are exported (the engine core's own stamps), else its TTFT histogram."""
     if before is None or after is None:
         return {}
-    part = server_part(before, after, _client(shots))
+    client = _client(shots)
+    part = server_part(before, after, client)
     out: dict[str, Any] = {}
     ttft, tpot = part.get("ttft") or {}, part.get("tpot") or {}
-    if "rest_mean_ms" in ttft:
+    queue, prefill = ttft.get("queue"), ttft.get("prefill")
+    if queue and prefill and client.ttft_mean_ms is not None:
+        engine = queue["mean_ms"] + prefill["mean_ms"]
+        out["ttft_gap_ms"] = round(client.ttft_mean_ms - engine, 3)
+        out["engine_ttft_ms"] = round(engine, 3)
+        out["engine_ttft_from"] = "queue+prefill"
+    elif "rest_mean_ms" in ttft:
         out["ttft_gap_ms"] = round(ttft["rest_mean_ms"], 3)
         out["engine_ttft_ms"] = round(ttft["engine"]["mean_ms"], 3)
     if "rest_mean_ms" in tpot:
@@ -78,9 +110,9 @@ def _gaps(
 def _requests(probe: Probe, n: int, length: int) -> dict[str, Any] | None:
     """One burst of n `max_tokens` 1 requests of `length` tokens: the span per request and the TTFT gap."""
     specs = [(*probe.prompt(length), 1) for _ in range(n)]
-    before = _snapshot(probe)
+    before = snapshot(probe)
     shots = probe.burst([(p, mt, w) for p, w, mt in specs])
-    after = _snapshot(probe)
+    after = snapshot(probe)
     ok = [s for s in shots if s.error is None and s.e2e_s is not None]
     if len(ok) < n:
         return None  # a cut or failed request leaves the process idle for part of the span
@@ -93,16 +125,16 @@ def _requests(probe: Probe, n: int, length: int) -> dict[str, Any] | None:
         "prompt_tokens": round(prompt, 1),
         "span_ms": round(1000.0 * span, 3),
         "per_request_ms": round(1000.0 * span / n, 4),
-        **_gaps(before, after, ok),
+        **engine_gaps(before, after, ok),
     }
 
 
 def _chunks(probe: Probe, n: int, tokens: int) -> dict[str, Any] | None:
     """n streams of `tokens` tokens at once: chunks written per ms while every stream decodes, and the TPOT gap."""
     specs = [(*probe.prompt(32), tokens) for _ in range(n)]
-    before = _snapshot(probe)
+    before = snapshot(probe)
     shots = probe.burst([(p, mt, w) for p, w, mt in specs], times=True)
-    after = _snapshot(probe)
+    after = snapshot(probe)
     ok = [s for s in shots if s.error is None and s.times]
     if len(ok) < n:
         return None
@@ -120,7 +152,7 @@ def _chunks(probe: Probe, n: int, tokens: int) -> dict[str, Any] | None:
         "chunks": inside,
         "window_ms": round(1000.0 * (t_end - t_all), 3),
         "per_chunk_ms": round(1000.0 * (t_end - t_all) / inside, 5),
-        **_gaps(before, after, ok),
+        **engine_gaps(before, after, ok),
     }
 
 
@@ -217,6 +249,59 @@ def _resolved(
     return g - b > max(abs(b), floor), what
 
 
+# a TPOT point whose clients read this share above the engine's own TPOT (and above the timing resolution) waited
+# for the API server's writes, not for the engine's steps
+API_BOUND_SHARE = 0.1
+
+
+def engine_bound_burst(p: dict[str, Any]) -> bool:
+    """Whether a request burst's requests waited longer in the engine than outside it: its span is the engine's
+    throughput (its prefills), not the API server's."""
+    return p["kind"] == "request" and (p.get("engine_ttft_ms") or 0.0) > (p.get("ttft_gap_ms") or 0.0)
+
+
+def held_back(p: dict[str, Any]) -> bool:
+    """Whether a TPOT point's clients read enough above the engine's own TPOT to have waited for the API server."""
+    gap, engine = p.get("api_tpot_ms"), p.get("engine_tpot_ms")
+    return gap is not None and engine is not None and gap > max(API_BOUND_SHARE * engine, RESOLUTION_MS)
+
+
+def admissions_per_step(point: dict[str, Any], seats: float | None) -> float:
+    """Requests the API server took in per engine step while a TPOT point's streams decoded: batch / output tokens
+    where the batch stayed under its streams (and the seats), the rest still on their way in; else 0."""
+    b, c, n = float(point["batch"]), float(point["concurrency"]), point.get("output_tokens")
+    if not n or b >= 0.9 * min(c, seats or c):
+        return 0.0
+    return b / float(n)
+
+
+def _chunk_from_tpot(
+    pts: list[dict[str, Any]], processes: int, per_request_ms: float | None, seats: float | None
+) -> tuple[float, float, str] | None:
+    """The per-chunk cost (µs per process, its uncertainty, why) from the TPOT points the API server held back: its
+    N processes spent each of the clients' TPOT writing one chunk per stream of the batch and taking in the
+    requests admitted meanwhile, so C = N × (TPOT − admissions × per-request time) / batch. None: no such point
+    (or only points with admissions, and no per-request time to take out)."""
+    got: list[float] = []
+    for p in pts:
+        if not held_back(p):
+            continue
+        r = admissions_per_step(p, seats)
+        if r > 0 and per_request_ms is None:
+            continue
+        c_ms = processes * (float(p["tpot_ms"]) - r * (per_request_ms or 0.0)) / float(p["batch"])
+        if c_ms > 0:
+            got.append(c_ms)
+    if not got:
+        return None
+    c_ms, se = _mean_se(got)
+    why = (
+        f"{len(got)} TPOT points where the clients read over {100 * API_BOUND_SHARE:.0f} % above the engine's TPOT "
+        "(the chunk bursts did not resolve it)"
+    )
+    return 1000.0 * c_ms, 1000.0 * max(SIGMAS * se, RESOLUTION_MS / max(len(got), 1)), why
+
+
 def fit_api(raw: dict[str, Any], processes: int = 1) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """The API-server constants where the gaps resolve them (else none) and a line per decision."""
     pts, own = raw.get("api") or [], raw.get("api_own") or []
@@ -224,10 +309,20 @@ def fit_api(raw: dict[str, Any], processes: int = 1) -> tuple[dict[str, dict[str
     chunks = [p for p in pts if p["kind"] == "chunk"]
     notes: list[str] = []
     out: dict[str, dict[str, Any]] = {}
-    if not reqs and not chunks:
+    if not reqs and not chunks and not any("api_tpot_ms" in p for p in raw.get("tpot") or []):
         return out, ["no API-server bursts measured: no API-server stage in the twin"]
     own_req = [p for p in own if p["kind"] == "request"]
     own_chunk = [p for p in own if p["kind"] == "chunk"]
+    # a burst whose requests waited longer in the engine than outside it was the engine's (its prefills): its
+    # span is the engine's throughput, not the API server's
+    engine_bound = [p for p in reqs if engine_bound_burst(p)]
+    if engine_bound:
+        n = sorted({p["prompt_tokens"] for p in engine_bound})
+        notes.append(f"request bursts at {n} prompt tokens left out: the engine's TTFT was above the gap")
+    reqs = [p for p in reqs if p not in engine_bound]
+    ok_r, why_r = _resolved(reqs, own_req, "ttft_gap_ms", RESOLUTION_MS)
+    lengths = sorted({p["prompt_tokens"] for p in reqs})
+    by = {n: _mean_se([p["per_request_ms"] for p in reqs if p["prompt_tokens"] == n]) for n in lengths}
     c_us = uc_us = 0.0
     ok_c, why_c = _resolved(chunks, own_chunk, "tpot_gap_ms", 0.05)
     if chunks and ok_c:
@@ -235,20 +330,17 @@ def fit_api(raw: dict[str, Any], processes: int = 1) -> tuple[dict[str, dict[str
         res = max(RESOLUTION_MS / p["chunks"] for p in chunks)
         c_us, uc_us = 1000.0 * processes * c_ms, 1000.0 * processes * max(SIGMAS * se, res)
         out["api_chunk_cost_us"] = _const(c_us, uc_us, "µs", why_c)
+    else:
+        seats = (raw.get("saturation") or {}).get("max_running_while_waiting")
+        short = by[lengths[0]][0] if reqs and ok_r else None
+        got = _chunk_from_tpot(raw.get("tpot") or [], processes, short, seats)
+        if got is not None:
+            c_us, uc_us, why_c = got
+            out["api_chunk_cost_us"] = _const(c_us, uc_us, "µs", why_c)
     notes.append(
         ("per-chunk cost fitted: " if "api_chunk_cost_us" in out else "per-chunk cost left out: ") + why_c
     )
-    # a burst whose requests waited longer in the engine than before it was the engine's (its prefills): its
-    # span is the engine's throughput, not the API server's
-    engine_bound = [p for p in reqs if (p.get("engine_ttft_ms") or 0.0) > (p.get("ttft_gap_ms") or 0.0)]
-    if engine_bound:
-        n = sorted({p["prompt_tokens"] for p in engine_bound})
-        notes.append(f"request bursts at {n} prompt tokens left out: the engine's TTFT was above the gap")
-    reqs = [p for p in reqs if p not in engine_bound]
-    ok_r, why_r = _resolved(reqs, own_req, "ttft_gap_ms", RESOLUTION_MS)
-    lengths = sorted({p["prompt_tokens"] for p in reqs})
     if reqs and ok_r:
-        by = {n: _mean_se([p["per_request_ms"] for p in reqs if p["prompt_tokens"] == n]) for n in lengths}
         res = max(RESOLUTION_MS / p["requests"] for p in reqs)
         lo, hi = lengths[0], lengths[-1]
         (t_lo, se_lo), (t_hi, se_hi) = by[lo], by[hi]

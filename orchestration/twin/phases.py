@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from orchestration.twin.apistage import engine_gaps, snapshot
 from orchestration.twin.lsq import linfit
 from orchestration.twin.probe import Budget, Probe, Shot, decoding_together, scrape
 
@@ -139,7 +140,9 @@ def _tpot_point(probe: Probe, plan: ProbePlan, raw: dict[str, Any], c: int, leng
     """One TPOT point: c streams of `length`-token prompts started together, decoding as one batch."""
     specs = [(*probe.prompt(length), plan.decode_tokens) for _ in range(c)]
     samples: list[dict[str, Any]] = []
+    before = snapshot(probe)
     shots = probe.burst([(p, mt, w) for p, w, mt in specs], _watch(probe, samples, 0.1))
+    after = snapshot(probe)
     _errors(raw, shots)
     ok = [s for s in _ok(shots) if s.tpot_s is not None]
     if len(ok) < len(shots):
@@ -156,17 +159,22 @@ def _tpot_point(probe: Probe, plan: ProbePlan, raw: dict[str, Any], c: int, leng
     )
     out = {s.output_tokens for s in first}
     n = out.pop() if len(out) == 1 else plan.decode_tokens
+    # the engine's own TPOT over the burst (its histograms, stamped by the engine core), and the clients' share
+    # above it: the API server's, which the engine's constants must not absorb (fit._decode)
+    gaps = engine_gaps(before, after, ok)
     # the context each one attends over, averaged over the steps TPOT spans (outputs 1 .. n-1 already there)
-    raw["tpot"].append(
-        {
-            "concurrency": c,
-            "batch": batch,
-            "prompt_tokens": round(prompt, 1),
-            "context_tokens": round(batch * (prompt + n / 2.0), 1),
-            "tpot_ms": statistics.median(s.tpot_s * 1000.0 for s in first if s.tpot_s),
-            "tpot_spread_ms": _spread([s.tpot_s * 1000.0 for s in first if s.tpot_s]),
-        }
-    )
+    point = {
+        "concurrency": c,
+        "batch": batch,
+        "prompt_tokens": round(prompt, 1),
+        "output_tokens": n,
+        "context_tokens": round(batch * (prompt + n / 2.0), 1),
+        "tpot_ms": statistics.median(s.tpot_s * 1000.0 for s in first if s.tpot_s),
+        "tpot_spread_ms": _spread([s.tpot_s * 1000.0 for s in first if s.tpot_s]),
+    }
+    if "tpot_gap_ms" in gaps:
+        point.update(engine_tpot_ms=gaps["engine_tpot_ms"], api_tpot_ms=gaps["tpot_gap_ms"])
+    raw["tpot"].append(point)
 
 
 def tpot_phase(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
