@@ -138,7 +138,7 @@ class Probe:
             }
         ).encode()
         conn, base = self._conn(left)
-        first = last = None
+        first = last = fin = None
         try:
             s.started = time.perf_counter()
             conn.request("POST", base + "/v1/completions", body=body, headers=self.headers())
@@ -156,13 +156,16 @@ class Probe:
                 if ev.get("error"):
                     s.error = f"in-stream error: {ev['error']}"
                     break
-                if any(c.get("text") for c in ev.get("choices") or []):
+                choices = ev.get("choices") or []
+                if any(c.get("text") for c in choices):
                     last = time.perf_counter()
                     if first is None:
                         first = last
                     if s.times is not None:
                         s.times.append(last)
                     s.tokens_seen += 1
+                elif any(c.get("finish_reason") for c in choices):
+                    fin = time.perf_counter()
                 usage = ev.get("usage")
                 if usage:
                     s.prompt_tokens = usage.get("prompt_tokens")
@@ -176,6 +179,12 @@ class Probe:
         finally:
             conn.close()
             s.done = True
+        if s.error is None and fin is not None and s.output_tokens > s.tokens_seen:
+            # the last tokens decoded to no text (bytes of an unfinished UTF-8 character; a random model's greedy
+            # first token can be one): the chunk that ends the stream is when they came. On vLLM 0.26 with a
+            # random model every burst of 1-token requests was dropped for it, and no API-server cost was fitted
+            last = fin
+            first = first if first is not None else fin
         if s.error is None and first is not None and last is not None:
             s.ttft_s = first - s.started
             s.e2e_s = last - s.started

@@ -30,8 +30,9 @@ def _event(doc: dict[str, object]) -> bytes:
     return _chunk(b"data: " + json.dumps(doc).encode() + b"\n\n")
 
 
-def _answer(conn: socket.socket, seen: list[tuple[str, dict[str, str]]]) -> None:
-    """One request on `conn`: a 103 first, then the answer (a /metrics page, or a streamed completion)."""
+def _answer(conn: socket.socket, seen: list[tuple[str, dict[str, str]]], texts: list[str]) -> None:
+    """One request on `conn`: a 103 first, then the answer (a /metrics page, or a streamed completion of one
+    chunk per text, the last one with the finish reason)."""
     f = conn.makefile("rb")
     line = f.readline().decode()
     if not line:
@@ -50,8 +51,13 @@ def _answer(conn: socket.socket, seen: list[tuple[str, dict[str, str]]]) -> None
             % (len(METRICS), METRICS)
         )
         return
-    body = b"".join(_event({"choices": [{"index": 0, "text": f" t{i}"}]}) for i in range(TOKENS))
-    body += _event({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": TOKENS}})
+    body = b"".join(
+        _event(
+            {"choices": [{"index": 0, "text": t, "finish_reason": "length" if i == len(texts) - 1 else None}]}
+        )
+        for i, t in enumerate(texts)
+    )
+    body += _event({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": len(texts)}})
     body += _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
     conn.sendall(
         b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + body
@@ -59,8 +65,10 @@ def _answer(conn: socket.socket, seen: list[tuple[str, dict[str, str]]]) -> None
 
 
 @contextmanager
-def _server() -> Iterator[tuple[int, list[tuple[str, dict[str, str]]]]]:
-    """A server on a free port answering each connection's one request; yields (port, the requests seen)."""
+def _server(texts: list[str] | None = None) -> Iterator[tuple[int, list[tuple[str, dict[str, str]]]]]:
+    """A server on a free port answering each connection's one request (a completion of `texts`, one chunk each;
+    default TOKENS words); yields (port, the requests seen)."""
+    texts = [f" t{i}" for i in range(TOKENS)] if texts is None else texts
     seen: list[tuple[str, dict[str, str]]] = []
     sock = socket.create_server(("127.0.0.1", 0))
     sock.settimeout(0.2)
@@ -74,7 +82,7 @@ def _server() -> Iterator[tuple[int, list[tuple[str, dict[str, str]]]]]:
                 continue
             with conn:
                 conn.settimeout(5.0)
-                _answer(conn, seen)
+                _answer(conn, seen, texts)
 
     t = threading.Thread(target=serve, daemon=True)
     t.start()
@@ -113,3 +121,18 @@ def test_the_probe_sends_the_runs_headers_to_the_urls_path() -> None:
     assert first == "GET /gw/metrics" and second == "POST /v1/completions"
     assert h1["authorization"] == "Basic " + base64.b64encode(b"user:pw").decode() and h1["x-team"] == "a"
     assert h2["authorization"] == "Bearer k1"  # the API key wins over the URL's userinfo, as for the load
+
+
+def test_a_token_without_text_still_has_its_time() -> None:
+    """A token that decodes to no text yet (a byte of an unfinished UTF-8 character, which a random model's greedy
+    first token can be) comes in the chunk that ends the stream: a 1-token request has its TTFT from that chunk,
+    and a stream whose last token has no text ends its TPOT there. On vLLM 0.26 such requests read as "no token
+    came back", and calibrate dropped every burst of 1-token requests."""
+    with _server([""]) as (port, _):
+        shot = Probe(f"http://127.0.0.1:{port}", "m", Budget(20.0)).shot("a prompt", 1)
+        assert shot.error is None and shot.output_tokens == 1, shot
+        assert shot.ttft_s is not None and shot.e2e_s == shot.ttft_s and shot.tpot_s is None
+    with _server([" a", " b", ""]) as (port, _):
+        shot = Probe(f"http://127.0.0.1:{port}", "m", Budget(20.0)).shot("a prompt", 3)
+        assert shot.error is None and shot.output_tokens == 3 and shot.tokens_seen == 2, shot
+        assert shot.e2e_s is not None and shot.ttft_s is not None and shot.e2e_s >= shot.ttft_s
