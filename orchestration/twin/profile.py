@@ -19,7 +19,7 @@ import dataclasses
 import time
 from typing import Any
 
-from orchestration.twin.apistage import fit_api
+from orchestration.twin.apistage import engine_bound_burst, fit_api
 from orchestration.twin.fit import RESOLUTION_MS, SIGMAS, fit_constants, point_errors
 from orchestration.twin.phases import ProbePlan
 from vllm_sim.twin import KIND, VERSION, validate_twin
@@ -38,6 +38,14 @@ def _summary(points: list[dict[str, Any]]) -> dict[str, Any]:
         "max_abs_error_pct": round(max(errs), 2),
         "max_abs_error_ms": round(max(abs(p["error_ms"]) for p in points), 3),
     }
+
+
+def _api_points(judged: list[dict[str, Any]], measured: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every API-server burst measured: with the twin's prediction where it has the stage, the engine's own
+    bursts (which the stage does not predict) as measured."""
+    if not judged:
+        return measured
+    return judged + [p for p in measured if engine_bound_burst(p)]
 
 
 def build_profile(
@@ -66,7 +74,7 @@ def build_profile(
             "bursts": errors["bursts"],
             # the API-server bursts (with the twin's prediction where it has the stage) and the local
             # simulator's own, which decide whether the stage is fitted at all
-            "api": errors["api"] or raw.get("api") or [],
+            "api": _api_points(errors["api"], raw.get("api") or []),
             "api_own": raw.get("api_own") or [],
         },
         "api_server": fit_api(raw, int(raw.get("api_processes") or 1))[1],
@@ -146,6 +154,8 @@ def fit_table(doc: dict[str, Any]) -> str:
     for line in doc.get("api_server") or []:
         lines.append(f"API server: {line}")
     for p in (doc["points"].get("api") or []) if doc["fit"].get("api", {}).get("points") else []:
+        if "predicted_ms" not in p:  # the engine's own burst: the twin's engine is judged by the other points
+            continue
         what = (
             f"{p['requests']} x {p['prompt_tokens']:.0f}-token requests, {p['per_request_ms']:.3f} ms each"
             if p["kind"] == "request"
