@@ -44,6 +44,7 @@ from vllm_users.measure.latency_breakdown import ClientLatency, server_part
 from vllm_users.measure.server_counters import parse_metrics
 
 __all__ = [
+    "API_BOUND_SHARE",
     "API_CONSTANTS",
     "admissions_per_step",
     "api_measure",
