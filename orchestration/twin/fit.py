@@ -142,15 +142,7 @@ def _decode(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[s
         except ValueError:
             pass
         else:
-            uk = max(SIGMAS * se[2], RESOLUTION_MS / (max(ctx) - min(ctx)))
-            if coef[2] <= 0 or coef[2] > uk:
-                return _decode_plane(xs, ctx, coef, se, path)
-            # a context cost within its own uncertainty is not one: on a busy 2-core machine the plane said
-            # 0.27 ± 0.30 µs/token for a simulator without any, and at 32 streams of 550 tokens the twin's steps
-            # took 4.7 ms more than the server's (4.2k tok/s served for its 6.8k)
-            step, per = _decode_line(xs, ys, path)
-            why = f"not distinguishable from 0: {1000 * coef[2]:.3g} ± {1000 * uk:.3g} µs/token"
-            return step, per, _const(0.0, None, "µs", "default", why)
+            return _decode_plane(xs, ctx, coef, se, path)
     step, per = _decode_line(xs, ys, path)
     return step, per, _const(0.0, None, "µs", "default", _NO_CTX)
 

@@ -15,7 +15,11 @@ def _shot(error: str | None) -> Shot:
 def test_a_dropped_burst_says_how_many_failed_and_the_first_reason() -> None:
     shots = [_shot(None), _shot("no token came back"), _shot("HTTP 503: busy")]
     got = _dropped("request", "3 x 32 tokens", shots, shots[:1])
-    assert got == {"kind": "request", "what": "3 x 32 tokens", "dropped": "2 of 3 failed (no token came back)"}
+    assert got == {
+        "kind": "request",
+        "what": "3 x 32 tokens",
+        "dropped": "2 of 3 failed (no token came back)",
+    }
 
 
 def test_the_fit_notes_name_each_dropped_burst() -> None:
