@@ -54,6 +54,7 @@ __all__ = [
     "engine_gaps",
     "fit_api",
     "held_back",
+    "measured_seats",
     "predict_api",
     "snapshot",
 ]
@@ -203,6 +204,12 @@ def api_own(budget_s: float, plan: Any, requests: int, streams: int) -> list[dic
         sim.stop()
 
 
+def measured_seats(raw: dict[str, Any]) -> int | None:
+    """The seat limit the saturation phase saw (requests running while others waited); None where it saw none."""
+    seats = (raw.get("saturation") or {}).get("max_running_while_waiting")
+    return int(seats) if seats else None
+
+
 def _burst_size(plan: Any, raw: dict[str, Any]) -> int:
     """Requests per burst: the plan's, fewer where the TTFT points say the engine's prefill of them all would
     take over 2 s (a slow engine: the API server is not what waits, and the budget is the engine's)."""
@@ -223,7 +230,7 @@ def api_phase(probe: Probe, plan: Any, raw: dict[str, Any]) -> None:
         return
     n = _burst_size(plan, raw)
     # no more streams than the server's seats: a stream waiting for one is not decoding while the others do
-    seats = (raw.get("saturation") or {}).get("max_running_while_waiting")
+    seats = measured_seats(raw)
     streams = min(plan.api_streams, int(seats)) if seats else plan.api_streams
     if raw.get("api_own") is None:
         raw["api_own"] = api_own(min(30.0, probe.budget.left()), plan, n, streams) or []
@@ -272,10 +279,15 @@ def engine_bound_burst(p: dict[str, Any]) -> bool:
     return p["kind"] == "request" and (p.get("engine_ttft_ms") or 0.0) > (p.get("ttft_gap_ms") or 0.0)
 
 
+def _over_share(gap: float | None, engine: float | None) -> bool:
+    """Whether the clients' TPOT above the engine's is over API_BOUND_SHARE of the engine's."""
+    return gap is not None and bool(engine) and gap > API_BOUND_SHARE * float(engine or 0.0)
+
+
 def held_back(p: dict[str, Any]) -> bool:
     """Whether a TPOT point's clients read enough above the engine's own TPOT to have waited for the API server."""
-    gap, engine = p.get("api_tpot_ms"), p.get("engine_tpot_ms")
-    return gap is not None and engine is not None and gap > max(API_BOUND_SHARE * engine, RESOLUTION_MS)
+    gap = p.get("api_tpot_ms")
+    return _over_share(gap, p.get("engine_tpot_ms")) and float(gap or 0.0) > RESOLUTION_MS
 
 
 def admissions_per_step(point: dict[str, Any], seats: float | None) -> float:
@@ -344,19 +356,18 @@ def fit_api(raw: dict[str, Any], processes: int = 1) -> tuple[dict[str, dict[str
     if ok_c and engine_tpot and gap_tpot:
         # a gap of a few % of the engine's TPOT is not a process writing chunks at its limit: on an H100 with four
         # API servers, 0.07 ms over 2.9 ms made a 196-µs chunk cost (the engine's own rate) and capped the twin
-        share = statistics.mean(gap_tpot) / statistics.mean(engine_tpot)
-        if share <= API_BOUND_SHARE:
+        gap, engine = statistics.mean(gap_tpot), statistics.mean(engine_tpot)
+        if not _over_share(gap, engine):
             ok_c = False
-            why_c += f": {100 * share:.1f} % of the engine's TPOT, under {100 * API_BOUND_SHARE:.0f} %"
+            why_c += f": {100 * gap / engine:.1f} % of the engine's TPOT, under {100 * API_BOUND_SHARE:.0f} %"
     if chunks and ok_c:
         c_ms, se = _mean_se([p["per_chunk_ms"] for p in chunks])
         res = max(RESOLUTION_MS / p["chunks"] for p in chunks)
         c_us, uc_us = 1000.0 * processes * c_ms, 1000.0 * processes * max(SIGMAS * se, res)
         out["api_chunk_cost_us"] = _const(c_us, uc_us, "µs", why_c)
     else:
-        seats = (raw.get("saturation") or {}).get("max_running_while_waiting")
         short = by[lengths[0]][0] if reqs and ok_r else None
-        got = _chunk_from_tpot(raw.get("tpot") or [], processes, short, seats)
+        got = _chunk_from_tpot(raw.get("tpot") or [], processes, short, measured_seats(raw))
         if got is not None:
             c_us, uc_us, why_c = got
             out["api_chunk_cost_us"] = _const(c_us, uc_us, "µs", why_c)

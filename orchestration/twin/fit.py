@@ -21,6 +21,7 @@ from orchestration.twin.apistage import (
     engine_bound_burst,
     fit_api,
     held_back,
+    measured_seats,
     predict_api,
 )
 from orchestration.twin.burst import (
@@ -519,7 +520,7 @@ def point_errors(raw: dict[str, Any], c: dict[str, Any]) -> dict[str, list[dict[
         }
 
     ttft = [{**p, **err(p["ttft_ms"], predict_ttft_ms(c, p["prompt_tokens"]))} for p in raw.get("ttft") or []]
-    seats = (c.get("max_num_seqs") or {}).get("value")
+    seats = measured_seats(raw)
     tpot = [
         {
             **p,
@@ -550,9 +551,9 @@ def point_errors(raw: dict[str, Any], c: dict[str, Any]) -> dict[str, list[dict[
     api = []
     for p in raw.get("api") or []:
         got = predict_api(c, p)
-        if (
-            got is not None and not engine_bound_burst(p)
-        ):  # the engine's bursts: the twin's engine, judged above  # a twin without the stage predicts no API-server throughput
+        # a twin without the stage predicts no API-server throughput; the engine's own bursts are the engine's,
+        # judged by the points above
+        if got is not None and not engine_bound_burst(p):
             key = "per_chunk_ms" if p["kind"] == "chunk" else "per_request_ms"
             api.append({**p, **err(p[key], got)})
     return {"ttft": ttft, "tpot": tpot, "bursts": bursts, "api": api}

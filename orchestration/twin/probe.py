@@ -181,8 +181,8 @@ class Probe:
             s.done = True
         if s.error is None and fin is not None and s.output_tokens > s.tokens_seen:
             # the last tokens decoded to no text (bytes of an unfinished UTF-8 character; a random model's greedy
-            # first token can be one): the chunk that ends the stream is when they came. On vLLM 0.26 with a
-            # random model every burst of 1-token requests was dropped for it, and no API-server cost was fitted
+            # first token can be one): the chunk that ends the stream is when they came. Counted as failed, one
+            # such answer drops a whole burst of 1-token requests (the API-server phase's)
             last = fin
             first = first if first is not None else fin
         if s.error is None and first is not None and last is not None:

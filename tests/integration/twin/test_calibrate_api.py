@@ -14,10 +14,9 @@ from typing import Any
 import pytest
 
 from orchestration.twin.apistage import api_phase, fit_api
-from orchestration.twin.phases import ProbePlan, new_raw, warmup
-from orchestration.twin.probe import Budget, Probe
+from orchestration.twin.phases import ProbePlan
 from orchestration.twin.profile import build_profile
-from vllm_sim.launch import start_simulator
+from tests.integration.twin.sim_probe import probed
 from vllm_sim.twin import twin_overrides
 
 # alone on the machine: the costs are read from the stage's throughput, and other jobs' load on the 2 cores slows
@@ -32,26 +31,14 @@ STAGE = ["--api-server-count", "1"] + [
 PLAN = dataclasses.replace(ProbePlan(), api_requests=48)
 
 
-def _probe(args: list[str]) -> Iterator[dict[str, Any]]:
-    sim = start_simulator([*FAST_ENGINE, *args], timeout=20)
-    try:
-        probe = Probe(sim.url, "sim-model", Budget(60.0))
-        raw = new_raw()
-        warmup(probe, raw)
-        api_phase(probe, PLAN, raw)
-        yield raw
-    finally:
-        sim.stop()
-
-
 @pytest.fixture(scope="module")
 def stage_on() -> Iterator[dict[str, Any]]:
-    yield from _probe(STAGE)
+    yield from probed([*FAST_ENGINE, *STAGE], api_phase, PLAN)
 
 
 @pytest.fixture(scope="module")
 def stage_off() -> Iterator[dict[str, Any]]:
-    yield from _probe([])
+    yield from probed(FAST_ENGINE, api_phase, PLAN)
 
 
 def test_the_api_phase_recovers_each_cost_of_the_stage(stage_on: dict[str, Any]) -> None:

@@ -14,9 +14,8 @@ import pytest
 
 from orchestration.twin.apistage import API_BOUND_SHARE, fit_api
 from orchestration.twin.fit import fit_constants
-from orchestration.twin.phases import ProbePlan, new_raw, tpot_phase, warmup
-from orchestration.twin.probe import Budget, Probe
-from vllm_sim.launch import start_simulator
+from orchestration.twin.phases import ProbePlan, tpot_phase
+from tests.integration.twin.sim_probe import probed
 
 # the chunk writes are the stage's timing: other jobs on the 2 cores would slow them (test_calibrate_api's reason)
 pytestmark = [pytest.mark.timeout(120), pytest.mark.exclusive]
@@ -33,26 +32,14 @@ STAGE = ["--api-server-count", "1", "--api-request-cost-us", "500", "--api-chunk
 PLAN = dataclasses.replace(ProbePlan(), concurrencies=(1, 4, 32))
 
 
-def _points(args: list[str]) -> Iterator[dict[str, Any]]:
-    sim = start_simulator([*FAST_ENGINE, *args], timeout=20)
-    try:
-        probe = Probe(sim.url, "sim-model", Budget(60.0))
-        raw = new_raw()
-        warmup(probe, raw)
-        tpot_phase(probe, PLAN, raw)
-        yield raw
-    finally:
-        sim.stop()
-
-
 @pytest.fixture(scope="module")
 def held() -> Iterator[dict[str, Any]]:
-    yield from _points(STAGE)
+    yield from probed([*FAST_ENGINE, *STAGE], tpot_phase, PLAN)
 
 
 @pytest.fixture(scope="module")
 def free() -> Iterator[dict[str, Any]]:
-    yield from _points([])
+    yield from probed(FAST_ENGINE, tpot_phase, PLAN)
 
 
 def test_the_engine_constants_leave_the_api_servers_share_out(held: dict[str, Any]) -> None:
