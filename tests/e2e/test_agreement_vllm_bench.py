@@ -14,10 +14,12 @@ prompts twice would hit the prefix cache). Completed counts and output tokens mu
 The issue's tolerances (throughput 5 %, median TTFT and TPOT 10 %) are asserted by the paired run
 (test_agreement_paired.py: both tools at once, so the server's drift cancels). Here, back to back, the server's
 own speed drifts between runs by more than that (measured with vLLM pinned to its own core: ±8-14 % between
-5 runs of the same tool), so they are asserted only when `VLLM_LOCUST_STRICT_AGREEMENT=1` (a quiet machine
-with spare cores); otherwise the median over the rounds must be within a coarse bound (LOOSE) that still
-catches a gross error (a factor, a wrong definition), and every figure is recorded in
-benchmarks/results/agreement_vllm_bench.json and docs/agreement.md.
+5 runs of the same tool; 2x within one round in CI, beside other jobs), so they are asserted only when
+`VLLM_LOCUST_STRICT_AGREEMENT=1` (a quiet machine with spare cores). Otherwise each client's throughput and TPOT
+are read against vLLM's own view of its run (NORMALISED: the requests the server held by Little's law, the TPOT
+over the server's mean), where the drift cancels, and the median over the rounds must be within NORMALISED_BOUND,
+which catches a factor, a wrong definition and a client that does not keep its concurrency. Every figure, raw and
+normalised, is recorded in benchmarks/results/agreement_vllm_bench.json.
 
 TTFT is compared one-sided, grounded in vLLM's own TTFT histogram over each run (server_histograms.ttft_bracket):
 ours may read under the peer (`vllm bench serve` adds its send delay: on a busy box we read 11 % under it, and
@@ -59,12 +61,22 @@ FIELDS = (
     "median_e2el_ms",
 )
 TOLERANCE = {"output_throughput": 0.05, "median_ttft_ms": 0.10, "median_tpot_ms": 0.10}
-LOOSE = {"output_throughput": 0.35, "median_ttft_ms": 0.5, "median_tpot_ms": 0.5}
+LOOSE_TTFT = (
+    0.5  # ours' TTFT excess over the peer's, median over rounds, without VLLM_LOCUST_STRICT_AGREEMENT
+)
 STRICT = os.environ.get("VLLM_LOCUST_STRICT_AGREEMENT") == "1"
 MAX_ROUNDS = 3
 SERVER_COMPARED = ("mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms", "engine_steps", "mean_tokens_per_step")
 CLIENT_VS_SERVER_TPOT = 0.15  # a client's mean TPOT against the server's own for the same run
 TWO_SIDED = ("output_throughput", "median_tpot_ms")  # TTFT is one-sided (ttft_bracket)
+# The loose check's figures, each a client's reading over the server's own for the same run, so the server's speed
+# cancels: requests the server held on average by the client's throughput (Little's law: requests per second times
+# the server's mean E2E latency; C when a client keeps its C in flight), and the client's median TPOT over the
+# server's mean TPOT.
+NORMALISED = {"output_throughput": "in_flight", "median_tpot_ms": "tpot_over_server"}
+# their bound: measured within 3 % in each of 3 rounds whose raw throughput differed by up to 32 % (AMD EPYC,
+# 2 cores); 20 % still lets a busy box starve a client for a while, and catches one that does not keep its C
+NORMALISED_BOUND = 0.2
 # Our mean TTFT under the server's own for the same run: the histogram took exactly our requests plus the
 # preflight's (a tiny prompt: its short TTFT only lowers the server's mean), so 1 ms covers rounding alone.
 SERVER_SLACK_MS = 1.0
@@ -228,6 +240,14 @@ def ttft_figures(
     }
 
 
+def normalised(result: dict[str, Any], server: dict[str, float]) -> dict[str, float]:
+    """One client's NORMALISED figures for its run: its throughput and TPOT read against the server's own view."""
+    return {
+        "in_flight": result["output_throughput"] / OUT * server["mean_e2el_ms"] / 1e3,
+        "tpot_over_server": result["median_tpot_ms"] / server["mean_tpot_ms"],
+    }
+
+
 def compare(
     bench: dict[str, Any], ours: dict[str, Any], server_b: dict[str, float], server_o: dict[str, float]
 ) -> dict[str, Any]:
@@ -248,8 +268,11 @@ def compare(
         and all(abs(rel[k]) <= TOLERANCE[k] for k in TWO_SIDED)
         and not ttft_failed
     )
+    nb, no = normalised(bench, server_b), normalised(ours, server_o)
     return {
         "relative_difference": rel,
+        "normalised": {"vllm_bench_serve": nb, "vllm_locust": no},
+        "normalised_difference": {k: no[k] / nb[k] - 1 for k in nb},
         "ttft_margins": margins,
         "ttft_failures": ttft_failed,
         "within_tolerance": ok,
@@ -292,6 +315,10 @@ def test_same_load_agrees_with_vllm_bench_serve(vllm_env, vllm_server_details, t
             "  relative (ours/bench - 1): "
             + ", ".join(f"{k} {v:+.1%}" for k, v in row["relative_difference"].items())
         )
+        print(
+            "  over the server's own for each run (ours/bench - 1): "
+            + ", ".join(f"{k} {v:+.1%}" for k, v in row["normalised_difference"].items())
+        )
         for k in server_b:
             print(f"  server's {k:22s} during bench {server_b[k]:12.2f}   during ours {server_o[k]:12.2f}")
         # each tool reads what the server itself saw of its run (the mean TPOT is exact in vLLM's histogram)
@@ -333,12 +360,17 @@ def test_same_load_agrees_with_vllm_bench_serve(vllm_env, vllm_server_details, t
     (RESULTS / "agreement_vllm_bench.json").write_text(json.dumps(report, indent=1) + "\n")
     median_rel = {k: statistics.median(r["relative_difference"][k] for r in rounds) for k in TOLERANCE}
     report["median_relative_difference"] = median_rel
+    median_norm = {
+        k: statistics.median(r["normalised_difference"][k] for r in rounds) for k in NORMALISED.values()
+    }
+    report["median_normalised_difference"] = median_norm
     median_excess = {
         k: statistics.median(r["ttft_margins"][k]["excess"] for r in rounds) for k in ("mean", "median")
     }
     report["median_ttft_excess"] = median_excess
     (RESULTS / "agreement_vllm_bench.json").write_text(json.dumps(report, indent=1) + "\n")
     print("median over rounds (ours/bench - 1):", {k: f"{v:+.1%}" for k, v in median_rel.items()})
+    print("the same over the server's own:", {k: f"{v:+.1%}" for k, v in median_norm.items()})
     print(
         "median over rounds of the TTFT excess over the peer:",
         {k: f"{v:+.1%}" for k, v in median_excess.items()},
@@ -346,6 +378,8 @@ def test_same_load_agrees_with_vllm_bench_serve(vllm_env, vllm_server_details, t
     if STRICT:
         assert report["passed_rounds"], json.dumps(rounds, indent=1)
     else:
-        assert all(abs(median_rel[k]) <= LOOSE[k] for k in TWO_SIDED), json.dumps(rounds, indent=1)
-        # TTFT one-sided (ttft_bracket): ours may read under the peer, never by LOOSE over it
-        assert all(v <= LOOSE["median_ttft_ms"] for v in median_excess.values()), json.dumps(rounds, indent=1)
+        # back to back the server's speed drifts between runs (2x within one CI round on a busy box), so the
+        # bound is on each client's reading over the server's own for its run, where that drift cancels
+        assert all(abs(v) <= NORMALISED_BOUND for v in median_norm.values()), json.dumps(rounds, indent=1)
+        # TTFT one-sided (ttft_bracket): ours may read under the peer, never by LOOSE_TTFT over it
+        assert all(v <= LOOSE_TTFT for v in median_excess.values()), json.dumps(rounds, indent=1)

@@ -178,8 +178,8 @@ class MasterPlugin:
         self.timeline.append({"t": round(time.time(), 3), "kind": kind, **detail})
 
     def on_swarm(self, users: str | None, spawn_rate: str | None) -> None:
-        """The web UI started or edited the swarm (closed loop: users and spawn rate)."""
-        if self.collector is not None:  # the first swarm is the "start" mark
+        """The web UI edited the running swarm (closed loop: users and spawn rate); its start is the "start" mark."""
+        if self.collector is not None:
             self.mark("users", users=_num(users), spawn_rate=_num(spawn_rate))
 
     def change_rate(self, rate: float) -> tuple[bool, str]:

@@ -49,7 +49,7 @@ class MasterView(Protocol):
     written: bool
 
     def on_swarm(self, users: str | None, spawn_rate: str | None) -> None:
-        """Users or spawn rate changed from the UI's form."""
+        """Users or spawn rate of the running swarm changed from the UI's form."""
 
     def change_rate(self, rate: float) -> tuple[bool, str]:
         """A live request-rate change: (accepted, message)."""
@@ -57,7 +57,7 @@ class MasterView(Protocol):
 
 def install(env: Environment, plugin: MasterView) -> None:
     """Add the LLM tab, its routes and the API-key scrubber to the running web UI (master or local runner)."""
-    from flask import Blueprint, Response, jsonify, make_response, request, send_file
+    from flask import Blueprint, Response, g, jsonify, make_response, request, send_file
 
     web_ui = env.web_ui
     assert web_ui is not None and web_ui.app is not None
@@ -122,6 +122,9 @@ def install(env: Environment, plugin: MasterView) -> None:
 
     @app.before_request
     def refuse_second_run() -> Any:
+        # an edit of a running swarm, judged before Locust spawns the start: judged after the response, the
+        # start's own greenlet could have run by then on a busy master and made the start read as an edit
+        g.swarm_edit = plugin.collector is not None
         if request.path.endswith("/swarm") and request.method == "POST" and plugin.written:
             return jsonify(
                 {
@@ -151,7 +154,7 @@ def install(env: Environment, plugin: MasterView) -> None:
                 data["state"] = "running"
             response.set_data(json.dumps(finite(data)))
         elif request.path.endswith("/swarm") and request.method == "POST" and response.is_json:
-            if (response.get_json() or {}).get("success"):
+            if (response.get_json() or {}).get("success") and g.get("swarm_edit"):
                 plugin.on_swarm(request.form.get("user_count"), request.form.get("spawn_rate"))
         elif (
             request.path in ("/", "") and response.mimetype == "text/html" and not response.direct_passthrough
