@@ -1,8 +1,9 @@
 """The diagnosis of where a TTFT goes (result.json's `latency_breakdown`, vllm_users.measure.latency_breakdown).
 
-The rule `api_server_bound` fires when the part of the client's mean TTFT that vLLM's engine histograms do not
-see, less our client's own loop lag (the API server and the network: vllm_users.measure.latency_breakdown),
-is most of it and more than a floor of milliseconds, or when the client's TPOT is well above the engine's (the
+The rule `api_server_bound` fires when the part of the client's mean TTFT that vLLM's engine core does not see
+(outside its queue and prefill, which the engine core stamps itself; outside vLLM's TTFT histogram where those two
+are not exported), less our client's own loop lag (the API server and the network:
+vllm_users.measure.latency_breakdown), is most of it and more than a floor of milliseconds, or when the client's TPOT is well above the engine's (the
 network adds little to a token's gap once a stream flows; one API-server event loop framing every stream's tokens
 does): tuning the engine cannot shorten that part.
 """
@@ -59,9 +60,12 @@ def api_server_bound(run: RunData) -> list[Finding]:
         stages = ", ".join(f"{k} {ttft[k]['mean_ms']:.1f} ms" for k in ("queue", "prefill") if ttft.get(k))
         said.append(f"engine TTFT {engine['mean_ms']:.1f} ms" + (f" ({stages})" if stages else ""))
     if api is not None and share is not None:
+        outside = f"the rest {ttft['rest_mean_ms']:.1f} ms"
+        if ttft.get("frontend_mean_ms") is not None:  # the engine core's own stamps: queue + prefill
+            outside += f" and {ttft['frontend_mean_ms']:.1f} ms of the engine TTFT outside the engine core"
         said.append(
-            f"the rest {ttft['rest_mean_ms']:.1f} ms, of which our loop lag p50 {client['loop_lag_p50_ms']:.1f} "
-            f"ms: API server + network {api:.1f} ms = {share:.0%}"
+            f"{outside}, less our loop lag p50 {client['loop_lag_p50_ms']:.1f} ms: API server + network "
+            f"{api:.1f} ms = {share:.0%}"
         )
     if ratio is not None:
         eng = tpot["engine"]
@@ -75,7 +79,8 @@ def api_server_bound(run: RunData) -> list[Finding]:
             run.name,
             "warning",
             "Time spent outside the engine: vLLM's API server (or the network)",
-            f"client TTFT - engine TTFT - our loop lag > {API_SERVER_SHARE_MIN:.0%} of the client's TTFT "
+            f"client TTFT - engine TTFT (its queue + prefill where exported) - our loop lag > "
+            f"{API_SERVER_SHARE_MIN:.0%} of the client's TTFT "
             f"and > {API_SERVER_MIN_MS:g} ms, or client TPOT >= {TPOT_OVER_ENGINE_MIN:g} x the engine's and "
             f">= {TPOT_EXTRA_MIN_MS:g} ms above it",
             evidence,

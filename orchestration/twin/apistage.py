@@ -40,7 +40,7 @@ from typing import Any
 
 from orchestration.twin.lsq import RESOLUTION_MS, SIGMAS
 from orchestration.twin.probe import Budget, Probe, Shot
-from vllm_users.measure.latency_breakdown import ClientLatency, server_part
+from vllm_users.measure.latency_breakdown import ClientLatency, core_ttft_ms, server_part
 from vllm_users.measure.server_counters import parse_metrics
 
 __all__ = [
@@ -96,9 +96,8 @@ def engine_gaps(
     part = server_part(before, after, client)
     out: dict[str, Any] = {}
     ttft, tpot = part.get("ttft") or {}, part.get("tpot") or {}
-    queue, prefill = ttft.get("queue"), ttft.get("prefill")
-    if queue and prefill and client.ttft_mean_ms is not None:
-        engine = queue["mean_ms"] + prefill["mean_ms"]
+    engine = core_ttft_ms(ttft)
+    if engine is not None and client.ttft_mean_ms is not None:
         out["ttft_gap_ms"] = round(client.ttft_mean_ms - engine, 3)
         out["engine_ttft_ms"] = round(engine, 3)
         out["engine_ttft_from"] = "queue+prefill"

@@ -13,6 +13,8 @@ from vllm_users.distributed import run_end
 from vllm_users.measure import server_counters
 from vllm_users.measure.columns import columns_from_records
 from vllm_users.measure.latency_breakdown import (
+    FROM_CORE,
+    FROM_TTFT,
     ClientLatency,
     breakdown_lines,
     client_latency,
@@ -201,6 +203,27 @@ def test_result_keeps_the_block_and_the_summary_prints_it() -> None:
     assert "prefill" not in text  # absent: no row, not a 0
     assert "Where a TTFT goes" not in format_summary(RunResult(*([None] * 8)).to_json())
     assert breakdown_lines(None) == []
+
+
+def test_the_engine_core_stamps_move_the_api_servers_part() -> None:
+    """Where vLLM exports queue and prefill (both stamped by its engine core), the engine TTFT less them is the API
+    server's too (its clock starts and stops in the API server): the API server's part is then the client's TTFT
+    less queue, prefill and our loop lag, and the console says so."""
+    prefill = parse_metrics(hist(PREFILL, [("0.05", 8), ("+Inf", 8)], 0.24))  # 8 prefills, 30 ms each
+    part = server_part(BEFORE, AFTER | prefill, CLIENT)
+    ttft = part["ttft"]
+    assert ttft["prefill"]["mean_ms"] == pytest.approx(30.0)
+    assert ttft["frontend_mean_ms"] == pytest.approx(250.0 - 100.0 - 30.0)  # engine TTFT - queue - prefill
+    assert ttft["rest_mean_ms"] == pytest.approx(150.0)  # still client - engine TTFT
+    assert ttft["api_server_mean_ms"] == pytest.approx(400.0 - 100.0 - 30.0 - 5.0)
+    assert ttft["api_server_share"] == pytest.approx(265.0 / 400.0)
+    assert ttft["api_server_from"] == FROM_CORE
+    assert server_part(BEFORE, AFTER, CLIENT)["ttft"]["api_server_from"] == FROM_TTFT  # no prefill histogram
+    lines = breakdown_lines({"client": {}, "servers": [{"url": "u", **part}]})
+    rows = {ln[:32].strip(): ln[32:].split() for ln in lines if ln.startswith("  ")}
+    assert rows["of it outside engine core"] == ["120.0"]
+    assert rows["API server in all, less lag"] == ["265.0", "66%", "of", "TTFT"]
+    assert "less our loop lag p50" not in rows
 
 
 def test_around_load_more_scrapes_each_further_url_with_its_headers(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
