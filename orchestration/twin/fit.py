@@ -32,7 +32,7 @@ from orchestration.twin.burst import (
     step_config,
 )
 from orchestration.twin.lsq import RESOLUTION_MS, SIGMAS, Line, linfit, planefit
-from orchestration.twin.phases import tpot_excess
+from orchestration.twin.phases import CONTEXT, tpot_excess
 from vllm_sim.config import SimConfig
 
 __all__ = [
@@ -136,6 +136,15 @@ def _decode(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[s
         for p in pts
     ]
     ctx = [float(p.get("context_tokens") or 0.0) for p in pts]
+    own = _context_term(pts, xs, ys, ctx)
+    if own is not None:
+        k, k_line = own
+        step, per = _decode_line(xs, [y - k * cx for y, cx in zip(ys, ctx, strict=True)], path)
+        # the per-sequence cost carries the context term's uncertainty over each decode point's own context
+        per_seq = statistics.median(cx / x for x, cx in zip(xs, ctx, strict=True))
+        per["uncertainty"] = math.hypot(per["uncertainty"], k_line.ub * per_seq)
+        note = None if k_line.b >= 0 else f"the fit said {1000 * k_line.b:.3g} µs (below 0): 0"
+        return step, per, _const(1000.0 * k, 1000.0 * k_line.ub, "µs", "fit", note)
     per_seq_ctx = {round(cx / x) for x, cx in zip(xs, ctx, strict=True) if cx > 0}
     if len(ctx) >= 4 and all(ctx) and max(per_seq_ctx) >= 2 * min(per_seq_ctx) and len(set(xs)) >= 2:
         try:
@@ -146,6 +155,23 @@ def _decode(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[s
             return _decode_plane(xs, ctx, coef, se, path)
     step, per = _decode_line(xs, ys, path)
     return step, per, _const(0.0, None, "µs", "default", _NO_CTX)
+
+
+def _context_term(
+    pts: list[dict[str, Any]], xs: list[float], ys: list[float], ctx: list[float]
+) -> tuple[float, Line] | None:
+    """The context term (ms per context token, at least 0, and its line) from the context phase's own points alone:
+    one batch size at three context lengths, measured in turn, so a load that came or went between phases does not
+    enter; None where the points are not there (a profile from before the phase measured its short prompt too)."""
+    own = [i for i, p in enumerate(pts) if p.get("phase") == CONTEXT]
+    cx = [ctx[i] for i in own]
+    if len(own) < 3 or len({xs[i] for i in own}) != 1 or min(cx) <= 0 or max(cx) < 2 * min(cx):
+        return None
+    try:
+        line = linfit(cx, [ys[i] for i in own])
+    except ValueError:
+        return None
+    return max(line.b, 0.0), line
 
 
 def _decode_plane(

@@ -20,8 +20,10 @@ from orchestration.twin.lsq import linfit
 from orchestration.twin.probe import Budget, Probe, Shot, decoding_together, scrape
 
 __all__ = [
+    "CONTEXT",
     "ProbePlan",
     "batch_phase",
+    "context_lengths",
     "context_phase",
     "new_raw",
     "path_latency",
@@ -136,8 +138,11 @@ def _watch(probe: Probe, samples: list[dict[str, Any]], every: float = 0.05) -> 
     return during
 
 
-def _tpot_point(probe: Probe, plan: ProbePlan, raw: dict[str, Any], c: int, length: int) -> None:
-    """One TPOT point: c streams of `length`-token prompts started together, decoding as one batch."""
+def _tpot_point(
+    probe: Probe, plan: ProbePlan, raw: dict[str, Any], c: int, length: int, phase: str | None = None
+) -> None:
+    """One TPOT point: c streams of `length`-token prompts started together, decoding as one batch (`phase`
+    names the phase that measured it, where the fit treats its points apart)."""
     specs = [(*probe.prompt(length), plan.decode_tokens) for _ in range(c)]
     samples: list[dict[str, Any]] = []
     before = snapshot(probe)
@@ -163,7 +168,7 @@ def _tpot_point(probe: Probe, plan: ProbePlan, raw: dict[str, Any], c: int, leng
     # above it: the API server's, which the engine's constants must not absorb (fit._decode)
     gaps = engine_gaps(before, after, ok)
     # the context each one attends over, averaged over the steps TPOT spans (outputs 1 .. n-1 already there)
-    point = {
+    point: dict[str, Any] = {
         "concurrency": c,
         "batch": batch,
         "prompt_tokens": round(prompt, 1),
@@ -174,6 +179,8 @@ def _tpot_point(probe: Probe, plan: ProbePlan, raw: dict[str, Any], c: int, leng
     }
     if "tpot_gap_ms" in gaps:
         point.update(engine_tpot_ms=gaps["engine_tpot_ms"], api_tpot_ms=gaps["tpot_gap_ms"])
+    if phase:
+        point["phase"] = phase
     raw["tpot"].append(point)
 
 
@@ -187,15 +194,24 @@ def tpot_phase(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
             _tpot_point(probe, plan, raw, c, 32)
 
 
+CONTEXT = "context"  # the context phase's points: the fit takes the context term from them alone
+
+
+def context_lengths(plan: ProbePlan) -> list[int]:
+    """The context phase's prompt lengths, in the order sent: the plan's shortest, then its two longest."""
+    return [min(plan.lengths), *sorted(n for n in plan.lengths if n > min(plan.lengths))[-2:]]
+
+
 def context_phase(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
-    """TPOT of a small fixed batch (one stream) after long prompts: how a decode step's time grows with the
-    context."""
-    lengths = sorted(n for n in plan.lengths if n > 32)[-2:]
+    """TPOT of a small fixed batch (one stream) after a short and the two longest prompts, in turn: how a decode
+    step's time grows with the context. The short one is measured here too, beside the long ones: compared with
+    the decode phase's, measured minutes earlier, a machine whose load changed between the phases read as a
+    context term (0.22 µs per token for a simulator with none, a third of the twin's throughput)."""
     for _ in range(plan.context_repeats):
-        for n in lengths:
+        for n in context_lengths(plan):
             if probe.budget.left() <= 0:
                 return
-            _tpot_point(probe, plan, raw, plan.context_concurrency, n)
+            _tpot_point(probe, plan, raw, plan.context_concurrency, n, CONTEXT)
 
 
 # the burst's prefill work, at the TTFT phase's first estimate of the rate: bounded on a slow server

@@ -15,6 +15,7 @@ from orchestration.twin.apistage import api_phase
 from orchestration.twin.phases import (
     ProbePlan,
     batch_phase,
+    context_lengths,
     context_phase,
     prefix_phase,
     saturation_phase,
@@ -61,7 +62,6 @@ def describe(name: str, plan: ProbePlan) -> str:
     """What phase `name` sends under `plan`, in a few words (its start line)."""
     lengths = "/".join(str(n) for n in plan.lengths)
     batches = ",".join(str(c) for c in plan.concurrencies)
-    long = [n for n in sorted(plan.lengths) if n > 32][-2:]
     return {
         "path": "the simulator's own latency on this machine (a local simulator, taken out of the fit)",
         "warmup": "2 short requests (the server's first-request costs, the prompt's tokens per word)",
@@ -69,7 +69,8 @@ def describe(name: str, plan: ProbePlan) -> str:
         f"x {plan.repeats}",
         "tpot": f"batches of {batches} streams started together, {plan.decode_tokens} tokens each (x3 at 1, x2 "
         "the others)",
-        "context": f"1 stream after prompts of {'/'.join(str(n) for n in long)} tokens x {plan.context_repeats}",
+        "context": f"{plan.context_concurrency} stream after prompts of "
+        f"{'/'.join(str(n) for n in context_lengths(plan))} tokens in turn x {plan.context_repeats}",
         "batch": f"up to {max(plan.concurrencies)} streams of a {max(plan.lengths)}-token prompt at once",
         "saturation": f"{plan.saturation_requests} streams at once, /metrics every 50 ms",
         "prefix": f"a {max(plan.lengths)}-token prompt twice in a row, 2 pairs",

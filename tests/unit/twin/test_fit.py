@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import random
 
 import pytest
@@ -183,6 +184,48 @@ def test_without_two_context_lengths_the_context_term_is_not_fitted() -> None:
     c = fit_constants(raw, {})
     assert c["decode_per_ctx_token_us"]["source"] == "default"
     assert c["decode_per_seq_ms"]["value"] == pytest.approx(1.0 + 4.0 * 56 / 1000.0)  # absorbed per sequence
+
+
+def _phased_raw(per_ctx_us: float, shift_ms: float = 0.0, noise: float = 0.0, seed: int = 3) -> dict:
+    """The decode phase (32-token prompts, batches 1..16) and the context phase as the probe now sends it (one
+    stream after 32-, 768- and 1536-token prompts in turn, twice), from TPOT = 2 + 0.014·b + per_ctx·C; the
+    machine `shift_ms` slower per step during the context phase (the dev box's served simulator sharing its
+    cores: its load came and went between phases)."""
+    rng = random.Random(seed)
+    raw = _raw()
+    raw["tpot"] = []
+    for b, prompt, phase in [(b, 32, None) for b in (1, 1, 1, 2, 2, 4, 4, 8, 8, 16, 16)] + [
+        (1, n, "context") for n in (32, 768, 1536) * 2
+    ]:
+        ctx = b * (prompt + 24.0)
+        tpot = 2.0 + 0.014 * b + per_ctx_us * ctx / 1000.0 + rng.gauss(0.0, noise)
+        point = {"concurrency": b, "batch": b, "prompt_tokens": prompt, "context_tokens": ctx}
+        point["tpot_ms"] = tpot + (shift_ms if phase else 0.0)
+        if phase:
+            point["phase"] = phase
+        raw["tpot"].append(point)
+    return raw
+
+
+def test_the_context_term_comes_from_the_context_phase_alone() -> None:
+    # no context term, the context phase 0.3 ms slower per step throughout: the plane over every point reads the
+    # shift as a context term; the context phase's own points, measured in turn, do not
+    shifted = _phased_raw(0.0, shift_ms=0.3)
+    k = fit_constants(shifted, {})["decode_per_ctx_token_us"]
+    assert k["value"] == pytest.approx(0.0, abs=1e-9) and k["source"] == "fit"
+    untagged = copy.deepcopy(shifted)
+    for p in untagged["tpot"]:
+        p.pop("phase", None)
+    assert fit_constants(untagged, {})["decode_per_ctx_token_us"]["value"] > 0.15  # the old fit's false term
+    # a real term is recovered, with the decode line under it
+    c = fit_constants(_phased_raw(4.0, shift_ms=0.0), {})
+    assert c["decode_per_ctx_token_us"]["value"] == pytest.approx(4.0)
+    assert c["decode_step_ms"]["value"] == pytest.approx(2.0) and c["decode_per_seq_ms"][
+        "value"
+    ] == pytest.approx(0.014)
+    for seed in range(5):  # and within its uncertainty where the points are noisy
+        k = fit_constants(_phased_raw(0.5, noise=0.1, seed=seed), {})["decode_per_ctx_token_us"]
+        assert abs(k["value"] - 0.5) <= k["uncertainty"], (seed, k)
 
 
 def _bent_raw(
