@@ -13,7 +13,7 @@ from typing import Any
 from orchestration.commands import reported
 from orchestration.server.preflight import check_server
 from orchestration.settings import config as C
-from orchestration.twin.phases import ProbePlan, new_raw, path_latency
+from orchestration.twin.phases import ProbePlan, new_raw, path_latency, server_step_ms
 from orchestration.twin.probe import Budget, Probe
 from orchestration.twin.profile import build_profile, fit_table, write_profile
 from orchestration.twin.progress import PHASES, PhaseLog, describe, run_phases
@@ -110,7 +110,7 @@ def _path_text(path: dict[str, Any] | None) -> str:
     """The path phase's end: what the simulator's own path adds (the fit takes it out of the server's points)."""
     if path is None:
         return "not measured (the simulator did not start)"
-    parts = []
+    parts = [f"steps of {path['step_ms']:g} ms"] if path.get("step_ms") else []
     if path.get("ttft"):
         parts.append(f"TTFT +{path['ttft']['excess_ms']:.1f} ms")
     parts += [f"TPOT +{p['excess_ms']:.2f} ms at batch {p['batch']}" for p in path.get("tpot") or []]
@@ -151,7 +151,7 @@ def main(argv: Sequence[str]) -> int:
     log = PhaseLog(lambda line: print(f"{PROG}: {line}", file=sys.stderr, flush=True), 1 + len(PHASES))
     try:
         with log.phase("path", describe("path", plan), lambda: _path_text(raw["path_latency"])):
-            raw["path_latency"] = path_latency(budget.left())
+            raw["path_latency"] = path_latency(budget.left(), step_ms=server_step_ms(probe))
         run_phases(probe, plan, raw, log)
     except KeyboardInterrupt:
         stopped = "interrupted"

@@ -30,6 +30,7 @@ __all__ = [
     "prefix_phase",
     "saturation_phase",
     "seats_limit",
+    "server_step_ms",
     "tpot_excess",
     "tpot_phase",
     "ttft_phase",
@@ -369,15 +370,36 @@ def prefix_phase(probe: Probe, plan: ProbePlan, raw: dict[str, Any]) -> None:
             )
 
 
-def path_latency(budget_s: float, batches: tuple[int, ...] = (1, 16), n: int = 12) -> dict[str, Any] | None:
+# the local simulator's step where the server's is not known; bounds on one taken from the server
+PATH_STEP_MS, PATH_STEP_RANGE_MS = 10.0, (1.0, 50.0)
+
+
+def server_step_ms(probe: Probe, tokens: int = 24) -> float | None:
+    """The server's TPOT of one stream alone, ms (the second of two requests: the first pays first-request
+    costs); None where neither answered with one."""
+    got = None
+    for _ in range(2):
+        s = probe.shot(probe.prompt(32)[0], tokens)
+        if s.error is None and s.tpot_s:
+            got = s.tpot_s * 1000.0
+    return got
+
+
+def path_latency(
+    budget_s: float, batches: tuple[int, ...] = (1, 16), n: int = 12, step_ms: float | None = None
+) -> dict[str, Any] | None:
     """What the simulator's own path adds on this machine (HTTP, event-loop timers, this client), measured on a
     simulator with known constants: the TTFT excess over its model, and the TPOT excess at a few batch sizes (a
     step that ends late by more than 1 ms pushes the next one: more streams, more work per step, more drift). The
-    twin adds the same again when it serves, so the fit takes it out of the real server's points. None when the
-    simulator cannot start."""
+    twin adds the same again when it serves, so the fit takes it out of the real server's points. Its steps last
+    `step_ms`, the server's own where known (within PATH_STEP_RANGE_MS): the excess depends on the step, and a
+    2-core VM read 0.25-0.6 ms at 9-10 ms steps and 0.00-0.02 ms at 1-7, 11-20 ms, so a fixed 10 ms took 0.4 ms
+    off a 2-ms server's TPOT. None when the simulator cannot start."""
     from vllm_sim.launch import start_simulator  # the twin itself: the only simulator the probe starts
 
-    step_ms, ttft_ms, tokens = 10.0, 15.0, 32  # 5 ms overhead + one 10 ms step; prefill too fast to count
+    lo, hi = PATH_STEP_RANGE_MS
+    step_ms = min(max(step_ms, lo), hi) if step_ms else PATH_STEP_MS
+    ttft_ms, tokens = 5.0 + step_ms, 32  # 5 ms overhead + one step; prefill too fast to count
     try:
         sim = start_simulator(
             [
@@ -394,7 +416,7 @@ def path_latency(budget_s: float, batches: tuple[int, ...] = (1, 16), n: int = 1
         )
     except (RuntimeError, OSError):
         return None
-    out: dict[str, Any] = {"ttft": None, "tpot": []}
+    out: dict[str, Any] = {"ttft": None, "tpot": [], "step_ms": round(step_ms, 3)}
     try:
         probe = Probe(sim.url, "sim-model", Budget(min(20.0, budget_s)))
         # at a short and a long prompt: parsing, tokenizing and hashing a prompt cost time by its length too

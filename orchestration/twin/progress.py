@@ -63,7 +63,8 @@ def describe(name: str, plan: ProbePlan) -> str:
     lengths = "/".join(str(n) for n in plan.lengths)
     batches = ",".join(str(c) for c in plan.concurrencies)
     return {
-        "path": "the simulator's own latency on this machine (a local simulator, taken out of the fit)",
+        "path": "the simulator's own latency on this machine at the server's step (2 requests to the server, "
+        "then a local simulator; taken out of the fit)",
         "warmup": "2 short requests (the server's first-request costs, the prompt's tokens per word)",
         "ttft": f"{len(plan.lengths) * plan.repeats} requests one at a time, prompts of {lengths} tokens "
         f"x {plan.repeats}",

@@ -97,6 +97,9 @@ def test_the_twins_own_path_is_taken_out_and_counted_in_the_uncertainty() -> Non
     assert c["prefill_tokens_per_s"]["value"] == pytest.approx(5000.0)
     assert c["decode_step_ms"]["uncertainty"] >= 1.0 and c["request_overhead_ms"]["uncertainty"] >= 3.0
     assert tpot_excess(raw["path_latency"], 8.5) == pytest.approx(1.5) and tpot_excess(None, 4) == 0.0
+    # the fit table judges the twin as it serves: the model plus its own path, against the server's points
+    errs = point_errors(raw, c)
+    assert all(abs(p["error_ms"]) < 1e-6 for p in errs["ttft"] + errs["tpot"])
 
 
 def test_limits_not_reached_are_lower_bounds_and_missing_ones_defaults() -> None:
