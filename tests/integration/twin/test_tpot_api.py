@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from orchestration.twin.apistage import API_BOUND_SHARE, fit_api
-from orchestration.twin.fit import fit_constants
+from orchestration.twin.fit import fit_constants, point_errors
 from orchestration.twin.phases import ProbePlan, tpot_phase
 from tests.integration.twin.sim_probe import probed
 
@@ -66,3 +66,14 @@ def test_without_the_stage_no_point_reads_held_back(free: dict[str, Any]) -> Non
         assert p["api_tpot_ms"] <= API_BOUND_SHARE * p["engine_tpot_ms"], free["tpot"]
     got, notes = fit_api(free)
     assert "api_chunk_cost_us" not in got, (got, notes)
+
+
+def test_the_fit_table_replays_the_held_back_points(held: dict[str, Any]) -> None:
+    """The fit table's TPOT for each point is the twin's burst replayed through its stage (api_replay.py): within
+    10 % of what the simulator's clients read, held back or not."""
+    c = fit_constants(held, {})
+    c.update(fit_api(held)[0])
+    errs = point_errors(held, c)["tpot"]
+    assert errs and all(abs(p["error_pct"]) <= 10.0 for p in errs), [
+        (p["concurrency"], p["tpot_ms"], p["predicted_ms"]) for p in errs
+    ]
