@@ -1,7 +1,7 @@
 """A TPOT point replayed as the twin serves it behind its API-server stage (vllm_sim.apiserver): the clients' TPOT
 the twin gives c streams started together.
 
-Where the API server holds the chunks back, the steady-state rate (fit.predict_tpot_ms: `batch × chunk cost / N`
+Where the API server holds the chunks back, the steady-state rate (predict.predict_tpot_ms: `batch × chunk cost / N`
 per token) is not what a probe's burst of 48 tokens sees. The requests reach the engine one request cost apart,
 the batch fills while the first streams already decode, and the chunk queue grows only through the burst: against
 the simulator itself (2 ms + 0.014 ms per sequence, one process at 1,500 µs per request and 100 µs per chunk) the

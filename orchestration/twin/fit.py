@@ -1,11 +1,12 @@
-"""Fit the simulator's constants to a probe's raw points, with an uncertainty for each and the error per point.
+"""Fit the simulator's constants to a probe's raw points, with an uncertainty for each (the error per point:
+predict.py).
 
 The model is the simulator's own (docs/simulator.md, "Latency model"): at concurrency 1 a prompt of P uncached
 tokens gets its first token after one step, `request_overhead + decode_step + decode_per_seq + P / prefill_rate +
 prefill_per_ctx_token * P(P-1)/2`, and a batch of b decoding sequences over C context tokens in all takes
 `decode_step + decode_per_seq * b + decode_per_ctx_token * C` per token. Both are fitted by least squares: the
-first as a curve in P (a straight line unless its quadratic part is distinguishable from 0), the second as a
-plane. An uncertainty is 3 standard errors of the fit (about 99.7 % for normal noise), but never
+first as a curve in P (a straight line unless its quadratic part is distinguishable from 0), the second as the
+context phase's line in C, then a line in b under it (a plane in both for an older probe's points). An uncertainty is 3 standard errors of the fit (about 99.7 % for normal noise), but never
 below what a 0.5 ms timing resolution allows: a server that answers with no visible noise (the simulator) still
 has its points on a clock.
 """
@@ -16,24 +17,19 @@ import math
 import statistics
 from typing import Any
 
-from orchestration.twin.api_replay import replay_api_tpot_ms
 from orchestration.twin.apistage import (
-    admissions_per_step,
-    engine_bound_burst,
     fit_api,
     held_back,
-    measured_seats,
-    predict_api,
 )
 from orchestration.twin.burst import (
     BUDGETS,
     burst_seconds_per_token,
-    replay_last_ttft_s,
     staircase_rms_ms,
     step_config,
 )
 from orchestration.twin.lsq import RESOLUTION_MS, SIGMAS, Line, linfit, planefit
 from orchestration.twin.phases import CONTEXT, tpot_excess
+from orchestration.twin.predict import optional_value, predict_ttft_ms, ttft_excess
 from vllm_sim.config import SimConfig
 
 __all__ = [
@@ -43,9 +39,6 @@ __all__ = [
     "fit_constants",
     "linfit",
     "planefit",
-    "point_errors",
-    "predict_tpot_ms",
-    "predict_ttft_ms",
 ]
 
 _DEFAULTS = SimConfig()
@@ -59,62 +52,6 @@ def _const(value: Any, unc: float | None, unit: str, source: str, note: str | No
     if note:
         out["note"] = note
     return out
-
-
-def _optional(c: dict[str, Any], name: str) -> float:
-    """An optional constant's value (vllm_sim.twin.OPTIONAL): 0, the model without it, when absent."""
-    return float((c.get(name) or {}).get("value") or 0.0)
-
-
-def predict_ttft_ms(c: dict[str, Any], prompt_tokens: float) -> float:
-    """The twin's TTFT of one request alone on the server (chunked prefill: one step per token budget; the
-    chunks' token pairs sum to the whole prompt's, P(P-1)/2)."""
-    budget = (c.get("max_num_batched_tokens") or {}).get("value") or _DEFAULTS.max_num_batched_tokens
-    steps = max(1, math.ceil(prompt_tokens / budget))
-    step = c["decode_step_ms"]["value"] + c["decode_per_seq_ms"]["value"]
-    pairs = prompt_tokens * (prompt_tokens - 1) / 2.0
-    api = 0.0
-    if _optional(c, "api_server_count") > 0:  # a lone request's own work on the API server (apistage.py)
-        api = (
-            _optional(c, "api_request_cost_us")
-            + _optional(c, "api_prompt_token_cost_us") * prompt_tokens
-            + _optional(c, "api_chunk_cost_us")
-        ) / 1000.0
-    return float(
-        api
-        + c["request_overhead_ms"]["value"]
-        + steps * step
-        + 1000.0 * prompt_tokens / c["prefill_tokens_per_s"]["value"]
-        + _optional(c, "prefill_per_ctx_token_ns") * pairs / 1e6
-    )
-
-
-def predict_tpot_ms(
-    c: dict[str, Any],
-    batch: float,
-    context_tokens: float = 0.0,
-    admissions: float = 0.0,
-    prompt_tokens: float = 0.0,
-) -> float:
-    """The twin's time per output token in a batch of `batch` decoding sequences holding `context_tokens` in all,
-    with `admissions` requests of `prompt_tokens` taken in by the API server per step meanwhile."""
-    per_ctx_us = _optional(c, "decode_per_ctx_token_us")
-    engine = (
-        c["decode_step_ms"]["value"]
-        + c["decode_per_seq_ms"]["value"] * batch
-        + per_ctx_us * context_tokens / 1000.0
-    )
-    n = _optional(c, "api_server_count")
-    # the API server writes one chunk per stream per step and takes in the arriving requests: past its rate, the
-    # streams wait for it instead
-    api = 0.0
-    if n > 0:
-        request_us = (
-            _optional(c, "api_request_cost_us") + _optional(c, "api_prompt_token_cost_us") * prompt_tokens
-        )
-        chunk_us = _optional(c, "api_chunk_cost_us")
-        api = (batch * chunk_us + admissions * (request_us + chunk_us)) / 1000.0 / n
-    return float(max(engine, api))
 
 
 _NO_CTX = "not measured (no TPOT points at two context lengths): decode time does not grow with the context"
@@ -397,17 +334,12 @@ def _prefix(raw: dict[str, Any], intercept: float | None) -> dict[str, Any]:
     )
 
 
-def _ttft_excess(raw: dict[str, Any]) -> float:
-    """What the simulator's own path adds to a TTFT on this machine (phases.path_latency; 0 unmeasured)."""
-    return float(((raw.get("path_latency") or {}).get("ttft") or {}).get("excess_ms") or 0.0)
-
-
 def _solve_bursts(
     raw: dict[str, Any], c: dict[str, dict[str, Any]], rounds: int
 ) -> tuple[float, float, dict[str, dict[str, Any]]] | None:
     """Seconds per prefill token from the bursts and its uncertainty, with the constants as the twin would have
     them (rate and overhead refitted together: `rounds` rounds, each moves the other a little)."""
-    excess = _ttft_excess(raw)
+    excess = ttft_excess(raw)
     trial = {**c, "request_overhead_ms": dict(c["request_overhead_ms"])}
     x = u = 0.0
     for _ in range(rounds):
@@ -436,7 +368,7 @@ def _budget(raw: dict[str, Any], c: dict[str, dict[str, Any]]) -> dict[str, Any]
     # a budget a burst would cross in more than 200 steps is not tried (each try replays every burst ~100 times)
     tried = [n for n in BUDGETS if tokens / n <= 200 or n == default]
     rms: dict[int, float] = {}
-    excess = _ttft_excess(raw)  # once: the same for every budget tried
+    excess = ttft_excess(raw)  # once: the same for every budget tried
     for n in tried if bursts and raw.get("ttft") else []:
         got = _solve_bursts(raw, {**c, "max_num_batched_tokens": _const(n, None, "tokens", "burst")}, 1)
         if got is None:
@@ -517,14 +449,14 @@ def _without_api(c: dict[str, dict[str, Any]], api: dict[str, dict[str, Any]]) -
     pays the per-request, per-prompt-token and first-chunk costs, which the twin's stage adds back when it serves
     (else a lone TTFT would count them twice)."""
     c.update(api)
-    a_ms = (_optional(c, "api_request_cost_us") + _optional(c, "api_chunk_cost_us")) / 1000.0
+    a_ms = (optional_value(c, "api_request_cost_us") + optional_value(c, "api_chunk_cost_us")) / 1000.0
     oh = c["request_overhead_ms"]
     left = oh["value"] - a_ms
     note = f"{oh['value']:.3g} ms less the API server's {a_ms:.3g} ms per request and chunk"
     if left < 0:
         note += " (below 0: 0)"
     c["request_overhead_ms"] = {**oh, "value": max(left, 0.0), "note": note}
-    b_s = _optional(c, "api_prompt_token_cost_us") / 1e6
+    b_s = optional_value(c, "api_prompt_token_cost_us") / 1e6
     rate = c["prefill_tokens_per_s"]
     if b_s > 0 and rate["value"] > 0:
         per = 1.0 / rate["value"] - b_s
@@ -534,88 +466,3 @@ def _without_api(c: dict[str, dict[str, Any]], api: dict[str, dict[str, Any]]) -
             if per > 0
             else {**rate, "value": UNSEEN_RATE, "note": text + ": no prefill cost per token left"}
         )
-
-
-def _own_ttft_ms(raw: dict[str, Any], prompt_tokens: float) -> float:
-    """What the twin's own path adds to a TTFT of `prompt_tokens` on this machine (the fit took it out)."""
-    path = (raw.get("path_latency") or {}).get("ttft") or {}
-    per_token = float(path.get("per_token_ms") or 0.0)
-    return _ttft_excess(raw) + per_token * (prompt_tokens - float(path.get("at_tokens") or 0.0))
-
-
-def _served_tpot_ms(c: dict[str, Any], p: dict[str, Any], seats: int | None) -> float:
-    """The twin's TPOT for TPOT point `p`: with an API-server stage, the point's burst replayed through it (the
-    steady state overstates a 48-token burst: 15.7 against 9.9 ms at 116 streams); without, the engine's step."""
-    n = int(_optional(c, "api_server_count"))
-    if n > 0 and p.get("output_tokens") and p.get("concurrency"):
-        prompt = float(p.get("prompt_tokens") or 0.0)
-        got = replay_api_tpot_ms(
-            step_config(c),
-            int(p["concurrency"]),
-            max(1, round(prompt)),
-            int(p["output_tokens"]),
-            processes=n,
-            request_us=_optional(c, "api_request_cost_us")
-            + _optional(c, "api_prompt_token_cost_us") * prompt,
-            chunk_us=_optional(c, "api_chunk_cost_us"),
-            seats=seats or int((c.get("max_num_seqs") or {}).get("value") or 0) or None,
-            batch=int(p["batch"]),
-        )
-        if got is not None:
-            return got
-    return predict_tpot_ms(
-        c,
-        p["batch"],
-        p.get("context_tokens") or 0.0,
-        admissions_per_step(p, seats),
-        p.get("prompt_tokens") or 0.0,
-    )
-
-
-def point_errors(raw: dict[str, Any], c: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """Each raw point with the twin's prediction and its error (ms and % of the measured value). A prediction is
-    the model's plus what the twin's own path adds on this machine, as when it serves (the fit took that out of
-    the points: on a busy 2-core box, 0.6 ms per token, which alone read as -29 % at one stream)."""
-
-    def err(measured: float, predicted: float) -> dict[str, float]:
-        return {
-            "predicted_ms": round(predicted, 3),
-            "error_ms": round(predicted - measured, 3),
-            "error_pct": round(100.0 * (predicted - measured) / measured, 2) if measured else 0.0,
-        }
-
-    ttft = [
-        {
-            **p,
-            **err(
-                p["ttft_ms"], predict_ttft_ms(c, p["prompt_tokens"]) + _own_ttft_ms(raw, p["prompt_tokens"])
-            ),
-        }
-        for p in raw.get("ttft") or []
-    ]
-    seats = measured_seats(raw)
-    path = raw.get("path_latency")
-    tpot = [
-        {**p, **err(p["tpot_ms"], _served_tpot_ms(c, p, seats) + tpot_excess(path, float(p["batch"])))}
-        for p in raw.get("tpot") or []
-    ]
-    excess = _ttft_excess(raw)
-    bursts = []
-    for b in raw.get("bursts") or []:
-        last = 1000.0 * replay_last_ttft_s(
-            step_config(c),
-            int(b["streams"]),
-            max(1, round(b["prompt_tokens"])),
-            int(b["output_tokens"]),
-            [o / 1000.0 for o in b.get("offsets_ms") or []],
-        )
-        bursts.append({**b, **err(b["last_ttft_ms"], c["request_overhead_ms"]["value"] + excess + last)})
-    api = []
-    for p in raw.get("api") or []:
-        got = predict_api(c, p)
-        # a twin without the stage predicts no API-server throughput; the engine's own bursts are the engine's,
-        # judged by the points above
-        if got is not None and not engine_bound_burst(p):
-            key = "per_chunk_ms" if p["kind"] == "chunk" else "per_request_ms"
-            api.append({**p, **err(p[key], got)})
-    return {"ttft": ttft, "tpot": tpot, "bursts": bursts, "api": api}

@@ -20,8 +20,9 @@ import time
 from typing import Any
 
 from orchestration.twin.apistage import engine_bound_burst, fit_api
-from orchestration.twin.fit import RESOLUTION_MS, SIGMAS, fit_constants, point_errors
+from orchestration.twin.fit import RESOLUTION_MS, SIGMAS, fit_constants
 from orchestration.twin.phases import ProbePlan
+from orchestration.twin.predict import point_errors
 from vllm_sim.twin import KIND, VERSION, validate_twin
 from vllm_users.atomic import atomic_json
 

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from orchestration.twin.apistage import API_BOUND_SHARE, fit_api
-from orchestration.twin.fit import fit_constants, point_errors
+from orchestration.twin.fit import fit_constants
 from orchestration.twin.phases import ProbePlan, tpot_phase
+from orchestration.twin.predict import point_errors
 from tests.integration.twin.sim_probe import probed
 
 # the chunk writes are the stage's timing: other jobs on the 2 cores would slow them (test_calibrate_api's reason)

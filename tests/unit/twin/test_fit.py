@@ -7,15 +7,9 @@ import random
 
 import pytest
 
-from orchestration.twin.fit import (
-    RESOLUTION_MS,
-    UNSEEN_RATE,
-    fit_constants,
-    linfit,
-    point_errors,
-    predict_ttft_ms,
-)
+from orchestration.twin.fit import RESOLUTION_MS, UNSEEN_RATE, fit_constants, linfit
 from orchestration.twin.phases import ProbePlan, tpot_excess
+from orchestration.twin.predict import point_errors, predict_ttft_ms
 
 
 def test_linfit_recovers_a_line_and_its_noise() -> None:
