@@ -13,7 +13,8 @@ from typing import Any
 from orchestration.commands import reported
 from orchestration.server.preflight import check_server
 from orchestration.settings import config as C
-from orchestration.twin.phases import ProbePlan, new_raw, path_latency, server_step_ms
+from orchestration.twin.ownpath import path_latency, server_step_ms
+from orchestration.twin.phases import ProbePlan, new_raw
 from orchestration.twin.probe import Budget, Probe
 from orchestration.twin.profile import build_profile, fit_table, write_profile
 from orchestration.twin.progress import PHASES, PhaseLog, describe, run_phases

@@ -28,7 +28,8 @@ from orchestration.twin.burst import (
     step_config,
 )
 from orchestration.twin.lsq import RESOLUTION_MS, SIGMAS, Line, linfit, planefit
-from orchestration.twin.phases import CONTEXT, tpot_excess
+from orchestration.twin.ownpath import tpot_excess
+from orchestration.twin.phases import CONTEXT
 from orchestration.twin.predict import optional_value, predict_ttft_ms, ttft_excess
 from vllm_sim.config import SimConfig
 
@@ -43,7 +44,7 @@ __all__ = [
 
 _DEFAULTS = SimConfig()
 PAIR_UNIT = "ns/token²"  # prefill_per_ctx_token_ns: per prefilled token, per token before it
-# tok/s where TTFT shows no cost per token beside its quadratic part: too fast to see (as phases.path_latency's)
+# tok/s where TTFT shows no cost per token beside its quadratic part: too fast to see (as ownpath.path_latency's)
 UNSEEN_RATE = 1e12
 
 

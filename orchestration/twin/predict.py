@@ -13,7 +13,7 @@ from typing import Any
 from orchestration.twin.api_replay import replay_api_tpot_ms
 from orchestration.twin.apistage import admissions_per_step, engine_bound_burst, measured_seats, predict_api
 from orchestration.twin.burst import replay_last_ttft_s, step_config
-from orchestration.twin.phases import tpot_excess
+from orchestration.twin.ownpath import tpot_excess
 from vllm_sim.config import SimConfig
 
 __all__ = ["optional_value", "point_errors", "predict_tpot_ms", "predict_ttft_ms", "ttft_excess"]
@@ -79,7 +79,7 @@ def predict_tpot_ms(
 
 
 def ttft_excess(raw: dict[str, Any]) -> float:
-    """What the simulator's own path adds to a TTFT on this machine (phases.path_latency; 0 unmeasured)."""
+    """What the simulator's own path adds to a TTFT on this machine (ownpath.path_latency; 0 unmeasured)."""
     return float(((raw.get("path_latency") or {}).get("ttft") or {}).get("excess_ms") or 0.0)
 
 

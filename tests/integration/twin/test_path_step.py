@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestration.twin.phases import PATH_STEP_MS, PATH_STEP_RANGE_MS, path_latency, server_step_ms
+from orchestration.twin.ownpath import PATH_STEP_MS, PATH_STEP_RANGE_MS, path_latency, server_step_ms
 from orchestration.twin.probe import Budget, Probe
 from vllm_sim.launch import start_simulator
 

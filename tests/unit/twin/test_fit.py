@@ -8,7 +8,8 @@ import random
 import pytest
 
 from orchestration.twin.fit import RESOLUTION_MS, UNSEEN_RATE, fit_constants, linfit
-from orchestration.twin.phases import ProbePlan, tpot_excess
+from orchestration.twin.ownpath import tpot_excess
+from orchestration.twin.phases import ProbePlan
 from orchestration.twin.predict import point_errors, predict_ttft_ms
 
 
