@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from orchestration.twin.apistage import engine_gaps, snapshot
+from orchestration.twin.apiphase import engine_gaps, snapshot
 from orchestration.twin.lsq import linfit
 from orchestration.twin.probe import Probe, Shot, decoding_together, scrape
 
@@ -56,7 +56,7 @@ class ProbePlan:
     # while the probe is under this share of its budget, up to this many rounds
     fill: float = 0.5
     max_rounds: int = 5
-    # the API-server phase (apistage.py): bursts of max_tokens 1 requests at two prompt lengths, then many streams
+    # the API-server phase (apiphase.py): bursts of max_tokens 1 requests at two prompt lengths, then many streams
     # of long outputs; fewer requests where the engine's prefill of a burst would be slow
     api_requests: int = 64
     api_lengths: tuple[int, ...] = (32, 1024)

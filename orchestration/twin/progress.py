@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from orchestration.twin.apistage import api_phase
+from orchestration.twin.apiphase import api_phase
 from orchestration.twin.phases import (
     ProbePlan,
     batch_phase,

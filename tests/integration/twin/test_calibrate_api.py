@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from orchestration.twin.apistage import api_phase, fit_api
+from orchestration.twin.apiphase import api_phase
+from orchestration.twin.apistage import fit_api
 from orchestration.twin.phases import ProbePlan
 from orchestration.twin.profile import build_profile
 from tests.integration.twin.sim_probe import probed

@@ -4,7 +4,8 @@ kept")."""
 
 from __future__ import annotations
 
-from orchestration.twin.apistage import _dropped, fit_api
+from orchestration.twin.apiphase import _dropped
+from orchestration.twin.apistage import fit_api
 from orchestration.twin.probe import Shot
 
 

@@ -4,7 +4,7 @@ the first token and so holds a busy API server's time."""
 
 from __future__ import annotations
 
-from orchestration.twin.apistage import engine_gaps
+from orchestration.twin.apiphase import engine_gaps
 from orchestration.twin.probe import Shot
 from vllm_users.measure.server_counters import parse_metrics
 
