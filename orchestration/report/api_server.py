@@ -3,8 +3,8 @@
 The rule `api_server_bound` fires when the part of the client's mean TTFT that vLLM's engine core does not see
 (outside its queue and prefill, which the engine core stamps itself; outside vLLM's TTFT histogram where those two
 are not exported), less our client's own loop lag (the API server and the network:
-vllm_users.measure.latency_breakdown), is most of it and more than a floor of milliseconds, or when the client's TPOT is well above the engine's (the
-network adds little to a token's gap once a stream flows; one API-server event loop framing every stream's tokens
+vllm_users.measure.latency_breakdown), is most of it and more than a floor of milliseconds, or when the client's
+TPOT is well above the engine's (the network adds little to a token's gap once a stream flows; one API-server event loop framing every stream's tokens
 does): tuning the engine cannot shorten that part.
 """
 

@@ -8,15 +8,15 @@ the simulator itself (2 ms + 0.014 ms per sequence, one process at 1,500 µs per
 steady state said 3.2, 6.4 and 15.7 ms at 32, 64 and 116 streams where the burst read 2.8, 4.9 and 9.9. The replay
 runs the simulator's own rules in virtual time: each process first come first served (a request's cost before it
 reaches the engine, each chunk's before it is written, the stream's end as one more chunk), the engine stepping
-as burst.replay_ttfts_s does, never waiting for the writes.
+as burst.engine_step does, never waiting for the writes.
 """
 
 from __future__ import annotations
 
 import statistics
 
+from orchestration.twin.burst import engine_step
 from vllm_sim.config import SimConfig
-from vllm_sim.engine import prefill_pairs, step_seconds
 
 __all__ = ["replay_api_tpot_ms"]
 
@@ -69,17 +69,10 @@ def replay_api_tpot_ms(
             t = arrive[queue[0]]
             continue
         dec = [i for i in running if computed[i] >= prompt]
-        budget = cfg.max_num_batched_tokens - len(dec)
-        chunks: list[tuple[int, int]] = []
-        tokens = pairs = 0
-        for i in running:
-            if computed[i] < prompt and budget > 0:
-                ch = min(prompt - computed[i], budget)
-                budget, tokens = budget - ch, tokens + ch
-                pairs += prefill_pairs(computed[i], ch)
-                chunks.append((i, ch))
-        ctx = sum(prompt + done[i] for i in dec)
-        t += step_seconds(cfg, len(dec) + len(chunks), ctx, tokens, pairs)
+        dur, chunks = engine_step(
+            cfg, prompt, dec, [i for i in running if computed[i] < prompt], computed, done
+        )
+        t += dur
         emit = dec + [i for i, ch in chunks if computed[i] + ch >= prompt]
         for i, ch in chunks:
             computed[i] += ch

@@ -27,6 +27,7 @@ from vllm_sim.engine import prefill_pairs, step_seconds
 __all__ = [
     "BUDGETS",
     "burst_seconds_per_token",
+    "engine_step",
     "replay_last_ttft_s",
     "replay_ttfts_s",
     "staircase_rms_ms",
@@ -58,6 +59,31 @@ def step_config(c: dict[str, dict[str, Any]]) -> SimConfig:
     )
 
 
+def engine_step(
+    cfg: SimConfig,
+    prompt: int,
+    decoding: list[int],
+    prefilling: list[int],
+    computed: list[int],
+    done: list[int],
+) -> tuple[float, list[tuple[int, int]]]:
+    """One step of the simulator's scheduler over sequences of `prompt` tokens: every decoding sequence, then
+    prefill chunks within the token budget, first come first served (`computed`: prompt tokens prefilled so far,
+    `done`: tokens out so far). Its duration (s, vllm_sim.engine.step_seconds) and its chunks (sequence, tokens)."""
+    budget = cfg.max_num_batched_tokens - len(decoding)
+    chunks: list[tuple[int, int]] = []
+    tokens = pairs = 0
+    for i in prefilling:
+        if budget <= 0:
+            break
+        ch = min(prompt - computed[i], budget)
+        budget, tokens = budget - ch, tokens + ch
+        pairs += prefill_pairs(computed[i], ch)
+        chunks.append((i, ch))
+    ctx = sum(prompt + done[i] for i in decoding)
+    return step_seconds(cfg, len(decoding) + len(chunks), ctx, tokens, pairs), chunks
+
+
 def replay_ttfts_s(
     cfg: SimConfig, streams: int, prompt: int, output: int, offsets_s: list[float] | None = None
 ) -> list[float]:
@@ -74,21 +100,12 @@ def replay_ttfts_s(
         if all(f is not None for f in first):
             break
         dec = [i for i in range(streams) if first[i] is not None and done[i] < output]
-        budget = cfg.max_num_batched_tokens - len(dec)
-        chunks: list[tuple[int, int]] = []
-        tokens = pairs = 0
-        for i in range(streams):
-            if first[i] is None and arr[i] <= t and budget > 0:
-                ch = min(prompt - computed[i], budget)
-                budget -= ch
-                tokens += ch
-                pairs += prefill_pairs(computed[i], ch)
-                chunks.append((i, ch))
-        if not dec and not chunks:  # idle until the next arrival
+        waiting = [i for i in range(streams) if first[i] is None and arr[i] <= t]
+        if not dec and not waiting:  # idle until the next arrival
             t = min(a for a, f in zip(arr, first, strict=True) if f is None)
             continue
-        ctx = sum(prompt + done[i] for i in dec)
-        t += step_seconds(cfg, len(dec) + len(chunks), ctx, tokens, pairs)
+        dur, chunks = engine_step(cfg, prompt, dec, waiting, computed, done)
+        t += dur
         for i in dec:
             done[i] += 1
         for i, ch in chunks:

@@ -6,9 +6,9 @@ tokens gets its first token after one step, `request_overhead + decode_step + de
 prefill_per_ctx_token * P(P-1)/2`, and a batch of b decoding sequences over C context tokens in all takes
 `decode_step + decode_per_seq * b + decode_per_ctx_token * C` per token. Both are fitted by least squares: the
 first as a curve in P (a straight line unless its quadratic part is distinguishable from 0), the second as the
-context phase's line in C, then a line in b under it (a plane in both for an older probe's points). An uncertainty is 3 standard errors of the fit (about 99.7 % for normal noise), but never
-below what a 0.5 ms timing resolution allows: a server that answers with no visible noise (the simulator) still
-has its points on a clock.
+context phase's line in C, then a line in b under it (a plane in both for an older probe's points). An uncertainty
+is 3 standard errors of the fit (about 99.7 % for normal noise), but never below what a 0.5 ms timing resolution
+allows: a server that answers with no visible noise (the simulator) still has its points on a clock.
 """
 
 from __future__ import annotations

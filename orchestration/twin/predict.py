@@ -122,7 +122,8 @@ def _served_tpot_ms(c: dict[str, Any], p: dict[str, Any], seats: int | None) -> 
 def point_errors(raw: dict[str, Any], c: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """Each raw point with the twin's prediction and its error (ms and % of the measured value). A prediction is
     the model's plus what the twin's own path adds on this machine, as when it serves (the fit took that out of
-    the points: on a busy 2-core box, 0.6 ms per token, which alone read as -29 % at one stream)."""
+    the points: on a busy 2-core box it measured 0.4 ms a token at one stream, and the table without it read the
+    one-stream points ~30 % fast)."""
 
     def err(measured: float, predicted: float) -> dict[str, float]:
         return {

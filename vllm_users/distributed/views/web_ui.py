@@ -122,10 +122,12 @@ def install(env: Environment, plugin: MasterView) -> None:
 
     @app.before_request
     def refuse_second_run() -> Any:
+        if not (request.path.endswith("/swarm") and request.method == "POST"):
+            return None
         # an edit of a running swarm, judged before Locust spawns the start: judged after the response, the
         # start's own greenlet could have run by then on a busy master and made the start read as an edit
         g.swarm_edit = plugin.collector is not None
-        if request.path.endswith("/swarm") and request.method == "POST" and plugin.written:
+        if plugin.written:
             return jsonify(
                 {
                     "success": False,
