@@ -399,3 +399,16 @@ def test_the_drawn_layers_hold() -> None:
             if (b := box_of(t, boxes)) is not None and b.package == source.split(".")[0] and b.row <= row
         )
         assert above == [], f"{arrow} is allowed, but {target} imports {above}, not below {source}"
+
+
+def test_every_package_folder_has_its_unit_test_folder() -> None:
+    """tests/unit mirrors the folders of the packages: vllm_users/measure/ is tested in tests/unit/measure/, each
+    with a test file of its own."""
+    missing = []
+    for pkg in ("vllm_users", "orchestration"):
+        for child in sorted(Path(ROOT, pkg).iterdir()):
+            if (child / "__init__.py").is_file():
+                mirror = Path(ROOT, "tests", "unit", child.name)
+                if not any(mirror.glob("test_*.py")):
+                    missing.append(f"{pkg}/{child.name}/ -> tests/unit/{child.name}/")
+    assert missing == [], "package folders without their unit tests"
