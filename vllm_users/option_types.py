@@ -7,8 +7,6 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from vllm_users.measure.metrics import Slo, parse_metric_percentiles, parse_percentile_metrics
-
 
 def _typed(kind: Callable[[str], Any], check: Callable[[Any], bool], want: str) -> Callable[[str], Any]:
     def parse(text: str) -> Any:
@@ -65,50 +63,6 @@ def duration(value: str) -> float:
     if total <= 0:
         raise argparse.ArgumentTypeError(f"{value!r} is not a positive duration")
     return total
-
-
-def goodput(value: str) -> str:
-    """Validate `ttft:MS tpot:MS e2el:MS` now, keep the text ("" = none)."""
-    if not value.strip():
-        return ""
-    try:
-        Slo.parse([value])
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    return value
-
-
-def window(value: str) -> str:
-    """Validate a warm-up/cool-down window (30s, 2m, 200r), keep the text ("" = none)."""
-    from vllm_users.measure.windows import Window
-
-    if not value.strip():
-        return ""
-    try:
-        Window.parse(value)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    return value.strip()
-
-
-def _checked_by(parse: Callable[[str], Any], name: str) -> Callable[[str], str]:
-    """A parser that validates the text with `parse` (ValueError "--flag 'text': why") and keeps it."""
-
-    def check(value: str) -> str:
-        try:
-            parse(value)
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e).partition(": ")[2]) from None
-        return value
-
-    check.__name__ = name
-    return check
-
-
-percentile_metrics = _checked_by(parse_percentile_metrics, "percentile_metrics")  # vLLM's: ttft,tpot,itl,e2el
-metric_percentiles = _checked_by(
-    parse_metric_percentiles, "metric_percentiles"
-)  # vLLM's: numbers in (0, 100]
 
 
 def header(value: str) -> str:

@@ -19,6 +19,7 @@ from orchestration.settings import config as C
 from orchestration.settings import presets
 from vllm_users import option_types as T
 from vllm_users.distributed.options import headers_from_json
+from vllm_users.measure import options as M
 from vllm_users.options import (
     CALIBRATE,
     DEFAULTS,
@@ -54,13 +55,13 @@ GOOD = {
     T.ratio: "0.25",
     T.fraction: "0.25",
     T.duration: "90s",
-    T.goodput: "ttft:500 tpot:50",
+    M.goodput: "ttft:500 tpot:50",
     T.header: "X-A: b",
     T.header_name: "x-served-by",
-    T.window: "30s",
+    M.window: "30s",
     T.text: "x",
-    T.percentile_metrics: "e2el",
-    T.metric_percentiles: "50,90",
+    M.percentile_metrics: "e2el",
+    M.metric_percentiles: "50,90",
     T.percentile: "95",
     T.port: "8080",
     class_text: "a:weight=2",
@@ -78,12 +79,12 @@ BAD = {
     T.ratio: "1.5",
     T.fraction: "2",
     T.duration: "5x",
-    T.goodput: "ttft:abc",
+    M.goodput: "ttft:abc",
     T.header: "no colon",
     T.header_name: "x served",
-    T.window: "abc",
-    T.percentile_metrics: "ttft,latency",
-    T.metric_percentiles: "p99",
+    M.window: "abc",
+    M.percentile_metrics: "ttft,latency",
+    M.metric_percentiles: "p99",
     T.percentile: "100",
     class_text: "a:weight=x",
     image_sizes: "0x10",

@@ -26,6 +26,7 @@ from vllm_users.distributed import user_errors
 from vllm_users.distributed.env_state import locust_option
 from vllm_users.distributed.options import HandoffOptions
 from vllm_users.distributed.server_profile import ServerProfile, profile_line
+from vllm_users.distributed.server_scrape import around_load, around_load_more
 from vllm_users.distributed.transport.master_side import Collector
 from vllm_users.measure.cost import run_cost
 from vllm_users.measure.health import summarize
@@ -33,12 +34,7 @@ from vllm_users.measure.options import MeasureOptions
 from vllm_users.measure.result_builder import result_from_dir
 from vllm_users.measure.result_notes import calibration_warning, no_completed_reason
 from vllm_users.measure.run_result import RunResult
-from vllm_users.measure.server_counters import (
-    LoadCounters,
-    around_load,
-    around_load_more,
-    prefix_cache_warning,
-)
+from vllm_users.measure.server_counters import LoadCounters, prefix_cache_warning
 from vllm_users.measure.windows import parse_optional
 from vllm_users.options import METRICS_HEADERS_ENV, METRICS_HEADERS_MORE_ENV, Options, env_api_key
 from vllm_users.redact import with_api_key

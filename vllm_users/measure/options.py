@@ -2,11 +2,66 @@
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from vllm_users import option_types as T
-from vllm_users.measure.metrics import DEFAULT_METRIC_PERCENTILES, DEFAULT_PERCENTILE_METRICS
+from vllm_users.measure.metrics import (
+    DEFAULT_METRIC_PERCENTILES,
+    DEFAULT_PERCENTILE_METRICS,
+    Slo,
+    parse_metric_percentiles,
+    parse_percentile_metrics,
+)
+from vllm_users.measure.windows import Window
 from vllm_users.option_spec import BOTH, opt
+
+__all__ = ["MeasureOptions", "goodput", "metric_percentiles", "percentile_metrics", "window"]
+
+
+# the group's value parsers live here, beside the measure code they call: option_types stands below measure/
+def goodput(value: str) -> str:
+    """Validate `ttft:MS tpot:MS e2el:MS` now, keep the text ("" = none)."""
+    if not value.strip():
+        return ""
+    try:
+        Slo.parse([value])
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return value
+
+
+def window(value: str) -> str:
+    """Validate a warm-up/cool-down window (30s, 2m, 200r), keep the text ("" = none)."""
+    if not value.strip():
+        return ""
+    try:
+        Window.parse(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return value.strip()
+
+
+def _checked_by(parse: Callable[[str], Any], name: str) -> Callable[[str], str]:
+    """A parser that validates the text with `parse` (ValueError "--flag 'text': why") and keeps it."""
+
+    def check(value: str) -> str:
+        try:
+            parse(value)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e).partition(": ")[2]) from None
+        return value
+
+    check.__name__ = name
+    return check
+
+
+percentile_metrics = _checked_by(parse_percentile_metrics, "percentile_metrics")  # vLLM's: ttft,tpot,itl,e2el
+metric_percentiles = _checked_by(
+    parse_metric_percentiles, "metric_percentiles"
+)  # vLLM's: numbers in (0, 100]
 
 
 @dataclass(frozen=True)
@@ -15,7 +70,7 @@ class MeasureOptions:
 
     goodput: str = opt(
         "",
-        T.goodput,
+        goodput,
         "SLOs: ttft:MS tpot:MS e2el:MS; add `valid` to count a wrong answer (json, "
         "tools, a check hook) as a miss",
         *BOTH,
@@ -23,7 +78,7 @@ class MeasureOptions:
     )
     warmup: str = opt(
         "",
-        T.window,
+        window,
         "Requests in the first 30 s (or the first 200) are kept in the records but left "
         "out of the statistics",
         *BOTH,
@@ -31,20 +86,20 @@ class MeasureOptions:
     )
     cooldown: str = opt(
         "",
-        T.window,
+        window,
         "Requests that end in the last 30 s (or the last 200) are left out of the statistics",
         *BOTH,
         metavar="30s|200r",
     )
     percentile_metrics: str = opt(
         ",".join(DEFAULT_PERCENTILE_METRICS),
-        T.percentile_metrics,
+        percentile_metrics,
         "Metrics whose percentiles the result reports (vLLM's): any of ttft,tpot,itl,e2el",
         *BOTH,
     )
     metric_percentiles: str = opt(
         ",".join(f"{p:g}" for p in DEFAULT_METRIC_PERCENTILES),
-        T.metric_percentiles,
+        metric_percentiles,
         'Percentiles reported for those metrics (vLLM\'s), e.g. "50,90,99,99.9"',
         *BOTH,
     )

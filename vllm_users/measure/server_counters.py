@@ -2,8 +2,9 @@
 
 `vllm-locust run`'s sampler (orchestration.server.metrics_sampler) scrapes /metrics once before it starts the master, so
 after the preflight and before the first load request, and writes that scrape with its URL as the first line of
-server_metrics.jsonl. After the drain the master scrapes the same URL once more (`around_load`): the counters'
-increases between the two are the load's, the preflight's requests not among them.
+server_metrics.jsonl. After the drain the master scrapes the same URL once more
+(vllm_users.distributed.server_scrape.around_load): the counters' increases between the two are the load's, the
+preflight's requests not among them. This module only computes; the HTTP calls live there, above measure/.
 
 - server_served: the increase of `vllm:request_success_total`, summed over its `finished_reason` labels (stop,
   length, abort, error, repetition). vLLM counts a request there when its engine finishes it, whatever the
@@ -13,21 +14,16 @@ increases between the two are the load's, the preflight's requests not among the
 - prefix-cache hits: `vllm:prefix_cache_hits_total` over `vllm:prefix_cache_queries_total` (tokens).
 
 With several --server-metrics URLs (replicas) each has its own samples file (run_dir.server_metrics_name) with its
-URL in the first line, and `around_load_more` takes the others' counters the same way.
+URL in the first line, and `around_load_more` there takes the others' counters the same way.
 """
 
 from __future__ import annotations
 
-import http.client
-import json
 import math
-import os
-import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_users.client import stdlib_http
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.server_metric_names import (
     AVERAGED,
@@ -36,24 +32,19 @@ from vllm_users.measure.server_metric_names import (
     PREFIX_QUERIES,
     REQUEST_SUCCESS,
 )
-from vllm_users.run_dir import SERVER_METRICS, server_metrics_name
 
 __all__ = [
     "PREFIX_HIT_WARN",
     "RANDOM_PROMPT_SCENARIOS",
     "LoadCounters",
-    "around_load",
-    "around_load_more",
     "bucket_quantile",
     "counter_delta",
     "histogram_stats",
     "quantile_bucket",
     "parse_metrics",
     "prefix_cache_warning",
-    "scrape",
 ]
 
-SCRAPE_TIMEOUT_S = 5.0
 # a random-prompt run whose prompt tokens were cached beyond its chat template's share by more than this
 # fraction resent prompts the server had seen (a previous run with the same --seed)
 PREFIX_HIT_WARN = 0.10
@@ -82,19 +73,6 @@ def parse_metrics(text: str) -> dict[str, float]:
         if key in AVERAGED:
             sums[key] /= counts[key]
     return sums
-
-
-def scrape(
-    url: str, timeout: float = SCRAPE_TIMEOUT_S, headers: Mapping[str, str] | None = None
-) -> dict[str, float] | None:
-    """One scrape of `url` (with `headers`: its credentials) as parse_metrics' dict; None when it fails (refused,
-    HTTP error, not Prometheus)."""
-    try:
-        req = urllib.request.Request(url, headers={"Accept": "text/plain", **(headers or {})})
-        with stdlib_http.urlopen(req, timeout=timeout) as resp:  # interim 1xx responses skipped
-            return parse_metrics(resp.read().decode("utf-8", "replace"))
-    except (OSError, ValueError, http.client.HTTPException):
-        return None
 
 
 def counter_delta(first: dict[str, float], last: dict[str, float], name: str) -> float | None:
@@ -181,49 +159,6 @@ class LoadCounters:
         """Requests the server finished during the load (vllm:request_success_total); None without the counter."""
         d = self.delta(REQUEST_SUCCESS)
         return None if d is None else int(round(d))
-
-
-def around_load(
-    results_dir: str, timeout: float = SCRAPE_TIMEOUT_S, headers: Mapping[str, str] | None = None
-) -> LoadCounters | None:
-    """The sampler's scrape before the load (server_metrics.jsonl's first line) and one scrape of its URL now (with
-    `headers`, the sampler's: the file never holds them); None when the run sampled no metrics
-    (--no-server-metrics), that scrape failed, or this one does."""
-    return _around(os.path.join(results_dir, SERVER_METRICS), timeout, lambda url: headers)
-
-
-def around_load_more(
-    results_dir: str,
-    timeout: float = SCRAPE_TIMEOUT_S,
-    headers: Mapping[str, Mapping[str, str]] | None = None,
-) -> list[LoadCounters]:
-    """around_load of every further --server-metrics URL (server_metrics.1.jsonl, ...), in their order, each
-    scraped with its own `headers[url]`; the URLs without a baseline or whose scrape fails now are left out."""
-    out: list[LoadCounters] = []
-    for i in range(1, 1000):  # bounded: a run has as many files as --server-metrics URLs
-        path = os.path.join(results_dir, server_metrics_name(i))
-        if not os.path.exists(path):
-            break
-        got = _around(path, timeout, lambda url: (headers or {}).get(url))
-        if got is not None:
-            out.append(got)
-    return out
-
-
-def _around(
-    path: str, timeout: float, headers_of: Callable[[str], Mapping[str, str] | None]
-) -> LoadCounters | None:
-    """The baseline in `path`'s first line and a scrape of its URL now."""
-    try:
-        with open(path, "rb") as fh:
-            first = json.loads(fh.readline())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(first, dict) or not isinstance(first.get("v"), dict) or not first.get("url"):
-        return None  # no baseline from before the load: a later sample would undercount
-    url = str(first["url"])
-    after = scrape(url, timeout, headers_of(url))
-    return None if after is None else LoadCounters(url, dict(first["v"]), after)
 
 
 def prefix_cache_warning(

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from vllm_users.errors import TokenizerError  # raised here; importable from here too
-from vllm_users.options import Options
 from vllm_users.workload.prefixes import SharedPrefixes, from_options
 from vllm_users.workload.prompt_ahead import ahead
+from vllm_users.workload.prompt_options import PromptOptions, RequestOptions
 from vllm_users.workload.prompts import LengthModel, Prompt, RandomPrompts, random_words, sample_len
 from vllm_users.workload.word_costs import word_costs
 
@@ -188,8 +188,28 @@ class PrefixedPrompts:
         return Prompt(None, prefix + "\n" + (p.text or ""), n_in, p.output_len)
 
 
+class _Endpoint(Protocol):
+    """What prompt_source reads of the scenario group: its --endpoint."""
+
+    @property
+    def endpoint(self) -> str: ...
+
+
+class PromptSettings(Protocol):
+    """What prompt_source reads of an Options (a Protocol: workload/ stands below vllm_users.options)."""
+
+    @property
+    def request(self) -> RequestOptions: ...
+
+    @property
+    def prompt(self) -> PromptOptions: ...
+
+    @property
+    def scenario(self) -> _Endpoint: ...
+
+
 def prompt_source(
-    o: Options, lengths: LengthModel, chat: bool | None = None, reserve: int = 0
+    o: PromptSettings, lengths: LengthModel, chat: bool | None = None, reserve: int = 0
 ) -> PromptSource:
     """The prompt source of a scenario from --dataset, --tokenizer, --prefix-len (and lengths). `chat`
     overrides --endpoint (json/tools always chat); `reserve` tokens of --input-len are left for the

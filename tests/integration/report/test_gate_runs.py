@@ -4,7 +4,7 @@ directories, as a saved baseline file against it, in the four outputs; the same 
 different settings are refused.
 
 Whether noise over many runs is called a change is a question of statistics: 21 runs with run-to-run drift and
-three slowed ones are tests/unit/report/test_gate_runs_generated.py (generated samples: on a shared machine the
+three slowed ones are tests/unit/gate/test_gate_runs_generated.py (generated samples: on a shared machine the
 live runs' speed drifted by 7-12 % from run to run, more than the gate's limits are a margin for).
 """
 
@@ -45,7 +45,7 @@ LOAD = [
 _d = SimConfig()
 # 50 %, not the 15 % the gate can tell between quiet runs: beside the suite's other jobs two live runs of the same
 # simulator drift apart by more than 15 % (a 15 % slower run once came out "1 improved, 3 inconclusive"). How
-# small a change the gate finds over noise is tests/unit/report/test_gate_runs_generated.py's question
+# small a change the gate finds over noise is tests/unit/gate/test_gate_runs_generated.py's question
 SLOWER = 1.5
 SLOW = (
     f"--decode-step-ms {_d.decode_step_ms * SLOWER:g} --decode-per-seq-ms {_d.decode_per_seq_ms * SLOWER:g}"

@@ -19,7 +19,7 @@ from orchestration.server.moe_experts import expert_counters
 from orchestration.server.preflight import reset_prefix_cache
 from orchestration.twin.probe import Budget, Probe
 from vllm_users.distributed.server_profile import ServerProfile
-from vllm_users.measure.server_counters import scrape
+from vllm_users.distributed.server_scrape import scrape
 
 pytestmark = pytest.mark.timeout(30)
 NEED = {"X-Gateway-Token": "gw-7", "Authorization": "Basic " + base64.b64encode(b"al:pw").decode()}

@@ -9,8 +9,8 @@ import os
 import pytest
 
 from tests.unit.measure.helpers import rec
-from vllm_users.distributed import run_end
-from vllm_users.measure import server_counters
+from vllm_users.distributed import run_end, server_scrape
+from vllm_users.distributed.server_scrape import around_load_more
 from vllm_users.measure.columns import columns_from_records
 from vllm_users.measure.latency_breakdown import (
     FROM_CORE,
@@ -24,7 +24,7 @@ from vllm_users.measure.latency_breakdown import (
     spec_decode,
 )
 from vllm_users.measure.run_result import RunResult
-from vllm_users.measure.server_counters import LoadCounters, around_load_more, parse_metrics
+from vllm_users.measure.server_counters import LoadCounters, parse_metrics
 from vllm_users.run_dir import server_metrics_name
 
 
@@ -237,7 +237,7 @@ def test_around_load_more_scrapes_each_further_url_with_its_headers(tmp_path, mo
         asked.append((url, headers))
         return None if url == "http://c/metrics" else AFTER
 
-    monkeypatch.setattr(server_counters, "scrape", scrape)
+    monkeypatch.setattr(server_scrape, "scrape", scrape)
     got = around_load_more(str(tmp_path), headers={"http://b/metrics": {"Authorization": "Bearer b"}})
     assert [g.url for g in got] == ["http://b/metrics"]  # the first file is around_load's; c's scrape failed
     assert got[0].before == BEFORE and got[0].after == AFTER
@@ -250,7 +250,7 @@ def test_master_adds_the_block_from_every_url(tmp_path, monkeypatch) -> None:  #
         fh.write(rec(1.0, [400, 420], 2).to_json() + "\n")
     with open(os.path.join(tmp_path, server_metrics_name(1)), "w") as fh:
         fh.write(json.dumps({"t": 1.0, "v": {}, "url": "http://b/metrics"}) + "\n")
-    monkeypatch.setattr(server_counters, "scrape", lambda url, timeout=5.0, headers=None: AFTER)
+    monkeypatch.setattr(server_scrape, "scrape", lambda url, timeout=5.0, headers=None: AFTER)
     monkeypatch.setenv(run_end.METRICS_HEADERS_MORE_ENV, json.dumps({"http://b/metrics": {"X": "1"}}))
     res = RunResult(None, None, None, None, None, None, None, None)
     out = run_end.with_latency_breakdown(res, str(tmp_path), LoadCounters("http://a/metrics", BEFORE, AFTER))

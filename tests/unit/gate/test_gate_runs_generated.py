@@ -25,7 +25,7 @@ import numpy as np
 from orchestration.gate.rules import parse_rules
 from orchestration.gate.samples import RunSamples, Side
 from orchestration.gate.verdict import gate
-from tests.unit.report.test_gate import synthetic
+from tests.unit.gate.test_gate import synthetic
 from vllm_users import exit_codes
 
 RUNS = 21
