@@ -3,7 +3,8 @@ HAProxy naming the server that answered in `X-Served-By` (its `%s` log variable)
 purpose (3x the others' TTFT and inter-token time). `--replica-header` must split the run into the three
 server names with about a third of the requests each, the slowed one standing out in its TTFT and TPOT medians
 (its gap over each fast one against the replicas' own engine figures for the same run, never absolute times),
-and `--server-metrics` once per replica must give one latency_breakdown entry per URL, in the order given. Skipped, saying so, where haproxy is not installed."""
+and `--server-metrics` once per replica must give one latency_breakdown entry per URL, in the order given.
+Skipped, saying so, where haproxy is not installed."""
 
 from __future__ import annotations
 
