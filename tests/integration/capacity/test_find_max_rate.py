@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 import numpy as np
 import pytest
@@ -101,12 +102,11 @@ def test_find_max_rate_needs_an_slo(tmp_path) -> None:
 
 @pytest.mark.timeout(300)
 def test_long_requests_are_not_stopped_in_their_ramp(tmp_path) -> None:
-    # a server of unbounded capacity (--fixed: every request 50 ms + 64 x 80 ms = 5.2 s, whatever the load): at
+    # a server of unbounded capacity (--fixed: every request 50 ms + 32 x 160 ms = 5.2 s, whatever the load): at
     # the probe's rate the in-flight count climbs for 5 s before the first request completes (Little's law), which
     # the saturation watch took for over-saturation ("grew from 70 to 202 in 4.0 s") and failed the step.
-    # 64 chunks of 80 ms rather than 256 of 20 ms: the same ramp for a quarter of the client's work, so that a
-    # machine busy with other tests keeps the ~200 streams on schedule (at 256 x 20 ms both tries of a step
-    # were "invalid" there: 12 % of arrivals sent late, the worker's loop lagging 101 ms).
+    # 32 chunks of 160 ms rather than 256 of 20 ms: the same ramp for an eighth of the client's work (at 64 x 80 ms
+    # a box busy with other jobs still put both tries of the step 11-18 % late).
     # 3 steps: a step whose client fell behind on a slow machine ("invalid") is run once more at the same rate
     r = cli(
         [
@@ -116,17 +116,46 @@ def test_long_requests_are_not_stopped_in_their_ramp(tmp_path) -> None:
             "--search-steps",
             "3",
             "--output-len",
-            "64",
+            "32",
             "--ignore-eos",
             "--workers",
             "1",
             "--sim-args",
-            "--fixed --ttft-ms 50 --itl-ms 80",
+            "--fixed --ttft-ms 50 --itl-ms 160",
         ],
         str(tmp_path),
         timeout=280,
     )
-    assert r.rc == 0, r.logs()[-4000:]
     with open(os.path.join(r.run_dir, "sweep.json")) as fh:
-        step = next(s for s in json.load(fh)["steps"][1:] if s["verdict"] != "invalid")
-    assert step["verdict"] == "holds", step["judgement"]["reasons"]
+        steps = json.load(fh)["steps"][1:]
+    # exit 1 ("no tried rate held") only where every step measured the client
+    assert r.rc == 0 or (r.rc == 1 and all(s["judgement"].get("invalid") for s in steps)), r.logs()[-4000:]
+    print(
+        [
+            (s["target"], s["verdict"], s["judgement"].get("on_schedule"), s["judgement"]["reasons"])
+            for s in steps
+        ]
+    )
+    misses = ramp_misses(steps)
+    assert not misses, misses
+
+
+def ramp_misses(steps: list[dict[str, Any]]) -> list[str]:
+    """What is wrong with the rate steps against a server of unbounded capacity: none may be stopped early (the
+    saturation watch, whatever the machine), and each try at the probe's rate whose client kept its schedule must
+    hold. Whether the client kept it is measured in the same step (the arrivals sent over half a gap late,
+    judge's `on_schedule`): on a busy box the one worker fell behind both tries of a step (9-18 % of arrivals
+    late), and such a step is "invalid", a measurement of the client, not of the watch."""
+    misses = [
+        f"{s['target']:g} req/s: {why}"
+        for s in steps
+        for why in s["judgement"]["reasons"]
+        if why.startswith("stopped early")
+    ]
+    # the probe's rate (its one or two tries); a step after it, at 1.25 x, is judged by the watch alone
+    misses += [
+        f"{s['target']:g} req/s: {s['verdict']} on schedule: {s['judgement']['reasons']}"
+        for s in steps
+        if s["target"] == steps[0]["target"] and not s["judgement"].get("invalid") and s["verdict"] != "holds"
+    ]
+    return misses

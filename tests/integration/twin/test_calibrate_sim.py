@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -106,15 +107,25 @@ def real() -> Iterator[SimProcess]:
         yield sim
 
 
+def emitted_late(url: str) -> tuple[float, int]:
+    """The simulator's own lateness so far (/sim/stats): seconds its emissions came after their planned time, in
+    all, and how many."""
+    late = json.loads(urllib.request.urlopen(url + "/sim/stats", timeout=10).read())["lateness_s"]
+    return float(late["mean"]) * int(late["count"]), int(late["count"])
+
+
 @pytest.fixture(scope="module")
 def twin(real: SimProcess, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("twin") / "twin.json"
     t0 = time.monotonic()
+    before = emitted_late(real.url)
     proc = calibrate(real.url, out, f"{FIT_BUDGET_S}s")
     stdout, stderr = proc.communicate(timeout=200)
     assert proc.returncode == 0, stderr
+    after = emitted_late(real.url)
     doc: dict[str, Any] = json.loads(out.read_text())
     doc["_wall_s"] = time.monotonic() - t0
+    doc["_late_ms"] = 1000.0 * (after[0] - before[0]) / max(1, after[1] - before[1])
     doc["_path"] = str(out)
     doc["_stdout"] = stdout
     return doc
@@ -126,19 +137,12 @@ def test_the_fit_recovers_the_constants_within_its_uncertainty(twin: dict[str, A
     of known constants; a smaller budget left prefill_per_ctx_token_ns unresolved."""
     print(twin["_stdout"])  # the fit table (docs/twin.md shows one)
     c = twin["constants"]
-    for name in (
-        "prefill_tokens_per_s",
-        "prefill_per_ctx_token_ns",
-        "decode_step_ms",
-        "decode_per_seq_ms",
-        "decode_per_ctx_token_us",
-        "request_overhead_ms",
-        "kv_cache_tokens",
-    ):
-        # the prefill rate from the batch bursts where they know it better than the concurrency-1 line
-        assert c[name]["source"] in (("fit", "burst") if name == "prefill_tokens_per_s" else ("fit",)), name
-        err = abs(c[name]["value"] - TRUE[name])
-        assert err <= c[name]["uncertainty"], f"{name}: {c[name]} vs true {TRUE[name]}; {twin['_stdout']}"
+    late = late_allowance(twin["_late_ms"])
+    print(f"the simulator's emissions came {twin['_late_ms']:.2f} ms late on average: allowed {late}")
+    misses = off_the_truth(c, TRUE, late)
+    assert not misses, f"{misses}; {twin['_stdout']}"
+    # a simulator so late that its own flags say little of what it did: a failure, not a bound that grows with it
+    assert all(v < 0.5 * TRUE[k] for k, v in late.items()), late
     # and the uncertainties say something: well below the values (the overhead: below the smallest TTFT it is in)
     for name in (
         "prefill_tokens_per_s",
@@ -157,6 +161,51 @@ def test_the_fit_recovers_the_constants_within_its_uncertainty(twin: dict[str, A
     assert c["enable_prefix_caching"]["value"] is True
     assert "TTFT points" in twin["_stdout"] and "prefill_tokens_per_s" in twin["_stdout"]
     assert twin["probe"]["partial"] is False and twin["_wall_s"] < FIT_BUDGET_S + 15
+
+
+FITTED = (
+    "prefill_tokens_per_s",
+    "prefill_per_ctx_token_ns",
+    "decode_step_ms",
+    "decode_per_seq_ms",
+    "decode_per_ctx_token_us",
+    "request_overhead_ms",
+    "kv_cache_tokens",
+)
+
+
+def late_allowance(late_ms: float) -> dict[str, float]:
+    """What the simulator's own measured lateness (`late_ms`, its mean over the calibration) moves each constant
+    by, from its step model: a step's end comes late_ms late and the next step starts from there (the decode step),
+    the first token has its own emission and the request's overhead timer before it (the overhead, twice), and a
+    burst's full prefill steps of max_num_batched_tokens each take late_ms more (the prefill rate). Where the
+    simulator keeps its schedule late_ms is near 0 and the fit's own uncertainty is the bound; on a busy machine
+    the simulator itself ran slower than its flags (its emissions 3-8 ms late on a 2-core box at load 8; a decode
+    step fitted at 24.1 ± 2.1 ms against a flag of 20 with them 3.1 ms late), and what it did is the truth."""
+    rate, budget = TRUE["prefill_tokens_per_s"], TRUE["max_num_batched_tokens"]
+    step_s = budget / rate
+    return {
+        "decode_step_ms": late_ms,
+        "request_overhead_ms": 2.0 * late_ms,
+        "prefill_tokens_per_s": rate * (late_ms / 1e3) / (step_s + late_ms / 1e3),
+    }
+
+
+def off_the_truth(c: dict[str, Any], true: dict[str, Any], late: dict[str, float]) -> list[str]:
+    """The fitted constants further from `true` than their own uncertainty plus what the simulator's measured
+    lateness moved them by (`late`), or from a source they should not come from."""
+    misses = []
+    for name in FITTED:
+        # the prefill rate from the batch bursts where they know it better than the concurrency-1 line
+        if c[name]["source"] not in (("fit", "burst") if name == "prefill_tokens_per_s" else ("fit",)):
+            misses.append(f"{name}: from {c[name]['source']}")
+            continue
+        err = abs(c[name]["value"] - true[name])
+        if not err <= c[name]["uncertainty"] + late.get(name, 0.0):
+            misses.append(
+                f"{name}: {c[name]['value']:.4g} ± {c[name]['uncertainty']:.3g} vs true {true[name]}"
+            )
+    return misses
 
 
 def _tolerance(twin: dict[str, Any]) -> float:
