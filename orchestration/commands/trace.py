@@ -22,10 +22,10 @@ from vllm_users.workload.trace_formats import (
     TIMESTAMP_UNITS,
     TRACE_FORMATS,
     load_trace,
+    registry,
     to_jsonl_line,
     trace_block_reuse,
 )
-from vllm_users.workload.trace_formats import registry
 
 __all__ = ["PROG", "main", "trace_info"]
 

@@ -28,7 +28,9 @@ END = "<!-- end of the generated table -->"
 
 def begin(source: str) -> str:
     """The marker line above a generated table."""
-    return f"<!-- generated from {source} by `python -m orchestration.settings.doc_tables`: edit the records -->"
+    return (
+        f"<!-- generated from {source} by `python -m orchestration.settings.doc_tables`: edit the records -->"
+    )
 
 
 def rendered(doc: str, text: str) -> str:

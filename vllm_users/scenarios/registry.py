@@ -43,10 +43,14 @@ class Scenario:
     name: str  # --scenario NAME
     user: str  # its LLMUser subclass, `package.module:Class` (imported only by the Locust processes)
     summary: str  # docs/scenarios.md's table: what it measures
-    endpoints: tuple[str, ...]  # the --endpoint values it runs with; another is a one-line error before the load
+    endpoints: tuple[
+        str, ...
+    ]  # the --endpoint values it runs with; another is a one-line error before the load
     # each ticket is exactly one request: `--num-prompts N` is N requests (the progress line's `ok N/TOTAL`)
     one_request_per_ticket: bool = False
-    scheduled_starts: bool | None = None  # an open-loop schedule sets every start (None: one_request_per_ticket)
+    scheduled_starts: bool | None = (
+        None  # an open-loop schedule sets every start (None: one_request_per_ticket)
+    )
     shape: str | None = None  # `package.module:Class` of the LoadTestShape it brings (one a run: the first)
     chat_on: tuple[str, ...] = ()  # the endpoints on which `chat` means this user (the pooling users)
     aliases: tuple[str, ...] = ()  # other names --scenario takes for it
@@ -134,10 +138,10 @@ REGISTRY: tuple[Scenario, ...] = (
 _BY_NAME = {s.name: s for s in REGISTRY}
 SCENARIOS: dict[str, str] = {s.name: s.user for s in REGISTRY}
 ALIASES: dict[str, str] = {a: s.name for s in REGISTRY for a in s.aliases}
-# scenarios whose ticket is exactly one request (`--num-prompts N` is then N requests); the others' tickets are
-# sessions of several (the tools follow-up), or their users are code that sends what it sends
+# scenarios whose ticket is exactly one request (`--num-prompts N` is then N requests); the others' tickets
+# are sessions of several (the tools follow-up), or their users are code that sends what it sends
 ONE_REQUEST_PER_TICKET = frozenset(s.name for s in REGISTRY if s.one_request_per_ticket)
-# scenarios whose every request starts on its ticket, so an open-loop schedule fixes each start before the load
+# scenarios whose every request starts on its ticket: an open-loop schedule fixes each start before the load
 SCHEDULED_STARTS = frozenset(
     s.name
     for s in REGISTRY
@@ -158,12 +162,17 @@ def scenario(name: str) -> Scenario | None:
 
 
 def docs_table() -> str:
-    """docs/scenarios.md's table of the built-in scenarios, from their records (a test checks the docs hold it)."""
-    rows = ["| scenario | user class | locustfile | `--endpoint` | what it measures |", "|---|---|---|---|---|"]
+    """docs/scenarios.md's table of the built-in scenarios, from their records (a test checks the docs)."""
+    rows = [
+        "| scenario | user class | locustfile | `--endpoint` | what it measures |",
+        "|---|---|---|---|---|",
+    ]
     for s in REGISTRY:
         user = f"`{s.user}`" + (f" + `{s.shape.rpartition(':')[2]}`" if s.shape else "")
         ends = "any" if s.endpoints == EVERY else ", ".join(s.endpoints)
-        rows.append(f"| `{s.name}` | {user} | {f'`{s.locustfile}`' if s.locustfile else '-'} | {ends} | {s.summary} |")
+        rows.append(
+            f"| `{s.name}` | {user} | {f'`{s.locustfile}`' if s.locustfile else '-'} | {ends} | {s.summary} |"
+        )
     return "\n".join(rows) + "\n"
 
 

@@ -29,6 +29,7 @@ __all__ = [
 _decode = json.JSONDecoder().decode
 _scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # the C scanner without decode()'s two regex passes: ~2x on short lines
 
+
 # ------------------------------------------------------------------------------------------ field checks
 def _shown(value: Any) -> str:
     """A value as the error message shows it: JSON, cut short."""

@@ -8,7 +8,14 @@ from typing import Any
 from vllm_users.client.responses import APIS
 from vllm_users.errors import TraceError
 from vllm_users.workload.trace import TraceRequest
-from vllm_users.workload.trace_formats._fields import bad, int_field, json_lines, missing, number_field, text_field
+from vllm_users.workload.trace_formats._fields import (
+    bad,
+    int_field,
+    json_lines,
+    missing,
+    number_field,
+    text_field,
+)
 from vllm_users.workload.trace_formats.registry import Rows, Sniff, TraceFormat
 
 __all__ = ["FORMAT", "read_jsonl"]

@@ -1,10 +1,10 @@
 """The trace formats: one `TraceFormat` record per format, each in a module of this package.
 
-Every module of `vllm_users/workload/trace_formats/` whose name has no leading `_` defines `FORMAT`, the record of
-one format named like the module (`azure_lmm.py`: `azure-lmm`): its reader, the unit of its timestamps, how `auto`
-tells it from its first line, and its row of docs/traces.md's table. `formats()` imports them once, in rank order;
-`--trace-format`'s choices, `load_trace`, `trace info` and the docs table all read them, so a new format is one
-new module (CONTRIBUTING.md, "Add a trace format").
+Every module of `vllm_users/workload/trace_formats/` whose name has no leading `_` defines `FORMAT`, the
+record of one format named like the module (`azure_lmm.py`: `azure-lmm`): its reader, the unit of its
+timestamps, how `auto` tells it from its first line, and its row of docs/traces.md's table. `formats()`
+imports them once, in rank order; `--trace-format`'s choices, `load_trace`, `trace info` and the docs table
+all read them, so a new format is one new module (CONTRIBUTING.md, "Add a trace format").
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ Rows = tuple[list[TraceRequest], Counter[str]]
 
 
 class Sniff:
-    """What `auto` looks at: the path, and (read only when a format asks) the first non-blank line as JSON keys
-    or as a CSV header. A line that cannot be read is no format's; its error is raised when none claims the file."""
+    """What `auto` looks at: the path, and (read only when a format asks) the first non-blank line as JSON
+    keys or as a CSV header. A line that cannot be read is no format's; its error is raised when none claims
+    the file."""
 
     def __init__(self, path: str) -> None:
         self.path = path
