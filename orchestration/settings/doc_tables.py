@@ -2,7 +2,7 @@
 and docs/traces.md's trace formats (`vllm_users.workload.trace_formats.registry`).
 
 `python -m orchestration.settings.doc_tables` rewrites each table between its two markers in place;
-`--check` only says which are stale (exit 1). tests/unit/test_doc_tables.py fails while one is.
+`--check` only says which are stale (exit 1); tests/unit/scenarios/test_scenario_registry.py fails while one is.
 """
 
 from __future__ import annotations
