@@ -43,14 +43,12 @@ class Scenario:
     name: str  # --scenario NAME
     user: str  # its LLMUser subclass, `package.module:Class` (imported only by the Locust processes)
     summary: str  # docs/scenarios.md's table: what it measures
-    endpoints: tuple[
-        str, ...
-    ]  # the --endpoint values it runs with; another is a one-line error before the load
+    # the --endpoint values it runs with; another is a one-line error before the load
+    endpoints: tuple[str, ...]
     # each ticket is exactly one request: `--num-prompts N` is N requests (the progress line's `ok N/TOTAL`)
     one_request_per_ticket: bool = False
-    scheduled_starts: bool | None = (
-        None  # an open-loop schedule sets every start (None: one_request_per_ticket)
-    )
+    # an open-loop schedule sets every start of its requests (None: as one_request_per_ticket)
+    scheduled_starts: bool | None = None
     shape: str | None = None  # `package.module:Class` of the LoadTestShape it brings (one a run: the first)
     chat_on: tuple[str, ...] = ()  # the endpoints on which `chat` means this user (the pooling users)
     aliases: tuple[str, ...] = ()  # other names --scenario takes for it
