@@ -35,7 +35,7 @@ from vllm_users.errors import PreflightError
 from vllm_users.measure.run_result import result_path
 from vllm_users.options import RUN, Options, changed, env_api_key
 from vllm_users.scenarios.registry import (
-    ONE_REQUEST_PER_TICKET,
+    SCHEDULED_STARTS,
     for_endpoint,
     is_class_ref,
     locustfile_source,
@@ -162,11 +162,6 @@ def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
         raise C.UsageError(str(e)) from None
     a.processes.check()
     return a, mix, files
-
-
-# scenarios whose every request starts on its ticket: a session of several (tools' follow-up, -f code) and a
-# conversation's later turns start on completions, which no schedule fixes before the load
-SCHEDULED_STARTS = ONE_REQUEST_PER_TICKET - {"multi-turn"}
 
 
 def check_windows(a: Options, scenarios: Sequence[str] = ("chat",), files: Sequence[str] = ()) -> None:

@@ -22,6 +22,7 @@ from vllm_users.workload.trace_formats import (
     TIMESTAMP_UNITS,
     TRACE_FORMATS,
     load_trace,
+    registry,
     to_jsonl_line,
     trace_block_reuse,
 )
@@ -68,7 +69,7 @@ def _parser() -> C.OneLineParser:
         "--trace-timestamp-unit",
         choices=tuple(TIMESTAMP_UNITS),
         default="auto",
-        help="Unit of a mooncake/burstgpt/jsonl `timestamp` (default: the format's own)",
+        help=f"Unit of a {registry.own_unit_names()} `timestamp` (default: the format's own)",
     )
     info.add_argument("--json", action="store_true", help="Print the figures as one JSON object")
     return p

@@ -30,6 +30,7 @@ from vllm_users.measure.record import RequestRecord, add_images, interrupted_rec
 from vllm_users.model_mix import parse_mix
 from vllm_users.options import env_api_key
 from vllm_users.redact import Redactor, connection_headers, redact_url, secret_values
+from vllm_users.scenarios import registry
 from vllm_users.scenarios.request_spec import Reply, RequestFailure, RequestSpec
 from vllm_users.workload.calibration import Budget, calibrate_lengths
 from vllm_users.workload.classes import plan_from
@@ -78,6 +79,10 @@ class LLMUser(FastHttpUser):
     abstract = True
     scenario = "base"
     min_images = 0  # images: image parts per chat request at least (the vision scenario: 1)
+    # a built-in scenario's record (scenarios/registry.py) sets these on its class; None: any endpoint, unchecked
+    endpoints: tuple[str, ...] | None = None
+    one_request_per_ticket = False  # each ticket is exactly one request
+    shape: str | None = None  # `package.module:Class` of the LoadTestShape the scenario brings
     wait_time = constant(0)
     network_timeout = 120.0
     connection_timeout = 10.0
@@ -94,8 +99,14 @@ class LLMUser(FastHttpUser):
         super().__init__(environment)
 
     def __init_subclass__(cls, **kw: Any) -> None:
-        """A concrete user that names no `scenario` is recorded under its class name."""
+        """A concrete user that names no `scenario` is recorded under its class name; the class a built-in
+        scenario's record names takes the record's endpoints, one-request-per-ticket flag and shape."""
         super().__init_subclass__(**kw)
+        declared = registry.scenario(cls.__dict__.get("scenario", ""))
+        if declared is not None and declared.user == f"{cls.__module__}:{cls.__qualname__}":
+            cls.endpoints = declared.endpoints
+            cls.one_request_per_ticket = declared.one_request_per_ticket
+            cls.shape = declared.shape
         if (
             not cls.__dict__.get("abstract", False)
             and "scenario" not in cls.__dict__

@@ -1,6 +1,6 @@
 """A request trace, whatever file it came from: the requests in send order, each at its offset from the first.
 
-The format readers (`trace_formats.py`) build a `Trace`; the open-loop schedule sends each `TraceRequest` at
+The format readers (`trace_formats/`, one module per format) build a `Trace`; the open-loop schedule sends each `TraceRequest` at
 `t0 + offset_s / time_scale`; the trace user builds its prompt (exact lengths, mooncake hash blocks, or the
 trace's own text/messages) and, for a session, waits for the earlier turn and the think time.
 """
@@ -43,7 +43,7 @@ class Trace:
     """The requests of one trace file, sorted by offset, with what the reader skipped and why."""
 
     path: str
-    format: str  # mooncake | azure | burstgpt | jsonl | records
+    format: str  # the name of its format's record (trace_formats/registry.py)
     requests: list[TraceRequest] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> rows skipped (burstgpt's failed rows)
     block_size: int = 512  # mooncake: prompt tokens per hash id

@@ -19,6 +19,7 @@ from vllm_users import option_types as T
 from vllm_users.errors import TraceError
 from vllm_users.option_spec import BOTH, opt
 from vllm_users.workload.trace import Trace, TraceRequest
+from vllm_users.workload.trace_formats import registry as trace_formats
 
 __all__ = [
     "MAX_OFFSET_S",
@@ -53,7 +54,7 @@ class TraceOptions:
         T.text,
         "--trace's format (auto: from the file)",
         *BOTH,
-        choices=("auto", "mooncake", "azure", "burstgpt", "jsonl", "records"),
+        choices=trace_formats.choices(),
     )
     time_scale: float = opt(
         1.0, T.pos_float, "--trace: replay speed (2 = twice as fast: offsets halved)", *BOTH, metavar="X"
@@ -68,7 +69,7 @@ class TraceOptions:
     trace_timestamp_unit: str = opt(
         "auto",
         T.text,
-        "--trace: unit of a mooncake/burstgpt/jsonl `timestamp` (auto: the format's own)",
+        f"--trace: unit of a {trace_formats.own_unit_names()} `timestamp` (auto: the format's own)",
         *BOTH,
         choices=("auto", "s", "ms", "us"),
     )
@@ -111,7 +112,7 @@ def _load(
     block_size: int,
     unit: str,
 ) -> Trace:
-    from vllm_users.workload.trace_formats import load_trace  # the readers are only needed by trace runs
+    from vllm_users.workload.trace_formats import load_trace
 
     return load_trace(
         path,

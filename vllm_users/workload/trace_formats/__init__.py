@@ -1,6 +1,7 @@
 """Reading a trace file into a `Trace` (`--trace FILE --trace-format F`), and writing one as our `jsonl` format.
 
-`load_trace` detects or takes the format, reads every row through its reader (`trace_readers.py`), checks
+`load_trace` detects or takes the format, reads every row through its reader (one module of this package per
+format, each defining its `FORMAT` record: `registry.py`), checks
 everything (a bad row is one `TraceError` naming the file, the line and the field) before it returns, so the
 caller can load the trace before any request is sent. Offsets are seconds from the first request of the
 window (`start_s`, `duration_s`, both from the trace's first request), in send order; `limit` keeps the first
@@ -10,18 +11,15 @@ window (`start_s`, `duration_s`, both from the trace's first request), in send o
 from __future__ import annotations
 
 import csv
-import io
 import json
 import math
 import os
-from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
 
-from vllm_users import run_dir
 from vllm_users.errors import TraceError, UsageError
-from vllm_users.workload import trace_readers as R
 from vllm_users.workload.trace import Trace, TraceRequest
+from vllm_users.workload.trace_formats import registry
 
 __all__ = [
     "TIMESTAMP_UNITS",
@@ -32,49 +30,14 @@ __all__ = [
     "trace_block_reuse",
 ]
 
-TRACE_FORMATS = ("auto", "mooncake", "azure", "burstgpt", "jsonl", "records")
+TRACE_FORMATS = registry.choices()  # "auto", then every format of this package (registry.py)
 TIMESTAMP_UNITS = {"auto": None, "s": 1.0, "ms": 1e-3, "us": 1e-6}  # None: the format's own unit
-_OWN_UNIT = {"mooncake": 1e-3, "burstgpt": 1.0, "jsonl": 1.0}  # azure's are times of day, records' epoch s
 
 
 def detect_format(path: str) -> str:
-    """The format of the trace at `path` from its content: a run directory or records file, mooncake (JSON
-    lines with `hash_ids`/`input_length`), our jsonl (other JSON lines), azure or burstgpt (a CSV header)."""
-    if os.path.isdir(path):
-        if not os.path.isfile(run_dir.path(path, run_dir.RECORDS)):
-            raise TraceError(f"{path}: a directory without {run_dir.RECORDS} (not a run directory)")
-        return "records"
-    if os.path.basename(path) == run_dir.RECORDS:
-        return "records"
-    first = _first_line(path)
-    if first.startswith("{"):
-        try:
-            keys = json.loads(first).keys()
-        except (ValueError, AttributeError):
-            raise TraceError(f"{path}:1: not valid JSON (cannot tell the trace format)") from None
-        if "hash_ids" in keys or "input_length" in keys:
-            return "mooncake"
-        return "records" if {"t_start", "worker", "endpoint"} <= keys else "jsonl"
-    header = {h.strip() for h in next(csv.reader(io.StringIO(first)), [])}
-    if {"TIMESTAMP", "ContextTokens", "GeneratedTokens"} <= header:
-        return "azure"
-    if {"Timestamp", "Request tokens", "Response tokens"} <= header:
-        return "burstgpt"
-    raise TraceError(f"{path}: cannot tell the trace format from its first line (give --trace-format)")
-
-
-def _first_line(path: str) -> str:
-    """The first non-blank line (without a byte-order mark), for detect_format."""
-    try:
-        with open(path, encoding="utf-8-sig") as fh:
-            for line in fh:
-                if line.strip():
-                    return line.strip()
-    except OSError as e:
-        raise TraceError(f"{path}: cannot read the trace: {e.strerror or e}") from None
-    except UnicodeDecodeError:
-        raise TraceError(f"{path}: not a UTF-8 text file") from None
-    raise TraceError(f"{path}: the trace is empty (no requests)")
+    """The format of the trace at `path` from its path and first line (each format's `detect`): a run
+    directory or records file, JSON lines, a CSV header (docs/traces.md's table says what each looks for)."""
+    return registry.detect(path)
 
 
 def load_trace(
@@ -101,21 +64,15 @@ def load_trace(
     if not os.path.exists(path):
         raise TraceError(f"{path}: no such trace file or run directory")
     fmt = detect_format(path) if fmt == "auto" else fmt
+    reader = registry.get(fmt)
     unit = TIMESTAMP_UNITS[timestamp_unit]
-    if unit is not None and fmt not in _OWN_UNIT:
+    if unit is not None and reader.unit_s is None:
         raise UsageError(
             f"a {fmt} trace's timestamps have a unit of their own: leave the timestamp unit at auto"
         )
-    unit_s = _OWN_UNIT.get(fmt, 1.0) if unit is None else unit
-    readers: dict[str, Callable[[], R.Rows]] = {
-        "mooncake": lambda: R.read_mooncake(path, unit_s),
-        "jsonl": lambda: R.read_jsonl(path, unit_s),
-        "azure": lambda: R.read_azure(path),
-        "burstgpt": lambda: R.read_burstgpt(path, unit_s),
-        "records": lambda: R.read_records_trace(path),
-    }
+    unit_s = (reader.unit_s or 1.0) if unit is None else unit
     try:
-        requests, skipped = readers[fmt]()
+        requests, skipped = reader.read(path, unit_s)
     except OSError as e:
         raise TraceError(f"{path}: cannot read the trace: {e.strerror or e}") from None
     except UnicodeDecodeError as e:
