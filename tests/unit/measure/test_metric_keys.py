@@ -105,12 +105,21 @@ def test_the_latency_family_is_made_from_the_declaration() -> None:
     assert K.TPOT.key("median") == "median_tpot_ms"
     keys = ["p99_tpot_ms", "p99_answer_tpot_ms", "p99.9_tpot_ms", "mean_tpot_ms", "px_tpot_ms"]
     assert K.percentile_keys(keys, "tpot") == [("p99_tpot_ms", "99"), ("p99.9_tpot_ms", "99.9")]
-    assert K.declared("p99_answer_tpot_ms") == K.Key("p99_answer_tpot_ms", "ms", K.STREAMED)
+    assert K.declared("p99_answer_tpot_ms") == K.Key(
+        "p99_answer_tpot_ms", "ms", K.STREAMED, "P99 ANSWER TPOT (ms)", ".2f", better="lower"
+    )
     assert K.declared("median_e2el_ms").applies_to == K.ALL  # type: ignore[union-attr]
     assert (
         K.declared("max_ttft_ms") is None and K.declared("mean_foo_ms") is None and K.declared("nope") is None
     )
-    assert K.declared(K.OUTPUT_THROUGHPUT) == K.Key("output_throughput", "tok/s", K.GENERATIVE)
+    out = K.declared(K.OUTPUT_THROUGHPUT)
+    assert out is not None and (out.name, out.unit, out.applies_to) == (
+        "output_throughput",
+        "tok/s",
+        K.GENERATIVE,
+    )
+    assert (out.label, out.fmt, out.better) == ("Output token throughput (tok/s)", ".2f", "higher")
+    assert K.better(K.COMPLETED) is None and K.better("p99.9_itl_ms") == "lower" and K.better("nope") is None
 
 
 def test_the_clients_spellings_are_the_declared_ones() -> None:
