@@ -165,6 +165,20 @@ INPUT_THROUGHPUT = _key(
     row=8,
     console="Input token throughput (tok/s)",
 )
+# a user's stream speed: the mean over the streamed successes of each one's output tokens/s after its first
+# token (1000 / its TPOT in ms); absent where no streamed success has a TPOT
+OUTPUT_THROUGHPUT_PER_USER = _key(
+    "output_throughput_per_user",
+    "tok/s",
+    STREAMED,
+    "Output tokens/s per user (mean)",
+    ".2f",
+    better="higher",
+    row=11,
+    compared=True,
+    console="Output tokens/s per user (mean)",
+    listed=True,
+)
 # reasoning models (absent for a run without reasoning)
 REASONING_REQUESTS = _key("reasoning_requests", "requests", GENERATIVE)
 REASONING_TOKENS_ESTIMATED_REQUESTS = _key("reasoning_tokens_estimated_requests", "requests", GENERATIVE)
