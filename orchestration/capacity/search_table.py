@@ -66,8 +66,8 @@ def _columns(pname: str) -> list[tuple[str, Cell]]:
         ("rate req/s", _rate),
         ("completed", _completed),
         ("on schedule", _on_schedule),
-        (f"TTFT {pname} ms", _at("ttft")),
-        (f"TPOT {pname} ms", _at("tpot")),
+        (f"{K.TTFT.label} {pname} ms", _at(K.TTFT.name)),
+        (f"{K.TPOT.label} {pname} ms", _at(K.TPOT.name)),
         ("verdict", verdict_cell),
     ]
 

@@ -143,3 +143,30 @@ def test_the_clients_spellings_are_the_declared_ones() -> None:
         "timeout",
     } <= set_kinds  # the scan finds them
     assert set_kinds <= set(ERROR_KINDS), set_kinds - set(ERROR_KINDS)
+
+
+def test_every_declared_row_has_what_its_renderers_read() -> None:
+    """A row in the report needs a label and a format, a printed line a console label, a compared one a row;
+    rows have distinct places; the latency rows sit between the head and the tail."""
+    for k in K.DECLARED.values():
+        if k.row is not None:
+            assert k.label and k.fmt and k.row != K.LATENCY_ROW, k.name
+        assert not k.compared or k.row is not None, k.name
+        assert not k.listed or k.console, k.name
+        assert k.better in (None, "higher", "lower"), k.name
+    places = [k.row for k in K.DECLARED.values() if k.row is not None]
+    assert len(places) == len(set(places))
+    head, tail = K.rows()
+    assert [k.name for k in head][:3] == [K.COMPLETED, K.FAILED, K.DURATION]
+    assert all(k.row is not None and k.row > K.LATENCY_ROW for k in tail)
+    assert set(K.rows(compared=True)[0]) <= set(head)
+
+
+def test_a_latency_statistic_is_labelled_from_its_declaration() -> None:
+    assert K.TTFT.stat_label("mean") == "Mean TTFT (ms)"
+    assert K.ANSWER_TPOT.stat_label("p99.9") == "P99.9 Answer TPOT (ms)"
+    assert K.REASONING_TPOT.stat_label("median", upper=True) == "Median REASONING TPOT (ms)"
+    assert K.declared("p90_itl_ms").label == "P90 ITL (ms)"  # type: ignore[union-attr]
+    assert (K.TTFT.p(99.9), K.E2EL.step(99)) == ("p99.9_ttft_ms", "e2el_p99_ms")
+    steps = dict(K.STEP_FIELDS)
+    assert steps[K.REQUEST_THROUGHPUT] == "achieved_rate" and steps["median_tpot_ms"] == "tpot_p50_ms"
