@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from vllm_users.measure import metric_keys as K
 from vllm_users.measure.cost import cost_at
 
 
@@ -13,7 +14,7 @@ def add_step_costs(steps: list[dict[str, Any]], price: float | None, gpus: int) 
     if not price:
         return
     for s in steps:
-        c = cost_at(price, gpus, s.get("output_throughput"), s.get("achieved_rate"))
+        c = cost_at(price, gpus, s.get(K.OUTPUT_THROUGHPUT), s.get("achieved_rate"))
         s["usd_per_million_output_tokens"], s["usd_per_request"] = (
             c["usd_per_million_output_tokens"],
             c["usd_per_request"],

@@ -17,6 +17,7 @@ from orchestration.capacity.steps import REPEAT_STEPS, RunOne, StepRunner, share
 from orchestration.report.run_sets import aggregate
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
+from vllm_users.measure import metric_keys as K
 from vllm_users.measure.result_notes import no_completed_reason
 from vllm_users.measure.run_result import RunResult, load_result
 from vllm_users.options import Options
@@ -26,16 +27,16 @@ __all__ = ["SUMMARY_METRICS", "format_repeats", "nothing_measured", "run_repeats
 
 # Printed after the repeats (every metric is in repeats.json and the report).
 SUMMARY_METRICS = (
-    "request_throughput",
-    "output_throughput",
-    "request_goodput",
-    "median_ttft_ms",
-    "p99_ttft_ms",
-    "median_tpot_ms",
-    "p99_tpot_ms",
-    "median_itl_ms",
-    "median_e2el_ms",
-    "p99_e2el_ms",
+    K.REQUEST_THROUGHPUT,
+    K.OUTPUT_THROUGHPUT,
+    K.REQUEST_GOODPUT,
+    K.TTFT.key("median"),
+    K.TTFT.p(99),
+    K.TPOT.key("median"),
+    K.TPOT.p(99),
+    K.ITL.key("median"),
+    K.E2EL.key("median"),
+    K.E2EL.p(99),
 )
 
 

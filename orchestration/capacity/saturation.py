@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from vllm_users.measure import metric_keys as K
 from vllm_users.measure.metrics import Slo
 
 __all__ = ["SaturationWatch"]
@@ -46,7 +47,7 @@ class SaturationWatch:
         """A reason to stop now, or None."""
         t = float(p.get("elapsed_s", 0.0))
         inflight = float(p.get("inflight", 0.0))
-        done = float(p.get("ok", 0.0)) + float(p.get("failed", 0.0))
+        done = float(p.get("ok", 0.0)) + float(p.get(K.FAILED, 0.0))
         if t > self.sent[-1][0]:  # the master rewrites progress every 2 s; the watch reads it every 0.5 s
             self.sent.append((t, inflight + done))
             why = self._overdue(p, t, inflight, done)

@@ -45,6 +45,7 @@ from orchestration.settings import config as C
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
 from vllm_users.distributed.options import LoadOptions
+from vllm_users.measure import metric_keys as K
 from vllm_users.measure.cost import cost_at, format_cost
 from vllm_users.measure.metrics import Slo
 from vllm_users.options import Options
@@ -147,8 +148,8 @@ def judge(run_dir: str, target: float, slo: Slo, percentile: float, max_error_ra
     from vllm_users.measure.metric_keys import percentile_name
 
     pname = percentile_name(percentile)
-    total = res["completed"] + res["failed"]
-    err = res["failed"] / total if total else 1.0
+    total = res[K.COMPLETED] + res[K.FAILED]
+    err = res[K.FAILED] / total if total else 1.0
     if err > max_error_rate:
         reasons.append(f"failure rate {err:.1%} > {max_error_rate:.1%}")
     values = {}
@@ -343,12 +344,12 @@ def run_search(a: Options, run_one: RunOne) -> int:
             "gpu_hour_price_usd": a.capacity.gpu_hour_price,
             "gpus": a.capacity.gpus,
             "at_slo_max_rate": cost_at(
-                a.capacity.gpu_hour_price, a.capacity.gpus, best["output_throughput"], best["achieved_rate"]
+                a.capacity.gpu_hour_price, a.capacity.gpus, best[K.OUTPUT_THROUGHPUT], best["achieved_rate"]
             )
             if best
             else None,
             "at_measured_rate": cost_at(
-                a.capacity.gpu_hour_price, a.capacity.gpus, probe["output_throughput"], probe["achieved_rate"]
+                a.capacity.gpu_hour_price, a.capacity.gpus, probe[K.OUTPUT_THROUGHPUT], probe["achieved_rate"]
             ),
         }
     atomic_json(os.path.join(base, SWEEP), doc)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from orchestration.report.run_sets import search_headline
+from vllm_users.measure import metric_keys as K
 from vllm_users.measure.metric_keys import percentile_name
 from vllm_users.run_dir import SWEEP
 
@@ -28,7 +29,7 @@ def _rate(s: dict[str, Any], _p: str) -> str | None:
 
 
 def _completed(s: dict[str, Any], _p: str) -> str | None:
-    done, sent = _num(s.get("completed")), _num(s.get("requests"))
+    done, sent = _num(s.get(K.COMPLETED)), _num(s.get("requests"))
     if done is None:
         return None
     return f"{done:.0f}/{sent:.0f}" if sent is not None else f"{done:.0f}"
@@ -65,8 +66,8 @@ def _columns(pname: str) -> list[tuple[str, Cell]]:
         ("rate req/s", _rate),
         ("completed", _completed),
         ("on schedule", _on_schedule),
-        (f"TTFT {pname} ms", _at("ttft")),
-        (f"TPOT {pname} ms", _at("tpot")),
+        (f"{K.TTFT.label} {pname} ms", _at(K.TTFT.name)),
+        (f"{K.TPOT.label} {pname} ms", _at(K.TPOT.name)),
         ("verdict", verdict_cell),
     ]
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from orchestration.settings import config as C
 from vllm_users import run_dir as R
 from vllm_users.atomic import atomic_json
+from vllm_users.measure import metric_keys as K
 from vllm_users.measure.run_result import load_result
 from vllm_users.options import Options, changed, env_api_key
 from vllm_users.run_options import OutputOptions
@@ -225,25 +226,8 @@ class StepRunner:
 
 
 # ------------------------------------------------------------------------------------- what a step left
-# per step: (result key, sweep.json key)
-STEP_FIELDS = (
-    ("completed", "completed"),
-    ("failed", "failed"),
-    ("duration", "duration"),
-    ("request_throughput", "achieved_rate"),
-    ("output_throughput", "output_throughput"),
-    ("total_token_throughput", "total_token_throughput"),
-    ("request_goodput", "request_goodput"),
-    ("median_ttft_ms", "ttft_p50_ms"),
-    ("p99_ttft_ms", "ttft_p99_ms"),
-    ("median_tpot_ms", "tpot_p50_ms"),
-    ("p99_tpot_ms", "tpot_p99_ms"),
-    ("median_itl_ms", "itl_p50_ms"),
-    ("p99_itl_ms", "itl_p99_ms"),
-    ("median_e2el_ms", "e2el_p50_ms"),
-    ("p99_e2el_ms", "e2el_p99_ms"),
-    ("max_concurrent_requests", "max_concurrent_requests"),
-)
+# per step: (result key, sweep.json key), declared with the metrics
+STEP_FIELDS = K.STEP_FIELDS
 
 
 def read_step(run_dir: str) -> dict[str, Any]:
@@ -284,8 +268,8 @@ def summarize_step(name: str, kind: str, target: float | None, run_dir: str, cod
     tpot = s.get("tpot_p50_ms")
     s["output_tok_per_s_per_user"] = 1000.0 / tpot if tpot else None  # a user's stream speed (median TPOT)
     # kept for the concurrency sweep's readers (moe preset)
-    s["median_ttft_ms"], s["median_tpot_ms"] = s["ttft_p50_ms"], s["tpot_p50_ms"]
-    s["request_throughput"] = s["achieved_rate"]
+    s[K.TTFT.key("median")], s[K.TPOT.key("median")] = s[K.TTFT.step(50)], s[K.TPOT.step(50)]
+    s[K.REQUEST_THROUGHPUT] = s["achieved_rate"]
     if res.get("repeats"):
         s["repeats"] = {
             k: {x: m[x] for x in ("ci_low", "ci_high", "n")}

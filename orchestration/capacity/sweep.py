@@ -32,6 +32,7 @@ from orchestration.settings import config as C
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
 from vllm_users.distributed.options import LoadOptions
+from vllm_users.measure import metric_keys as K
 from vllm_users.measure.metric_keys import percentile_name
 from vllm_users.measure.metrics import Slo
 from vllm_users.options import Options, env_api_key
@@ -144,7 +145,7 @@ def run_sweep(a: Options, run_one: RunOne) -> int:
     except KeyboardInterrupt:
         interrupted = True
     doc = sweep_doc(plan, steps, a)
-    doc["interrupted"] = interrupted
+    doc[K.INTERRUPTED] = interrupted
     atomic_json(os.path.join(base, SWEEP), doc)
     write_output_file(a.outputs, doc)
     print(format_sweep(doc, base), flush=True)
@@ -214,7 +215,7 @@ def sweep_doc(plan: SweepPlan, steps: list[dict[str, Any]], a: Options) -> dict[
     """sweep.json: the plan, every step and (concurrency steps) the scaling efficiency against 1 user."""
     base = next(
         (
-            s["output_throughput"]
+            s[K.OUTPUT_THROUGHPUT]
             for s in steps
             if s["kind"] == "synchronous" or (s["kind"] == "concurrency" and s["target"] == 1)
         ),
@@ -222,7 +223,7 @@ def sweep_doc(plan: SweepPlan, steps: list[dict[str, Any]], a: Options) -> dict[
     )
     for s in steps:
         if s["kind"] == "concurrency":
-            tput = s.get("output_throughput")
+            tput = s.get(K.OUTPUT_THROUGHPUT)
             s["scaling_efficiency"] = tput / (s["target"] * base) if base and tput is not None else None
     add_step_costs(steps, a.capacity.gpu_hour_price, a.capacity.gpus)
     doc: dict[str, Any] = {
@@ -291,9 +292,9 @@ def sweep_columns(doc: dict[str, Any]) -> list[tuple[str, Cell]]:
         ("step", lambda s, _p: str(s.get("label") or s.get("kind") or s.get("name"))),
         ("startup s", _num(".1f", "startup_s")),
         ("req/s", _num(".3g", "achieved_rate")),
-        ("ok", _num("d", "completed")),
-        ("failed", _num("d", "failed")),
-        ("out tok/s", _num(".1f", "output_throughput")),
+        ("ok", _num("d", K.COMPLETED)),
+        ("failed", _num("d", K.FAILED)),
+        ("out tok/s", _num(".1f", K.OUTPUT_THROUGHPUT)),
         ("TTFT p50", _num(".1f", "ttft_p50_ms")),
         ("TTFT p99", _num(".1f", "ttft_p99_ms")),
         ("TPOT p50", _num(".2f", "tpot_p50_ms")),

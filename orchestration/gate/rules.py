@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from orchestration.report.compare import direction as report_direction
 from vllm_users import errors
+from vllm_users.measure import metric_keys as K
 
 __all__ = ["DEFAULT_RULES", "FRACTIONS", "Rule", "direction", "parse_rules"]
 
@@ -27,7 +28,7 @@ DEFAULT_RULES = (
     "output_throughput:5%",
     "error_rate:0.5pp",
 )
-FRACTIONS = ("error_rate", "validity_rate", "prefix_cache_hit_rate", "good_fraction")  # values in [0, 1]
+FRACTIONS = ("error_rate", K.VALIDITY_RATE, K.PREFIX_CACHE_HIT_RATE, "good_fraction")  # values in [0, 1]
 _LIMIT = re.compile(r"^(?P<num>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>%|pp|ms)?$")
 
 

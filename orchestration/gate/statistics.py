@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from orchestration.gate.samples import FAILED, INTERRUPTED, OK, RunSamples
+from vllm_users.measure import metric_keys as K
 
 __all__ = [
     "MIN_SAMPLES",
@@ -231,9 +232,9 @@ def _pooled(kind: str, name: str, run: RunSamples) -> tuple[np.ndarray, np.ndarr
 
 def statistic_for(name: str) -> Statistic | None:
     """The statistic behind metric `name` when the samples define it; None for figures with no samples."""
-    if name in ("request_throughput", "output_throughput", "total_token_throughput", "request_goodput"):
+    if name in (K.REQUEST_THROUGHPUT, K.OUTPUT_THROUGHPUT, K.TOTAL_TOKEN_THROUGHPUT, K.REQUEST_GOODPUT):
         return Statistic(name, "rate")
-    if name in ("error_rate", "validity_rate", "prefix_cache_hit_rate", "chunk_token_ratio"):
+    if name in ("error_rate", K.VALIDITY_RATE, K.PREFIX_CACHE_HIT_RATE, K.CHUNK_TOKEN_RATIO):
         return Statistic(name, "ratio")
     stat, _, rest = name.partition("_")
     metric = rest.removesuffix("_ms")
@@ -276,11 +277,11 @@ def _ratio_parts(name: str, run: RunSamples) -> tuple[np.ndarray, np.ndarray]:
     if name == "error_rate":  # failed / (completed + failed); interrupted requests are neither
         rows = run.outcome != INTERRUPTED
         return (run.outcome[rows] == FAILED).astype(np.float64), np.ones(int(rows.sum()))
-    if name == "validity_rate":
+    if name == K.VALIDITY_RATE:
         rows = run.valid != -1
         return (run.valid[rows] == 1).astype(np.float64), np.ones(int(rows.sum()))
     ok = run.outcome == OK
-    if name == "prefix_cache_hit_rate":
+    if name == K.PREFIX_CACHE_HIT_RATE:
         rows = ok & (run.cached != -1)
         return np.maximum(run.cached[rows], 0).astype(np.float64), np.maximum(run.in_tok[rows], 0).astype(
             np.float64
@@ -292,7 +293,7 @@ def _ratio_parts(name: str, run: RunSamples) -> tuple[np.ndarray, np.ndarray]:
 # ------------------------------------------------------------------------------------- throughput buckets
 def _has_rate(name: str, run: RunSamples) -> bool:
     """A run has the rate: it sent requests (and, for goodput, had an SLO)."""
-    return run.n > 0 and (name != "request_goodput" or bool((run.good != -1).any()))
+    return run.n > 0 and (name != K.REQUEST_GOODPUT or bool((run.good != -1).any()))
 
 
 def _buckets(run: RunSamples) -> int:
@@ -317,14 +318,14 @@ def _bucket_sums(name: str, run: RunSamples) -> np.ndarray:
         return np.bincount(b, weights=weights, minlength=k)
 
     ends = run.end[ok]
-    if name == "request_throughput":
+    if name == K.REQUEST_THROUGHPUT:
         return at(ends, np.ones(ok.size))
-    if name == "request_goodput":
+    if name == K.REQUEST_GOODPUT:
         return at(ends, (run.good[ok] == 1).astype(np.float64))
     lens = run.lens[ok]
     per_chunk = np.repeat(np.maximum(run.out_tok[ok], 0) / np.maximum(lens, 1), lens)
     chunk_times = np.repeat(run.start[ok], lens) + run.chunks / 1e6  # only the successes keep chunks
     out = at(chunk_times, per_chunk)
-    if name == "total_token_throughput":
+    if name == K.TOTAL_TOKEN_THROUGHPUT:
         out += at(ends, np.maximum(run.in_tok[ok], 0).astype(np.float64))
     return out

@@ -7,25 +7,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from orchestration.report.postprocess import RunData
-from vllm_users.measure.metric_keys import percentile_keys
+from vllm_users.measure import metric_keys as K
 
-HEADLINE = (
-    "completed",
-    "failed",
-    "duration",
-    "request_throughput",
-    "request_goodput",
-    "output_throughput",
-    "total_token_throughput",
-    "max_output_tokens_per_s",
-    "max_concurrent_requests",
-)
+_HEAD, _TAIL = K.rows(compared=True)  # the declared metrics compared, before and after the latency rows
+HEADLINE = tuple(k.name for k in _HEAD)
 STATS = ("mean", "median", "std")  # then every percentile field the runs have (their --metric-percentiles)
-LATENCY = ("ttft", "tpot", "itl", "e2el")
-HIGHER_BETTER = ("throughput", "goodput", "tokens_per_s", "hit_rate", "validity_rate")
+# the server's figures and the gate's error rate have no declaration: their direction by their names
+HIGHER_BETTER = ("throughput", "goodput", "tokens_per_s", "hit_rate")
 LOWER_BETTER = ("_ms", "duration_diff")
-# counts follow the run's length (--num-prompts, --run-time), not the server: neither better nor worse
-COUNTS = ("completed", "failed", "duration", "max_concurrent_requests")
 # The applied load and the workload: runs that differ in any of these are different experiments, said before any
 # difference (a warning, not a refusal). (key, label), read from the result, else from its meta.
 SETUP: tuple[tuple[str, str], ...] = (
@@ -60,11 +49,11 @@ BETTER, WORSE, NO_DIFFERENCE, NOT_TESTED, NEUTRAL = (
 
 def direction(metric: str) -> str | None:
     """'higher' or 'lower' is better, or None for neutral fields (counts, settings)."""
-    if metric in COUNTS:
-        return None
+    if K.declared(metric) is not None:
+        return K.better(metric)
     if any(k in metric for k in HIGHER_BETTER):
         return "higher"
-    if any(metric.endswith(k) or k in metric for k in LOWER_BETTER):
+    if any(k in metric for k in LOWER_BETTER):
         return "lower"
     return None
 
@@ -72,14 +61,13 @@ def direction(metric: str) -> str | None:
 def metric_names(results: Sequence[dict[str, Any]]) -> list[str]:
     """The scalar metrics to compare, in a stable reading order."""
     names = list(HEADLINE)
-    for m in LATENCY:
-        for s in STATS:
-            names.append(f"{s}_{m}_ms")
+    for m in K.LATENCIES:
+        names += [m.key(s) for s in STATS]
         pcts: dict[str, float] = {}
         for r in results:
-            pcts.update({k: float(p) for k, p in percentile_keys(r, m)})
+            pcts.update({k: float(p) for k, p in K.percentile_keys(r, m.name)})
         names += sorted(pcts, key=pcts.__getitem__)
-    names += ["prefix_cache_hit_rate", "validity_rate", "chunk_token_ratio"]
+    names += [k.name for k in _TAIL]
     names += [
         "server_prefix_cache_hit_rate",
         "server_kv_cache_usage_peak",

@@ -99,8 +99,8 @@ def _ttft_fluctuation(run: RunData) -> list[Finding]:
 def _measured_hit_rate(res: dict[str, Any]) -> tuple[float | None, str]:
     """The run's prefix-cache hit rate and its source: the server's counters, else usage's cached_tokens."""
     sm = res.get("server_metrics") or {}
-    if sm.get("prefix_cache_hit_rate") is not None and sm.get("prefix_cache_queries"):
-        return float(sm["prefix_cache_hit_rate"]), "server (vllm:prefix_cache_hits/queries)"
+    if sm.get(K.PREFIX_CACHE_HIT_RATE) is not None and sm.get("prefix_cache_queries"):
+        return float(sm[K.PREFIX_CACHE_HIT_RATE]), "server (vllm:prefix_cache_hits/queries)"
     rep = (res.get("replay") or {}).get("server_prefix_hit_rate")
     if rep is not None:
         return float(rep), "server (vllm:prefix_cache_hits/queries over the replay)"

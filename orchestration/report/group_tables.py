@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestration.report.summary_groups import imbalance_line
+from vllm_users.measure import metric_keys as K
 from vllm_users.measure.client_verdict import line, verdict_of
 from vllm_users.measure.latency_breakdown import breakdown_lines
 
@@ -26,17 +27,17 @@ GROUP_BLOCKS: tuple[tuple[str, str, str], ...] = (
 _COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("requests", "requests", "d"),
     ("share", "request_share", "%"),
-    ("ok", "completed", "d"),
-    ("failed", "failed", "d"),
+    ("ok", K.COMPLETED, "d"),
+    ("failed", K.FAILED, "d"),
     ("weight", "weight_share", "%"),
-    ("tok/s", "output_throughput", ".1f"),
-    ("TTFT p50", "median_ttft_ms", ".1f"),
-    ("TTFT p99", "p99_ttft_ms", ".1f"),
-    ("TPOT p50", "median_tpot_ms", ".2f"),
-    ("ITL p99", "p99_itl_ms", ".2f"),
-    ("E2EL p99", "p99_e2el_ms", ".1f"),
+    ("tok/s", K.OUTPUT_THROUGHPUT, ".1f"),
+    ("TTFT p50", K.TTFT.key("median"), ".1f"),
+    ("TTFT p99", K.TTFT.p(99), ".1f"),
+    ("TPOT p50", K.TPOT.key("median"), ".2f"),
+    ("ITL p99", K.ITL.p(99), ".2f"),
+    ("E2EL p99", K.E2EL.p(99), ".1f"),
     ("good", "good_fraction", "%"),
-    ("goodput (req/s)", "request_goodput", ".3g"),
+    ("goodput (req/s)", K.REQUEST_GOODPUT, ".3g"),
 )
 
 

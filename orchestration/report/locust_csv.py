@@ -13,6 +13,7 @@ import csv
 import os
 from typing import Any
 
+from vllm_users.measure import metric_keys as K
 from vllm_users.run_dir import LOCUST_FAILURES, LOCUST_HISTORY, LOCUST_STATS
 
 __all__ = ["read_csv_rows", "result_from_csv"]
@@ -76,19 +77,19 @@ def result_from_csv(
         "request_rate": meta.get("request_rate") or "inf",
         "burstiness": meta.get("burstiness", 1.0),
         "max_concurrency": meta.get("max_concurrency"),
-        "completed": int(total - failed),
-        "failed": int(failed),
-        "request_throughput": rps * (total - failed) / total if total else 0.0,
-        "duration": (total / rps) if rps else None,
-        "total_input_tokens": None,
-        "total_output_tokens": None,
-        "output_throughput": None,
+        K.COMPLETED: int(total - failed),
+        K.FAILED: int(failed),
+        K.REQUEST_THROUGHPUT: rps * (total - failed) / total if total else 0.0,
+        K.DURATION: (total / rps) if rps else None,
+        K.TOTAL_INPUT_TOKENS: None,
+        K.TOTAL_OUTPUT_TOKENS: None,
+        K.OUTPUT_THROUGHPUT: None,
         **_output_tokens(streams, rps, total),
-        "request_goodput": None,
+        K.REQUEST_GOODPUT: None,
         "tool": "vllm-locust",
         "source": "locust_csv",
     }
-    approximate = ["duration", "request_throughput", "output_throughput"]
+    approximate = [K.DURATION, K.REQUEST_THROUGHPUT, K.OUTPUT_THROUGHPUT]
     for metric, group in by_metric.items():
         n = sum(_num(r["Request Count"]) or 0 for r in group)
         if not n:
@@ -111,7 +112,7 @@ def result_from_csv(
         warnings.append(
             "plain Locust rows: response times are time-to-headers for streamed responses, not E2EL"
         )
-    res["errors_by_kind"] = _failures(run_dir, warnings)
+    res[K.ERRORS_BY_KIND] = _failures(run_dir, warnings)
     return res, approximate, _history(run_dir, warnings), warnings
 
 
@@ -121,9 +122,9 @@ def _output_tokens(streams: list[dict[str, str]], rps: float, total: float) -> d
     if not ours or not total:
         return {}
     tokens = sum((_num(r.get("Average Content Size")) or 0) * (_num(r["Request Count"]) or 0) for r in ours)
-    out: dict[str, Any] = {"total_output_tokens": round(tokens)}
+    out: dict[str, Any] = {K.TOTAL_OUTPUT_TOKENS: round(tokens)}
     if rps:
-        out["output_throughput"] = tokens / (total / rps)
+        out[K.OUTPUT_THROUGHPUT] = tokens / (total / rps)
     return out
 
 

@@ -12,41 +12,14 @@ from orchestration.report.compare import compare
 from orchestration.report.diagnose import Finding, diagnose
 from orchestration.report.findings import FindingGroup, group_findings, problems
 from orchestration.report.postprocess import RunData
-from vllm_users.measure.metric_keys import percentile_keys
+from vllm_users.measure import metric_keys as K
 
-# (result key, label, format) of the summary table; the HTML/Markdown/PDF tables all use these lists.
-# Between the head and the tail: each latency metric's mean, median and the runs' percentile fields.
-SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
-    ("completed", "Successful requests", "d"),
-    ("failed", "Failed requests", "d"),
-    ("duration", "Duration (s)", ".2f"),
-    ("request_throughput", "Request throughput (req/s)", ".2f"),
-    ("request_goodput", "Request goodput (req/s)", ".2f"),
-    ("output_throughput", "Output token throughput (tok/s)", ".2f"),
-    ("total_token_throughput", "Total token throughput (tok/s)", ".2f"),
-    (
-        "input_throughput",
-        "Input token throughput (tok/s)",
-        ".2f",
-    ),  # pooling runs only: they have no output tokens
-    ("max_output_tokens_per_s", "Peak output tokens/s", ".2f"),
-    ("max_concurrent_requests", "Peak concurrent requests", "d"),
-)
-LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
-SUMMARY_TAIL_ROWS: tuple[tuple[str, str, str], ...] = (
-    ("prefix_cache_hit_rate", "Prefix cache hit rate (usage)", ".1%"),
-    ("validity_rate", "Valid outputs (json/tools)", ".1%"),
-    ("chunk_token_ratio", "Chunks per output token", ".3f"),
-    ("total_reasoning_tokens", "Reasoning tokens", "d"),  # reasoning models only (absent otherwise)
-    ("total_answer_tokens", "Answer tokens", "d"),
-    ("not_streamed_requests", "Requests not streamed (no TTFT/ITL)", "d"),
-    ("pooling_requests", "Pooling requests (embeddings/rerank/score)", "d"),
-    ("total_images", "Images sent", "d"),  # runs that sent images only: absent otherwise, never 0
-    ("mean_images_per_request", "Images per request", ".2f"),
-    ("mean_image_tokens_per_request", "Image tokens per request (estimated)", ".1f"),
-)
-# rows of the metrics a run may have or not (reasoning: TTFA and two TPOTs; --no-stream: no TTFT/TPOT/ITL)
-_ROW_METRICS = ("ttft", "ttfa", "tpot", "reasoning_tpot", "answer_tpot", "itl", "e2el")
+# (result key, label, format) of the summary table, from the metrics' declaration (metric_keys); the
+# HTML/Markdown/PDF tables all use these lists. Between the head and the tail: each latency metric's mean, median
+# and the runs' percentile fields.
+_HEAD, _TAIL = K.rows()
+SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = tuple((k.name, k.label or k.name, k.fmt) for k in _HEAD)
+SUMMARY_TAIL_ROWS: tuple[tuple[str, str, str], ...] = tuple((k.name, k.label or k.name, k.fmt) for k in _TAIL)
 
 
 def fmt(value: Any, spec: str) -> str:
@@ -102,17 +75,13 @@ class Report:
     def latency_rows(self) -> list[tuple[str, str, str]]:
         """Mean, median and every percentile field (vLLM's `p99.9_ttft_ms`) that a run has, per metric."""
         out = []
-        for m in _ROW_METRICS:
-            name = m.replace("_", " ").upper()
-            out += [
-                (f"mean_{m}_ms", f"Mean {name} (ms)", ".2f"),
-                (f"median_{m}_ms", f"Median {name} (ms)", ".2f"),
-            ]
+        for m in K.ROW_LATENCIES:
+            out += [(m.key(s), m.stat_label(s, upper=True), m.fmt) for s in ("mean", "median")]
             keys: dict[str, str] = {}
             for r in self.runs:
-                keys.update(dict(percentile_keys(r.result, m)))
+                keys.update(dict(K.percentile_keys(r.result, m.name)))
             for key in sorted(keys, key=lambda k: float(keys[k])):
-                out.append((key, f"P{keys[key]} {name} (ms)", ".2f"))
+                out.append((key, m.stat_label(f"p{keys[key]}", upper=True), m.fmt))
         return out
 
     def server_rows(self) -> list[tuple[str, str, list[str]]]:
@@ -134,7 +103,7 @@ class Report:
             (
                 "client_ttft",
                 "TTFT client p50 / p99 (ms)",
-                lambda s, r: f"{fmt(r.get('median_ttft_ms'), '.2f')} / {fmt(r.get('p99_ttft_ms'), '.2f')}",
+                lambda s, r: f"{fmt(r.get(K.TTFT.key('median')), '.2f')} / {fmt(r.get(K.TTFT.p(99)), '.2f')}",
             ),
             (
                 "ttft_overhead",
@@ -150,7 +119,7 @@ class Report:
                 "server_generation_tokens",
                 "Generated tokens server / client",
                 lambda s, r: (
-                    f"{fmt(s.get('generation_tokens'), '.0f')} / {fmt(r.get('total_output_tokens'), 'd')}"
+                    f"{fmt(s.get('generation_tokens'), '.0f')} / {fmt(r.get(K.TOTAL_OUTPUT_TOKENS), 'd')}"
                 ),
             ),
             (

@@ -21,6 +21,7 @@ import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from orchestration.report.postprocess import MAX_SAMPLE, RunData  # noqa: E402
+from vllm_users.measure import metric_keys as K
 
 __all__ = [
     "LEVELS",
@@ -223,7 +224,7 @@ def timeseries_figure(run: RunData) -> Plot | None:
         from_zero(a)  # throughput, in-flight and latency: a small wobble must not fill the panel
     for a in axes:
         a.grid(alpha=0.3)
-    _shade_windows(axes, run.result.get("windows"), t0, float(t[-1]) + float(ts.get("bucket_s") or 1.0))
+    _shade_windows(axes, run.result.get(K.WINDOWS), t0, float(t[-1]) + float(ts.get("bucket_s") or 1.0))
     fig.tight_layout()
     return Plot(f"timeseries-{run.name}", f"Over time: {run.name}", fig)
 
@@ -266,15 +267,15 @@ def latency_throughput_figure(runs: Sequence[RunData]) -> Plot | None:
     pts = [
         r
         for r in runs
-        if r.result.get("output_throughput") is not None and r.result.get("median_ttft_ms") is not None
+        if r.result.get(K.OUTPUT_THROUGHPUT) is not None and r.result.get(K.TTFT.key("median")) is not None
     ]
     if len(pts) < 2:
         return None
-    pts.sort(key=lambda r: r.result["output_throughput"])
+    pts.sort(key=lambda r: r.result[K.OUTPUT_THROUGHPUT])
     fig = Figure(figsize=(10, 3.8))
     for i, (m, label) in enumerate((("ttft", "TTFT"), ("tpot", "TPOT"))):
         ax = fig.add_subplot(1, 2, i + 1)
-        x = [r.result["output_throughput"] for r in pts]
+        x = [r.result[K.OUTPUT_THROUGHPUT] for r in pts]
         for stat in ("median", "p99"):
             key = f"{stat}_{m}_ms" if stat == "median" else f"p99_{m}_ms"
             ax.plot(x, [r.result.get(key) or math.nan for r in pts], marker="o", label=f"{label} {stat}")

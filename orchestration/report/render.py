@@ -12,6 +12,7 @@ from orchestration.report.findings import FindingGroup, problems
 from orchestration.report.group_tables import breakdown_text, client_health_line, group_tables
 from orchestration.report.model import Report, fmt
 from orchestration.report.plots import Plot
+from vllm_users.measure import metric_keys as K
 
 # No <script>, no external URL: the file opens offline and a browser has nothing to complain about.
 HTML_TEMPLATE = """<!DOCTYPE html>
@@ -216,7 +217,7 @@ def render_markdown(report: Report) -> str:
             ]
             out.append(f"| {row['metric']} | " + " | ".join(cells) + " |")
     for r in report.runs:
-        w = r.result.get("windows")
+        w = r.result.get(K.WINDOWS)
         if w:
             parts = [
                 f"{k} {w[k]['requests']} req" + (f" ({w[k]['spec']})" if w[k].get("spec") else "")
@@ -308,8 +309,8 @@ def _class_markdown(name: str, block: dict[str, Any] | None) -> list[str]:
         slo = " ".join(f"{k}:{v:g}" for k, v in c["slo_ms"].items()) or "-"
         good = "n/a" if c["good_fraction"] is None else f"{c['good_fraction']:.1%}"
         out.append(
-            f"| {cname} | {c['weight_share']:.0%} | {c['output_token_share']:.0%} | {c['completed']} | "
-            f"{c['failed']} | {fmt(c.get('p99_ttft_ms'), '.1f')} | {fmt(c.get('p99_e2el_ms'), '.1f')} | {slo} | "
+            f"| {cname} | {c['weight_share']:.0%} | {c['output_token_share']:.0%} | {c[K.COMPLETED]} | "
+            f"{c[K.FAILED]} | {fmt(c.get(K.TTFT.p(99)), '.1f')} | {fmt(c.get(K.E2EL.p(99)), '.1f')} | {slo} | "
             f"{good} |"
         )
     out.append(f"\nJain's fairness index (goodput / weight): {fmt(block['fairness']['jain_index'], '.3f')}")

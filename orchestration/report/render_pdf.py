@@ -17,6 +17,7 @@ from orchestration.report.model import Report, fmt
 from orchestration.report.pdf_layout import Cell, box, build, figure, heading, para, table, text
 from orchestration.report.plots import Plot
 from orchestration.report.significance import describe
+from vllm_users.measure import metric_keys as K
 
 __all__ = ["FIGURE_DPI", "write_pdf", "write_sweep_pdf"]
 
@@ -148,9 +149,9 @@ def _per_run_tables(report: Report) -> list[Any]:
             out.append(heading(f"Per scenario: {r.name}"))
             header = ["Scenario", "ok", "failed", "TTFT p50", "TTFT p99", "TPOT p50", "E2EL p50", "tok/s"]
             rows = [
-                [name, _plain(s, "completed"), _plain(s, "failed")]
-                + [fmt(s.get(k), ".2f") for k in ("median_ttft_ms", "p99_ttft_ms", "median_tpot_ms")]
-                + [fmt(s.get("median_e2el_ms"), ".2f"), fmt(s.get("output_throughput"), ".1f")]
+                [name, _plain(s, K.COMPLETED), _plain(s, K.FAILED)]
+                + [fmt(s.get(k), ".2f") for k in (K.TTFT.key("median"), K.TTFT.p(99), K.TPOT.key("median"))]
+                + [fmt(s.get(K.E2EL.key("median")), ".2f"), fmt(s.get(K.OUTPUT_THROUGHPUT), ".1f")]
                 for name, s in per.items()
             ]
             out.append(_table(header, rows))
@@ -189,10 +190,10 @@ def _classes(cl: dict[str, Any]) -> Any:
                 f"{fmt(100 * c['weight_share'], '.0f')} %",
                 f"{fmt(100 * c['output_token_share'], '.0f')} %",
             ]
-            + [_plain(c, "completed"), _plain(c, "failed"), fmt(c.get("output_throughput"), ".1f")]
-            + [fmt(c.get("median_ttft_ms"), ".1f"), fmt(c.get("p99_ttft_ms"), ".1f")]
-            + [fmt(c.get("p99_tpot_ms"), ".2f"), fmt(c.get("p99_e2el_ms"), ".1f"), slo, good]
-            + [fmt(c.get("request_goodput"), ".3g")]
+            + [_plain(c, K.COMPLETED), _plain(c, K.FAILED), fmt(c.get(K.OUTPUT_THROUGHPUT), ".1f")]
+            + [fmt(c.get(K.TTFT.key("median")), ".1f"), fmt(c.get(K.TTFT.p(99)), ".1f")]
+            + [fmt(c.get(K.TPOT.p(99)), ".2f"), fmt(c.get(K.E2EL.p(99)), ".1f"), slo, good]
+            + [fmt(c.get(K.REQUEST_GOODPUT), ".3g")]
         )
     return _table(header, rows)
 
@@ -267,10 +268,10 @@ def _repeats_and_windows(report: Report) -> list[Any]:
                 values = " ".join(fmt(v, ".4g") for v in m["values"])
                 rows.append([name, fmt(m.get("mean"), ".4g"), ci, fmt(m.get("std"), ".3g"), values])
             out.append(_table(["Metric", "mean", "95 % CI", "std", "values"], rows, left=(0, 4)))
-    with_windows = [r for r in report.runs if r.result.get("windows")]
+    with_windows = [r for r in report.runs if r.result.get(K.WINDOWS)]
     if with_windows:
         out.append(heading("Measurement windows"))
-        rows = [[r.name] + [_window(r.result["windows"].get(k)) for k in WINDOWS] for r in with_windows]
+        rows = [[r.name] + [_window(r.result[K.WINDOWS].get(k)) for k in WINDOWS] for r in with_windows]
         out.append(_table(["Run", "warm-up (excluded)", "measured", "cool-down (excluded)"], rows))
         out.append(
             para(
@@ -297,14 +298,14 @@ def _health(report: Report) -> list[Any]:
     for r in report.runs:
         res = r.result
         lines = [
-            f"<b>{text(r.name)}</b>: errors {text(res.get('errors_by_kind') or 'none')}; client: "
+            f"<b>{text(r.name)}</b>: errors {text(res.get(K.ERRORS_BY_KIND) or 'none')}; client: "
             + text(client_health_line(res))
         ]
-        if res.get("compressed_streams"):
-            lines.append(text(f"Compressed by the server (decoded): {res['compressed_streams']}"))
+        if res.get(K.COMPRESSED_STREAMS):
+            lines.append(text(f"Compressed by the server (decoded): {res[K.COMPRESSED_STREAMS]}"))
         out.append(para("<br/>".join(lines)))
-        if res.get("error_messages"):
-            rows = [[str(e["count"]), e["kind"], e.get("message") or ""] for e in res["error_messages"]]
+        if res.get(K.ERROR_MESSAGES):
+            rows = [[str(e["count"]), e["kind"], e.get("message") or ""] for e in res[K.ERROR_MESSAGES]]
             out.append(_table(["count", "kind", "message"], rows, left=(1, 2)))
         warn = (
             [f"Approximate (Locust rounding): {', '.join(r.approximate)}"] if r.approximate else []

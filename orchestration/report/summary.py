@@ -13,19 +13,29 @@ from vllm_users.client.endpoints import redact_hosts
 from vllm_users.measure import client_verdict as cv
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.latency_breakdown import breakdown_lines
-from vllm_users.measure.metric_keys import percentile_keys
 from vllm_users.measure.run_result import RunResult
 from vllm_users.options import Options
 from vllm_users.scenarios.registry import ONE_REQUEST_PER_TICKET, parse_mix
 
 
-def _metric_block(res: dict[str, Any], metric: K.Latency, title: str) -> list[str]:
-    lines = [f"{title:-^{_W}}"]
-    name = metric.name.replace("_", " ").upper().replace("REASONING", "Reasoning").replace("ANSWER", "Answer")
-    lines.append(_line(f"Mean {name} (ms):", res.get(metric.key("mean")), ".2f"))
-    lines.append(_line(f"Median {name} (ms):", res.get(metric.key("median")), ".2f"))
-    for key, p in percentile_keys(res, metric.name):  # like vLLM bench serve: every chosen one, P50 included
-        lines.append(_line(f"P{p} {name} (ms):", res[key], ".2f"))
+def _label(key: str) -> str:
+    """A declared metric's label in the summary: "Failures by kind:"."""
+    return f"{K.DECLARED[key].console}:"
+
+
+def _figure(res: Mapping[str, Any], key: str) -> str:
+    """The summary's line of a declared metric: its console label and format (an absent one: n/a)."""
+    k = K.DECLARED[key]
+    return _line(_label(key), res.get(key), "" if k.fmt == "d" else k.fmt)
+
+
+def _metric_block(res: dict[str, Any], metric: K.Latency) -> list[str]:
+    lines = [f"{metric.title:-^{_W}}"]
+    for stat in ("mean", "median"):
+        lines.append(_line(f"{metric.stat_label(stat)}:", res.get(metric.key(stat)), metric.fmt))
+    # like vLLM bench serve: every chosen one, P50 included
+    for key, p in K.percentile_keys(res, metric.name):
+        lines.append(_line(f"{metric.stat_label(f'p{p}')}:", res[key], metric.fmt))
     return lines
 
 
@@ -36,27 +46,27 @@ def format_summary(res: dict[str, Any], run_dir: str | None = None) -> str:
     out = ["{s:{c}^{n}}".format(s=" vllm-locust Result ", n=_W, c="=")]
     out.extend(load_lines(run))
     out.extend(window_lines(res))
-    out.append(_line("Successful requests:", res.get(K.COMPLETED)))
-    out.append(_line("Failed requests:", res.get(K.FAILED)))
+    out.append(_figure(res, K.COMPLETED))
+    out.append(_figure(res, K.FAILED))
     if res.get(K.INTERRUPTED):
-        out.append(_line("Interrupted requests:", res.get(K.INTERRUPTED)))
+        out.append(_figure(res, K.INTERRUPTED))
     if run.max_concurrency:
         out.append(_line("Maximum request concurrency:", run.max_concurrency))
     if run.request_rate not in (None, "inf"):
         out.append(_line("Request rate configured (RPS):", run.request_rate, ".2f"))
     if res.get(K.COMPLETED) or res.get(K.FAILED) or res.get(K.INTERRUPTED):  # no request: no span to speak of
-        out.append(_line("Benchmark duration (s):", res.get(K.DURATION), ".2f"))
-    out.append(_line("Total input tokens:", res.get(K.TOTAL_INPUT_TOKENS)))
+        out.append(_figure(res, K.DURATION))
+    out.append(_figure(res, K.TOTAL_INPUT_TOKENS))
     if not _pooling_only(res):  # embeddings/rerank/score generate nothing: no output figures, not zeros
-        out.append(_line("Total generated tokens:", res.get(K.TOTAL_OUTPUT_TOKENS)))
+        out.append(_figure(res, K.TOTAL_OUTPUT_TOKENS))
     if K.TOTAL_REASONING_TOKENS in res:  # a reasoning model: its output split in thinking and answer
         est = " (counted from chunks)" if res.get(K.REASONING_TOKENS_ESTIMATED_REQUESTS) else ""
-        out.append(_line("Reasoning tokens:", f"{res[K.TOTAL_REASONING_TOKENS]}{est}"))
-        out.append(_line("Answer tokens:", res.get(K.TOTAL_ANSWER_TOKENS)))
+        out.append(_line(_label(K.TOTAL_REASONING_TOKENS), f"{res[K.TOTAL_REASONING_TOKENS]}{est}"))
+        out.append(_figure(res, K.TOTAL_ANSWER_TOKENS))
     if res.get(K.TOTAL_IMAGES):  # images: only runs that sent them (a text run shows no image lines)
-        out.append(_line("Images per request:", res.get(K.MEAN_IMAGES_PER_REQUEST), ".2f"))
+        out.append(_figure(res, K.MEAN_IMAGES_PER_REQUEST))
         if K.MEAN_IMAGE_TOKENS_PER_REQUEST in res:  # prompt_tokens less the text's count (docs/metrics.md)
-            out.append(_line("Image tokens per request (est.):", res[K.MEAN_IMAGE_TOKENS_PER_REQUEST], ".1f"))
+            out.append(_figure(res, K.MEAN_IMAGE_TOKENS_PER_REQUEST))
     if res.get(K.COMPLETED):
         out.extend(_rate_and_latency_lines(res))
     else:  # vLLM's fields say 0.00 for them; a figure that does not apply is left out, never shown as 0
@@ -123,7 +133,7 @@ def progress_line(p: Mapping[str, Any], total: int | None = None) -> str:
     lost = f"  LOST {','.join(p['workers_lost'])}" if p.get("workers_lost") else ""
     ok = f"{int(p['ok'])}/{total}" if total else f"{int(p['ok'])}"
     return (
-        f"[{p['elapsed_s']:7.1f}s] ok {ok}  failed {int(p['failed'])}  in-flight {int(p['inflight'])}  "
+        f"[{p['elapsed_s']:7.1f}s] ok {ok}  failed {int(p[K.FAILED])}  in-flight {int(p['inflight'])}  "
         f"{p['output_tok_per_s']:.0f} tok/s  {lat}{lost}"
     )
 
@@ -135,9 +145,9 @@ def _pooling_only(res: dict[str, Any]) -> bool:
 
 def _rate_and_latency_lines(res: dict[str, Any]) -> list[str]:
     """Throughputs and the latency blocks (a run that completed requests)."""
-    out = [_line("Request throughput (req/s):", res.get(K.REQUEST_THROUGHPUT), ".2f")]
+    out = [_figure(res, K.REQUEST_THROUGHPUT)]
     if res.get(K.REQUEST_GOODPUT) is not None:
-        out.append(_line("Request goodput (req/s):", res.get(K.REQUEST_GOODPUT), ".2f"))
+        out.append(_figure(res, K.REQUEST_GOODPUT))
         if (res.get(K.GOODPUT) or {}).get(
             "requires_valid"
         ):  # `--goodput ... valid`: the latency-only figure too
@@ -149,27 +159,21 @@ def _rate_and_latency_lines(res: dict[str, Any]) -> list[str]:
                 )
             )
     if _pooling_only(res):
-        out.append(_line("Input token throughput (tok/s):", res.get(K.INPUT_THROUGHPUT), ".2f"))
+        out.append(_figure(res, K.INPUT_THROUGHPUT))
     else:
-        out.append(_line("Output token throughput (tok/s):", res.get(K.OUTPUT_THROUGHPUT), ".2f"))
-        out.append(_line("Peak output token throughput (tok/s):", res.get(K.MAX_OUTPUT_TOKENS_PER_S), ".2f"))
-    out.append(_line("Peak concurrent requests:", res.get(K.MAX_CONCURRENT_REQUESTS)))
-    out.append(_line("Total token throughput (tok/s):", res.get(K.TOTAL_TOKEN_THROUGHPUT), ".2f"))
+        out.append(_figure(res, K.OUTPUT_THROUGHPUT))
+        out.append(_figure(res, K.MAX_OUTPUT_TOKENS_PER_S))
+    out.append(_figure(res, K.MAX_CONCURRENT_REQUESTS))
+    out.append(_figure(res, K.TOTAL_TOKEN_THROUGHPUT))
+    # the metrics declared `listed`: printed by their declaration alone, when they apply
+    out.extend(_figure(res, k.name) for k in K.listed() if res.get(k.name) is not None)
     if _pooling_only(res):
         out.append("Pooling requests (embeddings/rerank/score): no TTFT/ITL/TPOT (E2EL only)")
     elif K.TTFT.key("mean") not in res and res.get(K.NOT_STREAMED_REQUESTS):
         out.append("Requests not streamed: no TTFT/ITL/TPOT (E2EL only)")
-    for metric, title in (
-        (K.TTFT, " Time to First Token "),
-        (K.TTFA, " Time to First Answer Token "),
-        (K.TPOT, " Time per Output Token (excl. 1st token) "),
-        (K.REASONING_TPOT, " TPOT while reasoning "),
-        (K.ANSWER_TPOT, " TPOT of the answer (excl. 1st) "),
-        (K.ITL, " Inter-token Latency "),
-        (K.E2EL, " End-to-end Latency "),
-    ):
+    for metric in K.ROW_LATENCIES:
         if metric.key("mean") in res:  # a figure that does not apply is left out (reasoning, non-streamed)
-            out.extend(_metric_block(res, metric, title))
+            out.extend(_metric_block(res, metric))
     return out
 
 
@@ -276,20 +280,20 @@ def _extras(res: dict[str, Any], run: RunResult) -> list[str]:
     out.extend(replay_lines(run.replay))
     if res.get(K.ERRORS_BY_KIND):
         kinds = ", ".join(f"{k}={v}" for k, v in sorted(res[K.ERRORS_BY_KIND].items()))
-        out.append(_line("Failures by kind:", kinds))
+        out.append(_line(_label(K.ERRORS_BY_KIND), kinds))
     for e in res.get(K.ERROR_MESSAGES) or []:  # the server's own words, most frequent first
         out.append(f"  {e['count']:>6} x {e['kind']}: {e.get('message') or '(no message)'}")
     if res.get(K.PREFIX_CACHE_HIT_RATE) is not None:
-        out.append(_line("Prefix cache hit rate (usage):", res[K.PREFIX_CACHE_HIT_RATE], ".1%"))
+        out.append(_figure(res, K.PREFIX_CACHE_HIT_RATE))
     if res.get(K.VALIDITY_RATE) is not None:
-        out.append(_line("Valid outputs (json/tools):", res[K.VALIDITY_RATE], ".1%"))
+        out.append(_figure(res, K.VALIDITY_RATE))
     if res.get(K.CHUNK_TOKEN_RATIO) is not None:
-        out.append(_line("Chunks per output token:", res[K.CHUNK_TOKEN_RATIO], ".3f"))
+        out.append(_figure(res, K.CHUNK_TOKEN_RATIO))
     if res.get(K.MISSING_DONE_REQUESTS):  # successes all the same: complete bodies with a finish_reason
-        out.append(_line("Streams without [DONE] (complete):", res[K.MISSING_DONE_REQUESTS]))
+        out.append(_figure(res, K.MISSING_DONE_REQUESTS))
     if res.get(K.COMPRESSED_STREAMS):  # against Accept-Encoding: identity; decoded as the bytes came
         enc = ", ".join(f"{k}={v}" for k, v in sorted(res[K.COMPRESSED_STREAMS].items()))
-        out.append(_line("Compressed by the server (decoded):", enc))
+        out.append(_line(_label(K.COMPRESSED_STREAMS), enc))
     out.extend(client_lines(run.client_health))
     out.extend(breakdown_lines(run.latency_breakdown))
     loss = run.data_loss or {}

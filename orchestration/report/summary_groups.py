@@ -79,7 +79,7 @@ def model_lines(block: Mapping[str, Any] | None) -> list[str]:
         )
         if "good" in m:
             good = "n/a" if m["good_fraction"] is None else f"{m['good_fraction']:.0%}"
-            row += f" {m['request_goodput']:>8.2f} {good:>5}"
+            row += f" {m[K.REQUEST_GOODPUT]:>8.2f} {good:>5}"
         out.append(row)
     out.append(
         "(asked: the mix's weight share; got: share of the completed requests; latency of the successes)"
@@ -110,8 +110,8 @@ def _fleet_section(title: str, what: str, block: Mapping[str, Any]) -> list[str]
             f"{ms(m.get(K.percentile_key(99, 'itl'))):>8} {ms(m.get(K.percentile_key(99, 'e2el'))):>9}"
         )
         if slo:
-            row += f" {m['request_goodput']:>8.2f}" if "request_goodput" in m else f" {'n/a':>8}"
-        errors = m.get("errors_by_kind") or {}
+            row += f" {m[K.REQUEST_GOODPUT]:>8.2f}" if K.REQUEST_GOODPUT in m else f" {'n/a':>8}"
+        errors = m.get(K.ERRORS_BY_KIND) or {}
         if errors:
             row += "  errors: " + ", ".join(f"{k} {v}" for k, v in errors.items())
         out.append(row)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from vllm_users.measure import metric_keys as K
+
 __all__ = ["load_order", "number", "slo_answer", "sweep_headline"]
 
 
@@ -86,14 +88,14 @@ def sweep_headline(doc: dict[str, Any]) -> list[str]:
     if doc.get("slo_ms") is not None:
         return _slo_headline(doc)
     peak = max(
-        (s for s in steps if number(s.get("output_throughput")) is not None),
-        key=lambda s: s["output_throughput"],
+        (s for s in steps if number(s.get(K.OUTPUT_THROUGHPUT)) is not None),
+        key=lambda s: s[K.OUTPUT_THROUGHPUT],
         default=None,
     )
     out = []
     if peak is not None:
         out.append(
-            f"Peak output throughput: {peak['output_throughput']:.1f} tok/s at step {_step_text(peak)}."
+            f"Peak output throughput: {peak[K.OUTPUT_THROUGHPUT]:.1f} tok/s at step {_step_text(peak)}."
         )
     light = min(steps, key=load_order)
     lat = [

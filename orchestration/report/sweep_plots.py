@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 
 from orchestration.report.plots import Plot, from_zero
 from orchestration.report.sweep_answer import number
+from vllm_users.measure import metric_keys as K
 from vllm_users.measure.metric_keys import percentile_name
 
 __all__ = ["curves_figure", "number", "pareto_figure", "search_figure", "slo_value"]
@@ -89,14 +90,14 @@ def curves_figure(
 
 def pareto_figure(steps: Sequence[Mapping[str, Any]]) -> Plot | None:
     """A user's output tok/s (1000 / median TPOT) against total output tok/s, one point per step."""
-    xs, ys = _points(steps, "output_throughput", "output_tok_per_s_per_user")
+    xs, ys = _points(steps, K.OUTPUT_THROUGHPUT, "output_tok_per_s_per_user")
     if not xs:
         return None
     fig = Figure(figsize=(6, 4))
     ax = fig.add_subplot(1, 1, 1)
     ax.plot(xs, ys, "o-")
     for s in steps:
-        x, y = number(s.get("output_throughput")), number(s.get("output_tok_per_s_per_user"))
+        x, y = number(s.get(K.OUTPUT_THROUGHPUT)), number(s.get("output_tok_per_s_per_user"))
         if x is not None and y is not None:
             label = s.get("kind") if s.get("target") is None else f"{s['target']:g}"
             ax.annotate(str(label), (x, y), fontsize=7, textcoords="offset points", xytext=(4, 4))

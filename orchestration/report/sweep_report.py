@@ -17,6 +17,7 @@ from orchestration.report.run_sets import load_sweep, search_headline
 from orchestration.report.sweep_answer import slo_answer, sweep_headline
 from orchestration.report.sweep_plots import curves_figure, number, pareto_figure, search_figure
 from vllm_users.atomic import atomic_json, write_atomic
+from vllm_users.measure import metric_keys as K
 from vllm_users.run_dir import REPORT_DIR, REPORT_HTML, REPORT_JSON, REPORT_MD, REPORT_PDF
 
 __all__ = [
@@ -38,7 +39,7 @@ TABLE = (
     ("startup_s", "startup s", ".1f"),
     ("target", "target", ".4g"),
     ("achieved_rate", "req/s", ".3g"),
-    ("output_throughput", "out tok/s", ".1f"),
+    (K.OUTPUT_THROUGHPUT, "out tok/s", ".1f"),
     ("ttft_p50_ms", "TTFT p50", ".1f"),
     ("ttft_p99_ms", "TTFT p99", ".1f"),
     ("tpot_p50_ms", "TPOT p50", ".2f"),
@@ -47,7 +48,7 @@ TABLE = (
     ("e2el_p99_ms", "E2EL p99", ".1f"),
     ("output_tok_per_s_per_user", "tok/s/user", ".1f"),
     ("scaling_efficiency", "efficiency", ".2f"),
-    ("failed", "failed", "d"),
+    ("failed", K.FAILED, "d"),
     ("usd_per_million_output_tokens", "$/1M out tok", ".4g"),
     ("why", "verdict", "s"),
 )

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     pass
 
 # the metric names live below vllm_users (its live view reads them too); importable from here as before
+from vllm_users.measure import metric_keys as K
 from vllm_users.measure.server_metric_names import (
     AVERAGED,
     GEN_TOKENS,
@@ -283,15 +284,15 @@ def _vs_client(server: dict[str, Any], client: dict[str, Any]) -> dict[str, Any]
     """Client minus server: what network and client overhead add (or tokens the client did not see)."""
     vs: dict[str, Any] = {}
     st = server.get("ttft_ms")
-    if st and client.get("mean_ttft_ms") is not None:
-        vs["ttft_mean_diff_ms"] = client["mean_ttft_ms"] - st["mean"]
-        vs["ttft_p50_diff_ms"] = client.get("median_ttft_ms", 0.0) - st["p50"]
-        vs["ttft_p99_diff_ms"] = client.get("p99_ttft_ms", 0.0) - st["p99"]
+    if st and client.get(K.TTFT.key("mean")) is not None:
+        vs["ttft_mean_diff_ms"] = client[K.TTFT.key("mean")] - st["mean"]
+        vs["ttft_p50_diff_ms"] = client.get(K.TTFT.key("median"), 0.0) - st["p50"]
+        vs["ttft_p99_diff_ms"] = client.get(K.TTFT.p(99), 0.0) - st["p99"]
     gen = server.get("generation_tokens")
-    if gen is not None and client.get("total_output_tokens") is not None:
+    if gen is not None and client.get(K.TOTAL_OUTPUT_TOKENS) is not None:
         vs["generation_tokens_server"] = gen
-        vs["output_tokens_client"] = client["total_output_tokens"]
-        vs["tokens_diff"] = gen - client["total_output_tokens"]
+        vs["output_tokens_client"] = client[K.TOTAL_OUTPUT_TOKENS]
+        vs["tokens_diff"] = gen - client[K.TOTAL_OUTPUT_TOKENS]
     return vs
 
 

@@ -28,6 +28,7 @@ from vllm_users.distributed.options import HandoffOptions
 from vllm_users.distributed.server_profile import ServerProfile, profile_line
 from vllm_users.distributed.server_scrape import around_load, around_load_more
 from vllm_users.distributed.transport.master_side import Collector
+from vllm_users.measure import metric_keys as K
 from vllm_users.measure.cost import run_cost
 from vllm_users.measure.health import summarize
 from vllm_users.measure.options import MeasureOptions
@@ -147,7 +148,7 @@ def with_latency_breakdown(res: RunResult, results_dir: str, counters: LoadCount
 
 def recorded_all(res: RunResult) -> int:
     """Requests sent and recorded in the whole run: the measured window's, plus --warmup's and --cooldown's."""
-    windows = res.metric("windows") or {}
+    windows = res.metric(K.WINDOWS) or {}
     return res.recorded + sum(
         int((windows.get(k) or {}).get("requests") or 0) for k in ("warmup", "cooldown")
     )

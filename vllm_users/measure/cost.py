@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from vllm_users.measure import metric_keys as K
+
 
 def cost_at(
     price_per_gpu_hour: float, gpus: int, output_tok_per_s: float | None, req_per_s: float | None
@@ -30,7 +32,7 @@ def run_cost(metrics: Mapping[str, Any], price: float, gpus: int) -> dict[str, A
         "gpu_hour_price_usd": price,
         "gpus": gpus,
         "at_measured_rate": cost_at(
-            price, gpus, metrics.get("output_throughput"), metrics.get("request_throughput")
+            price, gpus, metrics.get(K.OUTPUT_THROUGHPUT), metrics.get(K.REQUEST_THROUGHPUT)
         ),
     }
 

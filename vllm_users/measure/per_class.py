@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from vllm_users.measure import metric_keys as K
 from vllm_users.measure.columns import Records, as_columns
 from vllm_users.measure.groups import GROUP_PERCENTILES, Group, group_figures, rows_by
 from vllm_users.measure.metrics import Slo, rows, sent_rows
@@ -86,10 +87,10 @@ def per_class(
             if spec.get(key) is not None:
                 entry[key] = spec[key]
         out[name] = entry
-    x = [out[n]["request_goodput"] / weights[n] for n in out]
+    x = [out[n][K.REQUEST_GOODPUT] / weights[n] for n in out]
     classed = sum(int(g.rows.size) for g in groups.values())
     return {
-        "duration": dur,
+        K.DURATION: dur,
         "per_class": out,
         "fairness": {
             "jain_index": jain_index(x),
@@ -114,7 +115,7 @@ def class_misses(block: Mapping[str, Any] | None, pname: str = "p99") -> list[tu
         for m, lim in (c.get("slo_ms") or {}).items():
             v = c.get(f"{pname}_{m}_ms")
             if v is None and c.get("requests"):
-                out.append((name, f"no {m} samples ({c.get('failed', 0)} failed)"))
+                out.append((name, f"no {m} samples ({c.get(K.FAILED, 0)} failed)"))
                 break
             if v is not None and v > lim:
                 out.append((name, f"{pname} {m.upper()} {v:.1f} ms > {lim:g} ms"))

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from vllm_users.measure import metric_keys as K
 from vllm_users.measure.columns import Columns, Records, as_columns
 from vllm_users.measure.groups import Group, group_figures, rows_by
 from vllm_users.measure.metrics import Slo, rows, sent_rows
@@ -26,7 +27,7 @@ def imbalance(figures: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     those are. A ratio is None where it does not apply (a group with no success: its share is 0, its TTFT absent;
     `idle` names those)."""
     shares = {n: float(f.get("request_share") or 0.0) for n, f in figures.items()}
-    ttft = {n: f["median_ttft_ms"] for n, f in figures.items() if f.get("median_ttft_ms") is not None}
+    ttft = {n: f[K.TTFT.key("median")] for n, f in figures.items() if f.get(K.TTFT.key("median")) is not None}
     out: dict[str, Any] = {"idle": [n for n, s in shares.items() if s == 0.0]}
     for key, vals in (("request_share", shares), ("median_ttft", ttft)):
         if len(vals) < 2:
@@ -55,8 +56,8 @@ def _block(
     groups = {n: Group(by.get(n, idx[:0]), slo) for n in names}
     dur, figures = group_figures(c, idx, groups, percentiles=percentiles)
     for n, g in groups.items():
-        figures[n]["errors_by_kind"] = _errors(c, g.rows)
-    return {"duration": dur, "groups": figures, "imbalance": imbalance(figures)}
+        figures[n][K.ERRORS_BY_KIND] = _errors(c, g.rows)
+    return {K.DURATION: dur, "groups": figures, "imbalance": imbalance(figures)}
 
 
 def per_endpoint(

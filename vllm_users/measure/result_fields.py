@@ -33,6 +33,7 @@ from vllm_users.measure.metrics import (
     slo_met,
     stats_ms,
     streamed_rows,
+    tpots,
 )
 from vllm_users.measure.windows import Window, split
 
@@ -99,6 +100,10 @@ def compute_metrics(
                 if "pooling" not in K.DECLARED[k].applies_to:
                     res[k] = None
     streamed = streamed_rows(c, ok)
+    tpot_s = tpots(c, streamed)[0]
+    tpot_s = tpot_s[tpot_s > 0]  # chunks that all came at once: no speed to speak of
+    if tpot_s.size:  # like TPOT: absent where no streamed success has one
+        res[K.OUTPUT_THROUGHPUT_PER_USER] = float(np.mean(1.0 / tpot_s))
     # nothing streamed but non-streamed answers: TTFT/ITL/TPOT do not apply and are left out, never 0
     no_stream = not streamed.size and bool(c.a["not_streamed"][sent].any())
     if (

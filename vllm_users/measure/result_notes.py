@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from vllm_users.measure import metric_keys as K
 from vllm_users.measure.run_result import RunResult
 
 __all__ = ["calibration_warning", "no_completed_reason"]
@@ -16,9 +17,9 @@ def no_completed_reason(res: RunResult) -> str | None:
     if res.completed:
         return None
     if res.failed:
-        kinds = ", ".join(f"{k}={v}" for k, v in sorted((res.metric("errors_by_kind") or {}).items()))
+        kinds = ", ".join(f"{k}={v}" for k, v in sorted((res.metric(K.ERRORS_BY_KIND) or {}).items()))
         return f"no request completed: all {res.failed} failed ({kinds or 'see the records'})"
-    windows = res.metric("windows") or {}
+    windows = res.metric(K.WINDOWS) or {}
     left_out = {k: int((windows.get(k) or {}).get("requests") or 0) for k in ("warmup", "cooldown")}
     if any(left_out.values()):  # the requests were sent, and the windows took every one of them
         said = " and ".join(f"--{k} {windows[k].get('spec', '')} took {n}" for k, n in left_out.items() if n)
@@ -26,7 +27,7 @@ def no_completed_reason(res: RunResult) -> str | None:
             f"no request completed in the measured window: {said} of the {sum(left_out.values())} sent "
             "(a shorter --warmup/--cooldown, or more requests)"
         )
-    interrupted = int(res.metric("interrupted") or 0)
+    interrupted = int(res.metric(K.INTERRUPTED) or 0)
     if interrupted:
         return (
             f"no request completed: the {interrupted} sent were still streaming when the run ended "
@@ -38,7 +39,7 @@ def no_completed_reason(res: RunResult) -> str | None:
 def _why_nothing_recorded(res: RunResult) -> str:
     """A run without a single record: whether anything was sent, as far as the evidence goes. "no load request was
     sent" only where the server's own count says so; lost records and dropped arrivals are named."""
-    arrivals = res.metric("arrivals") or {}
+    arrivals = res.metric(K.ARRIVALS) or {}
     if arrivals.get("dropped") and not arrivals.get("sent"):
         return (
             f"no load request was sent: all {arrivals['dropped']} scheduled arrivals were dropped "

@@ -105,12 +105,21 @@ def test_the_latency_family_is_made_from_the_declaration() -> None:
     assert K.TPOT.key("median") == "median_tpot_ms"
     keys = ["p99_tpot_ms", "p99_answer_tpot_ms", "p99.9_tpot_ms", "mean_tpot_ms", "px_tpot_ms"]
     assert K.percentile_keys(keys, "tpot") == [("p99_tpot_ms", "99"), ("p99.9_tpot_ms", "99.9")]
-    assert K.declared("p99_answer_tpot_ms") == K.Key("p99_answer_tpot_ms", "ms", K.STREAMED)
+    assert K.declared("p99_answer_tpot_ms") == K.Key(
+        "p99_answer_tpot_ms", "ms", K.STREAMED, "P99 ANSWER TPOT (ms)", ".2f", better="lower"
+    )
     assert K.declared("median_e2el_ms").applies_to == K.ALL  # type: ignore[union-attr]
     assert (
         K.declared("max_ttft_ms") is None and K.declared("mean_foo_ms") is None and K.declared("nope") is None
     )
-    assert K.declared(K.OUTPUT_THROUGHPUT) == K.Key("output_throughput", "tok/s", K.GENERATIVE)
+    out = K.declared(K.OUTPUT_THROUGHPUT)
+    assert out is not None and (out.name, out.unit, out.applies_to) == (
+        "output_throughput",
+        "tok/s",
+        K.GENERATIVE,
+    )
+    assert (out.label, out.fmt, out.better) == ("Output token throughput (tok/s)", ".2f", "higher")
+    assert K.better(K.COMPLETED) is None and K.better("p99.9_itl_ms") == "lower" and K.better("nope") is None
 
 
 def test_the_clients_spellings_are_the_declared_ones() -> None:
@@ -134,3 +143,30 @@ def test_the_clients_spellings_are_the_declared_ones() -> None:
         "timeout",
     } <= set_kinds  # the scan finds them
     assert set_kinds <= set(ERROR_KINDS), set_kinds - set(ERROR_KINDS)
+
+
+def test_every_declared_row_has_what_its_renderers_read() -> None:
+    """A row in the report needs a label and a format, a printed line a console label, a compared one a row;
+    rows have distinct places; the latency rows sit between the head and the tail."""
+    for k in K.DECLARED.values():
+        if k.row is not None:
+            assert k.label and k.fmt and k.row != K.LATENCY_ROW, k.name
+        assert not k.compared or k.row is not None, k.name
+        assert not k.listed or k.console, k.name
+        assert k.better in (None, "higher", "lower"), k.name
+    places = [k.row for k in K.DECLARED.values() if k.row is not None]
+    assert len(places) == len(set(places))
+    head, tail = K.rows()
+    assert [k.name for k in head][:3] == [K.COMPLETED, K.FAILED, K.DURATION]
+    assert all(k.row is not None and k.row > K.LATENCY_ROW for k in tail)
+    assert set(K.rows(compared=True)[0]) <= set(head)
+
+
+def test_a_latency_statistic_is_labelled_from_its_declaration() -> None:
+    assert K.TTFT.stat_label("mean") == "Mean TTFT (ms)"
+    assert K.ANSWER_TPOT.stat_label("p99.9") == "P99.9 Answer TPOT (ms)"
+    assert K.REASONING_TPOT.stat_label("median", upper=True) == "Median REASONING TPOT (ms)"
+    assert K.declared("p90_itl_ms").label == "P90 ITL (ms)"  # type: ignore[union-attr]
+    assert (K.TTFT.p(99.9), K.E2EL.step(99)) == ("p99.9_ttft_ms", "e2el_p99_ms")
+    steps = dict(K.STEP_FIELDS)
+    assert steps[K.REQUEST_THROUGHPUT] == "achieved_rate" and steps["median_tpot_ms"] == "tpot_p50_ms"

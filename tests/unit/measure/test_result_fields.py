@@ -87,6 +87,7 @@ def test_every_result_field_by_hand() -> None:
         "total_token_throughput": 68 / dur,
         "max_output_tokens_per_s": 7.0,  # second 0: 4 chunks x 1 token + 2 chunks x 1.5 tokens
         "max_concurrent_requests": 2,
+        "output_throughput_per_user": (1000 / 10 + 1000 / 15) / 2,  # the two TPOTs, 10 and 15 ms
         **{f"{k}_{m}_ms": v for m, st in lat.items() for k, v in st.items()},
         "goodput": {
             "slo_ms": {"ttft": 40.0, "tpot": 12.0, "e2el": 60.0},
@@ -129,6 +130,7 @@ def test_empty_and_degenerate_inputs() -> None:
         and empty["goodput"]["per_metric_met_fraction"]["ttft"] == 0.0
     )
     assert empty["chunk_token_ratio"] is None and empty["validity_rate"] is None
+    assert "output_throughput_per_user" not in empty  # no success, no TPOT: absent, like TPOT
     assert empty["prefix_cache_hit_rate"] is None and empty["cached_tokens_reported"] is False
     assert empty["arrivals"] == {"scheduled": 0, "sent": 0, "dropped": 0} and empty["errors_by_kind"] == {}
     assert per_scenario([]) == {} and ttft_by_turn([]) == {}

@@ -154,12 +154,12 @@ class LiveView:
             "final": final,  # result.json's figures once the run has ended (None before, or without a result)
             "latency": (lat := latency_table(c)),
             "ttfa": ttfa_rows(lat) or None,  # reasoning runs only: time to the first answer token
-            "goodput": final["goodput"] if final is not None and final["goodput"] else self._goodput(tot),
+            K.GOODPUT: final[K.GOODPUT] if final is not None and final[K.GOODPUT] else self._goodput(tot),
             "errors": tot.pop("errors"),
             "classes": self._classes(tot.pop("classes"), span if finished else dt, span, finished),
             **{k: self._fleet(k, tot.pop(k), span if finished else dt, finished) for k in FLEET},
             "workers": workers(c, now),
-            "arrivals": self._arrivals(tot, rates) if self.open_loop else None,
+            K.ARRIVALS: self._arrivals(tot, rates) if self.open_loop else None,
             "server": server,
             "timeline": self.timeline,
         }
@@ -252,8 +252,8 @@ def final_figures(res: RunResult, slo: str | None = None) -> dict[str, Any]:
     return {
         "source": run_dir.RESULT,
         "duration_s": duration,
-        "completed": res.completed,
-        "failed": res.failed,
+        K.COMPLETED: res.completed,
+        K.FAILED: res.failed,
         "output_tokens": m.get(K.TOTAL_OUTPUT_TOKENS),
         "left_out": sum(int((windows.get(k) or {}).get("requests") or 0) for k in ("warmup", "cooldown")),
         "rates": {
@@ -262,7 +262,7 @@ def final_figures(res: RunResult, slo: str | None = None) -> dict[str, Any]:
             "output_tok_s": m.get(K.OUTPUT_THROUGHPUT) if res.completed else None,
             "sent_s": per_s(res.recorded),
         },
-        "goodput": {
+        K.GOODPUT: {
             "slo": slo,
             "good": good.get("good"),
             "good_fraction": good.get("good_fraction") if res.completed else None,
@@ -316,10 +316,10 @@ def fleet_block(
     for name in sorted(counts):
         n = counts[name]
         row: dict[str, Any] = {
-            k: int(n.get(k, 0)) for k in ("requests", "completed", "failed", "output_tokens")
+            k: int(n.get(k, 0)) for k in ("requests", K.COMPLETED, K.FAILED, "output_tokens")
         }
-        row["output_throughput"] = round(tok_s.get(name, 0.0), 2)
-        for metric, ps in FLEET_PERCENTILES.items() if row["completed"] else ():
+        row[K.OUTPUT_THROUGHPUT] = round(tok_s.get(name, 0.0), 2)
+        for metric, ps in FLEET_PERCENTILES.items() if row[K.COMPLETED] else ():
             h = merged.get((name, metric))
             if h is not None and h.get_total_count():
                 pct = percentiles_ms(h, ps)
@@ -339,7 +339,7 @@ def result_fleet(block: Any) -> dict[str, Any] | None:
     return out
 
 
-COUNTS = ("requests", "completed", "failed", "output_tokens", "good")
+COUNTS = ("requests", K.COMPLETED, K.FAILED, "output_tokens", "good")
 
 
 def class_block(
@@ -371,19 +371,19 @@ def class_block(
             "weight": spec.get("weight"),
             "weight_share": weights[name] / wsum,
             **n,
-            "output_throughput": round(tok_s.get(name, 0.0), 2),
+            K.OUTPUT_THROUGHPUT: round(tok_s.get(name, 0.0), 2),
             "output_token_share": n["output_tokens"] / total_out,
             "slo_ms": dict(cslo.limits_ms) if cslo is not None else {},
-            "good_fraction": n["good"] / n["completed"] if n["completed"] else None,
-            "request_goodput": n["good"] / elapsed,
+            "good_fraction": n["good"] / n[K.COMPLETED] if n[K.COMPLETED] else None,
+            K.REQUEST_GOODPUT: n["good"] / elapsed,
         }
-        for m in CLASS_METRICS if n["completed"] else ():  # latency only where the class has successes
+        for m in CLASS_METRICS if n[K.COMPLETED] else ():  # latency only where the class has successes
             h = merged.get((name, m))
             if h is not None and h.get_total_count():
                 pct = percentiles_ms(h, CLASS_PERCENTILES)
                 entry.update({f"{percentile_name(p)}_{m}_ms": pct[f"p{int(p)}"] for p in CLASS_PERCENTILES})
         out[name] = entry
-    x = [out[n]["request_goodput"] / weights[n] for n in out]
+    x = [out[n][K.REQUEST_GOODPUT] / weights[n] for n in out]
     fairness = {
         "jain_index": jain_index(x),
         "of": "request_goodput / weight",

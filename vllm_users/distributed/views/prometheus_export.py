@@ -39,6 +39,7 @@ from prometheus_client.utils import floatToGoString
 from vllm_users.distributed.transport.master_side import Collector
 from vllm_users.distributed.transport.messages import Batch
 from vllm_users.distributed.views.prometheus_fleet import FleetSeries, is_fleet
+from vllm_users.measure import metric_keys as K
 from vllm_users.measure.columns import Columns, _merge, _unpack, columns_from_records
 from vllm_users.measure.metrics import METRICS, Slo, metric_arrays, ok_rows, or_zero, sent_rows, slo_met
 from vllm_users.measure.record import parse_lines
@@ -77,12 +78,7 @@ RANGES_S = {"ttft": (1e-3, 600.0), "tpot": (1e-4, 60.0), "itl": (1e-4, 60.0), "e
 # which --goodput objective becomes an edge of which histogram (ITL is what a TPOT objective is read against)
 SLO_EDGES = {"ttft": ("ttft",), "tpot": ("tpot",), "itl": ("tpot",), "e2el": ("e2el",)}
 LAST_SCRAPE_WAIT_MAX_S = 30.0  # at most this long after the final figures for a scraper's next visit
-_DOC = {
-    "ttft": "time to first token",
-    "tpot": "time per output token after the first",
-    "itl": "inter-token latency (every gap between output chunks)",
-    "e2el": "end-to-end latency",
-}
+_DOC = {m.name: m.doc for m in K.LATENCIES}  # the histograms' help, from the metrics' declaration
 
 
 def buckets(slo: Slo | None) -> dict[str, tuple[float, ...]]:
