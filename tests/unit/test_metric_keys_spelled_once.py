@@ -35,7 +35,7 @@ ALLOWED = {
     ("orchestration/gate/samples.py", "goodput"),
     ("orchestration/report/postprocess.py", "goodput"),
     # a trace's lines skipped as failed requests; the twin check's probe shots
-    ("vllm_users/workload/trace_readers.py", "failed"),
+    ("vllm_users/workload/trace_formats/burstgpt.py", "failed"),
     ("orchestration/twin/check.py", "completed"),
     ("orchestration/twin/check.py", "failed"),
 }
