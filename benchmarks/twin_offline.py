@@ -89,7 +89,9 @@ def _mean(rows: list[dict[str, Any]]) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     for k in KEYS:
         vals = [r.get(k) for r in rows]
-        out[k] = statistics.mean(v for v in vals if v is not None) if all(v is not None for v in vals) else None
+        out[k] = (
+            statistics.mean(v for v in vals if v is not None) if all(v is not None for v in vals) else None
+        )
     return out
 
 
@@ -154,9 +156,7 @@ def check(corpus: str, *, as_recorded: bool = False) -> dict[str, Any]:
     server = [r["server"] for r in rounds if r["server"] is not None]
     twin = [r["twin"] for r in rounds if r["twin"] is not None]
     answer = (
-        statistics.mean(twin) / statistics.mean(server) - 1.0
-        if server and len(twin) == len(rounds)
-        else None
+        statistics.mean(twin) / statistics.mean(server) - 1.0 if server and len(twin) == len(rounds) else None
     )
     judged = [s for s in steps if s["target"] is not None]
     return {
@@ -194,7 +194,9 @@ def print_report(res: dict[str, Any]) -> None:
         f"find-max-rate steps: {res['steps_agreeing']} of {res['steps_judged']} verdicts agree",
     )
     print_table(res["rounds"], ["round", "server", "twin"], "find-max-rate answer, req/s")
-    print(f"find-max-rate error: {_pct(res['find_max_rate_error'])} (the twin's answers over the rounds' mean)")
+    print(
+        f"find-max-rate error: {_pct(res['find_max_rate_error'])} (the twin's answers over the rounds' mean)"
+    )
     print(f"({res['seconds']} s)", flush=True)
 
 
@@ -208,7 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     a = ap.parse_args(argv)
     if not os.path.isfile(os.path.join(a.corpus, "twin.json")):
-        print(f"twin_offline: {a.corpus}: no twin.json (expected a recorded server's folder)", file=sys.stderr)
+        print(
+            f"twin_offline: {a.corpus}: no twin.json (expected a recorded server's folder)", file=sys.stderr
+        )
         return 2
     res = check(a.corpus, as_recorded=a.as_recorded)
     print_report(res)
