@@ -55,12 +55,25 @@ def decode_constants(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
     own = _context_term(pts, xs, ys, ctx)
     if own is not None:
         k, k_line = own
-        step, per = _decode_line(xs, [y - k * cx for y, cx in zip(ys, ctx, strict=True)], path)
+        uk, source = k_line.ub, "fit"
+        note = None if k_line.b >= 0 else f"the fit said {1000 * k_line.b:.3g} µs (below 0): 0"
+        for _ in range(2):  # the bursts' term rests on the step and the cost per sequence, and they on it
+            step, per = _decode_line(xs, [y - k * cx for y, cx in zip(ys, ctx, strict=True)], path)
+            if not uk >= k:  # resolved by the context phase
+                break
+            got = _burst_context(raw, step, per)
+            if got is None or not got[1] < k_line.ub:
+                break
+            k, uk = got
+            source = "burst"
+            note = (
+                f"{len(_decode_bursts(raw))} bursts' decode TPOT over their context; the context phase said "
+                f"{1000 * k_line.b:.3g} ± {1000 * k_line.ub:.3g} µs (not resolved)"
+            )
         # the per-sequence cost carries the context term's uncertainty over each decode point's own context
         per_seq = statistics.median(cx / x for x, cx in zip(xs, ctx, strict=True))
-        per["uncertainty"] = math.hypot(per["uncertainty"], k_line.ub * per_seq)
-        note = None if k_line.b >= 0 else f"the fit said {1000 * k_line.b:.3g} µs (below 0): 0"
-        return step, per, const(1000.0 * k, 1000.0 * k_line.ub, "µs", "fit", note)
+        per["uncertainty"] = math.hypot(per["uncertainty"], uk * per_seq)
+        return step, per, const(1000.0 * k, 1000.0 * uk, "µs", source, note)
     per_seq_ctx = {round(cx / x) for x, cx in zip(xs, ctx, strict=True) if cx > 0}
     if len(ctx) >= 4 and all(ctx) and max(per_seq_ctx) >= 2 * min(per_seq_ctx) and len(set(xs)) >= 2:
         try:
@@ -133,3 +146,32 @@ def _decode_line(
     ua = math.hypot(line.ua, lo)
     ub = math.hypot(line.ub, abs(hi - lo) / (max(xs) - 1.0) if max(xs) > 1 else 0.0)
     return (const(max(line.a, 0.0), ua, "ms", "fit"), const(max(line.b, 0.0), ub, "ms", "fit"))
+
+
+def _decode_bursts(raw: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        b
+        for b in raw.get("bursts") or []
+        if b.get("decode_tpot_ms") and b.get("decode_context_tokens") and b.get("streams")
+    ]
+
+
+def _burst_context(
+    raw: dict[str, Any], step: dict[str, Any], per: dict[str, Any]
+) -> tuple[float, float] | None:
+    """The context term (ms per context token) and its uncertainty from the batch bursts' decode TPOT: B streams
+    over C context tokens read `step + per × B + k × C` (the twin's own excess at B taken out). Its uncertainty:
+    3 standard errors over the bursts, or what the step's and the per-sequence cost's uncertainties move it by,
+    whichever is larger. None: fewer than 2 bursts with a decode reading."""
+    bursts = _decode_bursts(raw)
+    if len(bursts) < 2:
+        return None
+    path = raw.get("path_latency")
+    ks, moved = [], []
+    for b in bursts:
+        n, cx = float(b["streams"]), float(b["decode_context_tokens"])
+        left = float(b["decode_tpot_ms"]) - tpot_excess(path, n) - step["value"] - per["value"] * n
+        ks.append(left / cx)
+        moved.append(math.hypot(step["uncertainty"] or 0.0, (per["uncertainty"] or 0.0) * n) / cx)
+    sem = statistics.stdev(ks) / math.sqrt(len(ks))
+    return max(statistics.mean(ks), 0.0), max(SIGMAS * sem, statistics.mean(moved))
