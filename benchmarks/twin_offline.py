@@ -26,6 +26,7 @@ from typing import Any
 
 from benchmarks.bench_twin_server import KEYS, gpu_loads
 from benchmarks.common import print_table
+from benchmarks.twin_offline_range import answer_range, unresolved
 from benchmarks.twin_offline_steps import finite, median_prompt, recorded_steps, replay_step, twin_search
 from orchestration.twin.check import Load, compare
 from orchestration.twin.fit import fit_constants
@@ -138,8 +139,21 @@ def _rounds(
             )
         prompt, output = median_prompt(steps)
         seed = 100_000 * (k + 1)  # bench_twin_server's seed of round k
-        got = twin_search(c, path, prompt, output, steps[0]["meta"], slo, pct, err, seed=seed)
-        rounds.append({"round": os.path.basename(rd), "server": doc.get("max_rate"), "twin": got["max_rate"]})
+        fixed = (path, prompt, output, steps[0]["meta"], slo, pct, err)
+
+        def answer(
+            cc: dict[str, dict[str, Any]], seed: int = seed, fixed: tuple[Any, ...] = fixed
+        ) -> float | None:
+            got: float | None = twin_search(cc, *fixed, seed=seed)["max_rate"]
+            return got
+
+        twin = answer(c)
+        row: dict[str, Any] = {"round": os.path.basename(rd), "server": doc.get("max_rate"), "twin": twin}
+        if twin is not None:
+            # the search's own spread: the same twin on other seeds (its steps' arrivals), a bracket apart or more
+            others = [answer(c, seed + k) for k in (1, 2)]
+            row["range"] = answer_range(c, twin, answer, [a or 0.0 for a in others])
+        rounds.append(row)
     return steps_out, rounds
 
 
@@ -159,6 +173,16 @@ def check(corpus: str, *, as_recorded: bool = False) -> dict[str, Any]:
         statistics.mean(twin) / statistics.mean(server) - 1.0 if server and len(twin) == len(rounds) else None
     )
     judged = [s for s in steps if s["target"] is not None]
+    ranges = [r["range"] for r in rounds if "range" in r]
+    span = None
+    if server and ranges and len(ranges) == len(rounds):
+        low, high = statistics.mean(r["low"] for r in ranges), statistics.mean(r["high"] for r in ranges)
+        span = {
+            "low": round(low, 3),
+            "high": round(high, 3),
+            "server": round(statistics.mean(server), 3),
+            "holds_server": low <= statistics.mean(server) <= high,
+        }
     return {
         "corpus": os.path.abspath(corpus),
         "constants": "as recorded in twin.json" if as_recorded else "refitted from twin.json's points",
@@ -170,6 +194,8 @@ def check(corpus: str, *, as_recorded: bool = False) -> dict[str, Any]:
         "steps_judged": len(judged),
         "rounds": rounds,
         "find_max_rate_error": finite(answer),
+        "find_max_rate_range": span,
+        "unresolved": unresolved(c),
         "seconds": round(time.perf_counter() - t0, 2),
     }
 
@@ -197,6 +223,15 @@ def print_report(res: dict[str, Any]) -> None:
     print(
         f"find-max-rate error: {_pct(res['find_max_rate_error'])} (the twin's answers over the rounds' mean)"
     )
+    span = res["find_max_rate_range"]
+    if span is not None:
+        verdict = "holds" if span["holds_server"] else "DOES NOT hold"
+        print(
+            f"the twin's answer over the fit's uncertainties: [{span['low']:.1f}, {span['high']:.1f}] req/s, which "
+            f"{verdict} the server's {span['server']:.1f}"
+        )
+    if res["unresolved"]:
+        print("not resolved (uncertainty >= value): " + ", ".join(res["unresolved"]))
     print(f"({res['seconds']} s)", flush=True)
 
 
