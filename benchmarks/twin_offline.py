@@ -115,7 +115,7 @@ def _loads(
 
 
 def _rounds(
-    corpus: str, c: dict[str, dict[str, Any]], path: dict[str, Any] | None, work: str
+    corpus: str, c: dict[str, dict[str, Any]], path: dict[str, Any] | None, work: str, with_range: bool
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Each recorded round's steps judged on the twin, and the twin's own search once per round."""
     steps_out, rounds = [], []
@@ -149,7 +149,7 @@ def _rounds(
 
         twin = answer(c)
         row: dict[str, Any] = {"round": os.path.basename(rd), "server": doc.get("max_rate"), "twin": twin}
-        if twin is not None:
+        if twin is not None and with_range:
             # the search's own spread: the same twin on other seeds (its steps' arrivals), a bracket apart or more
             others = [answer(c, seed + k) for k in (1, 2)]
             row["range"] = answer_range(c, twin, answer, [a or 0.0 for a in others])
@@ -157,8 +157,9 @@ def _rounds(
     return steps_out, rounds
 
 
-def check(corpus: str, *, as_recorded: bool = False) -> dict[str, Any]:
-    """The offline check of the twin against the recording in `corpus` (its JSON result)."""
+def check(corpus: str, *, as_recorded: bool = False, with_range: bool = True) -> dict[str, Any]:
+    """The offline check of the twin against the recording in `corpus` (its JSON result); `with_range`: the
+    answer's range over the fit's uncertainties too (14 more searches a round)."""
     profile = _read(os.path.join(corpus, "twin.json"))
     recorded = _read(os.path.join(corpus, "twin_server.server.json"))
     c = profile["constants"] if as_recorded else refit(profile)
@@ -166,7 +167,7 @@ def check(corpus: str, *, as_recorded: bool = False) -> dict[str, Any]:
     t0 = time.perf_counter()
     loads = _loads(c, path, recorded, int(c["max_model_len"]["value"]))
     with tempfile.TemporaryDirectory(prefix="twin-offline-") as work:
-        steps, rounds = _rounds(corpus, c, path, work)
+        steps, rounds = _rounds(corpus, c, path, work, with_range)
     server = [r["server"] for r in rounds if r["server"] is not None]
     twin = [r["twin"] for r in rounds if r["twin"] is not None]
     answer = (
@@ -236,12 +237,15 @@ def print_report(res: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m benchmarks.twin_offline CORPUS_DIR [--json OUT] [--as-recorded]`."""
+    """`python -m benchmarks.twin_offline CORPUS_DIR [--json OUT] [--as-recorded] [--no-range]`."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("corpus", help="a recorded server: twin.json, twin_server.server.json, server-K/")
     ap.add_argument("--json", default=None, help="write the result here")
     ap.add_argument(
         "--as-recorded", action="store_true", help="the profile's constants as written, not refitted"
+    )
+    ap.add_argument(
+        "--no-range", action="store_true", help="no range over the fit's uncertainties (one search a round)"
     )
     a = ap.parse_args(argv)
     if not os.path.isfile(os.path.join(a.corpus, "twin.json")):
@@ -249,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             f"twin_offline: {a.corpus}: no twin.json (expected a recorded server's folder)", file=sys.stderr
         )
         return 2
-    res = check(a.corpus, as_recorded=a.as_recorded)
+    res = check(a.corpus, as_recorded=a.as_recorded, with_range=not a.no_range)
     print_report(res)
     if a.json:
         with open(a.json, "w", encoding="utf-8") as fh:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from benchmarks.twin_offline import check, main, refit
+from benchmarks.twin_offline_range import answer_range
 from orchestration.twin.replay import replay
 
 CORPUS = Path(__file__).resolve().parents[2] / "data" / "twin_h100_trim"
@@ -94,13 +95,42 @@ def test_the_recorded_twin_reads_as_the_device_did() -> None:
     assert res["find_max_rate_error"] < -0.25
     closed = res["load_errors"]["closed-32"]
     assert closed["ttft_ms_median"] < -0.15 and closed["tpot_ms_median"] > 0.15
+    # its range says it misses, and names the constant it could not resolve
+    assert res["find_max_rate_range"]["holds_server"] is False
+    assert res["unresolved"] == ["decode_per_ctx_token_us"]
+
+
+def test_the_refitted_range_holds_the_server(result: dict[str, Any]) -> None:
+    span = result["find_max_rate_range"]
+    assert span["low"] <= span["server"] <= span["high"] and span["holds_server"]
+    assert result["unresolved"] == []
+
+
+def test_the_range_sums_each_constants_shift_in_quadrature() -> None:
+    c = {
+        "decode_step_ms": {"value": 2.0, "uncertainty": 1.0, "source": "fit"},
+        "request_overhead_ms": {"value": 5.0, "uncertainty": 5.0, "source": "fit"},
+        "max_num_seqs": {"value": 256, "uncertainty": 0.0, "source": "measured"},
+    }
+
+    def search(cc: dict[str, dict[str, Any]]) -> float:
+        return 100.0 - 10.0 * cc["decode_step_ms"]["value"] - 3.0 * cc["request_overhead_ms"]["value"]
+
+    got = answer_range(c, search(c), search, [64.0])
+    # step: 70 and 90 around 80 - 15 = 65; overhead 0 and 10: +15 and -15
+    assert got["low"] == pytest.approx(65.0 - (10.0**2 + 15.0**2) ** 0.5)
+    assert got["high"] == pytest.approx(65.0 + (10.0**2 + 15.0**2) ** 0.5)
+    assert got["shifts"] == {"decode_step_ms": [10.0, -10.0], "request_overhead_ms": [15.0, -15.0]}
+    assert got["unresolved"] == ["request_overhead_ms"]
+    assert answer_range(c, 65.0, search, [10.0])["low"] == 10.0  # another seed's answer below widens it
 
 
 def test_cli_writes_the_json_and_refuses_a_folder_without_a_profile(tmp_path: Path) -> None:
     out = tmp_path / "out.json"
-    assert main([str(CORPUS), "--json", str(out)]) == 0
+    assert main([str(CORPUS), "--json", str(out), "--no-range"]) == 0
     doc = json.loads(out.read_text())
     assert {"find_max_rate_error", "load_errors"} <= set(doc)
+    assert doc["find_max_rate_range"] is None  # not asked for: absent, not 0
     assert main([str(tmp_path)]) == 2
 
 
