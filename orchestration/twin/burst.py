@@ -75,6 +75,7 @@ def engine_step(
     budget = cfg.max_num_batched_tokens - len(decoding)
     chunks: list[tuple[int, int]] = []
     tokens = pairs = 0
+
     def length(i: int) -> int:
         return prompt if isinstance(prompt, int) else prompt[i]
 
