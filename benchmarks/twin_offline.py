@@ -14,6 +14,7 @@ fractions, twin / server - 1.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import glob
 import json
 import os
@@ -31,6 +32,7 @@ from benchmarks.twin_offline_steps import finite, median_prompt, recorded_steps,
 from orchestration.twin.check import Load, compare
 from orchestration.twin.fit import fit_constants
 from orchestration.twin.replay import replay
+from vllm_sim.twin import TwinError, read_twin
 from vllm_users.measure.metrics import Slo
 
 __all__ = ["check", "main", "replay_load"]
@@ -108,7 +110,7 @@ def _loads(
             continue
         runs = [r["server"], *([r["server_again"]] if "server_again" in r else [])]
         seeds = [load.seed, load.seed + 1000][: len(runs)]  # bench_twin_server's second run: seed + 1000
-        twin = _mean([replay_load(c, path, Load(**{**load.__dict__, "seed": s})) for s in seeds])
+        twin = _mean([replay_load(c, path, dataclasses.replace(load, seed=s)) for s in seeds])
         server = _mean(runs)
         rows.append({"load": load.name, "server": server, "twin": twin, "error": compare(server, twin)})
     return rows
@@ -160,7 +162,10 @@ def _rounds(
 def check(corpus: str, *, as_recorded: bool = False, with_range: bool = True) -> dict[str, Any]:
     """The offline check of the twin against the recording in `corpus` (its JSON result); `with_range`: the
     answer's range over the fit's uncertainties too (14 more searches a round)."""
-    profile = _read(os.path.join(corpus, "twin.json"))
+    try:
+        profile = read_twin(os.path.join(corpus, "twin.json"))
+    except TwinError as e:
+        raise SystemExit(f"twin_offline: {e}") from None
     recorded = _read(os.path.join(corpus, "twin_server.server.json"))
     c = profile["constants"] if as_recorded else refit(profile)
     path = profile["points"].get("path_latency")

@@ -132,6 +132,9 @@ def test_cli_writes_the_json_and_refuses_a_folder_without_a_profile(tmp_path: Pa
     assert {"find_max_rate_error", "load_errors"} <= set(doc)
     assert doc["find_max_rate_range"] is None  # not asked for: absent, not 0
     assert main([str(tmp_path)]) == 2
+    (tmp_path / "twin.json").write_text("{}")
+    with pytest.raises(SystemExit, match="not a twin profile"):
+        main([str(tmp_path)])
 
 
 def test_an_unresolved_context_term_comes_from_the_bursts() -> None:
