@@ -253,6 +253,11 @@ def main(argv: list[str] | None = None) -> int:
         "--no-range", action="store_true", help="no range over the fit's uncertainties (one search a round)"
     )
     a = ap.parse_args(argv)
+    inside = glob.glob(os.path.join(a.corpus, "*", "twin.json"))
+    if not os.path.isfile(os.path.join(a.corpus, "twin.json")) and len(inside) == 1:
+        a.corpus = os.path.dirname(
+            inside[0]
+        )  # the folder the tarballs unpack into (twin-a1/), given its parent
     if not os.path.isfile(os.path.join(a.corpus, "twin.json")):
         print(
             f"twin_offline: {a.corpus}: no twin.json (expected a recorded server's folder)", file=sys.stderr

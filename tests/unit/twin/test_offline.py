@@ -5,6 +5,7 @@ the replay on cases whose answer is known by hand, and the check over a trimmed 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +132,11 @@ def test_cli_writes_the_json_and_refuses_a_folder_without_a_profile(tmp_path: Pa
     doc = json.loads(out.read_text())
     assert {"find_max_rate_error", "load_errors"} <= set(doc)
     assert doc["find_max_rate_range"] is None  # not asked for: absent, not 0
+    # the folder that holds the recording (as the tarballs unpack: twin-a1/ inside it) reads the same
+    shutil.copytree(CORPUS, tmp_path / "unpacked" / "twin-a1")
+    again = tmp_path / "again.json"
+    assert main([str(tmp_path / "unpacked"), "--json", str(again), "--no-range"]) == 0
+    assert json.loads(again.read_text())["load_errors"] == doc["load_errors"]
     assert main([str(tmp_path)]) == 2
     (tmp_path / "twin.json").write_text("{}")
     with pytest.raises(SystemExit, match="not a twin profile"):
