@@ -140,4 +140,6 @@ def replay(
                 if following < n:  # closed loop: this user's next request
                     heapq.heappush(sends, (served[i].end_s, following))
                     following += 1
+    if any(math.isnan(s.end_s) for s in served):
+        raise ValueError(f"replay: the load was not served within {_MAX_STEPS} engine steps")
     return served
