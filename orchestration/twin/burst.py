@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
+from collections.abc import Sequence
 from typing import Any
 
 from vllm_sim.config import SimConfig
@@ -61,26 +62,31 @@ def step_config(c: dict[str, dict[str, Any]]) -> SimConfig:
 
 def engine_step(
     cfg: SimConfig,
-    prompt: int,
+    prompt: int | Sequence[int],
     decoding: list[int],
     prefilling: list[int],
     computed: list[int],
     done: list[int],
 ) -> tuple[float, list[tuple[int, int]]]:
-    """One step of the simulator's scheduler over sequences of `prompt` tokens: every decoding sequence, then
+    """One step of the simulator's scheduler over sequences of `prompt` tokens (one length for all, or each
+    sequence's own): every decoding sequence, then
     prefill chunks within the token budget, first come first served (`computed`: prompt tokens prefilled so far,
     `done`: tokens out so far). Its duration (s, vllm_sim.engine.step_seconds) and its chunks (sequence, tokens)."""
     budget = cfg.max_num_batched_tokens - len(decoding)
     chunks: list[tuple[int, int]] = []
     tokens = pairs = 0
+
+    def length(i: int) -> int:
+        return prompt if isinstance(prompt, int) else prompt[i]
+
     for i in prefilling:
         if budget <= 0:
             break
-        ch = min(prompt - computed[i], budget)
+        ch = min(length(i) - computed[i], budget)
         budget, tokens = budget - ch, tokens + ch
         pairs += prefill_pairs(computed[i], ch)
         chunks.append((i, ch))
-    ctx = sum(prompt + done[i] for i in decoding)
+    ctx = sum(length(i) + done[i] for i in decoding)
     return step_seconds(cfg, len(decoding) + len(chunks), ctx, tokens, pairs), chunks
 
 

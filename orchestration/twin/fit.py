@@ -19,7 +19,6 @@ from typing import Any
 
 from orchestration.twin.apistage import (
     fit_api,
-    held_back,
 )
 from orchestration.twin.burst import (
     BUDGETS,
@@ -27,9 +26,9 @@ from orchestration.twin.burst import (
     staircase_rms_ms,
     step_config,
 )
+from orchestration.twin.fit_decode import const as _const
+from orchestration.twin.fit_decode import decode_constants
 from orchestration.twin.lsq import RESOLUTION_MS, SIGMAS, Line, linfit, planefit
-from orchestration.twin.ownpath import tpot_excess
-from orchestration.twin.phases import CONTEXT
 from orchestration.twin.predict import optional_value, predict_ttft_ms, ttft_excess
 from vllm_sim.config import SimConfig
 
@@ -46,116 +45,6 @@ _DEFAULTS = SimConfig()
 PAIR_UNIT = "ns/token²"  # prefill_per_ctx_token_ns: per prefilled token, per token before it
 # tok/s where TTFT shows no cost per token beside its quadratic part: too fast to see (as ownpath.path_latency's)
 UNSEEN_RATE = 1e12
-
-
-def _const(value: Any, unc: float | None, unit: str, source: str, note: str | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"value": value, "uncertainty": unc, "unit": unit, "source": source}
-    if note:
-        out["note"] = note
-    return out
-
-
-_NO_CTX = "not measured (no TPOT points at two context lengths): decode time does not grow with the context"
-
-
-def _decode(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """decode_step_ms, decode_per_seq_ms and decode_per_ctx_token_us: a plane in (batch, context) where the
-    points have two context lengths per sequence, else a line in the batch (and no context term)."""
-    pts = raw.get("tpot") or []
-    path = raw.get("path_latency")
-    # the twin's own TPOT excess at each batch comes back when it serves: fit what is left; where the API server
-    # held the chunks back (the clients well above the engine's own TPOT histogram), the engine's step is the
-    # engine's reading, and the rest is the API-server stage's (apistage.py): with one API server on an H100,
-    # fitting the clients' TPOT made the cost per sequence 0.037 ms against four servers' 0.014
-    xs = [float(p["batch"]) for p in pts]
-    ys = [
-        float(p["tpot_ms"])
-        - tpot_excess(path, float(p["batch"]))
-        - (float(p["api_tpot_ms"]) if held_back(p) else 0.0)
-        for p in pts
-    ]
-    ctx = [float(p.get("context_tokens") or 0.0) for p in pts]
-    own = _context_term(pts, xs, ys, ctx)
-    if own is not None:
-        k, k_line = own
-        step, per = _decode_line(xs, [y - k * cx for y, cx in zip(ys, ctx, strict=True)], path)
-        # the per-sequence cost carries the context term's uncertainty over each decode point's own context
-        per_seq = statistics.median(cx / x for x, cx in zip(xs, ctx, strict=True))
-        per["uncertainty"] = math.hypot(per["uncertainty"], k_line.ub * per_seq)
-        note = None if k_line.b >= 0 else f"the fit said {1000 * k_line.b:.3g} µs (below 0): 0"
-        return step, per, _const(1000.0 * k, 1000.0 * k_line.ub, "µs", "fit", note)
-    per_seq_ctx = {round(cx / x) for x, cx in zip(xs, ctx, strict=True) if cx > 0}
-    if len(ctx) >= 4 and all(ctx) and max(per_seq_ctx) >= 2 * min(per_seq_ctx) and len(set(xs)) >= 2:
-        try:
-            coef, se, _ = planefit(list(zip(xs, ctx, strict=True)), ys)
-        except ValueError:
-            pass
-        else:
-            return _decode_plane(xs, ctx, coef, se, path)
-    step, per = _decode_line(xs, ys, path)
-    return step, per, _const(0.0, None, "µs", "default", _NO_CTX)
-
-
-def _context_term(
-    pts: list[dict[str, Any]], xs: list[float], ys: list[float], ctx: list[float]
-) -> tuple[float, Line] | None:
-    """The context term (ms per context token, at least 0, and its line) from the context phase's own points alone:
-    one batch size at three context lengths, measured in turn, so a load that came or went between phases does not
-    enter; None where the points are not there (a profile from before the phase measured its short prompt too)."""
-    own = [i for i, p in enumerate(pts) if p.get("phase") == CONTEXT]
-    cx = [ctx[i] for i in own]
-    if len(own) < 3 or len({xs[i] for i in own}) != 1 or min(cx) <= 0 or max(cx) < 2 * min(cx):
-        return None
-    try:
-        line = linfit(cx, [ys[i] for i in own])
-    except ValueError:
-        return None
-    return max(line.b, 0.0), line
-
-
-def _decode_plane(
-    xs: list[float], ctx: list[float], coef: list[float], se: list[float], path: dict[str, Any] | None
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """The plane's constants, each with SIGMAS standard errors (floored at the timing resolution over the span
-    of its x) and the own-path correction's size (as for the line)."""
-    lo, hi = tpot_excess(path, 1.0), tpot_excess(path, max(xs))
-    ua = math.hypot(max(SIGMAS * se[0], RESOLUTION_MS), lo)
-    ub = math.hypot(
-        max(SIGMAS * se[1], RESOLUTION_MS / (max(xs) - min(xs))),
-        abs(hi - lo) / (max(xs) - 1.0) if max(xs) > 1 else 0.0,
-    )
-    uk = max(SIGMAS * se[2], RESOLUTION_MS / (max(ctx) - min(ctx)))
-    note = None if coef[2] >= 0 else f"the fit said {1000 * coef[2]:.3g} µs (below 0): 0"
-    return (
-        _const(max(coef[0], 0.0), ua, "ms", "fit"),
-        _const(max(coef[1], 0.0), ub, "ms", "fit"),
-        _const(max(1000.0 * coef[2], 0.0), 1000.0 * uk, "µs", "fit", note),
-    )
-
-
-def _decode_line(
-    xs: list[float], ys: list[float], path: dict[str, Any] | None
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    try:
-        line = linfit(xs, ys)
-    except ValueError:
-        per = _DEFAULTS.decode_per_seq_ms
-        if not ys:
-            return (
-                _const(_DEFAULTS.decode_step_ms, None, "ms", "default"),
-                _const(per, None, "ms", "default"),
-            )
-        step = statistics.mean(y - per * x for x, y in zip(xs, ys, strict=True))
-        return (
-            _const(step, None, "ms", "fit", "one batch size only: decode_per_seq_ms is the default"),
-            _const(per, None, "ms", "default"),
-        )
-    # the correction is measured at another moment than the points, on a machine whose load comes and goes: it is
-    # known only to about its own size, which joins the uncertainty
-    lo, hi = tpot_excess(path, 1.0), tpot_excess(path, max(xs))
-    ua = math.hypot(line.ua, lo)
-    ub = math.hypot(line.ub, abs(hi - lo) / (max(xs) - 1.0) if max(xs) > 1 else 0.0)
-    return (_const(max(line.a, 0.0), ua, "ms", "fit"), _const(max(line.b, 0.0), ub, "ms", "fit"))
 
 
 def _ttft_curve(xs: list[float], ys: list[float]) -> tuple[Line, dict[str, Any]]:
@@ -426,7 +315,7 @@ def _from_bursts(raw: dict[str, Any], c: dict[str, dict[str, Any]]) -> None:
 def fit_constants(raw: dict[str, Any], server: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Every constant of the twin (vllm_sim.twin.CONSTANTS): value, uncertainty, unit and where it came from."""
     c: dict[str, dict[str, Any]] = {}
-    c["decode_step_ms"], c["decode_per_seq_ms"], c["decode_per_ctx_token_us"] = _decode(raw)
+    c["decode_step_ms"], c["decode_per_seq_ms"], c["decode_per_ctx_token_us"] = decode_constants(raw)
     rate, overhead, per_pair, intercept = _prefill(raw, c)
     c["prefill_tokens_per_s"], c["prefill_per_ctx_token_ns"] = rate, per_pair
     c["request_overhead_ms"] = overhead
