@@ -33,6 +33,7 @@ __all__ = [
     "MASTER_LOG",
     "MASTER_OUT",
     "META",
+    "PARQUET",
     "PIDS",
     "PREFLIGHT",
     "PROFILE",
@@ -48,6 +49,7 @@ __all__ = [
     "SERVER_LOG",
     "SERVER_METRICS",
     "SERVER_METRICS_MORE",
+    "SPOOL",
     "SWEEP",
     "WEB_REPORT_HTML",
     "WORKER_OUT",
@@ -68,7 +70,13 @@ __all__ = [
 
 # --- one run (written by the master unless said otherwise) ---
 RECORDS = "records.jsonl"  # one RequestRecord per line (vllm_users.measure.record)
-COLS = "records.cols"  # the same records as typed columns (vllm_users.measure.columns), read fast
+PARQUET = "records.parquet"  # the same records as one Parquet table (vllm_users.measure.records_store)
+SPOOL = (
+    "records.arrows"  # while the run goes on: its batches as an Arrow IPC stream, records.parquet at the end
+)
+COLS = (
+    "records.cols"  # runs from before records.parquet: their columns (vllm_users.measure.columns), read only
+)
 META = "run_meta.json"  # the run's options and what the preflight learned
 RESULT = "result.json"  # the typed result (vllm_users.measure.run_result.RunResult)
 HISTOGRAMS = "histograms.json"  # the merged HdrHistograms, encoded
