@@ -57,6 +57,7 @@ def _schema() -> pa.Schema:
 
 
 SCHEMA = _schema()
+_NAMES = SCHEMA.names
 
 
 def batch_from_columns(c: Columns) -> pa.RecordBatch:
@@ -74,11 +75,15 @@ def batch_from_columns(c: Columns) -> pa.RecordBatch:
     valid = c.a["valid"]
     cols["valid"] = pa.array(valid == 1, mask=valid == -1)
     for name in (*STRINGS, *EXTRA_STRINGS):
-        cols[name] = pa.array(c.tables[name], pa.string()).take(pa.array(c.a[name]))
+        table = c.tables[name]
+        if len(table) == 1:  # one value in the batch (None for most of these columns): no gather
+            cols[name] = pa.nulls(c.n, pa.string()) if table[0] is None else pa.repeat(table[0], c.n)
+        else:
+            cols[name] = pa.array(table, pa.string()).take(pa.array(c.a[name]))
     offsets = np.zeros(c.n + 1, np.int32)
     np.cumsum(c.lens, out=offsets[1:])
     cols["chunk_times_us"] = pa.ListArray.from_arrays(pa.array(offsets), pa.array(c.chunks.astype(np.int64)))
-    return pa.RecordBatch.from_arrays([cols[f.name] for f in SCHEMA], schema=SCHEMA)
+    return pa.RecordBatch.from_arrays([cols[n] for n in _NAMES], schema=SCHEMA)
 
 
 def batch_from_payload(payload: bytes) -> pa.RecordBatch:

@@ -4,7 +4,7 @@ While the run goes on, the master appends each worker batch as one Arrow record 
 Arrow IPC stream (the spool): a batch is on disk a second after it came, and a master that dies mid-run leaves
 every complete batch readable (pyarrow reads the stream up to a torn last message, which is skipped with a
 warning). At the end of the run the spool becomes `records.parquet` (row groups of ROW_GROUP rows, zstd), which
-is written to a temporary name, moved into place, and then the spool is removed. Each spool batch carries
+is written under a temporary name, moved into place, and then the spool is removed. Each spool batch carries
 `jsonl_end`, the size of records.jsonl just after its records, as columns.py's frames did: records.jsonl bytes
 past the last batch's (a batch the columns lack) are read from the JSONL, so both always hold the same records.
 
@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from vllm_users.measure.columns import Columns, jsonl_tail, load_vlc1
+from vllm_users.measure.columns import EXTRA_STRINGS, STRINGS, Columns, jsonl_tail, load_vlc1
 from vllm_users.measure.record import RequestRecord, read_records
 from vllm_users.measure.records_arrow import SCHEMA, batch_from_records, columns_from_table
 from vllm_users.run_dir import COLS, PARQUET, RECORDS, SPOOL
@@ -49,6 +49,9 @@ _SPOOLS = (
 )
 _JSONL_END = "jsonl_end"
 _TORN = "torn"
+# zstd, dictionaries for the strings only: a dictionary tried on every number costs the master ~4x the CPU, and
+# the numbers (chunk times above all) compress as well without one
+_WRITE: dict[str, Any] = {"compression": "zstd", "use_dictionary": [*STRINGS, *EXTRA_STRINGS]}
 
 
 def has_records(run_dir: str) -> bool:
@@ -121,7 +124,7 @@ def finalize(run_dir: str) -> None:
     spools = _file_meta(prior).get(_SPOOLS, b"").split()
     tmp = out + ".tmp"
     jsonl_end, torn, sid = 0, 0, b""
-    with pq.ParquetWriter(tmp, SCHEMA, compression="zstd") as w:
+    with pq.ParquetWriter(tmp, SCHEMA, **_WRITE) as w:
         if prior is not None:
             for i in range(prior.num_row_groups):
                 w.write_table(prior.read_row_group(i).cast(SCHEMA))
@@ -203,7 +206,7 @@ def _write_converted(run_dir: str, table: pa.Table, jsonl_end: int, torn: int) -
     path = os.path.join(run_dir, PARQUET)
     try:
         meta = {b"jsonl_end": str(jsonl_end), b"torn": str(torn)}
-        pq.write_table(table.replace_schema_metadata(meta), path + ".tmp", compression="zstd")
+        pq.write_table(table.replace_schema_metadata(meta), path + ".tmp", **_WRITE)
         os.replace(path + ".tmp", path)
     except OSError as e:
         log.info("vllm-locust: could not write %s (%s); records not cached", path, e)
