@@ -1,7 +1,7 @@
 """One master's ceiling: synthetic workers send realistic record batches to one real Locust master.
 
 The master is the real thing (`locust -f locustfiles/chat.py --master` with vllm-locust's plugin: Collector,
-records.jsonl + records.cols, histogram merges); the workers are synthetic: each speaks Locust's zmq worker
+records.jsonl + records.parquet, histogram merges); the workers are synthetic: each speaks Locust's zmq worker
 protocol (client_ready, heartbeat, spawning_complete) and every second sends one `vllm_batch` built by the
 real worker code (RequestRecords of 64 chunks → JSON lines, packed columns, encoded HdrHistograms), then its
 final batch on `vllm_stop`. Driver processes host the synthetic workers (gevent, one zmq socket each).

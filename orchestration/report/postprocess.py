@@ -2,7 +2,7 @@
 
 Every client metric comes from `vllm_users.measure.metrics` (via `vllm_users.measure.result_builder.build_result`); this
 module only chooses the best source available and says what it could not do.
-Sources, best first: records (exact; records.cols, the columnar copy of records.jsonl: vllm_users.measure.columns) > result.json (as the master wrote it) > Locust CSVs
+Sources, best first: records (exact; records.parquet, or an older run's file: vllm_users.measure.records_store) > result.json (as the master wrote it) > Locust CSVs
 (approximate: Locust rounds response times to ~2 significant digits).
 """
 
