@@ -243,8 +243,9 @@ def one(n: int, rate: int, seconds: float, at_end: bool, drivers: int) -> dict[s
     # the steady window: from 3 s after the first batch to the stop (CPU per wall second)
     steady = [s for s in samples if t0 + 8 <= s[0] <= t0 + 5 + seconds - 1]
     cpu = (steady[-1][1] - steady[0][1]) / (steady[-1][0] - steady[0][0]) if len(steady) > 2 else float("nan")
-    with open(run_dir / "records.jsonl", "rb") as fh:
-        lines = sum(1 for _ in fh)
+    from vllm_users.measure.records_store import load_columns
+
+    lines = load_columns(str(run_dir)).n
     offered = n * rate
     return {
         "workers": n,
