@@ -152,7 +152,7 @@ def run_ours(a: argparse.Namespace, c: int, n: int, seed: int, out: Path, tree: 
 def first_wave(run_dir: Path, c: int) -> tuple[float | None, float | None]:
     """Mean client TTFT (ms) of the first `c` requests sent (a closed loop's first wave: every stream at once,
     which queues in the server's front end before its TTFT clock starts) and of the rest; None when absent."""
-    from vllm_users.measure.records_store import has_records
+    from vllm_users.run_dir import has_records
 
     if not has_records(str(run_dir)):
         return None, None

@@ -55,6 +55,7 @@ __all__ = [
     "WORKER_OUT",
     "WORKERS_DIR",
     "check_writable",
+    "has_records",
     "make_dir",
     "named_dir",
     "path",
@@ -158,6 +159,11 @@ def server_metrics_name(index: int) -> str:
 def worker_records(worker: str, pid: int) -> str:
     """The name of one worker process's local records file (JSON lines, in WORKERS_DIR or VLLM_LOCUST_WORKER_DIR)."""
     return f"records-{worker}-{pid}.jsonl"
+
+
+def has_records(run_dir: str) -> bool:
+    """Whether `run_dir` holds request records in a file vllm_users.measure.records_store.load_columns reads."""
+    return any(os.path.exists(os.path.join(run_dir, f)) for f in (PARQUET, SPOOL, COLS, RECORDS))
 
 
 def read_json(run_dir: str, name: str) -> Any:

@@ -27,10 +27,10 @@ from orchestration.report.run_sets import is_repeats_dir, is_sweep_dir, repeat_d
 from vllm_users import errors
 from vllm_users.atomic import write_atomic
 from vllm_users.measure.metrics import Slo, ok_rows, rows, sent_rows, slo_met
-from vllm_users.measure.records_store import has_records, load_columns
+from vllm_users.measure.records_store import load_columns
 from vllm_users.measure.run_result import load_result
 from vllm_users.measure.windows import parse_optional, split
-from vllm_users.run_dir import META, PARQUET, RECORDS, read_json_or_none
+from vllm_users.run_dir import META, PARQUET, RECORDS, has_records, read_json_or_none
 
 __all__ = ["BASELINE_FORMAT", "SETTINGS", "RunSamples", "Side", "load_side", "mismatches", "save_baseline"]
 

@@ -21,11 +21,11 @@ from orchestration.server.metrics_sampler import summarize_file
 from vllm_users.atomic import atomic_json
 from vllm_users.errors import ReportError  # raised here when a run directory holds nothing reportable
 from vllm_users.measure.metrics import Slo, ok_rows, plot_arrays, rows
-from vllm_users.measure.records_store import has_records, load_columns
+from vllm_users.measure.records_store import load_columns
 from vllm_users.measure.result_builder import build_result
 from vllm_users.measure.result_fields import timeseries
 from vllm_users.measure.run_result import RUN_FIELDS
-from vllm_users.run_dir import CLIENT_HEALTH, LOCUST_STATS, META, RECORDS, REPEATS, RESULT
+from vllm_users.run_dir import CLIENT_HEALTH, LOCUST_STATS, META, RECORDS, REPEATS, RESULT, has_records
 
 __all__ = [
     "MAX_SAMPLE",

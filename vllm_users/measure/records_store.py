@@ -34,7 +34,6 @@ __all__ = [
     "ROW_GROUP",
     "RecordsWriter",
     "finalize",
-    "has_records",
     "load_columns",
     "read_request_records",
     "records_from_columns",
@@ -57,11 +56,6 @@ _WRITE: dict[str, Any] = {
     "use_dictionary": [*STRINGS, *EXTRA_STRINGS],
     "column_encoding": {"chunk_times_us.list.element": "DELTA_BINARY_PACKED"},
 }
-
-
-def has_records(run_dir: str) -> bool:
-    """Whether `run_dir` holds records in any of the formats load_columns reads."""
-    return any(os.path.exists(os.path.join(run_dir, f)) for f in (PARQUET, SPOOL, COLS, RECORDS))
 
 
 class RecordsWriter:

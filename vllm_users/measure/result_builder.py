@@ -13,7 +13,6 @@ from vllm_users.measure.metrics import PercentileChoice, Slo, rows
 from vllm_users.measure.per_class import class_table, per_class
 from vllm_users.measure.per_endpoint import per_endpoint, per_replica
 from vllm_users.measure.per_model import per_model
-from vllm_users.measure.records_store import load_columns
 from vllm_users.measure.result_fields import build_metrics
 from vllm_users.measure.run_result import RAMP_FIELDS, RunResult, save_result
 from vllm_users.measure.windows import parse_optional, split
@@ -145,6 +144,8 @@ def _inf_as_text(x: Any) -> Any:
 def result_from_dir(results_dir: str, meta: dict[str, Any]) -> RunResult:
     """The typed result of a run directory's records (records_store.load_columns: records.parquet, or an older
     run's file)."""
+    from vllm_users.measure.records_store import load_columns  # pyarrow: loaded where records are read
+
     slo = Slo.parse([meta["goodput"]]) if meta.get("goodput") else None
     records = load_columns(results_dir)
     torn, warnings = records.torn_lines, list(records.warnings)

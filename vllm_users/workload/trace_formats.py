@@ -20,7 +20,6 @@ from typing import Any
 
 from vllm_users import run_dir
 from vllm_users.errors import TraceError, UsageError
-from vllm_users.measure.records_store import has_records
 from vllm_users.workload import trace_readers as R
 from vllm_users.workload.trace import Trace, TraceRequest
 
@@ -42,7 +41,7 @@ def detect_format(path: str) -> str:
     """The format of the trace at `path` from its content: a run directory or records file, mooncake (JSON
     lines with `hash_ids`/`input_length`), our jsonl (other JSON lines), azure or burstgpt (a CSV header)."""
     if os.path.isdir(path):
-        if not has_records(path):
+        if not run_dir.has_records(path):
             raise TraceError(
                 f"{path}: a directory without {run_dir.PARQUET} or {run_dir.RECORDS} (not a run directory)"
             )

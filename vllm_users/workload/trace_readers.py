@@ -22,7 +22,6 @@ from vllm_users import run_dir
 from vllm_users.client.responses import APIS
 from vllm_users.errors import TraceError
 from vllm_users.measure.record import RequestRecord
-from vllm_users.measure.records_store import has_records, read_request_records
 from vllm_users.workload.trace import TraceRequest
 
 __all__ = ["read_azure", "read_burstgpt", "read_jsonl", "read_mooncake", "read_records_trace"]
@@ -319,7 +318,9 @@ def read_records_trace(path: str) -> Rows:
     at its intended start (open loop) else its start; sessions of 2+ requests keep their turns, with
     think_ms = the gap from the previous turn's end to this turn's start, and a later turn's length its new
     message's (`_new_input`); each keeps its endpoint and image count."""
-    if not (has_records(path) if os.path.isdir(path) else os.path.isfile(path)):
+    from vllm_users.measure.records_store import read_request_records  # pyarrow: loaded where it is used
+
+    if not (run_dir.has_records(path) if os.path.isdir(path) else os.path.isfile(path)):
         raise TraceError(
             f"{path}: a directory without {run_dir.PARQUET} or {run_dir.RECORDS} (not a run directory)"
         )

@@ -21,12 +21,12 @@ from vllm_users.measure.metrics import Slo
 from vllm_users.measure.record import RequestRecord, read_records
 from vllm_users.measure.records_store import (
     RecordsWriter,
-    has_records,
     load_columns,
     read_request_records,
     records_from_columns,
 )
 from vllm_users.measure.result_builder import build_result
+from vllm_users.run_dir import has_records
 
 SLO = Slo({"ttft": 40.0, "tpot": 5.0, "e2el": 300.0})
 META = {"model_id": "m", "date": "d"}
@@ -220,3 +220,15 @@ def test_a_run_against_the_simulator_writes_records_parquet(tmp_path: Any) -> No
     for k in ref:
         if k not in ("meta", "date"):
             assert_same(ref[k], r.result[k], k)
+
+
+def test_workers_do_not_load_pyarrow() -> None:
+    """The plugin a worker loads, and the trace readers a --trace worker loads, leave pyarrow to the master."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, vllm_users.distributed.plugin, vllm_users.workload.trace_formats; "
+        "sys.exit(1 if 'pyarrow' in sys.modules else 0)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0

@@ -17,8 +17,6 @@ from vllm_users.distributed.transport.worker_side import BATCH_INTERVAL_S
 from vllm_users.measure.health import bound, summarize
 from vllm_users.measure.histograms import HistogramSet
 from vllm_users.measure.record import parse_lines
-from vllm_users.measure.records_arrow import batch_from_payload, batch_from_records
-from vllm_users.measure.records_store import RecordsWriter
 
 log = logging.getLogger("vllm_locust")
 
@@ -58,6 +56,7 @@ class Collector:
     started: float = field(default_factory=time.time)
     _fh: Any = None
     _cols: Any = None
+    _arrow: Any = None  # vllm_users.measure.records_arrow, imported by the master alone
     _jsonl_end: int = 0
     # ingest figures (master_ingest.json): each batch's age when it was taken in, and the time it took
     lag_s: list[float] = field(default_factory=list)
@@ -73,6 +72,11 @@ class Collector:
         self._fh = open(path, "a", buffering=1 << 20)
         self._jsonl_end = os.path.getsize(path)
         # records.parquet (vllm_users.measure.records_store): each batch says where in the JSONL its records end
+        # pyarrow is loaded here, not at import: the workers load this module too, and never write records.parquet
+        from vllm_users.measure import records_arrow
+        from vllm_users.measure.records_store import RecordsWriter
+
+        self._arrow = records_arrow
         self._cols = RecordsWriter(self.results_dir)
 
     def on_batch(self, batch: Batch | dict[str, Any], client_id: str | None = None) -> None:
@@ -134,10 +138,10 @@ class Collector:
         try:
             torn = 0
             if b.cols:
-                batch = batch_from_payload(b.cols)
+                batch = self._arrow.batch_from_payload(b.cols)
             else:  # a batch that came without columns: its JSON lines
                 recs, torn = parse_lines(io.StringIO(text))
-                batch = batch_from_records(recs)
+                batch = self._arrow.batch_from_records(recs)
             self._cols.write(batch, self._jsonl_end, torn)
         except OSError as e:
             self._failed(run_dir.SPOOL, e)
