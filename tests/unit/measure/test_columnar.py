@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from tests.unit.measure.helpers import assert_same, rand_records
+from tests.unit.measure.helpers import assert_reads_what_the_jsonl_kept, assert_same, rand_records
 from vllm_users.measure import columns as C
 from vllm_users.measure.metrics import Slo
 from vllm_users.measure.record import RequestRecord, read_records
@@ -96,11 +96,7 @@ def test_older_run_dirs_records_cols_and_torn_frames(tmp_path: Any) -> None:
     res = write_result(d, meta)
     assert any("torn" in w for w in res["warnings"])
     # the JSONL lost its buffered tail but the columns have it: the columns follow the JSONL
-    with open(os.path.join(d, "records.jsonl"), "r+b") as fh:
-        fh.truncate(sum(len(r.to_json()) + 1 for r in recs[:200]))
-    c3 = load_columns(d)
-    assert c3.n == 200
-    assert_same(build_result(recs[:200], meta), build_result(c3, meta))
+    assert_reads_what_the_jsonl_kept(d, recs, 200)
 
 
 def test_old_run_dir_is_converted_once(tmp_path: Any) -> None:

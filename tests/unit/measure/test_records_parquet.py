@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from tests.unit.measure.helpers import assert_same, rand_records
+from tests.unit.measure.helpers import assert_reads_what_the_jsonl_kept, assert_same, rand_records
 from vllm_users.distributed.transport.master_side import Collector
 from vllm_users.measure import columns as C
 from vllm_users.measure.metrics import Slo
@@ -103,11 +103,7 @@ def test_a_dead_master_leaves_its_batches_readable(tmp_path: Any) -> None:
     c2 = load_columns(d)
     assert c2.n == len(recs) and c2.warnings  # the torn batch's records come from the JSONL
     assert_same(ref, build_result(c2, META, slo=SLO))
-    with open(os.path.join(d, "records.jsonl"), "r+b") as fh:
-        fh.truncate(sum(len(r.to_json()) + 1 for r in recs[:200]))
-    c3 = load_columns(d)
-    assert c3.n == 200
-    assert_same(build_result(recs[:200], META), build_result(c3, META))
+    assert_reads_what_the_jsonl_kept(d, recs, 200)
 
 
 def test_a_new_master_in_the_same_directory_keeps_a_dead_ones_batches(tmp_path: Any) -> None:
