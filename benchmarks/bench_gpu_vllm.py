@@ -34,7 +34,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS, print_table, write_json
+from common import RESULTS, print_table, read_records, write_json
 
 Snapshot = dict[tuple[str, str], float]
 TTFT_HIST = "vllm:time_to_first_token_seconds"
@@ -126,7 +126,7 @@ def run_ours(a: argparse.Namespace, c: int, n: int, seed: int, out: Path, tree: 
         raise RuntimeError(f"ours wrote no result (exit {p.returncode}): {p.stderr[-800:]}")
     res = json.loads(path.read_text())
     workers = (res.get("client_health") or {}).get("workers") or {}
-    first, rest = first_wave(out / name / "records.jsonl", c)
+    first, rest = first_wave(out / name, c)
     return {
         "exit": p.returncode,
         "completed": res["completed"],
@@ -149,17 +149,17 @@ def run_ours(a: argparse.Namespace, c: int, n: int, seed: int, out: Path, tree: 
     }
 
 
-def first_wave(records: Path, c: int) -> tuple[float | None, float | None]:
+def first_wave(run_dir: Path, c: int) -> tuple[float | None, float | None]:
     """Mean client TTFT (ms) of the first `c` requests sent (a closed loop's first wave: every stream at once,
     which queues in the server's front end before its TTFT clock starts) and of the rest; None when absent."""
-    if not records.exists():
+    from vllm_users.run_dir import has_records
+
+    if not has_records(str(run_dir)):
         return None, None
     ttft = []
-    with open(records) as fh:
-        for line in fh:
-            r = json.loads(line) if line.strip() else {}
-            if r.get("error") is None and r.get("chunk_times_us") and r.get("t_start") is not None:
-                ttft.append((r["t_start"], r["chunk_times_us"][0] / 1000.0))
+    for r in read_records(run_dir):
+        if r.get("error") is None and r.get("chunk_times_us") and r.get("t_start") is not None:
+            ttft.append((r["t_start"], r["chunk_times_us"][0] / 1000.0))
     ttft.sort()
     head, tail = [x for _, x in ttft[:c]], [x for _, x in ttft[c:]]
     return (statistics.fmean(head) if head else None), (statistics.fmean(tail) if tail else None)

@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS, ROOT, TTFT_MS, median, pctl, print_table, start_sim, write_json
+from common import RESULTS, ROOT, TTFT_MS, median, pctl, print_table, read_records, start_sim, write_json
 
 TRACER = Path(__file__).resolve().parent / "loop_trace"
 # "steady": requests started this long after the run's first one. A closed loop's first wave (every user at
@@ -116,13 +116,11 @@ def figures(run_dir: Path, real_server: bool) -> dict[str, Any]:
     ws = list(health.get("workers", {}).values())
     started: list[tuple[float, float]] = []  # (t_start, TTFT ms) of every answered request
     sched: list[float] = []
-    with open(run_dir / "records.jsonl") as fh:
-        for line in fh:
-            r = json.loads(line) if line.strip() else {}
-            if r.get("t_intended") is not None and r.get("error") != "dropped":
-                sched.append((r["t_start"] - r["t_intended"]) * 1000.0)
-            if r.get("error") is None and r.get("chunk_times_us"):
-                started.append((r["t_start"], r["chunk_times_us"][0] / 1000.0))
+    for r in read_records(run_dir):
+        if r.get("t_intended") is not None and r.get("error") != "dropped":
+            sched.append((r["t_start"] - r["t_intended"]) * 1000.0)
+        if r.get("error") is None and r.get("chunk_times_us"):
+            started.append((r["t_start"], r["chunk_times_us"][0] / 1000.0))
     first = min((t for t, _ in started), default=0.0)
     steady = [x for t, x in started if t >= first + STEADY_AFTER_S]
     ttft = [x for _, x in started]

@@ -1,7 +1,7 @@
 """One master's ceiling: synthetic workers send realistic record batches to one real Locust master.
 
 The master is the real thing (`locust -f locustfiles/chat.py --master` with vllm-locust's plugin: Collector,
-records.jsonl + records.cols, histogram merges); the workers are synthetic: each speaks Locust's zmq worker
+records.jsonl + records.parquet, histogram merges); the workers are synthetic: each speaks Locust's zmq worker
 protocol (client_ready, heartbeat, spawning_complete) and every second sends one `vllm_batch` built by the
 real worker code (RequestRecords of 64 chunks → JSON lines, packed columns, encoded HdrHistograms), then its
 final batch on `vllm_stop`. Driver processes host the synthetic workers (gevent, one zmq socket each).
@@ -243,8 +243,9 @@ def one(n: int, rate: int, seconds: float, at_end: bool, drivers: int) -> dict[s
     # the steady window: from 3 s after the first batch to the stop (CPU per wall second)
     steady = [s for s in samples if t0 + 8 <= s[0] <= t0 + 5 + seconds - 1]
     cpu = (steady[-1][1] - steady[0][1]) / (steady[-1][0] - steady[0][0]) if len(steady) > 2 else float("nan")
-    with open(run_dir / "records.jsonl", "rb") as fh:
-        lines = sum(1 for _ in fh)
+    from vllm_users.measure.records_store import load_columns
+
+    lines = load_columns(str(run_dir)).n
     offered = n * rate
     return {
         "workers": n,

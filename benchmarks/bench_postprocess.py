@@ -2,7 +2,7 @@
 
     python benchmarks/bench_postprocess.py --records 1000000 --tokens 128 --output bench_postprocess.json
 
-Post-processing reads records.cols (vllm_users.measure.columns), the columnar copy the master writes beside
+Post-processing reads records.parquet (vllm_users.measure.records_store), which the master writes beside
 records.jsonl. Targets, so a long run's report stays quick: 1 M records -> result JSON <= 5 s; HTML report
 <= 20 s and <= 10 MB.
 The records file is generated once per shape and cached under --workdir.
@@ -25,14 +25,17 @@ from orchestration.report.generate import generate  # noqa: E402
 from orchestration.report.postprocess import load_run, write_json_atomic  # noqa: E402
 from vllm_users.measure import columns  # noqa: E402
 from vllm_users.measure.record import RequestRecord  # noqa: E402
-from vllm_users.run_dir import COLS as COLS_FILE  # noqa: E402
+from vllm_users.measure.records_arrow import batch_from_payload  # noqa: E402
+from vllm_users.measure.records_store import RecordsWriter  # noqa: E402
+from vllm_users.run_dir import PARQUET  # noqa: E402
 
 
 def make_run_dir(path: str, n: int, tokens: int, seed: int = 0) -> str:
-    """Write a run directory of n synthetic records as the master writes it (records.jsonl, and records.cols
-    with one frame per 10 000-record batch, packed from numpy like the workers' pack_records) plus run_meta."""
+    """Write a run directory of n synthetic records as the master writes it (records.jsonl, and records.parquet
+    through the master's writer, one batch per 10 000 records, packed from numpy like the workers' pack_records)
+    plus run_meta."""
     rec_path = os.path.join(path, "records.jsonl")
-    cols_path = os.path.join(path, COLS_FILE)
+    cols_path = os.path.join(path, PARQUET)
     if os.path.exists(rec_path) and os.path.exists(cols_path):
         return path
     os.makedirs(path, exist_ok=True)
@@ -40,7 +43,8 @@ def make_run_dir(path: str, n: int, tokens: int, seed: int = 0) -> str:
     t0 = 1_700_000_000.0
     conc = 256
     jsonl_end = 0
-    with open(rec_path + ".tmp", "w") as fh, open(cols_path + ".tmp", "wb") as cfh:
+    writer = RecordsWriter(path)
+    with open(rec_path + ".tmp", "w") as fh:
         block = 10_000
         for b0 in range(0, n, block):
             m = min(block, n - b0)
@@ -84,9 +88,11 @@ def make_run_dir(path: str, n: int, tokens: int, seed: int = 0) -> str:
             text = "\n".join(lines) + "\n"
             fh.write(text)
             jsonl_end += len(text)
-            cfh.write(columns.frame(_pack_block(b0, m, conc, starts, chunks, fails, tokens), jsonl_end))
+            writer.write(
+                batch_from_payload(_pack_block(b0, m, conc, starts, chunks, fails, tokens)), jsonl_end
+            )
+    writer.close()
     os.replace(rec_path + ".tmp", rec_path)
-    os.replace(cols_path + ".tmp", cols_path)
     with open(os.path.join(path, "run_meta.json"), "w") as fh:
         json.dump({"model_id": "bench", "endpoint": "chat", "users": conc, "num_prompts": n}, fh)
     return path
@@ -176,7 +182,7 @@ def main() -> int:
     gen_s = time.perf_counter() - t
     size_mb = os.path.getsize(os.path.join(run_dir, "records.jsonl")) / 1e6
 
-    cols_mb = os.path.getsize(os.path.join(run_dir, COLS_FILE)) / 1e6
+    cols_mb = os.path.getsize(os.path.join(run_dir, PARQUET)) / 1e6
 
     out_dir = os.path.join(a.workdir, f"report-{a.records}x{a.tokens}")
     result_runs, html_runs, code = [], [], 0
@@ -197,7 +203,7 @@ def main() -> int:
         ("records", f"{a.records:,}", ""),
         ("chunks per record", str(a.tokens), ""),
         ("records.jsonl size", f"{size_mb:,.0f} MB", f"(generated in {gen_s:.1f} s, cached)"),
-        ("records.cols size", f"{cols_mb:,.0f} MB", "what post-processing reads"),
+        ("records.parquet size", f"{cols_mb:,.0f} MB", "what post-processing reads"),
         (
             "records -> result JSON",
             f"{result_s:.2f} s",

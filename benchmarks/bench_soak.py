@@ -42,6 +42,7 @@ from common import (
     cpu_seconds,
     pctl,
     print_table,
+    read_records,
     run_ours,
     sim_stats,
     start_sim,
@@ -214,26 +215,22 @@ def windows(run_dir: Path, window_s: float) -> tuple[list[dict[str, Any]], dict[
     completion (t_start + end_us); dropped arrivals (never sent) left out."""
     sent: list[tuple[float, float | None, int, float | None, bool, float]] = []
     counts = {"records": 0, "dropped": 0, "failed": 0}
-    with open(run_dir / "records.jsonl") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            r = json.loads(line)
-            counts["records"] += 1
-            if r.get("error") == "dropped":
-                counts["dropped"] += 1
-                continue
-            c = r.get("chunk_times_us")
-            sent.append(
-                (
-                    r["t_start"],
-                    r.get("t_intended"),
-                    r.get("output_tokens") or 0,
-                    c[0] / 1000.0 if c else None,
-                    r.get("error") is not None,
-                    r["t_start"] + (r.get("end_us") or 0) / 1e6,
-                )
+    for r in read_records(run_dir):
+        counts["records"] += 1
+        if r.get("error") == "dropped":
+            counts["dropped"] += 1
+            continue
+        c = r.get("chunk_times_us")
+        sent.append(
+            (
+                r["t_start"],
+                r.get("t_intended"),
+                r.get("output_tokens") or 0,
+                c[0] / 1000.0 if c else None,
+                r.get("error") is not None,
+                r["t_start"] + (r.get("end_us") or 0) / 1e6,
             )
+        )
     if not sent:
         return [], counts
     t0, t1 = min(x[0] for x in sent), max(x[0] for x in sent)

@@ -329,14 +329,14 @@ def run_ours(
     return out
 
 
-def read_records(run_dir: str) -> list[dict[str, Any]]:
-    """All records of a run (records.jsonl at the top of the run directory)."""
-    out = []
-    with open(Path(run_dir) / "records.jsonl") as fh:
-        for line in fh:
-            if line.strip():
-                out.append(json.loads(line))
-    return out
+def read_records(run_dir: str | Path) -> list[dict[str, Any]]:
+    """All records of a run as dicts of their fields, through the one reader (records.parquet, or an older run's
+    records.cols or records.jsonl: vllm_users.measure.records_store)."""
+    from dataclasses import asdict
+
+    from vllm_users.measure.records_store import read_request_records
+
+    return [asdict(r) for r in read_request_records(str(run_dir))[0]]
 
 
 def timing_errors(

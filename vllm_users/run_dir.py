@@ -33,6 +33,7 @@ __all__ = [
     "MASTER_LOG",
     "MASTER_OUT",
     "META",
+    "PARQUET",
     "PIDS",
     "PREFLIGHT",
     "PROFILE",
@@ -48,11 +49,13 @@ __all__ = [
     "SERVER_LOG",
     "SERVER_METRICS",
     "SERVER_METRICS_MORE",
+    "SPOOL",
     "SWEEP",
     "WEB_REPORT_HTML",
     "WORKER_OUT",
     "WORKERS_DIR",
     "check_writable",
+    "has_records",
     "make_dir",
     "named_dir",
     "path",
@@ -68,7 +71,13 @@ __all__ = [
 
 # --- one run (written by the master unless said otherwise) ---
 RECORDS = "records.jsonl"  # one RequestRecord per line (vllm_users.measure.record)
-COLS = "records.cols"  # the same records as typed columns (vllm_users.measure.columns), read fast
+PARQUET = "records.parquet"  # the same records as one Parquet table (vllm_users.measure.records_store)
+SPOOL = (
+    "records.arrows"  # while the run goes on: its batches as an Arrow IPC stream, records.parquet at the end
+)
+COLS = (
+    "records.cols"  # runs from before records.parquet: their columns (vllm_users.measure.columns), read only
+)
 META = "run_meta.json"  # the run's options and what the preflight learned
 RESULT = "result.json"  # the typed result (vllm_users.measure.run_result.RunResult)
 HISTOGRAMS = "histograms.json"  # the merged HdrHistograms, encoded
@@ -150,6 +159,11 @@ def server_metrics_name(index: int) -> str:
 def worker_records(worker: str, pid: int) -> str:
     """The name of one worker process's local records file (JSON lines, in WORKERS_DIR or VLLM_LOCUST_WORKER_DIR)."""
     return f"records-{worker}-{pid}.jsonl"
+
+
+def has_records(run_dir: str) -> bool:
+    """Whether `run_dir` holds request records in a file vllm_users.measure.records_store.load_columns reads."""
+    return any(os.path.exists(os.path.join(run_dir, f)) for f in (PARQUET, SPOOL, COLS, RECORDS))
 
 
 def read_json(run_dir: str, name: str) -> Any:

@@ -67,8 +67,8 @@ LATE_MAX = 0.05  # more arrivals late by half a gap than this: the step is inval
 # ------------------------------------------------------------------------------------- a step's verdict
 def _measured(run_dir: str, percentile: float) -> tuple[dict[str, Any], Any, np.ndarray]:
     """The step's result at `percentile` (measured window), its columns and the measured successes' rows."""
-    from vllm_users.measure.columns import load_columns
     from vllm_users.measure.metrics import METRICS, PercentileChoice, ok_rows
+    from vllm_users.measure.records_store import load_columns
     from vllm_users.measure.result_builder import build_result
     from vllm_users.measure.windows import parse_optional, split
 

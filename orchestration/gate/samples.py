@@ -26,11 +26,11 @@ import numpy as np
 from orchestration.report.run_sets import is_repeats_dir, is_sweep_dir, repeat_dirs
 from vllm_users import errors
 from vllm_users.atomic import write_atomic
-from vllm_users.measure.columns import load_columns
 from vllm_users.measure.metrics import Slo, ok_rows, rows, sent_rows, slo_met
+from vllm_users.measure.records_store import load_columns
 from vllm_users.measure.run_result import load_result
 from vllm_users.measure.windows import parse_optional, split
-from vllm_users.run_dir import COLS, META, RECORDS, path, read_json_or_none
+from vllm_users.run_dir import META, PARQUET, RECORDS, has_records, read_json_or_none
 
 __all__ = ["BASELINE_FORMAT", "SETTINGS", "RunSamples", "Side", "load_side", "mismatches", "save_baseline"]
 
@@ -115,9 +115,9 @@ def _settings(meta: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
 
 def from_run_dir(run_dir: str) -> RunSamples:
     """The samples of one run directory; ReportError when it has no request records."""
-    if not (os.path.exists(path(run_dir, RECORDS)) or os.path.exists(path(run_dir, COLS))):
+    if not has_records(run_dir):
         raise errors.ReportError(
-            f"{run_dir}: no {RECORDS}: the gate tests per-request samples, and a run without records has none"
+            f"{run_dir}: no {PARQUET} (nor {RECORDS}): the gate tests per-request samples, and a run without records has none"
         )
     meta = read_json_or_none(run_dir, META) or {}
     res = load_result(run_dir)

@@ -2,7 +2,7 @@
 
 Every client metric comes from `vllm_users.measure.metrics` (via `vllm_users.measure.result_builder.build_result`); this
 module only chooses the best source available and says what it could not do.
-Sources, best first: records (exact; records.cols, the columnar copy of records.jsonl: vllm_users.measure.columns) > result.json (as the master wrote it) > Locust CSVs
+Sources, best first: records (exact; records.parquet, or an older run's file: vllm_users.measure.records_store) > result.json (as the master wrote it) > Locust CSVs
 (approximate: Locust rounds response times to ~2 significant digits).
 """
 
@@ -20,12 +20,12 @@ from orchestration.report.locust_csv import result_from_csv
 from orchestration.server.metrics_sampler import summarize_file
 from vllm_users.atomic import atomic_json
 from vllm_users.errors import ReportError  # raised here when a run directory holds nothing reportable
-from vllm_users.measure.columns import load_columns
 from vllm_users.measure.metrics import Slo, ok_rows, plot_arrays, rows
+from vllm_users.measure.records_store import load_columns
 from vllm_users.measure.result_builder import build_result
 from vllm_users.measure.result_fields import timeseries
 from vllm_users.measure.run_result import RUN_FIELDS
-from vllm_users.run_dir import CLIENT_HEALTH, COLS, LOCUST_STATS, META, RECORDS, REPEATS, RESULT
+from vllm_users.run_dir import CLIENT_HEALTH, LOCUST_STATS, META, RECORDS, REPEATS, RESULT, has_records
 
 __all__ = [
     "MAX_SAMPLE",
@@ -76,7 +76,9 @@ def _read_json(path: str, warnings: list[str]) -> dict[str, Any] | None:
 
 def is_run_dir(path: str) -> bool:
     """True when `path` holds something a report is made from (records, a result, Locust's stats CSV)."""
-    return any(os.path.exists(os.path.join(path, f)) for f in (RECORDS, COLS, RESULT, LOCUST_STATS, REPEATS))
+    return has_records(path) or any(
+        os.path.exists(os.path.join(path, f)) for f in (RESULT, LOCUST_STATS, REPEATS)
+    )
 
 
 def expand_run_dirs(paths: Sequence[str]) -> list[str]:
@@ -109,10 +111,9 @@ def load_run(run_dir: str, *, slo: Slo | None = None) -> RunData:
         except ValueError as e:
             warnings.append(f"run_meta goodput ignored: {e}")
     name = os.path.basename(os.path.normpath(run_dir))
-    rec_path = os.path.join(run_dir, RECORDS)
     run: RunData | None = None
-    if os.path.exists(rec_path) or os.path.exists(os.path.join(run_dir, COLS)):
-        # records.cols (converted once from records.jsonl for older runs): the same records, columnar
+    if has_records(run_dir):
+        # records.parquet (older runs: records.cols, or records.jsonl converted once): the records, columnar
         cols = load_columns(run_dir)
         warnings.extend(cols.warnings)
         if cols.torn_lines:

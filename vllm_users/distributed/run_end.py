@@ -135,8 +135,8 @@ def metrics_headers_more() -> dict[str, dict[str, str]]:
 def with_latency_breakdown(res: RunResult, results_dir: str, counters: LoadCounters | None) -> RunResult:
     """latency_breakdown: where the client's TTFT goes, from each scraped server's histograms over the load
     (`counters`: the first URL's, then every further --server-metrics URL's); unchanged without a scrape."""
-    from vllm_users.measure.columns import load_columns
     from vllm_users.measure.latency_breakdown import client_latency, latency_breakdown
+    from vllm_users.measure.records_store import load_columns
 
     loads = [counters] if counters is not None else []
     loads += around_load_more(results_dir, headers=metrics_headers_more())
@@ -271,7 +271,7 @@ def final_result(
 
 def trace_replay(results_dir: str, o: Options, counters: LoadCounters | None) -> dict[str, Any]:
     """result.json's `replay` of a --trace run: its records against the trace (read again here, once)."""
-    from vllm_users.measure.columns import load_columns
+    from vllm_users.measure.records_store import load_columns
     from vllm_users.measure.replay_fidelity import replay_fidelity, server_hit_rate
     from vllm_users.workload.trace_formats import trace_block_reuse
     from vllm_users.workload.trace_schedule import plan_of

@@ -1,7 +1,9 @@
-"""Columnar records: `records.cols` beside `records.jsonl`, and `Columns`, what every metric is computed on.
+"""`Columns`, what every metric is computed on; the batch payload a worker packs; and the reader of records.cols.
 
-records.jsonl stays the human/interchange format; records.cols is an index that makes post-processing
-fast (1 M records x 128 chunks: ~1 s to load instead of ~25 s of JSON). Format (little-endian):
+Workers pack each batch's records as columns (`pack_records`) beside its JSON lines; the master writes them as
+Arrow record batches (vllm_users.measure.records_store: records.parquet). records.cols, the columnar file of
+runs from before records.parquet, is read here (`load_vlc1`) and no longer written. Its format
+(little-endian), which is also the payload's:
 
     file  = frame*
     frame = b"VLC1" | u32 meta_len | u64 payload_len | meta (JSON) | payload
@@ -9,11 +11,9 @@ fast (1 M records x 128 chunks: ~1 s to load instead of ~25 s of JSON). Format (
     payload = u32 header_len | header (JSON) | body, header = {"v": 1, "n": records,
               "cols": [[name, numpy dtype str, byte offset in body, count], ...], "tables": {name: [str|None]}}
 
-Workers pack one payload per batch (`pack_records`); the master frames and appends it (append-only: a
-kill leaves at most a torn last frame, which `load_columns` skips with a warning). `jsonl_end` ties the
-two files together: records.jsonl bytes after the last frame's `jsonl_end` (a batch the master wrote to
-the JSONL but not to the columns) are parsed from the JSONL, so the columns always hold exactly what
-records.jsonl holds. A run directory without records.cols is converted once.
+A kill leaves at most a torn last frame, which `load_vlc1` skips with a warning. `jsonl_end` ties the two
+files together: records.jsonl bytes after the last frame's `jsonl_end` are parsed from the JSONL, so the
+columns hold exactly what records.jsonl holds.
 
 Columns: t_start/t_intended (float64, NaN = None), end_us, prompt/output/cached tokens, input_len,
 output_len, seq, session (int64, -1 = None), user/turn/status (int32, -1 = None turn), valid (int8 -1/0/1),
@@ -37,7 +37,7 @@ import logging
 import math
 import os
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -261,58 +261,42 @@ def _read_frames(path: str) -> tuple[list[tuple[int, memoryview, int]], int]:
     return out, bad
 
 
-def _jsonl_tail(path: str, offset: int) -> tuple[list[RequestRecord], int]:
+def jsonl_tail(path: str, offset: int) -> tuple[list[RequestRecord], int]:
+    """The records of records.jsonl from byte `offset` on, and how many torn lines were skipped."""
     with open(path, "rb") as raw:
         raw.seek(offset)
         with io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as fh:
             return parse_lines(fh)
 
 
-def load_columns(run_dir: str, *, convert: bool = True) -> Columns:
-    """The run's records as columns: records.cols, completed by any records.jsonl tail it lacks.
-
-    Without records.cols, records.jsonl is read (slow, once) and, with `convert`, records.cols is written
-    so that the next load is fast. Torn frames and torn JSONL lines are skipped and counted.
-    """
+def load_vlc1(run_dir: str) -> Columns:
+    """An older run directory's records.cols, completed by any records.jsonl tail it lacks (the one reader,
+    vllm_users.measure.records_store.load_columns, comes here for them). Torn frames and lines are skipped and
+    counted."""
     cols_path = os.path.join(run_dir, COLS)
     jsonl_path = os.path.join(run_dir, RECORDS)
     jsonl_size = os.path.getsize(jsonl_path) if os.path.exists(jsonl_path) else None
     warnings: list[str] = []
-    frames: list[tuple[int, memoryview, int]] = []
-    had_cols = os.path.exists(cols_path)
-    if had_cols:
-        frames, bad = _read_frames(cols_path)
-        if bad:
-            warnings.append(f"{COLS}: a torn last frame was skipped (killed master?)")
-            log.warning("vllm-locust: %s: torn last frame skipped", cols_path)
-        if jsonl_size is not None:
-            # frames that know of JSONL bytes the file lacks (its buffer was lost in a kill) are left out:
-            # their records come from the JSONL, like everything after the last frame
-            frames = list(itertools.takewhile(lambda f: f[0] <= jsonl_size, frames))
+    frames, bad = _read_frames(cols_path)
+    if bad:
+        warnings.append(f"{COLS}: a torn last frame was skipped (killed master?)")
+        log.warning("vllm-locust: %s: torn last frame skipped", cols_path)
+    if jsonl_size is not None:
+        # frames that know of JSONL bytes the file lacks (its buffer was lost in a kill) are left out:
+        # their records come from the JSONL, like everything after the last frame
+        frames = list(itertools.takewhile(lambda f: f[0] <= jsonl_size, frames))
     parts = [_unpack(p) for _end, p, _t in frames]
     torn = sum(t for _e, _p, t in frames)
     offset = frames[-1][0] if frames else 0
     if jsonl_size is not None and jsonl_size > offset:
-        tail, tail_torn = _jsonl_tail(jsonl_path, offset)
+        tail, tail_torn = jsonl_tail(jsonl_path, offset)
         torn += tail_torn
         if tail:
             parts.append(_unpack(memoryview(pack_records(tail))))
-        if convert and not had_cols:  # a run directory from before records.cols: convert once
-            _write_converted(cols_path, tail, jsonl_size, tail_torn)
     c = _merge(parts)
     c.torn_lines = torn
     c.warnings = warnings
     return c
-
-
-def _write_converted(path: str, recs: list[RequestRecord], jsonl_end: int, torn: int) -> None:
-    """Cache a JSONL conversion as records.cols (best effort: a read-only run directory is fine)."""
-    try:
-        with open(path + ".tmp", "wb") as fh:
-            fh.write(frame(pack_records(recs), jsonl_end, torn))
-        os.replace(path + ".tmp", path)
-    except OSError as e:
-        log.info("vllm-locust: could not write %s (%s); columns not cached", path, e)
 
 
 def columns_from_records(recs: Sequence[RequestRecord]) -> Columns:
@@ -326,9 +310,3 @@ Records: TypeAlias = Columns | Sequence[RequestRecord]  # what the metric functi
 def as_columns(records: Records) -> Columns:
     """`records` as Columns (a list of RequestRecords is packed once)."""
     return records if isinstance(records, Columns) else columns_from_records(records)
-
-
-def records_to_frames(lines: Iterable[str], jsonl_end: int) -> bytes:
-    """A framed payload from JSON lines (the master's fallback for a batch that came without columns)."""
-    recs, torn = parse_lines(io.StringIO("\n".join(lines)))
-    return frame(pack_records(recs), jsonl_end, torn)

@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from vllm_users.measure import metric_keys as K
-from vllm_users.measure.columns import Records, as_columns, load_columns
+from vllm_users.measure.columns import Records, as_columns
 from vllm_users.measure.metrics import PercentileChoice, Slo, rows
 from vllm_users.measure.per_class import class_table, per_class
 from vllm_users.measure.per_endpoint import per_endpoint, per_replica
 from vllm_users.measure.per_model import per_model
-from vllm_users.measure.record import read_records
 from vllm_users.measure.result_fields import build_metrics
 from vllm_users.measure.run_result import RAMP_FIELDS, RunResult, save_result
 from vllm_users.measure.windows import parse_optional, split
-from vllm_users.run_dir import COLS, RECORDS
 
 
 def build_run_result(
@@ -145,16 +142,13 @@ def _inf_as_text(x: Any) -> Any:
 
 
 def result_from_dir(results_dir: str, meta: dict[str, Any]) -> RunResult:
-    """The typed result of a run directory's records (records.cols when present, else records.jsonl)."""
-    path = os.path.join(results_dir, RECORDS)
+    """The typed result of a run directory's records (records_store.load_columns: records.parquet, or an older
+    run's file)."""
+    from vllm_users.measure.records_store import load_columns  # pyarrow: loaded where records are read
+
     slo = Slo.parse([meta["goodput"]]) if meta.get("goodput") else None
-    warnings: list[str] = []
-    records: Records
-    if os.path.exists(os.path.join(results_dir, COLS)):
-        records = load_columns(results_dir)
-        torn, warnings = records.torn_lines, list(records.warnings)
-    else:
-        records, torn = read_records(path) if os.path.exists(path) else ([], 0)
+    records = load_columns(results_dir)
+    torn, warnings = records.torn_lines, list(records.warnings)
     if torn:
         warnings.append(f"{torn} torn or unparseable record line(s) skipped")
     return build_run_result(records, meta, slo=slo, warnings=warnings)

@@ -104,3 +104,19 @@ def assert_same(a: Any, b: Any, path: str = "", rel: float = 1e-12) -> None:
             assert b == pytest.approx(a, rel=rel, abs=1e-12), f"{path}: {a!r} vs {b!r}"
     else:
         assert type(a) is type(b) and a == b, f"{path}: {a!r} vs {b!r}"
+
+
+def assert_reads_what_the_jsonl_kept(d: str, recs: list[RequestRecord], keep: int) -> None:
+    """records.jsonl cut after `keep` records (its buffered tail lost in a kill, the columns having it): the one
+    reader follows the JSONL, and the result is that of the first `keep` records."""
+    import os
+
+    from vllm_users.measure.records_store import load_columns
+    from vllm_users.measure.result_builder import build_result
+
+    with open(os.path.join(d, "records.jsonl"), "r+b") as fh:
+        fh.truncate(sum(len(r.to_json()) + 1 for r in recs[:keep]))
+    c = load_columns(d)
+    assert c.n == keep
+    meta = {"model_id": "m", "date": "d"}
+    assert_same(build_result(recs[:keep], meta), build_result(c, meta))

@@ -1,5 +1,5 @@
-"""The columnar file format (vllm_users.measure.columns): what the workers pack and the master frames is what
-records.jsonl holds, and results computed from either agree field by field."""
+"""The columns (vllm_users.measure.columns): what the workers pack is what records.jsonl holds, records.cols of
+older runs still reads, and results computed from either agree field by field."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ import os
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 
-from tests.unit.measure.helpers import assert_same, rand_records
-from vllm_users.distributed.transport.master_side import Collector
+from tests.unit.measure.helpers import assert_reads_what_the_jsonl_kept, assert_same, rand_records
 from vllm_users.measure import columns as C
 from vllm_users.measure.metrics import Slo
 from vllm_users.measure.record import RequestRecord, read_records
+from vllm_users.measure.records_store import load_columns
 from vllm_users.measure.result_builder import build_result, write_result
 
 SLO = Slo({"ttft": 40.0, "tpot": 5.0, "e2el": 300.0})
@@ -53,33 +54,31 @@ def test_frames_without_a_newer_column_read_it_as_none() -> None:
     assert c.a["session"][n:].tolist() == [-1 if r.session is None else r.session for r in recs]
 
 
-def _collector_run(tmp: str, records: list[RequestRecord], packed: bool = True) -> Collector:
-    col = Collector(tmp)
-    for i in range(0, len(records), 37):
-        batch = records[i : i + 37]
-        col.on_batch(
-            {
-                "worker": "w0",
-                "records": "\n".join(r.to_json() for r in batch),
-                "n": len(batch),
-                "cols": C.pack_records(batch) if packed and i % 2 == 0 else None,
-                "hists": {},
-                "health": {},
-                "final": False,
-            }
-        )
-    col.close()
-    return col
+def _legacy_run(tmp: str, records: list[RequestRecord]) -> None:
+    """A run directory as the master wrote it before records.parquet: records.jsonl and records.cols."""
+    end = 0
+    with (
+        open(os.path.join(tmp, "records.jsonl"), "w") as fh,
+        open(os.path.join(tmp, "records.cols"), "wb") as cfh,
+    ):
+        for i in range(0, len(records), 37):
+            batch = records[i : i + 37]
+            text = "\n".join(r.to_json() for r in batch) + "\n"
+            fh.write(text)
+            end += len(text.encode())
+            cfh.write(C.frame(C.pack_records(batch), end))
 
 
-def test_collector_files_agree_and_torn_frames(tmp_path: Any) -> None:
+def test_older_run_dirs_records_cols_and_torn_frames(tmp_path: Any) -> None:
+    """records.cols of older runs reads through the one reader (records_store.load_columns), torn frames too."""
     recs = rand_records(300, 9, open_loop=True, scenarios=("a", "b"))
     d = str(tmp_path)
-    _collector_run(d, recs)
+    _legacy_run(d, recs)
     from_jsonl, torn = read_records(os.path.join(d, "records.jsonl"))
     assert torn == 0 and len(from_jsonl) == len(recs)
-    c = C.load_columns(d)
+    c = load_columns(d)
     assert c.n == len(recs) and c.torn_lines == 0
+    assert not os.path.exists(os.path.join(d, "records.parquet"))  # an older run directory is left as it is
     meta = {"model_id": "m", "date": "d"}
     ref = build_result(from_jsonl, meta, slo=SLO)
     assert_same(ref, build_result(c, meta, slo=SLO))
@@ -89,7 +88,7 @@ def test_collector_files_agree_and_torn_frames(tmp_path: Any) -> None:
         fh.truncate(os.path.getsize(cols) - 100)
     with open(os.path.join(d, "records.jsonl"), "a") as fh:
         fh.write('{"scenario":"a","wor')
-    c2 = C.load_columns(d)
+    c2 = load_columns(d)
     assert (
         c2.n == len(recs) and c2.torn_lines == 1 and c2.warnings
     )  # the torn frame's records come from JSONL
@@ -97,29 +96,25 @@ def test_collector_files_agree_and_torn_frames(tmp_path: Any) -> None:
     res = write_result(d, meta)
     assert any("torn" in w for w in res["warnings"])
     # the JSONL lost its buffered tail but the columns have it: the columns follow the JSONL
-    recs_j, _ = read_records(os.path.join(d, "records.jsonl"))
-    with open(os.path.join(d, "records.jsonl"), "r+b") as fh:
-        fh.truncate(sum(len(r.to_json()) + 1 for r in recs[:200]))
-    c3 = C.load_columns(d)
-    assert c3.n == 200
-    assert_same(build_result(recs[:200], meta), build_result(c3, meta))
+    assert_reads_what_the_jsonl_kept(d, recs, 200)
 
 
 def test_old_run_dir_is_converted_once(tmp_path: Any) -> None:
+    """A run directory with records.jsonl alone is read once and cached as records.parquet."""
     recs = rand_records(120, 4)
     d = str(tmp_path)
     with open(os.path.join(d, "records.jsonl"), "w") as fh:
         fh.write("".join(r.to_json() + "\n" for r in recs) + "{torn")
-    c = C.load_columns(d)
-    assert os.path.exists(os.path.join(d, "records.cols"))
+    c = load_columns(d)
+    assert os.path.exists(os.path.join(d, "records.parquet"))
     assert c.n == 120 and c.torn_lines == 1
-    c2 = C.load_columns(d)
+    c2 = load_columns(d)
     assert c2.n == 120 and c2.torn_lines == 1
     meta = {"model_id": "m", "date": "d"}
     assert_same(build_result(recs, meta), build_result(c2, meta))
     with open(os.path.join(d, "records.jsonl"), "a") as fh:  # appended later: read as a tail
         fh.write("\n" + recs[0].to_json() + "\n")
-    assert C.load_columns(d).n == 121
+    assert load_columns(d).n == 121
 
 
 def test_worker_pack_cost_per_record() -> None:
@@ -145,51 +140,9 @@ def test_benchmark_columns_match_its_jsonl(tmp_path: Any) -> None:
     spec.loader.exec_module(bench)
     d = bench.make_run_dir(str(tmp_path / "run"), 2500, 5)
     recs, torn = read_records(os.path.join(d, "records.jsonl"))
-    c = C.load_columns(d)
+    c = load_columns(d)
     assert torn == 0 and c.n == len(recs) == 2500 and c.torn_lines == 0
     meta = {"model_id": "m", "date": "d"}
     assert_same(build_result(recs, meta), build_result(c, meta))
-    assert C._read_frames(os.path.join(d, "records.cols"))[0][-1][0] == os.path.getsize(
-        os.path.join(d, "records.jsonl")
-    )
-
-
-def test_end_to_end_run_result_equals_jsonl_recomputation(tmp_path: Any) -> None:
-    """`vllm-locust run` (2 workers, open loop, SLOs) against the simulator: result.json (from records.cols)
-    equals build_result recomputed from records.jsonl."""
-    from tests.integration.core.helpers import cli
-    from vllm_sim.launch import start_simulator
-
-    with start_simulator(["--fixed", "--ttft-ms", "10", "--itl-ms", "2"]) as sim:
-        r = cli(
-            [
-                "--host",
-                sim.url,
-                "--request-rate",
-                "60",
-                "--num-prompts",
-                "120",
-                "--workers",
-                "2",
-                "--output-len",
-                "12",
-                "--ignore-eos",
-                "--seed",
-                "3",
-                "--goodput",
-                "ttft:50 e2el:200",
-            ],
-            str(tmp_path),
-            timeout=150,
-        )
-    assert r.rc == 0, r.logs()[-3000:]
-    assert os.path.getsize(os.path.join(r.run_dir, "records.cols")) > 0
-    written = r.result
-    recs, torn = read_records(os.path.join(r.run_dir, "records.jsonl"))
-    assert torn == 0 and len(recs) == 120
-    with open(os.path.join(r.run_dir, "run_meta.json")) as fh:
-        meta = json.load(fh)
-    ref = json.loads(json.dumps(build_result(recs, meta, slo=Slo.parse([meta["goodput"]])), default=str))
-    for k in ref:
-        if k not in ("meta", "date"):
-            assert_same(ref[k], written[k], k)
+    ends = pq.ParquetFile(os.path.join(d, "records.parquet")).metadata.metadata[b"jsonl_end"]
+    assert int(ends) == os.path.getsize(os.path.join(d, "records.jsonl"))

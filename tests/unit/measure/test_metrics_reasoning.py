@@ -8,7 +8,8 @@ import pytest
 
 from orchestration.report.summary import format_summary
 from tests.unit.measure.helpers import rec
-from vllm_users.measure.columns import columns_from_records, load_columns, pack_records
+from vllm_users.measure.columns import columns_from_records, pack_records
+from vllm_users.measure.records_store import load_columns
 from vllm_users.measure.result_fields import compute_metrics, per_scenario
 
 ALL = {"percentiles": (50, 99), "percentile_metrics": ("ttft", "tpot", "itl", "e2el")}

@@ -321,7 +321,7 @@ def test_the_bad_data_files() -> None:
 def test_missing_unreadable_and_not_a_run(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match="no such trace file or run directory"):
         load_trace(str(tmp_path / "nope.jsonl"))
-    with pytest.raises(TraceError, match="a directory without records.jsonl"):
+    with pytest.raises(TraceError, match="a directory without records.parquet or records.jsonl"):
         detect_format(str(tmp_path))
     f = tmp_path / "bin.jsonl"
     f.write_bytes(b'{"timestamp": 0, "prompt": "\xff\xfe"}\n')

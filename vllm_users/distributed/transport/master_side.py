@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import time
@@ -13,9 +14,9 @@ from vllm_users import run_dir
 from vllm_users.atomic import atomic_json
 from vllm_users.distributed.transport.messages import Batch
 from vllm_users.distributed.transport.worker_side import BATCH_INTERVAL_S
-from vllm_users.measure.columns import frame, records_to_frames
 from vllm_users.measure.health import bound, summarize
 from vllm_users.measure.histograms import HistogramSet
+from vllm_users.measure.record import parse_lines
 
 log = logging.getLogger("vllm_locust")
 
@@ -55,6 +56,7 @@ class Collector:
     started: float = field(default_factory=time.time)
     _fh: Any = None
     _cols: Any = None
+    _arrow: Any = None  # vllm_users.measure.records_arrow, imported by the master alone
     _jsonl_end: int = 0
     # ingest figures (master_ingest.json): each batch's age when it was taken in, and the time it took
     lag_s: list[float] = field(default_factory=list)
@@ -69,8 +71,13 @@ class Collector:
         path = run_dir.path(self.results_dir, run_dir.RECORDS)
         self._fh = open(path, "a", buffering=1 << 20)
         self._jsonl_end = os.path.getsize(path)
-        # columns beside the JSONL (vllm_users.measure.columns): each frame says where in the JSONL its batch ends
-        self._cols = open(run_dir.path(self.results_dir, run_dir.COLS), "ab", buffering=1 << 20)
+        # records.parquet (vllm_users.measure.records_store): each batch says where in the JSONL its records end
+        # pyarrow is loaded here, not at import: the workers load this module too, and never write records.parquet
+        from vllm_users.measure import records_arrow
+        from vllm_users.measure.records_store import RecordsWriter
+
+        self._arrow = records_arrow
+        self._cols = RecordsWriter(self.results_dir)
 
     def on_batch(self, batch: Batch | dict[str, Any], client_id: str | None = None) -> None:
         """Add one worker batch (records as JSON lines, encoded histograms, health samples); a payload as Locust
@@ -119,7 +126,7 @@ class Collector:
         self.batch_cost_s.append(time.perf_counter() - t0)
 
     def _append(self, b: Batch) -> None:
-        """One batch's records onto records.jsonl and records.cols."""
+        """One batch's records onto records.jsonl and the records' Arrow spool (records.parquet at the end)."""
         text = b.records
         try:
             self._fh.write(text + "\n")
@@ -129,14 +136,15 @@ class Collector:
             return
         self._jsonl_end += (len(text) if text.isascii() else len(text.encode())) + 1
         try:
-            blob = (
-                frame(b.cols, self._jsonl_end)
-                if b.cols
-                else records_to_frames(text.split("\n"), self._jsonl_end)
-            )
-            self._cols.write(blob)
+            torn = 0
+            if b.cols:
+                batch = self._arrow.batch_from_payload(b.cols)
+            else:  # a batch that came without columns: its JSON lines
+                recs, torn = parse_lines(io.StringIO(text))
+                batch = self._arrow.batch_from_records(recs)
+            self._cols.write(batch, self._jsonl_end, torn)
         except OSError as e:
-            self._failed(run_dir.COLS, e)
+            self._failed(run_dir.SPOOL, e)
         except Exception:  # records.jsonl has them; the reader parses what the columns lack
             log.exception("vllm-locust: columns of a batch from %s not written", b.worker)
 
@@ -146,12 +154,13 @@ class Collector:
         if self.write_error is None:
             self.write_error = f"writing {run_dir.path(self.results_dir, name)} failed: {e.strerror or e}"
             log.error("vllm-locust: %s", self.write_error)
-        for fh in (self._fh, self._cols):
-            try:
-                if fh is not None:
-                    fh.close()
-            except OSError:  # its buffer cannot be written either: that is the failure above
-                pass
+        try:
+            if self._fh is not None:
+                self._fh.close()
+        except OSError:  # its buffer cannot be written either: that is the failure above
+            pass
+        if self._cols is not None:
+            self._cols.abandon()  # the spool keeps what reached the disk; no records.parquet is made
         self._fh = self._cols = None
 
     def ingest_summary(self) -> dict[str, Any]:
@@ -238,7 +247,7 @@ class Collector:
 
     def flush(self) -> None:
         """Make everything received visible on disk (a failure: `write_error`)."""
-        for name, attr in ((run_dir.RECORDS, "_fh"), (run_dir.COLS, "_cols")):
+        for name, attr in ((run_dir.RECORDS, "_fh"), (run_dir.SPOOL, "_cols")):
             fh = getattr(self, attr)  # a failure closes both
             try:
                 if fh is not None:
@@ -247,14 +256,18 @@ class Collector:
                 self._failed(name, e)
 
     def close(self) -> None:
-        """Flush and close the records file."""
+        """Flush and close the records files; the spool becomes records.parquet (a failure: `write_error`)."""
         self.flush()
         if self._fh is not None:
             self._fh.close()
             self._fh = None
         if self._cols is not None:
-            self._cols.close()
-            self._cols = None
+            cols, self._cols = self._cols, None
+            try:
+                cols.close()
+            except OSError as e:  # a full disk: the spool stays, and the reader reads it
+                self.write_error = self.write_error or f"writing {run_dir.PARQUET} failed: {e.strerror or e}"
+                log.error("vllm-locust: %s", self.write_error)
 
     def loss_report(self) -> dict[str, Any]:
         """Workers lost mid-run, each with its window of possible loss."""

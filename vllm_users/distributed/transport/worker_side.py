@@ -81,7 +81,7 @@ class WorkerContext:
         self.hists = HistogramSet()
         self.health = HealthSampler()
         self.pending: list[str] = []
-        self.pending_recs: list[RequestRecord] = []  # packed as columns per batch (records.cols)
+        self.pending_recs: list[RequestRecord] = []  # packed as columns per batch (records.parquet)
         self.record_count = 0
         slo = Slo.parse([options.measure.goodput]) if options.measure.goodput else None
         table = [asdict(c) for c in options.classes.vllm_classes]

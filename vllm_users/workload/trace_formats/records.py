@@ -7,7 +7,7 @@ from collections import Counter
 
 from vllm_users import run_dir
 from vllm_users.errors import TraceError
-from vllm_users.measure.record import RequestRecord, read_records
+from vllm_users.measure.record import RequestRecord
 from vllm_users.workload.trace import TraceRequest
 from vllm_users.workload.trace_formats.registry import Rows, Sniff, TraceFormat
 
@@ -19,10 +19,13 @@ def read_records_trace(path: str) -> Rows:
     at its intended start (open loop) else its start; sessions of 2+ requests keep their turns, with
     think_ms = the gap from the previous turn's end to this turn's start, and a later turn's length its new
     message's (`_new_input`); each keeps its endpoint and image count."""
-    file = run_dir.path(path, run_dir.RECORDS) if os.path.isdir(path) else path
-    if not os.path.isfile(file):
-        raise TraceError(f"{path}: a directory without {run_dir.RECORDS} (not a run directory)")
-    records, torn = read_records(file)
+    from vllm_users.measure.records_store import read_request_records  # pyarrow: loaded where it is used
+
+    if not (run_dir.has_records(path) if os.path.isdir(path) else os.path.isfile(path)):
+        raise TraceError(
+            f"{path}: a directory without {run_dir.PARQUET} or {run_dir.RECORDS} (not a run directory)"
+        )
+    records, torn = read_request_records(path)
     skipped: Counter[str] = Counter()
     if torn:
         skipped["unreadable"] = torn

@@ -92,8 +92,10 @@ class Sniff:
     def is_run(self) -> bool:
         """True for a run directory (TraceError when it lacks its records) or a records file by its name."""
         if self.is_dir:
-            if not os.path.isfile(run_dir.path(self.path, run_dir.RECORDS)):
-                raise TraceError(f"{self.path}: a directory without {run_dir.RECORDS} (not a run directory)")
+            if not run_dir.has_records(self.path):
+                raise TraceError(
+                    f"{self.path}: a directory without {run_dir.PARQUET} or {run_dir.RECORDS} (not a run directory)"
+                )
             return True
         return os.path.basename(self.path) == run_dir.RECORDS
 
