@@ -27,9 +27,10 @@ from orchestration.capacity.search import (
     next_rate,
 )
 from orchestration.twin.replay import Served, replay
-from vllm_users.measure.columns import frame, load_columns, pack_records
+from vllm_users.measure.columns import frame, pack_records
 from vllm_users.measure.metrics import Slo
 from vllm_users.measure.record import RequestRecord
+from vllm_users.measure.records_store import load_columns
 from vllm_users.measure.result_builder import build_result
 from vllm_users.run_dir import COLS, META
 
