@@ -69,7 +69,9 @@ def _on_init(environment: Environment, **_: Any) -> None:
     ) as e:  # Locust's parser checked each value: only a namespace set by hand gets here
         log.error("vllm-locust: %s", e)
         sys.exit(exit_codes.USAGE)
-    except UsageError as e:  # Locust's parser checked the rules too (check_when_parsed): a namespace set by hand
+    except (
+        UsageError
+    ) as e:  # Locust's parser checked the rules too (check_when_parsed): a namespace set by hand
         log.error("vllm-locust: error: %s", e)
         sys.exit(exit_codes.USAGE)
     if isinstance(runner, MasterRunner | LocalRunner):
