@@ -64,15 +64,9 @@ def _on_init(environment: Environment, **_: Any) -> None:
         tls.configure(
             tls.TLSConfig.of(env_state.refresh_options(environment).server)
         )  # /metrics, profiler, sim stats
-    except (
-        ArgumentTypeError
-    ) as e:  # Locust's parser checked each value: only a namespace set by hand gets here
+    # Locust's parser checked each value and the rules (check_when_parsed): only a namespace set by hand gets here
+    except (ArgumentTypeError, UsageError) as e:
         log.error("vllm-locust: %s", e)
-        sys.exit(exit_codes.USAGE)
-    except (
-        UsageError
-    ) as e:  # Locust's parser checked the rules too (check_when_parsed): a namespace set by hand
-        log.error("vllm-locust: error: %s", e)
         sys.exit(exit_codes.USAGE)
     if isinstance(runner, MasterRunner | LocalRunner):
         MasterPlugin(environment)
