@@ -19,14 +19,29 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_users import option_types as T
+from vllm_users.capacity_options import CapacityOptions
 from vllm_users.client.options import ServerOptions
-from vllm_users.distributed.options import HandoffOptions, LoadOptions, ProcessOptions
+from vllm_users.distributed.options import HandoffOptions, LoadOptions, ProcessOptions, PrometheusOptions
 from vllm_users.measure.options import MeasureOptions
+from vllm_users.option_rules import check_across
 from vllm_users.option_spec import CALIBRATE, LOCUST, RUN, WORKER, Spec
-from vllm_users.run_options import CapacityOptions, OutputOptions, SourceOptions
-from vllm_users.scenarios.options import BurstOptions, ScenarioOptions
+from vllm_users.run_options import (
+    OutputOptions,
+    PreflightOptions,
+    ScrapeOptions,
+    SimulatorOptions,
+    SourceOptions,
+)
+from vllm_users.scenarios.options import (
+    BurstOptions,
+    JsonOptions,
+    MultiTurnOptions,
+    ScenarioOptions,
+    ToolsOptions,
+)
 from vllm_users.workload.classes import ClassOptions
 from vllm_users.workload.images import ImageOptions
+from vllm_users.workload.prefixes import PrefixOptions
 from vllm_users.workload.prompt_options import PromptOptions, RequestOptions
 from vllm_users.workload.trace_schedule import TraceOptions
 
@@ -97,7 +112,8 @@ def _group(cls: type) -> Any:
 @dataclass(frozen=True)
 class Options:
     """Every option of vllm-locust with its value, by feature group (`o.trace.trace_format`); built once per
-    process (Locust: per test), never mutated. The groups' order is the table's (docs/options.md, --help)."""
+    process (Locust: per test), never mutated, and checked as it is built (UsageError). The groups' order is the
+    table's (docs/options.md, --help)."""
 
     source: SourceOptions = _group(SourceOptions)
     server: ServerOptions = _group(ServerOptions)
@@ -106,6 +122,10 @@ class Options:
     trace: TraceOptions = _group(TraceOptions)
     request: RequestOptions = _group(RequestOptions)
     prompt: PromptOptions = _group(PromptOptions)
+    prefix: PrefixOptions = _group(PrefixOptions)
+    multiturn: MultiTurnOptions = _group(MultiTurnOptions)
+    tools: ToolsOptions = _group(ToolsOptions)
+    json: JsonOptions = _group(JsonOptions)
     burst: BurstOptions = _group(BurstOptions)
     images: ImageOptions = _group(ImageOptions)
     classes: ClassOptions = _group(ClassOptions)
@@ -113,7 +133,21 @@ class Options:
     capacity: CapacityOptions = _group(CapacityOptions)
     processes: ProcessOptions = _group(ProcessOptions)
     outputs: OutputOptions = _group(OutputOptions)
+    scrape: ScrapeOptions = _group(ScrapeOptions)
+    prometheus: PrometheusOptions = _group(PrometheusOptions)
+    preflight: PreflightOptions = _group(PreflightOptions)
+    simulator: SimulatorOptions = _group(SimulatorOptions)
     handoff: HandoffOptions = _group(HandoffOptions)
+
+    def __post_init__(self) -> None:
+        """Options check themselves wherever they are built (`build`, `changed`, a Locust process's
+        `from_namespace`, a command's parser): the rules across groups (vllm_users.option_rules), then each
+        group's own `check()`, beside its fields; the first broken rule is a UsageError of one line."""
+        check_across(self)
+        for f in dataclasses.fields(self):
+            check = getattr(getattr(self, f.name), "check", None)
+            if check is not None:
+                check()
 
     @property
     def open_loop(self) -> bool:
@@ -140,12 +174,12 @@ DEFAULTS: dict[str, Any] = {name: default for name, _, default in table()}
 
 
 def build(**values: Any) -> Options:
-    """Options from option name -> value (any group's; the rest at their defaults)."""
+    """Options from option name -> value (any group's; the rest at their defaults), checked (UsageError)."""
     return changed(Options(), **values)
 
 
 def changed(o: Options, **values: Any) -> Options:
-    """`o` with these options (by option name, any group's) changed."""
+    """`o` with these options (by option name, any group's) changed, checked again (UsageError)."""
     by_group: dict[str, dict[str, Any]] = {}
     for name, v in values.items():
         by_group.setdefault(GROUP_OF[name], {})[name] = v
@@ -258,7 +292,8 @@ def add_locust_options(parser: Any) -> None:
 
 def from_namespace(ns: Any) -> Options:
     """The typed options of a Locust process from its parsed namespace (values checked again: the web UI and
-    the master's spawn message set them as text or as they come); ArgumentTypeError when one is bad."""
+    the master's spawn message set them as text or as they come); ArgumentTypeError when one is bad, UsageError
+    when they break a rule (Options checks itself)."""
     given = vars(ns) if ns is not None else {}
     values: dict[str, Any] = {}
     for name, spec, default in table(LOCUST):

@@ -1,14 +1,15 @@
-"""The run-level option groups with no feature package below orchestration: where the settings come from,
-capacity planning, and the run directory's outputs (Options composes them, and vllm_users never imports
-orchestration)."""
+"""The run-level option groups whose feature lives in orchestration (Options composes them, and vllm_users never
+imports orchestration): where the settings come from (settings.config), what the run writes and prints
+(launch), the server's /metrics sampled and its preflight (server), the embedded simulator (capacity.steps)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from vllm_users import option_types as T
-from vllm_users.errors import UsageError
-from vllm_users.option_spec import BOTH, RUN, WORKER, opt
+from vllm_users.option_spec import RUN, WORKER, opt
+
+__all__ = ["OutputOptions", "PreflightOptions", "ScrapeOptions", "SimulatorOptions", "SourceOptions"]
 
 
 @dataclass(frozen=True)
@@ -29,81 +30,8 @@ class SourceOptions:
 
 
 @dataclass(frozen=True)
-class CapacityOptions:
-    """Capacity planning (run): sweeps, the max-rate search, cost, repeats."""
-
-    concurrency_sweep: str = opt(
-        "", T.text, "Run once per concurrency, e.g. 1,2,4,8 (= --sweep concurrency:...)", RUN
-    )
-    sweep: str = opt(
-        "",
-        T.text,
-        "One run per step (a run directory each) and one report with latency-vs-rate "
-        "curves; auto = synchronous, throughput, then 5 rates between (auto:N for N)",
-        RUN,
-        metavar="rates:1,2,4|concurrency:1,8,32|auto",
-    )
-    find_max_rate: bool = opt(
-        False,
-        None,
-        "Search the highest open-loop rate at which the --goodput SLO holds (a probe, then bisection)",
-        RUN,
-    )
-    slo_percentile: float = opt(
-        99.0,
-        T.percentile,
-        "--find-max-rate (and a --sweep with --goodput): the percentile of each SLO metric that must be within "
-        "its limit",
-        RUN,
-    )
-    max_error_rate: float = opt(
-        0.01,
-        T.fraction,
-        "--find-max-rate (and a --sweep with --goodput): most failures a passing step may have, as a fraction",
-        RUN,
-    )
-    search_steps: int = opt(8, T.pos_int, "--find-max-rate: most steps, the probe included", RUN)
-    search_tolerance: float = opt(
-        0.025,
-        T.pos_float,
-        "--find-max-rate: stop when the passing and failing rates are this close (relative)",
-        RUN,
-    )
-    gpu_hour_price: float | None = opt(
-        None,
-        T.pos_float,
-        "Price of one GPU-hour: adds $ per million output tokens and $ per request",
-        *BOTH,
-        metavar="USD",
-        web_ui=False,
-    )
-    gpus: int = opt(1, T.pos_int, "GPUs the deployment uses (with --gpu-hour-price)", *BOTH, web_ui=False)
-    profile: bool = opt(
-        False,
-        None,
-        "POST the server's /start_profile and /stop_profile around the load (vLLM with --profiler-config)",
-        *BOTH,
-        locust_name="vllm_profile",
-        web_ui=False,
-    )
-    repeats: int = opt(
-        1,
-        T.pos_int,
-        "Run N times (one directory each): every metric's mean and 95 % CI; compare with `report A B`",
-        RUN,
-        metavar="N",
-    )
-
-    def check(self) -> None:
-        """The capacity options' own rule (UsageError with one line): --concurrency-sweep is the older
-        spelling of --sweep concurrency:..., so not both."""
-        if self.concurrency_sweep and self.sweep:
-            raise UsageError("--concurrency-sweep is --sweep concurrency:...: give one of them")
-
-
-@dataclass(frozen=True)
 class OutputOptions:
-    """The run directory and what is written, the server's /metrics, the embedded simulator."""
+    """What the run writes and prints: its directory, the result file and line, the report, progress lines."""
 
     output_dir: str = opt("results", T.text, "Parent of the run directory", RUN)
     run_name: str = opt("", T.text, "Run directory name (default: timestamp-scenario)", RUN)
@@ -122,6 +50,13 @@ class OutputOptions:
         RUN,
     )
     no_report: bool = opt(False, None, "Skip the HTML/Markdown report", RUN)
+    quiet: bool = opt(False, None, "No progress lines", RUN)
+
+
+@dataclass(frozen=True)
+class ScrapeOptions:
+    """The server's /metrics, sampled every 2 s during the run (orchestration.server.metrics_sampler)."""
+
     server_metrics: tuple[str, ...] = opt(
         (),
         T.text,
@@ -143,15 +78,12 @@ class OutputOptions:
         secret=True,
     )
     no_server_metrics: bool = opt(False, None, "Do not sample the server's /metrics", RUN)
-    prometheus_port: int | None = opt(
-        None,
-        T.port,
-        "Serve live metrics at http://MASTER:PORT/metrics for "
-        "Prometheus and Grafana, from the master (docs/prometheus.md)",
-        *BOTH,
-        metavar="PORT",
-        web_ui=False,
-    )
+
+
+@dataclass(frozen=True)
+class PreflightOptions:
+    """What the preflight does to the server before the load (orchestration.server.preflight)."""
+
     reset_prefix_cache: bool = opt(
         False,
         None,
@@ -160,6 +92,12 @@ class OutputOptions:
         "serves it with VLLM_SERVER_DEV_MODE=1; a 404 is a warning)",
         RUN,
     )
+
+
+@dataclass(frozen=True)
+class SimulatorOptions:
+    """The embedded simulator a run without --host starts (orchestration.capacity.steps)."""
+
     sim_args: str = opt(
         "", T.text, "Extra flags for the embedded simulator, e.g. '--fixed --ttft-ms 50'", RUN
     )
@@ -171,4 +109,3 @@ class OutputOptions:
         RUN,
         metavar="FILE",
     )
-    quiet: bool = opt(False, None, "No progress lines", RUN)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from orchestration.capacity.flags import validate as capacity_validate
+from orchestration.capacity.flags import settle
 from orchestration.capacity.steps import RunOne
 from vllm_users.options import Options
 
@@ -17,11 +17,11 @@ def multi_run(o: Options, run_one: RunOne, validate: Callable[[Options], Options
     if o.capacity.find_max_rate:
         from orchestration.capacity.search import run_search
 
-        return run_search(capacity_validate(o), run_one)
+        return run_search(settle(o), run_one)
     if o.capacity.sweep or o.capacity.concurrency_sweep:
         from orchestration.capacity.sweep import run_sweep
 
-        return run_sweep(capacity_validate(o), run_one)
+        return run_sweep(settle(o), run_one)
     if o.capacity.repeats > 1:
         from orchestration.capacity.repeats import run_repeats
 

@@ -75,16 +75,16 @@ def check_twin(path: str, host: str) -> None:
 def with_twin(a: Options) -> Options:
     """--twin (checked) folded into --sim-args, first, so that --sim-args beside it still win (what-if planning):
     the simulator of one run, or the one a multi-run's steps share, reads it from there."""
-    if not a.outputs.twin or a.server.host:
+    if not a.simulator.twin or a.server.host:
         return a
-    check_twin(a.outputs.twin, a.server.host)
-    return changed(a, twin="", sim_args=f"--twin {a.outputs.twin} {a.outputs.sim_args}".strip())
+    check_twin(a.simulator.twin, a.server.host)
+    return changed(a, twin="", sim_args=f"--twin {a.simulator.twin} {a.simulator.sim_args}".strip())
 
 
 def simulator_args(a: Options) -> list[str]:
     """The embedded simulator's flags: --sim-args, and the run's API key (--api-key or the environment's), which
     it then requires of every request, unless --sim-args names a key of its own."""
-    args = a.outputs.sim_args.split() if a.outputs.sim_args else []
+    args = a.simulator.sim_args.split() if a.simulator.sim_args else []
     api_key = a.server.api_key or env_api_key()
     if api_key and "--api-key" not in args:
         args += ["--api-key", api_key]

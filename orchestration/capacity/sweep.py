@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from orchestration.capacity.cost import add_step_costs
@@ -28,9 +27,9 @@ from orchestration.capacity.steps import (
     write_output_file,
 )
 from orchestration.report.sweep_answer import slo_answer, sweep_headline
-from orchestration.settings import config as C
 from vllm_users import exit_codes
 from vllm_users.atomic import atomic_json
+from vllm_users.capacity_options import SweepPlan, parse_sweep
 from vllm_users.distributed.options import LoadOptions
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.metric_keys import percentile_name
@@ -41,40 +40,8 @@ from vllm_users.run_dir import SWEEP
 
 __all__ = ["SweepPlan", "format_sweep", "parse_sweep", "run_sweep", "step_line", "sweep_columns", "sweep_doc"]
 
-AUTO_RATES = 5
 STEP_SECONDS = 20.0  # a rate step without --num-prompts/--run-time sends rate x 20 s requests...
 STEP_MIN, STEP_MAX = 20, 400  # ...at least 20, at most 400
-
-
-@dataclass(frozen=True)
-class SweepPlan:
-    """What to sweep: kind 'rates' | 'concurrency' | 'auto', and its values (auto: how many rates between)."""
-
-    kind: str
-    values: tuple[float, ...]
-
-
-def parse_sweep(text: str) -> SweepPlan:
-    """`rates:1,2,4` / `concurrency:1,8,32` / `auto` / `auto:8`; UsageError naming the text otherwise."""
-    kind, _, rest = text.strip().partition(":")
-    kind = kind.strip().lower()
-    want = "expected rates:1,2,4,8, concurrency:1,8,32 or auto[:N]"
-    try:
-        if kind == "auto":
-            n = int(rest) if rest.strip() else AUTO_RATES
-            if n < 1:
-                raise ValueError
-            return SweepPlan("auto", (float(n),))
-        if kind in ("rates", "rate", "concurrency"):
-            vals = [float(x) for x in rest.split(",") if x.strip()]
-            if not vals or any(not v > 0 or math.isnan(v) for v in vals):
-                raise ValueError
-            if kind == "concurrency" and any(v != int(v) for v in vals):
-                raise ValueError
-            return SweepPlan("rates" if kind.startswith("rate") else "concurrency", tuple(vals))
-    except ValueError:
-        pass
-    raise C.UsageError(f"--sweep {text!r}: {want}")
 
 
 def _rate_prompts(a: LoadOptions, rate: float) -> int | None:
@@ -100,8 +67,6 @@ def run_sweep(a: Options, run_one: RunOne) -> int:
     """Run every step of a.capacity.sweep, write sweep.json (and --output-file) and the combined report; returns the worst
     exit code."""
     plan = parse_sweep(a.capacity.sweep)
-    if plan.kind == "concurrency" and a.load.request_rate is not None:
-        raise C.UsageError("--sweep concurrency: runs closed loop: leave out --request-rate")
     runner = StepRunner(a, run_one, SWEEP_STEPS)
     base = runner.base
     steps: list[dict[str, Any]] = []

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from orchestration.capacity.flags import validate as capacity_validate
+from orchestration.capacity.flags import settle
 from orchestration.capacity.run_hooks import multi_run
 from orchestration.capacity.steps import check_twin, embedded_simulator, with_twin
 from orchestration.commands import reported
@@ -128,9 +128,10 @@ def check_users(mix: list[tuple[str, int]], files: list[str]) -> dict[str, Any] 
 
 
 def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
-    """Cross-option checks (UsageError with one line); the options with the run's choices filled in, the user
-    mix and the locustfiles."""
-    # the trace is the schedule and the requests (its user is the `trace` scenario): nothing else
+    """What the options need beyond their rules (Options checks those as it is built): the trace file, the user
+    classes, the dataset, schema and tokenizer, TLS files, the twin profile, the windows against the run's
+    defaults; UsageError with one line. The options with the run's choices filled in, the user mix and the
+    locustfiles."""
     if a.trace.trace:
         a = _trace_options(a)
     mix, files = resolve_users(a.scenario.scenario, a.scenario.locustfile)
@@ -142,14 +143,12 @@ def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
     class_models(a.classes.class_)  # the classes checked together (names unique) before anything is sent
     if not files:  # -f's users name their scenarios when they load
         check_scenarios(a.classes.class_, [n for n, _ in mix])
-    a = capacity_validate(a)
-    a.load.check_loop()
-    a.server.check()
+    a = settle(a)
     tls.configure(
         tls.TLSConfig.of(a.server)
     )  # the preflight's, calibration's and /metrics' TLS; a bad file: exit 2 now
-    if a.outputs.twin:
-        check_twin(a.outputs.twin, a.server.host)
+    if a.simulator.twin:
+        check_twin(a.simulator.twin, a.server.host)
     # a trace ends with its last request
     if a.load.num_prompts is None and a.load.run_time is None and not a.trace.trace:
         a = changed(a, num_prompts=DEFAULT_NUM_PROMPTS)
@@ -160,7 +159,6 @@ def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
         check_images(a.images, a.scenario.endpoint, "vision" in (n for n, _ in mix))
     except ValueError as e:
         raise C.UsageError(str(e)) from None
-    a.processes.check()
     return a, mix, files
 
 
@@ -224,16 +222,8 @@ def schedule_span(a: Options, scenarios: Sequence[str], files: Sequence[str] = (
 
 
 def _trace_options(a: Options) -> Options:
-    """--trace: no other schedule or scenario; the file read and checked here, before anything is sent."""
-    for given, name in (
-        (a.load.request_rate is not None, "--request-rate"),
-        (a.load.users is not None, "--users"),
-        (bool(a.load.ramp_up_strategy), "--ramp-up-strategy"),
-        (bool(a.scenario.locustfile), "-f"),
-        (a.scenario.scenario not in ("", "trace"), "--scenario"),
-    ):
-        if given:
-            raise C.UsageError(f"--trace replays the trace's own schedule and requests: leave out {name}")
+    """--trace (alone: vllm_users.option_rules): the file read and checked here, before anything is sent; its
+    user is the `trace` scenario."""
     from vllm_users.workload.trace_schedule import check_trace
 
     # TraceError (exit 2) naming the file, line and field of a bad line
@@ -310,7 +300,7 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
                 },
                 fh,
             )
-        if a.outputs.reset_prefix_cache:  # in the preflight: never inside the measured window
+        if a.preflight.reset_prefix_cache:  # in the preflight: never inside the measured window
             for url in host.split(","):  # every endpoint's cache
                 print(f"vllm-locust: {reset_prefix_cache(url, api_key, headers)}", flush=True)
         locustfile = R.path(run_dir, R.LOCUSTFILE)

@@ -165,18 +165,18 @@ def render(given: Options, a: Options, r: argparse.Namespace) -> dict[str, str]:
     validate(pod)  # the master would refuse these options in its pod: refuse them now
     refuse_credentials(given)
     hosts = host_urls(a.server.host)  # a fleet: one URL a replica (UsageError naming a bad one)
-    host_ports, ports = target_ports(hosts, ()), target_ports(hosts, a.outputs.server_metrics)
+    host_ports, ports = target_ports(hosts, ()), target_ports(hosts, a.scrape.server_metrics)
     options = run_config(given)
     if "host" in options and len(hosts) > 1:
         options["host"] = ",".join(hosts)  # an @FILE is read here: the pods do not have it
     files = {str(f.relative_to(MANIFESTS)): f.read_text() for f in sorted(MANIFESTS.rglob("*.yaml"))}
-    if a.outputs.prometheus_port == 5557 or (a.outputs.prometheus_port or 0) > 65535:
+    if a.prometheus.prometheus_port == 5557 or (a.prometheus.prometheus_port or 0) > 65535:
         raise C.UsageError(
-            f"--prometheus-port {a.outputs.prometheus_port}: not a port the master pod can serve (5557 is Locust's)"
+            f"--prometheus-port {a.prometheus.prometheus_port}: not a port the master pod can serve (5557 is Locust's)"
         )
-    if a.outputs.prometheus_port and a.outputs.prometheus_port != METRICS_PORT:
+    if a.prometheus.prometheus_port and a.prometheus.prometheus_port != METRICS_PORT:
         for rel in METRICS_FILES:
-            files[rel] = re.sub(rf"\b{METRICS_PORT}\b", str(a.outputs.prometheus_port), files[rel])
+            files[rel] = re.sub(rf"\b{METRICS_PORT}\b", str(a.prometheus.prometheus_port), files[rel])
     if not r.pvc:
         files = {k: v for k, v in files.items() if not k.startswith("pvc/")}
     header = (

@@ -167,7 +167,7 @@ def launch(
 
     port = a.processes.master_port or free_port()
     # several endpoints: the first one's /metrics, unless --server-metrics names each replica's own
-    targets = scrape_targets(a.outputs, primary_host(host), headers or {})
+    targets = scrape_targets(a.scrape, primary_host(host), headers or {})
     metrics_headers = targets[0][1]
     # credentials travel in the environment, never on a command line (`ps` shows those to every user)
     extra = {METRICS_HEADERS_ENV: json.dumps(metrics_headers)} if metrics_headers else {}
@@ -188,7 +188,7 @@ def launch(
             {"argv": _redact(sys.argv[1:], known), "locust_master": _redact(margs, known)}, fh, indent=1
         )
     samplers = []
-    if not a.outputs.no_server_metrics:  # background threads here, started before load and stopped after it
+    if not a.scrape.no_server_metrics:  # background threads here, started before load and stopped after it
         samplers = [  # one per URL, on this process's clock: one time axis for every replica and the client
             ServerMetricsSampler(url, R.path(run_dir, R.server_metrics_name(i)), headers=h)
             for i, (url, h) in enumerate(targets)

@@ -25,7 +25,7 @@ from typing import IO, TYPE_CHECKING, Any
 from vllm_users.client import stdlib_http
 from vllm_users.measure.server_counters import counter_delta, histogram_stats, parse_metrics
 from vllm_users.redact import Redactor, header_lines, same_origin, secret_values, split_userinfo
-from vllm_users.run_options import OutputOptions
+from vllm_users.run_options import ScrapeOptions
 
 if TYPE_CHECKING:
     pass
@@ -75,13 +75,13 @@ __all__ = [
 SERVER_METRICS_FILE = SERVER_METRICS  # vllm_users.run_dir's name, kept under its old name for callers here
 
 
-def scrape_target(a: OutputOptions, host: str, headers: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+def scrape_target(a: ScrapeOptions, host: str, headers: Mapping[str, str]) -> tuple[str, dict[str, str]]:
     """The first /metrics URL (without userinfo) and its headers (scrape_targets' first)."""
     return scrape_targets(a, host, headers)[0]
 
 
 def scrape_targets(
-    a: OutputOptions, host: str, headers: Mapping[str, str]
+    a: ScrapeOptions, host: str, headers: Mapping[str, str]
 ) -> list[tuple[str, dict[str, str]]]:
     """Each /metrics URL to sample (every --server-metrics, in its order; default HOST/metrics), without userinfo,
     with its headers: --metrics-header when given, else the run's `headers` (--header, the API key) when that
@@ -92,7 +92,7 @@ def scrape_targets(
     return [_target(raw, a, host, headers) for raw in dict.fromkeys(urls)]
 
 
-def _target(raw: str, a: OutputOptions, host: str, headers: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+def _target(raw: str, a: ScrapeOptions, host: str, headers: Mapping[str, str]) -> tuple[str, dict[str, str]]:
     url, basic = split_userinfo(raw)
     if a.metrics_header:
         return url, {**basic, **header_lines(a.metrics_header)}

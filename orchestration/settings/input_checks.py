@@ -18,10 +18,10 @@ def prepare(o: Options, scenario_names: list[str]) -> Options:
         from vllm_users.workload.datasets import load_dataset
 
         load_dataset(o.prompt.dataset, o.prompt.dataset_format)
-    if o.prompt.json_schema:
+    if o.json.json_schema:
         from vllm_users.workload.schemas import load_schema_file
 
-        load_schema_file(o.prompt.json_schema)
+        load_schema_file(o.json.json_schema)
     if o.prompt.tokenizer:
         from vllm_users.workload.source import load_tokenizer
 

@@ -94,8 +94,21 @@ BAD = {
 }
 
 
-def good_text(spec: Spec, default: Any = None) -> str:
+# a valid value where the parser's generic one breaks a rule of the options (Options checks itself)
+GOOD_OF = {"host": "http://h:8000", "sweep": "rates:1,2"}
+# what an option needs beside it to be a valid set of options (as environment variables)
+NEEDS = {
+    "ramp_up_strategy": {"ramp_up_start_rps": "1", "ramp_up_end_rps": "2", "num_prompts": "10"},
+    "ramp_up_start_rps": {"ramp_up_strategy": "linear", "ramp_up_end_rps": "2", "num_prompts": "10"},
+    "ramp_up_end_rps": {"ramp_up_strategy": "linear", "ramp_up_start_rps": "0.1", "num_prompts": "10"},
+    "find_max_rate": {"goodput": "ttft:500"},
+}
+
+
+def good_text(spec: Spec, default: Any = None, name: str = "") -> str:
     """A valid value of an option (not its default), as text."""
+    if name in GOOD_OF:
+        return GOOD_OF[name]
     if spec.choices is not None:
         return next(c for c in reversed(spec.choices) if c != default)
     return "1" if spec.parse is None else GOOD[spec.parse]
@@ -167,25 +180,26 @@ def test_env_names_and_config_keys_derive_from_the_table(scope: str, tmp_path: P
     for name, spec, default in table(scope):
         if name in ("config", "preset"):
             continue
-        text = good_text(spec, default)
+        text = good_text(spec, default, name)
         want = coerce(name, text)
         assert want != default, name
-        by_env = C.parse_options(parser, [], scope, {env_name(name): text})
+        needs = {env_name(k): v for k, v in NEEDS.get(name, {}).items()}
+        by_env = C.parse_options(parser, [], scope, {**needs, env_name(name): text})
         cfg = tmp_path / f"{name}.json"
         cfg.write_text(json.dumps({name.replace("_", "-"): text}))
         # a worker's --config is its master's options file (it takes the users from it, not its own options)
-        by_file = C.parse_options(parser, ["--config", str(cfg)], scope, {}) if scope == RUN else by_env
+        by_file = C.parse_options(parser, ["--config", str(cfg)], scope, needs) if scope == RUN else by_env
         if spec.parse is None:
             argv = [flag(name)]
         else:
             argv = [flag(name), *text.split()] if spec.many else [flag(name), text]
-        by_cli = C.parse_options(parser, argv, scope, {})
+        by_cli = C.parse_options(parser, argv, scope, needs)
         assert value(by_env, name) == value(by_file, name) == value(by_cli, name) == want, name
 
 
 def typed(name: str) -> Any:
     """The typed value of good_text for option `name`."""
-    return coerce(name, good_text(SPECS[name], DEFAULTS[name]))
+    return coerce(name, good_text(SPECS[name], DEFAULTS[name], name))
 
 
 def test_validation_is_the_same_for_locust_and_run() -> None:
@@ -218,21 +232,24 @@ def test_validation_is_the_same_for_locust_and_run() -> None:
 
 def test_master_forwarding_round_trips_every_shared_option() -> None:
     """Every option the run shares with Locust reaches the master's (and so the workers') options unchanged."""
-    values = {n: typed(n) for n, s, _ in table(LOCUST) if RUN in s.scopes}
-    o = build(**values)
-    argv = locust_argv(o, results_dir="/tmp/r", model="m")
-    got = from_namespace(get_parser().parse_args(["-f", "x.py", *argv]))
-    for name in values:
-        want = "m" if name == "model" else values[name]
-        assert value(got, name) == want, name
-    assert got.handoff.results_dir == "/tmp/r"
-    assert "--vllm-t0" not in argv and "--api-key" not in argv  # set by the master; never travels
+    shared = {n: typed(n) for n, s, _ in table(LOCUST) if RUN in s.scopes}
+    # a trace is the schedule (no rate, no ramp) and a ramp's rate is its end rate: two runs cover them all
+    ramp = {**shared, "trace": "", "ramp_up_end_rps": shared["request_rate"]}
+    for values in (ramp, {"trace": shared["trace"]}):
+        o = build(**values)
+        argv = locust_argv(o, results_dir="/tmp/r", model="m")
+        got = from_namespace(get_parser().parse_args(["-f", "x.py", *argv]))
+        for name in values:
+            want = "m" if name == "model" else values[name]
+            assert value(got, name) == want, name
+        assert got.handoff.results_dir == "/tmp/r"
+        assert "--vllm-t0" not in argv and "--api-key" not in argv  # set by the master; never travels
 
 
 def test_from_namespace_checks_values_set_as_text() -> None:
     """The web UI and the spawn message set values as they come: the typed options check them again."""
     ns = get_parser().parse_args([])
-    ns.input_len, ns.request_rate, ns.ignore_eos = "64", "inf", "true"
+    ns.input_len, ns.request_rate, ns.num_prompts, ns.ignore_eos = "64", "inf", "9", "true"
     o = from_namespace(ns)
     assert (
         o.request.input_len == 64
@@ -288,9 +305,9 @@ def test_preset_is_a_layer_below_file_env_and_command_line(tmp_path: Path) -> No
 
 def test_every_preset_names_options_of_the_table() -> None:
     for name, values in presets.PRESETS.items():
-        for key, given in values.items():
+        for key in values:
             assert key in SPECS and RUN in SPECS[key].scopes, (name, key)
-            build(**{key: given})  # the right type
+        build(**values)  # the right types, and a set of options that keeps the rules
 
 
 def test_bad_env_and_config_values_name_the_option(tmp_path: Path) -> None:

@@ -125,17 +125,17 @@ def test_same_origin_defaults_ports() -> None:
 def test_metrics_scrape_gets_its_own_url_and_headers() -> None:
     run = {"Authorization": "Bearer K", "X-Gw": "g", "Content-Type": "application/json"}
     o = build(host="http://h:8000")
-    assert scrape_target(o.outputs, "http://h:8000", run) == (
+    assert scrape_target(o.scrape, "http://h:8000", run) == (
         "http://h:8000/metrics",
         {"Authorization": "Bearer K", "X-Gw": "g"},
     )
     other = changed(o, server_metrics="http://prom:9090/metrics")
-    assert scrape_target(other.outputs, "http://h:8000", run) == (
+    assert scrape_target(other.scrape, "http://h:8000", run) == (
         "http://prom:9090/metrics",
         {},
     )  # never sent elsewhere
     own = changed(other, server_metrics="http://m:pw@prom:9090/metrics", metrics_header=("X-M: 1",))
-    assert scrape_target(own.outputs, "http://h:8000", run) == (
+    assert scrape_target(own.scrape, "http://h:8000", run) == (
         "http://prom:9090/metrics",
         {"Authorization": _basic("m", "pw"), "X-M": "1"},
     )

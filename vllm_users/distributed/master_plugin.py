@@ -97,7 +97,7 @@ class MasterPlugin:
         self.headless = bool(env.parsed_options is None or env.parsed_options.headless)
         self.exporter: Any = None  # --prometheus-port: /metrics from now on (seen before the test starts)
         # imported only when asked for: prometheus_client costs ~0.2 s at start-up
-        if options(env).outputs.prometheus_port:
+        if options(env).prometheus.prometheus_port:
             from vllm_users.distributed.views import prometheus_export
 
             self.exporter = prometheus_export.serve(env, options(env), self._target_rate)

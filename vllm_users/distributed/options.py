@@ -1,5 +1,5 @@
-"""The option groups of the distributed run: the load, the processes, and what `vllm-locust run` or the master
-hands the Locust processes."""
+"""The option groups of the distributed run: the load, the processes, the master's live Prometheus export, and
+what `vllm-locust run` or the master hands the Locust processes."""
 
 from __future__ import annotations
 
@@ -97,8 +97,13 @@ class LoadOptions:
     ramp_up_end_rps: float | None = opt(None, T.pos_float, "Ramp: rate of the last request", *BOTH)
 
     def check(self) -> None:
-        """The ramp's rules (UsageError with one line); a ramp's request_rate may already be its end rate (a
-        repeat or a sweep step checks its options again)."""
+        """The load's rules (UsageError with one line): the ramp's, then the loop's."""
+        self._check_ramp()
+        self._check_loop()
+
+    def _check_ramp(self) -> None:
+        """A ramp needs its two rates and --num-prompts; its request_rate may already be its end rate (a run
+        sets it so, and every Options built from that one checks it again)."""
         if self.ramp_up_strategy is not None:
             if self.ramp_up_start_rps is None or self.ramp_up_end_rps is None:
                 raise UsageError("--ramp-up-strategy needs --ramp-up-start-rps and --ramp-up-end-rps")
@@ -115,7 +120,7 @@ class LoadOptions:
                 "--ramp-up-start-rps/--ramp-up-end-rps need --ramp-up-strategy linear|exponential"
             )
 
-    def check_loop(self) -> None:
+    def _check_loop(self) -> None:
         """Closed loop (--users) or open loop (--request-rate), not both; what each needs (UsageError)."""
         if self.request_rate is not None and self.users is not None:
             raise UsageError("--users is for closed loop and --request-rate for open loop: give one of them")
@@ -151,6 +156,21 @@ class ProcessOptions:
         """Remote workers only: --workers 0 needs --expect-workers (UsageError)."""
         if self.workers == 0 and not self.expect_workers:
             raise UsageError("--workers 0 needs --expect-workers N (remote workers)")
+
+
+@dataclass(frozen=True)
+class PrometheusOptions:
+    """The master's live /metrics for Prometheus (vllm_users.distributed.views.prometheus_export)."""
+
+    prometheus_port: int | None = opt(
+        None,
+        T.port,
+        "Serve live metrics at http://MASTER:PORT/metrics for "
+        "Prometheus and Grafana, from the master (docs/prometheus.md)",
+        *BOTH,
+        metavar="PORT",
+        web_ui=False,
+    )
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from vllm_users.distributed.transport import messages
 from vllm_users.distributed.transport.worker_side import WorkerContext
 from vllm_users.errors import UsageError
 from vllm_users.measure.health import tune_gc_after_start
-from vllm_users.options import add_locust_options
+from vllm_users.options import add_locust_options, from_namespace
 
 log = logging.getLogger("vllm_locust")
 
@@ -38,6 +38,23 @@ log = logging.getLogger("vllm_locust")
 @events.init_command_line_parser.add_listener
 def _options(parser: Any) -> None:
     add_locust_options(parser)
+    check_when_parsed(parser)
+
+
+def check_when_parsed(parser: Any) -> None:
+    """Make Locust's parser refuse options that break a rule (Options checks itself as it is built) as it
+    refuses a bad value: `locust: error: ...`, one line, exit 2, before Locust starts anything."""
+    parse = parser.parse_known_args
+
+    def parse_known_args(*args: Any, **kwargs: Any) -> Any:
+        ns, rest = parse(*args, **kwargs)
+        try:
+            from_namespace(ns)
+        except UsageError as e:
+            parser.error(str(e))
+        return ns, rest
+
+    parser.parse_known_args = parse_known_args
 
 
 @events.init.add_listener
@@ -47,10 +64,8 @@ def _on_init(environment: Environment, **_: Any) -> None:
         tls.configure(
             tls.TLSConfig.of(env_state.refresh_options(environment).server)
         )  # /metrics, profiler, sim stats
-    except (
-        ArgumentTypeError,
-        UsageError,
-    ) as e:  # Locust's parser checked them: only a namespace set by hand gets here
+    # Locust's parser checked each value and the rules (check_when_parsed): only a namespace set by hand gets here
+    except (ArgumentTypeError, UsageError) as e:
         log.error("vllm-locust: %s", e)
         sys.exit(exit_codes.USAGE)
     if isinstance(runner, MasterRunner | LocalRunner):
@@ -131,7 +146,13 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         ns: Any = environment.parsed_options
         ns.vllm_worker_count = max(1, runner.worker_count)
     # the web UI's form and the spawn message may have changed them: one fresh object per test
-    o = env_state.refresh_options(environment)
+    try:
+        o = env_state.refresh_options(environment)
+    except UsageError as e:  # the web UI's form broke a rule: one line, and this test stops (the UI stays up)
+        log.error("vllm-locust: error: %s", e)
+        if runner is not None:
+            gevent.spawn(runner.stop)
+        return
     tls.configure(tls.TLSConfig.of(o.server))  # a worker gets its master's TLS options in the spawn message
     if isinstance(runner, MasterRunner):
         return

@@ -254,7 +254,7 @@ def final_result(
         counters,
         dict(res.metrics),
         list(res.per_scenario),
-        bool(o.prompt.dataset or (o.prompt.prefix_len and o.prompt.cache_rate)),
+        bool(o.prompt.dataset or (o.prefix.prefix_len and o.prefix.cache_rate)),
         (meta.get("prompt_calibration") or {}).get("overhead_tokens"),
     )
     if warning:
@@ -339,9 +339,9 @@ def run_meta(
         "range_ratio": o.request.range_ratio,
         "seed": o.request.seed,
         # what the prompts share, so a report can judge the prefix-cache hit rate against what they allow
-        "prefix_len": o.prompt.prefix_len or None,
-        "cache_rate": o.prompt.cache_rate if o.prompt.prefix_len else None,
-        "num_prefixes": o.prompt.num_prefixes if o.prompt.prefix_len else None,
+        "prefix_len": o.prefix.prefix_len or None,
+        "cache_rate": o.prefix.cache_rate if o.prefix.prefix_len else None,
+        "num_prefixes": o.prefix.num_prefixes if o.prefix.prefix_len else None,
         "goodput": o.measure.goodput or None,
         "classes": [asdict(c) for c in o.classes.vllm_classes] or None,  # the --class table
         "ramp_up_strategy": ramp or None,

@@ -39,11 +39,11 @@ class JsonUser(LLMUser):
         """Schema pool from --seed/--schema-complexity (or --json-schema); prompts from the prompt source
         (random text, --dataset, --tokenizer, --prefix-len), with the JSON instruction before the user's text."""
         o = self.options
-        if o.prompt.json_schema:
-            self.schemas = [load_schema_file(o.prompt.json_schema)]
+        if o.json.json_schema:
+            self.schemas = [load_schema_file(o.json.json_schema)]
         else:
-            self.schemas = schema_pool(o.request.seed, o.prompt.schema_complexity)
-        self.mode = o.prompt.json_mode
+            self.schemas = schema_pool(o.request.seed, o.json.schema_complexity)
+        self.mode = o.json.json_mode
         self.reserve = len(INSTRUCTION.split())
         self.prompts = prompt_source(o, self.length_model(), chat=True, reserve=self.reserve)
 

@@ -43,8 +43,8 @@ class MultiTurnUser(LLMUser):
         """Shared prefixes and lengths from the run's options; no conversation yet."""
         o = self.options
         self.lm = self.length_model()
-        self.prefixes: SharedPrefixes = from_options(o.prompt, o.request.seed, self.lm)
-        self.num_turns = o.prompt.num_turns
+        self.prefixes: SharedPrefixes = from_options(o.prefix, o.request.seed, self.lm)
+        self.num_turns = o.multiturn.num_turns
         self.conv: list[dict[str, Any]] | None = None
         self.turn = 0
         self.key = 0

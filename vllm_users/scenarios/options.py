@@ -1,4 +1,5 @@
-"""The option groups of the users: the endpoint and scenario mix, and the burst scenario's cycles."""
+"""The option groups of the users: the endpoint and scenario mix, and each scenario's own settings (multi-turn,
+tools, json, burst)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from dataclasses import dataclass
 from vllm_users import option_types as T
 from vllm_users.client.responses import APIS
 from vllm_users.option_spec import BOTH, RUN, WORKER, opt
+from vllm_users.workload.schemas import COMPLEXITIES
+
+JSON_MODES = ("response_format", "structured_outputs", "guided_json")
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,32 @@ class ScenarioOptions:
         short="-f",
         metavar="FILE",
     )
+
+
+@dataclass(frozen=True)
+class MultiTurnOptions:
+    """The multi-turn scenario's conversations."""
+
+    num_turns: int = opt(4, T.pos_int, "multi-turn: turns per conversation", *BOTH)
+
+
+@dataclass(frozen=True)
+class ToolsOptions:
+    """The tools scenario's tool calls."""
+
+    tool_choice: str = opt("required", T.text, "tools: auto | required | <function name>", *BOTH)
+    tool_followup: bool = opt(False, None, "tools: send the tool result back and measure the answer", *BOTH)
+
+
+@dataclass(frozen=True)
+class JsonOptions:
+    """The json scenario's schemas and how it asks for JSON."""
+
+    schema_complexity: str = opt(
+        "mixed", T.text, "json: generated schemas' shape", *BOTH, choices=COMPLEXITIES
+    )
+    json_schema: str = opt("", T.text, "json: a JSON Schema file to use instead of generated schemas", *BOTH)
+    json_mode: str = opt("response_format", T.text, "json: how to ask for JSON", *BOTH, choices=JSON_MODES)
 
 
 @dataclass(frozen=True)

@@ -90,8 +90,8 @@ class ToolsUser(LLMUser):
         --dataset, --tokenizer, --prefix-len), with the tool instruction before the user's text."""
         o = self.options
         self.tools = make_tools(o.request.seed)
-        self.choice = (o.prompt.tool_choice or "required").strip()
-        self.followup = o.prompt.tool_followup
+        self.choice = (o.tools.tool_choice or "required").strip()
+        self.followup = o.tools.tool_followup
         self.reserve = len(INSTRUCTION.split())
         self.prompts = prompt_source(o, self.length_model(), chat=True, reserve=self.reserve)
 

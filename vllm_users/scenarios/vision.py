@@ -50,7 +50,7 @@ class VisionUser(ChatUser):
         lm = self.length_model()
         if (
             o.prompt.dataset
-            or o.prompt.prefix_len
+            or o.prefix.prefix_len
             or not (lm.exact or o.prompt.tokenizer)
             or not isinstance(lm.overhead, int)
         ):

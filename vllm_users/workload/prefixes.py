@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
-from vllm_users.workload.prompt_options import PromptOptions
+from vllm_users import option_types as T
+from vllm_users.option_spec import BOTH, opt
 from vllm_users.workload.prompts import LengthModel
 
 _PHI = 0.6180339887498949  # low-discrepancy sequence: any run of keys gets close to the asked fraction
+
+
+@dataclass(frozen=True)
+class PrefixOptions:
+    """Shared system prompts (prefix caching): how long, how often, how many distinct ones."""
+
+    prefix_len: int = opt(0, T.nonneg_int, "Shared system-prompt tokens (prefix caching)", *BOTH)
+    cache_rate: float = opt(0.0, T.fraction, "Fraction of requests that start with a shared prefix", *BOTH)
+    num_prefixes: int = opt(1, T.pos_int, "How many distinct shared prefixes (K)", *BOTH)
 
 
 class SharedPrefixes:
@@ -54,6 +65,6 @@ class SharedPrefixes:
         return self.lengths.text(self.prefix_len, random.Random(f"prefix-unique:{self.seed}:{key}"))
 
 
-def from_options(o: PromptOptions, seed: int, lengths: LengthModel | None) -> SharedPrefixes:
+def from_options(o: PrefixOptions, seed: int, lengths: LengthModel | None) -> SharedPrefixes:
     """SharedPrefixes from --prefix-len, --cache-rate, --num-prefixes and --seed."""
     return SharedPrefixes(o.prefix_len, o.cache_rate, o.num_prefixes, seed, lengths)

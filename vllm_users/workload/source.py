@@ -243,7 +243,7 @@ def prompt_source(
         base = RandomPrompts(
             input_len, o.request.output_len, o.request.range_ratio, o.request.seed, chat, lengths
         )
-    prefixes = from_options(o.prompt, o.request.seed, lengths)
+    prefixes = from_options(o.prefix, o.request.seed, lengths)
     return PrefixedPrompts(base, prefixes) if prefixes.enabled else base
 
 

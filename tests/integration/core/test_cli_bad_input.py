@@ -140,8 +140,15 @@ def test_plain_locust_checks_options_like_vllm_locust_run(
     """The option table gives Locust's parser the same checks: `locust -f` refuses what `run` refuses."""
     run = cli_bare(["run", flag, value, "--output-dir", str(tmp_path)])
     _one_line_error(run, 2, needle)
+    _same_error_from_plain_locust(run, [flag, value], needle)
+
+
+def _same_error_from_plain_locust(
+    run: subprocess.CompletedProcess[str], argv: list[str], needle: str
+) -> None:
+    """`locust -f locustfiles/chat.py --headless ARGV` ends with run's one-line error (exit 2)."""
     loc = subprocess.run(
-        [sys.executable, "-m", "locust", "-f", "locustfiles/chat.py", "--headless", flag, value],
+        [sys.executable, "-m", "locust", "-f", "locustfiles/chat.py", "--headless", *argv],
         capture_output=True,
         text=True,
         timeout=60,
@@ -149,3 +156,29 @@ def test_plain_locust_checks_options_like_vllm_locust_run(
     )
     _one_line_error(loc, 2, needle)
     assert run.stderr.split("error:", 1)[1] == loc.stderr.split("error:", 1)[1]  # the same message
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (
+            ["--ramp-up-strategy", "linear", "--num-prompts", "10"],
+            "--ramp-up-strategy needs --ramp-up-start-rps and --ramp-up-end-rps",
+        ),
+        (["--ramp-up-end-rps", "4"], "--ramp-up-start-rps/--ramp-up-end-rps need --ramp-up-strategy"),
+        (["--request-rate", "inf"], "--request-rate inf needs --num-prompts"),
+    ],
+)
+def test_plain_locust_refuses_a_bad_combination_like_vllm_locust_run(
+    argv: list[str], needle: str, tmp_path
+) -> None:
+    """Options check themselves wherever they are built: `locust -f` refuses in one line, before any load, the
+    combination `run` refuses (the rules of one group and across groups, not only each value)."""
+    run = cli_bare(["run", *argv, "--output-dir", str(tmp_path)])
+    _one_line_error(run, 2, needle)
+    nothing = (
+        f"http://127.0.0.1:{free_port()}"  # no server: a run that started would fail, not exit 2 at once
+    )
+    _same_error_from_plain_locust(
+        run, ["--host", nothing, "-u", "1", "-t", "3s", "--only-summary", *argv], needle
+    )

@@ -103,7 +103,7 @@ def test_a_poisson_schedule_is_judged_by_its_own_draw() -> None:
         ({"request_rate": float("inf")}, ["multi-turn"], []),
         ({"request_rate": float("inf")}, [], ["agent.py"]),  # user code: any number of requests per ticket
         ({"request_rate": float("inf"), "web_ui": True}, ["chat"], []),  # the rate may change live
-        ({"request_rate": float("inf"), "run_time": 60.0, "num_prompts": None}, ["chat"], []),
+        ({"request_rate": 5.0, "run_time": 60.0, "num_prompts": None}, ["chat"], []),  # a budget of time
     ],
 )
 def test_starts_the_server_decides_are_not_refused(opts: dict, scenarios: list, files: list) -> None:

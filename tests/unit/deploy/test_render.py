@@ -102,7 +102,7 @@ def test_preset_scenario_reaches_the_workers(tmp_path) -> None:
     "argv, why",
     [
         ([], "--host"),
-        (["--host", "http://v:8000", "--workers", "0"], "at least one worker pod"),
+        (["--host", "http://v:8000", "--workers", "0"], "--workers 0 needs --expect-workers"),
         (["--host", "http://v:8000", "--users", "4", "--request-rate", "5"], "give one of them"),
         (["--host", "v:8000"], "expected a URL"),
         (["--host", "http://v:8000", "--master-port", "6000"], "--master-port: the manifests set it"),

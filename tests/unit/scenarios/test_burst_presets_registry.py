@@ -115,11 +115,11 @@ def test_prefix_caching_and_moe_presets() -> None:
     a = _parse(["--preset", "prefix-caching"])
     assert (
         a.scenario.scenario == "multi-turn"
-        and a.prompt.prefix_len == 512
-        and a.outputs.sim_args == presets.SIM_DETAILS
+        and a.prefix.prefix_len == 512
+        and a.simulator.sim_args == presets.SIM_DETAILS
     )
     a = _parse(["--preset", "prefix-caching", "--host", "http://127.0.0.1:1"])
-    assert a.outputs.sim_args == ""  # a real server gets no simulator flags
+    assert a.simulator.sim_args == ""  # a real server gets no simulator flags
     a = _parse(["--preset", "moe"])
     assert parse_sweep("concurrency:" + a.capacity.concurrency_sweep).values == (1, 2, 4, 8, 16, 32, 64)
     for name in ("short-long", "long-short"):
@@ -153,6 +153,6 @@ def test_sweep_math() -> None:
 def test_preset_scenario_is_not_added_to_a_locustfile() -> None:
     a = _parse(["--preset", "prefix-caching", "-f", "mine.py"])
     # the file's users, with the preset's other defaults
-    assert not a.scenario.scenario and a.prompt.prefix_len == 512
+    assert not a.scenario.scenario and a.prefix.prefix_len == 512
     a = _parse(["--preset", "prefix-caching"])
     assert a.scenario.scenario == "multi-turn"

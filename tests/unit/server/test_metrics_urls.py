@@ -16,11 +16,11 @@ RUN_HEADERS = {"Authorization": "Bearer K", "Content-Type": "application/json"}
 
 def test_one_url_as_before() -> None:
     o = build(host="http://h:8000")
-    assert scrape_targets(o.outputs, "http://h:8000", RUN_HEADERS) == [
+    assert scrape_targets(o.scrape, "http://h:8000", RUN_HEADERS) == [
         ("http://h:8000/metrics", {"Authorization": "Bearer K"})
     ]
     one = changed(o, server_metrics=("http://prom:9090/metrics",))
-    assert scrape_target(one.outputs, "http://h:8000", RUN_HEADERS) == ("http://prom:9090/metrics", {})
+    assert scrape_target(one.scrape, "http://h:8000", RUN_HEADERS) == ("http://prom:9090/metrics", {})
     assert R.server_metrics_name(0) == R.SERVER_METRICS == "server_metrics.jsonl"
 
 
@@ -34,7 +34,7 @@ def test_several_urls_each_with_its_own_headers() -> None:
             "http://h:8000/metrics",  # named twice: sampled once
         ),
     )
-    got = scrape_targets(o.outputs, "http://h:8000", RUN_HEADERS)
+    got = scrape_targets(o.scrape, "http://h:8000", RUN_HEADERS)
     assert [u for u, _ in got] == [
         "http://h:8000/metrics",
         "http://replica-2:8000/metrics",
@@ -45,7 +45,7 @@ def test_several_urls_each_with_its_own_headers() -> None:
     assert got[2][1] == {}
     # --metrics-header goes to every URL
     mh = changed(o, metrics_header=("X-M: 1",))
-    assert all(h.get("X-M") == "1" for _, h in scrape_targets(mh.outputs, "http://h:8000", RUN_HEADERS))
+    assert all(h.get("X-M") == "1" for _, h in scrape_targets(mh.scrape, "http://h:8000", RUN_HEADERS))
 
 
 def test_flag_repeats_and_env_gives_one() -> None:

@@ -388,7 +388,7 @@ def serve(
 ) -> Exporter | None:
     """With --prometheus-port: an Exporter serving /metrics on every interface at that port; else None (also when
     the port cannot be bound: one error line, the run goes on without it)."""
-    port = options.outputs.prometheus_port
+    port = options.prometheus.prometheus_port
     if not port:
         return None
     exp = Exporter(options, env, target_rate)
