@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from vllm_users.errors import TokenizerError  # raised here; importable from here too
-from vllm_users.workload.prefixes import SharedPrefixes, from_options
+from vllm_users.workload.prefixes import PrefixOptions, SharedPrefixes, from_options
 from vllm_users.workload.prompt_ahead import ahead
 from vllm_users.workload.prompt_options import PromptOptions, RequestOptions
 from vllm_users.workload.prompts import LengthModel, Prompt, RandomPrompts, random_words, sample_len
@@ -203,6 +203,9 @@ class PromptSettings(Protocol):
 
     @property
     def prompt(self) -> PromptOptions: ...
+
+    @property
+    def prefix(self) -> PrefixOptions: ...
 
     @property
     def scenario(self) -> _Endpoint: ...
