@@ -284,9 +284,8 @@ def _vs_client(server: dict[str, Any], client: dict[str, Any]) -> dict[str, Any]
     vs: dict[str, Any] = {}
     st = server.get("ttft_ms")
     if st and client.get("mean_ttft_ms") is not None:
+        # the means only: the server's percentiles are bucket ranges, and a difference of ranges is no figure
         vs["ttft_mean_diff_ms"] = client["mean_ttft_ms"] - st["mean"]
-        vs["ttft_p50_diff_ms"] = client.get("median_ttft_ms", 0.0) - st["p50"]
-        vs["ttft_p99_diff_ms"] = client.get("p99_ttft_ms", 0.0) - st["p99"]
     gen = server.get("generation_tokens")
     if gen is not None and client.get("total_output_tokens") is not None:
         vs["generation_tokens_server"] = gen

@@ -20,8 +20,9 @@ server_counters.around_load takes the counters):
   API server's share leaves out: api_server = rest + frontend - loop lag p50 (rest - loop lag p50 without
   the frontend's figure; `api_server_from` says which).
 
-Means come from each histogram's sum and count increases and are exact; medians are interpolated inside the
-buckets' increases (Prometheus' histogram_quantile), so they are approximate. TPOT: the client's mean against the
+Means come from each histogram's sum and count increases and are exact; a median is the bucket it falls in
+(`p50_range_ms`: [lower, upper] ms, as Prometheus' histogram_quantile picks the bucket), never a point interpolated
+inside it: a histogram does not know where in its bucket the median lies. TPOT: the client's mean against the
 engine's (the first of ENGINE_TPOT the server exports, named in the block). Speculative decoding: acceptance rate
 = accepted / draft tokens, mean accepted length = 1 + accepted / drafts (the bonus token counted, as vLLM's log
 does). A component whose histogram or counter the server does not export is absent, never 0. The client's figures
@@ -30,7 +31,6 @@ cover every request of the load, --warmup and --cooldown ones too: the server's 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -39,7 +39,7 @@ import numpy as np
 
 from vllm_users.measure.columns import Columns
 from vllm_users.measure.metrics import ok_rows, rows, streamed_rows, tpots
-from vllm_users.measure.server_counters import LoadCounters, counter_delta, histogram_stats, quantile_bucket
+from vllm_users.measure.server_counters import LoadCounters, counter_delta, histogram_stats, range_text
 from vllm_users.measure.server_metric_names import (
     ENGINE_TPOT,
     ENGINE_TTFT,
@@ -71,8 +71,8 @@ WINDOW = (
     "the load: the scrape before its first request to the one after its drain (warmup and cooldown included)"
 )
 APPROXIMATE = (
-    "means from each histogram's sum/count increases (exact); p50 interpolated inside the buckets' increases "
-    "(approximate)"
+    "means from each histogram's sum/count increases (exact); p50 as the bucket it falls in (p50_range_ms: "
+    "lower and upper edge, upper null past the last finite edge)"
 )
 
 
@@ -111,22 +111,11 @@ def client_latency(c: Columns, health: Mapping[str, Any] | None) -> ClientLatenc
     )
 
 
-# a p50 whose bucket holds this share of every observation is not resolved by interpolation inside it: vLLM's
-# queue-time buckets start at 0.3 s, so a queue of 0.03 ms on average "interpolated" to a p50 of 150 ms
-UNRESOLVED_SHARE = 0.9
-
-
-def _stage(before: Mapping[str, float], after: Mapping[str, float], name: str) -> dict[str, float] | None:
+def _stage(before: Mapping[str, float], after: Mapping[str, float], name: str) -> dict[str, Any] | None:
     st = histogram_stats(dict(before), dict(after), name)
     if st is None:
         return None
-    out = {"count": st["count"], "mean_ms": st["mean"]}
-    bucket = quantile_bucket(dict(before), dict(after), name, 0.5)
-    if bucket is not None and bucket[2] >= UNRESOLVED_SHARE and not math.isinf(bucket[1]):
-        out["p50_le_ms"] = bucket[1]  # the bucket's upper edge: all that is known
-    else:
-        out["p50_ms"] = st["p50"]
-    return out
+    return {"count": st["count"], "mean_ms": st["mean"], "p50_range_ms": st["p50_range"]}
 
 
 def spec_decode(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float] | None:
@@ -244,15 +233,13 @@ def _ms(x: Any) -> str:
 
 
 def _p50(st: Mapping[str, Any]) -> str:
-    """The p50 cell: its interpolated value, or the upper edge of the one bucket that holds nearly everything."""
-    if st.get("p50_le_ms") is not None:
-        return f"<={st['p50_le_ms']:.0f}"
-    return _ms(st.get("p50_ms"))
+    """The p50 cell of a server's stage: the bucket it falls in ("5-10")."""
+    return range_text(st.get("p50_range_ms"))
 
 
 def _stage_row(label: str, st: Mapping[str, Any] | None) -> str:
     st = st or {}
-    return f"  {label:<30}{_ms(st.get('mean_ms')):>9}{_p50(st):>9}"
+    return f"  {label:<30}{_ms(st.get('mean_ms')):>9}{_p50(st):>11}"
 
 
 def _server_lines(part: Mapping[str, Any], client: Mapping[str, Any]) -> list[str]:
@@ -274,13 +261,13 @@ def _server_lines(part: Mapping[str, Any], client: Mapping[str, Any]) -> list[st
             if ttft.get("api_server_from") == FROM_CORE
             else "  less our loop lag p50"
         )
-        out.append(f"  {label:<30}{_ms(ttft['api_server_mean_ms']):>9}{'':>9}{tail}")
+        out.append(f"  {label:<30}{_ms(ttft['api_server_mean_ms']):>9}{'':>11}{tail}")
     tpot = part.get("tpot") or {}
     if "engine" in tpot:
         eng = tpot["engine"]
         ratio = tpot.get("client_over_engine")
         tail = f"  client {ratio:.2f}x" if ratio is not None else ""
-        out.append(f"  {'engine TPOT':<30}{_ms(eng.get('mean_ms')):>9}{_p50(eng):>9}{tail}")
+        out.append(f"  {'engine TPOT':<30}{_ms(eng.get('mean_ms')):>9}{_p50(eng):>11}{tail}")
     spec = part.get("spec_decode")
     if spec:
         length = spec.get("mean_accepted_length")
@@ -296,17 +283,17 @@ def breakdown_lines(block: Mapping[str, Any] | None) -> list[str]:
     if not block:
         return []
     client = block.get("client") or {}
-    out = [f"{' Where a TTFT goes (ms) ':-^{_W}}", f"  {'':<30}{'mean':>9}{'p50':>9}"]
+    out = [f"{' Where a TTFT goes (ms) ':-^{_W}}", f"  {'':<30}{'mean':>9}{'p50':>11}"]
     out.append(
-        f"  {'client TTFT':<30}{_ms(client.get('ttft_mean_ms')):>9}{_ms(client.get('ttft_p50_ms')):>9}"
+        f"  {'client TTFT':<30}{_ms(client.get('ttft_mean_ms')):>9}{_ms(client.get('ttft_p50_ms')):>11}"
     )
     out.append(
-        f"  {'client TPOT':<30}{_ms(client.get('tpot_mean_ms')):>9}{_ms(client.get('tpot_p50_ms')):>9}"
+        f"  {'client TPOT':<30}{_ms(client.get('tpot_mean_ms')):>9}{_ms(client.get('tpot_p50_ms')):>11}"
     )
     if client.get("loop_lag_p50_ms") is not None:
         out.append(
             f"  {'our loop lag p50 / p99':<30}{_ms(client['loop_lag_p50_ms']):>9}"
-            f"{_ms(client.get('loop_lag_p99_ms')):>9}"
+            f"{_ms(client.get('loop_lag_p99_ms')):>11}"
         )
     servers = block.get("servers") or []
     for s in servers:
@@ -315,5 +302,5 @@ def breakdown_lines(block: Mapping[str, Any] | None) -> list[str]:
     if block.get("combined"):
         out.append("all servers together:")
         out.extend(_server_lines(block["combined"], client))
-    out.append("  (engine p50s interpolated in histogram buckets: approximate)")
+    out.append("  (engine p50: the histogram bucket it falls in; engine means exact)")
     return out
