@@ -131,7 +131,11 @@ class Report:
             ),
             ("server_running_max", "Running requests max / mean", lambda s, r: _pair(s, "running")),
             ("server_waiting_max", "Waiting requests max / mean", lambda s, r: _pair(s, "waiting")),
-            ("server_ttft", "TTFT server p50 / p99 (ms, the buckets they fall in)", lambda s, r: _hist(s, "ttft_ms")),
+            (
+                "server_ttft",
+                "TTFT server p50 / p99 (ms, the buckets they fall in)",
+                lambda s, r: _hist(s, "ttft_ms"),
+            ),
             (
                 "client_ttft",
                 "TTFT client p50 / p99 (ms)",

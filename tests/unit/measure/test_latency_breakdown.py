@@ -22,6 +22,7 @@ from vllm_users.measure.latency_breakdown import (
     primary,
     server_part,
     spec_decode,
+    url_rows,
 )
 from vllm_users.measure.run_result import RunResult
 from vllm_users.measure.server_counters import LoadCounters, parse_metrics
@@ -117,7 +118,9 @@ def test_absent_parts_are_absent_never_zero() -> None:
     only_queue = parse_metrics(hist(QUEUE, [("0.1", 3), ("+Inf", 3)], 0.15))
     part = server_part({}, only_queue, CLIENT)
     # every observation in one bucket: that bucket is all that is known of the p50
-    assert part == {"ttft": {"queue": {"count": 3.0, "mean_ms": pytest.approx(50.0), "p50_range_ms": [0.0, 100.0]}}}
+    assert part == {
+        "ttft": {"queue": {"count": 3.0, "mean_ms": pytest.approx(50.0), "p50_range_ms": [0.0, 100.0]}}
+    }
     # no engine TTFT: no rest; no TPOT histogram: no tpot; no spec counters: no spec_decode
     assert server_part({}, {}, CLIENT) == {}
     # the client's loop lag unknown: the rest stays, the API server's part (which needs it) does not
@@ -247,7 +250,7 @@ def test_around_load_more_scrapes_each_further_url_with_its_headers(tmp_path, mo
 
 def test_master_adds_the_block_from_every_url(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     with open(os.path.join(tmp_path, "records.jsonl"), "w") as fh:
-        fh.write(rec(1.0, [400, 420], 2).to_json() + "\n")
+        fh.write(rec(1.0, [400, 420], 2, host="a:80").to_json() + "\n")  # a fleet: the record names its host
     with open(os.path.join(tmp_path, server_metrics_name(1)), "w") as fh:
         fh.write(json.dumps({"t": 1.0, "v": {}, "url": "http://b/metrics"}) + "\n")
     monkeypatch.setattr(server_scrape, "scrape", lambda url, timeout=5.0, headers=None: AFTER)
@@ -258,7 +261,10 @@ def test_master_adds_the_block_from_every_url(tmp_path, monkeypatch) -> None:  #
     assert block is not None
     assert [s["url"] for s in block["servers"]] == ["http://a/metrics", "http://b/metrics"]
     assert block["client"]["ttft_mean_ms"] == pytest.approx(400.0)
-    assert block["servers"][0]["ttft"]["rest_mean_ms"] == pytest.approx(150.0)
+    assert block["servers"][0]["ttft"]["rest_mean_ms"] == pytest.approx(150.0)  # a answered the one request
+    assert (
+        block["servers"][1]["client"]["requests"] == 0 and "rest_mean_ms" not in block["servers"][1]["ttft"]
+    )
     # without any scrape around the load: no block at all
     empty = tmp_path / "none"
     empty.mkdir()
@@ -293,3 +299,47 @@ def test_the_console_shows_an_engine_p50_as_its_bucket() -> None:
     row = next(line for line in lines if line.strip().startswith("engine TPOT"))
     assert row.split()[2:4] == ["6.2", "5-10"]  # the mean (exact), then the bucket: no interpolated "7.5"
     assert not any("interpolat" in line for line in lines)
+
+
+def test_each_server_is_compared_with_the_requests_it_answered() -> None:
+    """Two replicas, one twice as slow per token: each one's engine TPOT against the client's TPOT over the requests
+    it answered, not against the whole client's mean (which read "client 0.44x" for a replica that was not)."""
+    fast = rec(1.0, [100, 110, 120, 130], 4, host="a:8000")  # TPOT 10 ms
+    slow = rec(2.0, [100, 130, 160, 190], 4, host="b:8000")  # TPOT 30 ms
+    c = columns_from_records([fast, fast, slow, slow])
+    urls = ("http://a:8000/metrics", "http://b:8000/metrics")
+    assert [url_rows(c, u).tolist() for u in urls] == [[0, 1], [2, 3]]
+    assert url_rows(c, "http://router:9000/metrics").tolist() == []  # no request went there
+    assert url_rows(columns_from_records([rec(1.0, [100], 1)]), urls[0]) is None  # one endpoint: cannot tell
+    engine_tpot = [0.01, 0.03]  # each engine's TPOT is its client's: a ratio of 1.00 on both
+    loads = [
+        LoadCounters(u, {}, parse_metrics(hist(REQ_TPOT, [("0.05", 2), ("+Inf", 2)], 2 * t)))
+        for u, t in zip(urls, engine_tpot, strict=True)
+    ]
+    whole = client_latency(c, None)
+    own = [client_latency(c, None, url_rows(c, u)) for u in urls]
+    block = latency_breakdown(loads, whole, own)
+    assert [s["tpot"]["client_over_engine"] for s in block["servers"]] == pytest.approx([1.0, 1.0])
+    assert [s["client"]["requests"] for s in block["servers"]] == [2, 2]
+    assert block["combined"]["tpot"]["client_over_engine"] == pytest.approx(1.0)  # 20 ms over 20 ms
+    lines = breakdown_lines(block)
+    assert sum("client 1.00x" in line for line in lines) == 3 and "its 2 requests: TPOT" in "\n".join(lines)
+    # several URLs whose requests the records cannot tell apart: no ratio, rather than one over the wrong requests
+    blind = latency_breakdown(loads, whole)
+    assert all("client_over_engine" not in s["tpot"] and "client" not in s for s in blind["servers"])
+    assert "which requests it answered is unknown" in "\n".join(breakdown_lines(blind))
+
+
+def test_a_replica_url_takes_the_requests_that_replica_answered() -> None:
+    recs = [rec(1.0 + k, [100, 110], 2, replica=str(k % 3)) for k in range(6)]
+    c = columns_from_records(recs)
+    assert url_rows(c, "http://s:8000/metrics?replica=1").tolist() == [1, 4]
+    assert url_rows(c, "http://s:8000/metrics?replica=7").tolist() == []
+    assert url_rows(c, "http://s:8000/metrics") is None  # the whole server's page: not one replica's share
+    assert url_rows(c, "http://s:8000/metrics", "http://s:8000").tolist() == list(
+        range(6)
+    )  # the one --host's
+    assert url_rows(c, "http://t:8000/metrics", "http://s:8000") is None  # another server's page
+    assert url_rows(c, "http://s:8000/metrics?replica=2", "http://s:8000").tolist() == [2, 5]
+    no_header = columns_from_records([rec(1.0, [100, 110], 2)])
+    assert url_rows(no_header, "http://s:8000/metrics?replica=1") is None
