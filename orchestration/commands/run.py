@@ -246,12 +246,24 @@ def _trace_options(a: Options) -> Options:
     return changed(a, scenario="trace")
 
 
+def check_sim_args(a: Options) -> None:
+    """UsageError naming what is wrong with --sim-args when the run starts the embedded simulator (no --host)."""
+    from vllm_sim.config import args_problem
+
+    if a.server.host or not a.outputs.sim_args:
+        return
+    problem = args_problem(a.outputs.sim_args.split())
+    if problem:
+        raise C.UsageError(f"--sim-args: {problem}")  # not the text itself: it may hold --api-key
+
+
 def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None) -> int:
     """Execute `vllm-locust run`; returns the exit code (UsageError on bad options). `watch` (--find-max-rate's
     steps) reads the progress and names a reason to stop the run early."""
     a = with_twin(a)  # the embedded simulator (of one run, or shared by a multi-run's steps) reads it
     # a file in the way or no permission: one line, exit 2, before anything runs
     R.check_writable(a.outputs.output_dir)
+    check_sim_args(a)
     code = multi_run(a, run, lambda o: validate(o)[0])  # --find-max-rate, --sweep, --repeats: several runs
     if code is not None:
         return code
