@@ -15,7 +15,7 @@ from typing import Any
 
 from orchestration.capacity.flags import validate as capacity_validate
 from orchestration.capacity.run_hooks import multi_run
-from orchestration.capacity.steps import check_twin, embedded_simulator, with_twin
+from orchestration.capacity.steps import check_twin, embedded_simulator, simulator_args, with_twin
 from orchestration.commands import reported
 from orchestration.launch.launcher import header_dict, launch, say
 from orchestration.server.preflight import (
@@ -257,6 +257,20 @@ def check_sim_args(a: Options) -> None:
         raise C.UsageError(f"--sim-args: {problem}")  # not the text itself: it may hold --api-key
 
 
+def with_sim_replicas(a: Options) -> Options:
+    """A run that starts the simulator with --replicas N > 1 (or a twin of several) reads who answered each request
+    from the simulator's own header, unless --replica-header names another: it started the replicas, so their
+    per-replica table needs no flag."""
+    if a.server.host or a.server.replica_header:
+        return a
+    from vllm_sim.config import parse_config
+    from vllm_sim.replicas import REPLICA_HEADER
+
+    if parse_config(simulator_args(a)).replicas < 2:
+        return a
+    return changed(a, replica_header=REPLICA_HEADER)
+
+
 def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None) -> int:
     """Execute `vllm-locust run`; returns the exit code (UsageError on bad options). `watch` (--find-max-rate's
     steps) reads the progress and names a reason to stop the run early."""
@@ -264,6 +278,7 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
     # a file in the way or no permission: one line, exit 2, before anything runs
     R.check_writable(a.outputs.output_dir)
     check_sim_args(a)
+    a = with_sim_replicas(a)
     code = multi_run(a, run, lambda o: validate(o)[0])  # --find-max-rate, --sweep, --repeats: several runs
     if code is not None:
         return code

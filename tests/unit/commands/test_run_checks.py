@@ -140,3 +140,18 @@ def test_a_run_without_result_on_a_full_disk_says_the_disk_is_full(tmp_path: Pat
     monkeypatch.setattr(shutil, "disk_usage", lambda _p: shutil._ntuple_diskusage(100, 100, 0))  # type: ignore[attr-defined]
     line = launcher.no_result_line(str(tmp_path), 1)
     assert line.startswith(f"the disk holding {tmp_path} is full (0 bytes free)")
+
+
+def test_a_run_that_starts_simulator_replicas_reads_their_header() -> None:
+    """--sim-args "--replicas 3" gave no per-replica table unless --replica-header x-sim-replica was also given:
+    the run started the replicas, so it reads their header itself."""
+    from orchestration.commands.run import with_sim_replicas
+
+    def header(**kw: object) -> str:
+        return with_sim_replicas(build(**kw)).server.replica_header
+
+    assert header(sim_args="--replicas 3") == "x-sim-replica"
+    assert header(sim_args="--replicas 3 --router prefix") == "x-sim-replica"
+    assert header(sim_args="--replicas 1") == "" and header() == ""  # one engine sends no such header
+    assert header(sim_args="--replicas 3", replica_header="x-mine") == "x-mine"  # the user's choice stays
+    assert header(sim_args="--replicas 3", host="http://127.0.0.1:8000") == ""  # not ours: not known
