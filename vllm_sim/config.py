@@ -268,6 +268,25 @@ def parse_config(argv: list[str] | None = None, env: Mapping[str, str] | None = 
     return cfg
 
 
+def args_problem(argv: list[str]) -> str | None:
+    """What is wrong with the simulator flags `argv`, in argparse's one line ("unrecognized arguments: --x"),
+    without starting anything; None when they parse and validate. A caller that starts the simulator (another
+    process) says it before, rather than a timeout wrapped around the usage text."""
+    import contextlib
+    import io
+
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said), contextlib.redirect_stdout(io.StringIO()):
+            parse_config(argv)
+    except SystemExit as e:
+        if not e.code:  # --help: it prints and exits, it sets nothing
+            return "--help asks for the simulator's flags (vllm-locust sim --help); it sets nothing"
+        lines = [ln for ln in said.getvalue().splitlines() if ln.strip()]
+        return lines[-1].split(": error: ", 1)[-1] if lines else f"exit {e.code}"
+    return None
+
+
 def _apply_twin(parser: argparse.ArgumentParser, argv: list[str] | None) -> None:
     """With --twin FILE, the profile's constants become the defaults (flags given beside it still win); a profile
     that cannot be used is one line on stderr and exit 2."""

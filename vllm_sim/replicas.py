@@ -26,7 +26,9 @@ from .metrics import FastHistogram, SimStats
 from .request import SimRequest
 from .stream import Stream
 
-__all__ = ["ReplicaSet", "merge_stats"]
+__all__ = ["REPLICA_HEADER", "ReplicaSet", "merge_stats"]
+
+REPLICA_HEADER = "x-sim-replica"  # every response an engine of several served names its replica here
 
 _SUMMED = (
     "running",

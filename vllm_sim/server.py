@@ -24,7 +24,7 @@ from .engine import BatchingEngine, FixedEngine, MoeRouter
 from .faults import HEADER, Fault, apply_quirks, draw_fault, global_rates, parse_fault
 from .http import Connection, HttpRequest
 from .metrics import SimStats, make_registry, render
-from .replicas import ReplicaSet
+from .replicas import REPLICA_HEADER, ReplicaSet
 from .request import ApiError, build_plan, error_body, parse_request
 from .stream import Stream
 from .wire import VERSION
@@ -392,7 +392,7 @@ class SimServer:
         )
         if replica >= 0:
             s.replica = replica
-            s.headers = [("x-sim-replica", str(replica))]
+            s.headers = [(REPLICA_HEADER, str(replica))]
         if self.api is not None:
             self.api.request(proc, sreq.prompt_tokens, self._enter, conn, s, True)
             return

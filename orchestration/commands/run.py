@@ -15,7 +15,7 @@ from typing import Any
 
 from orchestration.capacity.flags import settle
 from orchestration.capacity.run_hooks import multi_run
-from orchestration.capacity.steps import check_twin, embedded_simulator, with_twin
+from orchestration.capacity.steps import check_twin, embedded_simulator, simulator_args, with_twin
 from orchestration.commands import reported
 from orchestration.launch.launcher import header_dict, launch, say
 from orchestration.server.preflight import (
@@ -33,6 +33,7 @@ from vllm_users.client import tls
 from vllm_users.client.endpoints import fleet_connection, primary_host
 from vllm_users.errors import PreflightError
 from vllm_users.measure.run_result import result_path
+from vllm_users.model_mix import parse_mix as parse_model_mix
 from vllm_users.options import RUN, Options, changed, env_api_key
 from vllm_users.scenarios.registry import (
     SCHEDULED_STARTS,
@@ -231,12 +232,57 @@ def _trace_options(a: Options) -> Options:
     return changed(a, scenario="trace")
 
 
+def check_sim_args(a: Options) -> None:
+    """UsageError naming what is wrong with --sim-args when the run starts the embedded simulator (no --host)."""
+    from vllm_sim.config import args_problem
+
+    if a.server.host or not a.outputs.sim_args:
+        return
+    problem = args_problem(a.outputs.sim_args.split())
+    if problem:
+        raise C.UsageError(f"--sim-args: {problem}")  # not the text itself: it may hold --api-key
+
+
+def with_sim_model(a: Options) -> Options:
+    """The embedded simulator serves the run's --model (a mix's first name) unless --sim-args names its own: a run
+    that starts the simulator would otherwise fail its preflight on any --model but the simulator's default."""
+    if a.server.host or not a.server.model:
+        return a
+    tokens = (a.outputs.sim_args or "").split()
+    if any(t == "--model" or t.startswith("--model=") for t in tokens):
+        return a
+    try:
+        mix = parse_model_mix(a.server.model)
+    except ValueError:  # said in one line by the options' own check
+        return a
+    if mix is None:
+        return a
+    return changed(a, sim_args=" ".join(["--model", mix.base, *tokens]))
+
+
+def with_sim_replicas(a: Options) -> Options:
+    """A run that starts the simulator with --replicas N > 1 (or a twin of several) reads who answered each request
+    from the simulator's own header, unless --replica-header names another: it started the replicas, so their
+    per-replica table needs no flag."""
+    if a.server.host or a.server.replica_header:
+        return a
+    from vllm_sim.config import parse_config
+    from vllm_sim.replicas import REPLICA_HEADER
+
+    if parse_config(simulator_args(a)).replicas < 2:
+        return a
+    return changed(a, replica_header=REPLICA_HEADER)
+
+
 def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None) -> int:
     """Execute `vllm-locust run`; returns the exit code (UsageError on bad options). `watch` (--find-max-rate's
     steps) reads the progress and names a reason to stop the run early."""
     a = with_twin(a)  # the embedded simulator (of one run, or shared by a multi-run's steps) reads it
     # a file in the way or no permission: one line, exit 2, before anything runs
     R.check_writable(a.outputs.output_dir)
+    a = with_sim_model(a)
+    check_sim_args(a)
+    a = with_sim_replicas(a)
     code = multi_run(a, run, lambda o: validate(o)[0])  # --find-max-rate, --sweep, --repeats: several runs
     if code is not None:
         return code

@@ -33,6 +33,7 @@ __all__ = [
     "CLUSTER_OWNED",
     "MANIFESTS",
     "METRICS_PORT",
+    "NO_IMAGE",
     "main",
     "render",
     "render_parser",
@@ -87,7 +88,10 @@ def render_parser() -> argparse.ArgumentParser:
         "-o", "--out", default="vllm-locust-k8s", help="Directory to write (default ./vllm-locust-k8s)"
     )
     p.add_argument(
-        "--image", default="vllm-locust:latest", help="The image with vllm-locust (docker/Dockerfile)"
+        "--image",
+        default="",
+        help="The image with vllm-locust (docker/Dockerfile) that the cluster pulls, e.g. "
+        "registry.example.com/vllm-locust:0.1 (required)",
     )
     p.add_argument(
         "--namespace", default="vllm-locust", help="Namespace of the Jobs (created by the manifests)"
@@ -133,6 +137,10 @@ def refuse_credentials(o: Options) -> None:
                 )
 
 
+NO_IMAGE = (
+    "--image: name the image your cluster pulls, built from docker/Dockerfile and pushed (e.g. --image "
+    "registry.example.com/vllm-locust:0.1; a kind cluster: kind load docker-image and that tag)"
+)
 SECRET_HINT = (
     "the API key (Secret vllm-locust-api-key, key api-key) or the header (Secret vllm-locust-header, key "
     "header: 'NAME: VALUE'; docs/kubernetes.md)"
@@ -152,6 +160,10 @@ def render(given: Options, a: Options, r: argparse.Namespace) -> dict[str, str]:
     cluster."""
     if not a.server.host:
         raise C.UsageError("--host: the cluster needs the target server's URL, e.g. http://vllm.default:8000")
+    if (
+        not r.image
+    ):  # no registry serves a default name: the pods would sit in ImagePullBackOff, far from the cause
+        raise C.UsageError(NO_IMAGE)
     owned = [d for d in sorted(WIRING) if option_value(a, d) != DEFAULTS[d]]
     if owned:
         raise C.UsageError(

@@ -282,12 +282,19 @@ def _wait(
     a: Options, master: subprocess.Popen[bytes], run_dir: str, watch: Any, on_result: Any = None
 ) -> bool:
     """Wait for the master, printing progress; forward Ctrl-C/SIGTERM so results get written.
-    `on_result` (web UI) is called once when the result file appears while the master keeps running."""
-    interrupted = False
+    `on_result` (web UI) is called once when the result file appears while the master keeps running. True when a
+    signal cut the run short; a signal after the result was written (the web UI kept up to look at it) only ends
+    the master, and the run stays a clean one: no interrupted.json beside its exit 0."""
+    interrupted = signalled = False
 
     def stop(signum: int, _frame: Any) -> None:
-        nonlocal interrupted
-        if not interrupted:
+        nonlocal interrupted, signalled
+        if signalled:
+            return
+        signalled = True
+        if os.path.exists(result_path(run_dir)):
+            print("\nvllm-locust: ending the web UI (the run's results are written)", flush=True)
+        else:
             interrupted = True
             try:  # the master records which signal stopped the run (it gets SIGTERM whichever we got)
                 atomic_json(R.path(run_dir, R.INTERRUPTED), {"signal": signal.Signals(signum).name})
@@ -297,7 +304,7 @@ def _wait(
                 "\nvllm-locust: stopping (in-flight streams get --stop-timeout); writing results...",
                 flush=True,
             )
-            master.send_signal(signal.SIGTERM)
+        master.send_signal(signal.SIGTERM)
 
     old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     last = ""
@@ -306,7 +313,7 @@ def _wait(
     try:
         while master.poll() is None:
             time.sleep(0.5)
-            if on_result is not None and not interrupted and os.path.exists(result_path(run_dir)):
+            if on_result is not None and not signalled and os.path.exists(result_path(run_dir)):
                 on_result()
                 on_result = None
             if watch is not None and not stopped_early:
@@ -320,7 +327,7 @@ def _wait(
             if line and line != last and not a.outputs.quiet:
                 print(line, flush=True)
                 last = line
-        if interrupted:  # the master drains, stops --profile's profiler (traces take minutes on CPU), writes
+        if signalled:  # the master drains, stops --profile's profiler (traces take minutes on CPU), writes
             master.wait(
                 timeout=a.measure.stop_timeout + 60 + (PROFILE_STOP_TIMEOUT_S if a.capacity.profile else 0)
             )

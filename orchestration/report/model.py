@@ -13,6 +13,7 @@ from orchestration.report.diagnose import Finding, diagnose
 from orchestration.report.findings import FindingGroup, group_findings, problems
 from orchestration.report.postprocess import RunData
 from vllm_users.measure import metric_keys as K
+from vllm_users.measure.server_counters import range_text
 
 # (result key, label, format) of the summary table, from the metrics' declaration (metric_keys); the
 # HTML/Markdown/PDF tables all use these lists. Between the head and the tail: each latency metric's mean, median
@@ -99,7 +100,11 @@ class Report:
             ),
             ("server_running_max", "Running requests max / mean", lambda s, r: _pair(s, "running")),
             ("server_waiting_max", "Waiting requests max / mean", lambda s, r: _pair(s, "waiting")),
-            ("server_ttft", "TTFT server p50 / p99 (ms, from its buckets)", lambda s, r: _hist(s, "ttft_ms")),
+            (
+                "server_ttft",
+                "TTFT server p50 / p99 (ms, the buckets they fall in)",
+                lambda s, r: _hist(s, "ttft_ms"),
+            ),
             (
                 "client_ttft",
                 "TTFT client p50 / p99 (ms)",
@@ -112,7 +117,7 @@ class Report:
             ),
             (
                 "server_queue_time",
-                "Queue time server p50 / p99 (ms, from its buckets)",
+                "Queue time server p50 / p99 (ms, the buckets they fall in)",
                 lambda s, r: _hist(s, "queue_time_ms"),
             ),
             (
@@ -213,8 +218,11 @@ def _pair(s: dict[str, Any], key: str) -> str:
 
 
 def _hist(s: dict[str, Any], key: str) -> str:
+    """A server histogram's p50 / p99 cell: the buckets they fall in ("5-10 / 25-50"), never an interpolated point."""
     h = s.get(key) or {}
-    return f"{fmt(h.get('p50'), '.2f')} / {fmt(h.get('p99'), '.2f')}"
+    if not h.get("p50_range"):
+        return "n/a / n/a"
+    return f"{range_text(h.get('p50_range'))} / {range_text(h.get('p99_range'))}"
 
 
 def build_report(runs: Sequence[RunData], failed_inputs: Sequence[str] = ()) -> Report:

@@ -285,9 +285,8 @@ def _vs_client(server: dict[str, Any], client: dict[str, Any]) -> dict[str, Any]
     vs: dict[str, Any] = {}
     st = server.get("ttft_ms")
     if st and client.get(K.TTFT.key("mean")) is not None:
+        # the means only: the server's percentiles are bucket ranges, and a difference of ranges is no figure
         vs["ttft_mean_diff_ms"] = client[K.TTFT.key("mean")] - st["mean"]
-        vs["ttft_p50_diff_ms"] = client.get(K.TTFT.key("median"), 0.0) - st["p50"]
-        vs["ttft_p99_diff_ms"] = client.get(K.TTFT.p(99), 0.0) - st["p99"]
     gen = server.get("generation_tokens")
     if gen is not None and client.get(K.TOTAL_OUTPUT_TOKENS) is not None:
         vs["generation_tokens_server"] = gen

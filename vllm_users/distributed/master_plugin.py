@@ -354,12 +354,15 @@ class MasterPlugin:
             clients = list(runner.clients.values())
             missing = {c.id for c in clients if c.state == STATE_MISSING}
             self.collector.mark_unanswering({c.id for c in clients}, missing, now)
-            gone = self.collector.all_silent(ABANDON_RUN_S, now)
+            gone = self.collector.none_left(ABANDON_RUN_S, now)
             # (drained too: Locust stops the test itself when its last worker goes missing, and a headless run
             # must still quit; --run-time's clock is ours, so Locust's own timer will not quit it)
-            if self.collector.workers and not self.collector.live() and gone and not self._all_done():
-                log.error("vllm-locust: no live worker left; stopping the run")
-                gevent.spawn(self._finish_run)
+            if gone and not self._all_done():
+                if gone == "lost":
+                    log.error("vllm-locust: no live worker left; stopping the run")
+                # "ended": every worker sent its final batch after a stop (--run-time, a burst's end, the UI's
+                # button): a normal end, which an ERROR would flag on the web UI's Logs tab
+                gevent.spawn(self._finish_run, "" if gone == "lost" else "every worker sent its final batch")
                 return
 
     def _write_failure(self) -> str | None:

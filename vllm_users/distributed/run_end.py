@@ -134,15 +134,19 @@ def metrics_headers_more() -> dict[str, dict[str, str]]:
 
 def with_latency_breakdown(res: RunResult, results_dir: str, counters: LoadCounters | None) -> RunResult:
     """latency_breakdown: where the client's TTFT goes, from each scraped server's histograms over the load
-    (`counters`: the first URL's, then every further --server-metrics URL's); unchanged without a scrape."""
-    from vllm_users.measure.latency_breakdown import client_latency, latency_breakdown
+    (`counters`: the first URL's, then every further --server-metrics URL's), each against the client's figures
+    over the requests that server answered where the records tell; unchanged without a scrape."""
+    from vllm_users.measure.latency_breakdown import client_latency, latency_breakdown, url_rows
     from vllm_users.measure.records_store import load_columns
 
     loads = [counters] if counters is not None else []
     loads += around_load_more(results_dir, headers=metrics_headers_more())
     if not loads:
         return res
-    block = latency_breakdown(loads, client_latency(load_columns(results_dir), res.client_health))
+    c, health = load_columns(results_dir), res.client_health
+    host = str(res.meta.get("host") or "")
+    own = [None if (i := url_rows(c, ld.url, host)) is None else client_latency(c, health, i) for ld in loads]
+    block = latency_breakdown(loads, client_latency(c, health), own)
     return res if block is None else res.replace(latency_breakdown=block)
 
 

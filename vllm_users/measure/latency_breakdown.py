@@ -20,9 +20,13 @@ server_counters.around_load takes the counters):
   API server's share leaves out: api_server = rest + frontend - loop lag p50 (rest - loop lag p50 without
   the frontend's figure; `api_server_from` says which).
 
-Means come from each histogram's sum and count increases and are exact; medians are interpolated inside the
-buckets' increases (Prometheus' histogram_quantile), so they are approximate. TPOT: the client's mean against the
-engine's (the first of ENGINE_TPOT the server exports, named in the block). Speculative decoding: acceptance rate
+Means come from each histogram's sum and count increases and are exact; a median is the bucket it falls in
+(`p50_range_ms`: [lower, upper] ms, as Prometheus' histogram_quantile picks the bucket), never a point interpolated
+inside it: a histogram does not know where in its bucket the median lies. TPOT: the client's mean against the
+engine's (the first of ENGINE_TPOT the server exports, named in the block). With several URLs each server's rest and
+ratios are over the client's requests that server answered (`url_rows`: sent to its host:port, or named by its
+`?replica=N` and the records' --replica-header), under its own `client`; a URL the records cannot tell apart has
+no ratio at all, never one over another server's requests. Speculative decoding: acceptance rate
 = accepted / draft tokens, mean accepted length = 1 + accepted / drafts (the bonus token counted, as vLLM's log
 does). A component whose histogram or counter the server does not export is absent, never 0. The client's figures
 cover every request of the load, --warmup and --cooldown ones too: the server's window counts them as well.
@@ -30,16 +34,17 @@ cover every request of the load, --warmup and --cooldown ones too: the server's 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 
 from vllm_users.measure.columns import Columns
+from vllm_users.measure.groups import rows_by
 from vllm_users.measure.metrics import ok_rows, rows, streamed_rows, tpots
-from vllm_users.measure.server_counters import LoadCounters, counter_delta, histogram_stats, quantile_bucket
+from vllm_users.measure.server_counters import LoadCounters, counter_delta, histogram_stats, range_text
 from vllm_users.measure.server_metric_names import (
     ENGINE_TPOT,
     ENGINE_TTFT,
@@ -63,6 +68,7 @@ __all__ = [
     "primary",
     "server_part",
     "spec_decode",
+    "url_rows",
 ]
 
 FROM_CORE = "client TTFT - queue - prefill (the engine core's stamps) - our loop lag p50"
@@ -71,8 +77,8 @@ WINDOW = (
     "the load: the scrape before its first request to the one after its drain (warmup and cooldown included)"
 )
 APPROXIMATE = (
-    "means from each histogram's sum/count increases (exact); p50 interpolated inside the buckets' increases "
-    "(approximate)"
+    "means from each histogram's sum/count increases (exact); p50 as the bucket it falls in (p50_range_ms: "
+    "lower and upper edge, upper null past the last finite edge)"
 )
 
 
@@ -89,9 +95,12 @@ class ClientLatency:
     loop_lag_p99_ms: float | None = None
 
 
-def client_latency(c: Columns, health: Mapping[str, Any] | None) -> ClientLatency:
-    """The client's TTFT and TPOT over every row of `c` (the load's records) and its loop lag from `health`."""
-    st = streamed_rows(c, ok_rows(c, rows(c)))
+def client_latency(
+    c: Columns, health: Mapping[str, Any] | None, idx: np.ndarray | None = None
+) -> ClientLatency:
+    """The client's TTFT and TPOT over the rows `idx` of `c` (every row, the load's records, when None) and its
+    loop lag from `health`."""
+    st = streamed_rows(c, ok_rows(c, rows(c, idx)))
     ttft = c.first_chunk(st).astype(np.float64) / 1e3
     tpot = tpots(c, st)[0] * 1e3
     workers = list(((health or {}).get("workers") or {}).values())
@@ -111,22 +120,39 @@ def client_latency(c: Columns, health: Mapping[str, Any] | None) -> ClientLatenc
     )
 
 
-# a p50 whose bucket holds this share of every observation is not resolved by interpolation inside it: vLLM's
-# queue-time buckets start at 0.3 s, so a queue of 0.03 ms on average "interpolated" to a p50 of 150 ms
-UNRESOLVED_SHARE = 0.9
-
-
-def _stage(before: Mapping[str, float], after: Mapping[str, float], name: str) -> dict[str, float] | None:
+def _stage(before: Mapping[str, float], after: Mapping[str, float], name: str) -> dict[str, Any] | None:
     st = histogram_stats(dict(before), dict(after), name)
     if st is None:
         return None
-    out = {"count": st["count"], "mean_ms": st["mean"]}
-    bucket = quantile_bucket(dict(before), dict(after), name, 0.5)
-    if bucket is not None and bucket[2] >= UNRESOLVED_SHARE and not math.isinf(bucket[1]):
-        out["p50_le_ms"] = bucket[1]  # the bucket's upper edge: all that is known
-    else:
-        out["p50_ms"] = st["p50"]
-    return out
+    return {"count": st["count"], "mean_ms": st["mean"], "p50_range_ms": st["p50_range"]}
+
+
+def _host_port(url: str) -> str:
+    """A URL's host:port as records name an endpoint (the scheme's default port spelt out)."""
+    p = urlsplit(url)
+    host = p.hostname or ""
+    port = p.port or (443 if p.scheme == "https" else 80)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def url_rows(c: Columns, url: str, host: str = "") -> np.ndarray | None:
+    """The rows of `c` that the server behind the /metrics `url` answered: with several --host URLs, those sent to
+    its host:port; with one, every row when `url` is on the run's `host`; of those, with `?replica=N` and records
+    that name their replica, the ones replica N answered. None when the records cannot tell (a /metrics elsewhere
+    than the one --host, no replica to match)."""
+    idx, known = rows(c), False
+    where = _host_port(url)
+    hosts = rows_by(c, idx, "host")
+    if hosts:
+        mine = [v for k, v in hosts.items() if k.split("/", 1)[0] == where]
+        idx, known = (np.sort(np.concatenate(mine)) if mine else idx[:0]), True
+    elif host and "," not in host and not host.startswith("@"):
+        known = _host_port(host) == where
+    replica = parse_qs(urlsplit(url).query).get("replica")
+    if replica and rows_by(c, rows(c), "replica"):
+        picked: np.ndarray = rows_by(c, idx, "replica").get(replica[0], np.empty(0, dtype=np.int64))
+        return picked
+    return idx if known else None
 
 
 def spec_decode(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float] | None:
@@ -204,12 +230,30 @@ def _increases(load: LoadCounters) -> dict[str, float]:
     return out
 
 
-def latency_breakdown(loads: Sequence[LoadCounters], client: ClientLatency) -> dict[str, Any] | None:
+UNATTRIBUTED = ClientLatency(
+    requests=0, ttft_mean_ms=None, ttft_p50_ms=None, tpot_mean_ms=None, tpot_p50_ms=None
+)
+
+
+def latency_breakdown(
+    loads: Sequence[LoadCounters],
+    client: ClientLatency,
+    own: Sequence[ClientLatency | None] = (),
+) -> dict[str, Any] | None:
     """result.json's `latency_breakdown`: the client's figures and one entry per scraped URL (their sum as
-    `combined` when there are several); None without any scrape around the load."""
+    `combined` when there are several); None without any scrape around the load. `own[i]`: the client's figures
+    over the requests the i-th URL's server answered (url_rows), under that server's `client`; a URL of several
+    without them gets no rest and no ratio, never the whole client's against one server's engine."""
     if not loads:
         return None
-    servers = [{"url": ld.url, **server_part(ld.before, ld.after, client)} for ld in loads]
+    servers = []
+    for i, ld in enumerate(loads):
+        mine = own[i] if i < len(own) else None
+        versus = mine if mine is not None else (client if len(loads) == 1 else UNATTRIBUTED)
+        entry: dict[str, Any] = {"url": ld.url, **server_part(ld.before, ld.after, versus)}
+        if mine is not None and len(loads) > 1:
+            entry["client"] = {k: v for k, v in asdict(mine).items() if v is not None}
+        servers.append(entry)
     out: dict[str, Any] = {
         "window": WINDOW,
         "note": APPROXIMATE,
@@ -244,19 +288,31 @@ def _ms(x: Any) -> str:
 
 
 def _p50(st: Mapping[str, Any]) -> str:
-    """The p50 cell: its interpolated value, or the upper edge of the one bucket that holds nearly everything."""
-    if st.get("p50_le_ms") is not None:
-        return f"<={st['p50_le_ms']:.0f}"
-    return _ms(st.get("p50_ms"))
+    """The p50 cell of a server's stage: the bucket it falls in ("5-10")."""
+    return range_text(st.get("p50_range_ms"))
 
 
 def _stage_row(label: str, st: Mapping[str, Any] | None) -> str:
     st = st or {}
-    return f"  {label:<30}{_ms(st.get('mean_ms')):>9}{_p50(st):>9}"
+    return f"  {label:<30}{_ms(st.get('mean_ms')):>9}{_p50(st):>11}"
 
 
-def _server_lines(part: Mapping[str, Any], client: Mapping[str, Any]) -> list[str]:
-    out = []
+def _client_rows(client: Mapping[str, Any], label: str = "client") -> list[str]:
+    """The client's TTFT and TPOT rows (mean, p50)."""
+    return [
+        f"  {label + ' ' + m.upper():<30}{_ms(client.get(m + '_mean_ms')):>9}{_ms(client.get(m + '_p50_ms')):>11}"
+        for m in ("ttft", "tpot")
+    ]
+
+
+def _server_lines(part: Mapping[str, Any], several: bool) -> list[str]:
+    """One server's rows; with `several` servers, first the client's over the requests this one answered, which
+    its rest and ratios are against (none where the records cannot tell which requests those were)."""
+    head, out = [], []
+    if several and part.get("client"):
+        head = _client_rows(part["client"], f"  its {part['client'].get('requests', 0)} requests:")
+    elif several:
+        head = ["  (which requests it answered is unknown: no rest, no ratio)"]
     ttft = part.get("ttft") or {}
     names = (("queue", "queue (engine)"), ("prefill", "prefill (engine)"), ("engine", "engine TTFT"))
     for key, label in names:
@@ -274,13 +330,13 @@ def _server_lines(part: Mapping[str, Any], client: Mapping[str, Any]) -> list[st
             if ttft.get("api_server_from") == FROM_CORE
             else "  less our loop lag p50"
         )
-        out.append(f"  {label:<30}{_ms(ttft['api_server_mean_ms']):>9}{'':>9}{tail}")
+        out.append(f"  {label:<30}{_ms(ttft['api_server_mean_ms']):>9}{'':>11}{tail}")
     tpot = part.get("tpot") or {}
     if "engine" in tpot:
         eng = tpot["engine"]
         ratio = tpot.get("client_over_engine")
         tail = f"  client {ratio:.2f}x" if ratio is not None else ""
-        out.append(f"  {'engine TPOT':<30}{_ms(eng.get('mean_ms')):>9}{_p50(eng):>9}{tail}")
+        out.append(f"  {'engine TPOT':<30}{_ms(eng.get('mean_ms')):>9}{_p50(eng):>11}{tail}")
     spec = part.get("spec_decode")
     if spec:
         length = spec.get("mean_accepted_length")
@@ -288,7 +344,7 @@ def _server_lines(part: Mapping[str, Any], client: Mapping[str, Any]) -> list[st
         out.append(f"  speculative decoding: acceptance {spec['acceptance_rate']:.1%}{more}")
     if not out:
         out.append("  (no vLLM latency histogram at this /metrics)")
-    return out
+    return head + out
 
 
 def breakdown_lines(block: Mapping[str, Any] | None) -> list[str]:
@@ -296,24 +352,19 @@ def breakdown_lines(block: Mapping[str, Any] | None) -> list[str]:
     if not block:
         return []
     client = block.get("client") or {}
-    out = [f"{' Where a TTFT goes (ms) ':-^{_W}}", f"  {'':<30}{'mean':>9}{'p50':>9}"]
-    out.append(
-        f"  {'client TTFT':<30}{_ms(client.get('ttft_mean_ms')):>9}{_ms(client.get('ttft_p50_ms')):>9}"
-    )
-    out.append(
-        f"  {'client TPOT':<30}{_ms(client.get('tpot_mean_ms')):>9}{_ms(client.get('tpot_p50_ms')):>9}"
-    )
+    out = [f"{' Where a TTFT goes (ms) ':-^{_W}}", f"  {'':<30}{'mean':>9}{'p50':>11}"]
+    out += _client_rows(client)
     if client.get("loop_lag_p50_ms") is not None:
         out.append(
             f"  {'our loop lag p50 / p99':<30}{_ms(client['loop_lag_p50_ms']):>9}"
-            f"{_ms(client.get('loop_lag_p99_ms')):>9}"
+            f"{_ms(client.get('loop_lag_p99_ms')):>11}"
         )
     servers = block.get("servers") or []
     for s in servers:
         out.append(f"server {s.get('url')}:" if len(servers) > 1 else f"server ({s.get('url')}):")
-        out.extend(_server_lines(s, client))
+        out.extend(_server_lines(s, len(servers) > 1))
     if block.get("combined"):
         out.append("all servers together:")
-        out.extend(_server_lines(block["combined"], client))
-    out.append("  (engine p50s interpolated in histogram buckets: approximate)")
+        out.extend(_server_lines(block["combined"], False))
+    out.append("  (engine p50: the histogram bucket it falls in; engine means exact)")
     return out

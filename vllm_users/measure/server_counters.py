@@ -35,14 +35,16 @@ from vllm_users.measure.server_metric_names import (
 
 __all__ = [
     "PREFIX_HIT_WARN",
+    "BucketRange",
     "RANDOM_PROMPT_SCENARIOS",
     "LoadCounters",
-    "bucket_quantile",
+    "QUANTILES",
     "counter_delta",
     "histogram_stats",
-    "quantile_bucket",
     "parse_metrics",
     "prefix_cache_warning",
+    "quantile_range",
+    "range_text",
 ]
 
 # a random-prompt run whose prompt tokens were cached beyond its chat template's share by more than this
@@ -83,17 +85,24 @@ def counter_delta(first: dict[str, float], last: dict[str, float], name: str) ->
     return d if d >= 0 else last[name]
 
 
-def histogram_stats(first: dict[str, float], last: dict[str, float], name: str) -> dict[str, float] | None:
-    """Count, mean and p50/p90/p99 in ms of a Prometheus histogram's increase between two samples: the mean exact
-    (sum over count), the percentiles interpolated inside their buckets; None when it has no observation."""
+# the percentiles of a server histogram that results give, each as the bucket it falls in
+QUANTILES = (50, 90, 99)
+BucketRange = list[float | None]  # [lower edge ms, upper edge ms or None past the last finite edge]
+
+
+def histogram_stats(first: dict[str, float], last: dict[str, float], name: str) -> dict[str, Any] | None:
+    """Count, mean in ms (exact: sum over count) and `p50_range`/`p90_range`/`p99_range` of a Prometheus
+    histogram's increase between two samples, each the bucket [lower, upper] ms the percentile falls in; None
+    when it has no observation. A histogram places a percentile no closer than its bucket: a point interpolated
+    inside one would read as a measurement, 6.2 ms beside a client's 9.0 from a bucket of 5-10."""
     count = counter_delta(first, last, name + "_count")
     total = counter_delta(first, last, name + "_sum")
     if not count or total is None:
         return None
     bounds = _bounds(first, last, name)
-    out = {"count": count, "mean": total / count * 1000.0}
-    for p in (50, 90, 99):
-        out[f"p{p}"] = bucket_quantile(bounds, p / 100.0, count) * 1000.0
+    out: dict[str, Any] = {"count": count, "mean": total / count * 1000.0}
+    for p in QUANTILES:
+        out[f"p{p}_range"] = quantile_range(bounds, p / 100.0, count)
     return out
 
 
@@ -107,36 +116,26 @@ def _bounds(first: dict[str, float], last: dict[str, float], name: str) -> list[
     )
 
 
-def quantile_bucket(
-    first: dict[str, float], last: dict[str, float], name: str, q: float
-) -> tuple[float, float, float] | None:
-    """The bucket holding the q-quantile of the histogram's increase: (lower edge ms, upper edge ms, the share of
-    all observations in it); None without observations. A share near 1 means the interpolation inside it says
-    nothing: every observation could sit at either edge."""
-    count = counter_delta(first, last, name + "_count")
-    if not count:
-        return None
-    prev_le, prev_c = 0.0, 0.0
-    for le, c in _bounds(first, last, name):
-        if c >= q * count:
-            return prev_le * 1000.0, le * 1000.0, (c - prev_c) / count
-        prev_le, prev_c = le, c
-    return None
-
-
-def bucket_quantile(bounds: Sequence[tuple[float, float]], q: float, count: float) -> float:
-    """Prometheus histogram_quantile: linear interpolation inside the bucket holding rank q*count."""
+def quantile_range(bounds: Sequence[tuple[float, float]], q: float, count: float) -> BucketRange:
+    """The bucket holding rank q*count (Prometheus histogram_quantile's rule), as [lower edge ms, upper edge ms];
+    the upper edge None when the rank lies past the last finite edge (the +Inf bucket)."""
     rank = q * count
-    prev_le, prev_c = 0.0, 0.0
+    prev_le = 0.0
     for le, c in bounds:
         if c >= rank:
-            if math.isinf(le):
-                return prev_le  # beyond the last finite bound: its upper edge is all we know
-            if c == prev_c:
-                return le
-            return prev_le + (le - prev_le) * (rank - prev_c) / (c - prev_c)
-        prev_le, prev_c = le, c
-    return prev_le
+            return [prev_le * 1000.0, None if math.isinf(le) else le * 1000.0]
+        prev_le = le
+    return [prev_le * 1000.0, None]
+
+
+def range_text(r: Sequence[float | None] | None) -> str:
+    """A bucket range as a table cell: "5-10", ">10" past the last finite edge, "-" without one."""
+    if not r:
+        return "-"
+    lo, hi = r[0], r[1]
+    if hi is None:
+        return f">{float(lo or 0.0):.4g}"
+    return f"{float(lo or 0.0):.4g}-{float(hi):.4g}"
 
 
 @dataclass(frozen=True)

@@ -124,6 +124,10 @@ def test_overload_with_max_concurrency_counts_every_arrival(tmp_path) -> None:
         "p99.9_ttft_ms",
     ]
     assert "P99.9 TTFT (ms):" in r.out and "P90 E2EL (ms):" in r.out and "P99 TTFT" not in r.out
+    # --run-time's stop is a normal end: no ERROR line in the master's log (the web UI's Logs tab flags those)
+    with open(os.path.join(r.run_dir, "master.log"), errors="replace") as fh:
+        errors = [line for line in fh if "/ERROR/" in line]
+    assert errors == [], errors
 
 
 @pytest.mark.timeout(200)

@@ -50,6 +50,8 @@ def _render(kubectl: str, out: str) -> list[dict]:
         "--output-len",
         "16",
         "--ignore-eos",
+        "--image",
+        "localhost/vllm-locust:test",  # the pods here run from the built image's root, not a pull
         "-o",
         out,
     ]

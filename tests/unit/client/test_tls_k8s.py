@@ -11,6 +11,8 @@ from tests.unit.client.tls_certs import make_certs
 from tests.unit.deploy.conftest import containers, find, kustomize
 from vllm_users.client.tls import TLSConfig
 
+IMAGE = ["--image", "registry.example.com/vllm-locust:0.1"]  # render needs the image the cluster pulls
+
 HOST = ["--host", "https://vllm.llm.svc:8443", "--workers", "2"]
 JOBS = ("vllm-locust-master", "vllm-locust-workers")
 
@@ -23,7 +25,10 @@ def test_ca_bundle_and_client_secret_are_mounted_in_every_pod(tmp_path) -> None:
     ca = make_certs(tmp_path / "certs").ca
     out = tmp_path / "k"
     assert (
-        render_main([*HOST, "--client-tls-secret", "llm-client", "-o", str(out), "--ca-bundle", str(ca)]) == 0
+        render_main(
+            [*IMAGE, *HOST, "--client-tls-secret", "llm-client", "-o", str(out), "--ca-bundle", str(ca)]
+        )
+        == 0
     )
     cfg = yaml.safe_load((out / "config.yaml").read_text())
     assert cfg["ca_bundle"] == f"{k8s_tls.CA_DIR}/ca.crt"
@@ -44,7 +49,7 @@ def test_ca_bundle_and_client_secret_are_mounted_in_every_pod(tmp_path) -> None:
 
 def test_an_existing_ca_configmap_instead_of_a_file(tmp_path) -> None:
     out = tmp_path / "k"
-    assert render_main([*HOST, "--ca-configmap", "kube-root-ca.crt", "-o", str(out)]) == 0
+    assert render_main([*IMAGE, *HOST, "--ca-configmap", "kube-root-ca.crt", "-o", str(out)]) == 0
     docs = kustomize(out)
     assert not [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "vllm-locust-ca"]
     for name in JOBS:
@@ -56,7 +61,9 @@ def test_an_existing_ca_configmap_instead_of_a_file(tmp_path) -> None:
 def test_a_private_key_never_goes_into_the_rendered_files(tmp_path, capsys) -> None:
     key = tmp_path / "client.key"
     key.write_text("secret")
-    rc = render_main([*HOST, "--client-cert", str(key), "--client-key", str(key), "-o", str(tmp_path / "k")])
+    rc = render_main(
+        [*IMAGE, *HOST, "--client-cert", str(key), "--client-key", str(key), "-o", str(tmp_path / "k")]
+    )
     assert rc == 2
     assert "--client-tls-secret" in capsys.readouterr().err
     assert not (tmp_path / "k").exists()

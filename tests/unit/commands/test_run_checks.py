@@ -140,3 +140,81 @@ def test_a_run_without_result_on_a_full_disk_says_the_disk_is_full(tmp_path: Pat
     monkeypatch.setattr(shutil, "disk_usage", lambda _p: shutil._ntuple_diskusage(100, 100, 0))  # type: ignore[attr-defined]
     line = launcher.no_result_line(str(tmp_path), 1)
     assert line.startswith(f"the disk holding {tmp_path} is full (0 bytes free)")
+
+
+def test_a_run_that_starts_simulator_replicas_reads_their_header() -> None:
+    """--sim-args "--replicas 3" gave no per-replica table unless --replica-header x-sim-replica was also given:
+    the run started the replicas, so it reads their header itself."""
+    from orchestration.commands.run import with_sim_replicas
+
+    def header(**kw: object) -> str:
+        return with_sim_replicas(build(**kw)).server.replica_header
+
+    assert header(sim_args="--replicas 3") == "x-sim-replica"
+    assert header(sim_args="--replicas 3 --router prefix") == "x-sim-replica"
+    assert header(sim_args="--replicas 1") == "" and header() == ""  # one engine sends no such header
+    assert header(sim_args="--replicas 3", replica_header="x-mine") == "x-mine"  # the user's choice stays
+    assert header(sim_args="--replicas 3", host="http://127.0.0.1:8000") == ""  # not ours: not known
+
+
+ROOT = Path(__file__).resolve().parents[3]
+FILE_FLAGS = ("--twin", "--trace", "-f", "--dataset", "--config")
+
+
+def _readme_simulator_runs() -> list[list[str]]:
+    """README's `vllm-locust run` commands that start the embedded simulator (no --host), as argv, those whose
+    named files are in this checkout (a twin.json or a trace of the user's own is not)."""
+    import re
+    import shlex
+
+    out = []
+    for block in re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            if not line.startswith("vllm-locust run "):
+                continue
+            argv = shlex.split(line.split("  #")[0].strip())
+            if "--host" in argv:
+                continue
+            named = [argv[i + 1] for i, t in enumerate(argv[:-1]) if t in FILE_FLAGS]
+            if all((ROOT / f).exists() for f in named):
+                out.append(argv[2:])
+    return out
+
+
+def test_readme_simulator_examples_run_as_written() -> None:
+    """Each of README's simulator examples parses, its --sim-args pass the simulator's own check, and the
+    simulator it starts serves every model it sends to: the --class example failed until --sim-args
+    "--model base" was added, its preflight finding 'base' not served."""
+    from orchestration.capacity.steps import simulator_args
+    from orchestration.commands.run import check_sim_args, run_options, with_sim_model
+    from vllm_sim.adapters import parse_lora_modules
+    from vllm_sim.config import parse_config
+    from vllm_users.model_mix import parse_mix
+    from vllm_users.workload.classes import class_models
+
+    runs = _readme_simulator_runs()
+    assert any("--class" in argv for argv in runs) and any("-f" in argv for argv in runs)
+    for argv in runs:
+        a = with_sim_model(run_options(argv))
+        check_sim_args(a)
+        cfg = parse_config(simulator_args(a))
+        served = {cfg.model, *parse_lora_modules(cfg.lora_modules)}
+        mix = parse_mix(a.server.model)
+        wanted = {*(mix.names if mix else ()), *class_models(a.classes.class_)}
+        assert wanted <= served, (argv, wanted - served)
+
+
+def test_the_embedded_simulator_serves_the_runs_model() -> None:
+    from orchestration.commands.run import with_sim_model
+
+    def sim_args(**kw: object) -> str:
+        return with_sim_model(build(**kw)).outputs.sim_args
+
+    assert sim_args(model="base") == "--model base"
+    assert (
+        sim_args(model="base:3,lora-a:1", sim_args="--lora-modules lora-a")
+        == "--model base --lora-modules lora-a"
+    )
+    assert sim_args(model="base", sim_args="--model other") == "--model other"  # --sim-args' own wins
+    assert sim_args(model="base", host="http://127.0.0.1:8000") == ""  # not ours to start
+    assert sim_args(sim_args="--replicas 2") == "--replicas 2"  # no --model: the simulator's default

@@ -20,6 +20,8 @@ from orchestration.k8s import wait
 from orchestration.k8s.render import main as render_main
 from tests.unit.deploy.conftest import K8S, find, kustomize
 
+IMAGE = ["--image", "registry.example.com/vllm-locust:0.1"]  # render needs the image the cluster pulls
+
 TARGET = K8S / "targets" / "vllm-fleet"
 VERSIONS = ["1.30.0", "1.34.0"]  # the oldest and newest the manifests promise (test_schemas.py has them all)
 
@@ -87,7 +89,7 @@ def test_render_takes_a_fleet_of_urls_and_each_replicas_metrics(tmp_path) -> Non
     out = tmp_path / "k"
     argv = ["--host", f"@{hosts}", "--endpoint-policy", "least-inflight", "--workers", "2"]
     metrics = ["--server-metrics", "http://vllm-0.vllm-pods.llm:9090/metrics"]
-    assert render_main([*argv, *metrics, "--namespace", "load", "-o", str(out)]) == 0
+    assert render_main([*IMAGE, *argv, *metrics, "--namespace", "load", "-o", str(out)]) == 0
     docs = kustomize(out)
     _validate(docs)
     opts = _load_config(docs)
@@ -98,7 +100,7 @@ def test_render_takes_a_fleet_of_urls_and_each_replicas_metrics(tmp_path) -> Non
     assert _policy_ports(docs, "workers") == {8000, 8001}  # the load only
     # one URL: the single target port, no patch
     one = tmp_path / "one"
-    assert render_main(["--host", "http://v:8000", "-o", str(one)]) == 0
+    assert render_main([*IMAGE, "--host", "http://v:8000", "-o", str(one)]) == 0
     assert "patches" not in yaml.safe_load((one / "kustomization.yaml").read_text())
     assert _policy_ports(kustomize(one), "master") == {8000}
 
@@ -112,7 +114,7 @@ def test_render_takes_a_fleet_of_urls_and_each_replicas_metrics(tmp_path) -> Non
     ],
 )
 def test_bad_fleet_urls_are_one_line_and_exit_2(tmp_path, capsys, argv, why) -> None:
-    assert render_main([*argv, "-o", str(tmp_path / "k")]) == 2
+    assert render_main([*IMAGE, *argv, "-o", str(tmp_path / "k")]) == 2
     err = capsys.readouterr().err
     assert why in err and err.count("\n") == 1 and not (tmp_path / "k").exists()
 

@@ -10,6 +10,8 @@ from orchestration.k8s.render import main as render_main
 from tests.unit.deploy.conftest import find, kustomize
 from vllm_users.options import env_name
 
+IMAGE = ["--image", "registry.example.com/vllm-locust:0.1"]  # render needs the image the cluster pulls
+
 
 def _ports(docs: list[dict]) -> set[int]:
     """Every place the master's metrics port appears (they must agree)."""
@@ -46,20 +48,22 @@ def test_every_overlay_annotates_the_master_for_scraping(overlay) -> None:  # ty
 
 def test_render_passes_the_port(tmp_path) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "k"
-    assert render_main(["--host", "http://v:8000", "--prometheus-port", "9555", "-o", str(out)]) == 0
+    assert render_main([*IMAGE, "--host", "http://v:8000", "--prometheus-port", "9555", "-o", str(out)]) == 0
     docs = kustomize(out)
     assert _ports(docs) == {9555}
     assert "prometheus_port" not in yaml.safe_load(
         (out / "config.yaml").read_text()
     )  # the env var carries it
-    assert render_main(["--host", "http://v:8000", "-o", str(tmp_path / "d")]) == 0
+    assert render_main([*IMAGE, "--host", "http://v:8000", "-o", str(tmp_path / "d")]) == 0
     assert _ports(kustomize(tmp_path / "d")) == {9409}
 
 
 @pytest.mark.parametrize("port", ["5557", "70000"])
 def test_render_refuses_a_port_the_pod_cannot_serve(tmp_path, capsys, port) -> None:  # type: ignore[no-untyped-def]
     try:  # 5557: render's own refusal (exit 2); 70000: the option's port type (argparse's one line, exit 2)
-        code = render_main(["--host", "http://v:8000", "--prometheus-port", port, "-o", str(tmp_path / "k")])
+        code = render_main(
+            [*IMAGE, "--host", "http://v:8000", "--prometheus-port", port, "-o", str(tmp_path / "k")]
+        )
     except SystemExit as e:
         code = e.code
     assert code == 2

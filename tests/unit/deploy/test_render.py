@@ -15,6 +15,8 @@ from orchestration.k8s.render import main as render_main
 from tests.unit.deploy.conftest import find, kustomize
 from vllm_users.options import changed
 
+IMAGE = ["--image", "registry.example.com/vllm-locust:0.1"]  # render needs the image the cluster pulls
+
 FLAGS = [
     "--host",
     "http://vllm.llm.svc:8080",
@@ -45,7 +47,7 @@ FLAGS = [
 
 def test_config_yaml_gives_the_master_the_same_options_as_the_flags(tmp_path, capsys) -> None:
     out = tmp_path / "k"
-    assert render_main([*FLAGS, "--workers", "6", "-o", str(out)]) == 0
+    assert render_main([*IMAGE, *FLAGS, "--workers", "6", "-o", str(out)]) == 0
     assert "kubectl apply -k" in capsys.readouterr().out
     from_file = changed(run_options(["--config", str(out / "config.yaml")]), config="")
     from_flags = changed(run_options(FLAGS), config="")
@@ -60,6 +62,7 @@ def test_worker_count_port_image_and_namespace_land_in_the_manifests(tmp_path) -
     assert (
         render_main(
             [
+                *IMAGE,
                 "--host",
                 "http://vllm.llm.svc:8080",
                 "--workers",
@@ -94,7 +97,7 @@ def test_worker_count_port_image_and_namespace_land_in_the_manifests(tmp_path) -
 
 def test_preset_scenario_reaches_the_workers(tmp_path) -> None:
     out = tmp_path / "k"
-    assert render_main(["--host", "http://v:8000", "--preset", "prefix-caching", "-o", str(out)]) == 0
+    assert render_main([*IMAGE, "--host", "http://v:8000", "--preset", "prefix-caching", "-o", str(out)]) == 0
     assert users_of(str(out / "config.yaml"))[0] == "multi-turn"
 
 
@@ -109,15 +112,24 @@ def test_preset_scenario_reaches_the_workers(tmp_path) -> None:
     ],
 )
 def test_bad_options_are_one_line_and_exit_2(tmp_path, capsys, argv, why) -> None:
-    assert render_main([*argv, "-o", str(tmp_path / "k")]) == 2
+    assert render_main([*IMAGE, *argv, "-o", str(tmp_path / "k")]) == 2
     err = capsys.readouterr().err
     assert why in err and err.count("\n") == 1 and not (tmp_path / "k").exists()
+
+
+def test_render_without_an_image_is_one_line_naming_image(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The old default, vllm-locust:latest, is in no registry (and a :latest tag is always pulled): manifests that
+    rendered fine left every pod in ImagePullBackOff. Asked for instead, before anything is written."""
+    assert render_main(["--host", "http://v:8000", "-o", str(tmp_path / "k")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--image: name the image your cluster pulls" in err
+    assert not (tmp_path / "k").exists()
 
 
 def test_the_api_key_is_never_written(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("VLLM_LOCUST_API_KEY", "sk-secret-123")
     out = tmp_path / "k"
-    assert render_main(["--host", "http://v:8000", "--api-key", "sk-secret-456", "-o", str(out)]) == 0
+    assert render_main([*IMAGE, "--host", "http://v:8000", "--api-key", "sk-secret-456", "-o", str(out)]) == 0
     text = "".join(p.read_text() for p in out.rglob("*.yaml"))
     assert "sk-secret" not in text
 

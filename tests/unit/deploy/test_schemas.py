@@ -10,6 +10,8 @@ import pytest
 from orchestration.k8s.render import main as render_main
 from tests.unit.deploy.conftest import containers, find, kustomize
 
+IMAGE = ["--image", "registry.example.com/vllm-locust:0.1"]  # render needs the image the cluster pulls
+
 kv = pytest.importorskip(
     "kubernetes_validate", reason="kubernetes-validate not installed (the [test] extra has it)"
 )
@@ -32,6 +34,7 @@ def rendered(tmp_path_factory) -> list[dict]:
     assert (
         render_main(
             [
+                *IMAGE,
                 "--host",
                 "http://vllm.llm:8080",
                 "--workers",

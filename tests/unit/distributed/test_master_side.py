@@ -33,3 +33,26 @@ def test_worker_that_never_returns_stays_lost(tmp_path) -> None:
     assert not report["complete"] and report["workers_lost"][0]["worker"] == "w0"
     assert 0 <= report["workers_lost"][0]["possible_loss_window_s"] <= 2.0
     c.close()
+
+
+def test_no_worker_left_says_lost_or_ended(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A stop (--run-time, a burst's end) leaves no live worker because each sent its final batch: "ended", a normal
+    end the master logs no error for; a worker gone without its final batch: "lost"."""
+    c = Collector(str(tmp_path))
+    assert c.none_left(10.0, 0.0) is None  # before any worker
+    c.on_batch(_batch("w0"), client_id="c0")
+    c.on_batch(_batch("w1"), client_id="c1")
+    t = c.workers["w1"].last_batch
+    assert c.none_left(10.0, t + 1) is None  # both live
+    c.on_batch(_batch("w0", final=True), client_id="c0")
+    c.on_batch(_batch("w1", final=True), client_id="c1")
+    assert c.none_left(10.0, t + 1) == "ended"
+    lost = Collector(str(tmp_path / "lost"))
+    lost.on_batch(_batch("w0", final=True), client_id="c0")
+    lost.on_batch(_batch("w1"), client_id="c1")
+    t = lost.workers["w1"].last_batch
+    lost.mark_lost("c1", now=t + 5)
+    assert lost.none_left(10.0, t + 5) is None  # silent for less than the bound
+    assert lost.none_left(10.0, t + 11) == "lost"
+    c.close()
+    lost.close()

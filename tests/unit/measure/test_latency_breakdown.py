@@ -22,6 +22,7 @@ from vllm_users.measure.latency_breakdown import (
     primary,
     server_part,
     spec_decode,
+    url_rows,
 )
 from vllm_users.measure.run_result import RunResult
 from vllm_users.measure.server_counters import LoadCounters, parse_metrics
@@ -80,10 +81,10 @@ def test_every_part_by_hand() -> None:
     part = server_part(BEFORE, AFTER, CLIENT)
     ttft = part["ttft"]
     # queue: 8 more observations, 0.8 s more in all -> 100 ms; rank 4 of the bucket increases (0.01: 0, 0.05: 4,
-    # 0.1: 8) falls at the top of (0.01, 0.05] -> 50 ms
-    assert ttft["queue"] == pytest.approx({"count": 8.0, "mean_ms": 100.0, "p50_ms": 50.0})
-    # engine TTFT: 2.0 s over 8 -> 250 ms; rank 4 in (0.25, 0.5] holding ranks 2..8 -> 250 + 250 * 2/6 ms
-    assert ttft["engine"] == pytest.approx({"count": 8.0, "mean_ms": 250.0, "p50_ms": 250.0 + 250.0 / 3})
+    # 0.1: 8) falls in (0.01, 0.05] -> the bucket 10-50 ms, no point inside it
+    assert ttft["queue"] == {"count": 8.0, "mean_ms": pytest.approx(100.0), "p50_range_ms": [10.0, 50.0]}
+    # engine TTFT: 2.0 s over 8 -> 250 ms; rank 4 in (0.25, 0.5] holding ranks 2..8 -> the bucket 250-500 ms
+    assert ttft["engine"] == {"count": 8.0, "mean_ms": pytest.approx(250.0), "p50_range_ms": [250.0, 500.0]}
     assert "prefill" not in ttft  # not exported by this server: absent, never 0
     assert ttft["rest_mean_ms"] == pytest.approx(150.0)  # client 400 - engine 250
     assert ttft["api_server_mean_ms"] == pytest.approx(145.0)  # less our loop lag p50, 5 ms
@@ -116,8 +117,10 @@ def test_tpot_falls_back_to_inter_token_latency() -> None:
 def test_absent_parts_are_absent_never_zero() -> None:
     only_queue = parse_metrics(hist(QUEUE, [("0.1", 3), ("+Inf", 3)], 0.15))
     part = server_part({}, only_queue, CLIENT)
-    # every observation in one bucket: its upper edge is all that is known of the p50
-    assert part == {"ttft": {"queue": pytest.approx({"count": 3.0, "mean_ms": 50.0, "p50_le_ms": 100.0})}}
+    # every observation in one bucket: that bucket is all that is known of the p50
+    assert part == {
+        "ttft": {"queue": {"count": 3.0, "mean_ms": pytest.approx(50.0), "p50_range_ms": [0.0, 100.0]}}
+    }
     # no engine TTFT: no rest; no TPOT histogram: no tpot; no spec counters: no spec_decode
     assert server_part({}, {}, CLIENT) == {}
     # the client's loop lag unknown: the rest stays, the API server's part (which needs it) does not
@@ -192,13 +195,13 @@ def test_result_keeps_the_block_and_the_summary_prints_it() -> None:
     text = format_summary(doc)
     assert "Where a TTFT goes" in text
     rows = {ln[:32].strip(): ln[32:].split() for ln in text.splitlines() if ln.startswith("  ")}
-    assert rows["engine TTFT"] == ["250.0", "333.3"]
-    assert rows["queue (engine)"] == ["100.0", "50.0"]
+    assert rows["engine TTFT"] == ["250.0", "250-500"]  # the p50's bucket, not 333.3 interpolated in it
+    assert rows["queue (engine)"] == ["100.0", "10-50"]
     assert rows["rest: API server + network"] == ["150.0"]
     assert rows["less our loop lag p50"] == ["145.0", "36%", "of", "TTFT"]
     assert rows["client TTFT"] == ["400.0", "390.0"]
-    # TPOT p50: (0.01, 0.05] holds all 8: interpolating inside it would only guess, so its upper edge is said
-    assert rows["engine TPOT"] == ["20.0", "<=50", "client", "2.00x"]
+    # TPOT p50: (0.01, 0.05] holds all 8
+    assert rows["engine TPOT"] == ["20.0", "10-50", "client", "2.00x"]
     assert "acceptance 75.0%, mean accepted length 3.25" in text
     assert "prefill" not in text  # absent: no row, not a 0
     assert "Where a TTFT goes" not in format_summary(RunResult(*([None] * 8)).to_json())
@@ -247,7 +250,7 @@ def test_around_load_more_scrapes_each_further_url_with_its_headers(tmp_path, mo
 
 def test_master_adds_the_block_from_every_url(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     with open(os.path.join(tmp_path, "records.jsonl"), "w") as fh:
-        fh.write(rec(1.0, [400, 420], 2).to_json() + "\n")
+        fh.write(rec(1.0, [400, 420], 2, host="a:80").to_json() + "\n")  # a fleet: the record names its host
     with open(os.path.join(tmp_path, server_metrics_name(1)), "w") as fh:
         fh.write(json.dumps({"t": 1.0, "v": {}, "url": "http://b/metrics"}) + "\n")
     monkeypatch.setattr(server_scrape, "scrape", lambda url, timeout=5.0, headers=None: AFTER)
@@ -258,21 +261,85 @@ def test_master_adds_the_block_from_every_url(tmp_path, monkeypatch) -> None:  #
     assert block is not None
     assert [s["url"] for s in block["servers"]] == ["http://a/metrics", "http://b/metrics"]
     assert block["client"]["ttft_mean_ms"] == pytest.approx(400.0)
-    assert block["servers"][0]["ttft"]["rest_mean_ms"] == pytest.approx(150.0)
+    assert block["servers"][0]["ttft"]["rest_mean_ms"] == pytest.approx(150.0)  # a answered the one request
+    assert (
+        block["servers"][1]["client"]["requests"] == 0 and "rest_mean_ms" not in block["servers"][1]["ttft"]
+    )
     # without any scrape around the load: no block at all
     empty = tmp_path / "none"
     empty.mkdir()
     assert run_end.with_latency_breakdown(res, str(empty), None).latency_breakdown is None
 
 
-def test_a_p50_that_one_bucket_holds_is_a_bound_not_an_interpolation() -> None:
+def test_a_p50_is_the_bucket_it_falls_in_never_an_interpolated_point() -> None:
     """vLLM's queue-time buckets start at 0.3 s: 4,096 queue times of 0.03 ms on average all fall in [0, 0.3 s], and
-    Prometheus-style interpolation reads a p50 of 150 ms, 5,000 x the mean. Said as <= 300 ms instead."""
+    Prometheus-style interpolation reads a p50 of 150 ms, 5,000 x the mean. Said as the bucket 0-300 instead; and
+    spread over buckets, still the bucket: an engine TPOT p50 "6.2" interpolated in 5-10 ms sat beside a client's 9.0
+    with nothing to say the engine's was a guess."""
     before = parse_metrics(hist(QUEUE, [("0.3", 0), ("0.5", 0), ("+Inf", 0)], 0.0))
     after = parse_metrics(hist(QUEUE, [("0.3", 4096), ("0.5", 4096), ("+Inf", 4096)], 0.12288))
     queue = server_part(before, after, CLIENT)["ttft"]["queue"]
-    assert "p50_ms" not in queue and queue["p50_le_ms"] == pytest.approx(300.0)
+    assert "p50_ms" not in queue and queue["p50_range_ms"] == [0.0, 300.0]
     assert queue["mean_ms"] == pytest.approx(0.03)
-    # spread over buckets, the interpolation stays: 60 % in the first of two buckets
     spread = parse_metrics(hist(QUEUE, [("0.3", 2458), ("0.5", 4096), ("+Inf", 4096)], 1.2))
-    assert server_part(before, spread, CLIENT)["ttft"]["queue"]["p50_ms"] == pytest.approx(300 * 2048 / 2458)
+    assert server_part(before, spread, CLIENT)["ttft"]["queue"] == {
+        "count": 4096.0,
+        "mean_ms": pytest.approx(1200.0 / 4096),
+        "p50_range_ms": [0.0, 300.0],
+    }
+    # the p50 past the last finite edge: a lower bound only
+    past = parse_metrics(hist(QUEUE, [("0.3", 1), ("0.5", 1), ("+Inf", 4096)], 4000.0))
+    assert server_part(before, past, CLIENT)["ttft"]["queue"]["p50_range_ms"] == [500.0, None]
+
+
+def test_the_console_shows_an_engine_p50_as_its_bucket() -> None:
+    tpot = "vllm:request_time_per_output_token_seconds"
+    after = parse_metrics(hist(tpot, [("0.005", 0), ("0.01", 100), ("0.025", 100), ("+Inf", 100)], 0.62))
+    lines = breakdown_lines(latency_breakdown([LoadCounters("http://s/metrics", {}, after)], CLIENT))
+    row = next(line for line in lines if line.strip().startswith("engine TPOT"))
+    assert row.split()[2:4] == ["6.2", "5-10"]  # the mean (exact), then the bucket: no interpolated "7.5"
+    assert not any("interpolat" in line for line in lines)
+
+
+def test_each_server_is_compared_with_the_requests_it_answered() -> None:
+    """Two replicas, one twice as slow per token: each one's engine TPOT against the client's TPOT over the requests
+    it answered, not against the whole client's mean (which read "client 0.44x" for a replica that was not)."""
+    fast = rec(1.0, [100, 110, 120, 130], 4, host="a:8000")  # TPOT 10 ms
+    slow = rec(2.0, [100, 130, 160, 190], 4, host="b:8000")  # TPOT 30 ms
+    c = columns_from_records([fast, fast, slow, slow])
+    urls = ("http://a:8000/metrics", "http://b:8000/metrics")
+    assert [url_rows(c, u).tolist() for u in urls] == [[0, 1], [2, 3]]
+    assert url_rows(c, "http://router:9000/metrics").tolist() == []  # no request went there
+    assert url_rows(columns_from_records([rec(1.0, [100], 1)]), urls[0]) is None  # one endpoint: cannot tell
+    engine_tpot = [0.01, 0.03]  # each engine's TPOT is its client's: a ratio of 1.00 on both
+    loads = [
+        LoadCounters(u, {}, parse_metrics(hist(REQ_TPOT, [("0.05", 2), ("+Inf", 2)], 2 * t)))
+        for u, t in zip(urls, engine_tpot, strict=True)
+    ]
+    whole = client_latency(c, None)
+    own = [client_latency(c, None, url_rows(c, u)) for u in urls]
+    block = latency_breakdown(loads, whole, own)
+    assert [s["tpot"]["client_over_engine"] for s in block["servers"]] == pytest.approx([1.0, 1.0])
+    assert [s["client"]["requests"] for s in block["servers"]] == [2, 2]
+    assert block["combined"]["tpot"]["client_over_engine"] == pytest.approx(1.0)  # 20 ms over 20 ms
+    lines = breakdown_lines(block)
+    assert sum("client 1.00x" in line for line in lines) == 3 and "its 2 requests: TPOT" in "\n".join(lines)
+    # several URLs whose requests the records cannot tell apart: no ratio, rather than one over the wrong requests
+    blind = latency_breakdown(loads, whole)
+    assert all("client_over_engine" not in s["tpot"] and "client" not in s for s in blind["servers"])
+    assert "which requests it answered is unknown" in "\n".join(breakdown_lines(blind))
+
+
+def test_a_replica_url_takes_the_requests_that_replica_answered() -> None:
+    recs = [rec(1.0 + k, [100, 110], 2, replica=str(k % 3)) for k in range(6)]
+    c = columns_from_records(recs)
+    assert url_rows(c, "http://s:8000/metrics?replica=1").tolist() == [1, 4]
+    assert url_rows(c, "http://s:8000/metrics?replica=7").tolist() == []
+    assert url_rows(c, "http://s:8000/metrics") is None  # the whole server's page: not one replica's share
+    assert url_rows(c, "http://s:8000/metrics", "http://s:8000").tolist() == list(
+        range(6)
+    )  # the one --host's
+    assert url_rows(c, "http://t:8000/metrics", "http://s:8000") is None  # another server's page
+    assert url_rows(c, "http://s:8000/metrics?replica=2", "http://s:8000").tolist() == [2, 5]
+    no_header = columns_from_records([rec(1.0, [100, 110], 2)])
+    assert url_rows(no_header, "http://s:8000/metrics?replica=1") is None

@@ -146,6 +146,8 @@ def test_html_is_self_contained_and_matches_json(tmp_path) -> None:  # type: ign
     md = render_markdown(rep)
     assert f"| Median TTFT (ms) | {run.result['median_ttft_ms']:.2f} |" in md
     assert "Prefix cache hit rate (server) | 80.0%" in md
+    # every server TTFT in its 10-20 ms bucket: the p50 and p99 are that bucket, not 15.00 / 19.90 interpolated
+    assert "TTFT server p50 / p99 (ms, the buckets they fall in) | 10-20 / 10-20 |" in md
 
 
 def test_cli_all_formats_and_exit_codes(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -42,7 +42,7 @@ def test_parse_sums_labels_and_averages_fractions() -> None:
     assert not any(k.startswith("python_gc") for k in v)
 
 
-def test_histogram_stats_linear_interpolation() -> None:
+def test_histogram_stats_gives_each_percentile_as_its_bucket() -> None:
     first = {"h_count": 0.0, "h_sum": 0.0, "h_bucket|0.01": 0.0, "h_bucket|0.02": 0.0, "h_bucket|+Inf": 0.0}
     last = {
         "h_count": 10.0,
@@ -54,8 +54,11 @@ def test_histogram_stats_linear_interpolation() -> None:
     st = sm.histogram_stats(first, last, "h")
     assert st is not None
     assert st["mean"] == pytest.approx(15.0)
-    assert st["p50"] == pytest.approx(15.0)  # half way through the 10-20 ms bucket
-    assert st["p99"] == pytest.approx(19.9)
+    # every observation in the 10-20 ms bucket: that is where p50 and p99 lie, not at 15.0 and 19.9 ms
+    assert st["p50_range"] == pytest.approx([10.0, 20.0]) and st["p99_range"] == pytest.approx([10.0, 20.0])
+    assert "p50" not in st and "p99" not in st
+    past = {**last, "h_bucket|0.02": 9.0}  # the 10th beyond the last finite edge: p99 a lower bound
+    assert sm.histogram_stats(first, past, "h")["p99_range"] == pytest.approx([20.0, None])
 
 
 def test_summarize_derives_hit_rate_kv_peak_and_vs_client() -> None:

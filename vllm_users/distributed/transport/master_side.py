@@ -241,6 +241,16 @@ class Collector:
             if w.lost_at is None and not w.final and (cid not in known or cid in missing or silent):
                 self.mark_lost(cid, now)
 
+    def none_left(self, seconds: float, now: float) -> str | None:
+        """Why no worker is left to wait for: "lost" when one went missing without its final batch (the run is
+        cut short), "ended" when every worker sent its final batch (a stop that is under way: nothing is wrong);
+        None while a worker is live, or has been silent for less than `seconds`, or before any worker."""
+        if not self.workers or self.live() or not self.all_silent(seconds, now):
+            return None
+        return (
+            "lost" if any(w.lost_at is not None and not w.final for w in self.workers.values()) else "ended"
+        )
+
     def all_silent(self, seconds: float, now: float) -> bool:
         """Every worker that has not sent its final batch has been silent for `seconds`."""
         return all(now - w.last_batch > seconds for w in self.workers.values() if not w.final)
