@@ -236,9 +236,9 @@ def check_sim_args(a: Options) -> None:
     """UsageError naming what is wrong with --sim-args when the run starts the embedded simulator (no --host)."""
     from vllm_sim.config import args_problem
 
-    if a.server.host or not a.outputs.sim_args:
+    if a.server.host or not a.simulator.sim_args:
         return
-    problem = args_problem(a.outputs.sim_args.split())
+    problem = args_problem(a.simulator.sim_args.split())
     if problem:
         raise C.UsageError(f"--sim-args: {problem}")  # not the text itself: it may hold --api-key
 
@@ -248,7 +248,7 @@ def with_sim_model(a: Options) -> Options:
     that starts the simulator would otherwise fail its preflight on any --model but the simulator's default."""
     if a.server.host or not a.server.model:
         return a
-    tokens = (a.outputs.sim_args or "").split()
+    tokens = (a.simulator.sim_args or "").split()
     if any(t == "--model" or t.startswith("--model=") for t in tokens):
         return a
     try:

@@ -208,7 +208,7 @@ def test_the_embedded_simulator_serves_the_runs_model() -> None:
     from orchestration.commands.run import with_sim_model
 
     def sim_args(**kw: object) -> str:
-        return with_sim_model(build(**kw)).outputs.sim_args
+        return with_sim_model(build(**kw)).simulator.sim_args
 
     assert sim_args(model="base") == "--model base"
     assert (
