@@ -24,7 +24,7 @@ from vllm_users.client import tls
 from vllm_users.client.endpoints import Chooser, endpoint_label, host_urls, primary_host
 from vllm_users.client.ghc_adapter import client_for, connection_pool, set_read_timeout
 from vllm_users.client.responses import path_of
-from vllm_users.client.stream import StreamResult, send_and_read
+from vllm_users.client.stream import Limits, StreamResult, send_and_read
 from vllm_users.distributed import env_state, plugin  # noqa: F401  (plugin: importing it registers the listeners)
 from vllm_users.measure.record import RequestRecord, add_images, interrupted_record, record_from_stream
 from vllm_users.model_mix import parse_mix
@@ -113,6 +113,7 @@ class LLMUser(FastHttpUser):
         )
         self._http = client_for(self.client.client, host)
         set_read_timeout(self._http, o.measure.stream_timeout)
+        self._limits = Limits(o.measure.request_timeout, o.measure.stall_timeout)
         self.headers = {
             "Content-Type": "application/json",
             "Accept": "text/event-stream",
@@ -365,6 +366,7 @@ class LLMUser(FastHttpUser):
                 want_text=spec.want_text,
                 api=api,
                 replica_header=self.options.server.replica_header,
+                limits=self._limits,
             )
         except gevent.GreenletExit:
             ctx.submit(

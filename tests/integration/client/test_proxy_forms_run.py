@@ -117,3 +117,34 @@ def test_plain_locust_reads_a_media_type_in_another_case(tmp_path) -> None:
         agg = next(r for r in csv.DictReader(fh) if r["Name"] == "Aggregated")
     assert p.returncode == 0 and int(agg["Failure Count"]) == 0, (p.stdout + p.stderr)[-2000:]
     assert int(agg["Request Count"]) == N
+
+
+def test_a_gateway_that_pings_forever_ends_each_request_at_the_stall_timeout(tmp_path) -> None:
+    """After 3 tokens only `: ping` every 100 ms: each request ends as stall_timeout with its 3 tokens, and the
+    run ends by its prompt count (it never ended: the pings reset the read timeout)."""
+    quirks = Quirks(ping_after=3, gap_s=0.1, error_after=1, ping_for_s=60)
+    with serve_threaded(quirks) as srv:
+        r = cli(
+            [
+                "--host",
+                f"http://127.0.0.1:{srv.port}",
+                "--num-prompts",
+                "4",
+                "--users",
+                "2",
+                "--workers",
+                "1",
+                "--output-len",
+                str(N_OUT),
+                "--stall-timeout",
+                "1",
+            ],
+            str(tmp_path),
+        )
+    assert r.rc in (0, 1), r.logs()[-3000:]  # a run of failures: its own exit code, not a hang
+    res = r.result
+    assert res["failed"] == 4 and res["errors_by_kind"] == {"stall_timeout": 4}
+    recs = r.records()
+    assert all(x["error"] == "stall_timeout" and len(x["chunk_times_us"]) == 3 for x in recs)
+    assert all(x["output_tokens"] == 3 for x in recs)  # the tokens so far
+    assert "stall_timeout" in r.out and "Traceback" not in r.logs()
