@@ -7,6 +7,7 @@ after it, whatever the whitespace a re-serializing proxy put before them (`"cont
 from __future__ import annotations
 
 __all__ = [
+    "carries_text",
     "finish_reason_of",
     "finish_reason_spaced",
     "has_object",
@@ -64,6 +65,18 @@ def is_reasoning_only(payload: bytes) -> bool:
         not _has_text(payload, b'"content":')
         and b'"tool_calls":[{' not in payload
         and b'"tool_calls": [{' not in payload
+    )
+
+
+def carries_text(payload: bytes, completions: bool) -> bool:
+    """True when an output chunk carries text (content, reasoning, a completion's text) or a tool call; False for
+    an empty one (`"content":""`, counted as output by vLLM bench's rule). Asked of a stream's finish chunk only."""
+    if completions:
+        return _has_text(payload, b'"text":')
+    return (
+        b'"tool_calls":[{' in payload
+        or b'"tool_calls": [{' in payload
+        or any(_has_text(payload, key) for key in _CONTENT_KEYS)
     )
 
 

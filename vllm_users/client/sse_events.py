@@ -14,6 +14,7 @@ from typing import Any
 from vllm_users.client import responses as R
 from vllm_users.client import sse_forms as F
 from vllm_users.client.chunks import (
+    carries_text,
     finish_reason_of,
     finish_reason_spaced,
     has_object,
@@ -49,6 +50,7 @@ class StreamResult:
     t_answer: float = 0.0  # perf_counter s of the first answer chunk (content or tool call); 0.0 before it
     encoding: str | None = None  # the body's Content-Encoding when the server compressed it (decoded here)
     replica: str | None = None  # --replica-header: the replica that answered, as its response header said
+    empty_finish: bool = False  # the output chunk with the finish_reason carried no text (`"content":""`)
 
     @property
     def text(self) -> str:
@@ -157,6 +159,8 @@ class SseEvents:
             fr = finish_reason_of(payload)  # one search; null on most chunks
             if fr:
                 res.finish_reason = fr
+                # once per stream: an empty finish chunk proves no token (the usage check leaves it out)
+                res.empty_finish = not carries_text(payload, self.completions)
             if b'"usage":' in payload and has_object(payload, b'"usage":'):  # one search; usually absent
                 self._usage(payload)
             return

@@ -412,7 +412,12 @@ class LLMUser(FastHttpUser):
         if n_images:  # images: the parts sent and, where the text's count is exact, their tokens
             add_images(rec, n_images, spec.context.get("text_tokens"))
         if rec.error is None:
+            flags = (
+                rec.extra
+            )  # the record's own (usage below the chunks, delivered at once): check() may replace
             self.check(spec, res, rec)
+            if flags and rec.extra is not flags:
+                rec.extra = {**(rec.extra or {}), **flags}
         if not res.done and res.error is None:  # complete, but without `data: [DONE]` (docs/failure_kinds.md)
             rec.extra = {**(rec.extra or {}), "no_done": True}  # after check(): scenarios set their own extra
         if (

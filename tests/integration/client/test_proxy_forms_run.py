@@ -148,3 +148,50 @@ def test_a_gateway_that_pings_forever_ends_each_request_at_the_stall_timeout(tmp
     assert all(x["error"] == "stall_timeout" and len(x["chunk_times_us"]) == 3 for x in recs)
     assert all(x["output_tokens"] == 3 for x in recs)  # the tokens so far
     assert "stall_timeout" in r.out and "Traceback" not in r.logs()
+
+
+def test_usage_below_the_chunks_is_counted_by_the_chunks_and_flagged(tmp_path) -> None:
+    """16 one-token chunks, usage says 8: 16 tokens a request, 1.0 chunk per token, and result.json says why."""
+    r = _run_n(tmp_path, Quirks(n_out=16, usage_tokens=8), 16)
+    assert r.rc == 0, r.logs()[-3000:]
+    res = r.result
+    assert res["completed"] == N and res["total_output_tokens"] == N * 16
+    assert res["chunk_token_ratio"] == pytest.approx(1.0)
+    u = res["usage_below_chunks"]
+    assert (u["requests"], u["usage_output_tokens"], u["chunk_output_tokens"]) == (N, N * 8, N * 16)
+    assert u["count_used"] == "chunks" and u["why"]
+    assert all(x["extra"]["usage_tokens"] == 8 and x["output_tokens"] == 16 for x in r.records())
+    assert "Usage below chunks (chunks counted):" in r.out
+
+
+def test_a_buffering_proxy_gives_no_tpot_or_itl_with_the_reason(tmp_path) -> None:
+    """Every answer in one write: TTFT = E2EL, TPOT and ITL absent (never 0.00), and the summary says why."""
+    r = _run_n(tmp_path, Quirks(n_out=16, at_once=True), 16)
+    assert r.rc == 0, r.logs()[-3000:]
+    res = r.result
+    assert res["completed"] == N and res["total_output_tokens"] == N * 16
+    assert not [k for k in res if "tpot" in k or "itl" in k], [k for k in res if "tpot" in k or "itl" in k]
+    assert res["mean_ttft_ms"] == pytest.approx(res["mean_e2el_ms"])
+    assert res["delivered_at_once"]["requests"] == N and "buffering proxy?" in res["delivered_at_once"]["why"]
+    assert all(x["extra"]["delivered_at_once"] == 16 and len(x["chunk_times_us"]) == 1 for x in r.records())
+    assert "TPOT and ITL absent: delivered at once: a buffering proxy?" in r.out
+    assert "Traceback" not in r.logs()
+
+
+def _run_n(tmp_path, quirks: Quirks, output_len: int):
+    with serve_threaded(quirks) as srv:
+        return cli(
+            [
+                "--host",
+                f"http://127.0.0.1:{srv.port}",
+                "--num-prompts",
+                str(N),
+                "--users",
+                "2",
+                "--workers",
+                "1",
+                "--output-len",
+                str(output_len),
+            ],
+            str(tmp_path),
+        )
