@@ -74,6 +74,10 @@ def send_and_read(
             res.error_detail = f"HTTP {res.status}: {msg}"
             return res
         encoding = str(resp.get("content-encoding") or "")
+        coded = F.unasked_transfer_coding(resp.get("transfer-encoding"))
+        if coded is not None:  # the parser leaves such a body coded: no event would ever be found in it
+            res.error, res.error_detail = "bad_response", coded
+            return res
         if not stream:
             _read_whole(resp, res, api, want_text, encoding)
             return res
@@ -118,7 +122,8 @@ def send_and_read(
         res.error = "truncated" if res.status == 200 else "bad_response"
         res.error_detail = f"HTTP parse error: {e}"[:200]
     except F.DecodeError as e:
-        res.error, res.error_detail = "bad_response", str(e)[:200]
+        said = f" ({F.unasked_coding('Content-Encoding', res.encoding)})" if res.encoding else ""
+        res.error, res.error_detail = "bad_response", (str(e)[: 200 - len(said)] + said)
     finally:
         if timer is not None:
             timer.close()
@@ -132,6 +137,8 @@ def send_and_read(
             res.error = "truncated"
             end = "response.completed" if api == "responses" else "[DONE]"
             res.error_detail = f"stream ended without {end}"
+            if res.encoding:  # decoded, yet cut short: the coding the proxy added may be why
+                res.error_detail += f" ({F.unasked_coding('Content-Encoding', res.encoding)})"
         elif not res.chunk_times:
             only_usage = res.usage is not None and not res.choice_events
             res.error = "usage_only" if only_usage else "no_output"

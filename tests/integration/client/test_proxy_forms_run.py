@@ -195,3 +195,17 @@ def _run_n(tmp_path, quirks: Quirks, output_len: int):
             ],
             str(tmp_path),
         )
+
+
+def test_a_proxys_gzip_transfer_coding_is_named_in_each_failure(tmp_path) -> None:
+    """`Transfer-Encoding: gzip, chunked` (the preflight's probe answered plain): every request fails as a
+    bad_response that names the coding, never as "stream ended without [DONE]"."""
+    r = _run_n(tmp_path, Quirks(transfer_coding="gzip", error_after=1), N_OUT)
+    res = r.result
+    assert res["completed"] == 0 and res["errors_by_kind"] == {"bad_response": N}, r.logs()[-3000:]
+    msgs = res["error_messages"]
+    assert [(m["kind"], m["message"], m["count"]) for m in msgs] == [
+        ("bad_response", "server sent Transfer-Encoding: gzip, not asked for", N)
+    ]
+    assert "server sent Transfer-Encoding: gzip, not asked for" in r.out
+    assert "without [DONE]" not in r.out and "Traceback" not in r.logs()

@@ -191,7 +191,7 @@ class QuirkServer:
         if q.encoding:
             head += b"Content-Encoding: %s\r\n" % q.encoding.split("-")[0].encode()
             frames = _compressed(frames, q.encoding)
-        if q.transfer_coding:  # a coding of the message, under chunked: the client asked for none
+        if q.transfer_coding and self.streamed > q.error_after:  # a coding under chunked: none was asked for
             head = head.replace(b"chunked", q.transfer_coding.encode() + b", chunked")
             frames = _compressed(frames, q.transfer_coding)
         if q.headers_after_s:

@@ -97,6 +97,7 @@ def test_a_stream_whose_encoding_cannot_be_decoded_is_a_bad_response(quirk, monk
     )  # gzip bytes read as deflate: they do not decode
     (res,) = _read(quirk)
     assert res.error == "bad_response" and "does not decode" in (res.error_detail or "")
+    assert (res.error_detail or "").endswith("(server sent Content-Encoding: gzip, not asked for)")
 
 
 # ----------------------------------------------------------------------------------------- errors in their words
@@ -234,3 +235,38 @@ def test_a_gateways_own_spaced_events_in_a_compact_stream_are_read() -> None:
     ev.finish(1.0)
     assert len(res.chunk_times) == 3 and res.finish_reason == "stop"
     assert res.usage == {"prompt_tokens": 3, "completion_tokens": 3}
+
+
+# ----------------------------------------------------------------------------------------- codings not asked for
+@pytest.mark.parametrize("use_reactor", READERS)
+@pytest.mark.parametrize("at_once", [False, True], ids=["flushed", "at-once"])
+def test_a_gzip_transfer_coding_is_named_not_a_missing_done(quirk, monkeypatch, use_reactor, at_once) -> None:
+    monkeypatch.setattr(stream, "USE_REACTOR", use_reactor)
+    quirk.quirks = Quirks(transfer_coding="gzip", at_once=at_once)
+    for res in _read(quirk, 2):  # two: the coded connection is closed, the next request opens another
+        assert (res.error, res.error_detail) == (
+            "bad_response",
+            "server sent Transfer-Encoding: gzip, not asked for",
+        )
+    assert not reactor().streams
+
+
+def test_transfer_codings_other_than_chunked_are_named() -> None:
+    assert F.unasked_transfer_coding(None) is None and F.unasked_transfer_coding("chunked") is None
+    assert F.unasked_transfer_coding("Chunked, identity") is None
+    assert F.unasked_transfer_coding("gzip, chunked") == "server sent Transfer-Encoding: gzip, not asked for"
+    assert (
+        F.unasked_transfer_coding(["deflate", "chunked"])
+        == "server sent Transfer-Encoding: deflate, not asked for"
+    )
+
+
+@pytest.mark.parametrize("use_reactor", READERS)
+def test_a_compressed_stream_cut_short_names_the_coding(quirk, monkeypatch, use_reactor) -> None:
+    monkeypatch.setattr(stream, "USE_REACTOR", use_reactor)
+    quirk.quirks = Quirks(encoding="gzip", done=False, finish=False)
+    (res,) = _read(quirk)
+    assert res.error == "truncated"
+    assert (
+        res.error_detail == "stream ended without [DONE] (server sent Content-Encoding: gzip, not asked for)"
+    )
