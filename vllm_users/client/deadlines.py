@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 __all__ = ["NO_LIMITS", "DeadlineExceeded", "Limits"]
 
@@ -26,7 +27,7 @@ class DeadlineExceeded(Exception):
         self.detail = detail
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Limits:
     """A request's deadlines in seconds; 0 = none."""
 
@@ -45,14 +46,25 @@ class Limits:
     def first(self, streamed: bool) -> float:
         """Seconds until the first deadline that can strike before any content (0: none). A non-streamed
         answer has no content before its end, so only the request deadline applies to it."""
-        bounds = [s for s in (self.request_s, self.stall_s if streamed else 0.0) if s > 0]
-        return min(bounds) if bounds else 0.0
+        return self._firsts[streamed]
+
+    @cached_property
+    def _firsts(self) -> dict[bool, float]:
+        def first(streamed: bool) -> float:
+            bounds = [s for s in (self.request_s, self.stall_s if streamed else 0.0) if s > 0]
+            return min(bounds) if bounds else 0.0
+
+        return {True: first(True), False: first(False)}
 
     def header_error(self, streamed: bool) -> DeadlineExceeded:
-        """The error of a request whose headers did not come within `first(streamed)` seconds."""
-        if streamed and self.stall_s > 0 and (self.request_s <= 0 or self.stall_s < self.request_s):
-            return self.stalled(0)
-        return self.overran()
+        """The error of a request whose headers did not come within `first(streamed)` seconds (made once per
+        Limits: a request's timer takes it, and formatting it per request would cost a microsecond or two)."""
+        return self._header_errors[streamed]
+
+    @cached_property
+    def _header_errors(self) -> dict[bool, DeadlineExceeded]:
+        stall_first = self.stall_s > 0 and (self.request_s <= 0 or self.stall_s < self.request_s)
+        return {True: self.stalled(0) if stall_first else self.overran(), False: self.overran()}
 
     def overran(self) -> DeadlineExceeded:
         """The error of a request that ran past `request_s`."""

@@ -50,7 +50,16 @@ class StreamResult:
     t_answer: float = 0.0  # perf_counter s of the first answer chunk (content or tool call); 0.0 before it
     encoding: str | None = None  # the body's Content-Encoding when the server compressed it (decoded here)
     replica: str | None = None  # --replica-header: the replica that answered, as its response header said
-    empty_finish: bool = False  # the output chunk with the finish_reason carried no text (`"content":""`)
+    finish_event: bytes | None = None  # the output event that carried the finish_reason
+
+    @property
+    def empty_finish(self) -> bool:
+        """True when the output event with the finish_reason carried no text (`"content":""`: it proves no
+        token). Asked only of a stream whose usage says fewer tokens than its chunks, so never per chunk."""
+        ev = self.finish_event
+        return ev is not None and not carries_text(
+            ev, b'"delta"' not in ev
+        )  # completions chunks have no delta
 
     @property
     def text(self) -> str:
@@ -159,8 +168,7 @@ class SseEvents:
             fr = finish_reason_of(payload)  # one search; null on most chunks
             if fr:
                 res.finish_reason = fr
-                # once per stream: an empty finish chunk proves no token (the usage check leaves it out)
-                res.empty_finish = not carries_text(payload, self.completions)
+                res.finish_event = payload  # once per stream; read only when usage is below the chunks
             if b'"usage":' in payload and has_object(payload, b'"usage":'):  # one search; usually absent
                 self._usage(payload)
             return

@@ -105,6 +105,7 @@ def send_and_read(
             _read_stream(resp, sink, now, res, limits)
     except DeadlineExceeded as e:  # the tokens so far stay in the result (and the record)
         res.error, res.error_detail = e.kind, e.detail
+        e.__traceback__ = None  # a header timer's error is shared by the user's requests: keep no frames
     except (gevent.Timeout, TimeoutError):
         res.error = "timeout"
         res.error_detail = "read timed out" if res.status else "connect or header timeout"

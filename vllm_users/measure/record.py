@@ -143,7 +143,10 @@ class StreamOutcome(Protocol):
     streamed: bool
     reasoning_chunks: int  # reasoning-only output chunks before the first answer chunk
     t_answer: float  # perf_counter s of the first answer chunk (0.0: none)
-    empty_finish: bool  # the finish chunk carried no text (it proves no token)
+
+    @property
+    def empty_finish(self) -> bool:
+        """True when the finish chunk carried no text (it proves no token)."""
 
 
 # A success whose output chunks all came within this span was delivered at once (one read, or a buffered body's
@@ -181,9 +184,10 @@ def record_from_stream(
     times = res.chunk_times
     n = len(times)
     flags: dict[str, Any] = {}
-    proven = n - 1 if res.empty_finish else n  # tokens the chunks prove
-    if generates and res.streamed and isinstance(out, int) and out < proven:
-        flags["usage_tokens"], out = out, proven
+    if generates and res.streamed and isinstance(out, int) and out < n:
+        proven = n - 1 if res.empty_finish else n  # tokens the chunks prove (asked only here: rare)
+        if out < proven:
+            flags["usage_tokens"], out = out, proven
     chunk_times_us = [round((t - t0) * 1e6) for t in times]
     if res.streamed and res.error is None and n > 1 and chunk_times_us[-1] - chunk_times_us[0] <= AT_ONCE_US:
         flags["delivered_at_once"] = n

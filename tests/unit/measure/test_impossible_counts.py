@@ -38,7 +38,8 @@ def _stream(n: int, gap_s: float, usage: int | None, *, empty_finish: bool = Fal
         done=True,
         finish_reason="length",
         usage=None if usage is None else {"prompt_tokens": 32, "completion_tokens": usage},
-        empty_finish=empty_finish,
+        finish_event=b'{"choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":"length"}]}'
+        % (b"" if empty_finish else b"x"),
     )
 
 
