@@ -14,7 +14,7 @@ pytestmark = pytest.mark.timeout(200)
 N = 20
 
 
-def _run(tmp_path, quirks: Quirks):
+def _run(tmp_path, quirks: Quirks, output_len: int = N_OUT):
     with serve_threaded(quirks) as srv:
         return cli(
             [
@@ -27,7 +27,7 @@ def _run(tmp_path, quirks: Quirks):
                 "--workers",
                 "1",
                 "--output-len",
-                str(N_OUT),
+                str(output_len),
             ],
             str(tmp_path),
         )
@@ -152,7 +152,7 @@ def test_a_gateway_that_pings_forever_ends_each_request_at_the_stall_timeout(tmp
 
 def test_usage_below_the_chunks_is_counted_by_the_chunks_and_flagged(tmp_path) -> None:
     """16 one-token chunks, usage says 8: 16 tokens a request, 1.0 chunk per token, and result.json says why."""
-    r = _run_n(tmp_path, Quirks(n_out=16, usage_tokens=8), 16)
+    r = _run(tmp_path, Quirks(n_out=16, usage_tokens=8), 16)
     assert r.rc == 0, r.logs()[-3000:]
     res = r.result
     assert res["completed"] == N and res["total_output_tokens"] == N * 16
@@ -166,7 +166,7 @@ def test_usage_below_the_chunks_is_counted_by_the_chunks_and_flagged(tmp_path) -
 
 def test_a_buffering_proxy_gives_no_tpot_or_itl_with_the_reason(tmp_path) -> None:
     """Every answer in one write: TTFT = E2EL, TPOT and ITL absent (never 0.00), and the summary says why."""
-    r = _run_n(tmp_path, Quirks(n_out=16, at_once=True), 16)
+    r = _run(tmp_path, Quirks(n_out=16, at_once=True), 16)
     assert r.rc == 0, r.logs()[-3000:]
     res = r.result
     assert res["completed"] == N and res["total_output_tokens"] == N * 16
@@ -178,29 +178,10 @@ def test_a_buffering_proxy_gives_no_tpot_or_itl_with_the_reason(tmp_path) -> Non
     assert "Traceback" not in r.logs()
 
 
-def _run_n(tmp_path, quirks: Quirks, output_len: int):
-    with serve_threaded(quirks) as srv:
-        return cli(
-            [
-                "--host",
-                f"http://127.0.0.1:{srv.port}",
-                "--num-prompts",
-                str(N),
-                "--users",
-                "2",
-                "--workers",
-                "1",
-                "--output-len",
-                str(output_len),
-            ],
-            str(tmp_path),
-        )
-
-
 def test_a_proxys_gzip_transfer_coding_is_named_in_each_failure(tmp_path) -> None:
     """`Transfer-Encoding: gzip, chunked` (the preflight's probe answered plain): every request fails as a
     bad_response that names the coding, never as "stream ended without [DONE]"."""
-    r = _run_n(tmp_path, Quirks(transfer_coding="gzip", error_after=1), N_OUT)
+    r = _run(tmp_path, Quirks(transfer_coding="gzip", error_after=1), N_OUT)
     res = r.result
     assert res["completed"] == 0 and res["errors_by_kind"] == {"bad_response": N}, r.logs()[-3000:]
     msgs = res["error_messages"]

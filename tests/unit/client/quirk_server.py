@@ -252,6 +252,22 @@ def _compressed(frames: list[bytes], encoding: str) -> list[bytes]:
     return [f for f in (*out, z.flush()) if f]  # an empty one would end the chunked body
 
 
+@contextmanager
+def serve_gevent() -> Iterator[QuirkServer]:
+    """A QuirkServer on 127.0.0.1:0 under gevent's StreamServer (unit tests, in the test's own hub)."""
+    import gevent
+    from gevent.server import StreamServer
+
+    srv = QuirkServer(sleep=gevent.sleep)
+    ss = StreamServer(("127.0.0.1", 0), srv.handle)
+    ss.start()
+    srv.port = ss.server_port
+    try:
+        yield srv
+    finally:
+        ss.stop(timeout=1)
+
+
 class _Threaded(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True

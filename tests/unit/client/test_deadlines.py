@@ -7,12 +7,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-import gevent
 import pytest
-from gevent.server import StreamServer
 from geventhttpclient import HTTPClient
 
-from tests.unit.client.quirk_server import MODEL, Quirks, QuirkServer
+from tests.unit.client.quirk_server import MODEL, Quirks, QuirkServer, serve_gevent
 from vllm_users.client import stream
 from vllm_users.client.deadlines import Limits
 from vllm_users.client.reactor import HAVE_EPOLL, reactor
@@ -28,12 +26,8 @@ BOUND_S = 15.0  # the server pings for 30 s: a request that ends before this was
 
 @pytest.fixture()
 def quirk() -> Iterator[QuirkServer]:
-    srv = QuirkServer(sleep=gevent.sleep)
-    ss = StreamServer(("127.0.0.1", 0), srv.handle)
-    ss.start()
-    srv.port = ss.server_port
-    yield srv
-    ss.stop(timeout=1)
+    with serve_gevent() as srv:
+        yield srv
 
 
 def _read(srv: QuirkServer, limits: Limits, *, stream_: bool = True) -> stream.StreamResult:

@@ -8,13 +8,19 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-import gevent
 import pytest
-from gevent.server import StreamServer
 from geventhttpclient import HTTPClient
 
 from orchestration.server.preflight import PreflightError, check_server
-from tests.unit.client.quirk_server import ERROR_MESSAGE, MODEL, N_OUT, Quirks, QuirkServer, serve_threaded
+from tests.unit.client.quirk_server import (
+    ERROR_MESSAGE,
+    MODEL,
+    N_OUT,
+    Quirks,
+    QuirkServer,
+    serve_gevent,
+    serve_threaded,
+)
 from vllm_users.client import sse_events, stream
 from vllm_users.client import sse_forms as F
 from vllm_users.client.reactor import HAVE_EPOLL, reactor
@@ -50,12 +56,8 @@ FORMS = [
 
 @pytest.fixture()
 def quirk() -> Iterator[QuirkServer]:
-    srv = QuirkServer(sleep=gevent.sleep)
-    ss = StreamServer(("127.0.0.1", 0), srv.handle)
-    ss.start()
-    srv.port = ss.server_port
-    yield srv
-    ss.stop()
+    with serve_gevent() as srv:
+        yield srv
 
 
 def _read(srv: QuirkServer, n: int = 1, path: str = "/v1/chat/completions") -> list[stream.StreamResult]:

@@ -8,24 +8,12 @@ from time import perf_counter
 import pytest
 
 from orchestration.report.summary import format_summary
+from tests.unit.measure.test_record_constructors import WHERE
 from vllm_users.client.stream import StreamResult
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.metrics import tpot_s
 from vllm_users.measure.record import record_from_stream
 from vllm_users.measure.result_fields import compute_metrics
-
-WHERE = dict(
-    scenario="chat",
-    worker="w0",
-    user=7,
-    seq=3,
-    endpoint="chat",
-    t_intended=None,
-    input_len=32,
-    output_len=16,
-    turn=0,
-    session=0,
-)
 
 
 def _stream(n: int, gap_s: float, usage: int | None, *, empty_finish: bool = False) -> StreamResult:
