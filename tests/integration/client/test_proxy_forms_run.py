@@ -190,3 +190,35 @@ def test_a_proxys_gzip_transfer_coding_is_named_in_each_failure(tmp_path) -> Non
     ]
     assert "server sent Transfer-Encoding: gzip, not asked for" in r.out
     assert "without [DONE]" not in r.out and "Traceback" not in r.logs()
+
+
+def test_a_run_time_ends_a_run_whose_streams_ping_forever_with_no_deadline(tmp_path) -> None:
+    """Deadlines off (0), pings forever: --run-time and --stop-timeout still end the run, the streams counted as
+    interrupted, and result.json is written."""
+    quirks = Quirks(ping_after=3, gap_s=0.1, error_after=1, ping_for_s=90)
+    with serve_threaded(quirks) as srv:
+        r = cli(
+            [
+                "--host",
+                f"http://127.0.0.1:{srv.port}",
+                "--run-time",
+                "3s",
+                "--stop-timeout",
+                "2",
+                "--users",
+                "2",
+                "--workers",
+                "1",
+                "--output-len",
+                str(N_OUT),
+                "--stall-timeout",
+                "0",
+                "--request-timeout",
+                "0",
+            ],
+            str(tmp_path),
+            timeout=60,
+        )
+    res = r.result
+    assert res["completed"] == 0 and res["interrupted"] == 2, r.logs()[-3000:]
+    assert "Traceback" not in r.logs()

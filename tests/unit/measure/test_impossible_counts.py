@@ -127,3 +127,11 @@ def test_the_reader_tells_an_empty_finish_chunk(finish: bytes, empty: bool) -> N
     first = b'{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}'
     ev.feed(b"data: " + first + b"\n\ndata: " + finish + b"\n\ndata: [DONE]\n\n", 1.0)
     assert len(res.chunk_times) == 2 and res.empty_finish is empty and res.finish_reason
+
+
+def test_the_per_scenario_lines_say_n_a_for_a_tpot_that_is_absent() -> None:
+    at_once = compute_metrics(_records(16, 0.0, 16))
+    real = compute_metrics(_records(16, 0.010, 16))
+    res = {**real, "per_scenario": {"buffered": at_once, "direct": real}}
+    lines = [ln for ln in format_summary(res).splitlines() if "TTFT p50" in ln]
+    assert len(lines) == 2 and "TPOT p50     n/a" in lines[0] and "TPOT p50   10.00 ms" in lines[1], lines
