@@ -135,3 +135,15 @@ def test_the_per_scenario_lines_say_n_a_for_a_tpot_that_is_absent() -> None:
     res = {**real, "per_scenario": {"buffered": at_once, "direct": real}}
     lines = [ln for ln in format_summary(res).splitlines() if "TTFT p50" in ln]
     assert len(lines) == 2 and "TPOT p50     n/a" in lines[0] and "TPOT p50   10.00 ms" in lines[1], lines
+
+
+def test_both_flags_reach_the_html_report(tmp_path) -> None:
+    from orchestration.report.model import build_report
+    from orchestration.report.postprocess import load_run
+    from orchestration.report.render import render_html
+    from tests.unit.report.helpers import write_run
+
+    recs = _records(16, 0.0, 16, k=3) + _records(16, 0.010, 8, k=2)
+    html = render_html(build_report([load_run(write_run(str(tmp_path / "a"), recs))]), [])
+    assert "Delivered at once (a buffering proxy?): 3 of 5 streamed" in html
+    assert "Usage below chunks (chunks counted): 2 requests (usage 16 tokens, chunks 32)" in html
