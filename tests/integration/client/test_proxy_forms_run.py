@@ -14,20 +14,21 @@ pytestmark = pytest.mark.timeout(200)
 N = 20
 
 
-def _run(tmp_path, quirks: Quirks, output_len: int = N_OUT):
+def _run(tmp_path, quirks: Quirks, output_len: int = N_OUT, *extra: str, load: tuple[str, ...] = ()):
+    """A run of 2 users against the quirk server: N prompts unless `load` says otherwise, then `extra`."""
     with serve_threaded(quirks) as srv:
         return cli(
             [
                 "--host",
                 f"http://127.0.0.1:{srv.port}",
-                "--num-prompts",
-                str(N),
+                *(load or ("--num-prompts", str(N))),
                 "--users",
                 "2",
                 "--workers",
                 "1",
                 "--output-len",
                 str(output_len),
+                *extra,
             ],
             str(tmp_path),
         )
@@ -123,24 +124,7 @@ def test_a_gateway_that_pings_forever_ends_each_request_at_the_stall_timeout(tmp
     """After 3 tokens only `: ping` every 100 ms: each request ends as stall_timeout with its 3 tokens, and the
     run ends by its prompt count (it never ended: the pings reset the read timeout)."""
     quirks = Quirks(ping_after=3, gap_s=0.1, error_after=1, ping_for_s=60)
-    with serve_threaded(quirks) as srv:
-        r = cli(
-            [
-                "--host",
-                f"http://127.0.0.1:{srv.port}",
-                "--num-prompts",
-                "4",
-                "--users",
-                "2",
-                "--workers",
-                "1",
-                "--output-len",
-                str(N_OUT),
-                "--stall-timeout",
-                "1",
-            ],
-            str(tmp_path),
-        )
+    r = _run(tmp_path, quirks, N_OUT, "--stall-timeout", "1", load=("--num-prompts", "4"))
     assert r.rc in (0, 1), r.logs()[-3000:]  # a run of failures: its own exit code, not a hang
     res = r.result
     assert res["failed"] == 4 and res["errors_by_kind"] == {"stall_timeout": 4}
@@ -196,29 +180,8 @@ def test_a_run_time_ends_a_run_whose_streams_ping_forever_with_no_deadline(tmp_p
     """Deadlines off (0), pings forever: --run-time and --stop-timeout still end the run, the streams counted as
     interrupted, and result.json is written."""
     quirks = Quirks(ping_after=3, gap_s=0.1, error_after=1, ping_for_s=90)
-    with serve_threaded(quirks) as srv:
-        r = cli(
-            [
-                "--host",
-                f"http://127.0.0.1:{srv.port}",
-                "--run-time",
-                "3s",
-                "--stop-timeout",
-                "2",
-                "--users",
-                "2",
-                "--workers",
-                "1",
-                "--output-len",
-                str(N_OUT),
-                "--stall-timeout",
-                "0",
-                "--request-timeout",
-                "0",
-            ],
-            str(tmp_path),
-            timeout=60,
-        )
+    deadlines_off = ("--stall-timeout", "0", "--request-timeout", "0", "--stop-timeout", "2")
+    r = _run(tmp_path, quirks, N_OUT, *deadlines_off, load=("--run-time", "3s"))
     res = r.result
     assert res["completed"] == 0 and res["interrupted"] == 2, r.logs()[-3000:]
     assert "Traceback" not in r.logs()
