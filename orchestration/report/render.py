@@ -150,6 +150,8 @@ an unbounded cache (docs/traces.md).</p>{% endif %}
 {% for r in report.runs %}<p><b>{{ r.name }}</b>: errors {{ r.result.errors_by_kind or "none" }};
 client: {{ client_health_line(r.result) }}
 {% if r.result.compressed_streams %}<br>Compressed by the server (decoded): {{ r.result.compressed_streams }}{% endif %}
+{% if r.result.delivered_at_once %}<br>Delivered at once (a buffering proxy?): {{ r.result.delivered_at_once.requests }} of {{ r.result.delivered_at_once.streamed_requests }} streamed; they give no TPOT or ITL{% endif %}
+{% if r.result.usage_below_chunks %}<br>Usage below chunks (chunks counted): {{ r.result.usage_below_chunks.requests }} requests (usage {{ r.result.usage_below_chunks.usage_output_tokens }} tokens, chunks {{ r.result.usage_below_chunks.chunk_output_tokens }}){% endif %}
 {% if r.result.error_messages %}<table class="errors"><tr><th>count</th><th class="l">kind</th><th class="l">message</th></tr>
 {% for e in r.result.error_messages %}<tr><td>{{ e.count }}</td><td class="l">{{ e.kind }}</td><td class="l">{{ e.message or "" }}</td></tr>
 {% endfor %}</table>{% endif %}

@@ -171,6 +171,8 @@ def _rate_and_latency_lines(res: dict[str, Any]) -> list[str]:
         out.append("Pooling requests (embeddings/rerank/score): no TTFT/ITL/TPOT (E2EL only)")
     elif K.TTFT.key("mean") not in res and res.get(K.NOT_STREAMED_REQUESTS):
         out.append("Requests not streamed: no TTFT/ITL/TPOT (E2EL only)")
+    if K.TPOT.key("mean") not in res and res.get(K.DELIVERED_AT_ONCE):  # every stream came in one piece
+        out.append("TPOT and ITL absent: delivered at once: a buffering proxy? (TTFT = E2EL)")
     for metric in K.ROW_LATENCIES:
         if metric.key("mean") in res:  # a figure that does not apply is left out (reasoning, non-streamed)
             out.extend(_metric_block(res, metric))
@@ -291,6 +293,13 @@ def _extras(res: dict[str, Any], run: RunResult) -> list[str]:
         out.append(_figure(res, K.CHUNK_TOKEN_RATIO))
     if res.get(K.MISSING_DONE_REQUESTS):  # successes all the same: complete bodies with a finish_reason
         out.append(_figure(res, K.MISSING_DONE_REQUESTS))
+    if d := res.get(K.DELIVERED_AT_ONCE):  # their chunk gaps time a proxy: no TPOT/ITL from them
+        out.append(
+            _line("Delivered at once (a buffering proxy?):", f"{d['requests']} of {d['streamed_requests']}")
+        )
+    if u := res.get(K.USAGE_BELOW_CHUNKS):  # an impossible pair: the chunks were counted
+        told = f"{u['requests']} (usage {u['usage_output_tokens']} tokens, chunks {u['chunk_output_tokens']})"
+        out.append(_line("Usage below chunks (chunks counted):", told))
     if res.get(K.COMPRESSED_STREAMS):  # against Accept-Encoding: identity; decoded as the bytes came
         enc = ", ".join(f"{k}={v}" for k, v in sorted(res[K.COMPRESSED_STREAMS].items()))
         out.append(_line(_label(K.COMPRESSED_STREAMS), enc))
@@ -308,7 +317,10 @@ def _extras(res: dict[str, Any], run: RunResult) -> list[str]:
         out.append(f"{' Per scenario ':-^{_W}}")
         for name, s in run.per_scenario.items():
             if (ttft := K.TTFT.key("median")) in s:
-                lat = f"TTFT p50 {s[ttft]:8.1f} ms  TPOT p50 {s[K.TPOT.key('median')]:7.2f} ms"
+                tpot = s.get(K.TPOT.key("median"))  # absent when every stream came at once
+                lat = f"TTFT p50 {s[ttft]:8.1f} ms  TPOT p50 " + (
+                    f"{tpot:7.2f} ms" if tpot is not None else "    n/a"
+                )
                 if (ttfa := K.TTFA.key("median")) in s:
                     lat += f"  TTFA p50 {s[ttfa]:8.1f} ms"
             else:

@@ -7,6 +7,7 @@ after it, whatever the whitespace a re-serializing proxy put before them (`"cont
 from __future__ import annotations
 
 __all__ = [
+    "carries_text",
     "finish_reason_of",
     "finish_reason_spaced",
     "has_object",
@@ -65,6 +66,23 @@ def is_reasoning_only(payload: bytes) -> bool:
         and b'"tool_calls":[{' not in payload
         and b'"tool_calls": [{' not in payload
     )
+
+
+def carries_text(payload: bytes, completions: bool) -> bool:
+    """True when an output chunk carries text (content, reasoning, a completion's text) or a tool call; False for
+    an empty one (`"content":""`, counted as output by vLLM bench's rule). Asked of a stream's finish chunk only."""
+    key = b'"text":"' if completions else b'"content":"'
+    j = payload.find(key)  # the common finish chunk: the last token's text, compact (one search)
+    if j >= 0 and payload[j + len(key) : j + len(key) + 1] != b'"':
+        return True
+    if completions:
+        return _has_text(payload, b'"text":')
+    if b'"tool_calls":[{' in payload or b'"tool_calls": [{' in payload:
+        return True
+    for k in _CONTENT_KEYS:
+        if _has_text(payload, k):
+            return True
+    return False
 
 
 def is_completion_output(payload: bytes) -> bool:

@@ -10,7 +10,9 @@ Times are unchanged: each read still carries the kernel's receive timestamp (wir
 reactor reads through the connection's SSL object (tls.read_record): a record not yet whole waits for the next
 wake-up, and bytes OpenSSL decrypted but not handed out yet (`pending()`: no wake-up comes for them) are read
 before the callback returns.
-The read timeout (`--stream-timeout`, the socket's timeout) is checked by one periodic timer for all streams.
+The read timeout (`--stream-timeout`, the socket's timeout) and each stream's deadlines (`--request-timeout`,
+`--stall-timeout`: client/deadlines.py) are checked by one periodic timer for all streams, so that a chunk costs
+nothing more for them: the timer reads how many output chunks a stream has, and when the last one came.
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ from gevent.hub import Waiter, get_hub
 from gevent.monkey import get_original
 
 from vllm_users.client import tls
+from vllm_users.client.deadlines import NO_LIMITS, Limits
 from vllm_users.client.ghc_adapter import HTTPConnectionClosed, response_socket
 from vllm_users.client.wire import BLOCK, StampedResponse, read_stamped
 
 _MAX_RECORDS = 64  # TLS: records decrypted per wake-up of one stream at most (a bound: epoll wakes us again)
-_CHECK_S = 0.25  # how often silent streams are checked against their read timeout
+_CHECK_S = 0.25  # how often silent streams are checked against their read timeout and deadlines
 # gevent's monkey patching removes select.epoll (Locust patches every process); the original is what we need
 try:
     _epoll: Any = get_original("select", "epoll")
@@ -38,9 +41,31 @@ HAVE_EPOLL = _epoll is not None
 
 
 class _Stream:
-    __slots__ = ("resp", "events", "raw", "ssl", "waiter", "last_io", "silence_s")
+    __slots__ = (
+        "resp",
+        "events",
+        "raw",
+        "ssl",
+        "waiter",
+        "last_io",
+        "silence_s",
+        "res",
+        "limits",
+        "deadline",
+        "last_content",
+        "seen",
+    )
 
-    def __init__(self, resp: StampedResponse, sock: Any, events: Any, waiter: Waiter, now: float) -> None:
+    def __init__(
+        self,
+        resp: StampedResponse,
+        sock: Any,
+        events: Any,
+        waiter: Waiter,
+        now: float,
+        res: Any = None,
+        limits: Limits = NO_LIMITS,
+    ) -> None:
         self.resp = resp
         self.events = events
         self.raw = sock._sock  # the non-blocking stdlib socket under gevent's
@@ -51,6 +76,11 @@ class _Stream:
         self.waiter = waiter
         self.last_io = now
         self.silence_s: float | None = sock.timeout
+        self.res = res  # the StreamResult its events go into: its chunk times tell when content last came
+        self.limits = limits if res is not None else NO_LIMITS
+        self.deadline = limits.deadline(res.t0) if res is not None else 0.0
+        self.last_content = res.t0 if res is not None else now
+        self.seen = 0  # output chunks seen by the last check
 
 
 class Reactor:
@@ -64,9 +94,12 @@ class Reactor:
         self.io.start(self._ready)
         self.timer: Any = None
 
-    def read_body(self, resp: StampedResponse, events: Any, now: float) -> None:
+    def read_body(
+        self, resp: StampedResponse, events: Any, now: float, res: Any = None, limits: Limits = NO_LIMITS
+    ) -> None:
         """Read `resp`'s body into `events` (an SSE dispatcher) and return when it is complete; raises what
-        the read raised (connection closed, parse error, TimeoutError after the socket's timeout)."""
+        the read raised (connection closed, parse error, TimeoutError after the socket's timeout), or
+        DeadlineExceeded when `res` (the StreamResult `events` fills) passes one of `limits`."""
         if resp.drain_into(events, now):  # the whole body came with the headers
             events.finish(now)
             return
@@ -74,11 +107,11 @@ class Reactor:
         if sock is None:
             raise HTTPConnectionClosed("connection closed")
         waiter = Waiter(self.hub)
-        st = _Stream(resp, sock, events, waiter, now)
+        st = _Stream(resp, sock, events, waiter, now, res, limits)
         fd = st.raw.fileno()
         self.streams[fd] = st
         self.ep.register(fd, _EPOLLIN)
-        if self.timer is None and st.silence_s is not None:
+        if self.timer is None and (st.silence_s is not None or st.limits.any):
             self.timer = self.hub.loop.timer(_CHECK_S, _CHECK_S)
             self.timer.start(self._check_silence)
         try:
@@ -156,6 +189,14 @@ class Reactor:
         for fd, st in list(self.streams.items()):
             if st.silence_s is not None and now - st.last_io > st.silence_s:
                 self._done(fd, st, TimeoutError("read timed out"))
+            elif st.limits.any:
+                times = st.res.chunk_times
+                n = len(times)
+                if n != st.seen:
+                    st.seen, st.last_content = n, times[-1]
+                err = st.limits.check(now, st.deadline, st.last_content, n)
+                if err is not None:
+                    self._done(fd, st, err)
 
 
 _REACTORS: dict[int, Reactor] = {}

@@ -14,6 +14,7 @@ from typing import Any
 from vllm_users.client import responses as R
 from vllm_users.client import sse_forms as F
 from vllm_users.client.chunks import (
+    carries_text,
     finish_reason_of,
     finish_reason_spaced,
     has_object,
@@ -49,6 +50,16 @@ class StreamResult:
     t_answer: float = 0.0  # perf_counter s of the first answer chunk (content or tool call); 0.0 before it
     encoding: str | None = None  # the body's Content-Encoding when the server compressed it (decoded here)
     replica: str | None = None  # --replica-header: the replica that answered, as its response header said
+    finish_event: bytes | None = None  # the output event that carried the finish_reason
+
+    @property
+    def empty_finish(self) -> bool:
+        """True when the output event with the finish_reason carried no text (`"content":""`: it proves no
+        token). Asked only of a stream whose usage says fewer tokens than its chunks, so never per chunk."""
+        ev = self.finish_event
+        return ev is not None and not carries_text(
+            ev, b'"delta"' not in ev
+        )  # completions chunks have no delta
 
     @property
     def text(self) -> str:
@@ -157,6 +168,7 @@ class SseEvents:
             fr = finish_reason_of(payload)  # one search; null on most chunks
             if fr:
                 res.finish_reason = fr
+                res.finish_event = payload  # once per stream; read only when usage is below the chunks
             if b'"usage":' in payload and has_object(payload, b'"usage":'):  # one search; usually absent
                 self._usage(payload)
             return

@@ -31,6 +31,8 @@ __all__ = [
     "media_type",
     "not_a_stream",
     "stream_error",
+    "unasked_coding",
+    "unasked_transfer_coding",
 ]
 
 _WS = frozenset(b" \t\r\n")
@@ -124,6 +126,20 @@ def _have_brotli() -> bool:
 
 
 HAVE_BROTLI = _have_brotli()
+
+
+def unasked_coding(header: str, value: str) -> str:
+    """How a failure names a coding the client never asked for (it sends `Accept-Encoding: identity` and no TE)."""
+    return f"server sent {header}: {value.strip()}, not asked for"
+
+
+def unasked_transfer_coding(value: str | list[str] | None) -> str | None:
+    """The failure's words for a Transfer-Encoding other than chunked (`gzip, chunked`: RFC 9112 lets a server
+    send one only to a client whose TE asked for it, and the HTTP parser leaves it coded); None for chunked."""
+    text = ", ".join(value) if isinstance(value, list) else (value or "")
+    codings = [c.strip().lower() for c in text.split(",") if c.strip()]
+    unasked = [c for c in codings if c not in ("chunked", "identity")]
+    return unasked_coding("Transfer-Encoding", ", ".join(unasked)) if unasked else None
 
 
 def decoder(content_encoding: str) -> Decoding | None:

@@ -16,6 +16,7 @@ import gevent
 
 from vllm_users.client import responses as R
 from vllm_users.client import sse_forms as F
+from vllm_users.client.deadlines import NO_LIMITS, DeadlineExceeded, Limits
 from vllm_users.client.ghc_adapter import (
     HTTPClient,
     HTTPConnectionClosed,
@@ -32,7 +33,7 @@ from vllm_users.client.wire import BLOCK, StampedResponse, post
 USE_REACTOR = HAVE_EPOLL and os.environ.get("VLLM_LOCUST_REACTOR", "1") != "0"
 
 
-__all__ = ["USE_REACTOR", "StreamResult", "replica_of", "send_and_read"]
+__all__ = ["Limits", "USE_REACTOR", "StreamResult", "replica_of", "send_and_read"]
 
 
 def send_and_read(
@@ -45,15 +46,23 @@ def send_and_read(
     stream: bool = True,
     want_text: bool = False,
     replica_header: str = "",
+    limits: Limits = NO_LIMITS,
 ) -> StreamResult:
     """POST `body` and read the answer; never raises for server or network faults (they become errors).
 
     `api` (chat, completions, responses, embeddings, rerank, score: client/responses.py) says how to read it;
-    `replica_header` (lowercase; "": none): the response header whose value is kept as `res.replica`."""
+    `replica_header` (lowercase; "": none): the response header whose value is kept as `res.replica`;
+    `limits`: the request's deadlines (--request-timeout, --stall-timeout: client/deadlines.py)."""
     resp = None
     res = StreamResult(t0=perf_counter())
     events = SseEvents(res, api, want_text)
+    # until the headers (and the whole of a non-streamed answer) one gevent timer per request bounds the wait;
+    # a stream's body is checked by its reader, off the per-chunk path
+    head_s = limits.first(stream)
+    timer = gevent.Timeout(head_s, limits.header_error(stream)) if head_s else None
     try:
+        if timer is not None:
+            timer.start()
         res.t0, resp = post(client, path, body, headers)
         now = resp.stamp
         res.status = resp.status_code
@@ -65,6 +74,10 @@ def send_and_read(
             res.error_detail = f"HTTP {res.status}: {msg}"
             return res
         encoding = str(resp.get("content-encoding") or "")
+        coded = F.unasked_transfer_coding(resp.get("transfer-encoding"))
+        if coded is not None:  # the parser leaves such a body coded: no event would ever be found in it
+            res.error, res.error_detail = "bad_response", coded
+            return res
         if not stream:
             _read_whole(resp, res, api, want_text, encoding)
             return res
@@ -84,10 +97,15 @@ def send_and_read(
             if dec is not None:
                 res.encoding = encoding.strip().lower()
                 sink = F.Decoded(events, dec)
+        if timer is not None:
+            timer.close()
         if USE_REACTOR:
-            reactor().read_body(resp, sink, now)
+            reactor().read_body(resp, sink, now, res, limits)
         else:
-            _read_stream(resp, sink, now)
+            _read_stream(resp, sink, now, res, limits)
+    except DeadlineExceeded as e:  # the tokens so far stay in the result (and the record)
+        res.error, res.error_detail = e.kind, e.detail
+        e.__traceback__ = None  # a header timer's error is shared by the user's requests: keep no frames
     except (gevent.Timeout, TimeoutError):
         res.error = "timeout"
         res.error_detail = "read timed out" if res.status else "connect or header timeout"
@@ -105,8 +123,11 @@ def send_and_read(
         res.error = "truncated" if res.status == 200 else "bad_response"
         res.error_detail = f"HTTP parse error: {e}"[:200]
     except F.DecodeError as e:
-        res.error, res.error_detail = "bad_response", str(e)[:200]
+        said = f" ({F.unasked_coding('Content-Encoding', res.encoding)})" if res.encoding else ""
+        res.error, res.error_detail = "bad_response", (str(e)[: 200 - len(said)] + said)
     finally:
+        if timer is not None:
+            timer.close()
         res.t_end = perf_counter()
         if resp is not None and res.error is not None:
             close_broken(resp)  # a half-read connection must not go back to the pool
@@ -117,6 +138,8 @@ def send_and_read(
             res.error = "truncated"
             end = "response.completed" if api == "responses" else "[DONE]"
             res.error_detail = f"stream ended without {end}"
+            if res.encoding:  # decoded, yet cut short: the coding the proxy added may be why
+                res.error_detail += f" ({F.unasked_coding('Content-Encoding', res.encoding)})"
         elif not res.chunk_times:
             only_usage = res.usage is not None and not res.choice_events
             res.error = "usage_only" if only_usage else "no_output"
@@ -138,9 +161,35 @@ def replica_of(value: str | list[str] | None) -> str | None:
     return value[:REPLICA_MAX] or None
 
 
-def _read_stream(resp: StampedResponse, events: F.Feed, now: float) -> None:
+def _read_stream(
+    resp: StampedResponse, events: F.Feed, now: float, res: StreamResult, limits: Limits = NO_LIMITS
+) -> None:
+    """The greenlet reader (no epoll): the body read here, the deadlines checked once per read; a server silent
+    past the request's deadline is cut by one gevent timer, a silent one by the socket's --stream-timeout."""
+    if limits.request_s > 0:
+        left = limits.deadline(res.t0) - perf_counter()
+        if left <= 0:
+            raise limits.overran()
+        with gevent.Timeout(left, limits.overran()):
+            _read_checked(resp, events, now, res, limits)
+    else:
+        _read_checked(resp, events, now, res, limits)
+
+
+def _read_checked(
+    resp: StampedResponse, events: F.Feed, now: float, res: StreamResult, limits: Limits
+) -> None:
     recv = resp.recv_stamped
+    deadline, last, seen = limits.deadline(res.t0), res.t0, 0
+    checked = limits.any
     while not resp.drain_into(events, now):
+        if checked:
+            n = len(res.chunk_times)
+            if n != seen:
+                seen, last = n, res.chunk_times[-1]
+            err = limits.check(perf_counter(), deadline, last, n)
+            if err is not None:
+                raise err
         sock = response_socket(resp)
         if sock is None:
             raise HTTPConnectionClosed("connection closed")

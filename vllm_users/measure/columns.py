@@ -21,7 +21,8 @@ tokens_estimated (bool), scenario/worker/endpoint/finish_reason/error and (None 
 request_class/model (int32 codes into string tables),
 chunk_lens (int32) and the flat chunk_times_us (int32, int64 when a value needs it). extra is only in
 records.jsonl, but for its `no_done` flag (bool column no_done; False in older frames) and its `content_encoding`
-(a string column). error_detail is a string column too (None in frames written before it).
+(a string column), `delivered_at_once` and `usage_tokens` (int64 columns, -1 = None; -1 in older frames).
+error_detail is a string column too (None in frames written before it).
 Reasoning and non-streaming: answer_us and reasoning_tokens (int64, -1 = None), reasoning_estimated
 and not_streamed (bool); frames written before them read as None / False.
 Images: images and image_tokens (int64, -1 = None). Several servers: host and replica (string columns; None in
@@ -87,6 +88,9 @@ STRINGS = (
     "replica",
 )
 EXTRA_STRINGS = ("content_encoding",)  # strings kept in a record's extra (None when absent)
+# whole numbers kept in a record's extra (-1 when absent): the chunks of a success delivered at once, and the
+# output tokens usage said where it said fewer than the chunks streamed (record.py: record_from_stream)
+EXTRA_INTS = ("delivered_at_once", "usage_tokens")
 
 
 # ----------------------------------------------------------------------------------------------- packing
@@ -103,6 +107,8 @@ def pack_records(recs: Sequence[RequestRecord]) -> bytes:
     arrays["no_done"] = np.fromiter(no_done, dtype=np.bool_, count=n)
     for name in FLAGS:
         arrays[name] = np.fromiter((getattr(r, name) is True for r in recs), dtype=np.bool_, count=n)
+    for name in EXTRA_INTS:
+        arrays[name] = np.fromiter((_extra_int(r.extra, name) for r in recs), dtype=_I8, count=n)
     arrays["valid"] = np.fromiter((-1 if r.valid is None else int(r.valid) for r in recs), dtype=_I1, count=n)
     tables: dict[str, list[str | None]] = {}
     for name in STRINGS:
@@ -129,6 +135,12 @@ def pack_records(recs: Sequence[RequestRecord]) -> bytes:
     arrays["chunk_lens"] = lens
     arrays["chunks"] = flat
     return _pack(n, arrays, tables)
+
+
+def _extra_int(extra: dict[str, Any] | None, name: str) -> int:
+    """A whole number of a record's extra; -1 when absent (or not a whole number: a scenario's own key)."""
+    v = None if extra is None else extra.get(name)
+    return v if isinstance(v, int) and not isinstance(v, bool) else -1
 
 
 def _pack(n: int, arrays: dict[str, np.ndarray], tables: dict[str, list[str | None]]) -> bytes:
@@ -213,6 +225,9 @@ def _merge(parts: list[tuple[int, dict[str, np.ndarray], dict[str, list[str | No
         p[1]["no_done"] if "no_done" in p[1] else np.zeros(p[0], bool) for p in parts
     ]  # older frames: none
     a["no_done"] = np.concatenate(no_done) if parts else np.zeros(0, bool)
+    for name in EXTRA_INTS:  # older frames: none
+        ints = [p[1][name] if name in p[1] else np.full(p[0], -1, _I8) for p in parts]
+        a[name] = np.concatenate(ints) if parts else np.zeros(0, _I8)
     for name in FLAGS:  # older frames: none
         flag = [p[1][name] if name in p[1] else np.zeros(p[0], bool) for p in parts]
         a[name] = np.concatenate(flag) if parts else np.zeros(0, bool)

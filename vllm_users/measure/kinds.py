@@ -31,6 +31,8 @@ ErrorKind = Literal[
     "http",  # non-2xx status (status field holds the code)
     "connection",  # connect refused/reset before or during the request
     "timeout",  # connect or read timeout
+    "request_timeout",  # --request-timeout: the whole request took longer
+    "stall_timeout",  # --stall-timeout: no output chunk for that long (pings and comments do not count)
     "truncated",  # stream ended without [DONE] / torn line
     "inband_error",  # an {"error": ...} event inside a 200 stream
     "no_output",  # stream finished without any output-carrying chunk (e.g. zero tokens)

@@ -236,6 +236,9 @@ MISSING_DONE_REQUESTS = _key(
     "missing_done_requests", "requests", STREAMED, console="Streams without [DONE] (complete)"
 )
 COMPRESSED_STREAMS = _key("compressed_streams", "requests", console="Compressed by the server (decoded)")
+# counts that cannot both be true, settled and flagged (absent when no request had them)
+USAGE_BELOW_CHUNKS = _key("usage_below_chunks", "-", STREAMED)
+DELIVERED_AT_ONCE = _key("delivered_at_once", "-", STREAMED)
 ERROR_MESSAGES = _key("error_messages", "-")
 NOT_STREAMED_REQUESTS = _key(
     "not_streamed_requests", "requests", UNSTREAMED, "Requests not streamed (no TTFT/ITL)", "d", row=56

@@ -164,16 +164,18 @@ def tpot_from(first_us: Any, last_us: Any, output_tokens: Any) -> Any:
 
 
 def tpot_s(r: RequestRecord) -> float | None:
-    """TPOT of one record; None unless it succeeded with output_tokens > 1."""
-    if r.error is not None or not r.chunk_times_us or not r.output_tokens or r.output_tokens <= 1:
+    """TPOT of one record; None unless it succeeded with output_tokens > 1 over two chunk times at least (one
+    chunk, or a stream delivered at once, which keeps one: no time between tokens was measured)."""
+    if r.error is not None or len(r.chunk_times_us) < 2 or not r.output_tokens or r.output_tokens <= 1:
         return None
     return float(tpot_from(r.chunk_times_us[0], r.chunk_times_us[-1], r.output_tokens))
 
 
 def tpots(c: Columns, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """TPOT (s) of the successes `ok` with output_tokens > 1, and that mask over `ok`."""
+    """TPOT (s) of the successes `ok` with output_tokens > 1 and two chunk times at least, and that mask over
+    `ok`."""
     out = c.a["output_tokens"][ok]
-    keep = out > 1
+    keep = (out > 1) & (c.lens[ok] > 1)
     k = ok[keep]
     return np.asarray(tpot_from(c.first_chunk(k), c.last_chunk(k), out[keep]), dtype=np.float64), keep
 

@@ -110,7 +110,27 @@ class MeasureOptions:
         *BOTH,
         locust_name="vllm_stop_timeout",
     )
-    stream_timeout: float = opt(120.0, T.pos_float, "Read timeout per recv of a stream, seconds", *BOTH)
+    stream_timeout: float = opt(
+        120.0,
+        T.pos_float,
+        "Read timeout per recv of a stream, seconds (any byte resets it, a keep-alive `: ping` too)",
+        *BOTH,
+    )
+    request_timeout: float = opt(
+        600.0,
+        T.nonneg_float,
+        "Seconds a whole request may take, headers to the last byte; past it the request fails as "
+        "request_timeout with the tokens so far (0: no bound)",
+        *BOTH,
+    )
+    stall_timeout: float = opt(
+        120.0,
+        T.nonneg_float,
+        "Seconds a stream may go without an output chunk (from the send to the first, then between "
+        "two; comments, pings and empty events do not count); past it the request fails as stall_timeout "
+        "with the tokens so far (0: no bound)",
+        *BOTH,
+    )
     fail_on_client_bound: bool = opt(
         False,
         None,

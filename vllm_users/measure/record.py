@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol
 from vllm_users.measure.kinds import ERROR_KINDS, POOLING_ENDPOINTS, Api, ErrorKind
 
 __all__ = [
+    "AT_ONCE_US",
     "ERROR_KINDS",
     "POOLING_ENDPOINTS",
     "RequestRecord",
@@ -143,6 +144,16 @@ class StreamOutcome(Protocol):
     reasoning_chunks: int  # reasoning-only output chunks before the first answer chunk
     t_answer: float  # perf_counter s of the first answer chunk (0.0: none)
 
+    @property
+    def empty_finish(self) -> bool:
+        """True when the finish chunk carried no text (it proves no token)."""
+
+
+# A success whose output chunks all came within this span was delivered at once (one read, or a buffered body's
+# few reads microseconds apart): no engine decodes two tokens in 100 µs, so its chunk gaps time the proxy, not
+# the server. Its TPOT and ITL are absent (docs/metrics.md).
+AT_ONCE_US = 100
+
 
 def record_from_stream(
     res: StreamOutcome,
@@ -158,13 +169,29 @@ def record_from_stream(
     turn: int | None,
     session: int | None,
 ) -> RequestRecord:
-    """The record of one response as read: chunk times from its start, tokens from usage (else counted)."""
+    """The record of one response as read: chunk times from its start, tokens from usage (else counted).
+
+    Two counts that cannot both be true are settled here and flagged in `extra`: usage below the output chunks
+    streamed (each chunk carries a token's text at least) gives the chunks' count (`usage_tokens`: what usage
+    said); a success whose chunks all came at once keeps one chunk time, its last (`delivered_at_once`: how
+    many chunks came), so that TTFT = E2EL and no TPOT or ITL is made of the proxy's gaps."""
     t0 = res.t0
     usage = res.usage or {}
     out = usage.get("completion_tokens")
     details = usage.get("prompt_tokens_details") or {}
     reasoning, estimated = _reasoning_tokens(usage, res.reasoning_chunks)
     generates = endpoint not in POOLING_ENDPOINTS  # a pooling answer has no output tokens (None, never 0)
+    times = res.chunk_times
+    n = len(times)
+    flags: dict[str, Any] = {}
+    if generates and res.streamed and isinstance(out, int) and out < n:
+        proven = n - 1 if res.empty_finish else n  # tokens the chunks prove (asked only here: rare)
+        if out < proven:
+            flags["usage_tokens"], out = out, proven
+    chunk_times_us = [round((t - t0) * 1e6) for t in times]
+    if res.streamed and res.error is None and n > 1 and chunk_times_us[-1] - chunk_times_us[0] <= AT_ONCE_US:
+        flags["delivered_at_once"] = n
+        chunk_times_us = chunk_times_us[-1:]
     rec = RequestRecord(
         scenario=scenario,
         worker=worker,
@@ -173,12 +200,12 @@ def record_from_stream(
         endpoint=endpoint,  # type: ignore[arg-type]  # client/ and the scenarios spell APIs and error kinds
         t_start=epoch(t0),
         t_intended=t_intended,
-        chunk_times_us=[round((t - t0) * 1e6) for t in res.chunk_times],
+        chunk_times_us=chunk_times_us,
         end_us=round((res.t_end - t0) * 1e6),
         prompt_tokens=usage.get("prompt_tokens"),
-        output_tokens=out if isinstance(out, int) else (len(res.chunk_times) or None) if generates else None,
+        output_tokens=out if isinstance(out, int) else (n or None) if generates else None,
         cached_tokens=details.get("cached_tokens") if isinstance(details, dict) else None,
-        tokens_estimated=not isinstance(out, int) and generates,
+        tokens_estimated=(not isinstance(out, int) or "usage_tokens" in flags) and generates,
         finish_reason=res.finish_reason,
         status=res.status,
         error=res.error,  # type: ignore[arg-type]  # as plain strings (no import of measure/); a unit test holds them
@@ -194,6 +221,8 @@ def record_from_stream(
             rec.answer_us = round((res.t_answer - t0) * 1e6)
     if not res.streamed:
         rec.not_streamed = True
+    if flags:
+        rec.extra = flags
     return rec
 
 

@@ -113,9 +113,13 @@ def compute_metrics(
             *percentile_metrics,
             K.E2EL.name,
         )  # serve's pooling default (--percentile-metrics e2el)
+    # every streamed success delivered at once: no TPOT or ITL was measured (absent, with the reason, never 0)
+    all_at_once = bool(streamed.size) and bool((c.a["delivered_at_once"][streamed] > 0).all())
     for m in K.LATENCIES:
         if no_stream and "not_streamed" not in m.applies_to:
             continue  # TTFT/TPOT/ITL of answers read as one body: absent
+        if all_at_once and m in (K.TPOT, K.ITL):
+            continue
         chosen = percentiles if m.name in percentile_metrics else ()
         for key in (*(m.key(s) for s in K.LATENCY_STATS), *(K.percentile_key(p, m.name) for p in chosen)):
             res[key] = lat[key]
@@ -257,6 +261,10 @@ def _extras(c: Columns, sent: np.ndarray, ok: np.ndarray, idx: np.ndarray) -> di
     http_rows = sent[e_sent == c.code("error", "http")]
     statuses = {str(k): n for k, n in _counter(c, "status", http_rows)}
     chunks = int(c.lens[ok].sum()) - _pooling(c, ok)  # a pooling answer's one "chunk" is its end, not output
+    at_once = c.a["delivered_at_once"][ok]
+    chunks += int(
+        (at_once[at_once > 0] - 1).sum()
+    )  # a success delivered at once keeps one chunk time of its n
     out_tokens = int(or_zero(c.a["output_tokens"][ok]).sum())
     cached_col = c.a["cached_tokens"][ok]
     has_cached = cached_col != -1
@@ -271,6 +279,8 @@ def _extras(c: Columns, sent: np.ndarray, ok: np.ndarray, idx: np.ndarray) -> di
         K.TOKENS_ESTIMATED_REQUESTS: int(c.a["tokens_estimated"][ok].sum()),
         **({K.MISSING_DONE_REQUESTS: n} if (n := int(c.a["no_done"][ok].sum())) else {}),  # only when any
         **({K.COMPRESSED_STREAMS: enc} if (enc := _compressed(c, sent)) else {}),  # only when any
+        **({K.USAGE_BELOW_CHUNKS: u} if (u := usage_below_chunks(c, ok)) else {}),
+        **({K.DELIVERED_AT_ONCE: d} if (d := delivered_at_once(c, ok)) else {}),
         **({K.ERROR_MESSAGES: msgs} if (msgs := error_messages(c, failed_rows)) else {}),
         **({K.NOT_STREAMED_REQUESTS: n} if (n := int(c.a["not_streamed"][sent].sum())) else {}),
         **({K.POOLING_REQUESTS: n} if (n := _pooling(c, sent)) else {}),  # embeddings/rerank/score: no output
@@ -292,6 +302,41 @@ def _extras(c: Columns, sent: np.ndarray, ok: np.ndarray, idx: np.ndarray) -> di
     else:
         extras[K.ARRIVALS] = {"scheduled": 0, "sent": int(sent.size), "dropped": dropped}
     return extras
+
+
+USAGE_BELOW_WHY = (
+    "usage said fewer output tokens than the output chunks streamed; each chunk carries a token's text at "
+    "least, so these requests' output tokens are their chunks, counted"
+)
+AT_ONCE_WHY = (
+    "delivered at once: a buffering proxy? every output chunk of these came within 100 µs, so their chunk gaps "
+    "time the proxy, not the server: TTFT = E2EL, and they give no TPOT or ITL"
+)
+
+
+def usage_below_chunks(c: Columns, ok: np.ndarray) -> dict[str, Any] | None:
+    """The successes whose usage said fewer output tokens than their chunks: how many, both totals and the
+    count used (the chunks) with why; None when there are none."""
+    told = c.a["usage_tokens"][ok]
+    rows_ = ok[told != -1]
+    if not rows_.size:
+        return None
+    return {
+        "requests": int(rows_.size),
+        "usage_output_tokens": int(told[told != -1].sum()),
+        "chunk_output_tokens": int(c.a["output_tokens"][rows_].sum()),
+        "count_used": "chunks",
+        "why": USAGE_BELOW_WHY,
+    }
+
+
+def delivered_at_once(c: Columns, ok: np.ndarray) -> dict[str, Any] | None:
+    """The streamed successes whose chunks all came at once: how many, of how many streamed, and why they have
+    no TPOT or ITL; None when there are none."""
+    n = int((c.a["delivered_at_once"][ok] > 0).sum())
+    if not n:
+        return None
+    return {"requests": n, "streamed_requests": int(streamed_rows(c, ok).size), "why": AT_ONCE_WHY}
 
 
 def arrival_stats(

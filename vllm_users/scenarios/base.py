@@ -24,7 +24,7 @@ from vllm_users.client import tls
 from vllm_users.client.endpoints import Chooser, endpoint_label, host_urls, primary_host
 from vllm_users.client.ghc_adapter import client_for, connection_pool, set_read_timeout
 from vllm_users.client.responses import path_of
-from vllm_users.client.stream import StreamResult, send_and_read
+from vllm_users.client.stream import Limits, StreamResult, send_and_read
 from vllm_users.distributed import env_state, plugin  # noqa: F401  (plugin: importing it registers the listeners)
 from vllm_users.measure.record import RequestRecord, add_images, interrupted_record, record_from_stream
 from vllm_users.model_mix import parse_mix
@@ -124,6 +124,7 @@ class LLMUser(FastHttpUser):
         )
         self._http = client_for(self.client.client, host)
         set_read_timeout(self._http, o.measure.stream_timeout)
+        self._limits = Limits(o.measure.request_timeout, o.measure.stall_timeout)
         self.headers = {
             "Content-Type": "application/json",
             "Accept": "text/event-stream",
@@ -376,6 +377,7 @@ class LLMUser(FastHttpUser):
                 want_text=spec.want_text,
                 api=api,
                 replica_header=self.options.server.replica_header,
+                limits=self._limits,
             )
         except gevent.GreenletExit:
             ctx.submit(
@@ -421,7 +423,12 @@ class LLMUser(FastHttpUser):
         if n_images:  # images: the parts sent and, where the text's count is exact, their tokens
             add_images(rec, n_images, spec.context.get("text_tokens"))
         if rec.error is None:
+            flags = (
+                rec.extra
+            )  # the record's own (usage below the chunks, delivered at once): check() may replace
             self.check(spec, res, rec)
+            if flags and rec.extra is not flags:
+                rec.extra = {**(rec.extra or {}), **flags}
         if not res.done and res.error is None:  # complete, but without `data: [DONE]` (docs/failure_kinds.md)
             rec.extra = {**(rec.extra or {}), "no_done": True}  # after check(): scenarios set their own extra
         if (

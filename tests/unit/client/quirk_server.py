@@ -48,8 +48,17 @@ class Quirks:
     # event: OpenAI's `event: error` | data: `data: {"error": {...}}` | json200: a 200 error JSON
     error: str = ""
     error_after: int = (
-        0  # the first N streamed answers are whole (the preflight's probe), the error comes after
+        0  # the first N streamed answers are whole (the preflight's probe), the error or the pings after
     )
+    # faults of gateways and proxies that the client must bound or flag
+    n_out: int = N_OUT  # output events per stream, one token's text each
+    ping_after: int = -1  # after this many output events: only `: ping` comments, every gap_s, for ping_for_s
+    ping_for_s: float = 30.0  # bound of the pings (a test's server never runs forever)
+    ping_form: str = ": ping\n\n"  # what a keep-alive is: a comment, an empty event (`\n`), an empty `data:`
+    headers_after_s: float = 0.0  # the response's head only after this long
+    usage_tokens: int | None = None  # usage.completion_tokens says this instead of n_out
+    at_once: bool = False  # the whole answer (head and body) in one write: a buffering proxy
+    transfer_coding: str = ""  # e.g. gzip: `Transfer-Encoding: gzip, chunked`, the body gzip-compressed
 
 
 @dataclass
@@ -104,6 +113,8 @@ class QuirkServer:
         if method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
             if body.get("stream"):
                 return self._stream(sock, pre, path == "/v1/chat/completions")
+            if self.quirks.headers_after_s:
+                self.sleep(self.quirks.headers_after_s)
             doc: dict[str, Any] = {
                 "choices": [
                     {
@@ -149,15 +160,16 @@ class QuirkServer:
                 sock, pre, 200, {"error": {"message": ERROR_MESSAGE, "type": "overloaded", "code": 529}}
             )
         events: list[Any] = []
-        for i in range(N_OUT):
-            fr = "length" if q.finish and i == N_OUT - 1 else None
+        n_out = q.n_out
+        for i in range(n_out):
+            fr = "length" if q.finish and i == n_out - 1 else None
             choice = (
                 {"index": 0, "delta": {"content": f"t{i}"}, "finish_reason": fr}
                 if chat
                 else {"index": 0, "text": f"t{i}", "finish_reason": fr}
             )
             events.append({"id": "q", "choices": [choice]})
-        usage = {"prompt_tokens": 3, "completion_tokens": N_OUT}
+        usage = {"prompt_tokens": 3, "completion_tokens": n_out if q.usage_tokens is None else q.usage_tokens}
         if q.finish and q.usage_on_last:
             events[-1]["usage"] = usage
         elif q.finish:
@@ -179,6 +191,17 @@ class QuirkServer:
         if q.encoding:
             head += b"Content-Encoding: %s\r\n" % q.encoding.split("-")[0].encode()
             frames = _compressed(frames, q.encoding)
+        if q.transfer_coding and self.streamed > q.error_after:  # a coding under chunked: none was asked for
+            head = head.replace(b"chunked", q.transfer_coding.encode() + b", chunked")
+            frames = _compressed(frames, q.transfer_coding)
+        if q.headers_after_s:
+            self.sleep(q.headers_after_s)
+        if q.at_once:
+            body = b"".join(b"%x\r\n%s\r\n" % (len(f), f) for f in frames)
+            sock.sendall(pre + head + b"\r\n" + body + b"0\r\n\r\n")
+            return True
+        if q.ping_after >= 0 and self.streamed > q.error_after:
+            return self._pings(sock, pre + head + b"\r\n", frames[: q.ping_after])
         sock.sendall(pre + head + b"\r\n")
         for fr_ in frames:
             self.sleep(q.gap_s)
@@ -189,6 +212,20 @@ class QuirkServer:
             return False
         sock.sendall(b"0\r\n\r\n")
         return True
+
+    def _pings(self, sock: Any, head: bytes, frames: list[bytes]) -> bool:
+        """A gateway that keeps the stream alive after a few tokens with keep-alives and nothing else."""
+        q = self.quirks
+        sock.sendall(head)
+        for fr_ in frames:
+            self.sleep(q.gap_s)
+            sock.sendall(b"%x\r\n%s\r\n" % (len(fr_), fr_))
+        ping = q.ping_form.encode()
+        end = time.monotonic() + q.ping_for_s
+        while time.monotonic() < end:
+            self.sleep(q.gap_s)
+            sock.sendall(b"%x\r\n%s\r\n" % (len(ping), ping))
+        return False
 
     def _event(self, e: Any) -> bytes:
         """One SSE event, in the quirks' JSON spacing and line layout; ("error", doc) is an `event: error`."""
@@ -213,6 +250,22 @@ def _compressed(frames: list[bytes], encoding: str) -> list[bytes]:
     z = zlib.compressobj(6, zlib.DEFLATED, wbits)
     out = [z.compress(f) + z.flush(zlib.Z_SYNC_FLUSH) for f in frames]
     return [f for f in (*out, z.flush()) if f]  # an empty one would end the chunked body
+
+
+@contextmanager
+def serve_gevent() -> Iterator[QuirkServer]:
+    """A QuirkServer on 127.0.0.1:0 under gevent's StreamServer (unit tests, in the test's own hub)."""
+    import gevent
+    from gevent.server import StreamServer
+
+    srv = QuirkServer(sleep=gevent.sleep)
+    ss = StreamServer(("127.0.0.1", 0), srv.handle)
+    ss.start()
+    srv.port = ss.server_port
+    try:
+        yield srv
+    finally:
+        ss.stop(timeout=1)
 
 
 class _Threaded(socketserver.ThreadingTCPServer):

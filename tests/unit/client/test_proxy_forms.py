@@ -8,13 +8,19 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-import gevent
 import pytest
-from gevent.server import StreamServer
 from geventhttpclient import HTTPClient
 
 from orchestration.server.preflight import PreflightError, check_server
-from tests.unit.client.quirk_server import ERROR_MESSAGE, MODEL, N_OUT, Quirks, QuirkServer, serve_threaded
+from tests.unit.client.quirk_server import (
+    ERROR_MESSAGE,
+    MODEL,
+    N_OUT,
+    Quirks,
+    QuirkServer,
+    serve_gevent,
+    serve_threaded,
+)
 from vllm_users.client import sse_events, stream
 from vllm_users.client import sse_forms as F
 from vllm_users.client.reactor import HAVE_EPOLL, reactor
@@ -50,12 +56,8 @@ FORMS = [
 
 @pytest.fixture()
 def quirk() -> Iterator[QuirkServer]:
-    srv = QuirkServer(sleep=gevent.sleep)
-    ss = StreamServer(("127.0.0.1", 0), srv.handle)
-    ss.start()
-    srv.port = ss.server_port
-    yield srv
-    ss.stop()
+    with serve_gevent() as srv:
+        yield srv
 
 
 def _read(srv: QuirkServer, n: int = 1, path: str = "/v1/chat/completions") -> list[stream.StreamResult]:
@@ -97,6 +99,7 @@ def test_a_stream_whose_encoding_cannot_be_decoded_is_a_bad_response(quirk, monk
     )  # gzip bytes read as deflate: they do not decode
     (res,) = _read(quirk)
     assert res.error == "bad_response" and "does not decode" in (res.error_detail or "")
+    assert (res.error_detail or "").endswith("(server sent Content-Encoding: gzip, not asked for)")
 
 
 # ----------------------------------------------------------------------------------------- errors in their words
@@ -234,3 +237,38 @@ def test_a_gateways_own_spaced_events_in_a_compact_stream_are_read() -> None:
     ev.finish(1.0)
     assert len(res.chunk_times) == 3 and res.finish_reason == "stop"
     assert res.usage == {"prompt_tokens": 3, "completion_tokens": 3}
+
+
+# ----------------------------------------------------------------------------------------- codings not asked for
+@pytest.mark.parametrize("use_reactor", READERS)
+@pytest.mark.parametrize("at_once", [False, True], ids=["flushed", "at-once"])
+def test_a_gzip_transfer_coding_is_named_not_a_missing_done(quirk, monkeypatch, use_reactor, at_once) -> None:
+    monkeypatch.setattr(stream, "USE_REACTOR", use_reactor)
+    quirk.quirks = Quirks(transfer_coding="gzip", at_once=at_once)
+    for res in _read(quirk, 2):  # two: the coded connection is closed, the next request opens another
+        assert (res.error, res.error_detail) == (
+            "bad_response",
+            "server sent Transfer-Encoding: gzip, not asked for",
+        )
+    assert not reactor().streams
+
+
+def test_transfer_codings_other_than_chunked_are_named() -> None:
+    assert F.unasked_transfer_coding(None) is None and F.unasked_transfer_coding("chunked") is None
+    assert F.unasked_transfer_coding("Chunked, identity") is None
+    assert F.unasked_transfer_coding("gzip, chunked") == "server sent Transfer-Encoding: gzip, not asked for"
+    assert (
+        F.unasked_transfer_coding(["deflate", "chunked"])
+        == "server sent Transfer-Encoding: deflate, not asked for"
+    )
+
+
+@pytest.mark.parametrize("use_reactor", READERS)
+def test_a_compressed_stream_cut_short_names_the_coding(quirk, monkeypatch, use_reactor) -> None:
+    monkeypatch.setattr(stream, "USE_REACTOR", use_reactor)
+    quirk.quirks = Quirks(encoding="gzip", done=False, finish=False)
+    (res,) = _read(quirk)
+    assert res.error == "truncated"
+    assert (
+        res.error_detail == "stream ended without [DONE] (server sent Content-Encoding: gzip, not asked for)"
+    )

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 
 import gevent
 import pytest
-from gevent.server import StreamServer
 from geventhttpclient import HTTPClient
 
 from orchestration.server.metrics_sampler import ServerMetricsSampler
@@ -24,6 +23,7 @@ from tests.unit.client.quirk_server import (
     N_OUT,
     Quirks,
     QuirkServer,
+    serve_gevent,
     serve_threaded,
 )
 from tests.unit.measure.helpers import rec
@@ -54,12 +54,8 @@ INTERIMS = [
 
 @pytest.fixture()
 def quirk() -> Iterator[QuirkServer]:
-    srv = QuirkServer(sleep=gevent.sleep)
-    ss = StreamServer(("127.0.0.1", 0), srv.handle)
-    ss.start()
-    srv.port = ss.server_port
-    yield srv
-    ss.stop()
+    with serve_gevent() as srv:
+        yield srv
 
 
 def _read(srv: QuirkServer, n: int = 1, path: str = "/v1/chat/completions") -> list[stream.StreamResult]:
