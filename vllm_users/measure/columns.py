@@ -21,7 +21,7 @@ tokens_estimated (bool), scenario/worker/endpoint/finish_reason/error and (None 
 request_class/model (int32 codes into string tables),
 chunk_lens (int32) and the flat chunk_times_us (int32, int64 when a value needs it). extra is only in
 records.jsonl, but for its `no_done` flag (bool column no_done; False in older frames) and its `content_encoding`
-(a string column), `delivered_at_once` and `usage_tokens` (int64 columns, -1 = None; -1 in older frames).
+(a string column), `chunks_at_once` and `usage_tokens` (int64 columns, -1 = None; -1 in older frames).
 error_detail is a string column too (None in frames written before it).
 Reasoning and non-streaming: answer_us and reasoning_tokens (int64, -1 = None), reasoning_estimated
 and not_streamed (bool); frames written before them read as None / False.
@@ -90,7 +90,7 @@ STRINGS = (
 EXTRA_STRINGS = ("content_encoding",)  # strings kept in a record's extra (None when absent)
 # whole numbers kept in a record's extra (-1 when absent): the chunks of a success delivered at once, and the
 # output tokens usage said where it said fewer than the chunks streamed (record.py: record_from_stream)
-EXTRA_INTS = ("delivered_at_once", "usage_tokens")
+EXTRA_INTS = ("chunks_at_once", "usage_tokens")
 
 
 # ----------------------------------------------------------------------------------------------- packing

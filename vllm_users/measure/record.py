@@ -173,7 +173,7 @@ def record_from_stream(
 
     Two counts that cannot both be true are settled here and flagged in `extra`: usage below the output chunks
     streamed (each chunk carries a token's text at least) gives the chunks' count (`usage_tokens`: what usage
-    said); a success whose chunks all came at once keeps one chunk time, its last (`delivered_at_once`: how
+    said); a success whose chunks all came at once keeps one chunk time, its last (`chunks_at_once`: how
     many chunks came), so that TTFT = E2EL and no TPOT or ITL is made of the proxy's gaps."""
     t0 = res.t0
     usage = res.usage or {}
@@ -190,7 +190,7 @@ def record_from_stream(
             flags["usage_tokens"], out = out, proven
     chunk_times_us = [round((t - t0) * 1e6) for t in times]
     if res.streamed and res.error is None and n > 1 and chunk_times_us[-1] - chunk_times_us[0] <= AT_ONCE_US:
-        flags["delivered_at_once"] = n
+        flags["chunks_at_once"] = n
         chunk_times_us = chunk_times_us[-1:]
     rec = RequestRecord(
         scenario=scenario,

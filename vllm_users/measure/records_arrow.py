@@ -2,8 +2,9 @@
 
 One row per request, one column per RequestRecord field, named as in records.jsonl, so that pandas, Polars and
 DuckDB read the file as it is. A field that is None in the record is null here (numbers, strings, `valid`);
-`chunk_times_us` is a list of int64 µs from the request's start. Of a record's `extra`, the two keys the
-metrics read are columns: `no_done` (bool) and `content_encoding` (string); the rest stays in records.jsonl.
+`chunk_times_us` is a list of int64 µs from the request's start. Of a record's `extra`, the keys the metrics
+read are columns: `no_done` (bool), `content_encoding` (string), `chunks_at_once` and `usage_tokens` (int64,
+null where absent); the rest stays in records.jsonl.
 The bool flags `reasoning_estimated` and `not_streamed` are False where the record says None (as in Columns).
 """
 
@@ -16,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from vllm_users.measure.columns import (
+    EXTRA_INTS,
     EXTRA_STRINGS,
     FLAGS,
     NUMERIC,
@@ -36,21 +38,26 @@ _ARROW = {"<f8": pa.float64(), "<i8": pa.int64(), "<i4": pa.int32()}
 
 
 def _schema() -> pa.Schema:
-    """RequestRecord's field order, then the two `extra` keys."""
+    """RequestRecord's field order, then the `extra` keys the metrics read."""
     order = (
         "scenario worker user seq endpoint t_start t_intended chunk_times_us end_us prompt_tokens output_tokens "
         "cached_tokens tokens_estimated finish_reason status error error_detail input_len output_len turn "
         "session valid answer_us reasoning_tokens reasoning_estimated not_streamed request_class model images "
-        "image_tokens host replica no_done content_encoding"
+        "image_tokens host replica no_done content_encoding chunks_at_once usage_tokens"
     ).split()
     types: dict[str, pa.DataType] = {n: _ARROW[dt.str] for n, (dt, _none) in NUMERIC.items()}
     types.update({n: pa.bool_() for n in (*_BOOLS, "valid")})
     types.update({n: pa.string() for n in (*STRINGS, *EXTRA_STRINGS)})
+    types.update({n: pa.int64() for n in EXTRA_INTS})
     types["chunk_times_us"] = pa.list_(pa.int64())
     assert set(order) == set(types), "every column has its place"
     return pa.schema(
         [
-            pa.field(n, types[n], nullable=n in _NULLABLE or types[n] == pa.string() or n == "valid")
+            pa.field(
+                n,
+                types[n],
+                nullable=n in _NULLABLE or n in EXTRA_INTS or types[n] == pa.string() or n == "valid",
+            )
             for n in order
         ]
     )
@@ -74,6 +81,9 @@ def batch_from_columns(c: Columns) -> pa.RecordBatch:
         cols[name] = pa.array(c.a[name])
     valid = c.a["valid"]
     cols["valid"] = pa.array(valid == 1, mask=valid == -1)
+    for name in EXTRA_INTS:
+        x = c.a[name]
+        cols[name] = pa.array(x, mask=x == -1)
     for name in (*STRINGS, *EXTRA_STRINGS):
         table = c.tables[name]
         if len(table) == 1:  # one value in the batch (None for most of these columns): no gather
@@ -141,6 +151,9 @@ def columns_from_table(t: pa.Table) -> Columns:
     arrays["valid"] = np.where(
         _numpy(valid.is_null(), False, np.dtype(np.bool_)), -1, _numpy(valid, False, np.dtype(np.int8))
     ).astype(np.int8)
+    for name in EXTRA_INTS:  # files written before these columns: none (the merge fills -1)
+        if name in names:
+            arrays[name] = _numpy(t.column(name), -1, np.dtype(np.int64))
     for name in (*STRINGS, *EXTRA_STRINGS):
         if name not in names:
             continue

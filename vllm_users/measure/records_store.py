@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from vllm_users.measure.columns import EXTRA_STRINGS, STRINGS, Columns, jsonl_tail, load_vlc1
+from vllm_users.measure.columns import EXTRA_INTS, EXTRA_STRINGS, STRINGS, Columns, jsonl_tail, load_vlc1
 from vllm_users.measure.record import RequestRecord, read_records
 from vllm_users.measure.records_arrow import SCHEMA, batch_from_records, columns_from_table
 from vllm_users.run_dir import COLS, PARQUET, RECORDS, SPOOL
@@ -212,7 +212,8 @@ def _write_converted(run_dir: str, table: pa.Table, jsonl_end: int, torn: int) -
 
 
 def records_from_columns(c: Columns) -> list[RequestRecord]:
-    """Columns as RequestRecords (of `extra`, only no_done and content_encoding, which the columns keep)."""
+    """Columns as RequestRecords (of `extra`, only the keys the columns keep: no_done, content_encoding,
+    chunks_at_once and usage_tokens)."""
     a, n = c.a, c.n
 
     def opt(name: str) -> list[Any]:
@@ -242,6 +243,7 @@ def records_from_columns(c: Columns) -> list[RequestRecord]:
         cols[name] = [True if v else None for v in a[name].tolist()]
     cols["valid"] = [None if v == -1 else bool(v) for v in a["valid"].tolist()]
     no_done, encoding = a["no_done"].tolist(), strs("content_encoding")
+    ints = {name: a[name].tolist() for name in EXTRA_INTS}
     chunks = c.chunks.tolist()
     starts, lens = c.starts.tolist(), c.lens.tolist()
     out = []
@@ -251,6 +253,9 @@ def records_from_columns(c: Columns) -> list[RequestRecord]:
             extra["no_done"] = True
         if encoding[i] is not None:
             extra["content_encoding"] = encoding[i]
+        for name, vals in ints.items():
+            if vals[i] >= 0:
+                extra[name] = vals[i]
         out.append(
             RequestRecord(
                 **{k: v[i] for k, v in cols.items()},

@@ -114,7 +114,7 @@ def compute_metrics(
             K.E2EL.name,
         )  # serve's pooling default (--percentile-metrics e2el)
     # every streamed success delivered at once: no TPOT or ITL was measured (absent, with the reason, never 0)
-    all_at_once = bool(streamed.size) and bool((c.a["delivered_at_once"][streamed] > 0).all())
+    all_at_once = bool(streamed.size) and bool((c.a["chunks_at_once"][streamed] > 0).all())
     for m in K.LATENCIES:
         if no_stream and "not_streamed" not in m.applies_to:
             continue  # TTFT/TPOT/ITL of answers read as one body: absent
@@ -261,7 +261,7 @@ def _extras(c: Columns, sent: np.ndarray, ok: np.ndarray, idx: np.ndarray) -> di
     http_rows = sent[e_sent == c.code("error", "http")]
     statuses = {str(k): n for k, n in _counter(c, "status", http_rows)}
     chunks = int(c.lens[ok].sum()) - _pooling(c, ok)  # a pooling answer's one "chunk" is its end, not output
-    at_once = c.a["delivered_at_once"][ok]
+    at_once = c.a["chunks_at_once"][ok]
     chunks += int(
         (at_once[at_once > 0] - 1).sum()
     )  # a success delivered at once keeps one chunk time of its n
@@ -333,7 +333,7 @@ def usage_below_chunks(c: Columns, ok: np.ndarray) -> dict[str, Any] | None:
 def delivered_at_once(c: Columns, ok: np.ndarray) -> dict[str, Any] | None:
     """The streamed successes whose chunks all came at once: how many, of how many streamed, and why they have
     no TPOT or ITL; None when there are none."""
-    n = int((c.a["delivered_at_once"][ok] > 0).sum())
+    n = int((c.a["chunks_at_once"][ok] > 0).sum())
     if not n:
         return None
     return {"requests": n, "streamed_requests": int(streamed_rows(c, ok).size), "why": AT_ONCE_WHY}

@@ -157,7 +157,7 @@ def test_a_buffering_proxy_gives_no_tpot_or_itl_with_the_reason(tmp_path) -> Non
     assert not [k for k in res if "tpot" in k or "itl" in k], [k for k in res if "tpot" in k or "itl" in k]
     assert res["mean_ttft_ms"] == pytest.approx(res["mean_e2el_ms"])
     assert res["delivered_at_once"]["requests"] == N and "buffering proxy?" in res["delivered_at_once"]["why"]
-    assert all(x["extra"]["delivered_at_once"] == 16 and len(x["chunk_times_us"]) == 1 for x in r.records())
+    assert all(x["extra"]["chunks_at_once"] == 16 and len(x["chunk_times_us"]) == 1 for x in r.records())
     assert "TPOT and ITL absent: delivered at once: a buffering proxy?" in r.out
     assert "Traceback" not in r.logs()
 

@@ -72,7 +72,7 @@ def test_a_usage_the_chunks_allow_is_trusted_and_not_flagged(n: int, usage: int,
 # ----------------------------------------------------------------------------------------- delivered at once
 def test_a_stream_delivered_at_once_has_no_tpot_or_itl() -> None:
     rec = record_from_stream(_stream(16, 0.0, 16), **WHERE)
-    assert rec.extra == {"delivered_at_once": 16}
+    assert rec.extra == {"chunks_at_once": 16}
     assert len(rec.chunk_times_us) == 1 and rec.ttft_s == rec.e2el_s and rec.output_tokens == 16
     assert tpot_s(rec) is None
     res = compute_metrics(_records(16, 0.0, 16))
