@@ -294,7 +294,7 @@ def trace_replay(results_dir: str, o: Options, counters: LoadCounters | None) ->
     return replay_fidelity(
         load_columns(results_dir),
         trace=about,
-        trace_requests=len(trace.requests),
+        trace_requests=trace.calls,  # a session graph's waits are not requests
         scheduled=len(plan.entries),
         expected_reuse=trace_block_reuse(trace) if mooncake else None,
         hit_rate=server_hit_rate(counters) if mooncake else None,

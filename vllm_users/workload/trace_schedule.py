@@ -174,7 +174,7 @@ def check_trace(o: TraceOptions, endpoint: str, num_prompts: int | None) -> str:
         else ""
     )
     return (
-        f"trace {o.trace} ({trace.format}): {len(trace.requests)} requests, {len(plan.sessions)} sessions, over "
+        f"trace {o.trace} ({trace.format}): {trace.calls} requests, {len(plan.sessions)} sessions, over "
         f"{trace.duration_s:.1f} s{scale}" + (f"; skipped: {skipped}" if skipped else "")
     )
 

@@ -1,0 +1,78 @@
+"""A graph trace with a subagent replayed against the embedded simulator: each call starts after its parents
+ended (the wait included), the subagent's prompt and the parent's next one share the parent's history in the
+server's prefix cache, and every call is sent and counted once."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.integration.scenarios.runner import succeeded, vllm_locust
+
+SIM_BLOCK = 16  # the simulator's KV block (vllm_sim/config.py): a cache hit counts whole blocks
+WAIT_S = 0.3
+NODES = [
+    {"session_id": "s1", "node": "plan", "input_tokens": 120, "output_tokens": 6, "timestamp": 0},
+    {"session_id": "s1", "node": "tool", "parents": ["plan"], "kind": "wait", "wait_ms": WAIT_S * 1000},
+    {"session_id": "s1", "node": "sub1", "parents": ["plan"], "subagent": "explore", "new_tokens": 30,
+     "output_tokens": 8},
+    {"session_id": "s1", "node": "sub2", "parents": ["sub1"], "subagent": "explore", "new_tokens": 20,
+     "output_tokens": 8},
+    {"session_id": "s1", "node": "edit", "parents": ["tool", "sub2"], "input_tokens": 200, "output_tokens": 6},
+    {"session_id": "s2", "node": "only", "new_tokens": 60, "output_tokens": 4, "timestamp": 0.2},
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def graph_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    tmp = tmp_path_factory.mktemp("agents")
+    trace = tmp / "graph.jsonl"
+    trace.write_text("".join(json.dumps(n) + "\n" for n in NODES))
+    return vllm_locust(
+        tmp, "--trace", str(trace), "--sim-args=--enable-prompt-tokens-details", "--ignore-eos", name="graph"
+    )
+
+
+def _by_node(run: Any) -> dict[str, dict[str, Any]]:
+    return {r["extra"]["node"]: r for r in run.records()}
+
+
+@pytest.mark.timeout(300)
+def test_every_call_is_sent_once_after_its_parents(graph_run: Any) -> None:
+    assert succeeded(graph_run), graph_run.logs()[-3000:]
+    rep = graph_run.result["replay"]
+    assert (rep["trace_requests"], rep["sent"], rep["not_sent"]) == (5, 5, 0)  # the wait is not a request
+    r = _by_node(graph_run)
+    assert sorted(r) == ["edit", "only", "plan", "sub1", "sub2"]
+
+    def end(k: str) -> float:
+        return float(r[k]["t_start"] + r[k]["end_us"] / 1e6)
+
+    assert r["sub1"]["t_start"] >= end("plan") and r["sub2"]["t_start"] >= end("sub1")
+    assert r["edit"]["t_start"] >= max(end("sub2"), end("plan") + WAIT_S)  # the join and the tool wait
+    s1 = [r[k] for k in ("plan", "sub1", "sub2", "edit")]
+    assert {x["session"] for x in s1} != {r["only"]["session"]} and len({x["session"] for x in s1}) == 1
+    assert [x["turn"] for x in s1] == [0, 1, 2, 3]
+    assert (r["sub1"]["extra"]["agent"], r["sub1"]["extra"]["depth"], r["edit"]["extra"]["agent"]) == (
+        "explore",
+        1,
+        None,
+    )
+    # the new text of each call as the trace sized it: edit's recorded prompt less plan's history and sub2's answer
+    assert [r[k]["input_len"] for k in ("plan", "sub1", "sub2", "edit")] == [120, 30, 20, 200 - (120 + 6) - 8]
+    assert all(x["output_tokens"] == x["output_len"] for x in r.values())
+
+
+@pytest.mark.timeout(300)
+def test_the_child_s_prompt_starts_with_the_parent_s_history(graph_run: Any) -> None:
+    assert succeeded(graph_run), graph_run.logs()[-3000:]
+    r = _by_node(graph_run)
+    assert r["plan"]["cached_tokens"] == 0 and r["only"]["cached_tokens"] == 0  # nothing before them shares
+    for child, parent in (("sub1", "plan"), ("sub2", "sub1"), ("edit", "plan")):
+        # the parent's whole prompt (less the template's closing tokens, at most one block) is the child's prefix
+        shared = (r[parent]["prompt_tokens"] // SIM_BLOCK - 1) * SIM_BLOCK
+        assert r[child]["cached_tokens"] >= shared > 0, (child, r[child], r[parent])
+    # the subagent's own history grows: sub2 reuses sub1's prompt, longer than plan's alone
+    assert r["sub2"]["cached_tokens"] > r["sub1"]["cached_tokens"]
