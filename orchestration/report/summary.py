@@ -373,6 +373,7 @@ def replay_lines(rep: Mapping[str, Any] | None) -> list[str]:
             "Send lag vs trace p50 / p99 (ms):", None if not lag else f"{lag['p50']:.2f} / {lag['p99']:.2f}"
         )
     )
+    out.extend(_session_lines(rep.get("sessions")))
     if rep.get("expected_block_reuse") is not None:
         hit = rep.get("server_prefix_hit_rate")
         out.append(
@@ -381,4 +382,23 @@ def replay_lines(rep: Mapping[str, Any] | None) -> list[str]:
                 f"{rep['expected_block_reuse']:.1%} / " + ("n/a" if hit is None else f"{hit:.1%}"),
             )
         )
+    return out
+
+
+def _session_lines(sessions: Mapping[str, Any] | None) -> list[str]:
+    """A replay's sessions: completed, cut and failed of all, calls per session, completed sessions' duration."""
+    if not sessions:
+        return []
+    out = [
+        _line(
+            "Sessions completed / cut / failed:",
+            f"{sessions['completed']} / {sessions['cut']} / {sessions['failed']} of {sessions['sessions']}",
+        )
+    ]
+    calls = sessions.get("calls_per_session")
+    if calls:
+        out.append(_line("Calls per session mean / max:", f"{calls['mean']:.1f} / {calls['max']}"))
+    dur = sessions.get("duration_s")
+    if dur:
+        out.append(_line("Session duration p50 / p99 (s):", f"{dur['p50']:.2f} / {dur['p99']:.2f}"))
     return out

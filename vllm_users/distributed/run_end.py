@@ -272,6 +272,7 @@ def trace_replay(results_dir: str, o: Options, counters: LoadCounters | None) ->
     """result.json's `replay` of a --trace run: its records against the trace (read again here, once)."""
     from vllm_users.measure.columns import load_columns
     from vllm_users.measure.replay_fidelity import replay_fidelity, server_hit_rate
+    from vllm_users.measure.session_metrics import session_metrics
     from vllm_users.workload.trace_formats import trace_block_reuse
     from vllm_users.workload.trace_schedule import plan_of
 
@@ -291,14 +292,17 @@ def trace_replay(results_dir: str, o: Options, counters: LoadCounters | None) ->
         "block_size": trace.block_size if mooncake else None,
         "skipped": dict(trace.skipped),
     }
-    return replay_fidelity(
-        load_columns(results_dir),
+    columns = load_columns(results_dir)
+    rep = replay_fidelity(
+        columns,
         trace=about,
         trace_requests=trace.calls,  # a session graph's waits are not requests
         scheduled=len(plan.entries),
         expected_reuse=trace_block_reuse(trace) if mooncake else None,
         hit_rate=server_hit_rate(counters) if mooncake else None,
     )
+    sessions = session_metrics(columns, plan.session_calls())
+    return rep if sessions is None else {**rep, "sessions": sessions}
 
 
 def run_meta(

@@ -88,6 +88,10 @@ class TracePlan:
         """What entry `index` sends: its session's turns in order, or the one request."""
         return self.sessions.get(index) or [self.trace.requests[index]]
 
+    def session_calls(self) -> dict[int, int]:
+        """Each session's entry index -> the LLM calls it makes (its requests less a graph's waits)."""
+        return {i: sum(1 for r in turns if r.kind != "wait") for i, turns in self.sessions.items()}
+
 
 def load_for(o: TraceOptions, num_prompts: int | None) -> Trace:
     """Read `o.trace` with the run's window, cap (`num_prompts`) and block size (a UsageError subclass on a bad file)."""

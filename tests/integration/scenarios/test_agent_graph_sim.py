@@ -5,6 +5,7 @@ server's prefix cache, and every call is sent and counted once."""
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import pytest
@@ -76,3 +77,29 @@ def test_the_child_s_prompt_starts_with_the_parent_s_history(graph_run: Any) -> 
         assert r[child]["cached_tokens"] >= shared > 0, (child, r[child], r[parent])
     # the subagent's own history grows: sub2 reuses sub1's prompt, longer than plan's alone
     assert r["sub2"]["cached_tokens"] > r["sub1"]["cached_tokens"]
+
+
+@pytest.mark.timeout(300)
+def test_the_sessions_completed(graph_run: Any) -> None:
+    assert succeeded(graph_run), graph_run.logs()[-3000:]
+    s = graph_run.result["replay"]["sessions"]
+    assert (s["sessions"], s["completed"], s["cut"], s["failed"], s["not_started"]) == (2, 2, 0, 0, 0)
+    assert s["calls_per_session"]["max"] == 4 and s["duration_s"]["max"] >= WAIT_S
+    assert "Sessions completed / cut / failed:" in graph_run.out
+
+
+@pytest.mark.timeout(300)
+def test_a_session_open_when_the_run_ends_is_cut_and_its_calls_count(tmp_path: Any) -> None:
+    trace = tmp_path / "long.jsonl"
+    nodes = [
+        {"session_id": "s", "node": "a", "new_tokens": 20, "output_tokens": 4},
+        {"session_id": "s", "node": "tool", "parents": ["a"], "kind": "wait", "wait_ms": 120_000},
+        {"session_id": "s", "node": "b", "parents": ["tool"], "new_tokens": 20, "output_tokens": 4},
+    ]
+    trace.write_text("".join(json.dumps(n) + "\n" for n in nodes))
+    run = vllm_locust(tmp_path, "--trace", str(trace), "--run-time", "3s", "--ignore-eos", name="cut")
+    assert os.path.exists(os.path.join(run.run_dir, "result.json")), run.logs()[-3000:]
+    res = run.result
+    s = res["replay"]["sessions"]
+    assert (s["completed"], s["cut"], s["failed"]) == (0, 1, 0)
+    assert res["completed"] == 1 and res["failed"] == 0  # its finished call counts; the cut is no failure
