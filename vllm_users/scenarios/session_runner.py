@@ -16,10 +16,11 @@ import gevent
 import gevent.pool
 import gevent.queue
 
+from vllm_users.scenarios.request_spec import Reply, RequestSpec
 from vllm_users.workload.graph_run import GraphRun
 from vllm_users.workload.session_graph import Node, SessionGraph
 
-__all__ = ["Histories", "run_graph"]
+__all__ = ["Histories", "new_message", "replay", "run_graph"]
 
 Message = dict[str, Any]
 
@@ -54,6 +55,39 @@ def run_graph(
             run.finish(key, ok)
     finally:
         group.kill(block=True, timeout=2)
+
+
+def replay(
+    graph: SessionGraph,
+    spec_of: Callable[[Node, list[Message], list[str]], RequestSpec],
+    send: Callable[[RequestSpec], Reply],
+    think: Callable[[float], bool],
+    stopping: Callable[[], bool],
+) -> GraphRun:
+    """Run a session graph on a user: `spec_of(node, history, joined answers)` builds a call's request (its
+    `context["messages"]` what it sends), `send` sends it, `think(s)` waits (False when the run stops first);
+    each answer goes into the histories of the nodes after it."""
+    histories = Histories()
+
+    def call(node: Node) -> bool:
+        spec = spec_of(node, histories.base_of(node), histories.joined(node))
+        reply = send(spec)
+        if reply.ok:
+            histories.answered(node, spec.context["messages"], reply.text)
+        return reply.ok  # no answer to carry on: the nodes after it are not sent (the session is cut)
+
+    def wait(node: Node) -> bool:
+        if node.wait_s and not think(node.wait_s):
+            return False
+        histories.passed(node)
+        return True
+
+    return run_graph(graph, call, wait, stopping)
+
+
+def new_message(joined: list[str], text: str) -> str:
+    """A call's new user message: the answers it joins (subagents' results), then its own new text."""
+    return "\n\n".join([*joined, *([text] if text else [])]) or " "
 
 
 class Histories:

@@ -13,7 +13,6 @@ images to a chat request (else --images).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -24,8 +23,8 @@ from vllm_users.distributed import env_state
 from vllm_users.measure.record import POOLING_ENDPOINTS, RequestRecord
 from vllm_users.scenarios.base import LLMUser
 from vllm_users.scenarios.pooling import answered_items, embeddings_body, rerank_body
-from vllm_users.scenarios.request_spec import RequestSpec, responses_body
-from vllm_users.scenarios.session_runner import Histories, run_graph
+from vllm_users.scenarios.request_spec import Reply, RequestSpec, responses_body
+from vllm_users.scenarios.session_runner import new_message, replay
 from vllm_users.workload.prompts import LengthModel
 from vllm_users.workload.session_graph import Node, graph_of, path_graph
 from vllm_users.workload.ticket import Ticket
@@ -91,45 +90,36 @@ class TraceUser(LLMUser):
             self.send(spec, ticket, scenario=turns[0].scenario or self.scenario)
             return
         graph = graph_of(turns, self.plan.trace.path) if turns[0].node is not None else path_graph(turns)
-        histories = Histories()
 
-        def call(node: Node) -> bool:
-            spec = self._node_spec(node, ticket.index, histories)
-            reply = self.send(spec, ticket, scenario=node.request.scenario or self.scenario)
-            if reply.ok:
-                histories.answered(node, spec.context["messages"], reply.text)
-            return reply.ok  # no answer to carry on: the nodes after it are not sent (the session is cut)
+        def send(spec: RequestSpec) -> Reply:
+            return self.send(spec, ticket, scenario=spec.context.get("scenario") or self.scenario)
 
-        run_graph(graph, call, self._waiter(histories), self._stopping)
+        def spec_of(node: Node, history: list[dict[str, Any]], joined: list[str]) -> RequestSpec:
+            return self._node_spec(node, ticket.index, history, joined)
 
-    def _waiter(self, histories: Histories) -> Callable[[Node], bool]:
-        """A wait node: think for its duration (False when the run stops first), then hand its history on."""
-
-        def wait(node: Node) -> bool:
-            if node.wait_s and not self.think(node.wait_s):
-                return False
-            histories.passed(node)
-            return True
-
-        return wait
+        replay(graph, spec_of, send, self.think, self._stopping)
 
     def _stopping(self) -> bool:
         env = getattr(self, "environment", None)
         return env is not None and env_state.context(env).stopping
 
-    def _node_spec(self, node: Node, index: int, histories: Histories) -> RequestSpec:
-        """A call's request: its base's history, then one user message of the joined answers and its new text
-        (a graph trace's new_len tokens; a linear session's line as given)."""
-        history = histories.base_of(node)
+    def _node_spec(
+        self, node: Node, index: int, history: list[dict[str, Any]], joined: list[str]
+    ) -> RequestSpec:
+        """A call's request: its history, then one user message of the joined answers and its new text (a graph
+        trace's new_len tokens; a linear session's line as given)."""
         req = node.request
         if req.node is None:  # a linear session's turn: its line as the jsonl gives it
-            return self.spec_for(req, index, node.turn, history)
-        seed = GRAPH_SEED + index * 2**16 + node.order  # each node's own text, apart from every line's index
-        text = self.prompts.text(TraceRequest(0.0, input_len=node.new_len), seed) if node.new_len else ""
-        content = "\n\n".join([*histories.joined(node), *([text] if text else [])]) or " "
-        line = replace(req, input_len=node.new_len, prompt=content, messages=None, hash_ids=())
-        spec = self.spec_for(line, index, node.turn, history)
-        spec.context["node"] = (node.key, node.agent or None, node.depth)
+            spec = self.spec_for(req, index, node.turn, history)
+        else:
+            seed = GRAPH_SEED + index * 2**16 + node.order  # each node's own text, apart from every line's
+            text = self.prompts.text(TraceRequest(0.0, input_len=node.new_len), seed) if node.new_len else ""
+            line = replace(
+                req, input_len=node.new_len, prompt=new_message(joined, text), messages=None, hash_ids=()
+            )
+            spec = self.spec_for(line, index, node.turn, history)
+            spec.context["node"] = (node.key, node.agent or None, node.depth)
+        spec.context["scenario"] = req.scenario
         return spec
 
     def build_request(self, ticket: Ticket) -> RequestSpec:
