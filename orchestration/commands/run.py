@@ -145,6 +145,7 @@ def validate(a: Options) -> tuple[Options, list[tuple[str, int]], list[str]]:
     a = capacity_validate(a)
     a.load.check_loop()
     a.server.check()
+    a.agents.check()
     tls.configure(
         tls.TLSConfig.of(a.server)
     )  # the preflight's, calibration's and /metrics' TLS; a bad file: exit 2 now

@@ -16,11 +16,12 @@ import gevent
 import gevent.pool
 import gevent.queue
 
+from vllm_users.measure.record import RequestRecord
 from vllm_users.scenarios.request_spec import Reply, RequestSpec
 from vllm_users.workload.graph_run import GraphRun
 from vllm_users.workload.session_graph import Node, SessionGraph
 
-__all__ = ["Histories", "new_message", "replay", "run_graph"]
+__all__ = ["Histories", "mark_node", "node_context", "new_message", "replay", "run_graph"]
 
 Message = dict[str, Any]
 
@@ -88,6 +89,19 @@ def replay(
 def new_message(joined: list[str], text: str) -> str:
     """A call's new user message: the answers it joins (subagents' results), then its own new text."""
     return "\n\n".join([*joined, *([text] if text else [])]) or " "
+
+
+def node_context(node: Node) -> tuple[str, str | None, int]:
+    """What a call's spec carries of its node (`context["node"]`): its key, subagent and depth."""
+    return (node.key, node.agent or None, node.depth)
+
+
+def mark_node(context: dict[str, Any], rec: RequestRecord) -> None:
+    """A graph call's record names its node, subagent (None: the main agent) and depth in its `extra`."""
+    node = context.get("node")
+    if node is not None:
+        key, agent, depth = node
+        rec.extra = {**(rec.extra or {}), "node": key, "agent": agent, "depth": depth}
 
 
 class Histories:

@@ -24,7 +24,7 @@ from vllm_users.measure.record import POOLING_ENDPOINTS, RequestRecord
 from vllm_users.scenarios.base import LLMUser
 from vllm_users.scenarios.pooling import answered_items, embeddings_body, rerank_body
 from vllm_users.scenarios.request_spec import Reply, RequestSpec, responses_body
-from vllm_users.scenarios.session_runner import new_message, replay
+from vllm_users.scenarios.session_runner import mark_node, new_message, node_context, replay
 from vllm_users.workload.prompts import LengthModel
 from vllm_users.workload.session_graph import Node, graph_of, path_graph
 from vllm_users.workload.ticket import Ticket
@@ -97,11 +97,7 @@ class TraceUser(LLMUser):
         def spec_of(node: Node, history: list[dict[str, Any]], joined: list[str]) -> RequestSpec:
             return self._node_spec(node, ticket.index, history, joined)
 
-        replay(graph, spec_of, send, self.think, self._stopping)
-
-    def _stopping(self) -> bool:
-        env = getattr(self, "environment", None)
-        return env is not None and env_state.context(env).stopping
+        replay(graph, spec_of, send, self.think, self.stopping)
 
     def _node_spec(
         self, node: Node, index: int, history: list[dict[str, Any]], joined: list[str]
@@ -118,7 +114,7 @@ class TraceUser(LLMUser):
                 req, input_len=node.new_len, prompt=new_message(joined, text), messages=None, hash_ids=()
             )
             spec = self.spec_for(line, index, node.turn, history)
-            spec.context["node"] = (node.key, node.agent or None, node.depth)
+            spec.context["node"] = node_context(node)
         spec.context["scenario"] = req.scenario
         return spec
 
@@ -202,10 +198,7 @@ class TraceUser(LLMUser):
     def check(self, spec: RequestSpec, res: StreamResult, rec: RequestRecord) -> None:
         """A graph call's record names its node, subagent and depth; a pooling answer must answer every input
         (as the pooling users check)."""
-        node = spec.context.get("node")
-        if node is not None:
-            key, agent, depth = node
-            rec.extra = {**(rec.extra or {}), "node": key, "agent": agent, "depth": depth}
+        mark_node(spec.context, rec)
         want = spec.context.get("items")
         if want is not None and (got := answered_items(rec.endpoint, res.body)) != want:
             rec.error = "bad_response"

@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 
 from tests.integration.scenarios.runner import succeeded, vllm_locust
+from vllm_users.options import build
+from vllm_users.workload.session_graph import graph_of
+from vllm_users.workload.synthetic_agents import agent_session
 
 SIM_BLOCK = 16  # the simulator's KV block (vllm_sim/config.py): a cache hit counts whole blocks
 WAIT_S = 0.3
@@ -103,3 +106,57 @@ def test_a_session_open_when_the_run_ends_is_cut_and_its_calls_count(tmp_path: A
     s = res["replay"]["sessions"]
     assert (s["completed"], s["cut"], s["failed"]) == (0, 1, 0)
     assert res["completed"] == 1 and res["failed"] == 0  # its finished call counts; the cut is no failure
+
+
+AGENT = {
+    "agent_turns": 4,
+    "agent_first_tokens": 200,
+    "agent_new_tokens": 60,
+    "agent_output_tokens": 8,
+    "agent_tool_ms": 50,
+    "agent_subagent_rate": 0.6,
+    "agent_subagent_turns": 2,
+    "agent_max_context": 4000,
+}
+
+
+@pytest.mark.timeout(300)
+def test_synthetic_agents_run_their_seeded_graphs(tmp_path: Any) -> None:
+    flags = [x for k, v in AGENT.items() for x in (f"--{k.replace('_', '-')}", str(v))]
+    run = vllm_locust(
+        tmp_path,
+        "--scenario",
+        "agent",
+        "--num-prompts",
+        "4",
+        "--seed",
+        "3",
+        *flags,
+        "--ignore-eos",
+        "--sim-args=--enable-prompt-tokens-details",
+        name="agent",
+    )
+    assert succeeded(run), run.logs()[-3000:]
+    o = build(seed=3, **AGENT)
+    recs = run.records()
+    by_session: dict[int, list[dict[str, Any]]] = {}
+    for x in recs:
+        by_session.setdefault(x["session"], []).append(x)
+    assert len(by_session) == 4
+    forks = 0
+    for s, rs in by_session.items():
+        g = graph_of(agent_session(o.agents, 3, s))
+        assert sorted(x["extra"]["node"] for x in rs) == sorted(n.key for n in g.nodes if n.is_call)
+        got = {x["extra"]["node"]: x for x in rs}
+        for n in g.nodes:
+            if n.is_call:
+                assert (
+                    got[n.key]["input_len"] == n.new_len
+                    and got[n.key]["output_tokens"] == n.request.output_len
+                )
+            if n.is_call and n.agent and g.node(n.base).agent != n.agent:  # type: ignore[arg-type]
+                forks += 1  # a subagent's first call: the parent's prompt is its cached prefix
+                parent = got[g.node(n.base).key]  # type: ignore[arg-type]
+                assert got[n.key]["cached_tokens"] >= (parent["prompt_tokens"] // SIM_BLOCK - 1) * SIM_BLOCK
+    assert forks > 0
+    assert run.result["completed"] == len(recs) and run.result["failed"] == 0

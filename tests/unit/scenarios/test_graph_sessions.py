@@ -105,7 +105,7 @@ def test_a_failed_call_cuts_the_nodes_after_it(tmp_path: Path, monkeypatch: pyte
 def test_a_run_that_stops_starts_no_more_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     user, log = _user(tmp_path, monkeypatch)
     stop = iter([False, True])
-    monkeypatch.setattr(user, "_stopping", lambda: next(stop, True))
+    monkeypatch.setattr(user, "stopping", lambda: next(stop, True))
     user.flow(Ticket(0))
     assert [k for e, k, _ in log if e == "start"] == ["a"]
 
