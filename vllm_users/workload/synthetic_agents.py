@@ -33,7 +33,7 @@ class AgentOptions:
         84.0, T.pos_float, "agent: mean LLM calls of a session's main agent (>= 1)", *BOTH, metavar="N"
     )
     agent_first_tokens: int = opt(
-        2000, T.pos_int, "agent: tokens of a session's first prompt (system prompt and task)", *BOTH
+        450, T.pos_int, "agent: tokens of a session's first prompt (system prompt and task)", *BOTH
     )
     agent_new_tokens: float = opt(
         6440.0, T.pos_float, "agent: mean new tokens a later call appends (tool results, edits)", *BOTH

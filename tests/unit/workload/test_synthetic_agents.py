@@ -42,7 +42,9 @@ def test_the_means_are_the_options() -> None:
     assert statistics.mean(later) == pytest.approx(400, rel=0.05)  # type: ignore[arg-type]
     assert statistics.mean(out) == pytest.approx(100, rel=0.05)  # type: ignore[arg-type]
     assert statistics.mean(waits) == pytest.approx(0.5, rel=0.05)
-    assert all(n.new_len == 2000 for g in graphs for n in g.nodes if n.is_call and n.turn == 0)
+    assert all(
+        n.new_len == o.agent_first_tokens == 450 for g in graphs for n in g.nodes if n.is_call and n.turn == 0
+    )
     assert len(waits) == sum(calls) - len(graphs)  # a tool wait after every call but a session's last
 
 
@@ -54,7 +56,9 @@ def test_subagents_fork_from_a_call_and_join_the_next_one_down_to_the_depth() ->
     firsts = {}
     for n in subs:
         firsts.setdefault(n.agent, n)
-    for first in firsts.values():
+    forked = [f for f in firsts.values() if not f.reset]  # (a fork past --agent-max-context compacts at once)
+    assert forked
+    for first in forked:
         fork = g.node(first.base)  # type: ignore[arg-type]
         assert fork.is_call and fork.agent != first.agent and first.depth == fork.depth + 1
     main = [n for n in g.nodes if n.is_call and not n.agent]
