@@ -14,7 +14,7 @@ from typing import Any
 from vllm_users.client.stream import StreamResult
 from vllm_users.measure.record import RequestRecord
 from vllm_users.scenarios.base import LLMUser
-from vllm_users.scenarios.request_spec import Reply, RequestSpec
+from vllm_users.scenarios.request_spec import RequestSpec
 from vllm_users.scenarios.session_runner import mark_node, new_message, node_context, replay
 from vllm_users.workload.session_graph import Node, graph_of
 from vllm_users.workload.synthetic_agents import agent_session
@@ -45,14 +45,7 @@ class AgentUser(LLMUser):
     def flow(self, ticket: Ticket) -> None:
         """The ticket's session: every node once its parents completed."""
         graph = graph_of(agent_session(self.options.agents, self.options.request.seed, ticket.index))
-
-        def send(spec: RequestSpec) -> Reply:
-            return self.send(spec, ticket)
-
-        def spec_of(node: Node, history: list[dict[str, Any]], joined: list[str]) -> RequestSpec:
-            return self.node_request(node, ticket.index, history, joined)
-
-        replay(graph, spec_of, send, self.think, self.stopping)
+        replay(self, ticket, graph, self.node_request)
 
     def node_request(
         self, node: Node, index: int, history: list[dict[str, Any]], joined: list[str]

@@ -10,7 +10,7 @@ messages and its answer) for the nodes after it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import gevent
 import gevent.pool
@@ -20,8 +20,9 @@ from vllm_users.measure.record import RequestRecord
 from vllm_users.scenarios.request_spec import Reply, RequestSpec
 from vllm_users.workload.graph_run import GraphRun
 from vllm_users.workload.session_graph import Node, SessionGraph
+from vllm_users.workload.ticket import Ticket
 
-__all__ = ["Histories", "mark_node", "node_context", "new_message", "replay", "run_graph"]
+__all__ = ["Histories", "SessionUser", "mark_node", "node_context", "new_message", "replay", "run_graph"]
 
 Message = dict[str, Any]
 
@@ -58,32 +59,42 @@ def run_graph(
         group.kill(block=True, timeout=2)
 
 
+class SessionUser(Protocol):
+    """What a graph replay asks of its user (an `LLMUser`)."""
+
+    def send(self, spec: RequestSpec, ticket: Ticket, scenario: str | None = None) -> Reply: ...
+
+    def think(self, seconds: float) -> bool: ...
+
+    def stopping(self) -> bool: ...
+
+
 def replay(
+    user: SessionUser,
+    ticket: Ticket,
     graph: SessionGraph,
-    spec_of: Callable[[Node, list[Message], list[str]], RequestSpec],
-    send: Callable[[RequestSpec], Reply],
-    think: Callable[[float], bool],
-    stopping: Callable[[], bool],
+    spec_of: Callable[[Node, int, list[Message], list[str]], RequestSpec],
 ) -> GraphRun:
-    """Run a session graph on a user: `spec_of(node, history, joined answers)` builds a call's request (its
-    `context["messages"]` what it sends), `send` sends it, `think(s)` waits (False when the run stops first);
-    each answer goes into the histories of the nodes after it."""
+    """Run a session graph on `user`: `spec_of(node, ticket index, history, joined answers)` builds a call's
+    request (its `context["messages"]` what it sends, `context["scenario"]` the record's scenario when not the
+    user's), the user sends it and thinks through each wait (False when the run stops first); each answer goes
+    into the histories of the nodes after it."""
     histories = Histories()
 
     def call(node: Node) -> bool:
-        spec = spec_of(node, histories.base_of(node), histories.joined(node))
-        reply = send(spec)
+        spec = spec_of(node, ticket.index, histories.base_of(node), histories.joined(node))
+        reply = user.send(spec, ticket, scenario=spec.context.get("scenario"))
         if reply.ok:
             histories.answered(node, spec.context["messages"], reply.text)
         return reply.ok  # no answer to carry on: the nodes after it are not sent (the session is cut)
 
     def wait(node: Node) -> bool:
-        if node.wait_s and not think(node.wait_s):
+        if node.wait_s and not user.think(node.wait_s):
             return False
         histories.passed(node)
         return True
 
-    return run_graph(graph, call, wait, stopping)
+    return run_graph(graph, call, wait, user.stopping)
 
 
 def new_message(joined: list[str], text: str) -> str:

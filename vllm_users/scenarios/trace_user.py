@@ -23,7 +23,7 @@ from vllm_users.distributed import env_state
 from vllm_users.measure.record import POOLING_ENDPOINTS, RequestRecord
 from vllm_users.scenarios.base import LLMUser
 from vllm_users.scenarios.pooling import answered_items, embeddings_body, rerank_body
-from vllm_users.scenarios.request_spec import Reply, RequestSpec, responses_body
+from vllm_users.scenarios.request_spec import RequestSpec, responses_body
 from vllm_users.scenarios.session_runner import mark_node, new_message, node_context, replay
 from vllm_users.workload.prompts import LengthModel
 from vllm_users.workload.session_graph import Node, graph_of, path_graph
@@ -91,13 +91,7 @@ class TraceUser(LLMUser):
             return
         graph = graph_of(turns, self.plan.trace.path) if turns[0].node is not None else path_graph(turns)
 
-        def send(spec: RequestSpec) -> Reply:
-            return self.send(spec, ticket, scenario=spec.context.get("scenario") or self.scenario)
-
-        def spec_of(node: Node, history: list[dict[str, Any]], joined: list[str]) -> RequestSpec:
-            return self._node_spec(node, ticket.index, history, joined)
-
-        replay(graph, spec_of, send, self.think, self.stopping)
+        replay(self, ticket, graph, self._node_spec)
 
     def _node_spec(
         self, node: Node, index: int, history: list[dict[str, Any]], joined: list[str]
