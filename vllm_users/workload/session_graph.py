@@ -160,8 +160,8 @@ def graph_of(requests: Sequence[TraceRequest], path: str = "") -> SessionGraph:
     """The graph of one session's nodes (a graph trace's lines of one session id), with each call's history,
     joins and new length; nodes cut from their parents by the trace's window are left out."""
     rs = _complete(requests)
-    if not rs:
-        raise TraceError(f"{path}: an empty session graph")
+    if not rs:  # every node cut from its parents: a session with nothing to send
+        return SessionGraph(requests[0].session_id or "" if requests else "", ())
     run_order = _topological(rs, path)
     agent = {r.node: r.agent or "" for r in rs}
     built: dict[str, Node] = {}

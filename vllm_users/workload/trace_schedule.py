@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from vllm_users import option_types as T
 from vllm_users.errors import TraceError
 from vllm_users.option_spec import BOTH, opt
+from vllm_users.workload.session_graph import graph_of
 from vllm_users.workload.trace import Trace, TraceRequest
 from vllm_users.workload.trace_formats import registry as trace_formats
 
@@ -89,8 +90,12 @@ class TracePlan:
         return self.sessions.get(index) or [self.trace.requests[index]]
 
     def session_calls(self) -> dict[int, int]:
-        """Each session's entry index -> the LLM calls it makes (its requests less a graph's waits)."""
-        return {i: sum(1 for r in turns if r.kind != "wait") for i, turns in self.sessions.items()}
+        """Each session's entry index -> the LLM calls it makes: its turns, or its graph's calls (less the
+        nodes the window cut from their parents, which are never sent)."""
+        return {
+            i: graph_of(turns, self.trace.path).calls if turns[0].node is not None else len(turns)
+            for i, turns in self.sessions.items()
+        }
 
 
 def load_for(o: TraceOptions, num_prompts: int | None) -> Trace:

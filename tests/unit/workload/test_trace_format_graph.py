@@ -65,3 +65,22 @@ def test_a_cycle_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(TraceError, match=r"g.jsonl:1: session 's', node 'a': its parents form a cycle"):
         load_trace(str(path))
+
+
+def test_a_session_cut_by_num_prompts_counts_only_the_calls_it_can_send(tmp_path: Path) -> None:
+    from vllm_users.workload.trace_schedule import build_plan
+
+    lines = [
+        {
+            "session_id": "s",
+            "node": "b",
+            "parents": ["a"],
+            "new_tokens": 4,
+        },  # its parent comes later in the file
+        {"session_id": "s", "node": "a", "new_tokens": 4},
+        {"session_id": "s", "node": "c", "parents": ["a"], "new_tokens": 4},
+    ]
+    path = _write(tmp_path, lines)
+    assert build_plan(load_trace(str(path))).session_calls() == {0: 3}
+    assert build_plan(load_trace(str(path), limit=2)).session_calls() == {0: 2}
+    assert build_plan(load_trace(str(path), limit=1)).session_calls() == {0: 0}  # b alone: never sent
