@@ -27,6 +27,7 @@ __all__ = [
     "TraceOptions",
     "TracePlan",
     "build_plan",
+    "check_graph_context",
     "check_trace",
     "load_for",
     "plan_of",
@@ -234,3 +235,22 @@ def worker_trace_iter(
     for i, off in plan.entries:
         if i % worker_count == worker_index:
             yield i, off / time_scale
+
+
+def check_graph_context(plan: TracePlan, max_model_len: int | None) -> None:
+    """Every call of a session graph fits the server's context: the prompt the trace's lengths give it (its
+    history and new text, before the chat template's tokens) and its answer within `max_model_len`; a TraceError
+    (exit 2) naming the trace, the session and the first node that does not. None: the server lists no length."""
+    if not max_model_len:
+        return
+    for turns in plan.sessions.values():
+        if turns[0].node is None:
+            continue
+        for n in graph_of(turns, plan.trace.path).nodes:
+            prompt, out = n.context_len + (n.new_len or 0), n.request.output_len or 0
+            if n.is_call and prompt + out > max_model_len:
+                raise TraceError(
+                    f"{plan.trace.path}:{n.request.line}: session {n.request.session_id!r}, node {n.key!r}: its "
+                    f"prompt of {prompt} tokens and answer of {out} pass the server's max_model_len "
+                    f"{max_model_len}"
+                )

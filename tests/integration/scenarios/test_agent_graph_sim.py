@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.integration.scenarios.runner import succeeded, vllm_locust
+from vllm_users.exit_codes import USAGE
 from vllm_users.options import build
 from vllm_users.workload.session_graph import graph_of
 from vllm_users.workload.synthetic_agents import agent_session
@@ -160,3 +161,18 @@ def test_synthetic_agents_run_their_seeded_graphs(tmp_path: Any) -> None:
                 assert got[n.key]["cached_tokens"] >= (parent["prompt_tokens"] // SIM_BLOCK - 1) * SIM_BLOCK
     assert forks > 0
     assert run.result["completed"] == len(recs) and run.result["failed"] == 0
+
+
+@pytest.mark.timeout(300)
+def test_a_call_past_the_server_s_context_is_refused_before_any_load(tmp_path: Any) -> None:
+    trace = tmp_path / "big.jsonl"
+    nodes = [
+        {"session_id": "s", "node": "a", "new_tokens": 3000, "output_tokens": 100},
+        {"session_id": "s", "node": "b", "parents": ["a"], "new_tokens": 6000, "output_tokens": 100},
+    ]
+    trace.write_text("".join(json.dumps(n) + "\n" for n in nodes))
+    run = vllm_locust(tmp_path, "--trace", str(trace), name="big")  # the simulator's context: 8192 tokens
+    assert run.rc == USAGE
+    said = "big.jsonl:2: session 's', node 'b': its prompt of 9100 tokens and answer of 100 pass the server's"
+    assert said in run.err and "max_model_len 8192" in run.err
+    assert not os.path.exists(os.path.join(run.run_dir, "records.jsonl"))

@@ -84,3 +84,19 @@ def test_a_session_cut_by_num_prompts_counts_only_the_calls_it_can_send(tmp_path
     assert build_plan(load_trace(str(path))).session_calls() == {0: 3}
     assert build_plan(load_trace(str(path), limit=2)).session_calls() == {0: 2}
     assert build_plan(load_trace(str(path), limit=1)).session_calls() == {0: 0}  # b alone: never sent
+
+
+def test_a_call_past_the_context_names_its_node(tmp_path: Path) -> None:
+    from vllm_users.workload.trace_schedule import build_plan, check_graph_context
+
+    lines = [
+        {"session_id": "s", "node": "a", "input_tokens": 500, "output_tokens": 100},
+        {"session_id": "s", "node": "b", "parents": ["a"], "input_tokens": 900, "output_tokens": 100},
+    ]
+    plan = build_plan(load_trace(str(_write(tmp_path, lines))))
+    check_graph_context(plan, 1000)  # b: 900 + 100 fits exactly
+    check_graph_context(plan, None)  # a server that lists no length: nothing to check
+    with pytest.raises(
+        TraceError, match=r"g.jsonl:2: session 's', node 'b': its prompt of 900 tokens and answer"
+    ):
+        check_graph_context(plan, 999)
