@@ -274,6 +274,7 @@ def _extras(res: dict[str, Any], run: RunResult) -> list[str]:
         ttft_i = arr.get("ttft_from_intended_ms") or {}
         out.append(_line("TTFT from intended start p99 (ms):", ttft_i.get("p99"), ".2f"))
     out.extend(replay_lines(run.replay))
+    out.extend(turn_lines(run.ttft_by_turn, bool(res.get(K.CACHED_TOKENS_REPORTED))))
     if res.get(K.ERRORS_BY_KIND):
         kinds = ", ".join(f"{k}={v}" for k, v in sorted(res[K.ERRORS_BY_KIND].items()))
         out.append(_line("Failures by kind:", kinds))
@@ -401,4 +402,27 @@ def _session_lines(sessions: Mapping[str, Any] | None) -> list[str]:
     dur = sessions.get("duration_s")
     if dur:
         out.append(_line("Session duration p50 / p99 (s):", f"{dur['p50']:.2f} / {dur['p99']:.2f}"))
+    return out
+
+
+TURNS_SHOWN = 6  # the summary's turns of ttft_by_turn: the first ones and the last (the report has them all)
+
+
+def turn_lines(turns: Mapping[str, Any] | None, cached_reported: bool = False) -> list[str]:
+    """Sessions' TTFT p50 by turn index (ms) and, where the server reported cached tokens, the cached fraction
+    of each turn's prompts: the first turns and the last; nothing for a run without sessions."""
+    if not turns:
+        return []
+    keys = sorted(turns, key=int)
+    shown = keys if len(keys) <= TURNS_SHOWN else [*keys[: TURNS_SHOWN - 1], keys[-1]]
+    ttft, cached = [], []
+    for k in shown:
+        p50 = (turns[k].get("ttft_ms") or {}).get("p50")
+        frac = turns[k].get("cached_fraction")
+        gap = "... " if k == keys[-1] and len(keys) > TURNS_SHOWN else ""
+        ttft.append(f"{gap}{k}: " + ("n/a" if p50 is None else f"{p50:.1f}"))
+        cached.append(f"{gap}{k}: " + ("n/a" if frac is None else f"{frac:.0%}"))
+    out = [_line("TTFT p50 by turn (ms):", " ".join(ttft))]
+    if cached_reported:  # else the server said nothing of its cache: no share, not 0 %
+        out.append(_line("Cached prompt share by turn:", " ".join(cached)))
     return out

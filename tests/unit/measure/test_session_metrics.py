@@ -3,6 +3,8 @@ calls each session makes; calls per session and completed sessions' durations by
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from orchestration.report.summary import replay_lines
@@ -77,3 +79,19 @@ def test_no_sessions_no_block_and_the_summary_s_lines() -> None:
     assert "Sessions completed / cut / failed:" in text and "2 / 1 / 1 of 5" in text
     assert "Calls per session mean / max:" in text and "2.0 / 3" in text
     assert "Session duration p50 / p99 (s):" in text and "2.25 / 3.48" in text
+
+
+def _turn(p50: float, cached: float | None) -> dict[str, Any]:
+    return {"count": 1, "ttft_ms": {"p50": p50}, "mean_prompt_tokens": 10.0, "cached_fraction": cached}
+
+
+def test_the_summary_s_ttft_by_turn_shows_the_first_turns_and_the_last() -> None:
+    from orchestration.report.summary import turn_lines
+
+    assert turn_lines(None) == [] and turn_lines({}) == []
+    few = turn_lines({"1": _turn(20.0, 0.5), "0": _turn(50.0, 0.0)}, cached_reported=True)
+    assert few[0].endswith("0: 50.0 1: 20.0") and few[1].endswith("0: 0% 1: 50%")
+    many = {str(k): _turn(float(k), 0.9) for k in range(20)}
+    ttft = turn_lines(many)
+    assert len(ttft) == 1  # no cached tokens reported: no share, not 0 %
+    assert ttft[0].endswith("0: 0.0 1: 1.0 2: 2.0 3: 3.0 4: 4.0 ... 19: 19.0")
