@@ -274,6 +274,7 @@ def _extras(res: dict[str, Any], run: RunResult) -> list[str]:
         ttft_i = arr.get("ttft_from_intended_ms") or {}
         out.append(_line("TTFT from intended start p99 (ms):", ttft_i.get("p99"), ".2f"))
     out.extend(replay_lines(run.replay))
+    out.extend(session_lines(run.sessions))
     out.extend(turn_lines(run.ttft_by_turn, bool(res.get(K.CACHED_TOKENS_REPORTED))))
     if res.get(K.ERRORS_BY_KIND):
         kinds = ", ".join(f"{k}={v}" for k, v in sorted(res[K.ERRORS_BY_KIND].items()))
@@ -374,7 +375,6 @@ def replay_lines(rep: Mapping[str, Any] | None) -> list[str]:
             "Send lag vs trace p50 / p99 (ms):", None if not lag else f"{lag['p50']:.2f} / {lag['p99']:.2f}"
         )
     )
-    out.extend(_session_lines(rep.get("sessions")))
     if rep.get("expected_block_reuse") is not None:
         hit = rep.get("server_prefix_hit_rate")
         out.append(
@@ -386,8 +386,9 @@ def replay_lines(rep: Mapping[str, Any] | None) -> list[str]:
     return out
 
 
-def _session_lines(sessions: Mapping[str, Any] | None) -> list[str]:
-    """A replay's sessions: completed, cut and failed of all, calls per session, completed sessions' duration."""
+def session_lines(sessions: Mapping[str, Any] | None) -> list[str]:
+    """Session graphs' figures: completed, cut and failed of all, calls per session, completed sessions'
+    duration; nothing for a run without them."""
     if not sessions:
         return []
     out = [

@@ -261,6 +261,7 @@ def final_result(
         res = res.replace(warnings=(*res.warnings, warning))
     if o.trace.trace:  # how faithfully the trace was replayed
         res = res.replace(replay=trace_replay(results_dir, o, counters))
+    res = res.replace(sessions=run_sessions(results_dir, o))
     if profile is not None:
         res = res.replace(profile=profile)
     if o.capacity.gpu_hour_price:
@@ -272,7 +273,6 @@ def trace_replay(results_dir: str, o: Options, counters: LoadCounters | None) ->
     """result.json's `replay` of a --trace run: its records against the trace (read again here, once)."""
     from vllm_users.measure.columns import load_columns
     from vllm_users.measure.replay_fidelity import replay_fidelity, server_hit_rate
-    from vllm_users.measure.session_metrics import session_metrics
     from vllm_users.workload.trace_formats import trace_block_reuse
     from vllm_users.workload.trace_schedule import plan_of
 
@@ -292,17 +292,37 @@ def trace_replay(results_dir: str, o: Options, counters: LoadCounters | None) ->
         "block_size": trace.block_size if mooncake else None,
         "skipped": dict(trace.skipped),
     }
-    columns = load_columns(results_dir)
-    rep = replay_fidelity(
-        columns,
+    return replay_fidelity(
+        load_columns(results_dir),
         trace=about,
         trace_requests=trace.calls,  # a session graph's waits are not requests
         scheduled=len(plan.entries),
         expected_reuse=trace_block_reuse(trace) if mooncake else None,
         hit_rate=server_hit_rate(counters) if mooncake else None,
     )
-    sessions = session_metrics(columns, plan.session_calls())
-    return rep if sessions is None else {**rep, "sessions": sessions}
+
+
+def run_sessions(results_dir: str, o: Options) -> dict[str, Any] | None:
+    """result.json's `sessions`: a trace's sessions against the calls each makes, or the synthetic agents'
+    sessions that started (`--scenario agent`: each one's seeded graph says its calls); None for neither."""
+    from vllm_users.measure.columns import load_columns
+    from vllm_users.measure.session_metrics import session_metrics
+    from vllm_users.workload.session_graph import graph_of
+    from vllm_users.workload.synthetic_agents import AGENT_SCENARIO, agent_session
+    from vllm_users.workload.trace_schedule import plan_of
+
+    if o.trace.trace:
+        return session_metrics(
+            load_columns(results_dir), plan_of(o.trace, o.load.num_prompts).session_calls()
+        )
+    if AGENT_SCENARIO not in o.scenario.scenario:  # no agent in the mix: no sessions (nor their records read)
+        return None
+    columns = load_columns(results_dir)
+    agents = columns.a["scenario"] == columns.code("scenario", AGENT_SCENARIO)
+    started = sorted(set(columns.a["session"][agents].tolist()) - {-1})
+    seed = o.request.seed
+    expected = {s: graph_of(agent_session(o.agents, seed, s)).calls for s in started}
+    return session_metrics(columns, expected)
 
 
 def run_meta(

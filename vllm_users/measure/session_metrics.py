@@ -1,8 +1,8 @@
-"""Figures per session of a trace replay: how many sessions completed, were cut or failed, their calls and
-durations, from the run's records and the calls each session of the trace makes.
+"""Figures per session of session graphs (a trace's sessions, `--scenario agent`'s): how many completed, were cut
+or failed, their calls and durations, from the run's records and the calls each session makes.
 
-A session is the calls of one schedule entry (records share its `session`, the entry's index). Of the
-sessions of the trace's window:
+A session is the calls of one ticket (records share its `session`, the ticket's index). Of the sessions given
+(a trace's window; the synthetic agents' sessions that started):
 - `completed`: every call answered;
 - `failed`: a call failed (an error other than the run's own interruption), which ends the session there;
 - `cut`: started, not completed and not failed: the run ended while it was open (a call interrupted, or calls
@@ -10,8 +10,8 @@ sessions of the trace's window:
 - `not_started`: no call was sent (the run ended first, or its first call was dropped).
 `calls_per_session` counts the calls sent by each started session (`mean`, `p50`, `max`);
 `duration_s` is, for each completed session, the time from its first call's send to its last call's end
-(`mean`, `p50`, `p90`, `p99`, `max`); None when no session completed. Computed by the master with the replay's
-fidelity (result.json `replay.sessions`); absent when the trace has no sessions.
+(`mean`, `p50`, `p90`, `p99`, `max`); None when no session completed. Computed by the master from all of the
+run's records (result.json's `sessions`, `distributed/run_end.py`); absent for a run without sessions.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from vllm_users.scenarios.base import LLMUser
 from vllm_users.scenarios.request_spec import RequestSpec
 from vllm_users.scenarios.session_runner import mark_node, new_message, node_context, replay
 from vllm_users.workload.session_graph import Node, graph_of
-from vllm_users.workload.synthetic_agents import agent_session
+from vllm_users.workload.synthetic_agents import AGENT_SCENARIO, agent_session
 from vllm_users.workload.ticket import Ticket
 from vllm_users.workload.trace import TraceRequest
 from vllm_users.workload.trace_prompts import TracePrompts
@@ -30,7 +30,7 @@ TEXT_SEED = 2**41  # a node's text seed: past every trace line's and graph node'
 class AgentUser(LLMUser):
     """Runs one synthetic agent session per ticket (docs/agents.md)."""
 
-    scenario = "agent"
+    scenario = AGENT_SCENARIO
 
     def setup_scenario(self) -> None:
         """The prompt maker of exact lengths (the run's length model, or --tokenizer)."""

@@ -22,7 +22,9 @@ from vllm_users.option_spec import BOTH, opt
 from vllm_users.workload.session_graph import CALL, WAIT
 from vllm_users.workload.trace import TraceRequest
 
-__all__ = ["AgentOptions", "agent_session"]
+__all__ = ["AGENT_SCENARIO", "AgentOptions", "agent_session"]
+
+AGENT_SCENARIO = "agent"  # the scenario whose records are these sessions' calls (scenarios/agent_user.py)
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,7 @@ def test_the_child_s_prompt_starts_with_the_parent_s_history(graph_run: Any) -> 
 @pytest.mark.timeout(300)
 def test_the_sessions_completed(graph_run: Any) -> None:
     assert succeeded(graph_run), graph_run.logs()[-3000:]
-    s = graph_run.result["replay"]["sessions"]
+    s = graph_run.result["sessions"]
     assert (s["sessions"], s["completed"], s["cut"], s["failed"], s["not_started"]) == (2, 2, 0, 0, 0)
     assert s["calls_per_session"]["max"] == 4 and s["duration_s"]["max"] >= WAIT_S
     assert "Sessions completed / cut / failed:" in graph_run.out
@@ -104,7 +104,7 @@ def test_a_session_open_when_the_run_ends_is_cut_and_its_calls_count(tmp_path: A
     run = vllm_locust(tmp_path, "--trace", str(trace), "--run-time", "3s", "--ignore-eos", name="cut")
     assert os.path.exists(os.path.join(run.run_dir, "result.json")), run.logs()[-3000:]
     res = run.result
-    s = res["replay"]["sessions"]
+    s = res["sessions"]
     assert (s["completed"], s["cut"], s["failed"]) == (0, 1, 0)
     assert res["completed"] == 1 and res["failed"] == 0  # its finished call counts; the cut is no failure
 
@@ -161,6 +161,9 @@ def test_synthetic_agents_run_their_seeded_graphs(tmp_path: Any) -> None:
                 assert got[n.key]["cached_tokens"] >= (parent["prompt_tokens"] // SIM_BLOCK - 1) * SIM_BLOCK
     assert forks > 0
     assert run.result["completed"] == len(recs) and run.result["failed"] == 0
+    s = run.result["sessions"]  # every session the agents started, against its seeded graph's calls
+    assert (s["sessions"], s["completed"], s["cut"], s["failed"]) == (4, 4, 0, 0)
+    assert s["calls_per_session"]["max"] == max(len(rs) for rs in by_session.values())
 
 
 @pytest.mark.timeout(300)

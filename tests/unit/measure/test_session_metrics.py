@@ -1,4 +1,4 @@
-"""result.json's `replay.sessions`: sessions completed, cut (the run ended while open) and failed, against the
+"""result.json's `sessions`: sessions completed, cut (the run ended while open) and failed, against the
 calls each session makes; calls per session and completed sessions' durations by hand; the summary's lines."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from orchestration.report.summary import replay_lines
+from orchestration.report.summary import replay_lines, session_lines
 from vllm_users.measure.record import RequestRecord
 from vllm_users.measure.session_metrics import session_metrics
 
@@ -73,8 +73,8 @@ def test_no_sessions_no_block_and_the_summary_s_lines() -> None:
         "not_sent": 0,
         "lag_ms": None,
     }
-    assert not any("Sessions" in line for line in replay_lines(rep))
-    lines = replay_lines({**rep, "sessions": session_metrics(RECORDS, EXPECTED)})
+    assert not any("Sessions" in line for line in replay_lines(rep)) and session_lines(None) == []
+    lines = session_lines(session_metrics(RECORDS, EXPECTED))
     text = "\n".join(lines)
     assert "Sessions completed / cut / failed:" in text and "2 / 1 / 1 of 5" in text
     assert "Calls per session mean / max:" in text and "2.0 / 3" in text
