@@ -315,9 +315,7 @@ def run_sessions(results_dir: str, o: Options) -> dict[str, Any] | None:
         return session_metrics(
             load_columns(results_dir), plan_of(o.trace, o.load.num_prompts).session_calls()
         )
-    if AGENT_SCENARIO not in o.scenario.scenario:  # no agent in the mix: no sessions (nor their records read)
-        return None
-    columns = load_columns(results_dir)
+    columns = load_columns(results_dir)  # (the master is not told the scenario mix: its records say it)
     agents = columns.a["scenario"] == columns.code("scenario", AGENT_SCENARIO)
     started = sorted(set(columns.a["session"][agents].tolist()) - {-1})
     seed = o.request.seed
