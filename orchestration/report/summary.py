@@ -7,7 +7,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestration.report.summary_groups import WIDTH as _W
-from orchestration.report.summary_groups import class_lines, fleet_lines, model_lines
+from orchestration.report.summary_groups import (
+    class_lines,
+    fleet_lines,
+    model_lines,
+    session_lines,
+    turn_lines,
+)
 from orchestration.report.summary_groups import line as _line
 from vllm_users.client.endpoints import redact_hosts
 from vllm_users.measure import client_verdict as cv
@@ -383,47 +389,4 @@ def replay_lines(rep: Mapping[str, Any] | None) -> list[str]:
                 f"{rep['expected_block_reuse']:.1%} / " + ("n/a" if hit is None else f"{hit:.1%}"),
             )
         )
-    return out
-
-
-def session_lines(sessions: Mapping[str, Any] | None) -> list[str]:
-    """Session graphs' figures: completed, cut and failed of all, calls per session, completed sessions'
-    duration; nothing for a run without them."""
-    if not sessions:
-        return []
-    out = [
-        _line(
-            "Sessions completed / cut / failed:",
-            f"{sessions['completed']} / {sessions['cut']} / {sessions['failed']} of {sessions['sessions']}",
-        )
-    ]
-    calls = sessions.get("calls_per_session")
-    if calls:
-        out.append(_line("Calls per session mean / max:", f"{calls['mean']:.1f} / {calls['max']}"))
-    dur = sessions.get("duration_s")
-    if dur:
-        out.append(_line("Session duration p50 / p99 (s):", f"{dur['p50']:.2f} / {dur['p99']:.2f}"))
-    return out
-
-
-TURNS_SHOWN = 6  # the summary's turns of ttft_by_turn: the first ones and the last (the report has them all)
-
-
-def turn_lines(turns: Mapping[str, Any] | None, cached_reported: bool = False) -> list[str]:
-    """Sessions' TTFT p50 by turn index (ms) and, where the server reported cached tokens, the cached fraction
-    of each turn's prompts: the first turns and the last; nothing for a run without sessions."""
-    if not turns:
-        return []
-    keys = sorted(turns, key=int)
-    shown = keys if len(keys) <= TURNS_SHOWN else [*keys[: TURNS_SHOWN - 1], keys[-1]]
-    ttft, cached = [], []
-    for k in shown:
-        p50 = (turns[k].get("ttft_ms") or {}).get("p50")
-        frac = turns[k].get("cached_fraction")
-        gap = "... " if k == keys[-1] and len(keys) > TURNS_SHOWN else ""
-        ttft.append(f"{gap}{k}: " + ("n/a" if p50 is None else f"{p50:.1f}"))
-        cached.append(f"{gap}{k}: " + ("n/a" if frac is None else f"{frac:.0%}"))
-    out = [_line("TTFT p50 by turn (ms):", " ".join(ttft))]
-    if cached_reported:  # else the server said nothing of its cache: no share, not 0 %
-        out.append(_line("Cached prompt share by turn:", " ".join(cached)))
     return out

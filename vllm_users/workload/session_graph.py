@@ -16,6 +16,7 @@ graph with one path (`path_graph`). The readers check a graph file whole (`check
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -68,13 +69,9 @@ class SessionGraph:
         """The node called `key` (KeyError for none)."""
         return self._by_key[key]
 
-    @property
+    @functools.cached_property
     def _by_key(self) -> dict[str, Node]:
-        cached: dict[str, Node] | None = self.__dict__.get("_keys")
-        if cached is None:
-            cached = {n.key: n for n in self.nodes}
-            object.__setattr__(self, "_keys", cached)
-        return cached
+        return {n.key: n for n in self.nodes}  # (cached_property writes the instance dict: frozen or not)
 
     @property
     def calls(self) -> int:

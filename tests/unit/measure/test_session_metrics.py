@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from orchestration.report.summary import replay_lines, session_lines
+from orchestration.report.summary import replay_lines
+from orchestration.report.summary_groups import session_lines
 from vllm_users.measure.record import RequestRecord
 from vllm_users.measure.session_metrics import session_metrics
 
@@ -86,7 +87,7 @@ def _turn(p50: float, cached: float | None) -> dict[str, Any]:
 
 
 def test_the_summary_s_ttft_by_turn_shows_the_first_turns_and_the_last() -> None:
-    from orchestration.report.summary import turn_lines
+    from orchestration.report.summary_groups import turn_lines
 
     assert turn_lines(None) == [] and turn_lines({}) == []
     few = turn_lines({"1": _turn(20.0, 0.5), "0": _turn(50.0, 0.0)}, cached_reported=True)
