@@ -179,3 +179,19 @@ def test_a_call_past_the_server_s_context_is_refused_before_any_load(tmp_path: A
     said = "big.jsonl:2: session 's', node 'b': its prompt of 9100 tokens and answer of 100 pass the server's"
     assert said in run.err and "max_model_len 8192" in run.err
     assert not os.path.exists(os.path.join(run.run_dir, "records.jsonl"))
+
+
+@pytest.mark.timeout(120)
+def test_a_graph_with_a_cycle_is_refused_before_the_simulator_starts(tmp_path: Any) -> None:
+    trace = tmp_path / "cycle.jsonl"
+    nodes = [
+        {"session_id": "s", "node": "a", "parents": ["b"], "new_tokens": 4},
+        {"session_id": "s", "node": "b", "parents": ["a"], "new_tokens": 4},
+    ]
+    trace.write_text("".join(json.dumps(n) + "\n" for n in nodes))
+    run = vllm_locust(tmp_path, "--trace", str(trace), name="cycle")
+    assert run.rc == USAGE
+    assert "cycle.jsonl:1: session 's', node 'a': its parents form a cycle through it" in run.err
+    assert not os.path.exists(
+        os.path.join(run.run_dir, "preflight.json")
+    )  # refused before the server was asked
