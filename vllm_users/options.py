@@ -43,6 +43,7 @@ from vllm_users.workload.classes import ClassOptions
 from vllm_users.workload.images import ImageOptions
 from vllm_users.workload.prefixes import PrefixOptions
 from vllm_users.workload.prompt_options import PromptOptions, RequestOptions
+from vllm_users.workload.synthetic_agents import AgentOptions
 from vllm_users.workload.trace_schedule import TraceOptions
 
 __all__ = [  # the scopes and Spec stay importable from here
@@ -127,6 +128,7 @@ class Options:
     tools: ToolsOptions = _group(ToolsOptions)
     json: JsonOptions = _group(JsonOptions)
     burst: BurstOptions = _group(BurstOptions)
+    agents: AgentOptions = _group(AgentOptions)
     images: ImageOptions = _group(ImageOptions)
     classes: ClassOptions = _group(ClassOptions)
     measure: MeasureOptions = _group(MeasureOptions)

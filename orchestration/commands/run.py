@@ -22,6 +22,7 @@ from orchestration.server.preflight import (
     calibrate_prompts,
     check_context_fits,
     check_server,
+    listed_context,
     reset_prefix_cache,
 )
 from orchestration.settings import config as C
@@ -46,6 +47,7 @@ from vllm_users.scenarios.registry import (
 from vllm_users.workload.classes import check_scenarios, class_models
 from vllm_users.workload.images import check_images
 from vllm_users.workload.prompts import LengthModel
+from vllm_users.workload.trace_schedule import check_graph_context, plan_of
 
 __all__ = [
     "DEFAULT_NUM_PROMPTS",
@@ -336,6 +338,10 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
                 )
             except PreflightError as e:
                 return errors.report(e, PROG)
+        if a.trace.trace:  # a session graph's calls must fit the context too: exit 2, naming the node
+            check_graph_context(
+                plan_of(a.trace, a.load.num_prompts), listed_context(first, info.model, api_key, headers)
+            )
         with open(R.path(run_dir, R.PREFLIGHT), "w") as fh:
             json.dump(
                 {

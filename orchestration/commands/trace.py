@@ -100,7 +100,7 @@ def _lengths(values: list[int]) -> dict[str, float] | None:
 
 def trace_info(trace: Trace) -> dict[str, Any]:
     """What `trace info` prints, as one dict (a figure that does not apply is None)."""
-    reqs = trace.requests
+    reqs = [r for r in trace.requests if r.kind != "wait"]  # a session graph's waits are not requests
     n = len(reqs)
     dur = trace.duration_s
     sessions: dict[str, int] = {}

@@ -7,7 +7,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestration.report.summary_groups import WIDTH as _W
-from orchestration.report.summary_groups import class_lines, fleet_lines, model_lines
+from orchestration.report.summary_groups import (
+    class_lines,
+    fleet_lines,
+    model_lines,
+    session_lines,
+    turn_lines,
+)
 from orchestration.report.summary_groups import line as _line
 from vllm_users.client.endpoints import redact_hosts
 from vllm_users.measure import client_verdict as cv
@@ -280,6 +286,8 @@ def _extras(res: dict[str, Any], run: RunResult) -> list[str]:
         ttft_i = arr.get("ttft_from_intended_ms") or {}
         out.append(_line("TTFT from intended start p99 (ms):", ttft_i.get("p99"), ".2f"))
     out.extend(replay_lines(run.replay))
+    out.extend(session_lines(run.sessions))
+    out.extend(turn_lines(run.ttft_by_turn, bool(res.get(K.CACHED_TOKENS_REPORTED))))
     if res.get(K.ERRORS_BY_KIND):
         kinds = ", ".join(f"{k}={v}" for k, v in sorted(res[K.ERRORS_BY_KIND].items()))
         out.append(_line(_label(K.ERRORS_BY_KIND), kinds))

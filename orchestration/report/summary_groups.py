@@ -1,5 +1,6 @@
 """The summary's tables of a run's groups of requests: per class, per model, per endpoint and per replica (with how
-uneven the fleet was), laid out like the rest of the summary."""
+uneven the fleet was), and its sessions (what became of them, TTFT by turn), laid out like the rest of the
+summary."""
 
 from __future__ import annotations
 
@@ -8,7 +9,18 @@ from typing import Any
 
 from vllm_users.measure import metric_keys as K
 
-__all__ = ["WIDTH", "class_lines", "fleet_lines", "imbalance_line", "line", "ms", "model_lines"]
+__all__ = [
+    "TURNS_SHOWN",
+    "WIDTH",
+    "class_lines",
+    "fleet_lines",
+    "imbalance_line",
+    "line",
+    "model_lines",
+    "ms",
+    "session_lines",
+    "turn_lines",
+]
 
 WIDTH = 50  # the summary's width: every section's title rule
 
@@ -141,4 +153,47 @@ def fleet_lines(per_endpoint: Mapping[str, Any] | None, per_replica: Mapping[str
         out += _fleet_section("Per endpoint", "endpoint", per_endpoint)
     if per_replica:
         out += _fleet_section("Per replica", "replica", per_replica)
+    return out
+
+
+def session_lines(sessions: Mapping[str, Any] | None) -> list[str]:
+    """Session graphs' figures: completed, cut and failed of all, calls per session, completed sessions'
+    duration; nothing for a run without them."""
+    if not sessions:
+        return []
+    out = [
+        line(
+            "Sessions completed / cut / failed:",
+            f"{sessions['completed']} / {sessions['cut']} / {sessions['failed']} of {sessions['sessions']}",
+        )
+    ]
+    calls = sessions.get("calls_per_session")
+    if calls:
+        out.append(line("Calls per session mean / max:", f"{calls['mean']:.1f} / {calls['max']}"))
+    dur = sessions.get("duration_s")
+    if dur:
+        out.append(line("Session duration p50 / p99 (s):", f"{dur['p50']:.2f} / {dur['p99']:.2f}"))
+    return out
+
+
+TURNS_SHOWN = 6  # the summary's turns of ttft_by_turn: the first ones and the last (the report has them all)
+
+
+def turn_lines(turns: Mapping[str, Any] | None, cached_reported: bool = False) -> list[str]:
+    """Sessions' TTFT p50 by turn index (ms) and, where the server reported cached tokens, the cached fraction
+    of each turn's prompts: the first turns and the last; nothing for a run without sessions."""
+    if not turns:
+        return []
+    keys = sorted(turns, key=int)
+    shown = keys if len(keys) <= TURNS_SHOWN else [*keys[: TURNS_SHOWN - 1], keys[-1]]
+    ttft, cached = [], []
+    for k in shown:
+        p50 = (turns[k].get("ttft_ms") or {}).get("p50")
+        frac = turns[k].get("cached_fraction")
+        gap = "... " if k == keys[-1] and len(keys) > TURNS_SHOWN else ""
+        ttft.append(f"{gap}{k}: " + ("n/a" if p50 is None else f"{p50:.1f}"))
+        cached.append(f"{gap}{k}: " + ("n/a" if frac is None else f"{frac:.0%}"))
+    out = [line("TTFT p50 by turn (ms):", " ".join(ttft))]
+    if cached_reported:  # else the server said nothing of its cache: no share, not 0 %
+        out.append(line("Cached prompt share by turn:", " ".join(cached)))
     return out

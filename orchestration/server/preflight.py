@@ -232,6 +232,20 @@ def _check_stream(url: str, model: str, h: dict[str, str], endpoint: str, last: 
     return status
 
 
+def listed_context(url: str, model: str, api_key: str | None, headers: Headers = None) -> int | None:
+    """The model's context length as GET /v1/models lists it (`max_model_len`: vLLM and the simulator); None
+    when the server does not list one."""
+    url, h = _auth(url, api_key, headers)
+    status, _ctype, body = _request(url, "GET", "/v1/models", h)
+    try:
+        listed = next(m.get("max_model_len") for m in json.loads(body)["data"] if m.get("id") == model)
+    except (ValueError, KeyError, TypeError, AttributeError, StopIteration):
+        return None
+    if status != 200 or type(listed) is not int or listed < 1:
+        return None
+    return listed
+
+
 def check_context_fits(
     url: str,
     model: str,
@@ -245,13 +259,8 @@ def check_context_fits(
     the simulator list it), or every request fails with a 400: PreflightError naming both. `overhead`: the tokens
     the server adds around a prompt (BOS, chat template; the calibration's). The context length, or None when the
     server does not list it (then nothing is checked)."""
-    url, h = _auth(url, api_key, headers)
-    status, _ctype, body = _request(url, "GET", "/v1/models", h)
-    try:
-        listed = next(m.get("max_model_len") for m in json.loads(body)["data"] if m.get("id") == model)
-    except (ValueError, KeyError, TypeError, AttributeError, StopIteration):
-        return None
-    if status != 200 or type(listed) is not int or listed < 1:
+    listed = listed_context(url, model, api_key, headers)
+    if listed is None:
         return None
     where = f"model {model!r} on {url} has max_model_len {listed}"
     prompt = input_len + overhead

@@ -266,6 +266,7 @@ def final_result(
         res = res.replace(warnings=(*res.warnings, warning))
     if o.trace.trace:  # how faithfully the trace was replayed
         res = res.replace(replay=trace_replay(results_dir, o, counters))
+    res = res.replace(sessions=run_sessions(results_dir, o))
     if profile is not None:
         res = res.replace(profile=profile)
     if o.capacity.gpu_hour_price:
@@ -299,11 +300,32 @@ def trace_replay(results_dir: str, o: Options, counters: LoadCounters | None) ->
     return replay_fidelity(
         load_columns(results_dir),
         trace=about,
-        trace_requests=len(trace.requests),
+        trace_requests=trace.calls,  # a session graph's waits are not requests
         scheduled=len(plan.entries),
         expected_reuse=trace_block_reuse(trace) if mooncake else None,
         hit_rate=server_hit_rate(counters) if mooncake else None,
     )
+
+
+def run_sessions(results_dir: str, o: Options) -> dict[str, Any] | None:
+    """result.json's `sessions`: a trace's sessions against the calls each makes, or the synthetic agents'
+    sessions that started (`--scenario agent`: each one's seeded graph says its calls); None for neither."""
+    from vllm_users.measure.columns import load_columns
+    from vllm_users.measure.session_metrics import session_metrics
+    from vllm_users.workload.session_graph import graph_of
+    from vllm_users.workload.synthetic_agents import AGENT_SCENARIO, agent_session
+    from vllm_users.workload.trace_schedule import plan_of
+
+    if o.trace.trace:
+        return session_metrics(
+            load_columns(results_dir), plan_of(o.trace, o.load.num_prompts).session_calls()
+        )
+    columns = load_columns(results_dir)  # (the master is not told the scenario mix: its records say it)
+    agents = columns.a["scenario"] == columns.code("scenario", AGENT_SCENARIO)
+    started = sorted(set(columns.a["session"][agents].tolist()) - {-1})
+    seed = o.request.seed
+    expected = {s: graph_of(agent_session(o.agents, seed, s)).calls for s in started}
+    return session_metrics(columns, expected)
 
 
 def run_meta(

@@ -43,6 +43,7 @@ RUN_FIELDS = (
     "profile",
     "cost",
     "replay",
+    "sessions",
     "latency_breakdown",
 )
 
@@ -85,6 +86,7 @@ class RunResult:
     profile: Mapping[str, Any] | None = None  # --profile: RUN/profile.json
     cost: Mapping[str, Any] | None = None  # --gpu-hour-price
     replay: Mapping[str, Any] | None = None  # --trace: the replay's fidelity (measure/replay_fidelity.py)
+    sessions: Mapping[str, Any] | None = None  # session graphs' figures (measure/session_metrics.py)
     # where a TTFT goes: the server's histograms over the load beside the client's (measure/latency_breakdown.py)
     latency_breakdown: Mapping[str, Any] | None = None
 

@@ -303,6 +303,11 @@ class LLMUser(FastHttpUser):
             gevent.sleep(min(left, 0.25))
         return False
 
+    def stopping(self) -> bool:
+        """True once the run is stopping (a session then starts no more requests)."""
+        env = getattr(self, "environment", None)
+        return env is not None and env_state.context(env).stopping
+
     def build_request(self, ticket: Ticket) -> RequestSpec:
         """Scenario hook: the request for this ticket."""
         raise NotImplementedError

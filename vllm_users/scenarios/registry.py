@@ -114,6 +114,12 @@ REGISTRY: tuple[Scenario, ...] = (
         ("chat", "completions", "responses"),  # a line's own `endpoint` may name any
     ),
     Scenario(
+        "agent",
+        "vllm_users.scenarios.agent_user:AgentUser",
+        "synthetic coding-agent sessions: calls, tool waits, subagents forked and joined (docs/agents.md)",
+        ("chat",),
+    ),
+    Scenario(
         "embeddings",
         f"{_POOLING}:EmbeddingsUser",
         "`/v1/embeddings`, `--embed-batch` inputs a request",

@@ -13,6 +13,7 @@ images to a chat request (else --images).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import gevent.lock
@@ -23,7 +24,9 @@ from vllm_users.measure.record import POOLING_ENDPOINTS, RequestRecord
 from vllm_users.scenarios.base import LLMUser
 from vllm_users.scenarios.pooling import answered_items, embeddings_body, rerank_body
 from vllm_users.scenarios.request_spec import RequestSpec, responses_body
+from vllm_users.scenarios.session_runner import mark_node, new_message, node_context, replay
 from vllm_users.workload.prompts import LengthModel
+from vllm_users.workload.session_graph import Node, graph_of, path_graph
 from vllm_users.workload.ticket import Ticket
 from vllm_users.workload.trace import TraceRequest
 from vllm_users.workload.trace_prompts import TracePrompts
@@ -35,6 +38,7 @@ _makers: dict[
     tuple[Any, ...], TracePrompts
 ] = {}  # per process: (trace, block size, seed, tokenizer, lengths)
 _lock = gevent.lock.BoundedSemaphore()
+GRAPH_SEED = 2**40  # a graph node's text is seeded past every line index (index * 2**16 + its place)
 
 
 class TraceUser(LLMUser):
@@ -78,18 +82,35 @@ class TraceUser(LLMUser):
         return prompts
 
     def flow(self, ticket: Ticket) -> None:
-        """One entry: a request, or a whole session (turn k+1 think_ms after turn k completed)."""
+        """One entry: a request, or a whole session run as its graph (a linear session: one path, turn k+1
+        think_ms after turn k completed; a graph trace: every node once its parents completed)."""
         turns = self.plan.requests_of(ticket.index)
-        history: list[dict[str, Any]] = []
-        for k, req in enumerate(turns):
-            if k and req.think_ms and not self.think(req.think_ms / 1000.0):
-                return  # the run is stopping: the session's later turns are not sent
-            spec = self.spec_for(req, ticket.index, k, history if len(turns) > 1 else None)
-            reply = self.send(spec, ticket, scenario=req.scenario or self.scenario)
-            if k + 1 < len(turns):
-                if not reply.ok:
-                    return  # no answer to carry on: the session ends (fidelity counts its turns as not sent)
-                history = spec.context["messages"] + [{"role": "assistant", "content": reply.text}]
+        if len(turns) == 1 and turns[0].node is None:
+            spec = self.spec_for(turns[0], ticket.index, 0, None)
+            self.send(spec, ticket, scenario=turns[0].scenario or self.scenario)
+            return
+        graph = graph_of(turns, self.plan.trace.path) if turns[0].node is not None else path_graph(turns)
+
+        replay(self, ticket, graph, self._node_spec)
+
+    def _node_spec(
+        self, node: Node, index: int, history: list[dict[str, Any]], joined: list[str]
+    ) -> RequestSpec:
+        """A call's request: its history, then one user message of the joined answers and its new text (a graph
+        trace's new_len tokens; a linear session's line as given)."""
+        req = node.request
+        if req.node is None:  # a linear session's turn: its line as the jsonl gives it
+            spec = self.spec_for(req, index, node.turn, history)
+        else:
+            seed = GRAPH_SEED + index * 2**16 + node.order  # each node's own text, apart from every line's
+            text = self.prompts.text(TraceRequest(0.0, input_len=node.new_len), seed) if node.new_len else ""
+            line = replace(
+                req, input_len=node.new_len, prompt=new_message(joined, text), messages=None, hash_ids=()
+            )
+            spec = self.spec_for(line, index, node.turn, history)
+            spec.context["node"] = node_context(node)
+        spec.context["scenario"] = req.scenario
+        return spec
 
     def build_request(self, ticket: Ticket) -> RequestSpec:
         """The request of a one-request entry (flow sends sessions turn by turn)."""
@@ -169,7 +190,9 @@ class TraceUser(LLMUser):
         )
 
     def check(self, spec: RequestSpec, res: StreamResult, rec: RequestRecord) -> None:
-        """A pooling answer must answer every input (as the pooling users check)."""
+        """A graph call's record names its node, subagent and depth; a pooling answer must answer every input
+        (as the pooling users check)."""
+        mark_node(spec.context, rec)
         want = spec.context.get("items")
         if want is not None and (got := answered_items(rec.endpoint, res.body)) != want:
             rec.error = "bad_response"

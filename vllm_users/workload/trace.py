@@ -35,6 +35,15 @@ class TraceRequest:
     scenario: str | None = None  # records: the scenario that sent it (replayed under the same name)
     endpoint: str | None = None  # chat|completions|responses|embeddings|rerank|score (None: --endpoint)
     images: int | None = None  # image parts on this chat request (None: --images)
+    # a session graph's node (graph, cc-traces: workload/session_graph.py); None: a line of a linear session
+    node: str | None = None
+    parents: tuple[str, ...] = ()  # the nodes of its session that complete before it starts
+    kind: str | None = None  # "call" (an LLM call) or "wait" (a tool run, think time); None: a call
+    wait_ms: float | None = None  # a wait node's duration
+    agent: str | None = None  # the subagent that makes this call (None: the session's main agent)
+    context_len: int | None = (
+        None  # the call's whole prompt as the trace recorded it (input_len: its new part)
+    )
     line: int = 0  # 1-based line (or CSV row) of the file, for error messages
 
 
@@ -47,6 +56,11 @@ class Trace:
     requests: list[TraceRequest] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> rows skipped (burstgpt's failed rows)
     block_size: int = 512  # mooncake: prompt tokens per hash id
+
+    @property
+    def calls(self) -> int:
+        """The requests that are sent: every one but a session graph's waits."""
+        return sum(1 for r in self.requests if r.kind != "wait")
 
     @property
     def duration_s(self) -> float:

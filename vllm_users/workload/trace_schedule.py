@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from vllm_users import option_types as T
 from vllm_users.errors import TraceError
 from vllm_users.option_spec import BOTH, opt
+from vllm_users.workload.session_graph import graph_of
 from vllm_users.workload.trace import Trace, TraceRequest
 from vllm_users.workload.trace_formats import registry as trace_formats
 
@@ -26,6 +27,7 @@ __all__ = [
     "TraceOptions",
     "TracePlan",
     "build_plan",
+    "check_graph_context",
     "check_trace",
     "load_for",
     "plan_of",
@@ -87,6 +89,14 @@ class TracePlan:
     def requests_of(self, index: int) -> list[TraceRequest]:
         """What entry `index` sends: its session's turns in order, or the one request."""
         return self.sessions.get(index) or [self.trace.requests[index]]
+
+    def session_calls(self) -> dict[int, int]:
+        """Each session's entry index -> the LLM calls it makes: its turns, or its graph's calls (less the
+        nodes the window cut from their parents, which are never sent)."""
+        return {
+            i: graph_of(turns, self.trace.path).calls if turns[0].node is not None else len(turns)
+            for i, turns in self.sessions.items()
+        }
 
 
 def load_for(o: TraceOptions, num_prompts: int | None) -> Trace:
@@ -174,7 +184,7 @@ def check_trace(o: TraceOptions, endpoint: str, num_prompts: int | None) -> str:
         else ""
     )
     return (
-        f"trace {o.trace} ({trace.format}): {len(trace.requests)} requests, {len(plan.sessions)} sessions, over "
+        f"trace {o.trace} ({trace.format}): {trace.calls} requests, {len(plan.sessions)} sessions, over "
         f"{trace.duration_s:.1f} s{scale}" + (f"; skipped: {skipped}" if skipped else "")
     )
 
@@ -225,3 +235,22 @@ def worker_trace_iter(
     for i, off in plan.entries:
         if i % worker_count == worker_index:
             yield i, off / time_scale
+
+
+def check_graph_context(plan: TracePlan, max_model_len: int | None) -> None:
+    """Every call of a session graph fits the server's context: the prompt the trace's lengths give it (its
+    history and new text, before the chat template's tokens) and its answer within `max_model_len`; a TraceError
+    (exit 2) naming the trace, the session and the first node that does not. None: the server lists no length."""
+    if not max_model_len:
+        return
+    for turns in plan.sessions.values():
+        if turns[0].node is None:
+            continue
+        for n in graph_of(turns, plan.trace.path).nodes:
+            prompt, out = n.context_len + (n.new_len or 0), n.request.output_len or 0
+            if n.is_call and prompt + out > max_model_len:
+                raise TraceError(
+                    f"{plan.trace.path}:{n.request.line}: session {n.request.session_id!r}, node {n.key!r}: its "
+                    f"prompt of {prompt} tokens and answer of {out} pass the server's max_model_len "
+                    f"{max_model_len}"
+                )

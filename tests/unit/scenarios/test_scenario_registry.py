@@ -54,7 +54,7 @@ def test_the_tables_are_those_of_before_the_records() -> None:
     pooling = ("embeddings", "rerank")
     text = ("chat", "json", "tools", "multi-turn", "burst", "trace", *pooling)
     before = {
-        "chat": (*text, "vision"),
+        "chat": (*text, "vision", "agent"),
         "completions": text,
         "responses": ("chat", "burst", "trace", *pooling),
         "embeddings": ("chat", *pooling),
@@ -76,6 +76,7 @@ def test_the_tables_are_those_of_before_the_records() -> None:
         "burst",
         "vision",
         "trace",
+        "agent",
         "embeddings",
         "rerank",
     ]

@@ -41,7 +41,17 @@ def test_detect_format(name: str, fmt: str) -> None:
 
 
 def test_formats_named() -> None:
-    assert TRACE_FORMATS == ("auto", "mooncake", "azure-lmm", "azure", "burstgpt", "jsonl", "records")
+    assert TRACE_FORMATS == (
+        "auto",
+        "mooncake",
+        "azure-lmm",
+        "azure",
+        "burstgpt",
+        "cc-traces",
+        "graph",
+        "jsonl",
+        "records",
+    )
 
 
 def test_mooncake() -> None:
