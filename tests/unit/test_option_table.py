@@ -95,7 +95,15 @@ BAD = {
 
 
 # a valid value where the parser's generic one breaks a rule of the options (Options checks itself)
-GOOD_OF = {"host": "http://h:8000", "sweep": "rates:1,2"}
+# the agents' means are of counts >= 1 (AgentOptions.check)
+GOOD_OF = {
+    "host": "http://h:8000",
+    "sweep": "rates:1,2",
+    "agent_turns": "7.25",
+    "agent_subagent_turns": "7.25",
+    "agent_fanout": "2.25",
+    "agent_max_context": "262144",
+}
 # what an option needs beside it to be a valid set of options (as environment variables)
 NEEDS = {
     "ramp_up_strategy": {"ramp_up_start_rps": "1", "ramp_up_end_rps": "2", "num_prompts": "10"},

@@ -310,7 +310,7 @@ def trace_replay(results_dir: str, o: Options, counters: LoadCounters | None) ->
 def run_sessions(results_dir: str, o: Options) -> dict[str, Any] | None:
     """result.json's `sessions`: a trace's sessions against the calls each makes, or the synthetic agents'
     sessions that started (`--scenario agent`: each one's seeded graph says its calls); None for neither."""
-    from vllm_users.measure.columns import load_columns
+    from vllm_users.measure.records_store import load_columns
     from vllm_users.measure.session_metrics import session_metrics
     from vllm_users.workload.session_graph import graph_of
     from vllm_users.workload.synthetic_agents import AGENT_SCENARIO, agent_session
