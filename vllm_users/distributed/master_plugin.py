@@ -332,9 +332,9 @@ class MasterPlugin:
         while self.collector is not None and not self.written:
             gevent.sleep(0.5)
             now = time.time()
+            self.collector.flush()  # a full disk shows within half a second, not at the end
             if now - last_progress >= 2.0:
                 last_progress = now
-                self.collector.flush()  # a full disk shows within 2 s, not at the end
                 self.collector.write_progress(self.results_dir)
                 # headless: nobody looks; written: the final snapshot (finished) must stay the last one
                 if self.live is not None and self.env.web_ui is not None and not self.written:
@@ -380,7 +380,8 @@ class MasterPlugin:
         if self.drained or self.collector is None:
             return
         self.drained = True
-        timeout = options(self.env).measure.stop_timeout
+        # after a failed write nothing more reaches the disk: in-flight streams are cut at once, not awaited
+        timeout = 0.0 if self._write_failure() else options(self.env).measure.stop_timeout
         self._to_workers(messages.Stop(timeout))
         if isinstance(self.env.runner, MasterRunner):
             deadline = time.time() + timeout + 10
