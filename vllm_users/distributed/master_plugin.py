@@ -21,6 +21,7 @@ from vllm_users import exit_codes, run_dir
 from vllm_users.atomic import atomic_json
 from vllm_users.distributed import env_state
 from vllm_users.distributed.env_state import context_or_none, locust_option, options
+from vllm_users.distributed.failure_watch import TotalFailure
 from vllm_users.distributed.run_end import (
     final_result,
     interruption,
@@ -107,6 +108,8 @@ class MasterPlugin:
         if self.run_time_s and self.headless and env.parsed_options is not None:
             env.parsed_options.run_time = None
         self.clock_started = False
+        limit = options(env).load.stop_after_failing
+        self.failing = TotalFailure(limit) if limit else None  # --stop-after-failing's watch
         env.events.test_start.add_listener(self._start)
         env.events.test_stopping.add_listener(lambda **_: self.drain())
         env.events.test_stop.add_listener(self._stopped)
@@ -349,6 +352,8 @@ class MasterPlugin:
                 self.mark("stop", reason="write failed")
                 gevent.spawn(self._finish_run, "")
                 return
+            if self.failing is not None and not self.drained and self._all_failing(now):
+                return
             if not isinstance(runner, MasterRunner):
                 continue
             clients = list(runner.clients.values())
@@ -361,6 +366,21 @@ class MasterPlugin:
                 log.error("vllm-locust: no live worker left; stopping the run")
                 gevent.spawn(self._finish_run)
                 return
+
+    def _all_failing(self, now: float) -> bool:
+        """--stop-after-failing: every request failed for its seconds; the run is stopped (True) then."""
+        assert self.collector is not None and self.failing is not None
+        totals = [w.totals for w in self.collector.workers.values()]
+        ok, failed = (sum(t.get(k, 0) for t in totals) for k in ("ok", "failed"))
+        if not self.failing.update(ok, failed, now):
+            return False
+        log.error(
+            "vllm-locust: every request failed for %gs (--stop-after-failing: a server gone away?); stopping the run",
+            self.failing.limit_s,
+        )
+        self.mark("stop", reason="every request failing")
+        gevent.spawn(self._finish_run, "")
+        return True
 
     def _write_failure(self) -> str | None:
         """The first write of the run's records that failed, the master's own or a worker's (None: none)."""

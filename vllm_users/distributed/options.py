@@ -95,6 +95,13 @@ class LoadOptions:
     )
     ramp_up_start_rps: float | None = opt(None, T.pos_float, "Ramp: rate of the first request", *BOTH)
     ramp_up_end_rps: float | None = opt(None, T.pos_float, "Ramp: rate of the last request", *BOTH)
+    stop_after_failing: float | None = opt(
+        None,
+        T.duration,
+        "Stop the run once every request has failed, and none succeeded, for this long (a server gone away: "
+        "what was measured is kept; docs/failure_kinds.md); none: run on",
+        *BOTH,
+    )
 
     def check(self) -> None:
         """The load's rules (UsageError with one line): the ramp's, then the loop's."""

@@ -237,6 +237,7 @@ MISSING_DONE_REQUESTS = _key(
 )
 COMPRESSED_STREAMS = _key("compressed_streams", "requests", console="Compressed by the server (decoded)")
 ERROR_MESSAGES = _key("error_messages", "-")
+SERVER_UNREACHABLE = _key("server_unreachable", "-", console="Server unreachable")
 NOT_STREAMED_REQUESTS = _key(
     "not_streamed_requests", "requests", UNSTREAMED, "Requests not streamed (no TTFT/ITL)", "d", row=56
 )
