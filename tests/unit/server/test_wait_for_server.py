@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -15,6 +14,7 @@ from orchestration.launch.ports import free_port
 from orchestration.server import server_wait
 from orchestration.server.preflight import check_server
 from orchestration.server.server_wait import Wait
+from tests.unit.server.http_fake import serving
 from vllm_users.errors import PreflightError
 
 pytestmark = pytest.mark.timeout(30)
@@ -52,13 +52,8 @@ def _starting(unready: int) -> Iterator[str]:
         def log_message(self, *_: object) -> None:
             pass
 
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}"
-    finally:
-        srv.shutdown()
-        srv.server_close()
+    with serving(Handler) as url:
+        yield url
 
 
 @pytest.fixture
