@@ -411,7 +411,11 @@ class MasterPlugin:
 
     def _quitting(self, **_: Any) -> None:
         self.drain()
-        self.write()
+        try:
+            self.write()
+        except OSError as e:  # a disk too full even for the room held for the end files: one line, exit 10
+            log.error("vllm-locust: the results could not be written: %s", e)
+            self.exit_code = exit_codes.WRITE_FAILED
         if self.env.process_exit_code is None or self.env.process_exit_code == 0:
             self.env.process_exit_code = self.exit_code
         if self.exporter is not None:  # after the result: a scraper's last visit gets the final figures

@@ -140,3 +140,15 @@ def test_a_run_without_result_on_a_full_disk_says_the_disk_is_full(tmp_path: Pat
     monkeypatch.setattr(shutil, "disk_usage", lambda _p: shutil._ntuple_diskusage(100, 100, 0))  # type: ignore[attr-defined]
     line = launcher.no_result_line(str(tmp_path), 1)
     assert line.startswith(f"the disk holding {tmp_path} is full (0 bytes free)")
+
+
+def test_a_run_without_result_on_a_full_disk_exits_10_not_7(tmp_path: Path, monkeypatch) -> None:
+    import shutil
+
+    from orchestration.launch import launcher
+    from vllm_users import exit_codes
+
+    o = build()
+    assert launcher._finish(o, str(tmp_path), 1, False) == exit_codes.ABORTED  # the master died
+    monkeypatch.setattr(shutil, "disk_usage", lambda _p: shutil._ntuple_diskusage(100, 100, 0))  # type: ignore[attr-defined]
+    assert launcher._finish(o, str(tmp_path), 1, False) == exit_codes.WRITE_FAILED
