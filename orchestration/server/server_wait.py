@@ -43,7 +43,7 @@ class Wait:
         pause = max(0.05, min(pause, left))
         if self.say is not None:
             self.say(
-                f"waiting for {url}: {what}; trying again in {pause:.1f} s ({left:.0f} s left of --wait-for-server)"
+                f"waiting for {url}: {what}; trying again in {pause:.1f} s ({left:.1f} s left of --wait-for-server)"
             )
         time.sleep(pause)
         return True
