@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from typing import NoReturn
 
 ENV_PREFIX = "VLLM_LOCUST_SIM_"
 MIB = 1024 * 1024
@@ -178,10 +179,19 @@ def _env_bool(text: str) -> bool:
     return text.strip().lower() in ("1", "true", "yes", "on")
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse whose bad input is one line (`vllm-locust sim: error: ...`, exit 2), not the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print the one line and exit 2 (bad input, as every vllm-locust command)."""
+        sys.stderr.write(f"{self.prog}: error: {message} (--help lists the options)\n")
+        sys.exit(2)
+
+
 def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
     """Build the argparse parser; defaults come from VLLM_LOCUST_SIM_<FLAG> env vars."""
     env = os.environ if env is None else env
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="vllm-locust sim",
         description="vLLM-compatible simulator (OpenAI API, continuous-batching latency model)",
     )
@@ -225,6 +235,8 @@ def parse_config(argv: list[str] | None = None, env: Mapping[str, str] | None = 
     cfg = SimConfig(**vars(ns))
     cfg.replica_policy = POLICY_ALIASES.get(cfg.replica_policy, cfg.replica_policy)
     problems = []
+    if not 0 <= cfg.port <= 65535:  # bind() would raise OverflowError, a traceback
+        problems.append(f"--port must be 0-65535 (0: any free port), not {cfg.port}")
     if cfg.block_size < 1:
         problems.append("--block-size must be >= 1")
     if cfg.max_num_seqs < 1:

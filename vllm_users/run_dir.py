@@ -45,6 +45,7 @@ __all__ = [
     "REPORT_JSON",
     "REPORT_MD",
     "REPORT_PDF",
+    "RESERVE",
     "RESULT",
     "SERVER_LOG",
     "SERVER_METRICS",
@@ -85,6 +86,9 @@ CLIENT_HEALTH = "client_health.json"  # workers' CPU and loop lag summary
 MASTER_INGEST = "master_ingest.json"  # what the master received from each worker
 PROGRESS = "progress.json"  # live progress (requests done, stop reason), rewritten while running
 EXIT_CODE = "exit_code.json"  # {"exit_code": N}, the master's verdict
+RESERVE = (
+    ".end-files-reserve"  # while the master runs: disk room held for the end-of-run files (then removed)
+)
 PROFILE = "profile.json"  # what --profile did (also the result's `profile` block)
 PREFLIGHT = "preflight.json"  # `vllm-locust run`'s preflight (its requests reached the server too)
 COMMAND = "command.json"  # the command line and the Locust argv (`vllm-locust run`)

@@ -92,6 +92,13 @@ class PreflightOptions:
         "serves it with VLLM_SERVER_DEV_MODE=1; a 404 is a warning)",
         RUN,
     )
+    wait_for_server: float | None = opt(
+        None,
+        T.duration,
+        "Wait this long for a server that refuses connections or answers 502/503/504 (still starting) "
+        "before the preflight fails; one line per wait (none: fail at once)",
+        RUN,
+    )
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from orchestration.server.preflight import (
     listed_context,
     reset_prefix_cache,
 )
+from orchestration.server.server_wait import Wait
 from orchestration.settings import config as C
 from orchestration.settings import presets
 from orchestration.settings.input_checks import prepare
@@ -313,6 +314,7 @@ def run(a: Options, watch: Callable[[dict[str, Any]], str | None] | None = None)
                 a.scenario.endpoint,
                 class_models(a.classes.class_),
                 headers,
+                Wait(a.preflight.wait_for_server or 0.0, lambda line: say(a.outputs, line)),
             )
         except (
             PreflightError

@@ -353,7 +353,8 @@ def _finish(a: Options, run_dir: str, master_rc: int | None, interrupted: bool) 
     res = load_result(run_dir)
     if res is None:
         print(f"vllm-locust: error: {no_result_line(run_dir, master_rc)}", file=sys.stderr)
-        return exit_codes.ABORTED
+        # a disk too full for even the room held for the end files: still the documented full-disk code
+        return exit_codes.WRITE_FAILED if _disk_full(run_dir) is not None else exit_codes.ABORTED
     doc = res.to_json()
     if res.profile is not None:
         say(a.outputs, profile_line(res.profile))
@@ -385,13 +386,20 @@ def _finish(a: Options, run_dir: str, master_rc: int | None, interrupted: bool) 
     return code
 
 
-def no_result_line(run_dir: str, master_rc: int | None) -> str:
-    """Why there is no result.json, in one line: a full disk where that is why, else the master's exit and log."""
+def _disk_full(run_dir: str) -> int | None:
+    """The bytes free on the disk of `run_dir` when it is full as far as a run is concerned (FULL_DISK_BYTES),
+    else None."""
     try:
         free = shutil.disk_usage(run_dir).free
     except OSError:
-        free = None
-    if free is not None and free < FULL_DISK_BYTES:
+        return None
+    return free if free < FULL_DISK_BYTES else None
+
+
+def no_result_line(run_dir: str, master_rc: int | None) -> str:
+    """Why there is no result.json, in one line: a full disk where that is why, else the master's exit and log."""
+    free = _disk_full(run_dir)
+    if free is not None:
         return (
             f"the disk holding {run_dir} is full ({free} bytes free): the master could not write the results; "
             "what reached the disk is kept there"

@@ -293,6 +293,15 @@ def _extras(res: dict[str, Any], run: RunResult) -> list[str]:
         out.append(_line(_label(K.ERRORS_BY_KIND), kinds))
     for e in res.get(K.ERROR_MESSAGES) or []:  # the server's own words, most frequent first
         out.append(f"  {e['count']:>6} x {e['kind']}: {e.get('message') or '(no message)'}")
+    for span in res.get(K.SERVER_UNREACHABLE) or []:  # the server went away (refused or reset connections)
+        until = "until the run ended" if span.get("to_end") else "then answered again"
+        out.append(
+            _line(
+                _label(K.SERVER_UNREACHABLE),
+                f"from t = {span['from_s']:.1f} s for {span['for_s']:.1f} s "
+                f"({span['failures']} connection failures; {until})",
+            )
+        )
     if res.get(K.PREFIX_CACHE_HIT_RATE) is not None:
         out.append(_figure(res, K.PREFIX_CACHE_HIT_RATE))
     if res.get(K.VALIDITY_RATE) is not None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from orchestration.server.server_wait import STARTING_STATUSES, Wait, not_ready
 from vllm_users.client import sse_forms, stdlib_http, tls
 from vllm_users.client.endpoints import host_urls
 from vllm_users.errors import PreflightError, UsageError  # raised here; importable from here too
@@ -46,6 +47,14 @@ def _conn(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
 def _request(
     url: str, method: str, path: str, headers: dict[str, str], body: Any = None, timeout: float = 10.0
 ) -> tuple[int, str, bytes]:
+    status, ctype, raw, _retry_after = _exchange(url, method, path, headers, body, timeout)
+    return status, ctype, raw
+
+
+def _exchange(
+    url: str, method: str, path: str, headers: dict[str, str], body: Any = None, timeout: float = 10.0
+) -> tuple[int, str, bytes, str | None]:
+    """One request: status, content type, body (decoded) and the answer's Retry-After (None: none)."""
     conn, base = _conn(url, timeout)
     try:
         data = json.dumps(body).encode() if body is not None else None
@@ -59,7 +68,7 @@ def _request(
                 f"{url} answered {method} {path} with a body that cannot be read: {e}"
             ) from None
         status: int = resp.status
-        return status, resp.getheader("content-type") or "", raw
+        return status, resp.getheader("content-type") or "", raw, resp.getheader("retry-after")
     except (
         ssl.SSLError
     ) as e:  # a wrong CA, a bad certificate: the host and the verification failure, one line
@@ -98,16 +107,18 @@ def check_server(
     endpoint: str = "chat",
     also: Sequence[str] = (),
     headers: Headers = None,
+    wait: Wait | None = None,
 ) -> ServerInfo:
     """Raise PreflightError with a one-line reason, or return the model to use (a --model mix's base; every name
     of the mix and `also`, the traffic classes' models, must be served: a missing LoRA adapter stops here).
     `headers`: --header's (they win over the API key's Authorization and over the URL's userinfo). Several URLs
     (comma-separated): each is checked the same way, and the line names the one that failed; they must serve the
-    same model."""
+    same model. `wait` (--wait-for-server): how long a server that refuses or answers 502/503/504 is waited for."""
     urls = host_urls(url) if "," in url else [url]
     first: ServerInfo | None = None
+    wait = wait or Wait()
     for u in urls:
-        info = _check_one(u, model, api_key, endpoint, also, headers)
+        info = _check_one(u, model, api_key, endpoint, also, headers, wait)
         if first is None:
             first = info
         elif info.model != first.model:
@@ -126,6 +137,7 @@ def _check_one(
     endpoint: str,
     also: Sequence[str],
     headers: Headers,
+    wait: Wait,
 ) -> ServerInfo:
     """check_server's checks of one URL."""
     try:
@@ -135,7 +147,7 @@ def _check_one(
     model = names[0] if names else None
     url, h = _auth(url, api_key, headers)
     h = {k: v for k, v in h.items() if k.lower() not in LOAD_ONLY_HEADERS}
-    status, ctype, body = _request(url, "GET", "/v1/models", h)
+    status, ctype, body = _models_when_up(url, h, wait)
     if status == 401 or status == 403:
         raise PreflightError(f"{url} {REJECTED.format(status)}")
     if status != 200:
@@ -162,13 +174,42 @@ def _check_one(
             f"{url} serves {len(models)} models ({', '.join(models)}); choose one with --model"
         )
     attempts: list[int] = []
-    for i in range(RETRIES):
-        status = _check_stream(url, model, h, endpoint, last=i == RETRIES - 1)
+    i = 0
+    while True:  # RETRIES tries, and more while --wait-for-server's time lasts
+        last = i >= RETRIES - 1 and wait.deadline - time.monotonic() <= 0
+        status = _check_stream(url, model, h, endpoint, last=last)
         attempts.append(status)
         if status == 200:
             break
-        time.sleep(0.5 * (i + 1))
+        if i < RETRIES - 1:
+            time.sleep(0.5 * (i + 1))
+        else:
+            wait.again(url, f"the streamed test request answered HTTP {status}")
+        i += 1
     return ServerInfo(model=model, models=models, attempts=attempts)
+
+
+def _models_when_up(url: str, h: dict[str, str], wait: Wait) -> tuple[int, str, bytes]:
+    """GET /v1/models, tried again while the server refuses or answers 502/503/504 and `wait` lasts; a server
+    still not up then is a PreflightError naming its last answer."""
+    while True:
+        try:
+            status, ctype, body, retry_after = _exchange(url, "GET", "/v1/models", h)
+        except PreflightError as e:
+            if "connection refused" not in str(e):  # a wrong host name, TLS: waiting does not mend it
+                raise
+            if wait.again(url, "connection refused"):
+                continue
+            if wait.seconds:
+                raise not_ready(url, "connection refused", wait) from None
+            raise
+        if status not in STARTING_STATUSES:
+            return status, ctype, body
+        what = f"GET /v1/models answered HTTP {status}" + (
+            f" (Retry-After: {retry_after})" if retry_after else ""
+        )
+        if not wait.again(url, what, retry_after):
+            raise not_ready(url, what, wait)
 
 
 # --endpoint -> its probe's path and body (beside "model"); the pooling APIs answer one JSON body, not SSE

@@ -99,10 +99,14 @@ def add_options(
 def load_config(path: str) -> dict[str, Any]:
     """Read a YAML or JSON config file of option -> value; UsageError naming the file when unreadable."""
     try:
-        with open(path) as fh:
+        with open(path, encoding="utf-8") as fh:
             text = fh.read()
     except OSError as e:
         raise UsageError(f"cannot read config file {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:  # a binary file, or another encoding than YAML's and JSON's UTF-8
+        raise UsageError(
+            f"config file {path} is not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start})"
+        ) from None
     try:
         if path.endswith(".json"):
             doc = json.loads(text)

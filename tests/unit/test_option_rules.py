@@ -100,7 +100,7 @@ def test_the_split_groups_keep_every_option_s_name() -> None:
         "json": {"schema_complexity", "json_schema", "json_mode"},
         "scrape": {"server_metrics", "metrics_header", "no_server_metrics"},
         "prometheus": {"prometheus_port"},
-        "preflight": {"reset_prefix_cache"},
+        "preflight": {"reset_prefix_cache", "wait_for_server"},
         "simulator": {"sim_args", "twin"},
         "prompt": {"tokenizer", "dataset", "dataset_format"},
         "outputs": {"output_dir", "run_name", "output_file", "print_result", "no_report", "quiet"},

@@ -21,6 +21,7 @@ from vllm_users import exit_codes, run_dir
 from vllm_users.atomic import atomic_json
 from vllm_users.distributed import env_state
 from vllm_users.distributed.env_state import context_or_none, locust_option, options
+from vllm_users.distributed.failure_watch import TotalFailure
 from vllm_users.distributed.run_end import (
     final_result,
     interruption,
@@ -107,6 +108,8 @@ class MasterPlugin:
         if self.run_time_s and self.headless and env.parsed_options is not None:
             env.parsed_options.run_time = None
         self.clock_started = False
+        limit = options(env).load.stop_after_failing
+        self.failing = TotalFailure(limit) if limit else None  # --stop-after-failing's watch
         env.events.test_start.add_listener(self._start)
         env.events.test_stopping.add_listener(lambda **_: self.drain())
         env.events.test_stop.add_listener(self._stopped)
@@ -332,9 +335,9 @@ class MasterPlugin:
         while self.collector is not None and not self.written:
             gevent.sleep(0.5)
             now = time.time()
+            self.collector.flush()  # a full disk shows within half a second, not at the end
             if now - last_progress >= 2.0:
                 last_progress = now
-                self.collector.flush()  # a full disk shows within 2 s, not at the end
                 self.collector.write_progress(self.results_dir)
                 # headless: nobody looks; written: the final snapshot (finished) must stay the last one
                 if self.live is not None and self.env.web_ui is not None and not self.written:
@@ -348,6 +351,8 @@ class MasterPlugin:
                     self.env.parsed_options.html_file = None
                 self.mark("stop", reason="write failed")
                 gevent.spawn(self._finish_run, "")
+                return
+            if self.failing is not None and not self.drained and self._all_failing(now):
                 return
             if not isinstance(runner, MasterRunner):
                 continue
@@ -364,6 +369,21 @@ class MasterPlugin:
                 # button): a normal end, which an ERROR would flag on the web UI's Logs tab
                 gevent.spawn(self._finish_run, "" if gone == "lost" else "every worker sent its final batch")
                 return
+
+    def _all_failing(self, now: float) -> bool:
+        """--stop-after-failing: every request failed for its seconds; the run is stopped (True) then."""
+        assert self.collector is not None and self.failing is not None
+        totals = [w.totals for w in self.collector.workers.values()]
+        ok, failed = (sum(t.get(k, 0) for t in totals) for k in ("ok", "failed"))
+        if not self.failing.update(ok, failed, now):
+            return False
+        log.error(
+            "vllm-locust: every request failed for %gs (--stop-after-failing: a server gone away?); stopping the run",
+            self.failing.limit_s,
+        )
+        self.mark("stop", reason="every request failing")
+        gevent.spawn(self._finish_run, "")
+        return True
 
     def _write_failure(self) -> str | None:
         """The first write of the run's records that failed, the master's own or a worker's (None: none)."""
@@ -383,7 +403,8 @@ class MasterPlugin:
         if self.drained or self.collector is None:
             return
         self.drained = True
-        timeout = options(self.env).measure.stop_timeout
+        # after a failed write nothing more reaches the disk: in-flight streams are cut at once, not awaited
+        timeout = 0.0 if self._write_failure() else options(self.env).measure.stop_timeout
         self._to_workers(messages.Stop(timeout))
         if isinstance(self.env.runner, MasterRunner):
             deadline = time.time() + timeout + 10
@@ -393,7 +414,11 @@ class MasterPlugin:
 
     def _quitting(self, **_: Any) -> None:
         self.drain()
-        self.write()
+        try:
+            self.write()
+        except OSError as e:  # a disk too full even for the room held for the end files: one line, exit 10
+            log.error("vllm-locust: the results could not be written: %s", e)
+            self.exit_code = exit_codes.WRITE_FAILED
         if self.env.process_exit_code is None or self.env.process_exit_code == 0:
             self.env.process_exit_code = self.exit_code
         if self.exporter is not None:  # after the result: a scraper's last visit gets the final figures

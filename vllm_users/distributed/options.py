@@ -95,6 +95,13 @@ class LoadOptions:
     )
     ramp_up_start_rps: float | None = opt(None, T.pos_float, "Ramp: rate of the first request", *BOTH)
     ramp_up_end_rps: float | None = opt(None, T.pos_float, "Ramp: rate of the last request", *BOTH)
+    stop_after_failing: float | None = opt(
+        None,
+        T.duration,
+        "Stop the run once every request has failed, and none succeeded, for this long (a server gone away: "
+        "what was measured is kept; docs/failure_kinds.md); none: run on",
+        *BOTH,
+    )
 
     def check(self) -> None:
         """The load's rules (UsageError with one line): the ramp's, then the loop's."""
@@ -151,11 +158,47 @@ class ProcessOptions:
         "Locust's --web-login: one user, password from VLLM_LOCUST_WEB_PASSWORD (docs/web_ui.md)",
         RUN,
     )
+    web_open: bool = opt(
+        False,
+        None,
+        "Accept a --web-host beyond this machine without --web-login: anyone who reaches it can start, stop "
+        "or change the load",
+        RUN,
+    )
 
     def check(self) -> None:
-        """Remote workers only: --workers 0 needs --expect-workers (UsageError)."""
+        """Remote workers only: --workers 0 needs --expect-workers; a web UI open to the network needs
+        --web-login or --web-open (UsageError)."""
         if self.workers == 0 and not self.expect_workers:
             raise UsageError("--workers 0 needs --expect-workers N (remote workers)")
+        if self.web_ui and not self.web_login and not self.web_open and not is_loopback(self.web_host):
+            raise UsageError(
+                f"--web-host {self.web_host} opens the web UI to the network without a login: add --web-login "
+                "(password in VLLM_LOCUST_WEB_PASSWORD), or --web-open to accept that anyone who reaches it "
+                "can start, stop or change the load"
+            )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (an address or a name) is this machine only: localhost, 127.0.0.0/8, ::1."""
+    import ipaddress
+
+    name = host.strip().strip("[]").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:  # another name: it may resolve to any interface
+        return False
+
+
+def web_access(host: str, login: bool) -> str:
+    """Who can reach the web UI, in the LLM tab's words."""
+    if is_loopback(host):
+        return f"this machine only ({host})"
+    if login:
+        return f"the network ({host}), behind --web-login"
+    return f"the network ({host}) with no login: anyone who reaches it can start, stop or change the load"
 
 
 @dataclass(frozen=True)

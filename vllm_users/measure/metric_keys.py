@@ -240,6 +240,7 @@ COMPRESSED_STREAMS = _key("compressed_streams", "requests", console="Compressed 
 USAGE_BELOW_CHUNKS = _key("usage_below_chunks", "-", STREAMED)
 DELIVERED_AT_ONCE = _key("delivered_at_once", "-", STREAMED)
 ERROR_MESSAGES = _key("error_messages", "-")
+SERVER_UNREACHABLE = _key("server_unreachable", "-", console="Server unreachable")
 NOT_STREAMED_REQUESTS = _key(
     "not_streamed_requests", "requests", UNSTREAMED, "Requests not streamed (no TTFT/ITL)", "d", row=56
 )

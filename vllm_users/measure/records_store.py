@@ -135,7 +135,9 @@ def finalize(run_dir: str) -> None:
             if sid in spools:  # moved into this file before a kill: its batches are there
                 break
             if batch is None:
-                log.warning("vllm-locust: %s: a torn last batch was skipped (killed master?)", spool)
+                log.warning(
+                    "vllm-locust: %s: a torn last batch was skipped (a killed master, or a full disk?)", spool
+                )
                 continue
             jsonl_end = int(bmeta.get(b"jsonl_end", jsonl_end))
             torn += int(bmeta.get(b"torn", 0))
@@ -178,7 +180,7 @@ def load_columns(run_dir: str, *, convert: bool = True) -> Columns:
         batches = []
         for batch, bmeta, _sid in _spool(spool):
             if batch is None:
-                warnings.append(f"{SPOOL}: a torn last batch was skipped (killed master?)")
+                warnings.append(f"{SPOOL}: a torn last batch was skipped (a killed master, or a full disk?)")
                 break
             b_end = int(bmeta.get(b"jsonl_end", 0))
             if jsonl_size is not None and b_end > jsonl_size:

@@ -35,6 +35,7 @@ from vllm_users.measure.metrics import (
     streamed_rows,
     tpots,
 )
+from vllm_users.measure.unreachable import unreachable_spans
 from vllm_users.measure.windows import Window, split
 
 
@@ -245,6 +246,11 @@ def error_messages(c: Columns, failed: np.ndarray) -> list[ErrorMessage]:
     ]
 
 
+def _unreachable(c: Columns, sent: np.ndarray) -> list[dict[str, Any]]:
+    """unreachable_spans of `sent`, timed from the first request's start."""
+    return unreachable_spans(c, sent, float(c.a["t_start"][sent].min())) if sent.size else []
+
+
 def _pooling(c: Columns, idx: np.ndarray) -> int:
     """How many of `idx` went to a pooling endpoint (record.POOLING_ENDPOINTS; each has one "chunk")."""
     codes = [c.code("endpoint", e) for e in POOLING_ENDPOINTS]
@@ -282,6 +288,8 @@ def _extras(c: Columns, sent: np.ndarray, ok: np.ndarray, idx: np.ndarray) -> di
         **({K.USAGE_BELOW_CHUNKS: u} if (u := usage_below_chunks(c, ok)) else {}),
         **({K.DELIVERED_AT_ONCE: d} if (d := delivered_at_once(c, ok)) else {}),
         **({K.ERROR_MESSAGES: msgs} if (msgs := error_messages(c, failed_rows)) else {}),
+        # only when any: stretches in which every request found the server gone (refused or reset)
+        **({K.SERVER_UNREACHABLE: spans} if (spans := _unreachable(c, sent)) else {}),
         **({K.NOT_STREAMED_REQUESTS: n} if (n := int(c.a["not_streamed"][sent].sum())) else {}),
         **({K.POOLING_REQUESTS: n} if (n := _pooling(c, sent)) else {}),  # embeddings/rerank/score: no output
         K.PREFIX_CACHE_HIT_RATE: (cached / prompt) if prompt else None,

@@ -31,6 +31,7 @@ from vllm_users.model_mix import parse_mix
 from vllm_users.options import env_api_key
 from vllm_users.redact import Redactor, connection_headers, redact_url, secret_values
 from vllm_users.scenarios import registry
+from vllm_users.scenarios.backoff import Backoff
 from vllm_users.scenarios.request_spec import Reply, RequestFailure, RequestSpec
 from vllm_users.workload.calibration import Budget, calibrate_lengths
 from vllm_users.workload.classes import plan_from
@@ -97,6 +98,7 @@ class LLMUser(FastHttpUser):
         self.insecure = cfg.insecure
         self.ssl_context_factory = tls.user_context_factory(cfg)
         super().__init__(environment)
+        self._backoff = Backoff()  # closed loop: a pause after each refused or reset connection, capped
 
     def __init_subclass__(cls, **kw: Any) -> None:
         """A concrete user that names no `scenario` is recorded under its class name; the class a built-in
@@ -442,6 +444,9 @@ class LLMUser(FastHttpUser):
             rec.extra = {**(rec.extra or {}), "content_encoding": res.encoding}
         self._fire(rec)
         ctx.submit(rec)
+        pause = self._backoff.after(rec.error)
+        if pause and not self.options.open_loop:  # the open loop's schedule is its own bound
+            self.think(pause)
         return Reply(res, rec)
 
     def _fire(self, rec: RequestRecord) -> None:

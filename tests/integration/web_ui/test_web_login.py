@@ -66,6 +66,7 @@ def test_login_guards_the_llm_routes(tmp_path) -> None:  # type: ignore[no-untyp
         get("/llm/login_submit", {"username": "ops", "password": "pw-7d1f"})
         url, body = get("/llm/stats")
         assert url.endswith("/llm/stats") and json.loads(body)["state"] == "ready"
+        assert json.loads(body)["access"] == "this machine only (127.0.0.1)"  # the LLM tab shows it
         assert "pw-7d1f" not in get("/")[1]
     finally:
         p.send_signal(signal.SIGINT)

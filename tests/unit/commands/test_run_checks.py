@@ -218,3 +218,15 @@ def test_the_embedded_simulator_serves_the_runs_model() -> None:
     assert sim_args(model="base", sim_args="--model other") == "--model other"  # --sim-args' own wins
     assert sim_args(model="base", host="http://127.0.0.1:8000") == ""  # not ours to start
     assert sim_args(sim_args="--replicas 2") == "--replicas 2"  # no --model: the simulator's default
+
+
+def test_a_run_without_result_on_a_full_disk_exits_10_not_7(tmp_path: Path, monkeypatch) -> None:
+    import shutil
+
+    from orchestration.launch import launcher
+    from vllm_users import exit_codes
+
+    o = build()
+    assert launcher._finish(o, str(tmp_path), 1, False) == exit_codes.ABORTED  # the master died
+    monkeypatch.setattr(shutil, "disk_usage", lambda _p: shutil._ntuple_diskusage(100, 100, 0))  # type: ignore[attr-defined]
+    assert launcher._finish(o, str(tmp_path), 1, False) == exit_codes.WRITE_FAILED

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_users import run_dir
-from vllm_users.atomic import atomic_json
+from vllm_users.atomic import atomic_json, release_reserve, reserve_space
 from vllm_users.distributed.transport.messages import Batch
 from vllm_users.distributed.transport.worker_side import BATCH_INTERVAL_S
 from vllm_users.measure.health import bound, summarize
@@ -21,6 +21,9 @@ from vllm_users.measure.record import parse_lines
 log = logging.getLogger("vllm_locust")
 
 SILENT_WORKER_S = 3.5  # a worker that sent no batch for this long is reported lost (until it sends again)
+# held on the records' disk from the start, given back for the end-of-run files (result.json, histograms, ...):
+# a disk the records fill still takes them (at most a quarter of the space free when the run starts)
+END_FILES_RESERVE = 4 << 20
 
 
 @dataclass
@@ -78,6 +81,11 @@ class Collector:
 
         self._arrow = records_arrow
         self._cols = RecordsWriter(self.results_dir)
+        reserve_space(run_dir.path(self.results_dir, run_dir.RESERVE), END_FILES_RESERVE)
+
+    def release_reserve(self) -> None:
+        """Give the end-of-run files their reserved room (the records are all in, or no more can be written)."""
+        release_reserve(run_dir.path(self.results_dir, run_dir.RESERVE))
 
     def on_batch(self, batch: Batch | dict[str, Any], client_id: str | None = None) -> None:
         """Add one worker batch (records as JSON lines, encoded histograms, health samples); a payload as Locust
@@ -159,6 +167,8 @@ class Collector:
                 self._fh.close()
         except OSError:  # its buffer cannot be written either: that is the failure above
             pass
+        if self._fh is not None:
+            whole_lines(run_dir.path(self.results_dir, run_dir.RECORDS))
         if self._cols is not None:
             self._cols.abandon()  # the spool keeps what reached the disk; no records.parquet is made
         self._fh = self._cols = None
@@ -225,7 +235,10 @@ class Collector:
         return out
 
     def write_progress(self, results_dir: str) -> None:
-        """progress.json: the live totals and each scenario's TTFT/TPOT p50 and p99 (a failure: `write_error`)."""
+        """progress.json: the live totals and each scenario's TTFT/TPOT p50 and p99 (a failure: `write_error`;
+        after one, nothing: the disk's room is for the end-of-run files)."""
+        if self.write_error is not None:
+            return
         path = run_dir.path(results_dir, run_dir.PROGRESS)
         try:
             atomic_json(path, self.progress())
@@ -266,8 +279,10 @@ class Collector:
                 self._failed(name, e)
 
     def close(self) -> None:
-        """Flush and close the records files; the spool becomes records.parquet (a failure: `write_error`)."""
+        """Flush and close the records files; the spool becomes records.parquet (a failure: `write_error`). The
+        room held for the end-of-run files is given back once the records are flushed (they come next)."""
         self.flush()
+        self.release_reserve()
         if self._fh is not None:
             self._fh.close()
             self._fh = None
@@ -306,3 +321,24 @@ class Collector:
         atomic_json(run_dir.path(self.results_dir, run_dir.HISTOGRAMS), self.hists.encode())
         atomic_json(run_dir.path(self.results_dir, run_dir.CLIENT_HEALTH), summarize(self.health))
         atomic_json(run_dir.path(self.results_dir, run_dir.MASTER_INGEST), self.ingest_summary())
+
+
+def whole_lines(path: str) -> None:
+    """Cut the file `path` after its last newline: a record line a failed write tore is gone, whole lines stay
+    (the records received and not on disk are counted by the result's warning)."""
+    try:
+        with open(path, "rb+") as fh:
+            end = fh.seek(0, os.SEEK_END)
+            pos = end
+            while pos > 0:
+                start = max(0, pos - (1 << 16))
+                fh.seek(start)
+                cut = fh.read(pos - start).rfind(b"\n")
+                if cut >= 0:
+                    pos = start + cut + 1
+                    break
+                pos = start
+            if pos < end:
+                fh.truncate(pos)
+    except OSError as e:  # the reader skips a torn last line and counts it
+        log.warning("vllm-locust: could not cut the torn end of %s: %s", path, e)

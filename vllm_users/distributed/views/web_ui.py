@@ -23,6 +23,7 @@ from locust.env import Environment
 
 from vllm_users import run_dir
 from vllm_users.distributed import env_state
+from vllm_users.distributed.options import web_access
 from vllm_users.distributed.transport.master_side import Collector
 from vllm_users.distributed.views.live import LiveView, finite, table_rows
 from vllm_users.measure.histograms import HIST_METRICS
@@ -74,12 +75,18 @@ def install(env: Environment, plugin: MasterView) -> None:
     def live() -> LiveView | None:
         return plugin.live
 
+    parsed = env.parsed_options
+    # who can reach this UI (the LLM tab says it); Locust's own default, an empty --web-host, is every interface
+    access = web_access(
+        str(getattr(parsed, "web_host", "") or "*"), bool(getattr(parsed, "web_login", False))
+    )
+
     @bp.route("/llm/stats")
     @auth
     def stats() -> Response:
         view = live()
         snap = view.last if view is not None and view.last is not None else {"state": "ready", "latency": {}}
-        return jsonify(finite(snap))
+        return jsonify(finite({**snap, "access": access}))
 
     @bp.route("/llm/rate", methods=["POST"])
     @auth

@@ -174,6 +174,7 @@
       [[sv.kv_cache_usage === null ? "–" : `${fmt(100 * sv.kv_cache_usage, 1)} %`, fmt(sv.running, 0),
         fmt(sv.waiting, 0), sv.prefix_cache_hit_rate === null ? "–" : `${fmt(100 * sv.prefix_cache_hit_rate, 1)} %`,
         `${fmt(sv.age_s)} s`]], "server") : el("div", { class: "llm-muted", "data-llm": "server" }, "not scraped"));
+    if (s.access) side.push(el("p", { class: "llm-muted", "data-llm": "access" }, `Web UI reachable from ${s.access}`));
     side.push(el("p", {}, [el("a", { href: "./llm/report", "data-llm": "report-link" },
                                  s.finished ? "Download the HTML report of the run"
                                             : "Download the HTML report of the run so far")]));
