@@ -84,7 +84,7 @@ def test_finds_the_true_maximum(tmp_path) -> None:
     print(f"true maximum {true_max:.2f} req/s (step {step_s * 1e3:.2f} ms), found {found}")
     assert len(steps) <= 8
     assert found == pytest.approx(true_max, rel=0.05)
-    lo, hi = doc["uncertainty"]["low"], doc["uncertainty"]["high"]
+    lo, hi = doc["resolution"]["low"], doc["resolution"]["high"]
     assert lo == found and (hi is None or hi > lo)
     assert all(s["verdict"] in ("probe", "holds", "fails") for s in steps)
     assert "Max rate within the SLO" in r.out
