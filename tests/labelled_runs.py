@@ -33,6 +33,7 @@ BASE = ("--workers", "1", "--input-len", "32", "--output-len", "16", "--quiet", 
 RUN_TIMEOUT_S = 180
 TRACE_FILE = "trace.jsonl"  # a case's mooncake trace, written beside its runs (TRACE in its arguments)
 TRACE = "{trace}"
+COMPARED = ("tpot", "itl", "e2el")  # per-request samples a comparison of single runs tests (TTFT: ttft_s)
 
 
 @dataclass(frozen=True)
@@ -196,6 +197,23 @@ CASES: tuple[Case, ...] = (
         (("engine-queue", ("--users", "8", "--num-prompts", "64", "--sim-args=--max-num-seqs 1")),),
     ),
     Case(
+        "regression",
+        "the same load against a server whose engine step takes 12 ms instead of 8: B is slower, significantly",
+        (
+            ("base", ("--users", "4", "--num-prompts", "80")),
+            ("slow", ("--users", "4", "--num-prompts", "80", "--sim-args=--decode-step-ms 12")),
+        ),
+        frozenset({("significant_regression", "slow")}),
+    ),
+    Case(
+        "identical_pair",
+        "the same load against the same server twice: no regression",
+        (
+            ("first", ("--users", "4", "--num-prompts", "80")),
+            ("second", ("--users", "4", "--num-prompts", "80")),
+        ),
+    ),
+    Case(
         "no_stream",
         "answers read as one body (--no-stream): one body per answer is no packing of tokens",
         (("no-stream", ("--users", "4", "--num-prompts", "80", "--no-stream")),),
@@ -266,6 +284,7 @@ def record(case: Case, dirs: list[str]) -> dict[str, Any]:
                 "result": result,
                 "ttft_s": _rounded(run.arrays.get("ttft")),
                 "ttft_starts_s": _rounded(run.ttft_starts_s),
+                "arrays_s": {m: _rounded(run.arrays.get(m)) for m in COMPARED if m in run.arrays},
             }
         )
     return {"label": case.label, "cause": case.cause, "runs": runs}
@@ -277,7 +296,9 @@ def load_fixture(data: dict[str, Any]) -> list[Any]:
 
     out = []
     for r in data["runs"]:
-        arrays = {"ttft": np.asarray(r["ttft_s"], dtype=float)} if r.get("ttft_s") is not None else {}
+        arrays = {m: np.asarray(v, dtype=float) for m, v in (r.get("arrays_s") or {}).items()}
+        if r.get("ttft_s") is not None:
+            arrays["ttft"] = np.asarray(r["ttft_s"], dtype=float)
         starts = None if r.get("ttft_starts_s") is None else np.asarray(r["ttft_starts_s"], dtype=float)
         out.append(
             RunData(

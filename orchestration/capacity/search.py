@@ -18,7 +18,8 @@ measured the client, not the server: it is "invalid" and run once more.
 Search: a throughput probe (every request at once) measures capacity C; C is tried first; after a failure
 with no passing rate yet, 0.9 x, then halves; once a passing and a failing rate bracket the maximum, bisection
 until they are within --search-tolerance of each other or --search-steps are used. The answer is the highest
-passing rate, with the bracket [pass, fail) as its uncertainty.
+passing rate, with the bracket [pass, fail) as the search's resolution and, beside it, the range a second search
+falls into (orchestration/capacity/search_range.py: each step's SLO percentile with its order-statistic interval).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import numpy as np
 
 from orchestration.capacity.cost import add_step_costs
 from orchestration.capacity.saturation import SaturationWatch
+from orchestration.capacity.search_range import search_range, slo_intervals
 from orchestration.capacity.search_table import format_search
 from orchestration.capacity.steps import (
     CONSOLE,
@@ -191,9 +193,13 @@ def judge(run_dir: str, target: float, slo: Slo, percentile: float, max_error_ra
     q = _queue_growing(run_dir)
     if q:
         reasons.append(q)
+    from vllm_users.measure.metrics import metric_arrays
+
+    samples_ms = {m: v * 1e3 for m, v in metric_arrays(cols, ok).items() if m in slo.limits_ms}
     measured = {
         "error_rate": err,
         "slo_values_ms": values,
+        "slo_ci_ms": slo_intervals(samples_ms, slo.limits_ms, percentile),
         "percentile": pname,
         "achieved_completion_rate": achieved,
         "offered_rate": offered,
@@ -325,7 +331,8 @@ def run_search(a: Options, run_one: RunOne) -> int:
         "max_rate": lo,
         "lowest_failing_rate": hi,
         "steps": steps,
-        "uncertainty": _uncertainty(lo, hi),
+        "resolution": _resolution(lo, hi),
+        "range": search_range(steps, lo, hi, a.capacity.search_tolerance),
     }
     first_miss = next(
         (
@@ -364,10 +371,11 @@ def run_search(a: Options, run_one: RunOne) -> int:
     return 0 if lo is not None else 1
 
 
-def _uncertainty(lo: float | None, hi: float | None) -> dict[str, Any]:
+def _resolution(lo: float | None, hi: float | None) -> dict[str, Any]:
     return {
         "low": lo,
         "high": hi,
         "relative": (hi - lo) / lo if lo and hi else None,
-        "meaning": "the SLO held at `low` and failed at `high`: the maximum lies in [low, high)",
+        "meaning": "the SLO held at `low` and failed at `high`: how close bisection got, not the answer's "
+        "statistical uncertainty (`range`)",
     }

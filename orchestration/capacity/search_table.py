@@ -56,9 +56,13 @@ def verdict_cell(s: dict[str, Any], _p: str) -> str | None:
     """A step's verdict with every reason it failed."""
     v = s.get("verdict")
     reasons = (s.get("judgement") or {}).get("reasons") or []
+    noisy = any(
+        c.get("side") == "straddles" for c in ((s.get("judgement") or {}).get("slo_ci_ms") or {}).values()
+    )
+    said = " (within the SLO percentile's noise)" if noisy and v in ("holds", "fails") else ""
     if v in ("fails", "invalid") and reasons:
-        return f"{v}: " + "; ".join(reasons)
-    return str(v) if v else None
+        return f"{v}{said}: " + "; ".join(reasons)
+    return f"{v}{said}" if v else None
 
 
 def _columns(pname: str) -> list[tuple[str, Cell]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from orchestration.report.findings import Finding
 from orchestration.report.postprocess import RunData
 from vllm_users.measure import metric_keys as K
 
@@ -176,4 +177,76 @@ def _mismatches(runs: Sequence[RunData]) -> list[str]:
             + ", ".join(sorted(sources))
             + "): CSV figures are approximate"
         )
+    return out
+
+
+# ------------------------------------------------------------------------------------- the lead
+LEAD_METRICS = 3  # the largest significant changes the lead names
+
+
+def _significant(comparison: dict[str, Any], i: int, word: str) -> list[tuple[str, float, str]]:
+    """(metric, % change, test) of compared run i's changes with verdict `word`, largest change first."""
+    out = []
+    for row in comparison["rows"]:
+        c = row["changes"][i]
+        if c["verdict"] == word and c.get("pct") is not None:
+            out.append((row["metric"], float(c["pct"]), str((c.get("significance") or {}).get("test"))))
+    return sorted(out, key=lambda t: -abs(t[1]))
+
+
+def _named(changes: list[tuple[str, float, str]]) -> str:
+    more = len(changes) - LEAD_METRICS
+    text = ", ".join(f"{m} {pct:+.1f} %" for m, pct, _ in changes[:LEAD_METRICS])
+    return text + (f" and {more} more" if more > 0 else "")
+
+
+def lead(comparison: dict[str, Any]) -> list[str]:
+    """Per compared run, which run is worse and by how much where a test found it significant (the comparison's
+    first lines); a different setup is said with it, since then no change is a regression."""
+    base = comparison["baseline"]
+    setups = bool(comparison.get("setup_differences"))
+    lines = []
+    for i, name in enumerate(comparison["runs"][1:]):
+        worse, better = _significant(comparison, i, WORSE), _significant(comparison, i, BETTER)
+        tested = sum(
+            bool((r["changes"][i].get("significance") or {}).get("test")) for r in comparison["rows"]
+        )
+        if not worse and not better:
+            lines.append(f"{name} vs {base}: no significant difference ({tested} metrics tested).")
+            continue
+        tests = sorted({t for *_, t in worse + better})
+        parts = []
+        if worse:
+            parts.append(f"{name} is worse than {base}: {_named(worse)}")
+        if better:
+            parts.append(f"{'better' if worse else f'{name} is better than {base}'}: {_named(better)}")
+        said = "; ".join(parts) + f" (significant: {', '.join(tests)}, Holm-corrected, {tested} tested)"
+        lines.append(said + (": the setups differ, a different experiment." if setups else "."))
+    return lines
+
+
+def regressions(comparison: dict[str, Any]) -> list[Finding]:
+    """A finding on each compared run that is significantly worse than the baseline under the same setup (the same
+    load and workload): a regression. A different setup is a different experiment, never a regression."""
+    if comparison.get("setup_differences") or comparison.get("warnings"):
+        return []
+    base = comparison["baseline"]
+    out = []
+    for i, name in enumerate(comparison["runs"][1:]):
+        worse = _significant(comparison, i, WORSE)
+        if worse:
+            out.append(
+                Finding(
+                    "significant_regression",
+                    name,
+                    "warning",
+                    f"Significantly worse than {base}",
+                    "a metric worse than the baseline's where its test finds it significant (Holm-corrected, "
+                    "family-wise error 1 %), the load and workload alike",
+                    f"{_named(worse)} ({', '.join(sorted({t for *_, t in worse}))})",
+                    f"The same load got worse answers than on {base}: what changed between them (server flags, "
+                    "version, hardware, a neighbour on the GPU)? `vllm-locust report` lists every metric with "
+                    "its test; --repeats on both tests the throughputs and tails too.",
+                )
+            )
     return out

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from orchestration.report.api_server import api_server_bound
+from orchestration.report.compare import compare, regressions
 from orchestration.report.findings import SEVERITY_ORDER, Finding, problems
 from orchestration.report.postprocess import RunData
 from orchestration.report.prefix_reuse import reuse_ceiling
@@ -402,12 +403,14 @@ def plateau(runs: Sequence[RunData]) -> list[Finding]:
     return out
 
 
-def diagnose(runs: Sequence[RunData]) -> list[Finding]:
-    """All findings for these runs, most severe first."""
+def diagnose(runs: Sequence[RunData], comparison: dict[str, Any] | None = None) -> list[Finding]:
+    """All findings for these runs, most severe first; several runs are compared against the first
+    (`comparison`, else computed) and a significant regression is a finding."""
     found: list[Finding] = []
     for run in runs:
         for rule in RUN_RULES:
             found.extend(rule(run))
     if len(runs) > 1:
         found.extend(plateau(runs))
+        found.extend(regressions(comparison if comparison is not None else compare(runs)))
     return sorted(found, key=lambda f: SEVERITY_ORDER.get(f.severity, 3))

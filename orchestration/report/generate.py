@@ -78,6 +78,11 @@ def generate(
             render_pdf(report, plots, path)
             written.append(path)
     if not quiet:
+        if report.comparison:  # the lead: which run is worse, and by how much, before anything else
+            from orchestration.report.compare import lead
+
+            for line in lead(report.comparison):
+                print(f"vllm-locust report: {line}")
         for g in report.finding_groups():
             evidence = "; ".join(g.evidence_lines())
             print(f"vllm-locust report: [{g.severity}] {g.title} ({', '.join(g.runs)}): {evidence}")

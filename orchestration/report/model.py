@@ -227,4 +227,5 @@ def _hist(s: dict[str, Any], key: str) -> str:
 
 def build_report(runs: Sequence[RunData], failed_inputs: Sequence[str] = ()) -> Report:
     """Diagnose and compare loaded runs."""
-    return Report(list(runs), diagnose(runs), compare(runs) if len(runs) > 1 else None, list(failed_inputs))
+    comparison = compare(runs) if len(runs) > 1 else None
+    return Report(list(runs), diagnose(runs, comparison), comparison, list(failed_inputs))

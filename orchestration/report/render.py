@@ -7,7 +7,7 @@ from typing import Any
 
 import jinja2
 
-from orchestration.report.compare import describe_setup_differences
+from orchestration.report.compare import describe_setup_differences, lead
 from orchestration.report.findings import FindingGroup, problems
 from orchestration.report.group_tables import breakdown_text, client_health_line, group_tables
 from orchestration.report.model import Report, fmt
@@ -36,6 +36,7 @@ td.l,th.l{text-align:left}.better{color:#1a7f37;font-weight:600}.worse{color:#cf
 <table id="headline-table"><tr><th class="l">Run</th><th class="l">Load applied</th><th class="l">Verdict</th></tr>
 {% for name, load, word in report.headline() %}<tr data-run="{{ name }}"><td class="l">{{ name }}</td><td class="l">{{ load }}</td>
 <td class="l verdict">{{ word }}</td></tr>{% endfor %}</table>
+{% if lead_lines %}<div class="finding" id="comparison-lead">{% for line in lead_lines %}<b>{{ line }}</b>{% if not loop.last %}<br>{% endif %}{% endfor %}</div>{% endif %}
 {% if setup_lines %}<div class="finding" id="setup-differences"><b>The runs' setups differ</b>: the comparison below is
 between different experiments.{% for line in setup_lines %}<br>{{ line }}{% endfor %}</div>{% endif %}
 <p class="small">Created {{ report.created }} &middot; {{ report.runs|length }} run(s)
@@ -180,6 +181,7 @@ def render_html(report: Report, plots: Sequence[Plot]) -> str:
         server_rows=report.server_rows(),
         problems=problems(report.findings),
         setup_lines=describe_setup_differences(report.comparison) if report.comparison else [],
+        lead_lines=lead(report.comparison) if report.comparison else [],
     )
 
 
@@ -188,6 +190,8 @@ def render_markdown(report: Report) -> str:
     names = [r.name for r in report.runs]
     out = [f"## vllm-locust report: {', '.join(names)}", ""]
     out += [f"- **{name}**: {load}. **Verdict: {word}.**" for name, load, word in report.headline()]
+    if report.comparison:
+        out += ["", *(f"**{line}**" for line in lead(report.comparison))]
     setup = describe_setup_differences(report.comparison) if report.comparison else []
     if setup:
         out.append(

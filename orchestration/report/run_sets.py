@@ -40,6 +40,21 @@ def load_sweep(run_set: str) -> dict[str, Any]:
     return dict(read_json(run_set, SWEEP))
 
 
+def _range_line(r: dict[str, Any] | None) -> list[str]:
+    """The answer's statistical range (capacity/search_range.py) in a sentence; an end it cannot pin said so."""
+    if not r:
+        return []
+
+    def end(v: Any, word: str) -> str:
+        return f"{v:.3g}" if isinstance(v, int | float) else f"not pinned ({word})"
+
+    return [
+        f"Range a second search lands in: [{end(r.get('low'), 'too few steps below')}, "
+        f"{end(r.get('high'), 'too few steps above')}) req/s: each step's SLO percentile over its sample size "
+        f"({r.get('confidence', 0):.1%} a step); more requests a step (--num-prompts) narrow it."
+    ]
+
+
 def search_headline(doc: dict[str, Any]) -> list[str]:
     """The answer of an SLO search (sweep.json of kind max_rate_search) in one or two sentences."""
     slo = (
@@ -62,7 +77,8 @@ def search_headline(doc: dict[str, Any]) -> list[str]:
         return [f"Max rate >= {lo:g} req/s: every tried rate held the SLO ({slo} at p{pct:g}; {n} steps)."]
     lines = [
         f"Max rate within the SLO ({slo} at p{pct:g}, failures <= {doc['max_error_rate']:.1%}): {lo:g} req/s "
-        f"(held at {lo:g}, failed at {hi:g}: the maximum lies in [{lo:g}, {hi:g}), +{(hi - lo) / lo:.1%}; {n} steps)."
+        f"(search resolution: held at {lo:g}, failed at {hi:g}, [{lo:g}, {hi:g}) +{(hi - lo) / lo:.1%}; {n} steps).",
+        *_range_line(doc.get("range")),
     ]
     if doc.get("limiting_classes"):  # traffic classes: which class missed its SLO first
         lines.append(f"First class to miss its SLO (at {hi:g} req/s): {', '.join(doc['limiting_classes'])}.")

@@ -159,7 +159,7 @@ def search_figure(doc: Mapping[str, Any]) -> Plot | None:
         if limit is not None:
             _slo_line(ax, limit, pname)
         if lo is not None and hi is not None:
-            ax.axvspan(lo, hi, color=ANSWER_COLOR, alpha=0.08, label=f"the maximum lies in [{lo:g}, {hi:g})")
+            ax.axvspan(lo, hi, color=ANSWER_COLOR, alpha=0.08, label=f"search resolution [{lo:g}, {hi:g})")
         if lo is not None:
             ax.axvline(lo, color=ANSWER_COLOR, lw=2, label=f"max rate within the SLO: {lo:g} req/s")
         if probe is not None:

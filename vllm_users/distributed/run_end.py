@@ -33,9 +33,9 @@ from vllm_users.measure.cost import run_cost
 from vllm_users.measure.health import summarize
 from vllm_users.measure.options import MeasureOptions
 from vllm_users.measure.result_builder import result_from_dir
-from vllm_users.measure.result_notes import calibration_warning, no_completed_reason
+from vllm_users.measure.result_notes import calibration_warning, dataset_reuse_note, no_completed_reason
 from vllm_users.measure.run_result import RunResult
-from vllm_users.measure.server_counters import LoadCounters, prefix_cache_warning
+from vllm_users.measure.server_counters import LoadCounters, prefix_cache_warning, prompt_cache_hits
 from vllm_users.measure.windows import parse_optional
 from vllm_users.options import METRICS_HEADERS_ENV, METRICS_HEADERS_MORE_ENV, Options, env_api_key
 from vllm_users.redact import with_api_key
@@ -264,6 +264,10 @@ def final_result(
     if warning:
         log.warning("vllm-locust: %s", warning)
         res = res.replace(warnings=(*res.warnings, warning))
+    reused = _dataset_reuse(o, res, counters)
+    if reused:
+        log.warning("vllm-locust: %s", reused)
+        res = res.replace(warnings=(*res.warnings, reused))
     if o.trace.trace:  # how faithfully the trace was replayed
         res = res.replace(replay=trace_replay(results_dir, o, counters))
     res = res.replace(sessions=run_sessions(results_dir, o))
@@ -272,6 +276,21 @@ def final_result(
     if o.capacity.gpu_hour_price:
         res = res.replace(cost=run_cost(res.metrics, o.capacity.gpu_hour_price, o.capacity.gpus))
     return res
+
+
+def _dataset_reuse(o: Options, res: RunResult, counters: LoadCounters | None) -> str | None:
+    """The note of a --dataset with fewer prompts than requests (a multi-turn run's conversations are its
+    sessions, not one prompt a request: not judged here)."""
+    if not o.prompt.dataset or "multi-turn" in res.per_scenario:
+        return None
+    from vllm_users.workload.datasets import dataset_size
+
+    return dataset_reuse_note(
+        o.prompt.dataset,
+        dataset_size(o.prompt.dataset, o.prompt.dataset_format),
+        int(res.completed or 0) + int(res.failed or 0),
+        prompt_cache_hits(counters, dict(res.metrics)),
+    )
 
 
 def trace_replay(results_dir: str, o: Options, counters: LoadCounters | None) -> dict[str, Any]:

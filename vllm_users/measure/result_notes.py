@@ -1,5 +1,6 @@
-"""What a run's result must say in words beyond its figures: why a run that completed no request failed, and the
-prompt-length calibration's warning. Free of Locust (the CLI prints them too)."""
+"""What a run's result must say in words beyond its figures: why a run that completed no request failed, the
+prompt-length calibration's warning, and a dataset smaller than the requests sent. Free of Locust (the CLI prints
+them too)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.run_result import RunResult
 
-__all__ = ["calibration_warning", "no_completed_reason"]
+__all__ = ["calibration_warning", "dataset_reuse_note", "no_completed_reason"]
 
 
 def no_completed_reason(res: RunResult) -> str | None:
@@ -70,3 +71,25 @@ def calibration_warning(meta: Mapping[str, Any]) -> str | None:
     cal = meta.get("prompt_calibration")
     w = cal.get("warning") if isinstance(cal, dict) else None
     return str(w) if w else None
+
+
+def dataset_reuse_note(
+    dataset: str, entries: int, requests: int, cache_hits: tuple[float, str] | None
+) -> str | None:
+    """The note for a --dataset of fewer prompts than the run sent requests: each prompt went out
+    requests / entries times, and every resend after the first can be answered from the server's prefix cache,
+    so TTFT is lower than for new prompts; with the cache's measured share of prompt tokens (`cache_hits`:
+    server_counters.prompt_cache_hits). None when every request had a prompt of its own."""
+    if entries <= 0 or requests <= entries:
+        return None
+    effect = (
+        f"; {cache_hits[0]:.1%} of the prompt tokens came from the server's prefix cache ({cache_hits[1]})"
+        if cache_hits is not None
+        else "; the server's prefix-cache hits are unknown (no counters, no cached_tokens)"
+    )
+    return (
+        f"DATASET REUSED: {dataset} has {entries} prompts for {requests} requests, so each prompt was sent "
+        f"{requests / entries:.1f} times on average{effect}; a resent prompt's prefill can come from the cache, "
+        f"so TTFT is lower than for new prompts. Use a dataset of at least {requests} prompts, or "
+        f"--num-prompts {entries}"
+    )

@@ -43,6 +43,7 @@ __all__ = [
     "histogram_stats",
     "parse_metrics",
     "prefix_cache_warning",
+    "prompt_cache_hits",
     "quantile_range",
     "range_text",
 ]
@@ -160,6 +161,22 @@ class LoadCounters:
         return None if d is None else int(round(d))
 
 
+def prompt_cache_hits(counters: LoadCounters | None, metrics: dict[str, Any]) -> tuple[float, str] | None:
+    """The share of the load's prompt tokens the server answered from its prefix cache, and where that comes
+    from: the server's counters, else usage's cached_tokens in the records; None where neither says."""
+    hits = queries = None
+    if counters is not None:
+        hits, queries = counters.delta(PREFIX_HITS), counters.delta(PREFIX_QUERIES)
+    if hits is not None and queries:
+        return (
+            hits / queries,
+            f"{hits:.0f} of {queries:.0f} prompt tokens, the server's prefix-cache counters",
+        )
+    if metrics.get(K.CACHED_TOKENS_REPORTED) and metrics.get(K.PREFIX_CACHE_HIT_RATE) is not None:
+        return float(metrics[K.PREFIX_CACHE_HIT_RATE]), "usage's cached_tokens"
+    return None
+
+
 def prefix_cache_warning(
     counters: LoadCounters | None,
     metrics: dict[str, Any],
@@ -173,18 +190,10 @@ def prefix_cache_warning(
     usage's cached_tokens in the records."""
     if shared_prompts or not scenarios or not set(scenarios) <= RANDOM_PROMPT_SCENARIOS:
         return None
-    hits = queries = None
-    if counters is not None:
-        hits, queries = counters.delta(PREFIX_HITS), counters.delta(PREFIX_QUERIES)
-    if hits is not None and queries:
-        frac, source = (
-            hits / queries,
-            f"{hits:.0f} of {queries:.0f} prompt tokens, the server's prefix-cache counters",
-        )
-    elif metrics.get(K.CACHED_TOKENS_REPORTED) and metrics.get(K.PREFIX_CACHE_HIT_RATE) is not None:
-        frac, source = float(metrics[K.PREFIX_CACHE_HIT_RATE]), "usage's cached_tokens"
-    else:
+    hit = prompt_cache_hits(counters, metrics)
+    if hit is None:
         return None
+    frac, source = hit
     prompt = metrics.get(K.INPUT_LEN_ACTUAL_MEAN) or (metrics.get(K.TOTAL_INPUT_TOKENS) or 0) / max(
         1, metrics.get(K.COMPLETED) or 0
     )

@@ -165,6 +165,11 @@ def load_dataset(path: str, fmt: str = "auto") -> list[DatasetEntry]:
 _CACHE: dict[tuple[str, str], list[DatasetEntry]] = {}
 
 
+def dataset_size(path: str, fmt: str = "auto") -> int:
+    """How many usable prompts the dataset holds (the requests it can give before a prompt is sent again)."""
+    return len(load_dataset_cached(path, fmt))
+
+
 def load_dataset_cached(path: str, fmt: str = "auto") -> list[DatasetEntry]:
     """load_dataset once per process (every user of a worker shares the entries)."""
     key = (path, fmt)

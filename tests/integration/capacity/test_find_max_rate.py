@@ -28,6 +28,28 @@ from tests.integration.core.helpers import cli
 
 SLOTS, STEP_MS, TOKENS = 4, 25.0, 10
 STEP_REQUESTS = 80
+SIM = (
+    f"--max-num-seqs {SLOTS} --decode-step-ms {STEP_MS} --decode-per-seq-ms 0 --prefill-tokens-per-s 1e9 "
+    "--no-enable-prefix-caching"
+)
+SEARCH = [
+    "--find-max-rate",
+    "--goodput",
+    "ttft:300",
+    "--burstiness",
+    "100",
+    "--input-len",
+    "32",
+    "--output-len",
+    str(TOKENS),
+    "--ignore-eos",
+    "--num-prompts",
+    str(STEP_REQUESTS),
+    "--workers",
+    "1",
+    "--sim-args",
+    SIM,
+]
 
 
 @pytest.mark.exclusive  # a step judged on a loaded machine can come out "invalid" (the client fell behind): the true maximum needs the machine
@@ -35,29 +57,8 @@ STEP_REQUESTS = 80
 def test_finds_the_true_maximum(tmp_path) -> None:
     """~70 s alone on the machine: up to 8 search steps of 80 requests, each a run of its own (~5 s of load at the
     maximum); fewer requests per step leave the TTFT-trend rule too few requests to tell 5 % over the maximum."""
-    sim = (
-        f"--max-num-seqs {SLOTS} --decode-step-ms {STEP_MS} --decode-per-seq-ms 0 --prefill-tokens-per-s 1e9 "
-        "--no-enable-prefix-caching"
-    )
     r = cli(
-        [
-            "--find-max-rate",
-            "--goodput",
-            "ttft:300",
-            "--burstiness",
-            "100",
-            "--input-len",
-            "32",
-            "--output-len",
-            str(TOKENS),
-            "--ignore-eos",
-            "--num-prompts",
-            str(STEP_REQUESTS),
-            "--workers",
-            "1",
-            "--sim-args",
-            sim,
-        ],
+        SEARCH,
         str(tmp_path),
         timeout=380,
     )
@@ -84,7 +85,7 @@ def test_finds_the_true_maximum(tmp_path) -> None:
     print(f"true maximum {true_max:.2f} req/s (step {step_s * 1e3:.2f} ms), found {found}")
     assert len(steps) <= 8
     assert found == pytest.approx(true_max, rel=0.05)
-    lo, hi = doc["uncertainty"]["low"], doc["uncertainty"]["high"]
+    lo, hi = doc["resolution"]["low"], doc["resolution"]["high"]
     assert lo == found and (hi is None or hi > lo)
     assert all(s["verdict"] in ("probe", "holds", "fails") for s in steps)
     assert "Max rate within the SLO" in r.out
@@ -93,6 +94,24 @@ def test_finds_the_true_maximum(tmp_path) -> None:
         assert os.path.exists(os.path.join(s["run_dir"], "result.json"))
         if s["verdict"] == "fails":
             assert s["judgement"]["reasons"]
+
+
+@pytest.mark.exclusive  # as above: a loaded machine turns steps "invalid"
+@pytest.mark.timeout(800)
+def test_a_second_search_lands_in_the_first_ones_range(tmp_path) -> None:
+    """The one real pair beside tests/unit/capacity/test_search_range.py's 40 synthetic ones (~140 s alone):
+    two searches with other seeds (other prompts and arrivals) each answer within the other's range."""
+    docs = []
+    for seed in ("1", "2"):
+        r = cli([*SEARCH, "--seed", seed], str(tmp_path), timeout=380, name=f"search-{seed}")
+        assert r.rc == 0, r.logs()[-4000:]
+        with open(os.path.join(r.run_dir, "sweep.json")) as fh:
+            docs.append(json.load(fh))
+    a, b = docs
+    print(json.dumps([(d["max_rate"], d["resolution"]["high"], d["range"]) for d in docs]))
+    for x, other in ((a, b), (b, a)):
+        lo, hi = other["range"]["low"], other["range"]["high"]
+        assert lo is not None and hi is not None and lo <= x["max_rate"] < hi, (x["max_rate"], other["range"])
 
 
 def test_find_max_rate_needs_an_slo(tmp_path) -> None:

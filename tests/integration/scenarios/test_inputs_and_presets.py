@@ -88,12 +88,34 @@ def test_chat_with_dataset(tmp_path, name: str) -> None:
         "7",
     )
     assert succeeded(r), r.err
+    assert not [w for w in r.result.get("warnings") or [] if "DATASET REUSED" in w]  # 12 of 24 prompts
     recs = r.records()
     assert len(recs) == 12 and all(
         x["prompt_tokens"] < 80 for x in recs
     )  # short dataset prompts, not 128 random
     if name.endswith(".jsonl"):
         assert {x["output_len"] for x in recs} & {16, 24, 32, 40, 48}  # the lines' max_tokens
+
+
+def test_a_dataset_smaller_than_the_requests_is_said_with_its_cache_effect(tmp_path) -> None:
+    """24 conversations for 72 requests: each prompt sent 3 times, and the simulator's prefix cache answers the
+    resends' prompts; the result's warnings (and so the summary) say both."""
+    r = vllm_locust(
+        tmp_path,
+        "--dataset",
+        os.path.join(DATA, "sharegpt_sample.json"),
+        "--num-prompts",
+        "72",
+        "--users",
+        "4",
+        "--output-len",
+        "8",
+    )
+    assert succeeded(r), r.err
+    (note,) = [w for w in r.result.get("warnings") or [] if "DATASET REUSED" in w]
+    assert "has 24 prompts for 72 requests, so each prompt was sent 3.0 times" in note, note
+    share = float(note.split("; ")[1].split("%")[0])
+    assert share > 10.0 and "prefix cache" in note  # the resends' prompts came from the cache
 
 
 def test_multiturn_with_sharegpt_dataset(tmp_path) -> None:

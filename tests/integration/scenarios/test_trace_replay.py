@@ -240,3 +240,26 @@ def test_each_line_goes_to_its_endpoint_with_its_images(tmp_path: Path) -> None:
     assert [(q.endpoint, q.images) for q in back.requests] == [
         (line.get("endpoint", "chat"), line.get("images")) for line in MIXED
     ]
+
+
+def test_an_exported_json_run_replays_the_tokens_it_produced(tmp_path: Path) -> None:
+    """A json-scenario answer stops at its schema's end, far under the max_tokens it was allowed; the export
+    writes what each request produced, so its replay (--ignore-eos) against the simulator makes the run's tokens
+    (within 5 %), not the allowance (175 against 56.7 a request when the export wrote max_tokens)."""
+    run = vllm_locust(tmp_path, "--scenario", "json", "--num-prompts", "30", "--users", "3", name="json")
+    assert run.rc == OK, run.err[-2000:]
+    out = tmp_path / "json.jsonl"
+    from orchestration.cli import main as cli_main
+
+    assert cli_main(["trace", "export", run.run_dir, "-o", str(out)]) == 0
+    # --ignore-eos: each line's length exactly (docs/traces.md), as a replay that measures the same work does
+    replay = vllm_locust(tmp_path, "--trace", str(out), "--ignore-eos", name="replay")
+    assert replay.rc == OK, replay.err[-2000:]
+
+    def tokens(recs: list[dict[str, Any]]) -> float:
+        return sum(r["output_tokens"] or 0 for r in recs) / len(recs)
+
+    made, again = tokens(run.records()), tokens(replay.records())
+    asked = sum(r["output_len"] for r in run.records()) / len(run.records())
+    assert asked > 1.5 * made  # the allowance is far over the answers: the case the export got wrong
+    assert again == pytest.approx(made, rel=0.05), (made, again, asked)

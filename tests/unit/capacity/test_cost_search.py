@@ -91,6 +91,8 @@ def test_judge(tmp_path: str) -> None:
     good = write_run(os.path.join(tmp_path, "good"), make_records(200, ttft_ms=20.0))
     v = S.judge(good, 5.0, slo, 99.0, 0.01)
     assert v["passed"], v
+    ci = v["slo_ci_ms"]["ttft"]  # where a repeat of the step's p99 would land: all 200 at 20 ms, clear of 100
+    assert ci["n"] == 200 and ci["side"] == "under" and ci["low"] <= v["slo_values_ms"]["ttft"] <= ci["high"]
     # a tail above the SLO at p99, failures above 1 %, and an early stop each fail the step
     tail = write_run(os.path.join(tmp_path, "tail"), make_records(200, tail_every=20, tail_ms=500.0, fail=4))
     v = S.judge(tail, 5.0, slo, 99.0, 0.01)
@@ -99,6 +101,7 @@ def test_judge(tmp_path: str) -> None:
         and any("p99 TTFT" in r for r in v["reasons"])
         and any("failure rate" in r for r in v["reasons"])
     )
+    assert v["slo_ci_ms"]["ttft"]["side"] == "over"  # one request in 20 at 500 ms: its p99 over 100 for sure
     assert S.judge(tail, 5.0, slo, 90.0, 0.05)["slo_values_ms"]["ttft"] < 100  # p90 is below the tail
     with open(os.path.join(good, run_dir.EARLY_STOP), "w") as fh:
         json.dump({"reason": "in-flight requests grew"}, fh)

@@ -77,3 +77,20 @@ def test_no_column_without_a_number() -> None:
     # the SLO percentile names the columns
     header, _ = step_cells(_doc(slo_percentile=90.0))
     assert "TTFT p90 ms" in header
+
+
+def test_the_bracket_is_the_resolution_and_the_range_the_uncertainty() -> None:
+    rng = {"low": 4.61, "high": 7.9, "confidence": 0.999}
+    lines = format_search(_doc(range=rng), "/runs/s").splitlines()
+    assert "(search resolution: held at 5.565, failed at 7.2, [5.565, 7.2) +29.4%; 3 steps)" in lines[0]
+    assert lines[1].startswith("vllm-locust: Range a second search lands in: [4.61, 7.9) req/s")
+    open_low = format_search(_doc(range={**rng, "low": None}), "/runs/s").splitlines()[1]
+    assert "[not pinned (too few steps below), 7.9)" in open_low
+    assert "Range" not in format_search(_doc(), "/runs/s")  # no range computed: none said
+
+
+def test_a_verdict_within_the_percentiles_noise_says_so() -> None:
+    doc = _doc()
+    doc["steps"][2]["judgement"]["slo_ci_ms"] = {"ttft": {"low": 40.0, "high": 520.0, "side": "straddles"}}
+    holds = format_search(doc, "/runs/s").splitlines()[-2]
+    assert holds.endswith("holds (within the SLO percentile's noise)")

@@ -120,7 +120,7 @@ def test_the_search_figure_draws_the_slo_line_and_marks_the_max_rate(tmp_path: A
     assert _hlines(ax) == [60.0]  # the SLO
     v = _vlines(ax)
     assert "max rate within the SLO: 50.459 req/s" in v[50.459] and "probe" in v[74.8]
-    spans = [p for p in ax.patches if "maximum lies in [50.459, 67.279)" in str(p.get_label())]
+    spans = [p for p in ax.patches if "search resolution [50.459, 67.279)" in str(p.get_label())]
     assert len(spans) == 1
 
     # every tried rate drawn at its SLO value, by verdict: 2 held, 2 failed (the probe is the dotted line)

@@ -137,7 +137,10 @@ def _expected(recs: list[RequestRecord]) -> list[tuple[float, int | None, int | 
         (
             ti - min(t),
             r.input_len if r.input_len is not None else r.prompt_tokens,
-            r.output_len if r.output_len is not None else r.output_tokens,
+            # what a completed request produced; else what it asked for
+            r.output_tokens
+            if r.error is None and r.output_tokens
+            else (r.output_len if r.output_len is not None else r.output_tokens),
             r.scenario,
         )
         for ti, r in zip(t, sent, strict=True)

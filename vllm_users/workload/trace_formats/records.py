@@ -18,7 +18,8 @@ def read_records_trace(path: str) -> Rows:
     """A run directory (or its records file): one request per sent record (dropped arrivals were never sent),
     at its intended start (open loop) else its start; sessions of 2+ requests keep their turns, with
     think_ms = the gap from the previous turn's end to this turn's start, and a later turn's length its new
-    message's (`_new_input`); each keeps its endpoint and image count."""
+    message's (`_new_input`), and its answer the length it produced (`_produced`); each keeps its endpoint and
+    image count."""
     from vllm_users.measure.records_store import read_request_records  # pyarrow: loaded where it is used
 
     if not (run_dir.has_records(path) if os.path.isdir(path) else os.path.isfile(path)):
@@ -64,7 +65,7 @@ def read_records_trace(path: str) -> Rows:
             TraceRequest(
                 t,
                 input_len=_new_input(r, previous.get(k)),
-                output_len=r.output_len if r.output_len is not None else (r.output_tokens or None),
+                output_len=_produced(r),
                 session_id=sid,
                 turn=turn,
                 think_ms=think,
@@ -77,6 +78,15 @@ def read_records_trace(path: str) -> Rows:
             )
         )
     return out, skipped
+
+
+def _produced(r: RequestRecord) -> int | None:
+    """The answer length a replay asks of a record: what it produced when it completed (a json answer stops at
+    its schema's end, far under the max_tokens it was allowed: asking that again doubled a replay's tokens),
+    else what it asked for (a failed or cut-off answer's partial count is no length)."""
+    if r.error is None and r.output_tokens:
+        return r.output_tokens
+    return r.output_len if r.output_len is not None else (r.output_tokens or None)
 
 
 def _new_input(r: RequestRecord, before: RequestRecord | None) -> int | None:
