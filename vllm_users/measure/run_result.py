@@ -44,6 +44,7 @@ RUN_FIELDS = (
     "cost",
     "replay",
     "latency_breakdown",
+    "energy",
 )
 
 
@@ -87,6 +88,9 @@ class RunResult:
     replay: Mapping[str, Any] | None = None  # --trace: the replay's fidelity (measure/replay_fidelity.py)
     # where a TTFT goes: the server's histograms over the load beside the client's (measure/latency_breakdown.py)
     latency_breakdown: Mapping[str, Any] | None = None
+    energy: Mapping[str, Any] | None = (
+        None  # --gpu-metrics: the GPUs over the measured window (measure/energy.py)
+    )
 
     def metric(self, name: str, default: Any = None) -> Any:
         """One overall metric by its result.json name (e.g. "output_throughput")."""
