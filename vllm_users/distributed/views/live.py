@@ -24,6 +24,7 @@ import numpy as np
 from vllm_users import run_dir
 from vllm_users.distributed.transport.live_totals import GROUPINGS
 from vllm_users.distributed.transport.master_side import Collector
+from vllm_users.distributed.views.gpu_tail import GpuTail, gpu_row
 from vllm_users.measure import client_verdict as cv
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.health import summarize
@@ -106,6 +107,7 @@ class LiveView:
         self.open_loop = options.open_loop
         self.target_rate: float | None = options.load.request_rate
         self.server = ServerTail(run_dir.path(results_dir, run_dir.SERVER_METRICS))
+        self.gpu = GpuTail(results_dir)  # --gpu-metrics' samples, when the run scrapes GPU exporters
         self._prev: tuple[float, float, float, float, float] | None = None
         self.class_table: list[dict[str, Any]] = [asdict(c) for c in options.classes.vllm_classes]
         self.slo = Slo.parse([options.measure.goodput]) if options.measure.goodput else None
@@ -161,6 +163,7 @@ class LiveView:
             "workers": workers(c, now),
             K.ARRIVALS: self._arrivals(tot, rates) if self.open_loop else None,
             "server": server,
+            "gpu": gpu_row(self.gpu, tot.get("output_tokens")),
             "timeline": self.timeline,
         }
         queue = None
