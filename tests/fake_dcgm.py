@@ -39,14 +39,14 @@ def text(p: Profile, t: float) -> str:
     )
 
 
-def serve(profile: str) -> tuple[str, Callable[[], None]]:
-    """Start an exporter of `profile`; its /metrics URL and the function that stops it."""
-    p = PROFILES[profile]
+def serve_page(page: Callable[[], str]) -> tuple[str, Callable[[], None]]:
+    """Serve `page()` (called at each scrape) as /metrics; the URL and the function that stops the server."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-            data = text(p, time.time()).encode()
+            data = page().encode()
             self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
@@ -62,3 +62,9 @@ def serve(profile: str) -> tuple[str, Callable[[], None]]:
         srv.server_close()
 
     return f"http://127.0.0.1:{srv.server_address[1]}/metrics", stop
+
+
+def serve(profile: str) -> tuple[str, Callable[[], None]]:
+    """Start an exporter of `profile`; its /metrics URL and the function that stops it."""
+    p = PROFILES[profile]
+    return serve_page(lambda: text(p, time.time()))

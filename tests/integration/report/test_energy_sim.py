@@ -5,14 +5,13 @@ joules per output token divide it by the run's tokens, and the summary prints th
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
+from tests.fake_dcgm import serve_page
 from tests.integration.scenarios.runner import succeeded, vllm_locust
 from vllm_users.measure import metric_keys as K
 
@@ -20,37 +19,24 @@ WATTS = (250.0, 125.0)  # GPU 0 and GPU 1, constant: each counter is E0 + P x t
 FAST_SIM = ["--sim-args", "--fixed --ttft-ms 5 --itl-ms 1", "--output-len", "8"]
 
 
-class _Exporter(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-        t = time.time()
-        lines = [
-            "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter",
-            "# TYPE DCGM_FI_DEV_POWER_USAGE gauge",
-        ]
-        for gpu, watts in enumerate(WATTS):
-            labels = f'gpu="{gpu}",UUID="GPU-{gpu}",Hostname="node-a"'
-            # mJ; a large start, as after days of uptime
-            lines.append(f"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{{labels}}} {7e9 + watts * 1000 * t:.6f}")
-            lines.append(f"DCGM_FI_DEV_POWER_USAGE{{{labels}}} {watts}")
-        data = ("\n".join(lines) + "\n").encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
+def _page() -> str:
+    t = time.time()
+    lines = ["# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter", "# TYPE DCGM_FI_DEV_POWER_USAGE gauge"]
+    for gpu, watts in enumerate(WATTS):
+        labels = f'gpu="{gpu}",UUID="GPU-{gpu}",Hostname="node-a"'
+        # mJ; a large start, as after days of uptime
+        lines.append(f"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{{labels}}} {7e9 + watts * 1000 * t:.6f}")
+        lines.append(f"DCGM_FI_DEV_POWER_USAGE{{{labels}}} {watts}")
+    return "\n".join(lines) + "\n"
 
 
 @pytest.fixture
 def exporter() -> Iterator[str]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Exporter)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url, stop = serve_page(_page)
     try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}/metrics"
+        yield url
     finally:
-        srv.shutdown()
-        srv.server_close()
+        stop()
 
 
 def test_run_with_gpu_metrics_writes_exact_joules(tmp_path: Any, exporter: str) -> None:

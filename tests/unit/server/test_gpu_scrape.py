@@ -4,14 +4,13 @@ the preflight names an exporter that cannot be reached or serves no GPU field.""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from orchestration.server.gpu_scrape import gpu_samplers, preflight_line
+from tests.fake_dcgm import serve_page
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.energy import energy_block
 from vllm_users.measure.energy_run import gpu_files, read_gpus
@@ -37,36 +36,27 @@ def dcgm_text(k: int) -> str:
     )
 
 
-class _Exporter(BaseHTTPRequestHandler):
-    scrapes = 0
-    body: str | None = None
+class _Exporter:
+    """The recorded text at each scrape's place in the schedule, or a fixed `body`."""
 
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-        cls = type(self)
-        text = cls.body if cls.body is not None else dcgm_text(cls.scrapes)
-        cls.scrapes += 1
-        data = text.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+    def __init__(self) -> None:
+        self.scrapes = 0
+        self.body: str | None = None
 
-    def log_message(self, *args: object) -> None:
-        pass
+    def page(self) -> str:
+        text = self.body if self.body is not None else dcgm_text(self.scrapes)
+        self.scrapes += 1
+        return text
 
 
 @pytest.fixture
-def exporter() -> Iterator[tuple[str, type[_Exporter]]]:
-    handler = type("Handler", (_Exporter,), {"scrapes": 0, "body": None})
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
+def exporter() -> Iterator[tuple[str, _Exporter]]:
+    state = _Exporter()
+    url, stop = serve_page(state.page)
     try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}/metrics", handler
+        yield url, state
     finally:
-        srv.shutdown()
-        srv.server_close()
+        stop()
 
 
 def test_recorded_dcgm_text_parses_per_gpu_in_joules() -> None:
@@ -78,7 +68,7 @@ def test_recorded_dcgm_text_parses_per_gpu_in_joules() -> None:
 
 
 def test_scraped_energy_is_exact_and_a_reset_is_not_negative(
-    exporter: tuple[str, type[_Exporter]], tmp_path: Path
+    exporter: tuple[str, _Exporter], tmp_path: Path
 ) -> None:
     url, handler = exporter
     samplers, lines = gpu_samplers(GpuOptions(gpu_metrics=(url,)), str(tmp_path))
@@ -115,7 +105,7 @@ def test_preflight_names_an_unreachable_exporter(tmp_path: Path) -> None:
 
 
 def test_preflight_names_an_exporter_without_gpu_fields(
-    exporter: tuple[str, type[_Exporter]], tmp_path: Path
+    exporter: tuple[str, _Exporter], tmp_path: Path
 ) -> None:
     url, handler = exporter
     handler.body = "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n"

@@ -16,7 +16,7 @@ from typing import Any
 from vllm_users import run_dir
 from vllm_users.measure.gpu_metric_names import ENERGY, POWER, UTIL
 
-__all__ = ["GpuNow", "GpuTail", "gpu_row"]
+__all__ = ["GpuNow", "GpuTail", "gpu_row", "new_samples"]
 
 
 @dataclass
@@ -27,6 +27,27 @@ class GpuNow:
     util_pct: float | None = None
     energy_j: float | None = None  # since the run's first scrape of it
     _last_counter: float | None = field(default=None, repr=False)
+
+
+def new_samples(path: str, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """The good sample lines a samples file gained after `offset`, and the offset after them (a line being
+    written is read next time); none when the file cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+    except OSError:
+        return [], offset
+    end = data.rfind(b"\n") + 1
+    rows = []
+    for line in data[:end].splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("v"), dict):
+            rows.append(row)
+    return rows, offset + end
 
 
 class GpuTail:
@@ -50,21 +71,9 @@ class GpuTail:
         """Read what the samplers appended since the last poll; every GPU seen so far."""
         seen: set[str] = set()
         for path in self._paths():
-            try:
-                with open(path, "rb") as fh:
-                    fh.seek(self.offsets.get(path, 0))
-                    data = fh.read()
-            except OSError:
-                continue
-            end = data.rfind(b"\n") + 1  # a line being written is read next time
-            self.offsets[path] = self.offsets.get(path, 0) + end
-            for line in data[:end].splitlines():
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(row, dict) and isinstance(row.get("v"), dict):
-                    self._take(row["v"], seen)
+            rows, self.offsets[path] = new_samples(path, self.offsets.get(path, 0))
+            for row in rows:
+                self._take(row["v"], seen)
         return self.gpus
 
     def _take(self, v: dict[str, Any], seen: set[str]) -> None:
