@@ -29,12 +29,18 @@ def test_energy_so_far_power_and_util(tmp_path: Path) -> None:
     _write(f1, _line(0, **{"energy_counter_j__b:0": 50.0, "power_w__b:0": 100.0, "util_pct__b:0": 30.0}))
     tail = GpuTail(str(tmp_path))
     row = gpu_row(tail, 0)
-    assert row == {"gpus": 2, "power_w": 400.0, "util_pct": 60.0, "energy_j": 0.0, "j_per_output_token": None}
+    assert row == {
+        "gpus": 2,
+        "power_w": 400.0,
+        "util_pct": 60.0,
+        "energy_so_far_j": 0.0,
+        "j_per_output_token": None,
+    }
     _write(f0, _line(2, **{"energy_counter_j__a:0": 1600.0, "power_w__a:0": 310.0}))
     _write(f1, _line(2, **{"energy_counter_j__b:0": 20.0}))  # a reset: 20 J from 0
     _write(f0, '{"t": 4, "v": {"energy_counter_j|a:0": 99')  # torn: read once it is whole
     row = gpu_row(tail, 310)
-    assert row is not None and row["energy_j"] == 600.0 + 20.0 and row["power_w"] == 410.0
+    assert row is not None and row["energy_so_far_j"] == 600.0 + 20.0 and row["power_w"] == 410.0
     assert row["j_per_output_token"] == 2.0
 
 
@@ -42,7 +48,7 @@ def test_no_counter_no_energy_and_no_gpu_no_row(tmp_path: Path) -> None:
     assert gpu_row(GpuTail(str(tmp_path)), 10) is None
     _write(tmp_path / "gpu_metrics.jsonl", _line(0, **{"power_w__a:0": 300.0}))
     row = gpu_row(GpuTail(str(tmp_path)), 10)
-    assert row is not None and row["energy_j"] is None and row["j_per_output_token"] is None
+    assert row is not None and row["energy_so_far_j"] is None and row["j_per_output_token"] is None
 
 
 def test_prometheus_exports_each_gpu(tmp_path: Path) -> None:

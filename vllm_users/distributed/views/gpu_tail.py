@@ -25,7 +25,7 @@ class GpuNow:
 
     power_w: float | None = None
     util_pct: float | None = None
-    energy_j: float | None = None  # since the run's first scrape of it
+    energy_so_far_j: float | None = None  # since the run's first scrape of it
     _last_counter: float | None = field(default=None, repr=False)
 
 
@@ -88,10 +88,10 @@ class GpuTail:
                 now.util_pct = float(value)
             elif name == ENERGY:
                 if now._last_counter is None:
-                    now.energy_j = 0.0
+                    now.energy_so_far_j = 0.0
                 else:
                     step = float(value) - now._last_counter
-                    now.energy_j = (now.energy_j or 0.0) + (step if step >= 0 else float(value))
+                    now.energy_so_far_j = (now.energy_so_far_j or 0.0) + (step if step >= 0 else float(value))
                 now._last_counter = float(value)
             seen.add(gpu)
 
@@ -102,13 +102,13 @@ class GpuTail:
             return None
         powers = [g.power_w for g in gpus.values() if g.power_w is not None]
         utils = [g.util_pct for g in gpus.values() if g.util_pct is not None]
-        energies = [g.energy_j for g in gpus.values()]
+        energies = [g.energy_so_far_j for g in gpus.values()]
         return {
             "gpus": len(gpus),
             "power_w": sum(powers) if len(powers) == len(gpus) else None,
             "util_pct": sum(utils) / len(utils) if utils else None,
             # every GPU's counter, or no figure: a sum over some GPUs would be wrong, not smaller
-            "energy_j": sum(e for e in energies if e is not None) if None not in energies else None,
+            "energy_so_far_j": sum(e for e in energies if e is not None) if None not in energies else None,
         }
 
 
@@ -119,6 +119,6 @@ def gpu_row(tail: GpuTail, output_tokens: Any) -> dict[str, Any] | None:
     if row is None:
         return None
     tokens = output_tokens if isinstance(output_tokens, (int, float)) else 0
-    energy = row["energy_j"]
+    energy = row["energy_so_far_j"]
     row["j_per_output_token"] = energy / tokens if energy is not None and tokens > 0 else None
     return row

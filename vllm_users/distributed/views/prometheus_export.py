@@ -367,7 +367,7 @@ class Exporter:
             (
                 "gpu_energy_joules",
                 "Each GPU's energy since the run's first scrape (its counter's increase)",
-                "energy_j",
+                "energy_so_far_j",
             ),
         ):
             g = GaugeMetricFamily(PREFIX + name, doc, labels=["gpu"])

@@ -179,7 +179,7 @@
       side.push(el("h3", {}, "GPUs (--gpu-metrics)"));
       side.push(table(["GPUs", "power W", "util", "energy J", "J per output token"],
         [[fmt(gpu.gpus, 0), fmt(gpu.power_w, 0), gpu.util_pct === null ? "–" : `${fmt(gpu.util_pct, 0)} %`,
-          fmt(gpu.energy_j, 0), fmt(gpu.j_per_output_token, 4)]], "gpu"));
+          fmt(gpu.energy_so_far_j, 0), fmt(gpu.j_per_output_token, 4)]], "gpu"));
     }
     side.push(el("p", {}, [el("a", { href: "./llm/report", "data-llm": "report-link" },
                                  s.finished ? "Download the HTML report of the run"
