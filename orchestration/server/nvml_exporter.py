@@ -91,9 +91,13 @@ class NvmlReader:
                 data = n.nvmlEventSetWait_v2(self._events, 0)
             except n.NVMLError:  # NVML_ERROR_TIMEOUT: none left
                 return
-            for i, h in enumerate(self.handles):
-                if data.device == h:
-                    self.last_xid[i] = int(data.eventData)
+            # by NVML's index: the event's handle is another ctypes pointer object, never == to ours
+            try:
+                i = n.nvmlDeviceGetIndex(data.device)
+            except n.NVMLError:
+                continue
+            if 0 <= i < len(self.last_xid):
+                self.last_xid[i] = int(data.eventData)
 
     def _one(self, i: int, h: Any) -> dict[str, float]:
         n = self.nvml

@@ -72,6 +72,9 @@ class FakeNvml:
     def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int:  # noqa: N802
         return 0x4 if h == 100 else 0x1
 
+    def nvmlDeviceGetIndex(self, h: Any) -> int:  # noqa: N802
+        return int(h.value) - 100  # a handle of its own, as pynvml's event data holds (a ctypes pointer)
+
     def nvmlEventSetCreate(self) -> str:  # noqa: N802
         return "events"
 
@@ -117,7 +120,8 @@ def test_energy_counter_advances_between_scrapes_exactly() -> None:
 def test_xid_events_are_kept_per_gpu() -> None:
     nvml = FakeNvml()
     reader = NvmlReader(nvml, "n")
-    nvml.events = [SimpleNamespace(device=101, eventData=79)]
+    # the event's device is a new object for GPU 1's handle (pynvml: a ctypes pointer, never == to ours)
+    nvml.events = [SimpleNamespace(device=SimpleNamespace(value=101), eventData=79)]
     v = parse_gpu_metrics(reader.read())
     assert v["xid|n:1"] == 79.0 and v["xid|n:0"] == 0.0
     assert parse_gpu_metrics(reader.read())["xid|n:1"] == 79.0  # the last one seen, until another
