@@ -186,6 +186,8 @@ def energy_block(
     peak = _peak_total(gpus, start, end)
     if peak is not None:
         out[K.PEAK_POWER_W] = peak
+    elif not any(_inside(s.get(POWER) or [], start, end) for s in gpus.values()):
+        absent[K.PEAK_POWER_W] = "no power scrape inside the measured window (shorter than the 2 s interval?)"
     else:
         absent[K.PEAK_POWER_W] = "not every GPU's power scrapes cover the measured window"
     utils = [f[K.GPU_UTIL_MEAN] for f in per_gpu.values() if K.GPU_UTIL_MEAN in f]

@@ -34,7 +34,7 @@ def format_energy(energy: Mapping[str, Any], width: int = 50) -> list[str]:
         return [f"GPU figures unavailable: {energy.get('reason')}"]
     absent = energy.get("absent") or {}
     win = energy["window"]
-    out = [f"{energy['gpus']} GPU(s) over the measured window ({win['duration_s']:.1f} s)"]
+    out = [f"{energy['gpus']} GPU(s) over the measured window ({win['duration_s']:.3g} s)"]
     if "source" in energy:
         out.append(f"energy from {_SOURCE.get(energy['source'], energy['source'])}")
     for key, label, fmt in _ROWS:

@@ -130,3 +130,10 @@ def test_timeseries_holds_no_nan() -> None:
     ts = energy_block({"a": a, "b": b}, 1.0, 2.0, output_tokens=1, requests=1)["timeseries"]
     assert ts["power_w"] == [None, 150.0, 150.0]
     assert not any(isinstance(x, float) and math.isnan(x) for x in ts["power_w"])
+
+
+def test_a_window_between_two_scrapes_has_energy_but_no_peak() -> None:
+    s = {ENERGY: [(0.0, 0.0), (2.0, 600.0)], POWER: [(0.0, 300.0), (2.0, 300.0)]}
+    block = energy_block({"g": s}, 0.5, 0.6, output_tokens=10, requests=1)
+    assert block[K.ENERGY_J] == pytest.approx(30.0) and K.PEAK_POWER_W not in block
+    assert block["absent"][K.PEAK_POWER_W].startswith("no power scrape inside")
