@@ -44,6 +44,10 @@ COMMANDS: dict[str, tuple[str, str]] = {  # name -> (module with `main`, one-lin
         "orchestration.commands.trace",
         "Export a run as a replayable trace, or describe a trace file (--help)",
     ),
+    "gpu-exporter": (
+        "orchestration.commands.gpu_exporter",
+        "Serve this host's GPUs (NVML) as Prometheus text for --gpu-metrics (see --help)",
+    ),
     "calibrate": (
         "orchestration.commands.calibrate",
         "Probe a server (bounded) and write a simulator twin of it: twin.json (see --help)",

@@ -34,6 +34,7 @@ RUN_TIMEOUT_S = 180
 TRACE_FILE = "trace.jsonl"  # a case's mooncake trace, written beside its runs (TRACE in its arguments)
 TRACE = "{trace}"
 COMPARED = ("tpot", "itl", "e2el")  # per-request samples a comparison of single runs tests (TTFT: ttft_s)
+GPU = "{gpu}"  # a fake DCGM exporter of the case's `gpu` profile (tests/fake_dcgm.py), started for its runs
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class Case:
     cause: str
     runs: tuple[tuple[str, tuple[str, ...]], ...]
     expected: frozenset[tuple[str, str]] = field(default_factory=frozenset)
+    gpu: str | None = None  # the profile the fake exporter at GPU serves (busy, throttled, idle)
 
 
 SHARED_PREFIX = ("--prefix-len", "256", "--cache-rate", "1", "--num-prefixes", "2")
@@ -214,6 +216,40 @@ CASES: tuple[Case, ...] = (
         ),
     ),
     Case(
+        "gpu_busy",
+        "nothing wrong, the GPU busy and unthrottled (a DCGM exporter at 95 % utilisation)",
+        (("gpu-busy", ("--users", "4", "--num-prompts", "80", "--gpu-metrics", GPU)),),
+        gpu="busy",
+    ),
+    Case(
+        "gpu_throttled",
+        "the GPU at its power cap (clock-event reason 0x4 at every scrape)",
+        (("gpu-throttled", ("--users", "4", "--num-prompts", "80", "--gpu-metrics", GPU)),),
+        frozenset({("gpu_throttled_power", "gpu-throttled")}),
+        gpu="throttled",
+    ),
+    Case(
+        "gpu_idle_api_bound",
+        "one API-server process at 20 ms a request (50 req/s) under 60 req/s: the requests queue before the "
+        "engine, the GPU idles (12 %) while the TTFT grows",
+        (
+            (
+                "gpu-idle",
+                (
+                    "--request-rate",
+                    "60",
+                    "--num-prompts",
+                    "90",
+                    "--gpu-metrics",
+                    GPU,
+                    "--sim-args=--api-server-count 1 --api-request-cost-us 20000",
+                ),
+            ),
+        ),
+        frozenset({("gpu_idle_ttft_grows", "gpu-idle"), ("api_server_bound", "gpu-idle")}),
+        gpu="idle",
+    ),
+    Case(
         "no_stream",
         "answers read as one body (--no-stream): one body per answer is no packing of tokens",
         (("no-stream", ("--users", "4", "--num-prompts", "80", "--no-stream")),),
@@ -248,14 +284,20 @@ def write_trace(path: Path, n: int = 40, seed: int = 5, gap_ms: int = 150, block
 
 def run_case(case: Case, out: Path) -> list[str]:
     """The case's runs, live, into `out`; their directories."""
+    from tests.fake_dcgm import serve
+
     trace = out / TRACE_FILE
     dirs = []
     for name, args in case.runs:
         if TRACE in args and not trace.exists():
             write_trace(trace)
-        argv = [a.replace(TRACE, str(trace)) for a in args]
+        url, stop = serve(case.gpu) if case.gpu else ("", lambda: None)
+        argv = [a.replace(TRACE, str(trace)).replace(GPU, url) for a in args]
         cmd = [sys.executable, "-m", "orchestration.cli", "run", "--output-dir", str(out), "--run-name", name]
-        p = subprocess.run([*cmd, *BASE, *argv], capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+        try:
+            p = subprocess.run([*cmd, *BASE, *argv], capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+        finally:
+            stop()
         d = out / name
         if not (d / "result.json").exists():
             raise RuntimeError(
@@ -280,7 +322,7 @@ def record(case: Case, dirs: list[str]) -> dict[str, Any]:
         runs.append(
             {
                 "name": name,
-                "args": [a for a in args if a != TRACE],
+                "args": [a for a in args if a not in (TRACE, GPU)],
                 "result": result,
                 "ttft_s": _rounded(run.arrays.get("ttft")),
                 "ttft_starts_s": _rounded(run.ttft_starts_s),

@@ -22,6 +22,7 @@ from vllm_users import option_types as T
 from vllm_users.capacity_options import CapacityOptions
 from vllm_users.client.options import ServerOptions
 from vllm_users.distributed.options import HandoffOptions, LoadOptions, ProcessOptions, PrometheusOptions
+from vllm_users.measure.gpu_options import GpuOptions
 from vllm_users.measure.options import MeasureOptions
 from vllm_users.option_rules import check_across
 from vllm_users.option_spec import CALIBRATE, LOCUST, RUN, WORKER, Spec
@@ -136,6 +137,7 @@ class Options:
     processes: ProcessOptions = _group(ProcessOptions)
     outputs: OutputOptions = _group(OutputOptions)
     scrape: ScrapeOptions = _group(ScrapeOptions)
+    gpu: GpuOptions = _group(GpuOptions)
     prometheus: PrometheusOptions = _group(PrometheusOptions)
     preflight: PreflightOptions = _group(PreflightOptions)
     simulator: SimulatorOptions = _group(SimulatorOptions)

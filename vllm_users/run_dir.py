@@ -21,6 +21,8 @@ __all__ = [
     "COMMAND",
     "EARLY_STOP",
     "EXIT_CODE",
+    "GPU_METRICS",
+    "GPU_METRICS_MORE",
     "HISTOGRAMS",
     "INTERRUPTED",
     "LOCUSTFILE",
@@ -56,6 +58,7 @@ __all__ = [
     "WORKER_OUT",
     "WORKERS_DIR",
     "check_writable",
+    "gpu_metrics_name",
     "has_records",
     "make_dir",
     "named_dir",
@@ -98,6 +101,8 @@ INTERRUPTED = "interrupted.json"  # {"signal": "SIGINT"|"SIGTERM"}: `vllm-locust
 SERVER_METRICS = "server_metrics.jsonl"  # the server's /metrics, scraped during the run
 # every further --server-metrics URL's scrapes, in the same format (N = 1, 2, ...: the URL's place after the first)
 SERVER_METRICS_MORE = "server_metrics.{}.jsonl"
+GPU_METRICS = "gpu_metrics.jsonl"  # --gpu-metrics: each GPU exporter's scrapes, per GPU (measure.gpu_samples)
+GPU_METRICS_MORE = "gpu_metrics.{}.jsonl"  # every further --gpu-metrics URL's, as SERVER_METRICS_MORE
 SERVER_LOG = "server.log"  # sweep-server: the server's own output per configuration
 MASTER_LOG = "master.log"  # Locust's log of the master process
 LOCUST_REPORT = "locust_report.html"  # Locust's own HTML report
@@ -158,6 +163,11 @@ def path(run_dir: str, name: str) -> str:
 def server_metrics_name(index: int) -> str:
     """The samples file of the `index`-th --server-metrics URL (0: server_metrics.jsonl, as with one URL)."""
     return SERVER_METRICS if index == 0 else SERVER_METRICS_MORE.format(index)
+
+
+def gpu_metrics_name(index: int) -> str:
+    """The samples file of the `index`-th --gpu-metrics URL (0: gpu_metrics.jsonl)."""
+    return GPU_METRICS if index == 0 else GPU_METRICS_MORE.format(index)
 
 
 def worker_records(worker: str, pid: int) -> str:

@@ -26,13 +26,23 @@ import numpy as np
 from orchestration.report.run_sets import is_repeats_dir, is_sweep_dir, repeat_dirs
 from vllm_users import errors
 from vllm_users.atomic import write_atomic
+from vllm_users.measure import metric_keys as K
 from vllm_users.measure.metrics import Slo, ok_rows, rows, sent_rows, slo_met
 from vllm_users.measure.records_store import load_columns
 from vllm_users.measure.run_result import load_result
 from vllm_users.measure.windows import parse_optional, split
 from vllm_users.run_dir import META, PARQUET, RECORDS, has_records, read_json_or_none
 
-__all__ = ["BASELINE_FORMAT", "SETTINGS", "RunSamples", "Side", "load_side", "mismatches", "save_baseline"]
+__all__ = [
+    "BASELINE_FORMAT",
+    "SETTINGS",
+    "RunSamples",
+    "Side",
+    "energy_figures",
+    "load_side",
+    "mismatches",
+    "save_baseline",
+]
 
 BASELINE_FORMAT = "vllm-locust-gate-baseline"
 BASELINE_VERSION = 1
@@ -108,6 +118,16 @@ class RunSamples:
         return {c: getattr(self, c) for c in COLUMNS}
 
 
+def energy_figures(result: dict[str, Any]) -> dict[str, float]:
+    """--gpu-metrics' figures of the result's `energy` block (one value a run: tested over --repeats)."""
+    block = result.get("energy") or {}
+    return {
+        k: float(v)
+        for k in K.ENERGY_FIGURES
+        if isinstance(v := block.get(k), int | float) and not isinstance(v, bool)
+    }
+
+
 def _settings(meta: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
     header = {**(result.get("meta") or {}), **{k: v for k, v in result.items() if not isinstance(v, dict)}}
     return {k: meta.get(k, header.get(k)) for k in SETTINGS}
@@ -151,6 +171,7 @@ def from_run_dir(run_dir: str) -> RunSamples:
     figures = {
         k: float(v) for k, v in result.items() if isinstance(v, int | float) and not isinstance(v, bool)
     }
+    figures.update(energy_figures(result))
     return RunSamples(
         name=os.path.basename(os.path.normpath(run_dir)),
         settings=_settings(meta, result),

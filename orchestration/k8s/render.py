@@ -119,7 +119,7 @@ def run_config(o: Options) -> dict[str, Any]:
 def refuse_credentials(o: Options) -> None:
     """UsageError when an option would put a credential into config.yaml (a ConfigMap, readable by anyone who
     can read the namespace): a URL's userinfo, or an auth-like --header / --metrics-header."""
-    for name in ("host", "server_metrics"):
+    for name in ("host", "server_metrics", "gpu_metrics"):
         given = option_value(o, name)
         for url in (given,) if isinstance(given, str) else given:  # --server-metrics: repeatable
             if url and redact_url(url) != url:
@@ -177,7 +177,9 @@ def render(given: Options, a: Options, r: argparse.Namespace) -> dict[str, str]:
     validate(pod)  # the master would refuse these options in its pod: refuse them now
     refuse_credentials(given)
     hosts = host_urls(a.server.host)  # a fleet: one URL a replica (UsageError naming a bad one)
-    host_ports, ports = target_ports(hosts, ()), target_ports(hosts, a.scrape.server_metrics)
+    # the master also scrapes each --gpu-metrics exporter (a gpu-exporter sidecar's port, DCGM's 9400)
+    host_ports = target_ports(hosts, ())
+    ports = target_ports(hosts, (*a.scrape.server_metrics, *a.gpu.gpu_metrics))
     options = run_config(given)
     if "host" in options and len(hosts) > 1:
         options["host"] = ",".join(hosts)  # an @FILE is read here: the pods do not have it

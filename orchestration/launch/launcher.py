@@ -162,6 +162,7 @@ def launch(
     """Start the master and `a.processes.workers` local workers on `locustfile`, wait for the run, summarise it; its exit
     code. `sim`: the embedded simulator (or None); `watch`: see orchestration.commands.run.run; `lengths`: the
     preflight's prompt-length calibration; `headers`: every request's (--header, the host's userinfo, the key)."""
+    from orchestration.server.gpu_scrape import gpu_samplers
     from orchestration.server.metrics_sampler import ServerMetricsSampler, scrape_targets
     from vllm_users.client.endpoints import primary_host
 
@@ -195,6 +196,10 @@ def launch(
         ]
         for sampler in samplers:
             sampler.start()
+    gpus, lines = gpu_samplers(a.gpu, run_dir)
+    for line in lines:  # a warning, --quiet or not: the run goes on without what the user asked for
+        print(f"vllm-locust: warning: {line}", file=sys.stderr, flush=True)
+    samplers += gpus
     master_log = open(R.path(run_dir, R.MASTER_OUT), "w")
     # own session (Ctrl-C is forwarded, so results get written), but SIGTERM when we die, however we die;
     # workers follow a silent master by themselves (VLLM_LOCUST_MASTER_TIMEOUT)

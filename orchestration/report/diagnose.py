@@ -16,6 +16,7 @@ import numpy as np
 from orchestration.report.api_server import api_server_bound
 from orchestration.report.compare import compare, regressions
 from orchestration.report.findings import SEVERITY_ORDER, Finding, problems
+from orchestration.report.gpu_rules import gpu_idle_ttft_grows, gpu_throttled
 from orchestration.report.postprocess import RunData
 from orchestration.report.prefix_reuse import reuse_ceiling
 from vllm_users.measure import client_verdict as cv
@@ -364,6 +365,8 @@ RUN_RULES: tuple[Callable[[RunData], list[Finding]], ...] = (
     _coalesced_chunks,
     _input_len,
     api_server_bound,
+    gpu_throttled,
+    gpu_idle_ttft_grows,
 )
 
 

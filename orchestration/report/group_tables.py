@@ -14,7 +14,14 @@ from vllm_users.measure import metric_keys as K
 from vllm_users.measure.client_verdict import line, verdict_of
 from vllm_users.measure.latency_breakdown import breakdown_lines
 
-__all__ = ["GROUP_BLOCKS", "GroupTable", "breakdown_text", "client_health_line", "group_tables"]
+__all__ = [
+    "GROUP_BLOCKS",
+    "GroupTable",
+    "breakdown_text",
+    "client_health_line",
+    "energy_text",
+    "group_tables",
+]
 
 # result.json block -> (section title, first column's heading)
 GROUP_BLOCKS: tuple[tuple[str, str, str], ...] = (
@@ -88,6 +95,14 @@ def breakdown_text(result: Mapping[str, Any]) -> list[str]:
     """Where a TTFT went (result.json's `latency_breakdown`), in the console summary's lines; [] without one."""
     block = result.get("latency_breakdown")
     return breakdown_lines(block) if isinstance(block, Mapping) else []
+
+
+def energy_text(result: Mapping[str, Any]) -> list[str]:
+    """The GPUs over the measured window (result.json's `energy`), in the console summary's lines; [] without."""
+    from vllm_users.measure.energy_lines import format_energy
+
+    block = result.get("energy")
+    return format_energy(block) if isinstance(block, Mapping) else []
 
 
 def client_health_line(result: Mapping[str, Any]) -> str:

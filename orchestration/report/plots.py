@@ -20,6 +20,7 @@ matplotlib.use("Agg")  # before any backend is touched: reports are rendered wit
 import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from orchestration.report.energy_plot import gpu_panel, gpu_series  # noqa: E402
 from orchestration.report.postprocess import MAX_SAMPLE, RunData  # noqa: E402
 from vllm_users.measure import metric_keys as K
 
@@ -171,6 +172,8 @@ def timeseries_figure(run: RunData) -> Plot | None:
     server = _server_series(run)
     t0 = ts["t0"] or 0.0
     rows = 4 if server and ("kv_cache_usage" in server or "gpu_util" in server) else 3
+    gpu = gpu_series(run.result)
+    rows += 1 if gpu else 0
     fig = Figure(figsize=(10, 2.4 * rows))
     axes = [fig.add_subplot(rows, 1, i + 1) for i in range(rows)]
     for ax in axes[1:]:
@@ -209,7 +212,9 @@ def timeseries_figure(run: RunData) -> Plot | None:
             ax.plot(t, ts[key], label=label, marker=".", ms=2, lw=1)
     ax.set_title("Latency over time (ms)")
     ax.legend(loc="upper left", fontsize=7)
-    if rows == 4 and server:
+    if gpu:
+        gpu_panel(axes[-1], gpu, t0)
+    if len(axes) - (1 if gpu else 0) == 4 and server:
         ax = axes[3]
         st = np.asarray(server["t"]) - t0
         if "kv_cache_usage" in server:

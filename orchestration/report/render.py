@@ -9,7 +9,7 @@ import jinja2
 
 from orchestration.report.compare import describe_setup_differences, lead
 from orchestration.report.findings import FindingGroup, problems
-from orchestration.report.group_tables import breakdown_text, client_health_line, group_tables
+from orchestration.report.group_tables import breakdown_text, client_health_line, energy_text, group_tables
 from orchestration.report.model import Report, fmt
 from orchestration.report.plots import Plot
 from vllm_users.measure import metric_keys as K
@@ -113,6 +113,9 @@ the run's length and are neither.</p>
 {% for r in report.runs %}{% set lines = breakdown_text(r.result) %}{% if lines %}
 <h2>Where a TTFT goes: {{ r.name }}</h2><pre class="breakdown">{{ lines|join("\n") }}</pre>{% endif %}{% endfor %}
 
+{% for r in report.runs %}{% set lines = energy_text(r.result) %}{% if lines %}
+<h2 id="energy-{{ loop.index }}">GPU energy: {{ r.name }}</h2><pre class="breakdown">{{ lines|join("\n") }}</pre>{% endif %}{% endfor %}
+
 {% if report.runs|selectattr("result.cost")|list %}<h2 id="cost">Cost</h2>
 <table id="cost-table"><tr><th class="l">Run</th><th>$/GPU-hour x GPUs</th><th>req/s</th><th>$ per 1M output tokens</th><th>$ per request</th></tr>
 {% for r in report.runs %}{% if r.result.cost %}{% set c = r.result.cost.at_measured_rate %}<tr><td class="l">{{ r.name }}</td>
@@ -176,6 +179,7 @@ def render_html(report: Report, plots: Sequence[Plot]) -> str:
         describe=describe,
         group_tables=group_tables,
         breakdown_text=breakdown_text,
+        energy_text=energy_text,
         client_health_line=client_health_line,
         title=title,
         server_rows=report.server_rows(),
@@ -297,6 +301,9 @@ def _group_markdown(name: str, result: dict[str, Any]) -> list[str]:
     lines = breakdown_text(result)
     if lines:
         out += ["", f"### Where a TTFT goes: {name}", "", "```", *lines, "```"]
+    energy = energy_text(result)
+    if energy:
+        out += ["", f"### GPU energy: {name}", "", "```", *energy, "```"]
     return out
 
 

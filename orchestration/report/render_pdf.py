@@ -12,7 +12,7 @@ from typing import Any
 
 from orchestration.report.compare import describe_setup_differences
 from orchestration.report.findings import problems
-from orchestration.report.group_tables import breakdown_text, client_health_line, group_tables
+from orchestration.report.group_tables import breakdown_text, client_health_line, energy_text, group_tables
 from orchestration.report.model import Report, fmt
 from orchestration.report.pdf_layout import Cell, box, build, figure, heading, para, table, text
 from orchestration.report.plots import Plot
@@ -174,6 +174,10 @@ def _per_run_tables(report: Report) -> list[Any]:
             # the console's columns, aligned: every space kept
             mono = "<br/>".join(text(x).replace(" ", "&nbsp;") for x in lines)
             out += [heading(f"Where a TTFT goes: {r.name}"), para(mono, "mono")]
+        energy = energy_text(r.result)
+        if energy:
+            mono = "<br/>".join(text(x).replace(" ", "&nbsp;") for x in energy)
+            out += [heading(f"GPU energy: {r.name}"), para(mono, "mono")]
     return out
 
 

@@ -357,6 +357,11 @@ def _extras(res: dict[str, Any], run: RunResult) -> list[str]:
 
         out.append(f"{' Cost ':-^{_W}}")
         out.extend(format_cost(run.cost))
+    if run.energy:
+        from vllm_users.measure.energy_lines import format_energy
+
+        out.append(f"{' GPU energy ':-^{_W}}")
+        out.extend(format_energy(run.energy))
     for w in run.warnings:
         out.append(f"WARNING: {w}")
     out.append("=" * _W)

@@ -19,11 +19,11 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from vllm_users.client import stdlib_http
-from vllm_users.measure.server_counters import counter_delta, histogram_stats, parse_metrics
+from vllm_users.measure.server_counters import counter_delta, histogram_stats, parse_metrics, read_samples
 from vllm_users.redact import Redactor, header_lines, same_origin, secret_values, split_userinfo
 from vllm_users.run_options import ScrapeOptions
 
@@ -112,8 +112,12 @@ class ServerMetricsSampler:
         interval: float = 2.0,
         timeout: float = 2.0,
         headers: Mapping[str, str] | None = None,
+        parse: Callable[[str], dict[str, float]] = parse_metrics,
+        what: str = "server metrics",
     ) -> None:
-        self.url, basic = split_userinfo(url)  # written in the file's first line: never with its userinfo
+        self.url, basic = split_userinfo(url)
+        self._parse = parse  # the server's summed series; a GPU exporter's per GPU (measure.gpu_samples)
+        self.what = what  # written in the file's first line: never with its userinfo
         self.headers = {"Accept": "text/plain", **basic, **(headers or {})}
         self._redactor = Redactor(secret_values(self.headers, urls=[url]))
         self.path = path
@@ -130,12 +134,14 @@ class ServerMetricsSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._fh: IO[str] | None = None
+        self.baseline: dict[str, Any] | None = None  # the scrape before the load (the file's first line)
 
     def start(self) -> None:
         """Scrape once now (the baseline before the load: the first line, with the URL), then in the background."""
         if self._thread is None:
             self._fh = open(self.path, "a")
-            self._write({**self.scrape_once(), "url": self.url})
+            self.baseline = {**self.scrape_once(), "url": self.url}
+            self._write(self.baseline)
             self._thread = threading.Thread(target=self._run, name="server-metrics", daemon=True)
             self._thread.start()
 
@@ -154,7 +160,7 @@ class ServerMetricsSampler:
             req = urllib.request.Request(self.url, headers=self.headers)
             with stdlib_http.urlopen(req, timeout=self.timeout) as resp:  # interim 1xx responses skipped
                 body = resp.read().decode("utf-8", "replace")
-            return {"t": t, "v": parse_metrics(body)}
+            return {"t": t, "v": self._parse(body)}
         except urllib.error.HTTPError as e:
             return {"t": t, "error": f"HTTP {e.code}"}
         except (OSError, ValueError) as e:  # refused, timeout, unparseable text
@@ -189,33 +195,10 @@ class ServerMetricsSampler:
     def status(self) -> str:
         """One line for the console at the end of a run."""
         if self.write_error:
-            return f"server metrics: sampling stopped: {self.write_error}"
+            return f"{self.what}: sampling stopped: {self.write_error}"
         if self.samples == 0 and self.errors:
-            return (
-                f"server metrics: none from {self.url} ({self.last_error}); server-side figures unavailable"
-            )
-        return f"server metrics: {self.samples} samples from {self.url}"
-
-
-def read_samples(path: str) -> tuple[list[dict[str, Any]], int]:
-    """Read server_metrics.jsonl: (good samples in time order, number of error or torn lines)."""
-    out: list[dict[str, Any]] = []
-    bad = 0
-    with open(path, "rb") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError:
-                bad += 1
-                continue
-            if isinstance(row, dict) and isinstance(row.get("v"), dict) and "t" in row:
-                out.append(row)
-            else:
-                bad += 1
-    out.sort(key=lambda r: r["t"])
-    return out, bad
+            return f"{self.what}: none from {self.url} ({self.last_error}); their figures unavailable"
+        return f"{self.what}: {self.samples} samples from {self.url}"
 
 
 def _first(v: dict[str, float], names: Sequence[str]) -> str | None:

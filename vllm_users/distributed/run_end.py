@@ -30,6 +30,7 @@ from vllm_users.distributed.server_scrape import around_load, around_load_more
 from vllm_users.distributed.transport.master_side import Collector
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.cost import run_cost
+from vllm_users.measure.energy_run import run_energy
 from vllm_users.measure.health import summarize
 from vllm_users.measure.options import MeasureOptions
 from vllm_users.measure.result_builder import result_from_dir
@@ -275,7 +276,8 @@ def final_result(
         res = res.replace(profile=profile)
     if o.capacity.gpu_hour_price:
         res = res.replace(cost=run_cost(res.metrics, o.capacity.gpu_hour_price, o.capacity.gpus))
-    return res
+    energy = run_energy(results_dir, meta, res.metrics, o.gpu.energy_price)  # None: no --gpu-metrics
+    return res.replace(energy=energy) if energy is not None else res
 
 
 def _dataset_reuse(o: Options, res: RunResult, counters: LoadCounters | None) -> str | None:

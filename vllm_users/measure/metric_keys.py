@@ -275,6 +275,41 @@ INPUT_LEN_ACTUAL_MEAN = _key("input_len_actual_mean", "tokens")
 ARRIVALS = _key("arrivals", "-")
 WINDOWS = _key("windows", "-")  # --warmup/--cooldown
 INTERRUPTED = _key("interrupted", "requests", console="Interrupted requests")
+# the GPU's figures over the measured window: result.json's `energy` block (vllm_users.measure.energy), not
+# compute_metrics', from --gpu-metrics' samples
+ENERGY_J = _key("energy_j", "J", ALL, "GPU energy (J)", ".1f")
+MEAN_POWER_W = _key("mean_power_w", "W", ALL, "Mean GPU power (W)", ".1f")
+PEAK_POWER_W = _key("peak_power_w", "W", ALL, "Peak GPU power (W)", ".1f")
+ENERGY_PER_OUTPUT_TOKEN_J = _key(
+    "energy_per_output_token_j",
+    "J/token",
+    GENERATIVE,
+    "GPU energy per output token (J)",
+    ".4g",
+    better="lower",
+)
+ENERGY_PER_REQUEST_J = _key(
+    "energy_per_request_j", "J/request", ALL, "GPU energy per request (J)", ".4g", better="lower"
+)
+OUTPUT_TOKENS_PER_J = _key(
+    "output_tokens_per_j", "tokens/J", GENERATIVE, "Output tokens per joule", ".4g", better="higher"
+)
+GPU_UTIL_MEAN = _key("gpu_util_mean_pct", "%", ALL, "Mean GPU utilisation (%)", ".1f")
+ENERGY_KWH = _key("energy_kwh", "kWh")
+ENERGY_COST_USD = _key("energy_cost_usd", "USD")
+ENERGY_USD_PER_MILLION_OUTPUT_TOKENS = _key("energy_usd_per_million_output_tokens", "USD", GENERATIVE)
+ENERGY_FIGURES = (
+    ENERGY_J,
+    MEAN_POWER_W,
+    PEAK_POWER_W,
+    ENERGY_PER_OUTPUT_TOKEN_J,
+    ENERGY_PER_REQUEST_J,
+    OUTPUT_TOKENS_PER_J,
+    GPU_UTIL_MEAN,
+    ENERGY_KWH,
+    ENERGY_COST_USD,
+    ENERGY_USD_PER_MILLION_OUTPUT_TOKENS,
+)
 
 
 Stat = Literal["mean", "median", "std"]

@@ -45,6 +45,7 @@ RUN_FIELDS = (
     "replay",
     "sessions",
     "latency_breakdown",
+    "energy",
 )
 
 
@@ -89,6 +90,9 @@ class RunResult:
     sessions: Mapping[str, Any] | None = None  # session graphs' figures (measure/session_metrics.py)
     # where a TTFT goes: the server's histograms over the load beside the client's (measure/latency_breakdown.py)
     latency_breakdown: Mapping[str, Any] | None = None
+    energy: Mapping[str, Any] | None = (
+        None  # --gpu-metrics: the GPUs over the measured window (measure/energy.py)
+    )
 
     def metric(self, name: str, default: Any = None) -> Any:
         """One overall metric by its result.json name (e.g. "output_throughput")."""

@@ -19,6 +19,7 @@ URL in the first line, and `around_load_more` there takes the others' counters t
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ __all__ = [
     "prompt_cache_hits",
     "quantile_range",
     "range_text",
+    "read_samples",
 ]
 
 # a random-prompt run whose prompt tokens were cached beyond its chat template's share by more than this
@@ -76,6 +78,27 @@ def parse_metrics(text: str) -> dict[str, float]:
         if key in AVERAGED:
             sums[key] /= counts[key]
     return sums
+
+
+def read_samples(path: str) -> tuple[list[dict[str, Any]], int]:
+    """Read server_metrics.jsonl: (good samples in time order, number of error or torn lines)."""
+    out: list[dict[str, Any]] = []
+    bad = 0
+    with open(path, "rb") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError:
+                bad += 1
+                continue
+            if isinstance(row, dict) and isinstance(row.get("v"), dict) and "t" in row:
+                out.append(row)
+            else:
+                bad += 1
+    out.sort(key=lambda r: r["t"])
+    return out, bad
 
 
 def counter_delta(first: dict[str, float], last: dict[str, float], name: str) -> float | None:

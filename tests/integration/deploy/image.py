@@ -121,8 +121,10 @@ def _base_tar(t: Timings) -> Path:
 
 
 def _wheelhouse(t: Timings) -> Path:
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    key = hashlib.sha256(json.dumps(sorted(deps)).encode()).hexdigest()[:12]  # the image's dependencies only
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    # the image's dependencies only: the package's and its `gpu` extra's (gpu-exporter, docker/Dockerfile)
+    deps = [*project["dependencies"], *project["optional-dependencies"]["gpu"]]
+    key = hashlib.sha256(json.dumps(sorted(deps)).encode()).hexdigest()[:12]
     wheels = cache_dir() / f"wheels-{key}"
     if (wheels / ".complete").exists():
         t.steps["wheels"] = "cached"
@@ -131,7 +133,10 @@ def _wheelhouse(t: Timings) -> Path:
     shutil.rmtree(wheels, ignore_errors=True)
     pip = [sys.executable, "-m", "pip", "-q"]
     subprocess.run(
-        [*pip, "wheel", "--wheel-dir", str(wheels), str(ROOT)], check=True, capture_output=True, timeout=900
+        [*pip, "wheel", "--wheel-dir", str(wheels), f"{ROOT}[gpu]"],
+        check=True,
+        capture_output=True,
+        timeout=900,
     )
     subprocess.run(
         [*pip, "download", "-d", str(wheels), "setuptools>=77", "wheel"],

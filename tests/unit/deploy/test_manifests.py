@@ -53,7 +53,10 @@ def test_target_port_is_the_config_hosts_and_the_only_one_allowed(overlay) -> No
         pol = find(docs, "NetworkPolicy", f"vllm-locust-{role}")["spec"]
         assert pol["policyTypes"] == ["Ingress", "Egress"]
         ports = sorted(p["port"] for rule in pol["egress"] for p in rule["ports"])
-        assert ports == sorted([port, 53, 53] + ([5557] if role == "workers" else []))
+        # the master scrapes each --gpu-metrics exporter too (the fleet's gpu-exporter sidecars)
+        scraped = {urlsplit(u).port for u in _config(docs).get("gpu_metrics") or ()} - {port}
+        more = sorted(scraped) if role == "master" else [5557]
+        assert ports == sorted([port, 53, 53, *more])
     assert find(docs, "NetworkPolicy", "vllm-locust-workers")["spec"]["ingress"] == []
     master_in = find(docs, "NetworkPolicy", "vllm-locust-master")["spec"]["ingress"]
     assert master_in == [

@@ -12,7 +12,6 @@ histograms; once the run has ended, result.json's `per_endpoint` / `per_replica`
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections import deque
@@ -24,6 +23,7 @@ import numpy as np
 from vllm_users import run_dir
 from vllm_users.distributed.transport.live_totals import GROUPINGS
 from vllm_users.distributed.transport.master_side import Collector
+from vllm_users.distributed.views.gpu_tail import GpuTail, gpu_row, new_samples
 from vllm_users.measure import client_verdict as cv
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.health import summarize
@@ -51,22 +51,10 @@ class ServerTail:
 
     def poll(self) -> dict[str, Any] | None:
         """KV-cache use, running/waiting requests and the prefix-cache hit rate so far; None without samples."""
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read()
-        except OSError:
-            return None
-        end = data.rfind(b"\n") + 1  # a line being written is read next time
-        self.offset += end
-        for line in data[:end].splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(row, dict) and isinstance(row.get("v"), dict):
-                self.first = self.first or row
-                self.last = row
+        rows, self.offset = new_samples(self.path, self.offset)
+        for row in rows:
+            self.first = self.first or row
+            self.last = row
         return None if self.last is None else self._figures()
 
     def _figures(self) -> dict[str, Any]:
@@ -106,6 +94,7 @@ class LiveView:
         self.open_loop = options.open_loop
         self.target_rate: float | None = options.load.request_rate
         self.server = ServerTail(run_dir.path(results_dir, run_dir.SERVER_METRICS))
+        self.gpu = GpuTail(results_dir)  # --gpu-metrics' samples, when the run scrapes GPU exporters
         self._prev: tuple[float, float, float, float, float] | None = None
         self.class_table: list[dict[str, Any]] = [asdict(c) for c in options.classes.vllm_classes]
         self.slo = Slo.parse([options.measure.goodput]) if options.measure.goodput else None
@@ -161,6 +150,7 @@ class LiveView:
             "workers": workers(c, now),
             K.ARRIVALS: self._arrivals(tot, rates) if self.open_loop else None,
             "server": server,
+            "gpu": gpu_row(self.gpu, tot.get("output_tokens")),
             "timeline": self.timeline,
         }
         queue = None

@@ -38,6 +38,7 @@ from prometheus_client.utils import floatToGoString
 
 from vllm_users.distributed.transport.master_side import Collector
 from vllm_users.distributed.transport.messages import Batch
+from vllm_users.distributed.views.gpu_tail import GpuTail
 from vllm_users.distributed.views.prometheus_fleet import FleetSeries, is_fleet
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.columns import Columns, _merge, _unpack, columns_from_records
@@ -159,6 +160,7 @@ class Exporter:
         ProcessCollector(registry=self.registry)  # the master's own CPU and memory (process_*)
         self.server: WSGIServer | None = None
         self.scrapes: list[float] = []
+        self.gpu_tail: GpuTail | None = None  # --gpu-metrics' samples files, read at each scrape
 
     def configure(self, options: Options) -> None:
         """Take the run's options (the web UI's form may have changed --goodput): SLO and bucket edges."""
@@ -343,12 +345,37 @@ class Exporter:
             endpoint=o.scenario.endpoint,
             loop="open" if o.open_loop else "closed",
         )
+        yield from self._gpu_gauges()
         yield gauge("run_start_time_seconds", "When this master started, Unix time", self.started)
         yield gauge(
             "run_finished",
             "1 once every batch of the run is in (the result is written)",
             float(self.finished),
         )
+
+    def _gpu_gauges(self) -> Iterator[Metric]:
+        """--gpu-metrics' GPUs as of their latest scrape (the run's samples files): power, utilisation, energy."""
+        o = self.options
+        if not o.handoff.results_dir:
+            return
+        if self.gpu_tail is None:
+            self.gpu_tail = GpuTail(o.handoff.results_dir)
+        gpus = self.gpu_tail.poll()
+        for name, doc, attr in (
+            ("gpu_power_watts", "Each GPU's power draw, latest scrape of its exporter", "power_w"),
+            ("gpu_utilization_percent", "Each GPU's utilisation, latest scrape of its exporter", "util_pct"),
+            (
+                "gpu_energy_joules",
+                "Each GPU's energy since the run's first scrape (its counter's increase)",
+                "energy_so_far_j",
+            ),
+        ):
+            g = GaugeMetricFamily(PREFIX + name, doc, labels=["gpu"])
+            for gpu, now in sorted(gpus.items()):
+                v = getattr(now, attr)
+                if v is not None:
+                    g.add_metric([gpu], v)
+            yield g
 
     # ----- HTTP -----
     def _app(self) -> Callable[..., Any]:

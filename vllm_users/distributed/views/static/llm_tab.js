@@ -174,6 +174,13 @@
       [[sv.kv_cache_usage === null ? "–" : `${fmt(100 * sv.kv_cache_usage, 1)} %`, fmt(sv.running, 0),
         fmt(sv.waiting, 0), sv.prefix_cache_hit_rate === null ? "–" : `${fmt(100 * sv.prefix_cache_hit_rate, 1)} %`,
         `${fmt(sv.age_s)} s`]], "server") : el("div", { class: "llm-muted", "data-llm": "server" }, "not scraped"));
+    const gpu = s.gpu;  // --gpu-metrics: the exporters' latest scrape; energy since the run's first one
+    if (gpu) {
+      side.push(el("h3", {}, "GPUs (--gpu-metrics)"));
+      side.push(table(["GPUs", "power W", "util", "energy J", "J per output token"],
+        [[fmt(gpu.gpus, 0), fmt(gpu.power_w, 0), gpu.util_pct === null ? "–" : `${fmt(gpu.util_pct, 0)} %`,
+          fmt(gpu.energy_so_far_j, 0), fmt(gpu.j_per_output_token, 4)]], "gpu"));
+    }
     if (s.access) side.push(el("p", { class: "llm-muted", "data-llm": "access" }, `Web UI reachable from ${s.access}`));
     side.push(el("p", {}, [el("a", { href: "./llm/report", "data-llm": "report-link" },
                                  s.finished ? "Download the HTML report of the run"
