@@ -21,13 +21,15 @@ MISSING = "haproxy is not installed (apt-get install -y haproxy)"
 
 def config(port: int, backends: Sequence[int], backend_lines: Sequence[str] = ()) -> str:
     """haproxy.cfg: a frontend on 127.0.0.1:`port`, round-robin over `backends` (servers s0, s1, ...), with
-    `backend_lines` added to the backend as given."""
+    `backend_lines` added to the backend as given. `option http-no-delay`, as docs/fleets.md tells users: without
+    it HAProxy corks a stream's small writes and a short answer arrives in one read (delivered at once)."""
     servers = "\n".join(f"    server s{i} 127.0.0.1:{p}" for i, p in enumerate(backends))
     rules = "".join(f"    {line}\n" for line in backend_lines)
     return f"""global
     maxconn 512
 defaults
     mode http
+    option http-no-delay
     timeout connect 5s
     timeout client 60s
     timeout server 60s
