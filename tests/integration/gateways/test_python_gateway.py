@@ -57,6 +57,10 @@ class _Reserializer(BaseHTTPRequestHandler):
     """Forwards to `server.backends` in turn; SSE events come back re-serialized with json.dumps' spacing."""
 
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY, as a streaming gateway sets it: with Nagle's algorithm a kept-alive connection's later answers
+    # wait ~40 ms for the client's delayed ACK and arrive in one read (the client rightly reads them as delivered
+    # at once)
+    disable_nagle_algorithm = True
     server: Any
 
     def log_message(self, *_args: Any) -> None:  # quiet
