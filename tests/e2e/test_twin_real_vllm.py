@@ -110,8 +110,10 @@ def test_the_twin_predicts_vllm_for_cpu(vllm_server: VllmServer, tmp_path: Path)
         "burst",
     )  # burst: the batch phase knew it better
     assert doc["constants"]["decode_step_ms"]["source"] == "fit"
-    # decode time grows with the context on this server (attention over the KV cache): the probe measures it
-    assert doc["constants"]["decode_per_ctx_token_us"]["source"] == "fit"
+    # decode time grows with the context on this server (attention over the KV cache): the probe measures it, in
+    # its context phase or, where that phase cannot resolve it on a busy box, from the batch bursts' decode
+    ctx = doc["constants"]["decode_per_ctx_token_us"]
+    assert ctx["source"] in ("fit", "burst") and ctx["value"] > 0, ctx
     # vLLM for CPU steps 2,048 tokens at most (its default), not the GPU's 8,192: the bursts' staircase shows it
     # (within a factor 2: neighbouring budgets differ less than a busy machine's noise can hide)
     budget = doc["constants"]["max_num_batched_tokens"]
