@@ -150,6 +150,16 @@ def _chunk_from_tpot(
     return 1000.0 * c_ms, 1000.0 * max(SIGMAS * se, RESOLUTION_MS / max(len(got), 1)), why
 
 
+def _chunk_bound(chunks: list[dict[str, Any]], processes: int, why: str) -> tuple[float, float, str]:
+    """The per-chunk cost (µs per process) where the chunk burst only bounds it, and its uncertainty: the chunks
+    went out at the engine's rate (the clients' TPOT a few % above the engine's), so the process took at most the
+    window over its chunks for each; the twin takes the middle of [0, that], half of it either way. Left out (0),
+    the bound's low end, the twin's API server was idle between requests under a stream of writes."""
+    top = 1000.0 * processes * min(float(p["per_chunk_ms"]) for p in chunks)
+    note = f"bounded, not measured: at most {top:.3g} µs (the chunk burst's window over its chunks); {why}"
+    return top / 2.0, top / 2.0, note
+
+
 def fit_api(raw: dict[str, Any], processes: int = 1) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """The API-server constants where the gaps resolve them (else none) and a line per decision."""
     pts, own = raw.get("api") or [], raw.get("api_own") or []
@@ -175,6 +185,7 @@ def fit_api(raw: dict[str, Any], processes: int = 1) -> tuple[dict[str, dict[str
     by = {n: _mean_se([p["per_request_ms"] for p in reqs if p["prompt_tokens"] == n]) for n in lengths}
     c_us = uc_us = 0.0
     ok_c, why_c = _resolved(chunks, own_chunk, "tpot_gap_ms", 0.05)
+    bounded = False
     engine_tpot = [p["engine_tpot_ms"] for p in chunks if p.get("engine_tpot_ms")]
     gap_tpot = [p["tpot_gap_ms"] for p in chunks if p.get("tpot_gap_ms") is not None]
     if ok_c and engine_tpot and gap_tpot:
@@ -182,7 +193,7 @@ def fit_api(raw: dict[str, Any], processes: int = 1) -> tuple[dict[str, dict[str
         # API servers, 0.07 ms over 2.9 ms made a 196-µs chunk cost (the engine's own rate) and capped the twin
         gap, engine = statistics.mean(gap_tpot), statistics.mean(engine_tpot)
         if not _over_share(gap, engine):
-            ok_c = False
+            ok_c, bounded = False, True
             why_c += f": {100 * gap / engine:.1f} % of the engine's TPOT, under {100 * API_BOUND_SHARE:.0f} %"
     if chunks and ok_c:
         c_ms, se = _mean_se([p["per_chunk_ms"] for p in chunks])
@@ -194,6 +205,9 @@ def fit_api(raw: dict[str, Any], processes: int = 1) -> tuple[dict[str, dict[str
         got = _chunk_from_tpot(raw.get("tpot") or [], processes, short, measured_seats(raw))
         if got is not None:
             c_us, uc_us, why_c = got
+            out["api_chunk_cost_us"] = _const(c_us, uc_us, "µs", why_c)
+        elif bounded:
+            c_us, uc_us, why_c = _chunk_bound(chunks, processes, why_c)
             out["api_chunk_cost_us"] = _const(c_us, uc_us, "µs", why_c)
     notes.append(
         ("per-chunk cost fitted: " if "api_chunk_cost_us" in out else "per-chunk cost left out: ") + why_c
