@@ -17,6 +17,7 @@ from orchestration.settings import config as C
 from vllm_users import run_dir as R
 from vllm_users.atomic import atomic_json
 from vllm_users.measure import metric_keys as K
+from vllm_users.measure.delivered import shortfall_text
 from vllm_users.measure.run_result import load_result
 from vllm_users.options import Options, changed, env_api_key
 from vllm_users.run_options import OutputOptions
@@ -45,6 +46,7 @@ __all__ = [
     "simulator_args",
     "step_seed",
     "summarize_step",
+    "with_delivery",
     "with_twin",
     "write_output_file",
 ]
@@ -265,6 +267,12 @@ def summarize_step(name: str, kind: str, target: float | None, run_dir: str, cod
     for key, out in STEP_FIELDS:
         v = res.get(key)
         s[out] = v if isinstance(v, int | float) and not isinstance(v, bool) else None
+    steady = res.get(K.DELIVERY) or {}
+    if steady:  # the step's rates over its steady interior (measure.delivered), never over ramp and drain
+        s["achieved_rate"] = steady["achieved_rate"]
+        s[K.OUTPUT_THROUGHPUT] = steady[K.OUTPUT_THROUGHPUT]
+        s["offered_rate"] = steady.get("offered_rate")
+        s["not_delivered"] = shortfall_text(steady)  # None: delivered (or a closed loop)
     tpot = s.get("tpot_p50_ms")
     s["output_tok_per_s_per_user"] = 1000.0 / tpot if tpot else None  # a user's stream speed (median TPOT)
     # kept for the concurrency sweep's readers (moe preset)
@@ -277,3 +285,13 @@ def summarize_step(name: str, kind: str, target: float | None, run_dir: str, cod
             if k in dict(STEP_FIELDS)
         }
     return s
+
+
+def with_delivery(s: dict[str, Any], verdict: dict[str, Any]) -> dict[str, Any]:
+    """A step's verdict (search.judge's) with the load it was given: an open-loop step whose achieved rate fell
+    short of its offered rate (summarize_step's `not_delivered`) fails as "not delivered", whatever its
+    latencies (they are those of a lighter load than the one asked for)."""
+    why = s.get("not_delivered")
+    if not why:
+        return verdict
+    return {**verdict, "passed": False, "not_delivered": True, "reasons": [*verdict.get("reasons", []), why]}
