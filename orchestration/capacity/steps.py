@@ -239,11 +239,37 @@ def read_step(run_dir: str) -> dict[str, Any]:
             doc = R.read_json(run_dir, R.REPEATS)
             res: dict[str, Any] = {k: m["mean"] for k, m in doc["metrics"].items()}
             res["repeats"] = doc
+            steady = _steady_mean(run_dir, doc.get("runs") or [])
+            if steady:
+                res[K.DELIVERY] = steady
             return res
     except (OSError, ValueError, KeyError):
         return {}
     written = load_result(run_dir)
     return written.to_json() if written is not None else {}
+
+
+def _steady_mean(run_dir: str, repeats: list[str]) -> dict[str, Any] | None:
+    """A repeated step's interior rates: each repeat's `delivery` rates averaged (None unless every repeat has
+    one); not delivered when any repeat was not."""
+    blocks = []
+    for name in repeats:
+        res = load_result(os.path.join(run_dir, name))
+        d = res.to_json().get(K.DELIVERY) if res is not None else None
+        if not d:
+            return None
+        blocks.append(d)
+    if not blocks:
+        return None
+    out: dict[str, Any] = {
+        k: sum(b[k] for b in blocks) / len(blocks)
+        for k in ("achieved_rate", K.OUTPUT_THROUGHPUT, "offered_rate", "achieved_fraction")
+        if all(b.get(k) is not None for b in blocks)
+    }
+    out["tolerance"] = blocks[0]["tolerance"]
+    if "offered_rate" in out:
+        out["delivered"] = all(b.get("delivered", True) for b in blocks)
+    return out
 
 
 def write_output_file(a: OutputOptions, doc: dict[str, Any]) -> None:

@@ -19,7 +19,7 @@ import numpy as np
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.columns import Columns
 
-__all__ = ["DELIVERY_TOLERANCE", "delivery", "interior", "shortfall_text"]
+__all__ = ["DELIVERY_TOLERANCE", "delivery", "interior", "shortfall_text", "steady"]
 
 DELIVERY_TOLERANCE = 0.10  # a short Poisson run's own rate is a few % off; 10 % short is the server's doing
 MIN_REQUESTS = 10  # fewer completions: no interior to speak of
@@ -90,3 +90,14 @@ def shortfall_text(d: dict[str, Any] | None) -> str | None:
         f"achieved {d['achieved_rate']:.2f} of the offered {d['offered_rate']:.2f} req/s "
         f"({d['achieved_fraction']:.1%}, more than {d['tolerance']:.0%} short): not delivered"
     )
+
+
+def steady(res: dict[str, Any], key: str) -> Any:
+    """A result's `key` (request or output throughput) over its steady interior where the result has one (its
+    `delivery` block), else the whole-run figure: what a plot across runs puts on its throughput axis."""
+    d = res.get(K.DELIVERY) or {}
+    if key == K.REQUEST_THROUGHPUT and d.get("achieved_rate") is not None:
+        return d["achieved_rate"]
+    if key == K.OUTPUT_THROUGHPUT and d.get(K.OUTPUT_THROUGHPUT) is not None:
+        return d[K.OUTPUT_THROUGHPUT]
+    return res.get(key)

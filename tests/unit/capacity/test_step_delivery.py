@@ -70,3 +70,23 @@ def test_the_gate_flags_a_side_that_was_not_delivered(tmp_path) -> None:
     report = gate(load_side(base), load_side(short), rules)
     assert "LOAD NOT DELIVERED: candidate short" in report.headline()
     assert report.to_dict()["load_not_delivered"] == report.load_notes
+
+
+def test_a_repeated_steps_rate_is_its_repeats_interior_mean(tmp_path) -> None:
+    import json
+
+    step = os.path.join(str(tmp_path), "step")
+    rates = []
+    for i, seed in enumerate((1, 2), 1):
+        d = write_run(
+            os.path.join(step, f"repeat-0{i}"), open_loop(0.9 * CAPACITY, 120, seed=seed), meta=OPEN
+        )
+        res = load_result(d)
+        assert res is not None
+        rates.append(res.to_json()[K.DELIVERY]["achieved_rate"])
+    one = {"mean": 1.0, "n": 2, "ci_low": 0.9, "ci_high": 1.1}
+    doc = {"runs": ["repeat-01", "repeat-02"], "metrics": {K.REQUEST_THROUGHPUT: one}}
+    with open(os.path.join(step, "repeats.json"), "w") as fh:
+        json.dump(doc, fh)
+    s = summarize_step("step", "rate", 18.0, step, 0)
+    assert s["achieved_rate"] == pytest.approx(sum(rates) / 2) and s["not_delivered"] is None
