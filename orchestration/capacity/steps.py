@@ -295,8 +295,14 @@ def summarize_step(name: str, kind: str, target: float | None, run_dir: str, cod
         s[out] = v if isinstance(v, int | float) and not isinstance(v, bool) else None
     steady = res.get(K.DELIVERY) or {}
     if steady:  # the step's rates over its steady interior (measure.delivered), never over ramp and drain
-        s["achieved_rate"] = steady["achieved_rate"]
-        s[K.OUTPUT_THROUGHPUT] = steady[K.OUTPUT_THROUGHPUT]
+        rate = steady["achieved_rate"]
+        if target and steady.get("achieved_fraction") is not None:
+            # the target times the fraction the server kept up with: the schedule's own draw (a 100-request
+            # step's interior offered 7.9 req/s at rate 10) is the client's luck, not the server's rate, so a
+            # step that held is priced at its headline rate
+            rate = float(target) * min(1.0, steady["achieved_fraction"])
+        s["achieved_rate"] = rate
+        s[K.OUTPUT_THROUGHPUT] = steady[K.OUTPUT_THROUGHPUT] / steady["achieved_rate"] * rate
         s["offered_rate"] = steady.get("offered_rate")
         s["not_delivered"] = shortfall_text(steady)  # None: delivered (or a closed loop)
     tpot = s.get("tpot_p50_ms")

@@ -1,14 +1,16 @@
 """The load that was applied: the offered and the achieved request rate of a run, over its steady interior.
 
-The window rule, one for a run, a sweep point and a search step: the interior is the arrivals between the first
-and the last tenth (by their intended start, or their start in a closed loop; the edges half-way between two
-arrivals). The offered rate is the interior's arrivals over its length; the achieved rate the completions in the
-same window shifted by the median latency, over its length. At a run's edges a request can only cross out of a
-whole-run window, never in (the ramp: the first requests, answered before the server is full; the drain: the
-last, with nothing behind them), so whole-run figures read low; in the interior one crosses in as often as one
-crosses out, and only the server's lag counts. An open loop whose achieved rate is below
-(1 - DELIVERY_TOLERANCE) x its offered rate did not get its load: the server (or a --max-concurrency cap) held
-it back, and its latencies are those of a lighter load than the one asked for."""
+The window rule, one for a run, a sweep point and a search step's rates: the interior is the arrivals (their
+intended start; a closed loop's start) after the first tenth and the first requests' answer time (the ramp: the
+batch fills) and before the last tenth and the last requests' answer time (the drain: the batch empties, the
+last answers come faster). The offered rate is the interior's arrivals over its span. The achieved rate is the
+offered one over (1 + the latency's trend): a server that keeps up answers each arrival as fast as the one
+before, one that falls behind adds a little per arrival, and its completions come at its capacity. Counting
+completions in a window is biased by the ramp and the drain: over a whole run a step at 17.78 req/s read 15.2,
+and a window shifted by the median latency read 119 % of the offered rate when the drain sped the last answers.
+An open loop whose achieved rate is below (1 - DELIVERY_TOLERANCE) x its offered rate did not get its load:
+the server (or a --max-concurrency cap) held it back, and its latencies are those of a lighter load than the one
+asked for. Fewer than MIN_JUDGED requests in the interior: the rates are stated, the delivery is not judged."""
 
 from __future__ import annotations
 
@@ -19,25 +21,33 @@ import numpy as np
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.columns import Columns
 
-__all__ = ["DELIVERY_TOLERANCE", "delivery", "interior", "shortfall_text", "steady"]
+__all__ = ["DELIVERY_TOLERANCE", "delivery", "shortfall_text", "steady", "steady_rows"]
 
 DELIVERY_TOLERANCE = 0.10  # a short Poisson run's own rate is a few % off; 10 % short is the server's doing
 MIN_REQUESTS = 10  # fewer completions: no interior to speak of
+MIN_JUDGED = 20  # fewer in the interior: its rates are stated, the delivery is not judged
 
 
-def interior(times: np.ndarray) -> tuple[float, float, float] | None:
-    """(events per second, window start, window end) of `times` (s) between their first and last tenth; None
-    when too few to have an interior."""
-    t = np.sort(times)
-    n = t.size
-    if n < 3:
+def steady_rows(sched: np.ndarray, ends: np.ndarray, answering: np.ndarray) -> np.ndarray | None:
+    """Which requests (arrivals `sched`, completions `ends`, s; `answering`: each one's time from its first
+    token to its end) make the steady interior: arrivals after the first tenth and the first requests' answer
+    time (the ramp: the batch fills over it), and before the last tenth and the last requests' answer time
+    (the drain: the batch empties, the last answers come faster; a queue ahead of them drains at the server's
+    pace and needs no cut); the tenths alone when that leaves too few. None: too few for an interior."""
+    n = sched.size
+    if n < MIN_REQUESTS:
         return None
+    order = np.argsort(sched, kind="stable")
+    t, answer = sched[order], answering[order]
     k = max(1, n // 10)
-    # the edges half-way between events, not on one: an event on an edge would count whole for half a gap
-    a, b = float(t[k - 1] + t[k]) / 2, float(t[n - 1 - k] + t[n - k]) / 2
-    if b <= a:
+    lo, hi = float(t[k]), float(t[n - 1 - k])
+    ramp, drain = float(np.median(answer[:k])), float(np.median(answer[-k:]))
+    sel = (sched >= max(lo, t[0] + ramp)) & (sched <= min(hi, t[-1] - drain))
+    if int(sel.sum()) < MIN_REQUESTS:
+        sel = (sched >= lo) & (sched <= hi)
+    if int(sel.sum()) < 3 or float(sched[sel].max() - sched[sel].min()) <= 0:
         return None
-    return (n - 2 * k) / (b - a), a, b
+    return sel
 
 
 def delivery(c: Columns, ok: np.ndarray, good: np.ndarray | None = None) -> dict[str, Any] | None:
@@ -52,32 +62,39 @@ def delivery(c: Columns, ok: np.ndarray, good: np.ndarray | None = None) -> dict
     intended = c.a["t_intended"][ok]
     open_loop = bool((~np.isnan(intended)).all())
     sched = np.where(np.isnan(intended), starts, intended)  # a closed loop has no schedule: its starts
-    arrivals = interior(sched)
-    if arrivals is None:
+    has = c.lens[ok] > 0
+    first = np.zeros(ok.size)
+    first[has] = c.first_chunk(ok[has]) / 1e6
+    sel = steady_rows(sched, ends, np.where(has, ends - starts - first, 0.0))
+    if sel is None:
         return None
-    offered, a, b = arrivals
-    # the completions of the same window, shifted by the median latency (from the intended start): a request
-    # crosses in as often as one crosses out, so only the server's lag counts
-    lag = float(np.median(ends - sched))
-    in_window = (ends >= a + lag) & (ends <= b + lag)
-    achieved = int(in_window.sum()) / (b - a)
-    tokens = c.a["output_tokens"][ok][in_window]
-    # mean requests in flight over the window: each request's time inside it, over its length (Little's law)
-    inside = np.clip(np.minimum(ends, b + lag) - np.maximum(starts, a + lag), 0.0, None)
+    t, lat = sched[sel], (ends - sched)[sel]
+    window = float(t.max() - t.min())
+    offered = (t.size - 1) / window
+    # the latency's trend over the interior: a server that keeps up answers each arrival as fast as the one
+    # before; one that falls behind adds (1/capacity - 1/offered) per arrival, so its completions come at
+    # offered / (1 + slope) however long the run or its drain. A falling latency (a warm-up, a busy client at the
+    # start) is no completion rate above the offered one: over a run a server cannot answer more than it is sent
+    slope = max(0.0, float(np.polyfit(t - t.min(), lat, 1)[0]))
+    achieved = offered / (1.0 + slope)
+    tokens = np.clip(c.a["output_tokens"][ok][sel], 0, None)
     out: dict[str, Any] = {
         "achieved_rate": achieved,
-        # the completions' tokens in the window: the steady output rate a step's cost is priced at
-        K.OUTPUT_THROUGHPUT: float(np.clip(tokens, 0, None).sum()) / (b - a),
-        "achieved_concurrency": float(inside.sum() / (b - a)),
-        "window_s": b - a,
+        # the steady output rate a step's cost is priced at: the interior's tokens per request x its rate
+        K.OUTPUT_THROUGHPUT: float(tokens.mean()) * achieved,
+        # mean requests in flight at the server (Little's law: the achieved rate x the time each was there)
+        "achieved_concurrency": achieved * float(np.mean((ends - starts)[sel])),
+        "window_s": window,
+        "latency_slope": slope,
         "tolerance": DELIVERY_TOLERANCE,
     }
     if open_loop:  # its schedule is the load offered
         out["offered_rate"] = offered
         out["achieved_fraction"] = achieved / offered
-        out["delivered"] = bool(achieved >= (1.0 - DELIVERY_TOLERANCE) * offered)
+        if t.size >= MIN_JUDGED:  # fewer: the latency's trend is too noisy to judge (no verdict, not a pass)
+            out["delivered"] = bool(achieved >= (1.0 - DELIVERY_TOLERANCE) * offered)
         if good is not None:
-            out["goodput_of_offered"] = int((in_window & good).sum()) / (b - a) / offered
+            out["goodput_of_offered"] = float(np.mean(good[sel])) * achieved / offered
     return out
 
 

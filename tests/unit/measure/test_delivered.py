@@ -12,7 +12,7 @@ import pytest
 
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.columns import as_columns
-from vllm_users.measure.delivered import DELIVERY_TOLERANCE, delivery, interior, shortfall_text
+from vllm_users.measure.delivered import DELIVERY_TOLERANCE, delivery, shortfall_text, steady_rows
 from vllm_users.measure.metrics import ok_rows, rows
 from vllm_users.measure.record import RequestRecord
 from vllm_users.measure.result_fields import build_metrics
@@ -21,10 +21,19 @@ T0 = 1_700_000_000.0
 
 
 def open_loop(
-    rate: float, n: int, *, slots: int = 8, service_s: float = 0.4, cap: int = 0, seed: int = 0
+    rate: float,
+    n: int,
+    *,
+    slots: int = 8,
+    service_s: float = 0.4,
+    cap: int = 0,
+    seed: int = 0,
+    batched: bool = False,
 ) -> list[RequestRecord]:
     """Poisson arrivals at `rate` against `slots` servers; with `cap` the client holds a request until one of its
-    `cap` in flight ends (--max-concurrency: it starts late), else the server queues it (its TTFT grows)."""
+    `cap` in flight ends (--max-concurrency: it starts late), else the server queues it (its TTFT grows).
+    `batched`: a request's service time grows with the requests in service when it begins (a batch's decode
+    step), so the first requests (an empty batch) and the last (a draining one) are answered faster."""
     rng = np.random.default_rng(seed)
     due = T0 + np.cumsum(rng.exponential(1.0 / rate, n))
     free = [T0] * slots  # when each server slot is next free
@@ -36,7 +45,9 @@ def open_loop(
             while len(in_flight) >= cap:
                 start = max(start, heapq.heappop(in_flight))
         begin = max(start, heapq.heappop(free))  # the server's queue
-        end = begin + service_s * (0.9 + 0.2 * rng.random())
+        busy = sum(f > begin for f in free) + 1
+        scale = (0.3 + 0.7 * busy / slots) if batched else 1.0
+        end = begin + scale * service_s * (0.9 + 0.2 * rng.random())
         heapq.heappush(free, end)
         if cap:
             heapq.heappush(in_flight, end)
@@ -60,15 +71,21 @@ def _delivery(recs: list[RequestRecord]) -> dict | None:  # type: ignore[type-ar
 CAPACITY = 8 / 0.4  # 20 req/s
 
 
+@pytest.mark.parametrize("batched", [False, True])
 @pytest.mark.parametrize("n", [30, 60, 200, 400])
 @pytest.mark.parametrize("load", [0.3, 0.6, 0.8])
-def test_a_server_with_room_delivers_at_every_length(n: int, load: float) -> None:
-    """No false alarm: 20 seeds of each, below the capacity, flagged never."""
+def test_a_server_with_room_delivers_at_every_length(n: int, load: float, batched: bool) -> None:
+    """No false alarm, and the achieved rate within 10 % of the offered: 20 seeds of each, below the capacity.
+    With batched service (faster answers as the batch drains) completions over a window shifted by the median
+    latency read 119 % of the offered rate in a live search step."""
     for seed in range(20):
-        d = _delivery(open_loop(load * CAPACITY, n, seed=seed))
-        assert d is not None and d["delivered"], (n, load, seed, d)
+        d = _delivery(open_loop(load * CAPACITY, n, seed=seed, batched=batched))
+        assert d is not None and d.get("delivered", True), (n, load, seed, d)
         assert shortfall_text(d) is None
-        assert d["achieved_fraction"] == pytest.approx(1.0, abs=DELIVERY_TOLERANCE)
+        if n >= 200:  # long enough for the latency's trend to be read within the tolerance
+            assert d["achieved_fraction"] == pytest.approx(1.0, abs=DELIVERY_TOLERANCE)
+        if "delivered" not in d:  # too few in the interior to judge
+            assert n < 60
 
 
 @pytest.mark.parametrize("n", [100, 200, 400])
@@ -80,7 +97,7 @@ def test_an_overloaded_server_is_flagged_at_its_capacity(n: int, cap: int) -> No
         d = _delivery(open_loop(1.6 * CAPACITY, n, cap=cap, seed=seed))
         assert d is not None and not d["delivered"], (n, cap, seed, d)
         assert d["achieved_rate"] == pytest.approx(CAPACITY, rel=0.12)
-        assert d["offered_rate"] == pytest.approx(1.6 * CAPACITY, rel=0.25)
+        assert d["offered_rate"] == pytest.approx(1.6 * CAPACITY, rel=0.3)  # the schedule's own draw
         text = shortfall_text(d)
         assert text is not None and text.endswith("not delivered") and "of the offered" in text
 
@@ -97,7 +114,8 @@ def test_a_closed_loop_states_its_concurrency_and_no_offered_rate() -> None:
 
 def test_too_few_requests_have_no_delivery_block() -> None:
     assert _delivery(open_loop(5, 8)) is None
-    assert interior(np.array([1.0, 2.0])) is None
+    assert steady_rows(np.arange(5.0), np.arange(5.0) + 1, np.ones(5)) is None
+    assert "delivered" not in (_delivery(open_loop(5, 20)) or {})  # too few to judge: no verdict
 
 
 def test_the_result_and_goodput_against_the_offered_load() -> None:
