@@ -42,7 +42,7 @@ def steady_rows(sched: np.ndarray, ends: np.ndarray, answering: np.ndarray) -> n
     k = max(1, n // 10)
     lo, hi = float(t[k]), float(t[n - 1 - k])
     ramp, drain = float(np.median(answer[:k])), float(np.median(answer[-k:]))
-    sel = (sched >= max(lo, t[0] + ramp)) & (sched <= min(hi, t[-1] - drain))
+    sel: np.ndarray = (sched >= max(lo, t[0] + ramp)) & (sched <= min(hi, t[-1] - drain))
     if int(sel.sum()) < MIN_REQUESTS:
         sel = (sched >= lo) & (sched <= hi)
     if int(sel.sum()) < 3 or float(sched[sel].max() - sched[sel].min()) <= 0:
