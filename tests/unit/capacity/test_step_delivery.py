@@ -92,3 +92,12 @@ def test_a_repeated_steps_rate_is_its_repeats_interior_mean(tmp_path) -> None:
         json.dump(doc, fh)
     s = summarize_step("step", "rate", None, step, 0)  # no target: the interior's own rate
     assert s["achieved_rate"] == pytest.approx(sum(rates) / 2) and s["not_delivered"] is None
+
+
+def test_the_report_says_the_shortfall(tmp_path) -> None:
+    from orchestration.report.postprocess import load_run
+
+    short = _step(tmp_path, "short", 1.6 * CAPACITY, cap=64)["run_dir"]
+    ok = _step(tmp_path, "ok", 0.5 * CAPACITY)["run_dir"]
+    assert any("not delivered" in w for w in load_run(short).warnings)
+    assert not any("not delivered" in w for w in load_run(ok).warnings)
