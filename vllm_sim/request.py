@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import random
 import secrets
@@ -342,6 +343,15 @@ def _apply_stop(pieces: list[str], stops: list[str]) -> tuple[list[str], bool]:
     return out, True
 
 
+def _seeded(req: SimRequest) -> int:
+    """The answer's random state of a seeded request: the body's seed mixed with its prompt, so the same request
+    answers alike (a seeded server's promise) while a run of different prompts under one seed still gets a
+    spread of answers (from the seed alone, every answer of a run had one length)."""
+    h = hashlib.blake2b(str(req.seed).encode(), digest_size=8)
+    h.update(repr(req.prompt_ids).encode())
+    return int.from_bytes(h.digest(), "little")
+
+
 def build_plan(
     req: SimRequest,
     server_rng: random.Random,
@@ -353,7 +363,7 @@ def build_plan(
 
     With ``reasoning_tokens`` (chat, no tool call) the output starts with that many thinking tokens, counted
     in max_tokens like a reasoning model's; the answer gets what is left."""
-    rng = random.Random(req.seed) if req.seed is not None else random.Random(server_rng.getrandbits(64))
+    rng = random.Random(_seeded(req)) if req.seed is not None else random.Random(server_rng.getrandbits(64))
     if reasoning_tokens > 0 and req.chat and not req.tools:  # tool calls: no thinking first (not modelled)
         r = min(reasoning_tokens, req.max_tokens)
         thought = tok.sample_words(rng, r)

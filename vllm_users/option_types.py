@@ -24,6 +24,7 @@ def _typed(kind: Callable[[str], Any], check: Callable[[Any], bool], want: str) 
 
 pos_int = _typed(int, lambda v: v > 0, "a positive integer")
 nonneg_int = _typed(int, lambda v: v >= 0, "an integer >= 0")
+sampling_seed = _typed(int, lambda v: v >= -1, "an integer >= -1 (-1: none)")
 port = _typed(int, lambda v: 0 < v < 65536, "a TCP port (1-65535)")
 pos_float = _typed(float, lambda v: v > 0 and not math.isnan(v), "a number > 0")
 nonneg_float = _typed(float, lambda v: v >= 0 and not math.isnan(v), "a number >= 0")

@@ -17,6 +17,7 @@ from orchestration.settings import config as C
 from vllm_users import run_dir as R
 from vllm_users.atomic import atomic_json
 from vllm_users.measure import metric_keys as K
+from vllm_users.measure.delivered import shortfall_text
 from vllm_users.measure.run_result import load_result
 from vllm_users.options import Options, changed, env_api_key
 from vllm_users.run_options import OutputOptions
@@ -45,6 +46,7 @@ __all__ = [
     "simulator_args",
     "step_seed",
     "summarize_step",
+    "with_delivery",
     "with_twin",
     "write_output_file",
 ]
@@ -237,11 +239,37 @@ def read_step(run_dir: str) -> dict[str, Any]:
             doc = R.read_json(run_dir, R.REPEATS)
             res: dict[str, Any] = {k: m["mean"] for k, m in doc["metrics"].items()}
             res["repeats"] = doc
+            steady = _steady_mean(run_dir, doc.get("runs") or [])
+            if steady:
+                res[K.DELIVERY] = steady
             return res
     except (OSError, ValueError, KeyError):
         return {}
     written = load_result(run_dir)
     return written.to_json() if written is not None else {}
+
+
+def _steady_mean(run_dir: str, repeats: list[str]) -> dict[str, Any] | None:
+    """A repeated step's interior rates: each repeat's `delivery` rates averaged (None unless every repeat has
+    one); not delivered when any repeat was not."""
+    blocks = []
+    for name in repeats:
+        res = load_result(os.path.join(run_dir, name))
+        d = res.to_json().get(K.DELIVERY) if res is not None else None
+        if not d:
+            return None
+        blocks.append(d)
+    if not blocks:
+        return None
+    out: dict[str, Any] = {
+        k: sum(b[k] for b in blocks) / len(blocks)
+        for k in ("achieved_rate", K.OUTPUT_THROUGHPUT, "offered_rate", "achieved_fraction")
+        if all(b.get(k) is not None for b in blocks)
+    }
+    out["tolerance"] = blocks[0]["tolerance"]
+    if "offered_rate" in out:
+        out["delivered"] = all(b.get("delivered", True) for b in blocks)
+    return out
 
 
 def write_output_file(a: OutputOptions, doc: dict[str, Any]) -> None:
@@ -265,6 +293,18 @@ def summarize_step(name: str, kind: str, target: float | None, run_dir: str, cod
     for key, out in STEP_FIELDS:
         v = res.get(key)
         s[out] = v if isinstance(v, int | float) and not isinstance(v, bool) else None
+    steady = res.get(K.DELIVERY) or {}
+    if steady:  # the step's rates over its steady interior (measure.delivered), never over ramp and drain
+        rate = steady["achieved_rate"]
+        if target and steady.get("achieved_fraction") is not None:
+            # the target times the fraction the server kept up with: the schedule's own draw (a 100-request
+            # step's interior offered 7.9 req/s at rate 10) is the client's luck, not the server's rate, so a
+            # step that held is priced at its headline rate
+            rate = float(target) * min(1.0, steady["achieved_fraction"])
+        s["achieved_rate"] = rate
+        s[K.OUTPUT_THROUGHPUT] = steady[K.OUTPUT_THROUGHPUT] / steady["achieved_rate"] * rate
+        s["offered_rate"] = steady.get("offered_rate")
+        s["not_delivered"] = shortfall_text(steady)  # None: delivered (or a closed loop)
     tpot = s.get("tpot_p50_ms")
     s["output_tok_per_s_per_user"] = 1000.0 / tpot if tpot else None  # a user's stream speed (median TPOT)
     # kept for the concurrency sweep's readers (moe preset)
@@ -277,3 +317,13 @@ def summarize_step(name: str, kind: str, target: float | None, run_dir: str, cod
             if k in dict(STEP_FIELDS)
         }
     return s
+
+
+def with_delivery(s: dict[str, Any], verdict: dict[str, Any]) -> dict[str, Any]:
+    """A step's verdict (search.judge's) with the load it was given: an open-loop step whose achieved rate fell
+    short of its offered rate (summarize_step's `not_delivered`) fails as "not delivered", whatever its
+    latencies (they are those of a lighter load than the one asked for)."""
+    why = s.get("not_delivered")
+    if not why:
+        return verdict
+    return {**verdict, "passed": False, "not_delivered": True, "reasons": [*verdict.get("reasons", []), why]}

@@ -24,6 +24,7 @@ from orchestration.capacity.steps import (
     StepRunner,
     shared_host,
     summarize_step,
+    with_delivery,
     write_output_file,
 )
 from orchestration.report.sweep_answer import slo_answer, sweep_headline
@@ -161,6 +162,7 @@ def _judge(s: dict[str, Any], a: Options, slo: Slo) -> None:
     v = judge(
         s["run_dir"], s["target"] or math.inf, slo, a.capacity.slo_percentile, a.capacity.max_error_rate
     )
+    v = with_delivery(s, v)
     s.update(verdict="holds" if v["passed"] else "fails", judgement=v)
 
 

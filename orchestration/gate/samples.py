@@ -27,6 +27,7 @@ from orchestration.report.run_sets import is_repeats_dir, is_sweep_dir, repeat_d
 from vllm_users import errors
 from vllm_users.atomic import write_atomic
 from vllm_users.measure import metric_keys as K
+from vllm_users.measure.delivered import shortfall_text
 from vllm_users.measure.metrics import Slo, ok_rows, rows, sent_rows, slo_met
 from vllm_users.measure.records_store import load_columns
 from vllm_users.measure.run_result import load_result
@@ -87,6 +88,7 @@ class RunSamples:
     lens: np.ndarray  # int64 chunks of each request (0 for anything but a success)
     chunks: np.ndarray  # int64 chunk times of the successes, µs from their start, flat
     warnings: list[str] = field(default_factory=list)
+    not_delivered: str | None = None  # an open loop short of its offered rate (measure.delivered)
 
     @property
     def n(self) -> int:
@@ -187,6 +189,7 @@ def from_run_dir(run_dir: str) -> RunSamples:
         lens=lens,
         chunks=c.chunks[gather].astype(np.int64),
         warnings=list(c.warnings),
+        not_delivered=shortfall_text(result.get(K.DELIVERY)),
     )
 
 
@@ -254,7 +257,10 @@ def save_baseline(file: str, side: Side) -> None:
         "format": BASELINE_FORMAT,
         "version": BASELINE_VERSION,
         "origin": side.origin or side.label,
-        "runs": [{"name": r.name, "settings": r.settings, "figures": r.figures} for r in side.runs],
+        "runs": [
+            {"name": r.name, "settings": r.settings, "figures": r.figures, "not_delivered": r.not_delivered}
+            for r in side.runs
+        ],
     }
     arrays = {f"r{i}_{c}": a for i, r in enumerate(side.runs) for c, a in r.columns().items()}
     arrays["doc"] = np.frombuffer(json.dumps(doc).encode(), dtype=np.uint8)
@@ -279,6 +285,7 @@ def _load_baseline(file: str) -> Side:
                     name=r["name"],
                     settings=r["settings"],
                     figures=r["figures"],
+                    not_delivered=r.get("not_delivered"),
                     **{c: z[f"r{i}_{c}"] for c in COLUMNS},
                 )
                 for i, r in enumerate(doc["runs"])

@@ -99,6 +99,12 @@ class GateReport:
     allowed_mismatches: dict[str, list[Any]] = field(default_factory=dict)
     seed: int = 0
     resamples: int = RESAMPLES
+    load_notes: list[str] = field(default_factory=list)  # a side whose open loop did not get its rate
+
+    @property
+    def not_delivered(self) -> str:
+        """' (LOAD NOT DELIVERED: candidate run-1)' when a side's load fell short of its offered rate, else ''."""
+        return f" (LOAD NOT DELIVERED: {'; '.join(self.load_notes)})" if self.load_notes else ""
 
     @property
     def regressed(self) -> list[RuleResult]:
@@ -114,8 +120,8 @@ class GateReport:
         tally = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
         if self.regressed:
             names = ", ".join(f"{r.metric} ({r.signed(r.change)})" for r in self.regressed)
-            return f"REGRESSED: {names} ({len(self.results)} rules: {tally})"
-        return f"no regression ({len(self.results)} rules: {tally})"
+            return f"REGRESSED: {names} ({len(self.results)} rules: {tally}){self.not_delivered}"
+        return f"no regression ({len(self.results)} rules: {tally}){self.not_delivered}"
 
     def method(self) -> str:
         """How the intervals were made (one paragraph)."""
@@ -143,6 +149,7 @@ class GateReport:
             "regressed": [r.metric for r in self.regressed],
             "exit_code": self.exit_code,
             "allowed_mismatches": self.allowed_mismatches,
+            "load_not_delivered": self.load_notes,
             "method": self.method(),
             "rules": [r.to_dict() for r in self.results],
         }
@@ -313,6 +320,21 @@ def gate(
     resamples = max(resamples, math.ceil(2 * TAIL_DRAWS / (1.0 - level)))
     results = [evaluate(r, base, cand, level=level, resamples=resamples, seed=seed) for r in rules]
     code = exit_codes.GATE_REGRESSED if any(r.verdict == "regressed" for r in results) else exit_codes.OK
+    notes = [
+        f"{name} {r.name}: {r.not_delivered}"
+        for name, side in (("baseline", base), ("candidate", cand))
+        for r in side.runs
+        if r.not_delivered
+    ]
     return GateReport(
-        base.describe(), cand.describe(), confidence, level, results, code, allowed or {}, seed, resamples
+        base.describe(),
+        cand.describe(),
+        confidence,
+        level,
+        results,
+        code,
+        allowed or {},
+        seed,
+        resamples,
+        notes,
     )

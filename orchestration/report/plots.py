@@ -23,6 +23,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from orchestration.report.energy_plot import gpu_panel, gpu_series  # noqa: E402
 from orchestration.report.postprocess import MAX_SAMPLE, RunData  # noqa: E402
 from vllm_users.measure import metric_keys as K
+from vllm_users.measure.delivered import steady
 
 __all__ = [
     "LEVELS",
@@ -268,19 +269,21 @@ def turns_figure(runs: Sequence[RunData]) -> Plot | None:
 
 
 def latency_throughput_figure(runs: Sequence[RunData]) -> Plot | None:
-    """Latency versus output throughput across runs: the curve users tune on."""
+    """Latency versus output throughput across runs: the curve users tune on (each run's output tok/s over its
+    steady interior: measure.delivered's window, the ramp and the drain left out)."""
     pts = [
         r
         for r in runs
-        if r.result.get(K.OUTPUT_THROUGHPUT) is not None and r.result.get(K.TTFT.key("median")) is not None
+        if steady(r.result, K.OUTPUT_THROUGHPUT) is not None
+        and r.result.get(K.TTFT.key("median")) is not None
     ]
     if len(pts) < 2:
         return None
-    pts.sort(key=lambda r: r.result[K.OUTPUT_THROUGHPUT])
+    pts.sort(key=lambda r: steady(r.result, K.OUTPUT_THROUGHPUT))
     fig = Figure(figsize=(10, 3.8))
     for i, (m, label) in enumerate((("ttft", "TTFT"), ("tpot", "TPOT"))):
         ax = fig.add_subplot(1, 2, i + 1)
-        x = [r.result[K.OUTPUT_THROUGHPUT] for r in pts]
+        x = [steady(r.result, K.OUTPUT_THROUGHPUT) for r in pts]
         for stat in ("median", "p99"):
             key = f"{stat}_{m}_ms" if stat == "median" else f"p99_{m}_ms"
             ax.plot(x, [r.result.get(key) or math.nan for r in pts], marker="o", label=f"{label} {stat}")

@@ -20,6 +20,8 @@ from orchestration.report.locust_csv import result_from_csv
 from orchestration.server.metrics_sampler import summarize_file
 from vllm_users.atomic import atomic_json
 from vllm_users.errors import ReportError  # raised here when a run directory holds nothing reportable
+from vllm_users.measure import metric_keys as K
+from vllm_users.measure.delivered import shortfall_text
 from vllm_users.measure.metrics import Slo, ok_rows, plot_arrays, rows
 from vllm_users.measure.records_store import load_columns
 from vllm_users.measure.result_builder import build_result
@@ -123,6 +125,9 @@ def load_run(run_dir: str, *, slo: Slo | None = None) -> RunData:
             for k in RUN_KEYS:
                 if written and k in written and k not in res:
                     res[k] = written[k]
+            short = shortfall_text(res.get(K.DELIVERY))
+            if short:  # the run's own words (its result's warnings), beside the report's tables
+                warnings.append("load " + short)
             run = RunData(run_dir, name, res, "records", warnings=warnings)
             # ITL arrives as the very subsample the CDF plot would draw (the full array is ~1 GB at 1 M records)
             run.arrays = plot_arrays(cols, MAX_SAMPLE)

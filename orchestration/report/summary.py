@@ -60,6 +60,7 @@ def format_summary(res: dict[str, Any], run_dir: str | None = None) -> str:
         out.append(_line("Maximum request concurrency:", run.max_concurrency))
     if run.request_rate not in (None, "inf"):
         out.append(_line("Request rate configured (RPS):", run.request_rate, ".2f"))
+    out.extend(delivery_lines(res.get(K.DELIVERY)))
     if res.get(K.COMPLETED) or res.get(K.FAILED) or res.get(K.INTERRUPTED):  # no request: no span to speak of
         out.append(_figure(res, K.DURATION))
     out.append(_figure(res, K.TOTAL_INPUT_TOKENS))
@@ -182,6 +183,30 @@ def _rate_and_latency_lines(res: dict[str, Any]) -> list[str]:
     for metric in K.ROW_LATENCIES:
         if metric.key("mean") in res:  # a figure that does not apply is left out (reasoning, non-streamed)
             out.extend(_metric_block(res, metric))
+    return out
+
+
+def delivery_lines(d: Mapping[str, Any] | None) -> list[str]:
+    """The load that was applied, over the run's interior (vllm_users.measure.delivered): offered and achieved
+    req/s (an open loop), or the achieved rate and concurrency (a closed loop); nothing without an interior."""
+    if not d:
+        return []
+    if d.get("offered_rate") is None:
+        return [
+            _line(
+                "Achieved req/s, in flight (interior):",
+                f"{d['achieved_rate']:.2f}, {d['achieved_concurrency']:.1f}",
+            )
+        ]
+    mark = "" if d.get("delivered") else "  NOT DELIVERED"
+    out = [
+        _line(
+            "Offered / achieved req/s (interior):",
+            f"{d['offered_rate']:.2f} / {d['achieved_rate']:.2f} ({d['achieved_fraction']:.1%}){mark}",
+        )
+    ]
+    if d.get("goodput_of_offered") is not None:
+        out.append(_line("Goodput of the offered load:", f"{d['goodput_of_offered']:.1%}"))
     return out
 
 

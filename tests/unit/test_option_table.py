@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[2]
 GOOD = {
     T.pos_int: "7",
     T.nonneg_int: "7",
+    T.sampling_seed: "7",
     T.pos_float: "0.5",
     T.nonneg_float: "0.5",
     T.rate: "2.5",
@@ -73,6 +74,7 @@ GOOD = {
 BAD = {
     T.pos_int: "-5",
     T.nonneg_int: "-1",
+    T.sampling_seed: "-2",
     T.pos_float: "-0.5",
     T.nonneg_float: "-1",
     T.rate: "-3",

@@ -385,6 +385,8 @@ def run_meta(
         "output_len": o.request.output_len,
         "range_ratio": o.request.range_ratio,
         "seed": o.request.seed,
+        # the body's sampling seed (--sampling-seed; None: none sent, the default)
+        "sampling_seed": o.request.sampling_seed if o.request.sampling_seed >= 0 else None,
         # what the prompts share, so a report can judge the prefix-cache hit rate against what they allow
         "prefix_len": o.prefix.prefix_len or None,
         "cache_rate": o.prefix.cache_rate if o.prefix.prefix_len else None,

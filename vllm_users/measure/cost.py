@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from vllm_users.measure import metric_keys as K
+from vllm_users.measure.delivered import steady
 
 
 def cost_at(
@@ -27,12 +28,17 @@ def cost_at(
 
 
 def run_cost(metrics: Mapping[str, Any], price: float, gpus: int) -> dict[str, Any]:
-    """The result's `cost` block from its overall `metrics`: the inputs and the cost at the measured rate."""
+    """The result's `cost` block from its overall `metrics`: the inputs and the cost at the measured rate, the
+    steady interior's where the run has one (measure.delivered: the ramp and the drain are no rate the
+    deployment runs at), else the whole run's."""
     return {
         "gpu_hour_price_usd": price,
         "gpus": gpus,
         "at_measured_rate": cost_at(
-            price, gpus, metrics.get(K.OUTPUT_THROUGHPUT), metrics.get(K.REQUEST_THROUGHPUT)
+            price,
+            gpus,
+            steady(dict(metrics), K.OUTPUT_THROUGHPUT),
+            steady(dict(metrics), K.REQUEST_THROUGHPUT),
         ),
     }
 

@@ -274,6 +274,7 @@ INPUT_LEN_REQUESTED_MEAN = _key("input_len_requested_mean", "tokens")
 INPUT_LEN_ACTUAL_MEAN = _key("input_len_actual_mean", "tokens")
 ARRIVALS = _key("arrivals", "-")
 WINDOWS = _key("windows", "-")  # --warmup/--cooldown
+DELIVERY = _key("delivery", "-")  # the offered and achieved rate over the interior (measure.delivered)
 INTERRUPTED = _key("interrupted", "requests", console="Interrupted requests")
 # the GPU's figures over the measured window: result.json's `energy` block (vllm_users.measure.energy), not
 # compute_metrics', from --gpu-metrics' samples

@@ -9,6 +9,7 @@ from typing import Any
 
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.columns import Records, as_columns
+from vllm_users.measure.delivered import shortfall_text
 from vllm_users.measure.metrics import PercentileChoice, Slo, rows
 from vllm_users.measure.per_class import class_table, per_class
 from vllm_users.measure.per_endpoint import per_endpoint, per_replica
@@ -62,6 +63,9 @@ def build_run_result(
         said.append(check["message"])
     if (overall.get(K.WINDOWS) or {}).get("warning"):
         said.append(overall[K.WINDOWS]["warning"])
+    short = shortfall_text(overall.get(K.DELIVERY))
+    if short:  # the load measured is not the one asked for: said in the summary, the result and the report
+        said.append("Load " + short + ": the latencies are those of a lighter load than the one asked for")
     measured, _ = split(
         records, rows(records), parse_optional(meta.get("warmup")), parse_optional(meta.get("cooldown"))
     )

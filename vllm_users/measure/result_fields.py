@@ -13,6 +13,7 @@ import numpy as np
 
 from vllm_users.measure import metric_keys as K
 from vllm_users.measure.columns import Columns, Records, as_columns
+from vllm_users.measure.delivered import delivery
 from vllm_users.measure.kinds import POOLING_ENDPOINTS, ErrorKind
 from vllm_users.measure.metrics import (
     DEFAULT_METRIC_PERCENTILES,
@@ -127,10 +128,8 @@ def compute_metrics(
     res.update(_reasoning_fields(c, ok, percentiles, percentile_metrics))
     res.update(_image_fields(c, ok))
     if slo is not None:
-        met = slo_met(c, ok, slo)
-        in_time = np.logical_and.reduce([*met.values(), np.ones(ok.size, dtype=bool)])
-        valid = c.a["valid"][ok] != 0  # rec.valid False: a wrong answer (json, tools, a check hook)
-        good = int((in_time & valid).sum()) if slo.require_valid else int(in_time.sum())
+        met, in_time, valid, good_rows = good_mask(c, ok, slo)
+        good = int(good_rows.sum())
         res[K.REQUEST_GOODPUT] = good / dur
         res[K.GOODPUT] = {
             "slo_ms": dict(slo.limits_ms),
@@ -150,6 +149,17 @@ def compute_metrics(
     res.update(_extras(c, sent, ok, idx))
     res[K.INTERRUPTED] = interrupted
     return res
+
+
+def good_mask(
+    c: Columns, ok: np.ndarray, slo: Slo
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+    """Per success of `ok`: each objective met, all met (in time), valid, and good (in time, and valid when the
+    SLO requires it)."""
+    met = slo_met(c, ok, slo)
+    in_time = np.logical_and.reduce([*met.values(), np.ones(ok.size, dtype=bool)])
+    valid = c.a["valid"][ok] != 0  # rec.valid False: a wrong answer (json, tools, a check hook)
+    return met, in_time, valid, (in_time & valid) if slo.require_valid else in_time
 
 
 def _reasoning_fields(
@@ -495,5 +505,9 @@ def build_metrics(
     if windows is not None:
         res[K.WINDOWS] = windows
     sent = sent_rows(c, measured)
+    ok = ok_rows(c, sent)
+    d = delivery(c, ok, good_mask(c, ok, slo)[3] if slo is not None else None)
+    if d is not None:  # the load that was applied (absent: too few completions to have an interior)
+        res[K.DELIVERY] = d
     scen = per_scenario(c, sent, cache=cache, **kw)
     return res, scen, ttft_by_turn(c, measured), int(sent_rows(c, everything).size)

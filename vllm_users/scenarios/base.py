@@ -333,8 +333,10 @@ class LLMUser(FastHttpUser):
             body["stream_options"] = {"include_usage": True}
         if o.request.ignore_eos:
             body["ignore_eos"] = True
-        if o.request.seed:
-            body["seed"] = o.request.seed
+        # the sampling seed is the user's, never --seed: a repeat changes its prompts (--seed + k), and its bodies
+        # must stay alike, or each repeat would sample differently (a seeded server samples per request)
+        if o.request.sampling_seed >= 0:
+            body["seed"] = o.request.sampling_seed
         return body
 
     def send(self, spec: RequestSpec, ticket: Ticket, scenario: str | None = None) -> Reply:

@@ -19,7 +19,15 @@ class RequestOptions:
     range_ratio: float = opt(0.0, T.ratio, "Lengths vary uniformly by +-ratio (vLLM's)", *BOTH)
     ignore_eos: bool = opt(False, None, "Send ignore_eos (exact output lengths)", *BOTH)
     temperature: float = opt(0.0, T.nonneg_float, "Sampling temperature", *BOTH)
-    seed: int = opt(0, T.nonneg_int, "Seed for prompts, schemas and arrivals", *BOTH)
+    seed: int = opt(
+        0, T.nonneg_int, "Seed for prompts, schemas and arrivals (a repeat's own: +1 each)", *BOTH
+    )
+    sampling_seed: int = opt(
+        -1,
+        T.sampling_seed,
+        "The `seed` every request body sends (the server's sampling); -1: none, as `vllm bench serve`",
+        *BOTH,
+    )
     no_stream: bool = opt(
         False, None, "Non-streamed requests: E2EL and usage tokens, no TTFT/ITL/TPOT", *BOTH
     )
