@@ -51,6 +51,8 @@ def test_render_opens_each_gpu_metrics_port_to_the_master(tmp_path) -> None:
             "http://vllm.llm:8000",
             "--gpu-metrics",
             "http://node-a.gpu:9400/metrics",
+            "--image",
+            "registry.example.com/vllm-locust:0.1",
             "--out",
             str(out),
         ]
@@ -70,6 +72,8 @@ def test_render_refuses_a_gpu_exporter_credential_in_the_configmap(tmp_path, cap
             "http://vllm.llm:8000",
             "--gpu-metrics",
             "http://u:p@node-a:9400/metrics",
+            "--image",
+            "registry.example.com/vllm-locust:0.1",
             "--out",
             str(tmp_path),
         ]
