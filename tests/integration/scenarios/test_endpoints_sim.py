@@ -78,7 +78,12 @@ def test_responses_endpoint_streams_like_chat(tmp_path) -> None:
     )
     assert res["mean_ttft_ms"] > 0 and res["mean_tpot_ms"] > 0 and "missing_done_requests" not in res
     recs, _ = read_records(f"{run.run_dir}/records.jsonl")
-    assert all(r.endpoint == "responses" and len(r.chunk_times_us) == 6 for r in recs)
+    # every stream whole: each chunk timed, or (read late on a busy box) all 6 counted as delivered at once;
+    # most timed chunk by chunk
+    at_once = [(r.extra or {}).get("chunks_at_once") for r in recs]
+    assert all(r.endpoint == "responses" for r in recs)
+    assert all(len(r.chunk_times_us) == 6 or n == 6 for r, n in zip(recs, at_once, strict=True))
+    assert sum(len(r.chunk_times_us) == 6 for r in recs) > len(recs) / 2
 
 
 def test_bad_combinations_exit_2(tmp_path) -> None:
